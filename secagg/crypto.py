@@ -1,0 +1,365 @@
+"""Cryptographic building blocks of secure aggregation (Bonawitz et al., CCS 2017).
+
+Theory of operation
+-------------------
+Each client ``u`` holds two X25519 key pairs (RFC 7748): ``(c_u^SK, c_u^PK)`` for
+encrypting Shamir shares to its peers and ``(s_u^SK, s_u^PK)`` for pairwise masks.
+For a pair ``u, v`` both sides compute the same Diffie-Hellman value
+``X25519(s_u^SK, s_v^PK) = X25519(s_v^SK, s_u^PK)`` and expand it with HKDF-SHA256
+(RFC 5869) into a key that is bound to one purpose and one session::
+
+    key = HKDF-Expand(HKDF-Extract(salt = "", ikm = dh),
+                      info = "fedhh/secagg/v1" || 0x00 || label || 0x00 || context, L)
+
+``label`` is one of the ``LABEL_*`` constants below (domain separation: a mask seed can
+never equal a share-encryption key), ``context`` is normally the session id followed by
+the pair's identities. Labels contain no zero byte, so ``info`` parses uniquely.
+
+The session id (:func:`session_id`) is SHA-256 over a length-prefixed encoding of the
+protocol parameters, the ordered list of participant ids and a caller context (the task
+binding), so two sessions with different parameters, rosters or tasks never share a key.
+
+Shares travel encrypted with ChaCha20-Poly1305 (RFC 8439); the associated data
+(:func:`routing_ad`) binds each ciphertext to ``(session, round, sender, recipient)``, so
+a server cannot replay a ciphertext into another session, round or pair. The malicious
+server variant signs messages with Ed25519 (RFC 8032).
+
+All checks raise :class:`~secagg.errors.CryptoError`; none returns ``False``. Secrets are
+compared with :func:`hmac.compare_digest`. Randomness is injected: every function that
+needs it takes an object with ``token_bytes(n)`` (``protocol.randomness.OsRandom`` in
+production).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import struct
+from collections.abc import Sequence
+from typing import Protocol
+
+from cryptography.exceptions import InvalidSignature, InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from .errors import CryptoError, ParameterError
+
+__all__ = [
+    "KEY_BYTES", "NONCE_BYTES", "TAG_BYTES", "SIGNATURE_BYTES", "PROTOCOL_PREFIX",
+    "LABEL_MASK_SEED", "LABEL_SHARE_KEY", "LABEL_SELF_MASK", "LABEL_SESSION",
+    "x25519_keypair", "x25519_public", "x25519_shared", "hkdf", "hkdf_info", "session_id",
+    "aead_encrypt", "aead_decrypt", "routing_ad", "ed25519_keypair", "ed25519_public",
+    "ed25519_sign", "ed25519_verify", "constant_time_equal",
+]
+
+KEY_BYTES = 32
+NONCE_BYTES = 12
+TAG_BYTES = 16
+SIGNATURE_BYTES = 64
+#: Version prefix of every HKDF ``info`` and every hash input defined here.
+PROTOCOL_PREFIX = b"fedhh/secagg/v1\x00"
+
+LABEL_MASK_SEED = b"pairwise-mask-seed"
+LABEL_SHARE_KEY = b"share-encryption-key"
+LABEL_SELF_MASK = b"self-mask"
+LABEL_SESSION = b"session-id"
+_LABEL_ROUTING = b"routing-ad"
+
+_U64 = 1 << 64
+_HKDF_MAX = 255 * 32
+
+
+class RandomSource(Protocol):
+    """Anything with ``token_bytes(n)`` returning ``n`` uniformly random bytes."""
+
+    def token_bytes(self, n: int) -> bytes: ...
+
+
+def _as_bytes(value: object, name: str, length: int | None = None) -> bytes:
+    """Return ``value`` as ``bytes``, checking type and (optionally) exact length.
+
+    Raises:
+        CryptoError: not bytes-like or of the wrong length.
+    """
+    if isinstance(value, bytes):
+        out = value
+    elif isinstance(value, (bytearray, memoryview)):
+        out = bytes(value)
+    else:
+        raise CryptoError(f"{name} must be bytes, got {type(value).__name__}")
+    if length is not None and len(out) != length:
+        raise CryptoError(f"{name} must be {length} bytes, got {len(out)}")
+    return out
+
+
+def _random(rand: RandomSource, n: int) -> bytes:
+    out = rand.token_bytes(n)
+    if not isinstance(out, (bytes, bytearray)) or len(out) != n:
+        raise ParameterError(f"randomness source returned {type(out).__name__} "
+                             f"instead of {n} bytes")
+    return bytes(out)
+
+
+def _check_int(value: object, name: str, lo: int, hi: int) -> int:
+    """Check ``lo <= value < hi`` for a genuine int (bool excluded)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ParameterError(f"{name} must be an int, got {type(value).__name__}")
+    if not lo <= value < hi:
+        raise ParameterError(f"{name} must satisfy {lo} <= {name} < {hi}, got {value}")
+    return value
+
+
+# --------------------------------------------------------------------------- X25519
+
+def x25519_keypair(rand: RandomSource) -> tuple[bytes, bytes]:
+    """Generate an X25519 key pair from 32 bytes of injected randomness.
+
+    Args:
+        rand: randomness source with ``token_bytes(n)``.
+
+    Returns:
+        ``(secret, public)``, both 32 bytes. The secret is the raw scalar string of
+        RFC 7748 (clamping happens inside the scalar multiplication).
+
+    Raises:
+        ParameterError: the randomness source misbehaved.
+    """
+    secret = _random(rand, KEY_BYTES)
+    return secret, x25519_public(secret)
+
+
+def x25519_public(secret: bytes) -> bytes:
+    """Return the X25519 public key ``X25519(secret, 9)`` of a 32-byte secret.
+
+    Raises:
+        CryptoError: ``secret`` is not 32 bytes.
+    """
+    secret = _as_bytes(secret, "X25519 secret", KEY_BYTES)
+    return X25519PrivateKey.from_private_bytes(secret).public_key().public_bytes_raw()
+
+
+def x25519_shared(secret: bytes, peer_public: bytes) -> bytes:
+    """Diffie-Hellman: ``X25519(secret, peer_public)`` (RFC 7748 section 6.1).
+
+    Raw DH output; always pass it through :func:`hkdf` before use.
+
+    Raises:
+        CryptoError: a key has the wrong length, or the output is all zero (the peer
+            sent a low-order point, RFC 7748 section 6.1's check).
+    """
+    secret = _as_bytes(secret, "X25519 secret", KEY_BYTES)
+    peer_public = _as_bytes(peer_public, "X25519 public key", KEY_BYTES)
+    try:
+        shared = X25519PrivateKey.from_private_bytes(secret).exchange(
+            X25519PublicKey.from_public_bytes(peer_public))
+    except ValueError as exc:  # OpenSSL refuses the all-zero output
+        raise CryptoError("X25519 produced the all-zero value (low-order public key)") from exc
+    if hmac.compare_digest(shared, bytes(KEY_BYTES)):  # belt and braces
+        raise CryptoError("X25519 produced the all-zero value (low-order public key)")
+    return shared
+
+
+# --------------------------------------------------------------------------- HKDF
+
+def hkdf_info(label: bytes, context: bytes) -> bytes:
+    """The HKDF ``info`` string: ``PROTOCOL_PREFIX || label || 0x00 || context``.
+
+    Raises:
+        ParameterError: ``label`` is empty or contains a zero byte (the encoding would
+            become ambiguous).
+    """
+    label = _param_bytes(label, "label")
+    context = _param_bytes(context, "context")
+    if not label or b"\x00" in label:
+        raise ParameterError("HKDF label must be non-empty and contain no zero byte")
+    return PROTOCOL_PREFIX + label + b"\x00" + context
+
+
+def _param_bytes(value: object, name: str) -> bytes:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise ParameterError(f"{name} must be bytes, got {type(value).__name__}")
+
+
+def hkdf(ikm: bytes, *, label: bytes, context: bytes, length: int = 32) -> bytes:
+    """HKDF-SHA256 (RFC 5869) with an empty salt and a labelled ``info``.
+
+    Args:
+        ikm: input key material (e.g. an X25519 output).
+        label: one of the ``LABEL_*`` constants (domain separation).
+        context: binding data, e.g. session id and the pair of participant ids.
+        length: output length in bytes, ``1 <= length <= 8160``.
+
+    Returns:
+        ``length`` bytes of output key material.
+
+    Raises:
+        CryptoError: ``ikm`` is not bytes.
+        ParameterError: bad label, context or length.
+    """
+    ikm = _as_bytes(ikm, "HKDF input key material")
+    info = hkdf_info(label, context)
+    _check_int(length, "length", 1, _HKDF_MAX + 1)
+    return HKDF(algorithm=hashes.SHA256(), length=length, salt=b"", info=info).derive(ikm)
+
+
+def _lp(data: bytes) -> bytes:
+    """Length-prefix: 8-byte big-endian length, then the bytes."""
+    return struct.pack(">Q", len(data)) + data
+
+
+def session_id(params_encoding: bytes, participants: Sequence[int], context: bytes) -> bytes:
+    """The 32-byte session identifier bound into every key and ciphertext.
+
+    ``SHA-256(PROTOCOL_PREFIX || "session-id" || 0x00 || LP(params_encoding) ||
+    u64(len(participants)) || u64(id_1) || ... || u64(id_n) || LP(context))`` where ``LP``
+    is an 8-byte big-endian length followed by the bytes and ``u64`` is 8-byte big-endian.
+    The participant list is hashed in the given order (callers pass it sorted if they
+    want order independence); every field is length-delimited, so distinct inputs give
+    distinct encodings.
+
+    Args:
+        params_encoding: a canonical encoding of the protocol parameters.
+        participants: ordered, distinct participant ids in ``[0, 2**64)``.
+        context: caller binding (task id, round of the outer protocol, ...).
+
+    Raises:
+        ParameterError: bad types, an id out of range, or a repeated id.
+    """
+    params_encoding = _param_bytes(params_encoding, "params_encoding")
+    context = _param_bytes(context, "context")
+    ids = list(participants)
+    for p in ids:
+        _check_int(p, "participant id", 0, _U64)
+    if len(set(ids)) != len(ids):
+        raise ParameterError("participant ids must be distinct")
+    h = hashlib.sha256()
+    h.update(PROTOCOL_PREFIX + LABEL_SESSION + b"\x00")
+    h.update(_lp(params_encoding))
+    h.update(struct.pack(">Q", len(ids)))
+    if ids:
+        h.update(struct.pack(f">{len(ids)}Q", *ids))
+    h.update(_lp(context))
+    return h.digest()
+
+
+# --------------------------------------------------------------------------- AEAD
+
+def aead_encrypt(key: bytes, plaintext: bytes, associated_data: bytes,
+                 rand: RandomSource) -> bytes:
+    """ChaCha20-Poly1305 encryption with a fresh random 96-bit nonce.
+
+    Returns:
+        ``nonce (12) || ciphertext || tag (16)``.
+
+    Raises:
+        CryptoError: the key is not 32 bytes, or plaintext/associated data not bytes.
+    """
+    key = _as_bytes(key, "AEAD key", KEY_BYTES)
+    plaintext = _as_bytes(plaintext, "plaintext")
+    associated_data = _as_bytes(associated_data, "associated data")
+    nonce = _random(rand, NONCE_BYTES)
+    return nonce + ChaCha20Poly1305(key).encrypt(nonce, plaintext, associated_data)
+
+
+def aead_decrypt(key: bytes, blob: bytes, associated_data: bytes) -> bytes:
+    """Inverse of :func:`aead_encrypt`; authenticates before returning anything.
+
+    Raises:
+        CryptoError: wrong key length, truncated blob, or authentication failure
+            (wrong key, tampered ciphertext, or different associated data).
+    """
+    key = _as_bytes(key, "AEAD key", KEY_BYTES)
+    blob = _as_bytes(blob, "ciphertext")
+    associated_data = _as_bytes(associated_data, "associated data")
+    if len(blob) < NONCE_BYTES + TAG_BYTES:
+        raise CryptoError(f"ciphertext too short: {len(blob)} < {NONCE_BYTES + TAG_BYTES} bytes")
+    try:
+        return ChaCha20Poly1305(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:],
+                                             associated_data)
+    except InvalidTag as exc:
+        raise CryptoError("AEAD authentication failed") from exc
+
+
+def routing_ad(session: bytes, round_no: int, sender: int, recipient: int) -> bytes:
+    """Canonical associated data of a routed ciphertext.
+
+    ``PROTOCOL_PREFIX || "routing-ad" || 0x00 || session (32) || u32(round_no) ||
+    u64(sender) || u64(recipient)`` (big-endian), 86 bytes in total.
+
+    Raises:
+        ParameterError: session not 32 bytes, or an integer out of range.
+    """
+    session = _param_bytes(session, "session")
+    if len(session) != 32:
+        raise ParameterError(f"session id must be 32 bytes, got {len(session)}")
+    _check_int(round_no, "round_no", 0, 1 << 32)
+    _check_int(sender, "sender", 0, _U64)
+    _check_int(recipient, "recipient", 0, _U64)
+    return (PROTOCOL_PREFIX + _LABEL_ROUTING + b"\x00" + session
+            + struct.pack(">IQQ", round_no, sender, recipient))
+
+
+# --------------------------------------------------------------------------- Ed25519
+
+def ed25519_keypair(rand: RandomSource) -> tuple[bytes, bytes]:
+    """Generate an Ed25519 key pair (RFC 8032) from a 32-byte random seed.
+
+    Returns:
+        ``(secret_seed, public)``, both 32 bytes.
+
+    Raises:
+        ParameterError: the randomness source misbehaved.
+    """
+    seed = _random(rand, KEY_BYTES)
+    return seed, ed25519_public(seed)
+
+
+def ed25519_public(secret: bytes) -> bytes:
+    """The Ed25519 public key of a 32-byte secret seed.
+
+    Raises:
+        CryptoError: ``secret`` is not 32 bytes.
+    """
+    secret = _as_bytes(secret, "Ed25519 secret", KEY_BYTES)
+    return Ed25519PrivateKey.from_private_bytes(secret).public_key().public_bytes_raw()
+
+
+def ed25519_sign(secret: bytes, message: bytes) -> bytes:
+    """Sign ``message`` with the 32-byte Ed25519 seed ``secret``; returns 64 bytes.
+
+    Raises:
+        CryptoError: ``secret`` is not 32 bytes or ``message`` not bytes.
+    """
+    secret = _as_bytes(secret, "Ed25519 secret", KEY_BYTES)
+    message = _as_bytes(message, "message")
+    return Ed25519PrivateKey.from_private_bytes(secret).sign(message)
+
+
+def ed25519_verify(public: bytes, message: bytes, signature: bytes) -> None:
+    """Verify an Ed25519 signature; returns only if it is valid.
+
+    Raises:
+        CryptoError: wrong lengths, a public key that does not decode, or an invalid
+            signature.
+    """
+    public = _as_bytes(public, "Ed25519 public key", KEY_BYTES)
+    message = _as_bytes(message, "message")
+    signature = _as_bytes(signature, "Ed25519 signature", SIGNATURE_BYTES)
+    try:
+        Ed25519PublicKey.from_public_bytes(public).verify(signature, message)
+    except InvalidSignature as exc:
+        raise CryptoError("Ed25519 signature verification failed") from exc
+    except ValueError as exc:
+        raise CryptoError(f"invalid Ed25519 public key: {exc}") from exc
+
+
+def constant_time_equal(a: bytes, b: bytes) -> bool:
+    """Compare two byte strings in time independent of where they differ.
+
+    Raises:
+        CryptoError: an argument is not bytes-like.
+    """
+    return hmac.compare_digest(_as_bytes(a, "a"), _as_bytes(b, "b"))

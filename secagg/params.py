@@ -1,0 +1,328 @@
+"""Choosing the SecAgg+ degree ``k`` and Shamir threshold ``t`` (Bell et al., CCS 2020).
+
+Theory of operation (derivation in ``docs/secagg-primitives.md``)
+-----------------------------------------------------------------
+Threat model: a server (malicious by default, or semi-honest) colluding with at most
+``gamma n`` clients chosen *before* the public graph seed is drawn; at most ``delta n``
+clients drop out, independently of the seed. Because the ring order of
+:mod:`secagg.graph` is a uniform permutation independent of both sets, each client's
+``k`` neighbours are a uniform ``k``-subset of the other ``n - 1`` clients, so the
+number ``C`` of corrupt neighbours of an honest client is hypergeometric
+``HG(N = n - 1, K = ceil(gamma n), k)`` and the number ``D`` of dropped neighbours is
+``HG(n - 1, ceil(delta n), k)``.
+
+Security, failure probability ``<= 2^-sigma``, union bound over the ``n`` clients:
+
+* (S1) the adversary never holds ``t`` shares of *both* secrets of an honest client.
+  Honest neighbours reveal at most one kind of share per peer, corrupt ones both.
+  Against a semi-honest server this needs ``C < t``; a malicious server can split the
+  ``k - C`` honest neighbours into two groups (one asked for self-mask shares, one for
+  mask-key shares) and wins iff ``2 (t - C) <= k - C``, so it needs ``C < 2t - k``
+  (Bonawitz et al.'s ``t > (n + n_C) / 2`` applied per neighbourhood).
+* (S2) the honest clients that remain in the sum stay connected through pairwise
+  masks, otherwise the server learns the partial sums of the components. Remove the
+  ``B = ceil((gamma + delta) n)`` corrupt-or-dropped clients from the ring: honest
+  survivors at ring distance ``<= k/2`` are adjacent, so the graph can only split if the
+  ring has two disjoint runs of ``k/2`` consecutive removed positions. Union bound over
+  the ``<= n^2 / 2`` pairs of run starts: ``P(S2 fails) <= n^2/2 * (B)_k / (n)_k`` with
+  ``(a)_k`` the falling factorial. (Zero for the complete graph.)
+
+So ``n * P(C >= a) + P_S2 <= 2^-sigma`` with ``a = t`` (semi-honest) or ``a = 2t - k``
+(malicious).
+
+Correctness, failure probability ``<= 2^-eta``: every client (surviving, or dropped and
+needing its mask key rebuilt) has at least ``t`` surviving neighbours:
+``n * P(D >= k - t + 1) <= 2^-eta``.
+
+:func:`find_params` scans even ``k`` upwards; for each ``k`` it takes the *smallest*
+``t`` meeting security (which leaves the most room for dropouts) and accepts ``k`` if
+that ``t`` also meets correctness. Tails are summed exactly in log space
+(``log C(a, b)`` from :func:`math.lgamma`, log-sum-exp with numpy). For the complete
+graph ``k = n - 1``, so ``C = ceil(gamma n)`` and ``D = ceil(delta n)`` are certain and
+the conditions become the deterministic ``t > (n - 1 + gamma n) / 2`` (malicious) or
+``t > gamma n`` (semi-honest), and ``t <= n - 1 - ceil(delta n)``.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ParameterError
+
+__all__ = ["SecAggParams", "find_params", "GRAPHS", "log2_hypergeom_sf",
+           "log2_disconnect_probability"]
+
+GRAPHS = ("complete", "harary")
+_LN2 = math.log(2.0)
+# exact linear scan of k up to here; beyond it, a doubling + bisection search that
+# assumes feasibility is monotone in k (true for every case we have tabulated)
+_LINEAR_SCAN_LIMIT = 2048
+
+
+@dataclass(frozen=True)
+class SecAggParams:
+    """Parameters of one secure-aggregation session.
+
+    Attributes:
+        n: number of participants (ids ``0..n-1``), ``>= 2``.
+        degree: neighbours per client ``k``; ``n - 1`` for the complete graph.
+        threshold: Shamir threshold ``t``, ``1 <= t <= degree``.
+        graph: ``"complete"`` or ``"harary"``.
+        corrupt_fraction: assumed fraction ``gamma`` of corrupt clients.
+        dropout_rate: assumed maximal fraction ``delta`` of dropouts.
+        sigma: security parameter (failure ``<= 2^-sigma``).
+        eta: correctness parameter (failure ``<= 2^-eta``).
+        malicious: whether the server is assumed malicious (else semi-honest).
+        log2_security_failure: computed ``log2`` bound on the security failure
+            probability (``-inf`` if it is zero; ``None`` if not computed).
+        log2_correctness_failure: same for correctness.
+
+    Raises:
+        ParameterError: inconsistent fields.
+    """
+
+    n: int
+    degree: int
+    threshold: int
+    graph: str
+    corrupt_fraction: float = 0.0
+    dropout_rate: float = 0.0
+    sigma: int = 0
+    eta: int = 0
+    malicious: bool = True
+    log2_security_failure: float | None = None
+    log2_correctness_failure: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("n", "degree", "threshold", "sigma", "eta"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ParameterError(f"{name} must be an int, got {type(v).__name__}")
+        if self.graph not in GRAPHS:
+            raise ParameterError(f"graph must be one of {GRAPHS}, got {self.graph!r}")
+        if self.n < 2:
+            raise ParameterError(f"n must be >= 2, got {self.n}")
+        if not 1 <= self.degree <= self.n - 1:
+            raise ParameterError(f"degree must satisfy 1 <= degree <= n - 1, got {self.degree}")
+        if self.graph == "complete" and self.degree != self.n - 1:
+            raise ParameterError("the complete graph has degree n - 1")
+        if self.graph == "harary" and self.degree < self.n - 1 and self.degree % 2:
+            raise ParameterError(f"a Harary degree below n - 1 must be even, got {self.degree}")
+        if not 1 <= self.threshold <= self.degree:
+            raise ParameterError(f"threshold must satisfy 1 <= threshold <= degree, "
+                                 f"got {self.threshold}")
+        _check_fraction(self.corrupt_fraction, "corrupt_fraction")
+        _check_fraction(self.dropout_rate, "dropout_rate")
+
+    def encode(self) -> bytes:
+        """Canonical bytes of the fields that define the protocol (for the session id).
+
+        ``"fedhh/secagg/params/v1" 0x00 || u64 n || u64 degree || u64 threshold ||
+        u8 graph (0 complete, 1 harary) || u8 malicious``.
+        """
+        return (b"fedhh/secagg/params/v1\x00"
+                + struct.pack(">QQQBB", self.n, self.degree, self.threshold,
+                              GRAPHS.index(self.graph), int(self.malicious)))
+
+
+def _check_fraction(value: object, name: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
+        raise ParameterError(f"{name} must be a number, got {value!r}")
+    if not 0.0 <= value < 1.0:
+        raise ParameterError(f"{name} must satisfy 0 <= {name} < 1, got {value}")
+    return float(value)
+
+
+def _count(fraction: float, n: int) -> int:
+    """Worst-case number of clients for a fraction: ``ceil(fraction n)`` (so any positive
+    fraction means at least one client), guarded against float noise like 0.05*100."""
+    return math.ceil(round(fraction * n, 9))
+
+
+def _lchoose(a: int, b: int) -> float:
+    return math.lgamma(a + 1) - math.lgamma(b + 1) - math.lgamma(a - b + 1)
+
+
+def _log2_sum(log_terms: np.ndarray) -> float:
+    """log2 of the sum of ``exp(log_terms)`` (natural-log terms)."""
+    if log_terms.size == 0:
+        return -math.inf
+    m = float(log_terms.max())
+    if m == -math.inf:
+        return -math.inf
+    return (m + math.log(float(np.exp(log_terms - m).sum()))) / _LN2
+
+
+def _hypergeom_log_pmf(N: int, K: int, k: int) -> tuple[int, np.ndarray]:
+    """``(lo, logpmf)`` with ``logpmf[j - lo] = ln P(X = j)`` for ``X ~ HG(N, K, k)``."""
+    lo, hi = max(0, k - (N - K)), min(k, K)
+    base = _lchoose(N, k)
+    logs = np.array([_lchoose(K, j) + _lchoose(N - K, k - j) - base for j in range(lo, hi + 1)])
+    return lo, logs
+
+
+def _log2_tails(N: int, K: int, k: int) -> np.ndarray:
+    """``out[a] = log2 P(X >= a)`` for ``a = 0..k+1``, ``X ~ HG(N, K, k)``."""
+    lo, logs = _hypergeom_log_pmf(N, K, k)
+    out = np.full(k + 2, -math.inf)
+    # suffix log-sum-exp, stable: accumulate from the top
+    acc = -math.inf
+    for j in range(lo + len(logs) - 1, lo - 1, -1):
+        acc = np.logaddexp(acc, logs[j - lo])
+        out[j] = acc / _LN2
+    out[:lo] = 0.0
+    return out
+
+
+def log2_hypergeom_sf(a: int, N: int, K: int, k: int) -> float:
+    """``log2 P(X >= a)`` for ``X ~ Hypergeometric(population N, K marked, k draws)``.
+
+    Raises:
+        ParameterError: inconsistent arguments.
+    """
+    if not (0 <= K <= N and 0 <= k <= N):
+        raise ParameterError(f"need 0 <= K <= N and 0 <= k <= N, got N={N} K={K} k={k}")
+    lo, logs = _hypergeom_log_pmf(N, K, k)
+    if a <= lo:
+        return 0.0
+    return _log2_sum(logs[a - lo:])
+
+
+def log2_disconnect_probability(n: int, degree: int, bad: int) -> float:
+    """``log2`` of the (S2) bound ``n^2/2 * (bad)_k / (n)_k`` for ``H_{k,n}``.
+
+    Returns ``-inf`` when it is zero (complete graph, or ``bad < k``).
+    """
+    if degree >= n - 1 or bad < degree:
+        return -math.inf
+    ln = (math.log(n) * 2 - _LN2 + math.lgamma(bad + 1) - math.lgamma(bad - degree + 1)
+          - math.lgamma(n + 1) + math.lgamma(n - degree + 1))
+    return min(0.0, ln / _LN2)
+
+
+def _log2_add(a: float, b: float) -> float:
+    if a == -math.inf:
+        return b
+    if b == -math.inf:
+        return a
+    m = max(a, b)
+    return m + math.log2(2.0 ** (a - m) + 2.0 ** (b - m))
+
+
+def _evaluate(n: int, k: int, gamma: float, delta: float, sigma: int, eta: int,
+              malicious: bool) -> tuple[int, float, float] | None:
+    """Smallest secure ``t`` for degree ``k`` if it is also correct, with its bounds."""
+    N = n - 1
+    kc, kd = min(_count(gamma, n), N), min(_count(delta, n), N)
+    log2n = math.log2(n)
+    gap = log2_disconnect_probability(n, k, min(_count(gamma + delta, n), n))
+    if gap > -sigma:
+        return None
+    corrupt_tail = _log2_tails(N, kc, k)  # corrupt_tail[a] = log2 P(C >= a)
+    drop_tail = _log2_tails(N, kd, k)
+    for a in range(1, k + 2):
+        sec = _log2_add(log2n + corrupt_tail[a], gap) if corrupt_tail[a] > -math.inf else gap
+        if sec <= -sigma:
+            break
+    else:
+        return None
+    t = (a + k + 1) // 2 if malicious else a  # malicious: smallest t with 2t - k >= a
+    t = max(t, 1)
+    if t > k:
+        return None
+    cor = log2n + drop_tail[k - t + 1] if drop_tail[k - t + 1] > -math.inf else -math.inf
+    if cor > -eta:
+        return None
+    a_eff = 2 * t - k if malicious else t
+    sec = _log2_add(log2n + corrupt_tail[a_eff], gap) if corrupt_tail[a_eff] > -math.inf else gap
+    return t, min(sec, 0.0), min(cor, 0.0)
+
+
+def find_params(n: int, *, corrupt_fraction: float = 0.05, dropout_rate: float = 0.05,
+                sigma: int = 40, eta: int = 20, graph: str = "harary",
+                malicious: bool = True) -> SecAggParams:
+    """Smallest degree ``k`` and its threshold ``t`` meeting the stated failure bounds.
+
+    Args:
+        n: number of participants, ``>= 2``.
+        corrupt_fraction: ``gamma``, fraction of clients colluding with the server.
+        dropout_rate: ``delta``, maximal fraction of clients dropping out.
+        sigma: security failure probability ``<= 2^-sigma``.
+        eta: correctness failure probability ``<= 2^-eta``.
+        graph: ``"harary"`` (SecAgg+) or ``"complete"`` (Bonawitz et al.).
+        malicious: assume a malicious server (``2t > k + C``) rather than a semi-honest
+            one (``t > C``).
+
+    Returns:
+        The :class:`SecAggParams` with the computed ``log2`` failure bounds. For
+        ``"harary"`` the degree may come out as ``n - 1`` (the complete graph) for small
+        ``n``; the graph field stays ``"harary"`` and :func:`secagg.graph.harary_graph`
+        then returns the complete graph.
+
+    Raises:
+        ParameterError: bad arguments, or no ``k <= n - 1`` meets both bounds (the
+            message states which condition fails).
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+        raise ParameterError(f"n must be an int >= 2, got {n!r}")
+    gamma = _check_fraction(corrupt_fraction, "corrupt_fraction")
+    delta = _check_fraction(dropout_rate, "dropout_rate")
+    for name, v in (("sigma", sigma), ("eta", eta)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ParameterError(f"{name} must be an int >= 0, got {v!r}")
+    if graph not in GRAPHS:
+        raise ParameterError(f"graph must be one of {GRAPHS}, got {graph!r}")
+
+    def build(k: int, res: tuple[int, float, float]) -> SecAggParams:
+        return SecAggParams(n=n, degree=k, threshold=res[0], graph=graph,
+                            corrupt_fraction=gamma, dropout_rate=delta, sigma=sigma, eta=eta,
+                            malicious=malicious, log2_security_failure=res[1],
+                            log2_correctness_failure=res[2])
+
+    full = n - 1
+    full_res = _evaluate(n, full, gamma, delta, sigma, eta, malicious)
+    if full_res is None:
+        kc, kd = _count(gamma, n), _count(delta, n)
+        need = (f"2t > (n - 1) + ceil(gamma n) = {full + kc}" if malicious
+                else f"t > ceil(gamma n) = {kc}")
+        raise ParameterError(
+            f"infeasible even with the complete graph: security needs {need} but "
+            f"correctness needs t <= (n - 1) - ceil(delta n) = {full - kd}")
+    if graph == "complete":
+        return build(full, full_res)
+
+    def feasible(k: int) -> tuple[int, float, float] | None:
+        return full_res if k >= full else _evaluate(n, k, gamma, delta, sigma, eta, malicious)
+
+    linear_top = min(full - 1, _LINEAR_SCAN_LIMIT)
+    for k in range(2, linear_top + 1, 2):
+        res = feasible(k)
+        if res is not None:
+            return build(k, res)
+    if linear_top >= full - 1:
+        return build(full, full_res)
+    # doubling then bisection over even k in (linear_top, full)
+    lo, hi = linear_top, None
+    step = linear_top
+    while hi is None:
+        cand = min(lo + step, full)
+        cand -= cand % 2 if cand < full else 0
+        if feasible(cand) is not None:
+            hi = cand
+        else:
+            lo, step = cand, step * 2
+    while hi - lo > 2:
+        mid = (lo + hi) // 2
+        mid -= mid % 2
+        if mid <= lo:
+            break
+        if feasible(mid) is not None:
+            hi = mid
+        else:
+            lo = mid
+    res = feasible(hi)
+    assert res is not None
+    return build(hi, res)

@@ -1,0 +1,276 @@
+"""Mask expansion (a stream-cipher PRG) and bit-exact packing of vectors mod ``m``.
+
+Theory of operation
+-------------------
+Secure aggregation (Bonawitz et al., CCS 2017, section 4) masks an input vector
+``x_u in Z_m^d`` with ``PRG(b_u)`` and with ``+-PRG(s_{u,v})`` for every peer ``v``; the
+masks cancel in the sum. The PRG must be a real cryptographic PRG and its output must
+be *exactly* uniform on ``Z_m``, otherwise the masked vector leaks information about
+``x_u``.
+
+:func:`expand_mask` uses AES-256 in counter mode (NIST SP 800-38A) keyed with the
+32-byte seed, initial counter block all zero: the keystream ``KS = AES_seed(0) ||
+AES_seed(1) || ...`` (128-bit big-endian counter). The seed must be used for one mask
+only (the protocol derives it with HKDF from a per-session label), so a fixed counter
+start is safe. AES-256-CTR was measured faster than ChaCha20 on this machine (AES-NI).
+
+Let ``b = bitlen(m - 1)`` and ``w`` the smallest of 1, 2, 4, 8 with ``8 w >= b``. The
+keystream is cut into ``w``-byte little-endian words; each word, with all but its low
+``b`` bits cleared, is a *candidate* uniform on ``[0, 2^b)``. The output is the first
+``d`` candidates that are ``< m`` (rejection sampling). For ``m = 2^b`` every candidate is
+accepted, so entry ``i`` is simply word ``i`` masked to ``b`` bits. Candidates are
+uniform and independent (up to the PRF security of AES), and the accepted ones are
+exactly uniform on ``Z_m``. Each candidate is accepted with probability
+``m / 2^b > 1/2``; the vectorised implementation draws candidates in batches, and since
+it takes accepted candidates in stream order, the result does not depend on the batch
+sizes: it is a deterministic function of ``(seed, d, m)``.
+
+:func:`pack_uints` writes entries with exactly ``b`` bits each: entry ``i`` occupies bits
+``[i b, (i+1) b)`` of the little-endian bit string (bit ``j`` of the output is bit
+``j mod 8`` of byte ``j // 8``); unused high bits of the last byte are zero. So 20-bit
+entries cost 2.5 bytes each, and a vector of ``d`` entries costs ``ceil(d b / 8)`` bytes.
+"""
+from __future__ import annotations
+
+import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from .errors import ParameterError
+
+__all__ = ["SEED_BYTES", "MAX_MODULUS", "expand_mask", "mask_bytes_per_entry", "pack_uints",
+           "unpack_uints", "keystream"]
+
+SEED_BYTES = 32
+MAX_MODULUS = 1 << 64
+# keystream generated per step: large enough to amortise the call, small enough for L2
+_CHUNK_BYTES = 1 << 20
+_WORD_DTYPES = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
+
+
+def _check_modulus(modulus: object) -> int:
+    if not isinstance(modulus, (int, np.integer)) or isinstance(modulus, bool):
+        raise ParameterError(f"modulus must be an int, got {type(modulus).__name__}")
+    modulus = int(modulus)
+    if not 2 <= modulus <= MAX_MODULUS:
+        raise ParameterError(f"modulus must satisfy 2 <= modulus <= 2**64, got {modulus}")
+    return modulus
+
+
+def _check_count(count: object, name: str) -> int:
+    if not isinstance(count, (int, np.integer)) or isinstance(count, bool):
+        raise ParameterError(f"{name} must be an int, got {type(count).__name__}")
+    count = int(count)
+    if count < 0:
+        raise ParameterError(f"{name} must be >= 0, got {count}")
+    return count
+
+
+def _bits(modulus: int) -> int:
+    return (modulus - 1).bit_length()
+
+
+def mask_bytes_per_entry(modulus: int) -> int:
+    """Keystream bytes consumed per candidate for ``modulus``: 1, 2, 4 or 8.
+
+    Raises:
+        ParameterError: modulus outside ``[2, 2**64]``.
+    """
+    b = _bits(_check_modulus(modulus))
+    return 1 if b <= 8 else 2 if b <= 16 else 4 if b <= 32 else 8
+
+
+class _Keystream:
+    """AES-256-CTR keystream written into caller buffers (no per-call allocation)."""
+
+    def __init__(self, seed: bytes) -> None:
+        self._enc = Cipher(algorithms.AES(seed), modes.CTR(bytes(16))).encryptor()
+        self._zeros = np.zeros(_CHUNK_BYTES, np.uint8)
+        # update_into wants room for one extra block minus one byte
+        self._buf = np.empty(_CHUNK_BYTES + 16, np.uint8)
+
+    def chunk(self, n: int) -> np.ndarray:
+        """The next ``n <= _CHUNK_BYTES`` keystream bytes (a view, valid until next call)."""
+        self._enc.update_into(self._zeros[:n], self._buf)
+        return self._buf[:n]
+
+    def into(self, out: np.ndarray) -> None:
+        """Fill the contiguous uint8 array ``out`` with the next ``len(out)`` bytes."""
+        done, total = 0, out.size
+        while done < total:
+            n = min(_CHUNK_BYTES, total - done)
+            out[done:done + n] = self.chunk(n)
+            done += n
+
+
+def _check_seed(seed: object) -> bytes:
+    if not isinstance(seed, (bytes, bytearray, memoryview)):
+        raise ParameterError(f"seed must be bytes, got {type(seed).__name__}")
+    seed = bytes(seed)
+    if len(seed) != SEED_BYTES:
+        raise ParameterError(f"seed must be {SEED_BYTES} bytes, got {len(seed)}")
+    return seed
+
+
+def keystream(seed: bytes, nbytes: int) -> bytes:
+    """The first ``nbytes`` bytes of the AES-256-CTR keystream under ``seed``.
+
+    Exposed for tests and benchmarks (the bare cipher rate).
+
+    Raises:
+        ParameterError: seed not 32 bytes or ``nbytes < 0``.
+    """
+    seed = _check_seed(seed)
+    nbytes = _check_count(nbytes, "nbytes")
+    out = np.empty(nbytes, np.uint8)
+    _Keystream(seed).into(out)
+    return out.tobytes()
+
+
+def expand_mask(seed: bytes, dim: int, modulus: int) -> np.ndarray:
+    """Expand a 32-byte seed into ``dim`` entries exactly uniform on ``[0, modulus)``.
+
+    Args:
+        seed: 32-byte key (an HKDF output; use each seed for one mask only).
+        dim: number of entries, ``>= 0``.
+        modulus: ``2 <= modulus <= 2**64``.
+
+    Returns:
+        A fresh ``uint64`` array of shape ``(dim,)``.
+
+    Raises:
+        ParameterError: bad seed, dim or modulus.
+    """
+    seed = _check_seed(seed)
+    dim = _check_count(dim, "dim")
+    modulus = _check_modulus(modulus)
+    b = _bits(modulus)
+    w = mask_bytes_per_entry(modulus)
+    word = _WORD_DTYPES[w]
+    low_mask = np.uint64((1 << b) - 1) if b < 64 else None
+    ks = _Keystream(seed)
+    out = np.empty(dim, np.uint64)
+    per_chunk = _CHUNK_BYTES // w
+
+    if modulus == 1 << b:  # power of two: every candidate accepted
+        if w == 8:
+            ks.into(out.view(np.uint8))
+            if not np.little_endian:
+                out.byteswap(inplace=True)
+        else:
+            for start in range(0, dim, per_chunk):
+                n = min(per_chunk, dim - start)
+                dst = out[start:start + n]
+                np.copyto(dst, ks.chunk(n * w).view(word), casting="unsafe")
+                if low_mask is not None and b != 8 * w:
+                    np.bitwise_and(dst, low_mask, out=dst)
+        if w == 8 and low_mask is not None:
+            np.bitwise_and(out, low_mask, out=out)
+        return out
+
+    # general modulus: rejection sampling in stream order
+    accept = modulus / float(1 << b)  # > 1/2
+    filled = 0
+    while filled < dim:
+        remaining = dim - filled
+        want = min(per_chunk, int(remaining / accept * 1.02) + 64)
+        cand = ks.chunk(want * w).view(word).astype(np.uint64)
+        if low_mask is not None:
+            np.bitwise_and(cand, low_mask, out=cand)
+        good = cand[cand < np.uint64(modulus)]
+        take = min(good.size, remaining)
+        out[filled:filled + take] = good[:take]
+        filled += take
+    return out
+
+
+_PACK_CHUNK = 1 << 16  # entries per packing step (multiple of 8: whole bytes per step)
+
+
+def _as_uint_array(values: object, modulus: int) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ParameterError(f"values must be a 1-D array, got shape {arr.shape}")
+    if arr.dtype.kind not in "ui":
+        raise ParameterError(f"values must have an integer dtype, got {arr.dtype}")
+    if arr.dtype.kind == "i":
+        if arr.size and int(arr.min()) < 0:
+            raise ParameterError("values must be non-negative")
+    arr = arr.astype(np.uint64, copy=False)
+    if modulus < MAX_MODULUS and arr.size and int(arr.max()) >= modulus:
+        raise ParameterError(f"values must be < modulus {modulus}")
+    return arr
+
+
+def pack_uints(values: np.ndarray, modulus: int) -> bytes:
+    """Pack entries of ``Z_modulus`` with ``bitlen(modulus - 1)`` bits each.
+
+    Args:
+        values: 1-D integer array with entries in ``[0, modulus)``.
+        modulus: ``2 <= modulus <= 2**64``.
+
+    Returns:
+        ``ceil(len(values) * b / 8)`` bytes, layout as in the module docstring.
+
+    Raises:
+        ParameterError: (a ``ValueError``) bad modulus, shape, dtype, or an entry
+            outside ``[0, modulus)``.
+    """
+    modulus = _check_modulus(modulus)
+    arr = _as_uint_array(values, modulus)
+    b = _bits(modulus)
+    if b in (8, 16, 32, 64):
+        return arr.astype(_WORD_DTYPES[b // 8], copy=False).tobytes()
+    le = arr.astype("<u8", copy=False)
+    parts = []
+    for start in range(0, le.size, _PACK_CHUNK):
+        block = le[start:start + _PACK_CHUNK].view(np.uint8).reshape(-1, 8)
+        bits = np.unpackbits(block, axis=1, bitorder="little")[:, :b]
+        parts.append(np.packbits(bits.ravel(), bitorder="little").tobytes())
+    return b"".join(parts)
+
+
+def unpack_uints(data: bytes, count: int, modulus: int) -> np.ndarray:
+    """Inverse of :func:`pack_uints`.
+
+    Args:
+        data: exactly ``ceil(count * b / 8)`` bytes.
+        count: number of entries.
+        modulus: ``2 <= modulus <= 2**64``.
+
+    Returns:
+        ``uint64`` array of shape ``(count,)``.
+
+    Raises:
+        ParameterError: (a ``ValueError``) wrong length, non-zero padding bits, an entry
+            ``>= modulus``, or bad arguments.
+    """
+    modulus = _check_modulus(modulus)
+    count = _check_count(count, "count")
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ParameterError(f"data must be bytes, got {type(data).__name__}")
+    b = _bits(modulus)
+    expected = (count * b + 7) // 8
+    if len(data) != expected:
+        raise ParameterError(f"packed data must be {expected} bytes for {count} entries of "
+                             f"{b} bits, got {len(data)}")
+    raw = np.frombuffer(bytes(data), np.uint8)
+    if b in (8, 16, 32, 64):
+        out = raw.view(_WORD_DTYPES[b // 8]).astype(np.uint64)
+    else:
+        total_bits = count * b
+        if total_bits % 8:
+            last = int(raw[-1])
+            if last >> (total_bits % 8):
+                raise ParameterError("non-zero padding bits after the last entry")
+        out = np.empty(count, np.uint64)
+        step_bytes = _PACK_CHUNK * b // 8
+        for i, start in enumerate(range(0, count, _PACK_CHUNK)):
+            n = min(_PACK_CHUNK, count - start)
+            chunk = raw[i * step_bytes:i * step_bytes + (n * b + 7) // 8]
+            bits = np.unpackbits(chunk, bitorder="little", count=n * b).reshape(n, b)
+            full = np.zeros((n, 64), np.uint8)
+            full[:, :b] = bits
+            out[start:start + n] = np.packbits(full, axis=1, bitorder="little").view("<u8")[:, 0]
+    if modulus < MAX_MODULUS and out.size and int(out.max()) >= modulus:
+        raise ParameterError(f"packed entry >= modulus {modulus}")
+    return out
