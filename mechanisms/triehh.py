@@ -1,0 +1,351 @@
+"""TrieHH: trie-based heavy hitters with sampling and thresholding.
+
+Zhu, Kairouz, McMahan, Sun, Li, "Federated Heavy Hitters Discovery with Differential
+Privacy", AISTATS 2020 (Algorithms 1, 2 and 3; unit sizes from the arXiv version).
+
+Algorithm
+---------
+Every sequence ends with the EOS symbol ``$`` and is split into units of ``U``
+characters (:class:`mechanisms.prefix_tree.UnitAlphabet`). Round ``i = 1, 2, ...``:
+
+1. the server samples exactly ``m = floor(gamma * sqrt(n))`` users uniformly without
+   replacement (fresh in each round);
+2. a sampled user with several sequences picks one with probability equal to its
+   local frequency ``f_i(w) = c_i(w) / sum_v c_i(v)`` (Algorithm 3); with one
+   sequence per user this is its sequence (Algorithm 1);
+3. the user votes for the length-``i`` prefix ``p_i(w)`` if ``p_{i-1}(w)`` is in the
+   trie and ``w`` has at least ``i`` units, and otherwise abstains (``ABSTAIN``, which
+   every transport makes indistinguishable from a vote);
+4. prefixes with at least ``theta`` votes are added to the trie (Algorithm 2).
+
+The run stops when a round adds nothing or after ``L`` rounds. Heavy hitters are the
+root-to-leaf paths ending in EOS; the other nodes are frequent prefixes.
+
+Each round is one vote round of the aggregation contract with the *public* candidate
+set ``frontier x units`` (every extension of every extendable level-``(i-1)`` node by
+every unit of the public alphabet), so the candidate set reveals nothing about the
+data beyond the trie already released. The candidate set grows like
+``|frontier| * |A|^U``; it is capped (``max_candidates``) with a clear error.
+
+Privacy: :func:`mechanisms.triehh_privacy.theorem1` (Theorem 1; Corollary 2 for
+Algorithm 3) with ``gamma = m / sqrt(n)`` and ``L`` the maximum number of rounds.
+
+Simulation data layout: the distinct sequences are encoded once into a unit matrix
+``(k, L)``; users are a CSR list of sequence ids with local counts. A per-sequence
+pointer to its node at the current depth is advanced once per round (``O(k)``
+vectorised), so a round costs ``O(m + k + |candidates|)``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from mechanisms.prefix_tree import (
+    DEFAULT_MAX_CANDIDATES, NO_NODE, PrefixTreeError, PrefixTrie, UnitAlphabet,
+)
+from mechanisms.triehh_privacy import (
+    PrivacyGuarantee, TrieHHPrivacyError, batch_size, theorem1,
+)
+from protocol.aggregation import ABSTAIN, Cost, Kind, RoundSpec, Transport, Votes
+
+__all__ = [
+    "TrieHHError", "TrieHHConfig", "UserSequences", "RoundRecord", "TrieHHResult", "TrieHH",
+    "select_sequences", "run_triehh", "encode_population",
+]
+
+
+class TrieHHError(ValueError):
+    """Invalid TrieHH configuration or input data."""
+
+
+@dataclass(frozen=True)
+class TrieHHConfig:
+    """TrieHH parameters.
+
+    Attributes:
+        theta: vote threshold (>= 1; Theorem 1 needs >= 4).
+        gamma: batch-size factor; ``m = floor(gamma * sqrt(n))``.
+        max_levels: ``L``, the maximum number of rounds (trie levels).
+        task: task name bound into every round.
+        max_candidates: cap on the candidate set of one round.
+        min_participants: passed to every round specification.
+    """
+
+    theta: int
+    gamma: float
+    max_levels: int
+    task: str = "triehh"
+    max_candidates: int = DEFAULT_MAX_CANDIDATES
+    min_participants: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.theta, (int, np.integer)) or self.theta < 1:
+            raise TrieHHError(f"theta must be an integer >= 1, got {self.theta!r}")
+        if not (isinstance(self.gamma, (int, float)) and math.isfinite(self.gamma)
+                and self.gamma > 0):
+            raise TrieHHError(f"gamma must be a positive number, got {self.gamma!r}")
+        if not isinstance(self.max_levels, (int, np.integer)) or self.max_levels < 1:
+            raise TrieHHError(f"max_levels must be an integer >= 1, got {self.max_levels!r}")
+
+
+@dataclass(frozen=True)
+class UserSequences:
+    """Users' sequences for the simulation.
+
+    Attributes:
+        units: ``(k, L)`` unit matrix of the ``k`` distinct sequences.
+        offsets: ``(n + 1,)`` CSR row pointers over users.
+        items: sequence ids (rows of ``units``) of the user entries.
+        counts: local counts of the entries (>= 1).
+
+    Raises:
+        TrieHHError: inconsistent arrays.
+    """
+
+    units: np.ndarray
+    offsets: np.ndarray
+    items: np.ndarray
+    counts: np.ndarray
+    _cum: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        u = np.asarray(self.units)
+        off = np.asarray(self.offsets, dtype=np.int64)
+        it = np.asarray(self.items, dtype=np.int64)
+        ct = np.asarray(self.counts, dtype=np.int64)
+        if u.ndim != 2 or not np.issubdtype(u.dtype, np.integer):
+            raise TrieHHError("units must be a 2-d integer matrix")
+        if off.ndim != 1 or off.size < 2 or off[0] != 0 or off[-1] != it.size \
+                or np.any(np.diff(off) < 0):
+            raise TrieHHError("offsets must be CSR row pointers over at least one user")
+        if it.shape != ct.shape or (it.size and (it.min() < 0 or it.max() >= u.shape[0])):
+            raise TrieHHError("items must index rows of units, one count per item")
+        if ct.size and ct.min() < 1:
+            raise TrieHHError("local counts must be >= 1")
+        object.__setattr__(self, "offsets", off)
+        object.__setattr__(self, "items", it)
+        object.__setattr__(self, "counts", ct)
+        object.__setattr__(self, "_cum", np.concatenate([[0], np.cumsum(ct)]))
+
+    @property
+    def n(self) -> int:
+        return int(self.offsets.size - 1)
+
+    @property
+    def one_per_user(self) -> bool:
+        return bool(np.all(np.diff(self.offsets) == 1))
+
+
+def select_sequences(data: UserSequences, users: np.ndarray,
+                     rng: np.random.Generator) -> np.ndarray:
+    """Algorithm 3's local choice: for each user, one of its sequences with
+    probability equal to its local frequency; ``-1`` for a user holding none.
+
+    Exact: a uniform integer ``r`` in ``[0, c_i)`` (``c_i`` the user's total count)
+    falls into the entry whose cumulative-count interval contains it.
+    """
+    users = np.asarray(users, dtype=np.int64)
+    start = data.offsets[users]
+    end = data.offsets[users + 1]
+    out = np.full(users.shape, -1, dtype=np.int64)
+    if data.one_per_user:
+        return data.items[start]
+    cum = data._cum
+    total = cum[end] - cum[start]
+    has = total > 0
+    r = rng.integers(0, np.maximum(total[has], 1))
+    target = cum[start[has]] + r
+    entry = np.searchsorted(cum, target, side="right") - 1
+    out[has] = data.items[entry]
+    return out
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """What one round did (public information plus simulation cost).
+
+    Attributes:
+        round: the level ``i`` grown by this round (1-based).
+        candidates: size of the public candidate set.
+        sampled: users asked to contribute (``m``).
+        released: prefixes added to the trie.
+        seconds: wall time of the round in the simulation.
+        cost: the transport's cost (CPU seconds per party, bytes).
+    """
+
+    round: int
+    candidates: int
+    sampled: int
+    released: int
+    seconds: float
+    cost: Cost
+
+
+@dataclass(frozen=True)
+class TrieHHResult:
+    """The output of a run.
+
+    Attributes:
+        heavy_hitters: discovered sequences (EOS stripped) with the count released
+            for their EOS node, in discovery order.
+        prefixes: released prefixes that do not end in EOS, with their counts.
+        trie: the final trie.
+        rounds: per-round records.
+        n: population size; m: batch size; config: the parameters.
+        guarantee: Theorem 1 / Corollary 2 for these parameters, or ``None`` when
+            the theorem's conditions fail (``guarantee_note`` says which).
+    """
+
+    heavy_hitters: dict[str, int]
+    prefixes: dict[str, int]
+    trie: PrefixTrie
+    rounds: tuple[RoundRecord, ...]
+    n: int
+    m: int
+    config: TrieHHConfig
+    guarantee: PrivacyGuarantee | None
+    guarantee_note: str = ""
+
+    @property
+    def total_cost(self) -> Cost:
+        c = Cost()
+        for r in self.rounds:
+            c.add(r.cost)
+        return c
+
+
+class TrieHH:
+    """One TrieHH run over a transport (iterate :meth:`rounds`, then :meth:`result`).
+
+    Args:
+        data: the users' sequences, encoded with ``alphabet``.
+        alphabet: the public alphabet and unit size.
+        config: theta, gamma, L.
+        transport: any :class:`protocol.aggregation.Transport`.
+        rng: explicit randomness; split into independent streams for sampling,
+            local choices and the transport, so that the release does not depend on
+            how much randomness a transport consumes.
+
+    Raises:
+        TrieHHError: data encoded for fewer levels than ``L`` or a batch larger
+            than the population.
+    """
+
+    def __init__(self, data: UserSequences, alphabet: UnitAlphabet, config: TrieHHConfig,
+                 transport: Transport, rng: np.random.Generator) -> None:
+        if data.units.shape[1] < config.max_levels:
+            raise TrieHHError(f"the unit matrix has {data.units.shape[1]} levels, "
+                              f"fewer than L = {config.max_levels}")
+        if int(data.units.max(initial=-1)) >= alphabet.num_units:
+            raise TrieHHError("unit ids exceed the alphabet's units")
+        self.data = data
+        self.alphabet = alphabet
+        self.config = config
+        self.transport = transport
+        self.n = data.n
+        self.m = batch_size(config.gamma, self.n)
+        self.multi_word = not data.one_per_user
+        seeds = rng.spawn(3)
+        self._sample_rng, self._choice_rng, self._transport_rng = seeds
+        self.trie = PrefixTrie(alphabet.num_units, alphabet.terminal)
+        self._labels = alphabet.labels
+        self._node = np.zeros(data.units.shape[0], dtype=np.int64)  # node of p_{i-1}(w)
+        self._records: list[RoundRecord] = []
+        self._done = False
+
+    def sample(self) -> np.ndarray:
+        """Exactly ``m`` distinct users, uniformly (fixed-size sampling)."""
+        return self._sample_rng.choice(self.n, self.m, replace=False)
+
+    def rounds(self) -> Iterator[RoundRecord]:
+        """Run the rounds, yielding a record after each."""
+        for level in range(1, self.config.max_levels + 1):
+            if self._done or self.trie.frontier(level - 1).size == 0:
+                self._done = True
+                return
+            rec = self._round(level)
+            self._records.append(rec)
+            yield rec
+            if rec.released == 0:
+                self._done = True
+        self._done = True
+
+    def _round(self, level: int) -> RoundRecord:
+        t0 = time.perf_counter()
+        frontier = self.trie.frontier(level - 1)
+        try:
+            cands = self.trie.extensions(frontier, max_candidates=self.config.max_candidates)
+        except PrefixTreeError as exc:
+            raise TrieHHError(str(exc)) from exc
+        labels = cands.labels(self.trie, self._labels)
+        spec = RoundSpec(self.config.task, level, Kind.VOTE, candidates=labels,
+                         theta=int(self.config.theta),
+                         min_participants=self.config.min_participants)
+        users = self.sample()
+        seq = select_sequences(self.data, users, self._choice_rng)
+        has = seq >= 0
+        nodes = np.full(seq.shape, NO_NODE, dtype=np.int64)
+        units = np.full(seq.shape, -1, dtype=np.int64)
+        nodes[has] = self._node[seq[has]]
+        units[has] = self.data.units[seq[has], level - 1]
+        choice = cands.index_of(self.trie, nodes, units)
+        choice[choice < 0] = ABSTAIN
+        result = self.transport.run_round(spec, Votes(choice), self._transport_rng)
+        released = result.release.counts or {}
+        if released:
+            index = {lab: j for j, lab in enumerate(labels)}
+            pairs = sorted((index[lab], int(c)) for lab, c in released.items())
+            idx = np.array([p[0] for p in pairs], dtype=np.int64)
+            cnt = np.array([p[1] for p in pairs], dtype=np.int64)
+            self.trie.grow(cands, idx, cnt)
+        # advance every sequence's pointer to its level-i node (or NO_NODE)
+        alive = self._node >= 0
+        nxt = np.full_like(self._node, NO_NODE)
+        if alive.any():
+            nxt[alive] = self.trie.child(self._node[alive],
+                                         self.data.units[alive, level - 1].astype(np.int64))
+        self._node = nxt
+        return RoundRecord(level, len(cands), int(users.size), len(released),
+                           time.perf_counter() - t0, result.cost)
+
+    def result(self) -> TrieHHResult:
+        """Run any remaining rounds and return the result."""
+        for _ in self.rounds():
+            pass
+        trie = self.trie
+        hh: dict[str, int] = {}
+        pre: dict[str, int] = {}
+        counts = trie.count
+        term = trie.is_terminal(np.arange(len(trie)))
+        eos = self.alphabet.eos
+        for node in range(1, len(trie)):
+            lab = trie.label(node, self._labels)
+            if term[node]:
+                hh[lab[:-len(eos)] if lab.endswith(eos) else lab] = int(counts[node])
+            else:
+                pre[lab] = int(counts[node])
+        guarantee, note = None, ""
+        try:
+            guarantee = theorem1(int(self.config.theta), self.m / math.sqrt(self.n), self.n,
+                                 int(self.config.max_levels), multi_word=self.multi_word)
+        except TrieHHPrivacyError as exc:
+            note = f"no DP guarantee: {exc}"
+        return TrieHHResult(hh, pre, trie, tuple(self._records), self.n, self.m, self.config,
+                            guarantee, note)
+
+
+def encode_population(vocabulary: Sequence[str], offsets: np.ndarray, items: np.ndarray,
+                      counts: np.ndarray, alphabet: UnitAlphabet,
+                      max_levels: int) -> UserSequences:
+    """Encode a vocabulary once and wrap a CSR user list (helper for callers)."""
+    return UserSequences(alphabet.encode(vocabulary, max_levels), offsets, items, counts)
+
+
+def run_triehh(data: UserSequences, alphabet: UnitAlphabet, config: TrieHHConfig,
+               transport: Transport, rng: np.random.Generator) -> TrieHHResult:
+    """Run TrieHH to completion (see :class:`TrieHH`)."""
+    return TrieHH(data, alphabet, config, transport, rng).result()

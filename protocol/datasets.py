@@ -1,0 +1,431 @@
+"""Populations of users holding words: embedded English, out-of-vocabulary English,
+synthetic Zipf, and the user's own files.
+
+Theory of operation
+-------------------
+A :class:`Population` is a sparse user x word matrix in CSR form: user ``i`` holds
+the words ``vocabulary[items[offsets[i]:offsets[i+1]]]`` with local counts
+``counts[offsets[i]:offsets[i+1]]``. One word per user (TrieHH Algorithm 1) is the
+case where every user has exactly one entry. The ground truth is derived from the
+same arrays: the number of users holding each word (single word), and the
+population frequency ``F(w) = (1/n) sum_i c_i(w) / sum_v c_i(v)`` of Zhu et al.
+(section 5, multiple words), which equals holders/n in the single-word case.
+
+Every population declares a public ``alphabet`` (single characters, never ``$``,
+which TrieHH uses as end-of-sequence). Words with a character outside the alphabet
+are *dropped*: from the vocabulary before sampling for the embedded datasets, and
+from the user's multiset for files (the user stays in the population and holds
+fewer words, possibly none; such a user always abstains). They are counted in
+``Population.dropped``. Dropping rather than mapping to an "other" symbol keeps
+every word the mechanism can release a real word of the population.
+
+Embedded datasets (offline after ``pip install``, from the ``wordfreq`` package,
+Speer et al., English ``large`` list: about 321,000 words with frequency >= 1e-8):
+
+* ``en``: words over ``a-z`` and the apostrophe, with wordfreq's frequencies
+  renormalised; each user draws one word (or, with ``multi_word``,
+  ``1 + Poisson(words_per_user - 1)`` i.i.d. word occurrences).
+* ``en-oov``: "out of vocabulary" words. The reference dictionary is the 100,000
+  most frequent purely alphabetic (``[a-z]+``) words of the same list (a stand-in for
+  the paper's "highly tuned dictionary of over 260k words", which is not available
+  offline). OOV words are the words over the alphabet ``a-z 0-9 ' . _ -`` that are
+  not in the dictionary: contractions and possessives ("it's", "don't"), numbers and
+  ordinals ("1", "2nd"), abbreviations ("u.s", "e.g") and rare alphabetic words
+  (names, misspellings, slang) ranked beyond the dictionary, renormalised. Entries
+  containing the digit 0 are excluded from both English datasets: wordfreq stores
+  multi-digit numbers as placeholders of zeros ("00", "0.0"), aggregates of many
+  numbers rather than words.
+* ``zipf``: a synthetic vocabulary of ``vocab_size`` distinct random words over
+  ``a-z`` (lengths 1..8, generated from a fixed public seed), word of rank ``r``
+  with probability proportional to ``r^-s``.
+
+Files: a text file with one user per line and words separated by whitespace
+(blank lines are skipped), or a ``.csv`` file of ``user,item`` rows (an optional
+header ``user,item``), UTF-8.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import pathlib
+import re
+import string
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+__all__ = [
+    "DatasetError", "Population", "EN_ALPHABET", "OOV_ALPHABET", "FILE_ALPHABET",
+    "english", "english_oov", "oov_vocabulary", "zipf", "zipf_vocabulary", "from_user_words", "load_file", "load_dataset",
+    "DATASET_NAMES",
+]
+
+EN_ALPHABET = string.ascii_lowercase + "'"
+OOV_ALPHABET = string.ascii_lowercase + string.digits + "'._-"
+FILE_ALPHABET = "".join(c for c in string.printable if not c.isspace() and c != "$")
+DICTIONARY_SIZE = 100_000
+ZIPF_VOCAB_SEED = 20200826  # public: the synthetic vocabulary is the same for every run
+DATASET_NAMES = ("en", "en-oov", "zipf")
+
+
+class DatasetError(ValueError):
+    """A missing, unreadable or malformed dataset, or impossible parameters."""
+
+
+@dataclass(frozen=True)
+class Population:
+    """Users and their words (CSR), with the ground truth.
+
+    Attributes:
+        name: dataset name or path.
+        vocabulary: distinct words (index = word id).
+        offsets: ``(n + 1,)`` CSR row pointers.
+        items: word ids of the user entries.
+        counts: local occurrence counts of the entries (>= 1).
+        alphabet: the public alphabet the words are written in.
+        description: how the population was made.
+        dropped: word occurrences dropped for characters outside the alphabet.
+    """
+
+    name: str
+    vocabulary: tuple[str, ...]
+    offsets: np.ndarray
+    items: np.ndarray
+    counts: np.ndarray
+    alphabet: str
+    description: str = ""
+    dropped: int = 0
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        off = np.asarray(self.offsets, dtype=np.int64)
+        it = np.asarray(self.items, dtype=np.int64)
+        ct = np.asarray(self.counts, dtype=np.int64)
+        if off.ndim != 1 or off.size < 1 or off[0] != 0 or np.any(np.diff(off) < 0) \
+                or off[-1] != it.size or it.shape != ct.shape:
+            raise DatasetError("inconsistent CSR arrays")
+        if it.size and (it.min() < 0 or it.max() >= len(self.vocabulary)):
+            raise DatasetError("word id outside the vocabulary")
+        if ct.size and ct.min() < 1:
+            raise DatasetError("local counts must be >= 1")
+        if "$" in self.alphabet:
+            raise DatasetError("the alphabet must not contain the EOS symbol '$'")
+        object.__setattr__(self, "offsets", off)
+        object.__setattr__(self, "items", it)
+        object.__setattr__(self, "counts", ct)
+
+    @property
+    def n(self) -> int:
+        """Number of users."""
+        return int(self.offsets.size - 1)
+
+    @property
+    def words_per_user(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def single_word(self) -> bool:
+        """True when every user holds exactly one word (Algorithm 1)."""
+        return bool(np.all(self.words_per_user == 1))
+
+    def occurrences_per_user(self) -> np.ndarray:
+        """Total word occurrences held by each user."""
+        c = np.concatenate([[0], np.cumsum(self.counts)])
+        return c[self.offsets[1:]] - c[self.offsets[:-1]]
+
+    def holders(self) -> np.ndarray:
+        """Number of users holding each word (vocabulary order)."""
+        return np.bincount(self.items, minlength=len(self.vocabulary))
+
+    def occurrences(self) -> np.ndarray:
+        """Total occurrences of each word."""
+        return np.bincount(self.items, weights=self.counts,
+                           minlength=len(self.vocabulary)).astype(np.int64)
+
+    def frequency(self) -> np.ndarray:
+        """Population frequency ``F(w) = (1/n) sum_i f_i(w)`` (Zhu et al., section 5)."""
+        if "F" not in self._cache:
+            totals = self.occurrences_per_user()
+            totals = np.where(totals > 0, totals, 1)
+            per_entry_user = np.repeat(np.arange(self.n), self.words_per_user)
+            w = self.counts / totals[per_entry_user]
+            self._cache["F"] = np.bincount(self.items, weights=w,
+                                           minlength=len(self.vocabulary)) / max(self.n, 1)
+        return self._cache["F"]
+
+    def ranking(self) -> np.ndarray:
+        """Word ids of the words present, most frequent first (ties by word)."""
+        if "rank" not in self._cache:
+            f = self.frequency()
+            present = np.flatnonzero(f > 0)
+            words = np.array(self.vocabulary, dtype=object)[present]
+            order = np.lexsort((words.astype(str), -f[present]))
+            self._cache["rank"] = present[order]
+        return self._cache["rank"]
+
+    def top(self, k: int) -> list[str]:
+        """The ``k`` most frequent words."""
+        return [self.vocabulary[i] for i in self.ranking()[:k]]
+
+    def subsample(self, n: int, rng: np.random.Generator) -> "Population":
+        """``n`` users drawn without replacement (order kept).
+
+        Raises:
+            DatasetError: ``n`` larger than the population or < 1.
+        """
+        if not 1 <= n <= self.n:
+            raise DatasetError(f"cannot take {n} users from a population of {self.n}")
+        if n == self.n:
+            return self
+        users = np.sort(rng.choice(self.n, n, replace=False))
+        starts, ends = self.offsets[users], self.offsets[users + 1]
+        lens = ends - starts
+        idx = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + \
+            np.arange(lens.sum())
+        return Population(self.name, self.vocabulary, np.concatenate([[0], np.cumsum(lens)]),
+                          self.items[idx], self.counts[idx], self.alphabet,
+                          self.description + f"; {n} users subsampled", self.dropped)
+
+
+# --- construction helpers -------------------------------------------------------
+def _valid_words(words: Sequence[str], alphabet: str) -> np.ndarray:
+    allowed = set(alphabet)
+    return np.fromiter((bool(w) and set(w) <= allowed for w in words), dtype=bool,
+                       count=len(words))
+
+
+def _sample_population(name: str, vocab: list[str], probs: np.ndarray, n: int,
+                       rng: np.random.Generator, alphabet: str, description: str,
+                       multi_word: bool, words_per_user: float) -> Population:
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise DatasetError(f"the number of users must be >= 1, got {n!r}")
+    p = np.asarray(probs, dtype=np.float64)
+    p = p / p.sum()
+    cdf = np.cumsum(p)
+    cdf[-1] = 1.0
+    if not multi_word:
+        words = np.searchsorted(cdf, rng.random(n), side="right")
+        words = np.minimum(words, len(vocab) - 1)
+        return Population(name, tuple(vocab), np.arange(n + 1), words, np.ones(n, np.int64),
+                          alphabet, description + f"; {n} users, one word each")
+    if words_per_user < 1:
+        raise DatasetError("words_per_user must be >= 1")
+    per_user = 1 + rng.poisson(words_per_user - 1, n)
+    total = int(per_user.sum())
+    user_of = np.repeat(np.arange(n, dtype=np.int64), per_user)
+    words = np.minimum(np.searchsorted(cdf, rng.random(total), side="right"), len(vocab) - 1)
+    key = user_of * len(vocab) + words
+    uniq, cnt = np.unique(key, return_counts=True)
+    users, items = np.divmod(uniq, len(vocab))
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(users, minlength=n))])
+    return Population(name, tuple(vocab), offsets, items, cnt.astype(np.int64), alphabet,
+                      description + f"; {n} users, 1 + Poisson({words_per_user - 1:g}) "
+                      "word occurrences each")
+
+
+def _wordfreq_large() -> tuple[list[str], np.ndarray]:
+    try:
+        import wordfreq
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise DatasetError("the embedded datasets need the 'wordfreq' package") from exc
+    freq = wordfreq.get_frequency_dict("en", wordlist="large")
+    # wordfreq stores multi-digit numbers "smashed" to placeholders of zeros ("00",
+    # "0.0", "0000"): aggregates of many numbers, not words. Drop every entry with a 0.
+    words = sorted((w for w in freq if "0" not in w), key=lambda w: (-freq[w], w))
+    return words, np.array([freq[w] for w in words], dtype=np.float64)
+
+
+def english(n: int, rng: np.random.Generator, multi_word: bool = False,
+            words_per_user: float = 5.0) -> Population:
+    """The embedded default ``en``: English word frequencies from wordfreq.
+
+    Raises:
+        DatasetError: ``n < 1`` or wordfreq unavailable.
+    """
+    words, f = _wordfreq_large()
+    ok = _valid_words(words, EN_ALPHABET)
+    vocab = [w for w, k in zip(words, ok) if k]
+    return _sample_population("en", vocab, f[ok], n, rng, EN_ALPHABET,
+                              f"wordfreq English 'large' list, {len(vocab)} words over a-z and '",
+                              multi_word, words_per_user)
+
+
+def oov_vocabulary() -> tuple[list[str], np.ndarray]:
+    """The ``en-oov`` vocabulary and its (unnormalised) wordfreq frequencies."""
+    words, f = _wordfreq_large()
+    alpha = re.compile(r"[a-z]+")
+    dictionary: set[str] = set()
+    for w in words:
+        if alpha.fullmatch(w):
+            dictionary.add(w)
+            if len(dictionary) == DICTIONARY_SIZE:
+                break
+    ok = _valid_words(words, OOV_ALPHABET) & np.fromiter(
+        (w not in dictionary for w in words), dtype=bool, count=len(words))
+    return [w for w, k in zip(words, ok) if k], f[ok]
+
+
+def english_oov(n: int, rng: np.random.Generator, multi_word: bool = False,
+                words_per_user: float = 5.0) -> Population:
+    """The embedded ``en-oov`` dataset (see the module docstring for the definition).
+
+    Raises:
+        DatasetError: ``n < 1``.
+    """
+    vocab, f = oov_vocabulary()
+    return _sample_population("en-oov", vocab, f, n, rng, OOV_ALPHABET,
+                              f"wordfreq English words outside a {DICTIONARY_SIZE}-word "
+                              f"alphabetic dictionary, {len(vocab)} words", multi_word,
+                              words_per_user)
+
+
+def zipf_vocabulary(vocab_size: int) -> list[str]:
+    """``vocab_size`` distinct random words over a-z, lengths 1..8, fixed public seed."""
+    if vocab_size < 1:
+        raise DatasetError("vocab_size must be >= 1")
+    g = np.random.default_rng(ZIPF_VOCAB_SEED)
+    seen: dict[str, None] = {}
+    letters = np.array(list(string.ascii_lowercase))
+    while len(seen) < vocab_size:
+        k = 2 * (vocab_size - len(seen)) + 16
+        lens = g.integers(1, 9, k)
+        chars = letters[g.integers(0, 26, (k, 8))]
+        for row, ln in zip(chars, lens):
+            seen.setdefault("".join(row[:ln]), None)
+            if len(seen) == vocab_size:
+                break
+    return list(seen)
+
+
+def zipf(n: int, rng: np.random.Generator, vocab_size: int = 10_000, exponent: float = 1.1,
+         multi_word: bool = False, words_per_user: float = 5.0) -> Population:
+    """A synthetic Zipf population.
+
+    Raises:
+        DatasetError: ``n < 1``, ``vocab_size < 1`` or ``exponent <= 0``.
+    """
+    if exponent <= 0:
+        raise DatasetError("the Zipf exponent must be > 0")
+    vocab = zipf_vocabulary(vocab_size)
+    p = np.arange(1, vocab_size + 1, dtype=np.float64) ** -exponent
+    return _sample_population("zipf", vocab, p, n, rng, string.ascii_lowercase,
+                              f"synthetic Zipf(s={exponent:g}) over {vocab_size} words",
+                              multi_word, words_per_user)
+
+
+def from_user_words(name: str, users: Sequence[Sequence[str]], alphabet: str,
+                    description: str = "") -> Population:
+    """Build a population from explicit word lists (one list per user; a word
+    repeated in a list counts as several occurrences). Words with characters
+    outside ``alphabet`` are dropped and counted.
+
+    Raises:
+        DatasetError: no users, or an invalid alphabet.
+    """
+    if not users:
+        raise DatasetError("the population has no users")
+    if not alphabet or "$" in alphabet or len(set(alphabet)) != len(alphabet):
+        raise DatasetError("the alphabet must be non-empty distinct characters without '$'")
+    allowed = set(alphabet)
+    index: dict[str, int] = {}
+    user_of: list[int] = []
+    word_of: list[int] = []
+    dropped = 0
+    for u, ws in enumerate(users):
+        for w in ws:
+            if not w or not set(w) <= allowed:
+                dropped += 1
+                continue
+            user_of.append(u)
+            word_of.append(index.setdefault(w, len(index)))
+    vocab = list(index)
+    n = len(users)
+    if not vocab:
+        return Population(name, ("",), np.zeros(n + 1, np.int64), np.empty(0, np.int64),
+                          np.empty(0, np.int64), alphabet, description, dropped)
+    key = np.asarray(user_of, dtype=np.int64) * len(vocab) + np.asarray(word_of, dtype=np.int64)
+    uniq, cnt = np.unique(key, return_counts=True)
+    us, items = np.divmod(uniq, len(vocab))
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(us, minlength=n))])
+    return Population(name, tuple(vocab), offsets, items, cnt.astype(np.int64), alphabet,
+                      description, dropped)
+
+
+def load_file(path: str | pathlib.Path, alphabet: str | None = None) -> Population:
+    """Load a text file (one user per line, words separated by whitespace, blank
+    lines skipped) or a ``.csv`` file of ``user,item`` rows (optional header).
+
+    Raises:
+        DatasetError: the file is missing, unreadable, not UTF-8, empty, or a CSV
+            row does not have exactly two fields.
+    """
+    p = pathlib.Path(path)
+    if not p.exists():
+        raise DatasetError(f"dataset file not found: {p}")
+    if not p.is_file():
+        raise DatasetError(f"dataset path is not a file: {p}")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{p} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise DatasetError(f"cannot read {p}: {exc.strerror}") from None
+    alpha = FILE_ALPHABET if alphabet is None else alphabet
+    if p.suffix.lower() == ".csv":
+        users: dict[str, list[str]] = {}
+        reader = csv.reader(io.StringIO(text, newline=""))
+        try:
+            for lineno, row in enumerate(reader, start=1):
+                if not row or all(not c.strip() for c in row):
+                    continue
+                if len(row) != 2:
+                    raise DatasetError(f"{p}:{lineno}: expected 2 fields (user,item), "
+                                       f"got {len(row)}")
+                u, item = row[0].strip(), row[1].strip()
+                if lineno == 1 and (u.lower(), item.lower()) == ("user", "item"):
+                    continue
+                if not u or not item:
+                    raise DatasetError(f"{p}:{lineno}: empty user or item field")
+                users.setdefault(u, []).append(item)
+        except csv.Error as exc:
+            raise DatasetError(f"{p}: malformed CSV: {exc}") from None
+        lists = list(users.values())
+    else:
+        lists = [line.split() for line in text.splitlines() if line.strip()]
+    if not lists:
+        raise DatasetError(f"{p} holds no users")
+    return from_user_words(str(p), lists, alpha, f"file {p}, {len(lists)} users")
+
+
+def load_dataset(name: str, n: int | None, rng: np.random.Generator, multi_word: bool = False,
+                 alphabet: str | None = None) -> Population:
+    """Dispatch ``en``, ``en-oov``, ``zipf`` or a file path.
+
+    For a file, ``n`` (when given) subsamples that many users; without
+    ``multi_word`` every user of a file must hold exactly one word occurrence.
+
+    Raises:
+        DatasetError: unknown name that is not an existing file, bad ``n``, or a
+            file user with several words in single-word mode.
+    """
+    default_n = 100_000
+    if name == "en":
+        return english(default_n if n is None else n, rng, multi_word)
+    if name == "en-oov":
+        return english_oov(default_n if n is None else n, rng, multi_word)
+    if name == "zipf":
+        return zipf(default_n if n is None else n, rng, multi_word=multi_word)
+    p = pathlib.Path(name)
+    if not p.exists():
+        raise DatasetError(f"unknown dataset {name!r}: not one of {', '.join(DATASET_NAMES)} "
+                           "and no such file")
+    pop = load_file(p, alphabet)
+    if n is not None:
+        pop = pop.subsample(n, rng)
+    if not multi_word:
+        several = np.flatnonzero(pop.occurrences_per_user() > 1)
+        if several.size:
+            raise DatasetError(f"{p}: {several.size} users hold more than one word; "
+                               "use --multi-word (Algorithm 3)")
+    return pop
