@@ -1,0 +1,335 @@
+"""TrieHH++: sample-and-threshold heavy hitters with released counts.
+
+Source: G. Cormode, "Federated heavy hitters revisited" (2021), building on TrieHH
+(Zhu, Kairouz, McMahan, Sun, Li, AISTATS 2020).
+
+Algorithm
+---------
+Items are sequences of units (characters followed by an end-of-sequence unit, or the
+base-``alpha`` digits of a number, see :mod:`mechanisms.quantiles`). The trie grows one
+level per round, for at most ``L`` rounds. At level ``i``:
+
+1. the public candidates are the extensions ``frontier x units`` of the released
+   level-``(i-1)`` nodes (the shared engine :mod:`mechanisms.prefix_tree`);
+2. a fresh Poisson sample of rate ``p = m / n`` is drawn by contacting
+   ``s = m + c sqrt(m)`` clients (:mod:`mechanisms.sampling`); a participating client
+   whose length-``(i-1)`` prefix is a frontier node votes for its length-``i`` prefix,
+   every other contacted client abstains (``ABSTAIN``; the transport makes it
+   indistinguishable from a vote);
+3. one contract vote round (``RoundSpec`` of kind ``VOTE`` with ``theta``) releases each
+   candidate whose sampled count is at least ``theta`` *with that count*; released
+   candidates become level-``i`` nodes.
+
+Estimates (section 3): a node's released count ``X ~ Bin(W, p)`` for a prefix held by
+``W`` clients, so ``W_hat = X n / m`` (frequency ``X / m``) is unbiased for prefixes
+well above the threshold (the release condition ``X >= theta`` biases it upwards near
+``theta``). Its standard error is ``sqrt(W p (1 - p)) / p``, estimated by
+``sqrt(X (1 - p)) n / m``. A prefix with ``w = W m / n > theta`` is missed at one level
+with probability at most ``exp(-(w - theta)^2 / (2 w))`` (eq. 5).
+
+The flat variant (Remark after Lemma 3) runs a single thresholded vote round over a
+public candidate list of whole items: no trie, no factor ``L`` in the privacy cost.
+
+Privacy: :mod:`mechanisms.triehhpp_privacy`. The released object is only the trie with
+counts; the number of participants and the number of suppressed votes stay hidden
+because the sample is Poisson and abstentions look like votes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from protocol.aggregation import ABSTAIN, Kind, Release, RoundSpec, Transport, Votes
+from mechanisms.prefix_tree import NO_NODE, ROOT, PrefixTrie
+from mechanisms.sampling import SamplingPlan, plan_poisson_sampling, sample_round
+
+__all__ = [
+    "TrieHHPPError", "TrieHHPPParams", "LevelStats", "NodeEstimate", "TrieHHPPResult",
+    "FlatResult", "run_triehhpp", "run_flat", "miss_probability_bound", "spawn_rngs",
+]
+
+
+class TrieHHPPError(ValueError):
+    """Invalid input to TrieHH++."""
+
+
+@dataclass(frozen=True, slots=True)
+class TrieHHPPParams:
+    """Public parameters of one TrieHH++ run.
+
+    Attributes:
+        population: ``n``, the number of clients.
+        m: the expected sample size per level (Poisson rate ``m / n``).
+        theta: release threshold (a count must be at least ``theta``), integer >= 1.
+        max_levels: ``L``.
+        c: sampling slack in ``s = m + c sqrt(m)``.
+        scheme: ``"exact"`` (Poisson up to truncation) or ``"cormode"``.
+        task: task name bound into each round.
+    """
+
+    population: int
+    m: float
+    theta: int
+    max_levels: int
+    c: float = 10.0
+    scheme: str = "exact"
+    task: str = "triehhpp"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.theta, (int, np.integer)) or self.theta < 1:
+            raise TrieHHPPError(f"theta must be an integer >= 1, got {self.theta!r}")
+        if not isinstance(self.max_levels, (int, np.integer)) or self.max_levels < 1:
+            raise TrieHHPPError(f"max_levels must be an integer >= 1, got {self.max_levels!r}")
+        self.plan()  # validates population, m, c, scheme
+
+    @property
+    def rate(self) -> float:
+        return self.m / self.population
+
+    def plan(self) -> SamplingPlan:
+        try:
+            return plan_poisson_sampling(int(self.population), float(self.m), self.c, self.scheme)
+        except ValueError as exc:
+            raise TrieHHPPError(str(exc)) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class LevelStats:
+    """What happened at one level. ``candidates``, ``released`` and ``contacted`` are
+    public; ``participants`` and ``voters`` are simulation-only ground truth (no
+    party but the clients knows them)."""
+
+    level: int
+    candidates: int
+    released: int
+    contacted: int
+    participants: int
+    voters: int
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEstimate:
+    """A released node with its frequency estimate.
+
+    Attributes:
+        label: the prefix (or item) as a string.
+        depth: trie level.
+        count: the released sampled count ``X``.
+        frequency: ``X / m`` (estimated fraction of clients).
+        frequency_se: ``sqrt(X (1 - p)) / m``.
+        estimate: ``X n / m`` (estimated number of clients).
+        estimate_se: ``sqrt(X (1 - p)) n / m``.
+        terminal: True for a complete item (ends with EOS).
+    """
+
+    label: str
+    depth: int
+    count: int
+    frequency: float
+    frequency_se: float
+    estimate: float
+    estimate_se: float
+    terminal: bool
+
+
+@dataclass
+class TrieHHPPResult:
+    """The released trie with counts, and per-level bookkeeping."""
+
+    params: TrieHHPPParams
+    trie: PrefixTrie
+    unit_labels: tuple[str, ...]
+    levels: list[LevelStats] = field(default_factory=list)
+    releases: list[Release] = field(default_factory=list)
+
+    def node_estimates(self, nodes: np.ndarray | None = None) -> list[NodeEstimate]:
+        """Estimates for ``nodes`` (default: every released node, root excluded)."""
+        ids = np.arange(1, len(self.trie)) if nodes is None else np.asarray(nodes, dtype=np.int64)
+        counts = self.trie.count[ids]
+        depth = self.trie.depth[ids]
+        term = self.trie.is_terminal(ids) if ids.size else np.zeros(0, dtype=bool)
+        f, fse, w, wse = _estimates(counts, self.params)
+        return [NodeEstimate(self.trie.label(int(i), self.unit_labels), int(d), int(c),
+                             float(a), float(b), float(x), float(y), bool(t))
+                for i, d, c, a, b, x, y, t in zip(ids, depth, counts, f, fse, w, wse, term)]
+
+    def heavy_hitters(self, strip: str | None = None) -> list[NodeEstimate]:
+        """Complete items (terminal nodes) by decreasing count; with ``strip`` the
+        end-of-sequence symbol is removed from the labels."""
+        ids = np.arange(1, len(self.trie))
+        ids = ids[self.trie.is_terminal(ids)]
+        out = self.node_estimates(ids)
+        if strip:
+            out = [NodeEstimate(e.label.removesuffix(strip), e.depth, e.count, e.frequency,
+                                e.frequency_se, e.estimate, e.estimate_se, e.terminal)
+                   for e in out]
+        return sorted(out, key=lambda e: (-e.count, e.label))
+
+
+@dataclass
+class FlatResult:
+    """The flat variant's release: items with counts at least ``theta``."""
+
+    params: TrieHHPPParams
+    release: Release
+    stats: LevelStats
+
+    def heavy_hitters(self) -> list[NodeEstimate]:
+        items = sorted(self.release.counts.items(), key=lambda kv: (-kv[1], kv[0])) \
+            if self.release.counts else []
+        counts = np.array([c for _, c in items], dtype=np.int64)
+        f, fse, w, wse = _estimates(counts, self.params)
+        return [NodeEstimate(k, 1, int(c), float(a), float(b), float(x), float(y), True)
+                for (k, c), a, b, x, y in zip(items, f, fse, w, wse)]
+
+
+def spawn_rngs(seed: int | None) -> tuple[np.random.Generator, np.random.Generator]:
+    """Two independent generators from one seed: one for sampling (the party that
+    draws the Poisson sample), one for the transport. Keeping them apart makes the
+    release identical across transports for the same seed."""
+    a, b = np.random.SeedSequence(seed).spawn(2)
+    return np.random.default_rng(a), np.random.default_rng(b)
+
+
+def miss_probability_bound(w: float, theta: float) -> float:
+    """Eq. (5): a prefix with expected sample count ``w > theta`` is missed at one
+    level with probability at most ``exp(-(w - theta)^2 / (2 w))``.
+
+    Raises:
+        TrieHHPPError: ``w <= theta``.
+    """
+    if not w > theta:
+        raise TrieHHPPError(f"the bound needs w > theta (w={w}, theta={theta})")
+    return math.exp(-(w - theta) ** 2 / (2.0 * w))
+
+
+def run_triehhpp(unit_matrix: np.ndarray, num_units: int, unit_labels: Sequence[str],
+                 params: TrieHHPPParams, transport: Transport,
+                 sampling_rng: np.random.Generator, transport_rng: np.random.Generator,
+                 terminal: np.ndarray | None = None,
+                 progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                 ) -> TrieHHPPResult:
+    """Grow the TrieHH++ trie over ``params.max_levels`` contract vote rounds.
+
+    Args:
+        unit_matrix: ``(n, >= L)`` integer array, row ``j`` the unit ids of client
+            ``j``'s item (``-1`` after its end or for an item that cannot be encoded).
+        num_units: number of unit ids ``V``.
+        unit_labels: string label of each unit id (candidate names are the
+            concatenated labels).
+        params: public parameters; ``params.population`` must equal the row count.
+        transport: any :class:`~protocol.aggregation.Transport`.
+        sampling_rng: draws the Poisson samples.
+        transport_rng: handed to the transport each round.
+        terminal: optional boolean mask of terminal (EOS) units, never extended.
+        progress: optional wrapper around the level iterator (a progress bar).
+
+    Raises:
+        TrieHHPPError: shapes or parameters that do not fit.
+        protocol.aggregation.AggregationAborted: a round could not complete.
+    """
+    um = np.asarray(unit_matrix)
+    if um.ndim != 2 or not np.issubdtype(um.dtype, np.integer):
+        raise TrieHHPPError("unit_matrix must be a 2-d integer array")
+    if um.shape[0] != params.population:
+        raise TrieHHPPError(f"unit_matrix has {um.shape[0]} rows, population is "
+                            f"{params.population}")
+    if um.shape[1] < params.max_levels:
+        raise TrieHHPPError(f"unit_matrix has {um.shape[1]} columns, fewer than "
+                            f"max_levels={params.max_levels}")
+    if len(unit_labels) != num_units:
+        raise TrieHHPPError("unit_labels must have one label per unit")
+    trie = PrefixTrie(num_units, terminal)
+    result = TrieHHPPResult(params, trie, tuple(unit_labels))
+    plan = params.plan()
+    levels: Iterable[int] = range(params.max_levels)
+    if progress is not None:
+        levels = progress(levels)
+    for level in levels:
+        frontier = trie.frontier(level)
+        if frontier.size == 0:
+            break
+        cands = trie.extensions(frontier)
+        labels = cands.labels(trie, result.unit_labels)
+        sample = sample_round(plan, sampling_rng)
+        rows = sample.contacted
+        nodes = _prefix_nodes(trie, um, rows, level)
+        index = cands.index_of(trie, nodes, um[rows, level].astype(np.int64))
+        choice = np.where(sample.participates, index, ABSTAIN).astype(np.int64)
+        spec = RoundSpec(params.task, level, Kind.VOTE, candidates=labels, theta=int(params.theta))
+        res = transport.run_round(spec, Votes(choice), transport_rng)
+        release = res.release
+        released_idx, counts = _released_indices(labels, release)
+        trie.grow(cands, released_idx, counts)
+        result.releases.append(release)
+        result.levels.append(LevelStats(level + 1, len(labels), int(released_idx.size),
+                                        int(rows.size), int(sample.participates.sum()),
+                                        int((choice >= 0).sum()), sample.truncated))
+        if released_idx.size == 0:
+            break
+    return result
+
+
+def run_flat(items: np.ndarray, candidates: Sequence[str], params: TrieHHPPParams,
+             transport: Transport, sampling_rng: np.random.Generator,
+             transport_rng: np.random.Generator) -> FlatResult:
+    """The flat variant: one thresholded vote round over public candidate items.
+
+    Args:
+        items: length-``n`` integer array, client ``j`` holds ``candidates[items[j]]``;
+            ``-1`` for an item outside the public candidate list (it always abstains).
+        candidates: the public, distinct candidate items.
+        params: ``max_levels`` is ignored (one round).
+
+    Raises:
+        TrieHHPPError: shapes that do not fit.
+    """
+    items = np.asarray(items)
+    if items.ndim != 1 or items.shape[0] != params.population or \
+            not np.issubdtype(items.dtype, np.integer):
+        raise TrieHHPPError("items must be a 1-d integer array with one entry per client")
+    if items.size and (items.min() < -1 or items.max() >= len(candidates)):
+        raise TrieHHPPError("an item index is outside the candidate list")
+    sample = sample_round(params.plan(), sampling_rng)
+    choice = np.where(sample.participates, items[sample.contacted], ABSTAIN).astype(np.int64)
+    spec = RoundSpec(params.task + "-flat", 0, Kind.VOTE, candidates=tuple(candidates),
+                     theta=int(params.theta))
+    res = transport.run_round(spec, Votes(choice), transport_rng)
+    stats = LevelStats(1, len(candidates), len(res.release.counts or {}),
+                       int(sample.contacted.size), int(sample.participates.sum()),
+                       int((choice >= 0).sum()), sample.truncated)
+    return FlatResult(params, res.release, stats)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _prefix_nodes(trie: PrefixTrie, um: np.ndarray, rows: np.ndarray, level: int) -> np.ndarray:
+    """Trie node of each row's length-``level`` prefix (``NO_NODE`` when absent)."""
+    cur = np.full(rows.size, ROOT, dtype=np.int64)
+    for lev in range(level):
+        cur = trie.child(cur, um[rows, lev].astype(np.int64))
+    return np.where(cur >= 0, cur, NO_NODE)
+
+
+def _released_indices(labels: tuple[str, ...], release: Release) -> tuple[np.ndarray, np.ndarray]:
+    counts = dict(release.counts or {})
+    if not counts:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    pos = {lab: j for j, lab in enumerate(labels)}
+    idx = np.array([pos[k] for k in counts], dtype=np.int64)
+    cnt = np.array([counts[k] for k in counts], dtype=np.int64)
+    order = np.argsort(idx)
+    return idx[order], cnt[order]
+
+
+def _estimates(counts: np.ndarray, params: TrieHHPPParams) -> tuple[np.ndarray, ...]:
+    counts = np.asarray(counts, dtype=np.float64)
+    p = params.rate
+    f = counts / params.m
+    fse = np.sqrt(counts * (1.0 - p)) / params.m
+    return f, fse, f * params.population, fse * params.population
