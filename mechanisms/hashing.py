@@ -48,7 +48,8 @@ import numpy as np
 
 __all__ = [
     "KEY_WORDS", "HashInputError", "draw_keys", "keys_from_seed", "split_ids", "hash32",
-    "hash_to_range", "hash_outer", "bucket_starts", "bucket_sizes", "collision_probability",
+    "hash_to_range", "hash_outer", "bucket_start", "bucket_starts", "bucket_sizes",
+    "bucket_size", "collision_probability",
     "count_matches", "DEFAULT_CHUNK_ELEMENTS",
 ]
 
@@ -180,20 +181,33 @@ def hash_outer(keys: np.ndarray, x: np.ndarray, g: int) -> np.ndarray:
     return u.astype(np.int64)
 
 
-def bucket_starts(g: int) -> np.ndarray:
-    """``L_y = ceil(y 2^32 / g)`` for ``y = 0..g`` (``L_g = 2^32``), exact, as uint64.
+def bucket_start(y: np.ndarray | int, g: int) -> np.ndarray:
+    """``L_y = ceil(y 2^32 / g)`` element-wise for ``y`` in ``[0, g]`` (``L_g = 2^32``).
 
     Raises:
-        HashInputError: if ``g`` is outside ``[2, 2^31]``.
+        HashInputError: if ``g`` is outside ``[2, 2^31]`` or ``y`` outside ``[0, g]``.
     """
     g = _check_range(g)
-    y = np.arange(g + 1, dtype=np.uint64)
+    y = np.asarray(y)
+    if y.size and (int(y.min()) < 0 or int(y.max()) > g):
+        raise HashInputError(f"bucket index outside [0, {g}]")
+    y = y.astype(np.uint64)
     # y * 2^32 <= 2^63 and adding g - 1 stays below 2^64: exact in uint64
     return ((y << _SHIFT32) + np.uint64(g - 1)) // np.uint64(g)
 
 
+def bucket_starts(g: int) -> np.ndarray:
+    """All ``L_y`` for ``y = 0..g`` (memory ``8 (g + 1)`` bytes: for small ``g``).
+
+    Raises:
+        HashInputError: if ``g`` is outside ``[2, 2^31]``.
+    """
+    return bucket_start(np.arange(_check_range(g) + 1), g)
+
+
 def bucket_sizes(g: int) -> np.ndarray:
-    """``c_y``: how many of the 2^32 values of ``z`` land in bucket ``y`` (sums to 2^32).
+    """``c_y``: how many of the 2^32 values of ``z`` land in bucket ``y`` (sums to 2^32;
+    memory ``8 g`` bytes: for small ``g``).
 
     Raises:
         HashInputError: if ``g`` is outside ``[2, 2^31]``.
@@ -201,15 +215,29 @@ def bucket_sizes(g: int) -> np.ndarray:
     return np.diff(bucket_starts(g))
 
 
+def bucket_size(y: int, g: int) -> int:
+    """``c_y`` for one bucket.
+
+    Raises:
+        HashInputError: if ``g`` is outside ``[2, 2^31]`` or ``y`` outside ``[0, g)``.
+    """
+    if not 0 <= int(y) < _check_range(g):
+        raise HashInputError(f"bucket index outside [0, {g})")
+    s = bucket_start(np.array([y, y + 1]), g)
+    return int(s[1]) - int(s[0])
+
+
 def collision_probability(g: int) -> float:
     """``P[h(x) = h(x')]`` for distinct ids: ``sum_y c_y^2 / 2^64`` (exactly ``1/g`` when
-    ``g`` is a power of two, otherwise within ``1/2^32`` of it).
+    ``g`` divides 2^32, otherwise within ``2^-32`` of it). Closed form: ``r = 2^32 mod g``
+    buckets hold ``F + 1 = floor(2^32/g) + 1`` values, the other ``g - r`` hold ``F``.
 
     Raises:
         HashInputError: if ``g`` is outside ``[2, 2^31]``.
     """
-    c = bucket_sizes(g)
-    return float(sum(int(v) * int(v) for v in c) / float(1 << 64))
+    g = _check_range(g)
+    F, r = divmod(_TWO32, g)
+    return (r * (F + 1) ** 2 + (g - r) * F * F) / float(1 << 64)
 
 
 def count_matches(keys: np.ndarray, targets: np.ndarray, g: int, candidates: np.ndarray,
@@ -244,11 +272,10 @@ def count_matches(keys: np.ndarray, targets: np.ndarray, g: int, candidates: np.
     counts = np.zeros(n_cand, dtype=np.int64)
     if n == 0 or n_cand == 0:
         return counts
-    starts = bucket_starts(g)
-    sizes = np.diff(starts)
-    t = targets.astype(np.int64)
-    shifted_b = keys[:, 2] - (starts[t] << _SHIFT32)  # wraps mod 2^64, as intended
-    width = sizes[t] << _SHIFT32
+    start = bucket_start(targets, g)
+    size = bucket_start(targets + 1, g) - start
+    shifted_b = keys[:, 2] - (start << _SHIFT32)  # wraps mod 2^64, as intended
+    width = size << _SHIFT32
     a_lo, a_hi = keys[:, 0], keys[:, 1]
     use_hi = bool(hi.any())
     cand_block = max(1, min(n_cand, chunk_elements))

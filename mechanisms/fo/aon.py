@@ -113,7 +113,7 @@ class AoN(FrequencyOracle):
     @property
     def pi(self) -> float:
         """Exact ``P[h(v) = 0]`` for the hash family."""
-        return int(hashing.bucket_sizes(self.B)[0]) / float(1 << 32)
+        return hashing.bucket_size(0, self.B) / float(1 << 32)
 
     @property
     def support_probabilities(self) -> tuple[float, float]:
