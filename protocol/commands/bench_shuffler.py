@@ -1,0 +1,147 @@
+"""``fedhh bench shuffler``: throughput of the ESA pipeline against its bare primitives.
+
+In one run it times (wall clock) the three pipeline stages on ``--reports`` reports of
+``--payload-bytes`` bytes -- encode (two seals per report), shuffle (open the outer
+layer, check, dedupe, threshold, shuffle, forward) and analyze (open the inner layer,
+strip padding, build the multiset) -- and then the *bare* primitives: the same number
+of seal and open operations on plaintexts of the same sizes (per report: seal of
+``P + 2`` bytes, seal of ``P + 66`` bytes, open of both), with no framing, parsing,
+padding, deduplication, thresholding or shuffling. Half of the bare work runs before
+the pipeline and half after, so drift of a shared machine affects both alike.
+
+    overhead_ratio = bare_seconds / pipeline_seconds
+                   = (time of 2 seals + 2 opens per report) / (encode + shuffle + analyze)
+
+The acceptance bar is ``overhead_ratio >= 0.75``.
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def register(cli) -> None:  # noqa: ANN001
+    p = cli.subcommand("bench", "shuffler",
+                       "throughput of encode/shuffle/analyze vs. bare seal/open primitives", run)
+    p.add_argument("--reports", type=int, default=10000, help="number of reports (default 10000)")
+    p.add_argument("--payload-bytes", type=int, default=32,
+                   help="fixed payload size P in bytes (default 32)")
+    p.add_argument("--crowds", type=int, default=100,
+                   help="number of distinct crowd ids (default 100); threshold T=1 so all pass")
+    p.add_argument("--seed", type=int, default=None,
+                   help="deterministic randomness seed (default: OS randomness)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    from protocol.benchutil import peak_rss_mb, print_json
+    from protocol.cli import UsageError
+    from protocol.randomness import OsRandom, insecure_deterministic_randomness
+    from shuffler import (
+        Analyzer, CrowdKey, Encoder, HardThreshold, KeyPair, Shuffler,
+    )
+    from shuffler.keys import KEY_BYTES, open_sealed, seal
+    from shuffler.messages import CROWD_ID_BYTES, LABEL_INNER, LABEL_OUTER, MAX_PAYLOAD
+
+    n, psize = args.reports, args.payload_bytes
+    if n < 1:
+        raise UsageError("--reports must be >= 1")
+    if not 0 <= psize <= MAX_PAYLOAD:
+        raise UsageError(f"--payload-bytes must be in [0, {MAX_PAYLOAD}]")
+    if args.crowds < 1:
+        raise UsageError("--crowds must be >= 1")
+    rand = (insecure_deterministic_randomness(args.seed, "bench-shuffler")
+            if args.seed is not None else OsRandom())
+
+    s_keys, a_keys = KeyPair.generate(rand), KeyPair.generate(rand)
+    blob = rand.token_bytes(n * psize)
+    reports = [blob[i * psize:(i + 1) * psize] for i in range(n)]
+    ck = CrowdKey(rand.token_bytes(32), "bench", 0)
+    crowd_of = [ck.crowd_id(i.to_bytes(4, "big")) for i in range(args.crowds)]
+    crowd_ids = [crowd_of[i % args.crowds] for i in range(n)]
+
+    # ---- bare primitives: same count and sizes, no framing -------------------------
+    inner_pt = bytes(psize + 2)
+    outer_pt = bytes(CROWD_ID_BYTES + KEY_BYTES + psize + 2 + 16)
+    ad_i, ad_o = b"a" * 40, b"b" * 40  # associated data of header-like size
+
+    def bare(count: int) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        secrets = rand.token_bytes(2 * KEY_BYTES * count)
+        sealed = []
+        for j in range(count):
+            o = 2 * KEY_BYTES * j
+            ei, ci = seal(a_keys.public_key, secrets[o:o + KEY_BYTES], LABEL_INNER, inner_pt, ad_i)
+            eo, co = seal(s_keys.public_key, secrets[o + KEY_BYTES:o + 2 * KEY_BYTES],
+                          LABEL_OUTER, outer_pt, ad_o)
+            sealed.append((ei, ci, eo, co))
+        t1 = time.perf_counter()
+        for ei, ci, eo, co in sealed:
+            open_sealed(s_keys, LABEL_OUTER, eo, co, ad_o)
+            open_sealed(a_keys, LABEL_INNER, ei, ci, ad_i)
+        return t1 - t0, time.perf_counter() - t1
+
+    first = n // 2
+    seal_a, open_a = bare(first)
+
+    # ---- the pipeline ----------------------------------------------------------------
+    t0 = time.perf_counter()
+    encoder = Encoder(s_keys.public_key, a_keys.public_key, "bench", 0, psize, rand)
+    envelopes = encoder.encode_batch(reports, crowd_ids)
+    t1 = time.perf_counter()
+    shuffler = Shuffler(s_keys, rand, min_batch_size=1, threshold=HardThreshold(1))
+    shuffler.open_batch(encoder.context)
+    accepted = shuffler.submit_many(envelopes)
+    out = shuffler.close_batch(encoder.context)
+    t2 = time.perf_counter()
+    analyzed = Analyzer(a_keys).open_batch(out.batch)
+    multiset = analyzed.multiset()
+    t3 = time.perf_counter()
+
+    seal_b, open_b = bare(n - first)
+    if accepted != n or out.receipt.forwarded != n or sum(multiset.values()) != n:
+        raise RuntimeError("benchmark pipeline lost reports")  # pragma: no cover
+
+    enc_s, shuf_s, an_s = t1 - t0, t2 - t1, t3 - t2
+    pipe_s = enc_s + shuf_s + an_s
+    bare_seal, bare_open = seal_a + seal_b, open_a + open_b
+    bare_s = bare_seal + bare_open
+    ratio = bare_s / pipe_s
+    result = {
+        "benchmark": "shuffler",
+        "reports": n,
+        "payload_bytes": psize,
+        "envelope_bytes": len(envelopes[0]),
+        "crowds": args.crowds,
+        "seed": args.seed,
+        "encode_seconds": round(enc_s, 4),
+        "shuffle_seconds": round(shuf_s, 4),
+        "analyze_seconds": round(an_s, 4),
+        "pipeline_seconds": round(pipe_s, 4),
+        "bare_seal_seconds": round(bare_seal, 4),
+        "bare_open_seconds": round(bare_open, 4),
+        "bare_seconds": round(bare_s, 4),
+        "encode_reports_per_s": round(n / enc_s, 1),
+        "shuffle_reports_per_s": round(n / shuf_s, 1),
+        "analyze_reports_per_s": round(n / an_s, 1),
+        "pipeline_reports_per_s": round(n / pipe_s, 1),
+        "bare_seals_per_s": round(2 * n / bare_seal, 1),
+        "bare_opens_per_s": round(2 * n / bare_open, 1),
+        "bare_reports_per_s": round(n / bare_s, 1),
+        "overhead_ratio": round(ratio, 4),
+        "overhead_ratio_definition": "bare (2 seals + 2 opens per report) seconds / "
+                                     "pipeline (encode + shuffle + analyze) seconds",
+        "acceptance_min_ratio": 0.75,
+        "acceptance_met": ratio >= 0.75,
+        "seconds": round(pipe_s + bare_s, 4),
+    }
+    if args.json:
+        print_json(result)
+    else:
+        for k in ("reports", "payload_bytes", "envelope_bytes", "encode_reports_per_s",
+                  "shuffle_reports_per_s", "analyze_reports_per_s", "pipeline_reports_per_s",
+                  "bare_reports_per_s", "overhead_ratio", "acceptance_met", "seconds"):
+            print(f"{k:>24}: {result[k]}")
+        print(f"{'peak_rss_mb':>24}: {peak_rss_mb():.1f}")
+    return 0

@@ -1,0 +1,216 @@
+"""The ESA shuffler transport (Bittau et al., "Prochlo", SOSP 2017).
+
+Theory of operation
+-------------------
+Every contribution becomes one report sealed in two layers (see :mod:`shuffler`):
+clients encode, the shuffler strips the outer layer, thresholds crowds, shuffles and
+forwards inner layers; the analyzer opens them. Every message crosses
+:mod:`protocol.codec` (tags 100..104), so a simulation exercises the wire format.
+
+* **Vote rounds.** A vote for candidate ``i`` is the 4-byte report ``i`` with crowd id
+  ``PRF(crowd_key, task, round, candidates[i])`` (:class:`shuffler.CrowdKey`). The
+  shuffler's hard threshold is ``T = spec.theta`` (1 when ``theta`` is None), so it
+  forwards exactly the crowds with at least ``theta`` votes, *whole*: the analyzer's
+  histogram holds the full count of each released candidate, and the release equals
+  :class:`~protocol.transports.plain.PlainTransport`'s. An abstention is an empty
+  report under a fresh uniformly random crowd id: without the crowd key it cannot be
+  told from a vote for an item nobody else chose; it forms a crowd of one and is
+  dropped (when ``T = 1`` it reaches the analyzer, which skips empty reports).
+* **Report rounds.** Payloads are reports of ``spec.report_size`` bytes in one crowd,
+  threshold 1; the release is the multiset in the shuffler's order.
+* **Vector rounds.** Each vector is one report (entries packed big-endian in
+  ``ceil(log2(modulus)/8)`` bytes); the release is the modular sum. Unlike secure
+  aggregation, the analyzer sees every individual vector (unlinkable to its sender
+  only).
+
+``simulate=True`` (default) derives all keys and randomness from ``rng`` through
+:func:`protocol.randomness.insecure_deterministic_randomness` (reproducible, *not*
+secret); ``simulate=False`` uses OS randomness.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from protocol import codec
+from protocol import wire_shuffler  # noqa: F401  (registers tags 100..104)
+from protocol.aggregation import (
+    AggregationAborted, ContractError, Contributions, Cost, Kind, Release, Reports,
+    RoundResult, RoundSpec, Transport, Vectors, Votes, threshold_counts,
+)
+from protocol.randomness import OsRandom, insecure_deterministic_randomness
+from protocol.transports.plain import modular_sum, raise_kind
+from shuffler import (
+    Analyzer, BatchTooSmall, CrowdKey, Encoder, HardThreshold, KeyPair, ShuffledBatch,
+    ShuffleReceipt, Shuffler, ShufflerEnvelope, decode_indices, encode_index,
+    random_crowd_ids,
+)
+from shuffler.messages import MAX_PAYLOAD
+
+__all__ = ["ShufflerTransport"]
+
+
+class ShufflerTransport(Transport):
+    """Aggregation through an encode-shuffle-analyze pipeline.
+
+    Args:
+        simulate: derive keys and randomness from ``rng`` (reproducible); when False
+            use OS randomness.
+        min_batch_size: the shuffler's minimum batch (the effective minimum is
+            ``max(min_batch_size, spec.min_participants)``).
+        wire: pass every envelope through the codec (True for simulations; False
+            measures the pipeline alone).
+    """
+
+    name = "shuffler"
+
+    def __init__(self, simulate: bool = True, min_batch_size: int = 1, wire: bool = True) -> None:
+        if type(min_batch_size) is not int or min_batch_size < 1:
+            raise ValueError("min_batch_size must be an int >= 1")
+        self.simulate = simulate
+        self.min_batch_size = min_batch_size
+        self.wire = wire
+
+    def run_round(self, spec: RoundSpec, contributions: Contributions,
+                  rng: np.random.Generator) -> RoundResult:
+        """Run one round through encoder, shuffler and analyzer.
+
+        Raises:
+            ContractError: contributions that do not fit the spec.
+            AggregationAborted: ``too_few_participants`` (the shuffler's batch is
+                below its minimum and is discarded).
+        """
+        if self.simulate:
+            root = insecure_deterministic_randomness(rng.bytes(32), "shuffler-transport")
+            r_keys, r_clients, r_shuffler = (root.child("keys"), root.child("clients"),
+                                             root.child("shuffler"))
+        else:
+            r_keys = r_clients = r_shuffler = OsRandom()
+        cpu: dict[str, float] = {}
+
+        # ---- clients: build reports and crowd ids -----------------------------
+        t0 = time.process_time()
+        reports, crowd_ids, psize, threshold = self._reports(spec, contributions, r_keys,
+                                                             r_clients)
+        n = len(reports)
+        if n < spec.min_participants:
+            raise AggregationAborted("too_few_participants",
+                                     f"{n} contributions, {spec.min_participants} required")
+        s_keys, a_keys = KeyPair.generate(r_keys), KeyPair.generate(r_keys)
+        encoder = Encoder(s_keys.public_key, a_keys.public_key, spec.task, spec.round, psize,
+                          r_clients)
+        envelopes = encoder.encode_batch(reports, crowd_ids)
+        if self.wire:
+            envelopes = [codec.encode(ShufflerEnvelope.from_bytes(e)) for e in envelopes]
+        bytes_up = sum(map(len, envelopes))
+        cpu["clients"] = time.process_time() - t0
+
+        # ---- shuffler ---------------------------------------------------------
+        t0 = time.process_time()
+        shuffler = Shuffler(s_keys, r_shuffler, max(self.min_batch_size, spec.min_participants),
+                            HardThreshold(threshold))
+        context = encoder.context
+        shuffler.open_batch(context)
+        if self.wire:
+            received = [codec.decode(e, ShufflerEnvelope).to_bytes() for e in envelopes]
+        else:
+            received = envelopes
+        shuffler.submit_many(received)
+        try:
+            out = shuffler.close_batch(context)
+        except BatchTooSmall as exc:
+            shuffler.discard_batch(context)
+            raise AggregationAborted("too_few_participants", str(exc)) from None
+        batch_wire = codec.encode(out.batch) if self.wire else b""
+        receipt = out.receipt
+        if self.wire:
+            receipt = codec.decode(codec.encode(receipt), ShuffleReceipt)
+        cpu["shuffler"] = time.process_time() - t0
+
+        # ---- analyzer ---------------------------------------------------------
+        t0 = time.process_time()
+        batch = codec.decode(batch_wire, ShuffledBatch) if self.wire else out.batch
+        analyzed = Analyzer(a_keys).open_batch(batch)
+        release, analyzer_view = self._release(spec, receipt, analyzed.reports)
+        analyzer_view["rejected"] = {r.value: c for r, c in analyzed.rejected.items()}
+        cpu["analyzer"] = time.process_time() - t0
+
+        views = {
+            "shuffler": {
+                "crowd_sizes": {cid.hex(): c for cid, c in out.crowd_sizes.items()},
+                "receipt": receipt,
+                "envelope_bytes": len(envelopes[0]) if envelopes else 0,
+            },
+            "analyzer": analyzer_view,
+        }
+        cost = Cost(cpu, bytes_up=bytes_up, bytes_down=0)
+        if self.wire:
+            views["shuffler"]["bytes_forwarded"] = len(batch_wire)
+        return RoundResult(release, views, cost)
+
+    # ------------------------------------------------------------------ helpers
+    def _reports(self, spec: RoundSpec, contributions: Contributions, r_keys: Any,
+                 r_clients: Any) -> tuple[list[bytes], list[bytes], int, int]:
+        crowd_key = CrowdKey(r_keys.token_bytes(32), spec.task, spec.round)
+        if spec.kind is Kind.VOTE:
+            if not isinstance(contributions, Votes):
+                raise_kind(spec, contributions)
+            choice = contributions.validate(spec)
+            cand_reports = [encode_index(i) for i in range(spec.domain_size)]
+            cand_ids = [crowd_key.crowd_id(c.encode("utf-8")) for c in spec.candidates]
+            n_abstain = int((choice < 0).sum())
+            abstain_ids = iter(random_crowd_ids(n_abstain, r_clients))
+            reports = [cand_reports[c] if c >= 0 else b"" for c in choice.tolist()]
+            crowd_ids = [cand_ids[c] if c >= 0 else next(abstain_ids) for c in choice.tolist()]
+            return reports, crowd_ids, 4, spec.theta or 1
+        if spec.kind is Kind.REPORT:
+            if not isinstance(contributions, Reports):
+                raise_kind(spec, contributions)
+            payloads = contributions.validate(spec)
+            if spec.report_size > MAX_PAYLOAD:
+                raise ContractError(f"report_size above the shuffler's {MAX_PAYLOAD} bytes")
+            cid = crowd_key.crowd_id(b"report")
+            return list(payloads), [cid] * len(payloads), spec.report_size, 1
+        if not isinstance(contributions, Vectors):
+            raise_kind(spec, contributions)
+        values = contributions.validate(spec)
+        width = _entry_width(spec.modulus)
+        if spec.dim * width > MAX_PAYLOAD:
+            raise ContractError(f"a vector of {spec.dim * width} bytes exceeds one shuffler report")
+        packed = values.astype(">u8").view(np.uint8).reshape(values.shape[0], spec.dim, 8)
+        rows = np.ascontiguousarray(packed[:, :, 8 - width:]).reshape(values.shape[0], -1)
+        size = spec.dim * width
+        blob = rows.tobytes()
+        reports = [blob[i:i + size] for i in range(0, len(blob), size)]
+        cid = crowd_key.crowd_id(b"vector")
+        return reports, [cid] * len(reports), size, 1
+
+    def _release(self, spec: RoundSpec, receipt: ShuffleReceipt,
+                 reports: list[bytes]) -> tuple[Release, dict[str, Any]]:
+        contributions = receipt.accepted
+        if spec.kind is Kind.VOTE:
+            idx = decode_indices(reports)
+            idx = idx[idx < spec.domain_size]
+            hist = np.bincount(idx, minlength=spec.domain_size)
+            return (Release(spec, contributions, counts=threshold_counts(spec, hist)),
+                    {"histogram": hist, "reports_seen": len(reports)})
+        if spec.kind is Kind.REPORT:
+            return (Release(spec, contributions, reports=tuple(reports)),
+                    {"reports": tuple(reports)})
+        width = _entry_width(spec.modulus)
+        good = [r for r in reports if len(r) == spec.dim * width]
+        raw = np.frombuffer(b"".join(good), dtype=np.uint8).reshape(len(good), spec.dim, width)
+        full = np.zeros((len(good), spec.dim, 8), dtype=np.uint8)
+        full[:, :, 8 - width:] = raw
+        values = full.view(">u8").reshape(len(good), spec.dim).astype(np.uint64)
+        if spec.modulus < 1 << 64:  # a malformed client's out-of-range entries: drop the row
+            values = values[(values < np.uint64(spec.modulus)).all(axis=1)]
+        total = modular_sum(values, spec.modulus)
+        return (Release(spec, contributions, vector=total),
+                {"individual_vectors": values, "sum": total})
+
+
+def _entry_width(modulus: int) -> int:
+    return max(1, ((modulus - 1).bit_length() + 7) // 8)
