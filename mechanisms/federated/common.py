@@ -1,0 +1,212 @@
+"""Results, configuration and server-side aggregation shared by the federated mechanisms.
+
+Communication is counted the way Table 1 of seed 004 counts it: in (prefix, count)
+pairs of ``b`` bits each exchanged between a party and the server (user-to-party
+reports are not counted). We take ``b = m + 32``: an ``m``-bit prefix and a 32-bit
+count.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .adaptive import extension_number
+from .core import LevelResult, PartySession, construct, level_lengths, top_indices
+from .parties import FederatedError, Population
+
+__all__ = ["FederatedConfig", "PartyReport", "FederatedResult", "aggregate_counts",
+           "walk_levels", "make_sessions", "Communication"]
+
+COUNT_BITS = 32
+
+
+@dataclass(frozen=True)
+class FederatedConfig:
+    """Parameters shared by every mechanism (defaults are the paper's, section 7.1).
+
+    Attributes:
+        epsilon: per-report privacy budget (each user reports once).
+        k: number of heavy hitters queried.
+        levels: granularity ``g`` (levels of the prefix tree); step ``m / g`` bits.
+        oracle: "grr" (default), "oue" or "olh".
+        shared_fraction: share of each party's users spent on Phase I (0.1).
+        shared_levels: ``g_s``; ``None`` means ``floor(0.25 g)``.
+        extension: "adaptive" (equations 2, 3) or a fixed extension number ``t``.
+        prune_ratio: TAPS dividing ratio (``beta`` in Algorithm 4; 0.1).
+        tau: TAPS contrast-score guard (1e-11).
+        shared_trie: False runs TAP/TAPS without Phase I (Table 6 ablation).
+
+    Raises:
+        FederatedError: on out-of-range parameters.
+    """
+
+    epsilon: float = 4.0
+    k: int = 10
+    levels: int = 24
+    oracle: str = "grr"
+    shared_fraction: float = 0.1
+    shared_levels: int | None = None
+    extension: str | int = "adaptive"
+    prune_ratio: float = 0.1
+    tau: float = 1e-11
+    shared_trie: bool = True
+
+    def __post_init__(self) -> None:
+        if not (self.epsilon > 0 and np.isfinite(self.epsilon)):
+            raise FederatedError("epsilon must be a finite number > 0")
+        if self.k < 1:
+            raise FederatedError("k must be >= 1")
+        if self.levels < 2:
+            raise FederatedError("levels must be >= 2")
+        if not 0 < self.shared_fraction < 1:
+            raise FederatedError("shared_fraction must be in (0, 1)")
+        if not 0 < self.prune_ratio < 0.5:
+            raise FederatedError("prune_ratio must be in (0, 0.5)")
+        if self.extension != "adaptive" and not (isinstance(self.extension, int) and self.extension >= 1):
+            raise FederatedError("extension must be 'adaptive' or an integer >= 1")
+        gs = self.g_s
+        if not 1 <= gs < self.levels:
+            raise FederatedError(f"shared levels g_s={gs} must be in [1, levels)")
+
+    @property
+    def g_s(self) -> int:
+        """Shared trie depth ``g_s = floor(0.25 g)`` unless given."""
+        return self.shared_levels if self.shared_levels is not None else max(1, self.levels // 4)
+
+    def t_for(self, level: LevelResult) -> int:
+        """Extension number for a level: adaptive (eqs. 2-3) or the fixed ``t``."""
+        if self.extension == "adaptive":
+            ranked = np.sort(level.freqs)[::-1]
+            return max(1, extension_number(ranked, self.k, level.sigma))
+        return int(self.extension)
+
+
+@dataclass
+class Communication:
+    """(prefix, count) pairs a party exchanged with the server."""
+
+    uploaded_pairs: int = 0
+    downloaded_pairs: int = 0
+
+    def bits(self, item_bits: int) -> dict[str, int]:
+        b = item_bits + COUNT_BITS
+        return {"uploaded_pairs": self.uploaded_pairs, "downloaded_pairs": self.downloaded_pairs,
+                "upload_bits": self.uploaded_pairs * b, "download_bits": self.downloaded_pairs * b}
+
+
+@dataclass
+class PartyReport:
+    """What one party uploaded at the end and what it cost.
+
+    Attributes:
+        name: party name.
+        heavy_hitters: local heavy hitters ``C_g^i`` (most frequent first).
+        counts: their estimated counts in the party (``f_hat * |U^i|``).
+        communication: pairs exchanged with the server.
+        report_counts: reports per user (every entry 0 or 1).
+        kept_per_level: number of prefixes extended at each level (``t``).
+    """
+
+    name: str
+    heavy_hitters: np.ndarray
+    counts: np.ndarray
+    communication: Communication
+    report_counts: np.ndarray
+    kept_per_level: list[int] = field(default_factory=list)
+    pruned_per_level: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class FederatedResult:
+    """Outcome of one run.
+
+    Attributes:
+        mechanism: "tap", "taps", "fedpem", "gtf" or "pem".
+        heavy_hitters: the released global top-k, most frequent first.
+        scores: the server's aggregate score for each (estimated counts, or votes for GTF).
+        parties: per-party reports.
+        seconds: wall time of the run.
+        shared_prefixes: TAP/TAPS Phase I broadcast ``C_{g_s}`` (empty otherwise).
+    """
+
+    mechanism: str
+    heavy_hitters: np.ndarray
+    scores: np.ndarray
+    parties: list[PartyReport]
+    seconds: float
+    bits: int
+    shared_prefixes: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint64))
+
+    def communication(self) -> dict[str, dict[str, int]]:
+        """Per-party communication in pairs and bits (Table 1)."""
+        return {p.name: p.communication.bits(self.bits) for p in self.parties}
+
+    def max_reports_per_user(self) -> int:
+        """The largest number of reports any user sent (must be 1)."""
+        return int(max(int(p.report_counts.max()) for p in self.parties))
+
+
+def aggregate_counts(items: Sequence[np.ndarray], counts: Sequence[np.ndarray],
+                     k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sum counts of identical items over parties and return the top ``k``.
+
+    Ties are broken by the smaller item id (deterministic).
+    """
+    if not items:
+        return np.empty(0, dtype=np.uint64), np.empty(0)
+    allv = np.concatenate([np.asarray(i, dtype=np.uint64) for i in items])
+    allc = np.concatenate([np.asarray(c, dtype=float) for c in counts])
+    if allv.size == 0:
+        return allv, allc
+    uniq, inv = np.unique(allv, return_inverse=True)
+    tot = np.bincount(inv, weights=allc, minlength=uniq.size)
+    order = np.lexsort((uniq, -tot))[:k]
+    return uniq[order], tot[order]
+
+
+def make_sessions(pop: Population, cfg: FederatedConfig,
+                  rng: np.random.Generator) -> list[PartySession]:
+    """One :class:`PartySession` per party, each with its own child generator."""
+    seeds = rng.spawn(len(pop.parties))
+    return [PartySession(p, pop.bits, cfg.epsilon, cfg.oracle, r) for p, r in zip(pop.parties, seeds)]
+
+
+def walk_levels(session: PartySession, lengths: list[int], group_sizes: list[int],
+                kept: np.ndarray | None, prev_length: int, choose_t) -> tuple[LevelResult, np.ndarray, list[int]]:
+    """Run consecutive levels of one party's trie (Construct + Estimate + extend).
+
+    Args:
+        session: the party.
+        lengths: prefix lengths of the levels to run.
+        group_sizes: users per level (disjoint groups drawn from the session's pool).
+        kept: prefixes kept at the previous level (``None``: start from the full
+            domain of the first length).
+        prev_length: prefix length of ``kept``.
+        choose_t: ``LevelResult -> int``, the extension number.
+
+    Returns:
+        ``(last level result, prefixes kept at the last level, t per level)``.
+    """
+    if len(lengths) != len(group_sizes) or not lengths:
+        raise FederatedError("need one group size per level")
+    ts = []
+    res = None
+    for length, n in zip(lengths, group_sizes):
+        if kept is None:
+            domain = np.arange(1 << length, dtype=np.uint64)
+        else:
+            domain = construct(kept, prev_length, length)
+        res = session.estimate(session.take(n), length, domain)
+        t = choose_t(res)
+        ts.append(int(t))
+        kept = res.domain[top_indices(res.freqs, t)]
+        prev_length = length
+    assert res is not None
+    return res, kept, ts
+
+
+def timer() -> float:
+    return time.perf_counter()
