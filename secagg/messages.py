@@ -1,0 +1,396 @@
+"""Typed messages of the secure-aggregation protocol (Bonawitz et al., CCS 2017).
+
+Theory of operation
+-------------------
+One frozen, slotted dataclass per message. Every constructor validates types, lengths,
+ranges, ordering and uniqueness, so an instance that exists is well formed; what a
+message *means* (is this sender my neighbour? is this the set I signed?) is checked by
+the state machines. ``to_wire()`` returns msgpack-native values and ``from_wire()``
+rebuilds (and so re-validates) the message; ``protocol.wire_secagg`` registers the
+types with the strict codec of ``protocol.codec``.
+
+Participants are roster positions ``0..n-1``; sets of participants travel as bitmaps
+(``secagg.state.set_to_bitmap``), lists of addressed items as strictly increasing
+position tuples with parallel payload tuples.
+
+=====  ==========================  ===============================================
+ tag    message                     content
+=====  ==========================  ===============================================
+  1     AdvertiseKeys (u->S, r0)    c_pk, s_pk (X25519), Ed25519 signature (malicious)
+  2     ShareKeys (u->S, r1)        one AEAD ciphertext per neighbour in U1
+  3     MaskedInput (u->S, r2)      y_u packed at the bit width of R-1
+  4     ConsistencySignature (r3)   Ed25519 signature over (session, U3)
+  5     UnmaskShares (u->S, r4)     b-shares of survivors, s_sk-shares of dropped
+ 11     KeyList (S->u, r0)          the AdvertiseKeys of u's neighbours in U1
+ 12     RoutedShares (S->u, r1)     the ciphertexts addressed to u
+ 13     ConsistencyRequest (r2)     U3 as a bitmap (malicious variant)
+ 14     UnmaskRequest (S->u, r3)    U3 (alive) and U2 minus U3 (dropped); signatures
+ 15     ServerAbort (S->u)          the server's abort reason
+=====  ==========================  ===============================================
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from . import prg
+from .shamir import SHARE_WIRE_BYTES
+from .state import MAX_PARTICIPANTS, AbortReason, bitmap_to_mask
+
+__all__ = [
+    "AdvertiseKeys", "ShareKeys", "MaskedInput", "ConsistencySignature", "UnmaskShares",
+    "KeyList", "RoutedShares", "ConsistencyRequest", "UnmaskRequest", "ServerAbort",
+    "CLIENT_MESSAGES", "SERVER_MESSAGES", "ALL_MESSAGES",
+    "PUBLIC_KEY_BYTES", "SIGNATURE_BYTES", "MAX_CIPHERTEXT_BYTES",
+]
+
+PUBLIC_KEY_BYTES = 32
+SIGNATURE_BYTES = 64
+#: nonce (12) + two encoded shares (2 * 35) + tag (16) = 98; generous bound, exact check by AEAD
+MAX_CIPHERTEXT_BYTES = 256
+MAX_DIM = 1 << 28
+
+
+def _pos(value: Any, name: str) -> int:
+    if type(value) is not int or not 0 <= value < MAX_PARTICIPANTS:
+        raise ValueError(f"{name} must be an int in [0, {MAX_PARTICIPANTS})")
+    return value
+
+
+def _bytes(value: Any, name: str, length: int | None = None,
+           lo: int = 0, hi: int | None = None) -> bytes:
+    if type(value) is not bytes:
+        raise TypeError(f"{name} must be bytes")
+    if length is not None and len(value) != length:
+        raise ValueError(f"{name} must be {length} bytes")
+    if len(value) < lo or (hi is not None and len(value) > hi):
+        raise ValueError(f"{name} length {len(value)} outside [{lo}, {hi}]")
+    return value
+
+
+def _positions(values: Any, name: str) -> tuple[int, ...]:
+    if not isinstance(values, (tuple, list)):
+        raise TypeError(f"{name} must be a sequence of positions")
+    out = tuple(_pos(v, name) for v in values)
+    if any(a >= b for a, b in zip(out, out[1:])):
+        raise ValueError(f"{name} must be strictly increasing (sorted, no duplicates)")
+    return out
+
+
+def _blobs(values: Any, name: str, count: int, **kw: Any) -> tuple[bytes, ...]:
+    if not isinstance(values, (tuple, list)):
+        raise TypeError(f"{name} must be a sequence of bytes")
+    if len(values) != count:
+        raise ValueError(f"{name} must have {count} entries")
+    return tuple(_bytes(v, name, **kw) for v in values)
+
+
+def _fields(fields: list[Any], n: int) -> list[Any]:
+    if not isinstance(fields, list) or len(fields) != n:
+        raise ValueError(f"expected {n} fields")
+    return fields
+
+
+def _bitmap(value: Any, n: int, name: str) -> bytes:
+    _bytes(value, name)
+    bitmap_to_mask(value, n)  # raises ValueError on length or padding
+    return value
+
+
+# ------------------------------------------------------------------ client -> server
+
+@dataclass(frozen=True, slots=True)
+class AdvertiseKeys:
+    """Round 0: ``u`` advertises ``c_pk`` (share encryption) and ``s_pk`` (masks).
+
+    ``signature`` is empty (honest-but-curious) or an Ed25519 signature over
+    ``SessionConfig.keys_message`` (malicious-server variant).
+    """
+
+    TAG: ClassVar[int] = 1
+    sender: int
+    c_pk: bytes
+    s_pk: bytes
+    signature: bytes = b""
+
+    def __post_init__(self) -> None:
+        _pos(self.sender, "sender")
+        _bytes(self.c_pk, "c_pk", PUBLIC_KEY_BYTES)
+        _bytes(self.s_pk, "s_pk", PUBLIC_KEY_BYTES)
+        _bytes(self.signature, "signature")
+        if len(self.signature) not in (0, SIGNATURE_BYTES):
+            raise ValueError("signature must be empty or 64 bytes")
+
+    def to_wire(self) -> list[Any]:
+        return [self.sender, self.c_pk, self.s_pk, self.signature]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "AdvertiseKeys":
+        return cls(*_fields(fields, 4))
+
+
+@dataclass(frozen=True, slots=True)
+class ShareKeys:
+    """Round 1: one ciphertext per recipient (``recipients`` strictly increasing)."""
+
+    TAG: ClassVar[int] = 2
+    sender: int
+    recipients: tuple[int, ...]
+    ciphertexts: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        _pos(self.sender, "sender")
+        object.__setattr__(self, "recipients", _positions(self.recipients, "recipients"))
+        if self.sender in self.recipients:
+            raise ValueError("a client does not send shares to itself")
+        object.__setattr__(self, "ciphertexts", _blobs(
+            self.ciphertexts, "ciphertexts", len(self.recipients), lo=1,
+            hi=MAX_CIPHERTEXT_BYTES))
+
+    def to_wire(self) -> list[Any]:
+        return [self.sender, list(self.recipients), list(self.ciphertexts)]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "ShareKeys":
+        return cls(*_fields(fields, 3))
+
+
+@dataclass(frozen=True, slots=True)
+class MaskedInput:
+    """Round 2: ``y_u`` mod ``R``, packed at the bit width of ``R - 1``.
+
+    On the wire ``R - 1`` is carried (so that ``R = 2**64`` fits a msgpack uint64).
+    The constructor unpacks once (validating every entry is ``< R``) and keeps the
+    vector, read-only, for :meth:`vector`.
+    """
+
+    TAG: ClassVar[int] = 3
+    sender: int
+    dim: int
+    modulus: int
+    packed: bytes
+    _vector: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _pos(self.sender, "sender")
+        if type(self.dim) is not int or not 1 <= self.dim <= MAX_DIM:
+            raise ValueError(f"dim must be in [1, {MAX_DIM}]")
+        if type(self.modulus) is not int or not 2 <= self.modulus <= 1 << 64:
+            raise ValueError("modulus must be in [2, 2**64]")
+        _bytes(self.packed, "packed")
+        vec = prg.unpack_uints(self.packed, self.dim, self.modulus)
+        vec.setflags(write=False)
+        object.__setattr__(self, "_vector", vec)
+
+    @classmethod
+    def from_vector(cls, sender: int, vector: np.ndarray, modulus: int) -> "MaskedInput":
+        """Pack a vector of entries in ``[0, R)``.
+
+        Raises:
+            ValueError: an entry is out of range.
+        """
+        vec = np.asarray(vector, dtype=np.uint64)
+        return cls(sender, int(vec.size), modulus, prg.pack_uints(vec, modulus))
+
+    def vector(self) -> np.ndarray:
+        """The masked vector (read-only ``uint64``)."""
+        return self._vector
+
+    def to_wire(self) -> list[Any]:
+        return [self.sender, self.dim, self.modulus - 1, self.packed]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "MaskedInput":
+        sender, dim, rm1, packed = _fields(fields, 4)
+        if type(rm1) is not int:
+            raise TypeError("modulus must be an int")
+        return cls(sender, dim, rm1 + 1, packed)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsistencySignature:
+    """Round 3 (malicious variant): Ed25519 signature over ``(session, U3)``."""
+
+    TAG: ClassVar[int] = 4
+    sender: int
+    signature: bytes
+
+    def __post_init__(self) -> None:
+        _pos(self.sender, "sender")
+        _bytes(self.signature, "signature", SIGNATURE_BYTES)
+
+    def to_wire(self) -> list[Any]:
+        return [self.sender, self.signature]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "ConsistencySignature":
+        return cls(*_fields(fields, 2))
+
+
+@dataclass(frozen=True, slots=True)
+class UnmaskShares:
+    """Round 4: shares of ``b_v`` for survivors and of ``s_v^SK`` for dropped peers.
+
+    The two owner lists are disjoint by construction: no message can reveal both
+    kinds of share of one peer.
+    """
+
+    TAG: ClassVar[int] = 5
+    sender: int
+    b_owners: tuple[int, ...]
+    b_shares: tuple[bytes, ...]
+    s_owners: tuple[int, ...]
+    s_shares: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        _pos(self.sender, "sender")
+        object.__setattr__(self, "b_owners", _positions(self.b_owners, "b_owners"))
+        object.__setattr__(self, "s_owners", _positions(self.s_owners, "s_owners"))
+        if set(self.b_owners) & set(self.s_owners):
+            raise ValueError("a peer cannot have both its self-mask and its key revealed")
+        object.__setattr__(self, "b_shares", _blobs(self.b_shares, "b_shares",
+                                                    len(self.b_owners), length=SHARE_WIRE_BYTES))
+        object.__setattr__(self, "s_shares", _blobs(self.s_shares, "s_shares",
+                                                    len(self.s_owners), length=SHARE_WIRE_BYTES))
+
+    def to_wire(self) -> list[Any]:
+        return [self.sender, list(self.b_owners), list(self.b_shares),
+                list(self.s_owners), list(self.s_shares)]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "UnmaskShares":
+        return cls(*_fields(fields, 5))
+
+
+# ------------------------------------------------------------------ server -> client
+
+@dataclass(frozen=True, slots=True)
+class KeyList:
+    """Round 0 broadcast: the advertised keys of the recipient's neighbours in U1."""
+
+    TAG: ClassVar[int] = 11
+    entries: tuple[AdvertiseKeys, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.entries, (tuple, list)):
+            raise TypeError("entries must be a sequence")
+        ents = tuple(self.entries)
+        for e in ents:
+            if type(e) is not AdvertiseKeys:
+                raise TypeError("entries must be AdvertiseKeys")
+        _positions([e.sender for e in ents], "entry senders")
+        object.__setattr__(self, "entries", ents)
+
+    def to_wire(self) -> list[Any]:
+        return [[e.to_wire() for e in self.entries]]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "KeyList":
+        (raw,) = _fields(fields, 1)
+        if not isinstance(raw, list):
+            raise TypeError("entries must be a list")
+        return cls(tuple(AdvertiseKeys.from_wire(e) for e in raw))
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedShares:
+    """Round 1 routing: the ciphertexts addressed to the recipient, by sender."""
+
+    TAG: ClassVar[int] = 12
+    senders: tuple[int, ...]
+    ciphertexts: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "senders", _positions(self.senders, "senders"))
+        object.__setattr__(self, "ciphertexts", _blobs(
+            self.ciphertexts, "ciphertexts", len(self.senders), lo=1,
+            hi=MAX_CIPHERTEXT_BYTES))
+
+    def to_wire(self) -> list[Any]:
+        return [list(self.senders), list(self.ciphertexts)]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "RoutedShares":
+        return cls(*_fields(fields, 2))
+
+
+@dataclass(frozen=True, slots=True)
+class ConsistencyRequest:
+    """Round 3 request (malicious variant): the survivor set U3 to be signed."""
+
+    TAG: ClassVar[int] = 13
+    n: int
+    alive: bytes
+
+    def __post_init__(self) -> None:
+        if type(self.n) is not int or not 1 <= self.n <= MAX_PARTICIPANTS:
+            raise ValueError("n out of range")
+        _bitmap(self.alive, self.n, "alive")
+
+    def to_wire(self) -> list[Any]:
+        return [self.n, self.alive]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "ConsistencyRequest":
+        return cls(*_fields(fields, 2))
+
+
+@dataclass(frozen=True, slots=True)
+class UnmaskRequest:
+    """Round 4 request: survivors U3 (``alive``), ``dropped`` = U2 minus U3, and (malicious
+    variant) the round-3 signatures of the recipient's neighbours, by signer."""
+
+    TAG: ClassVar[int] = 14
+    n: int
+    alive: bytes
+    dropped: bytes
+    signers: tuple[int, ...] = ()
+    signatures: tuple[bytes, ...] = ()
+
+    def __post_init__(self) -> None:
+        if type(self.n) is not int or not 1 <= self.n <= MAX_PARTICIPANTS:
+            raise ValueError("n out of range")
+        _bitmap(self.alive, self.n, "alive")
+        _bitmap(self.dropped, self.n, "dropped")
+        object.__setattr__(self, "signers", _positions(self.signers, "signers"))
+        if self.signers and self.signers[-1] >= self.n:
+            raise ValueError("signer out of range")
+        object.__setattr__(self, "signatures", _blobs(self.signatures, "signatures",
+                                                      len(self.signers),
+                                                      length=SIGNATURE_BYTES))
+
+    def to_wire(self) -> list[Any]:
+        return [self.n, self.alive, self.dropped, list(self.signers), list(self.signatures)]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "UnmaskRequest":
+        return cls(*_fields(fields, 5))
+
+
+@dataclass(frozen=True, slots=True)
+class ServerAbort:
+    """The server gave up; ``reason`` is an :class:`~secagg.state.AbortReason` value."""
+
+    TAG: ClassVar[int] = 15
+    reason: str
+
+    def __post_init__(self) -> None:
+        if type(self.reason) is not str:
+            raise TypeError("reason must be a string")
+        AbortReason(self.reason)  # ValueError for an unknown reason
+
+    def to_wire(self) -> list[Any]:
+        return [self.reason]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "ServerAbort":
+        return cls(*_fields(fields, 1))
+
+
+CLIENT_MESSAGES: tuple[type, ...] = (AdvertiseKeys, ShareKeys, MaskedInput,
+                                     ConsistencySignature, UnmaskShares)
+SERVER_MESSAGES: tuple[type, ...] = (KeyList, RoutedShares, ConsistencyRequest,
+                                     UnmaskRequest, ServerAbort)
+ALL_MESSAGES: tuple[type, ...] = CLIENT_MESSAGES + SERVER_MESSAGES

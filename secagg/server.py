@@ -1,0 +1,339 @@
+"""The server of secure aggregation as a sans-I/O state machine.
+
+Theory of operation (Bonawitz et al., CCS 2017, Fig. 4; SecAgg+ of Bell et al., CCS 2020)
+------------------------------------------------------------------------------------------
+The server collects one message per client and round; the caller decides when a round
+is over (:meth:`SecAggServer.close_round`: the server has no clock). The client sets
+are named as in the paper: ``U1`` advertised keys, ``U2`` sent shares, ``U3`` sent a
+masked input, ``U4`` signed ``U3`` (malicious variant; ``U4 = U3`` otherwise), ``U5``
+sent unmasking shares.
+
+* close round 0: send every ``u`` in ``U1`` the keys of ``U1 & N(u)``.
+* close round 1: send every ``u`` in ``U2`` the ciphertexts addressed to it by
+  ``U2 & N(u)``.
+* close round 2: ``U3`` must leave every secret to be rebuilt (``b_u`` of ``u`` in
+  ``U3``, ``s_v^SK`` of ``v`` in ``U2 - U3``) at least ``t`` neighbours in ``U3``; send
+  ``U3`` for signing (malicious) or the unmasking request ``(U3, U2 - U3)``.
+* close round 3 (malicious): forward to each ``u`` in ``U4`` the signatures of its
+  neighbours.
+* close round 4: for every ``u`` in ``U3`` rebuild ``b_u`` from ``t`` shares and
+  subtract ``PRG(b_u)``; for every dropped ``v`` in ``U2 - U3`` rebuild ``s_v^SK``
+  (checked against the advertised ``s_v^PK``), recompute ``s_vw`` with each neighbour
+  ``w`` in ``U3`` and cancel the pairwise mask ``w`` added. What is left is
+  ``sum_{u in U3} x_u mod R``.
+
+Masked inputs are added to a running sum as they arrive (memory ``O(dim)``, not
+``O(n dim)``); only a SHA-256 digest of each is kept, for the server's view.
+
+A client message that does not fit (unknown or duplicate sender, a sender outside the
+previous round's set, wrong recipients, a bad signature or share) raises
+:class:`~secagg.state.InvalidMessage` and is ignored. If a round closes with too few
+clients the server moves to ``ABORTED`` with an :class:`~secagg.state.AbortReason` and
+returns a :class:`~secagg.messages.ServerAbort` for every client still in the session.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import crypto, prg, shamir
+from .client import self_mask_seed
+from .errors import CryptoError, ParameterError
+from .messages import (
+    AdvertiseKeys, ConsistencyRequest, ConsistencySignature, KeyList, MaskedInput,
+    RoutedShares, ServerAbort, ShareKeys, UnmaskRequest, UnmaskShares,
+)
+from .state import (
+    AbortReason, CloseRound, InvalidMessage, ModAccumulator, ServerState, SessionConfig,
+    UnexpectedEvent, set_to_bitmap,
+)
+
+__all__ = ["SecAggServer", "SERVER_TRANSITIONS"]
+
+_S = ServerState
+#: (state, event type) -> handler name. Everything else is local misuse.
+SERVER_TRANSITIONS: dict[tuple[ServerState, type], str] = {
+    (_S.COLLECT_KEYS, AdvertiseKeys): "_on_keys",
+    (_S.COLLECT_SHARES, ShareKeys): "_on_shares",
+    (_S.COLLECT_INPUTS, MaskedInput): "_on_input",
+    (_S.COLLECT_SIGNATURES, ConsistencySignature): "_on_signature",
+    (_S.COLLECT_UNMASK, UnmaskShares): "_on_unmask",
+    (_S.COLLECT_KEYS, CloseRound): "_close_keys",
+    (_S.COLLECT_SHARES, CloseRound): "_close_shares",
+    (_S.COLLECT_INPUTS, CloseRound): "_close_inputs",
+    (_S.COLLECT_SIGNATURES, CloseRound): "_close_signatures",
+    (_S.COLLECT_UNMASK, CloseRound): "_close_unmask",
+}
+
+Outgoing = list[tuple[int, Any]]
+
+
+class _Abort(Exception):
+    def __init__(self, reason: AbortReason, recipients: Sequence[int]) -> None:
+        self.reason = reason
+        self.recipients = recipients
+
+
+class SecAggServer:
+    """The aggregation server of one session.
+
+    Args:
+        config: the session.
+        verify_keys: Ed25519 public keys of all participants by roster position
+            (malicious-server variant: the server checks signatures too, so that one
+            bad client cannot make honest ones abort).
+
+    Raises:
+        ParameterError: missing verification keys in the malicious variant.
+    """
+
+    def __init__(self, config: SessionConfig, *,
+                 verify_keys: Sequence[bytes] | None = None) -> None:
+        if config.malicious and (verify_keys is None or len(verify_keys) != config.n):
+            raise ParameterError("the malicious-server variant needs n verification keys")
+        self.config = config
+        self._verify_keys = tuple(verify_keys) if verify_keys is not None else None
+        n = config.n
+        self.neighbours: list[tuple[int, ...]] = config.all_neighbours()
+        self.state = ServerState.COLLECT_KEYS
+        self.abort_reason: AbortReason | None = None
+        self.result: np.ndarray | None = None
+        self._keys: dict[int, AdvertiseKeys] = {}
+        self._in_u1 = np.zeros(n, dtype=bool)
+        self._in_u2 = np.zeros(n, dtype=bool)
+        self._in_u3 = np.zeros(n, dtype=bool)
+        self._in_u4 = np.zeros(n, dtype=bool)
+        self._in_u5 = np.zeros(n, dtype=bool)
+        self._routes: dict[int, list[tuple[int, bytes]]] = {}
+        self._acc = ModAccumulator(config.dim, config.modulus)
+        self.input_digests: dict[int, bytes] = {}
+        self._signatures: dict[int, bytes] = {}
+        self._alive_bitmap = b""
+        self._b_shares: dict[int, list[shamir.Share]] = {}
+        self._s_shares: dict[int, list[shamir.Share]] = {}
+        #: the last sets fixed by a closed round (for the server's view)
+        self.sets: dict[str, frozenset[int]] = {}
+
+    # ------------------------------------------------------------------ driving
+
+    def receive(self, message: Any) -> None:
+        """Take one client message of the current round.
+
+        Raises:
+            UnexpectedEvent: the message type is not legal in the current state.
+            InvalidMessage: the message does not fit this session (ignored; state
+                unchanged).
+        """
+        self._dispatch(message)
+
+    def close_round(self) -> Outgoing:
+        """Close the current round; returns ``(recipient position, message)`` pairs.
+
+        On an abort the state becomes ``ABORTED`` (see :attr:`abort_reason`) and the
+        returned messages are :class:`ServerAbort` notices. After round 4 the state is
+        ``COMPLETED`` and :attr:`result` holds the sum.
+
+        Raises:
+            UnexpectedEvent: the session is already completed or aborted.
+        """
+        return self._dispatch(CloseRound())
+
+    def _dispatch(self, event: Any) -> Any:
+        name = SERVER_TRANSITIONS.get((self.state, type(event)))
+        if name is None:
+            raise UnexpectedEvent(f"server: {type(event).__name__} is not legal in state "
+                                  f"{self.state.value}")
+        handler: Callable[[Any], Any] = getattr(self, name)
+        try:
+            return handler(event)
+        except _Abort as a:
+            self.state = ServerState.ABORTED
+            self.abort_reason = a.reason
+            return [(u, ServerAbort(a.reason.value)) for u in a.recipients]
+
+    @staticmethod
+    def _members(mask: np.ndarray) -> list[int]:
+        return [int(i) for i in np.flatnonzero(mask)]
+
+    def _sender(self, sender: int, previous: np.ndarray | None, current: np.ndarray) -> int:
+        if sender >= self.config.n:
+            raise InvalidMessage(f"unknown sender {sender}")
+        if current[sender]:
+            raise InvalidMessage(f"duplicate message from {sender}")
+        if previous is not None and not previous[sender]:
+            raise InvalidMessage(f"{sender} did not take part in the previous round")
+        return sender
+
+    # ------------------------------------------------------------------ round 0
+
+    def _on_keys(self, msg: AdvertiseKeys) -> None:
+        u = self._sender(msg.sender, None, self._in_u1)
+        if msg.c_pk == msg.s_pk:
+            raise InvalidMessage("the two public keys must differ")
+        if self.config.malicious:
+            assert self._verify_keys is not None
+            try:
+                crypto.ed25519_verify(self._verify_keys[u],
+                                      self.config.keys_message(u, msg.c_pk, msg.s_pk),
+                                      msg.signature)
+            except CryptoError:
+                raise InvalidMessage(f"bad key signature from {u}") from None
+        elif msg.signature:
+            raise InvalidMessage("unexpected signature in the honest-but-curious variant")
+        self._keys[u] = msg
+        self._in_u1[u] = True
+
+    def _close_keys(self, _: CloseRound) -> Outgoing:
+        u1 = self._members(self._in_u1)
+        if len(u1) < self.config.threshold + 1:
+            raise _Abort(AbortReason.TOO_FEW_ADVERTISED, u1)
+        out = [(u, KeyList(tuple(self._keys[v] for v in self.neighbours[u] if self._in_u1[v])))
+               for u in u1]
+        self.sets["U1"] = frozenset(u1)
+        self.state = ServerState.COLLECT_SHARES
+        return out
+
+    # ------------------------------------------------------------------ round 1
+
+    def _on_shares(self, msg: ShareKeys) -> None:
+        u = self._sender(msg.sender, self._in_u1, self._in_u2)
+        expected = tuple(v for v in self.neighbours[u] if self._in_u1[v])
+        if msg.recipients != expected:
+            raise InvalidMessage(f"{u} must address exactly its neighbours in U1")
+        for v, ct in zip(msg.recipients, msg.ciphertexts):
+            self._routes.setdefault(v, []).append((u, ct))
+        self._in_u2[u] = True
+
+    def _close_shares(self, _: CloseRound) -> Outgoing:
+        u2 = self._members(self._in_u2)
+        if len(u2) < self.config.threshold + 1:
+            raise _Abort(AbortReason.TOO_FEW_SHARE_SENDERS, u2)
+        out = []
+        for u in u2:
+            routed = sorted((v, ct) for v, ct in self._routes.get(u, ()) if self._in_u2[v])
+            out.append((u, RoutedShares(tuple(v for v, _ in routed),
+                                        tuple(ct for _, ct in routed))))
+        self._routes = {}
+        self.sets["U2"] = frozenset(u2)
+        self.state = ServerState.COLLECT_INPUTS
+        return out
+
+    # ------------------------------------------------------------------ round 2
+
+    def _on_input(self, msg: MaskedInput) -> None:
+        u = self._sender(msg.sender, self._in_u2, self._in_u3)
+        if msg.dim != self.config.dim or msg.modulus != self.config.modulus:
+            raise InvalidMessage("masked input has the wrong dimension or modulus")
+        self._acc.add(msg.vector())
+        self.input_digests[u] = hashlib.sha256(msg.packed).digest()
+        self._in_u3[u] = True
+
+    def _close_inputs(self, _: CloseRound) -> Outgoing:
+        cfg = self.config
+        u3 = self._members(self._in_u3)
+        dropped = self._members(self._in_u2 & ~self._in_u3)
+        t = cfg.threshold
+        if len(u3) < t + 1 or any(
+                sum(1 for w in self.neighbours[v] if self._in_u3[w]) < t
+                for v in u3 + dropped):
+            raise _Abort(AbortReason.TOO_FEW_MASKED_INPUTS, u3)
+        alive = set_to_bitmap(u3, cfg.n)
+        self._alive_bitmap = alive
+        self.sets["U3"] = frozenset(u3)
+        if cfg.malicious:
+            self.state = ServerState.COLLECT_SIGNATURES
+            return [(u, ConsistencyRequest(cfg.n, alive)) for u in u3]
+        self._in_u4 = self._in_u3.copy()
+        self.sets["U4"] = frozenset(u3)
+        drop_map = set_to_bitmap(dropped, cfg.n)
+        self.state = ServerState.COLLECT_UNMASK
+        return [(u, UnmaskRequest(cfg.n, alive, drop_map)) for u in u3]
+
+    # ------------------------------------------------------------------ round 3
+
+    def _on_signature(self, msg: ConsistencySignature) -> None:
+        u = self._sender(msg.sender, self._in_u3, self._in_u4)
+        assert self._verify_keys is not None
+        try:
+            crypto.ed25519_verify(self._verify_keys[u],
+                                  self.config.consistency_message(self._alive_bitmap),
+                                  msg.signature)
+        except CryptoError:
+            raise InvalidMessage(f"bad consistency signature from {u}") from None
+        self._signatures[u] = msg.signature
+        self._in_u4[u] = True
+
+    def _close_signatures(self, _: CloseRound) -> Outgoing:
+        cfg = self.config
+        u4 = self._members(self._in_u4)
+        if len(u4) < cfg.threshold + 1:
+            raise _Abort(AbortReason.TOO_FEW_CONSISTENCY_SIGNATURES, u4)
+        dropped = set_to_bitmap(self._members(self._in_u2 & ~self._in_u3), cfg.n)
+        out = []
+        for u in u4:
+            signers = tuple(sorted([u] + [w for w in self.neighbours[u] if self._in_u4[w]]))
+            out.append((u, UnmaskRequest(cfg.n, self._alive_bitmap, dropped, signers,
+                                         tuple(self._signatures[w] for w in signers))))
+        self.sets["U4"] = frozenset(u4)
+        self.state = ServerState.COLLECT_UNMASK
+        return out
+
+    # ------------------------------------------------------------------ round 4
+
+    def _on_unmask(self, msg: UnmaskShares) -> None:
+        u = self._sender(msg.sender, self._in_u4, self._in_u5)
+        nb = self.neighbours[u]
+        exp_b = tuple(v for v in nb if self._in_u3[v])
+        exp_s = tuple(v for v in nb if self._in_u2[v] and not self._in_u3[v])
+        if msg.b_owners != exp_b or msg.s_owners != exp_s:
+            raise InvalidMessage(f"{u} revealed shares for the wrong peers")
+        try:
+            b = [shamir.Share.from_bytes(s) for s in msg.b_shares]
+            s = [shamir.Share.from_bytes(s) for s in msg.s_shares]
+        except ValueError:
+            raise InvalidMessage(f"malformed share from {u}") from None
+        if any(sh.x != u + 1 for sh in b + s):
+            raise InvalidMessage(f"share from {u} has the wrong evaluation point")
+        for v, sh in zip(msg.b_owners, b):
+            self._b_shares.setdefault(v, []).append(sh)
+        for v, sh in zip(msg.s_owners, s):
+            self._s_shares.setdefault(v, []).append(sh)
+        self._in_u5[u] = True
+
+    def _close_unmask(self, _: CloseRound) -> Outgoing:
+        cfg, t = self.config, self.config.threshold
+        u3 = self._members(self._in_u3)
+        dropped = self._members(self._in_u2 & ~self._in_u3)
+        u5 = self._members(self._in_u5)
+        if len(u5) < t or any(len(self._b_shares.get(u, ())) < t for u in u3) or any(
+                len(self._s_shares.get(v, ())) < t for v in dropped):
+            raise _Abort(AbortReason.TOO_FEW_UNMASK_RESPONSES, [])
+        acc = self._acc
+        try:
+            for u in u3:
+                b = shamir.combine(self._b_shares[u], t)
+                acc.sub(prg.expand_mask(self_mask_seed(cfg, b), cfg.dim, cfg.modulus))
+            for v in dropped:
+                s_sk = shamir.combine(self._s_shares[v], t)
+                if not crypto.constant_time_equal(crypto.x25519_public(s_sk),
+                                                  self._keys[v].s_pk):
+                    raise _Abort(AbortReason.RECONSTRUCTION_FAILED, [])
+                for w in self.neighbours[v]:
+                    if not self._in_u3[w]:
+                        continue
+                    seed = crypto.hkdf(crypto.x25519_shared(s_sk, self._keys[w].s_pk),
+                                       label=crypto.LABEL_MASK_SEED,
+                                       context=cfg.pair_context(v, w))
+                    mask = prg.expand_mask(seed, cfg.dim, cfg.modulus)
+                    if w < v:   # w added +PRG(s_wv)
+                        acc.sub(mask)
+                    else:
+                        acc.add(mask)
+        except (CryptoError, ParameterError):
+            raise _Abort(AbortReason.RECONSTRUCTION_FAILED, []) from None
+        self.result = acc.value()
+        self.sets["U5"] = frozenset(u5)
+        self.state = ServerState.COMPLETED
+        return []
