@@ -46,6 +46,7 @@ header ``user,item``), UTF-8.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import pathlib
 import re
@@ -224,6 +225,7 @@ def _sample_population(name: str, vocab: list[str], probs: np.ndarray, n: int,
                       "word occurrences each")
 
 
+@functools.lru_cache(maxsize=1)
 def _wordfreq_large() -> tuple[list[str], np.ndarray]:
     try:
         import wordfreq
@@ -254,6 +256,7 @@ def english(n: int, rng: np.random.Generator, multi_word: bool = False,
 def oov_vocabulary() -> tuple[list[str], np.ndarray]:
     """The ``en-oov`` vocabulary and its (unnormalised) wordfreq frequencies."""
     words, f = _wordfreq_large()
+    f = f.copy()
     alpha = re.compile(r"[a-z]+")
     dictionary: set[str] = set()
     for w in words:
