@@ -37,13 +37,14 @@ needing its mask key rebuilt) has at least ``t`` surviving neighbours:
 :func:`find_params` scans even ``k`` upwards; for each ``k`` it takes the *smallest*
 ``t`` meeting security (which leaves the most room for dropouts) and accepts ``k`` if
 that ``t`` also meets correctness. Tails are summed exactly in log space
-(``log C(a, b)`` from :func:`math.lgamma`, log-sum-exp with numpy). For the complete
+(log-factorials from :func:`math.lgamma`, a suffix log-sum-exp with numpy). For the complete
 graph ``k = n - 1``, so ``C = ceil(gamma n)`` and ``D = ceil(delta n)`` are certain and
 the conditions become the deterministic ``t > (n - 1 + gamma n) / 2`` (malicious) or
 ``t > gamma n`` (semi-honest), and ``t <= n - 1 - ceil(delta n)``.
 """
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from dataclasses import dataclass
@@ -57,9 +58,6 @@ __all__ = ["SecAggParams", "find_params", "GRAPHS", "log2_hypergeom_sf",
 
 GRAPHS = ("complete", "harary")
 _LN2 = math.log(2.0)
-# exact linear scan of k up to here; beyond it, a doubling + bisection search that
-# assumes feasibility is monotone in k (true for every case we have tabulated)
-_LINEAR_SCAN_LIMIT = 2048
 
 
 @dataclass(frozen=True)
@@ -142,25 +140,20 @@ def _count(fraction: float, n: int) -> int:
     return math.ceil(round(fraction * n, 9))
 
 
-def _lchoose(a: int, b: int) -> float:
-    return math.lgamma(a + 1) - math.lgamma(b + 1) - math.lgamma(a - b + 1)
-
-
-def _log2_sum(log_terms: np.ndarray) -> float:
-    """log2 of the sum of ``exp(log_terms)`` (natural-log terms)."""
-    if log_terms.size == 0:
-        return -math.inf
-    m = float(log_terms.max())
-    if m == -math.inf:
-        return -math.inf
-    return (m + math.log(float(np.exp(log_terms - m).sum()))) / _LN2
+@functools.lru_cache(maxsize=8)
+def _log_factorials(n: int) -> np.ndarray:
+    """``out[i] = ln(i!)`` for ``i = 0..n`` (``math.lgamma``, exact to double precision)."""
+    return np.array([math.lgamma(i + 1) for i in range(n + 1)])
 
 
 def _hypergeom_log_pmf(N: int, K: int, k: int) -> tuple[int, np.ndarray]:
     """``(lo, logpmf)`` with ``logpmf[j - lo] = ln P(X = j)`` for ``X ~ HG(N, K, k)``."""
+    lf = _log_factorials(N)
     lo, hi = max(0, k - (N - K)), min(k, K)
-    base = _lchoose(N, k)
-    logs = np.array([_lchoose(K, j) + _lchoose(N - K, k - j) - base for j in range(lo, hi + 1)])
+    j = np.arange(lo, hi + 1)
+    # ln C(K, j) + ln C(N - K, k - j) - ln C(N, k)
+    logs = (lf[K] - lf[j] - lf[K - j] + lf[N - K] - lf[k - j] - lf[N - K - k + j]
+            - (lf[N] - lf[k] - lf[N - k]))
     return lo, logs
 
 
@@ -168,11 +161,8 @@ def _log2_tails(N: int, K: int, k: int) -> np.ndarray:
     """``out[a] = log2 P(X >= a)`` for ``a = 0..k+1``, ``X ~ HG(N, K, k)``."""
     lo, logs = _hypergeom_log_pmf(N, K, k)
     out = np.full(k + 2, -math.inf)
-    # suffix log-sum-exp, stable: accumulate from the top
-    acc = -math.inf
-    for j in range(lo + len(logs) - 1, lo - 1, -1):
-        acc = np.logaddexp(acc, logs[j - lo])
-        out[j] = acc / _LN2
+    # suffix log-sum-exp without underflow: logaddexp accumulated from the top
+    out[lo:lo + logs.size] = np.logaddexp.accumulate(logs[::-1])[::-1] / _LN2
     out[:lo] = 0.0
     return out
 
@@ -185,10 +175,10 @@ def log2_hypergeom_sf(a: int, N: int, K: int, k: int) -> float:
     """
     if not (0 <= K <= N and 0 <= k <= N):
         raise ParameterError(f"need 0 <= K <= N and 0 <= k <= N, got N={N} K={K} k={k}")
-    lo, logs = _hypergeom_log_pmf(N, K, k)
-    if a <= lo:
+    if a <= 0:
         return 0.0
-    return _log2_sum(logs[a - lo:])
+    tails = _log2_tails(N, K, k)
+    return float(tails[a]) if a <= k + 1 else -math.inf
 
 
 def log2_disconnect_probability(n: int, degree: int, bad: int) -> float:
@@ -203,15 +193,6 @@ def log2_disconnect_probability(n: int, degree: int, bad: int) -> float:
     return min(0.0, ln / _LN2)
 
 
-def _log2_add(a: float, b: float) -> float:
-    if a == -math.inf:
-        return b
-    if b == -math.inf:
-        return a
-    m = max(a, b)
-    return m + math.log2(2.0 ** (a - m) + 2.0 ** (b - m))
-
-
 def _evaluate(n: int, k: int, gamma: float, delta: float, sigma: int, eta: int,
               malicious: bool) -> tuple[int, float, float] | None:
     """Smallest secure ``t`` for degree ``k`` if it is also correct, with its bounds."""
@@ -221,24 +202,17 @@ def _evaluate(n: int, k: int, gamma: float, delta: float, sigma: int, eta: int,
     gap = log2_disconnect_probability(n, k, min(_count(gamma + delta, n), n))
     if gap > -sigma:
         return None
-    corrupt_tail = _log2_tails(N, kc, k)  # corrupt_tail[a] = log2 P(C >= a)
-    drop_tail = _log2_tails(N, kd, k)
-    for a in range(1, k + 2):
-        sec = _log2_add(log2n + corrupt_tail[a], gap) if corrupt_tail[a] > -math.inf else gap
-        if sec <= -sigma:
-            break
-    else:
-        return None
-    t = (a + k + 1) // 2 if malicious else a  # malicious: smallest t with 2t - k >= a
-    t = max(t, 1)
+    # sec[a] = log2(n P(C >= a) + P_S2) for a = 0..k+1 (non-increasing in a)
+    sec = np.logaddexp2(log2n + _log2_tails(N, kc, k), gap)
+    a = int(np.argmax(sec <= -sigma))  # sec[k + 1] = gap <= -sigma, so one exists
+    a = max(a, 1)
+    t = max((a + k + 1) // 2 if malicious else a, 1)  # malicious: smallest t, 2t - k >= a
     if t > k:
         return None
-    cor = log2n + drop_tail[k - t + 1] if drop_tail[k - t + 1] > -math.inf else -math.inf
+    cor = log2n + float(_log2_tails(N, kd, k)[k - t + 1])  # n P(D >= k - t + 1)
     if cor > -eta:
         return None
-    a_eff = 2 * t - k if malicious else t
-    sec = _log2_add(log2n + corrupt_tail[a_eff], gap) if corrupt_tail[a_eff] > -math.inf else gap
-    return t, min(sec, 0.0), min(cor, 0.0)
+    return t, min(float(sec[2 * t - k if malicious else t]), 0.0), min(cor, 0.0)
 
 
 def find_params(n: int, *, corrupt_fraction: float = 0.05, dropout_rate: float = 0.05,
@@ -294,35 +268,9 @@ def find_params(n: int, *, corrupt_fraction: float = 0.05, dropout_rate: float =
     if graph == "complete":
         return build(full, full_res)
 
-    def feasible(k: int) -> tuple[int, float, float] | None:
-        return full_res if k >= full else _evaluate(n, k, gamma, delta, sigma, eta, malicious)
-
-    linear_top = min(full - 1, _LINEAR_SCAN_LIMIT)
-    for k in range(2, linear_top + 1, 2):
-        res = feasible(k)
+    # feasibility is not monotone in k (t moves in integer steps), so scan every even k
+    for k in range(2, full, 2):
+        res = _evaluate(n, k, gamma, delta, sigma, eta, malicious)
         if res is not None:
             return build(k, res)
-    if linear_top >= full - 1:
-        return build(full, full_res)
-    # doubling then bisection over even k in (linear_top, full)
-    lo, hi = linear_top, None
-    step = linear_top
-    while hi is None:
-        cand = min(lo + step, full)
-        cand -= cand % 2 if cand < full else 0
-        if feasible(cand) is not None:
-            hi = cand
-        else:
-            lo, step = cand, step * 2
-    while hi - lo > 2:
-        mid = (lo + hi) // 2
-        mid -= mid % 2
-        if mid <= lo:
-            break
-        if feasible(mid) is not None:
-            hi = mid
-        else:
-            lo = mid
-    res = feasible(hi)
-    assert res is not None
-    return build(hi, res)
+    return build(full, full_res)

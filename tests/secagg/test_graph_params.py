@@ -1,0 +1,259 @@
+"""secagg.graph (Harary graphs of SecAgg+) and secagg.params (choice of k and t)."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from secagg.errors import ParameterError
+from secagg.graph import complete_graph, harary_graph, neighbours_of, ring_order
+from secagg.params import (SecAggParams, _evaluate, find_params, log2_disconnect_probability,
+                           log2_hypergeom_sf)
+
+# ------------------------------------------------------------------ graphs
+
+
+def _check_regular_symmetric(g: list[tuple[int, ...]], k: int) -> None:
+    n = len(g)
+    for i, nb in enumerate(g):
+        assert len(nb) == k and list(nb) == sorted(set(nb)), (i, nb)
+        assert i not in nb and all(0 <= j < n for j in nb)
+        assert all(i in g[j] for j in nb)
+
+
+@pytest.mark.parametrize("n,k", [(3, 2), (5, 2), (10, 4), (11, 6), (50, 8), (1000, 40)])
+def test_harary_is_k_regular_symmetric_and_ring_structured(n: int, k: int) -> None:
+    g = harary_graph(n, k, b"seed")
+    _check_regular_symmetric(g, min(k, n - 1))
+    ring = ring_order(n, b"seed").tolist()
+    assert sorted(ring) == list(range(n))
+    for p, node in enumerate(ring):
+        expected = {ring[(p + d) % n] for d in range(-(k // 2), k // 2 + 1) if d}
+        assert set(g[node]) == expected
+
+
+def _connected(nodes: set[int], g: list[tuple[int, ...]]) -> bool:
+    if not nodes:
+        return True
+    start = next(iter(nodes))
+    seen, stack = {start}, [start]
+    while stack:
+        for j in g[stack.pop()]:
+            if j in nodes and j not in seen:
+                seen.add(j)
+                stack.append(j)
+    return seen == nodes
+
+
+@pytest.mark.parametrize("n,k", [(9, 4), (10, 4), (12, 6)])
+def test_harary_is_k_connected(n: int, k: int) -> None:
+    # H_{k,n} is k-connected: removing any k - 1 nodes leaves it connected, and removing
+    # some k nodes (2 runs of k/2 ring neighbours) disconnects it
+    g = harary_graph(n, k, b"conn")
+    for removed in itertools.combinations(range(n), k - 1):
+        assert _connected(set(range(n)) - set(removed), g)
+    ring = ring_order(n, b"conn").tolist()
+    cut = set(ring[: k // 2] + ring[n // 2: n // 2 + k // 2])
+    assert not _connected(set(range(n)) - cut, g)
+
+
+def test_graph_is_a_pure_function_of_its_inputs() -> None:
+    a = harary_graph(200, 10, b"public seed")
+    assert a == harary_graph(200, 10, b"public seed")
+    assert a != harary_graph(200, 10, b"public seeD")
+    assert ring_order(200, b"x").tolist() != ring_order(201, b"x").tolist()[:200]
+
+
+def test_neighbours_of_matches_the_full_graph() -> None:
+    for n, k in ((7, 2), (30, 6), (257, 16), (12, 11), (12, 20)):
+        g = harary_graph(n, k, b"nb")
+        assert [neighbours_of(i, n, k, b"nb") for i in range(n)] == g
+
+
+def test_complete_graph_and_degree_at_least_n_minus_1() -> None:
+    assert complete_graph(4) == [(1, 2, 3), (0, 2, 3), (0, 1, 3), (0, 1, 2)]
+    assert harary_graph(4, 3, b"s") == complete_graph(4)
+    assert harary_graph(5, 4, b"s") == complete_graph(5)  # even k = n - 1
+    assert harary_graph(4, 100, b"s") == complete_graph(4)
+    assert harary_graph(1, 0, b"s") == [()]
+    assert harary_graph(6, 0, b"s") == [()] * 6
+
+
+@pytest.mark.parametrize("args", [(10, 3, b"s"), (0, 2, b"s"), (10, -2, b"s"), (10, 2, "s"),
+                                  (10.0, 2, b"s"), (True, 2, b"s")])
+def test_graph_rejects_bad_arguments(args: tuple) -> None:
+    with pytest.raises(ParameterError):
+        harary_graph(*args)
+
+
+@pytest.mark.parametrize("i", [-1, 10, 1.0])
+def test_neighbours_of_rejects_bad_index(i: object) -> None:
+    with pytest.raises(ParameterError):
+        neighbours_of(i, 10, 4, b"s")  # type: ignore[arg-type]
+
+
+def test_neighbourhood_is_uniform_over_seeds() -> None:
+    # each of the n - 1 other nodes is a neighbour of node 0 with probability k / (n - 1);
+    # chi-square over 3000 fixed seeds; a correct permutation fails with prob. 1e-6
+    n, k, trials = 10, 4, 3000
+    counts = np.zeros(n, np.int64)
+    for s in range(trials):
+        counts[list(neighbours_of(0, n, k, s.to_bytes(4, "big")))] += 1
+    assert counts[0] == 0 and counts.sum() == k * trials
+    assert stats.chisquare(counts[1:]).pvalue > 1e-6
+
+
+# ------------------------------------------------------------------ the lemma behind (S2)
+
+def _two_long_runs(bad_positions: set[int], n: int, h: int) -> bool:
+    """Whether the ring has two disjoint windows of h consecutive bad positions."""
+    starts = [s for s in range(n) if all((s + d) % n in bad_positions for d in range(h))]
+    for a, b in itertools.combinations(starts, 2):
+        wa = {(a + d) % n for d in range(h)}
+        if wa.isdisjoint({(b + d) % n for d in range(h)}):
+            return True
+    return False
+
+
+def test_disconnection_needs_two_runs_of_k_over_2_removed_nodes() -> None:
+    # the combinatorial fact used by log2_disconnect_probability, checked on random cases
+    rng = np.random.default_rng(5)
+    disconnected = 0
+    for trial in range(400):
+        n = int(rng.integers(8, 40))
+        k = 2 * int(rng.integers(1, 4))
+        if k >= n - 1:
+            continue
+        g = harary_graph(n, k, trial.to_bytes(2, "big"))
+        ring = ring_order(n, trial.to_bytes(2, "big")).tolist()
+        bad = set(rng.choice(n, size=int(rng.integers(1, n)), replace=False).tolist())
+        if not _connected(set(range(n)) - bad, g):
+            disconnected += 1
+            pos = {ring.index(v) for v in bad}
+            assert _two_long_runs(pos, n, k // 2)
+    assert disconnected > 20  # the check above was exercised
+
+
+# ------------------------------------------------------------------ tails
+
+@pytest.mark.parametrize("a,N,K,k", [(0, 99, 5, 10), (1, 99, 5, 10), (3, 99, 5, 10),
+                                     (6, 99, 5, 10), (20, 999, 50, 52), (37, 9999, 1000, 62),
+                                     (5, 20, 20, 10), (11, 20, 20, 10), (2, 20, 0, 10)])
+def test_hypergeometric_tail_matches_scipy(a: int, N: int, K: int, k: int) -> None:
+    ours = log2_hypergeom_sf(a, N, K, k)
+    ref = stats.hypergeom(N, K, k).sf(a - 1)
+    if ref == 0:
+        assert ours == -math.inf or ours < -1000
+    else:
+        assert ours == pytest.approx(math.log2(ref), abs=1e-9, rel=1e-9)
+
+
+def test_disconnect_bound_formula() -> None:
+    n, k, bad = 1000, 20, 100
+    direct = n * n / 2 * math.prod((bad - i) / (n - i) for i in range(k))
+    assert log2_disconnect_probability(n, k, bad) == pytest.approx(math.log2(direct))
+    assert log2_disconnect_probability(n, k, k - 1) == -math.inf
+    assert log2_disconnect_probability(n, n - 1, n) == -math.inf
+
+
+# ------------------------------------------------------------------ find_params
+
+TABLE = {  # n: (degree, threshold) at the defaults (gamma = delta = 0.05, sigma 40, eta 20)
+    100: (16, 11), 1000: (52, 37), 10000: (62, 44), 100000: (68, 48)}
+
+
+@pytest.mark.parametrize("n", sorted(TABLE))
+def test_default_parameter_table(n: int) -> None:
+    p = find_params(n)
+    assert (p.degree, p.threshold) == TABLE[n]
+    assert p.graph == "harary" and p.malicious
+    assert p.log2_security_failure <= -40 and p.log2_correctness_failure <= -20
+    # minimal: the next smaller even degree admits no threshold
+    assert _evaluate(n, p.degree - 2, 0.05, 0.05, 40, 20, True) is None
+
+
+def test_bounds_recomputed_with_scipy() -> None:
+    n, (k, t) = 1000, TABLE[1000]
+    N = n - 1
+    corrupt = stats.hypergeom(N, 50, k).sf(2 * t - k - 1)       # P(C >= 2t - k)
+    dropped = stats.hypergeom(N, 50, k).sf(k - t)               # P(D >= k - t + 1)
+    gap = n * n / 2 * math.prod((100 - i) / (n - i) for i in range(k))
+    assert n * corrupt + gap <= 2**-40
+    assert n * dropped <= 2**-20
+    # and t - 1 would not be secure
+    assert n * stats.hypergeom(N, 50, k).sf(2 * (t - 1) - k - 1) + gap > 2**-40
+
+
+def test_complete_graph_thresholds() -> None:
+    for n in (10, 100, 1000):
+        p = find_params(n, graph="complete")
+        c = math.ceil(0.05 * n)
+        assert p.degree == n - 1 and p.graph == "complete"
+        assert p.threshold == (n - 1 + c) // 2 + 1  # smallest t with 2t > n - 1 + c
+        semi = find_params(n, graph="complete", malicious=False)
+        assert semi.threshold == c + 1
+
+
+def test_semi_honest_needs_less_than_malicious() -> None:
+    mal, semi = find_params(1000), find_params(1000, malicious=False)
+    assert semi.degree <= mal.degree
+    assert semi.log2_security_failure <= -40
+
+
+def test_more_adversary_needs_more_degree() -> None:
+    ks = [find_params(2000, corrupt_fraction=g).degree for g in (0.01, 0.05, 0.1, 0.2)]
+    assert ks == sorted(ks) and ks[0] < ks[-1]
+
+
+def test_infeasible_parameters_raise_with_the_condition() -> None:
+    with pytest.raises(ParameterError, match="infeasible even with the complete graph"):
+        find_params(100, corrupt_fraction=0.4, dropout_rate=0.4)
+    with pytest.raises(ParameterError, match="n must be"):
+        find_params(1)
+    for kw in (dict(corrupt_fraction=1.0), dict(dropout_rate=-0.1), dict(sigma=-1),
+               dict(graph="ring"), dict(eta=1.5), dict(corrupt_fraction=float("nan"))):
+        with pytest.raises(ParameterError):
+            find_params(100, **kw)
+
+
+def test_degree_is_minimal_over_every_smaller_even_degree() -> None:
+    p = find_params(1000)
+    assert all(_evaluate(1000, k, 0.05, 0.05, 40, 20, True) is None
+               for k in range(2, p.degree, 2))
+
+
+def test_feasibility_is_not_monotone_so_the_scan_is_exhaustive() -> None:
+    # with t moving in integer steps, a feasible k can be followed by infeasible ones;
+    # this is why find_params scans every even k instead of bisecting
+    n, g, d = 2000, 0.2, 0.2
+    flags = [_evaluate(n, k, g, d, 40, 20, True) is not None for k in range(2, 400, 2)]
+    first = flags.index(True)
+    assert False in flags[first:]  # k = 372 fails between feasible 370 and 374
+    assert find_params(n, corrupt_fraction=g, dropout_rate=d).degree == 2 + 2 * first == 370
+
+
+@pytest.mark.slow
+def test_heavy_adversary_large_n() -> None:
+    n = 200_000
+    p = find_params(n, corrupt_fraction=0.3, dropout_rate=0.3)
+    assert (p.degree, p.threshold) == (10024, 6710)
+    assert p.log2_security_failure <= -40 and p.log2_correctness_failure <= -20
+
+
+def test_params_validation_and_encoding() -> None:
+    p = SecAggParams(n=5, degree=4, threshold=3, graph="complete")
+    assert p.encode() == (b"fedhh/secagg/params/v1\x00" + (5).to_bytes(8, "big")
+                          + (4).to_bytes(8, "big") + (3).to_bytes(8, "big") + b"\x00\x01")
+    assert p.encode() != SecAggParams(n=5, degree=4, threshold=2, graph="complete").encode()
+    for kw in (dict(n=1, degree=1, threshold=1, graph="complete"),
+               dict(n=5, degree=2, threshold=3, graph="harary"),
+               dict(n=5, degree=3, threshold=2, graph="harary"),
+               dict(n=5, degree=2, threshold=2, graph="complete"),
+               dict(n=5, degree=4, threshold=0, graph="complete"),
+               dict(n=5, degree=4, threshold=3, graph="star"),
+               dict(n=5, degree=4, threshold=3, graph="complete", dropout_rate=1.5)):
+        with pytest.raises(ParameterError):
+            SecAggParams(**kw)
