@@ -66,7 +66,7 @@ summed in log space (log-sum-exp) with binomial pmfs from Loader's saddle-point 
 cancellation and no floor: ``delta`` down to 1e-300 is representable. Truncations are
 *provable* and added to ``delta``, never dropped:
 
-* the sum over ``j`` stops after enough terms for ``b`` to fall by ``e^-80`` and the rest
+* the sum over ``j`` stops after enough terms for ``b`` to fall by about ``e^-40`` and the rest
   is bounded by ``w1 * b(J) / (1 - (c - J)/(J + 1))`` (a geometric tail, since the ratio
   ``b(j+1)/b(j) = (c - j)/(j + 1)`` decreases in ``j``);
 * ``C`` is restricted to a window outside which the Chernoff bound
@@ -690,40 +690,39 @@ def _log_blanket_divergence(c: np.ndarray, w1: float, w2abs: float) -> np.ndarra
     width = int(min(np.max(need), np.max(c - j0) + 1))
     width = max(width, 1)
     rows = max(1, _CHUNK_ELEMENTS // width)
-    steps = np.arange(width, dtype=np.int64)
+    steps = np.arange(width, dtype=float)
     for start in range(0, c.size, rows):
         cc = c[start:start + rows]
         jj0 = j0[start:start + rows]
         ccf = cc.astype(float)[:, None]
-        j = jj0[:, None] + steps[None, :]
-        valid = j <= cc[:, None]
-        jf = j.astype(float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            head = _log_binom_pmf(jj0, cc, 0.5, 0.5)
-            inc = np.log((ccf - jf[:, :-1]) / (jf[:, :-1] + 1.0))
-            inc = np.where(valid[:, 1:], inc, -np.inf)
-            log_b = np.concatenate(
-                [head[:, None], head[:, None] + np.cumsum(inc, axis=1)], axis=1)
-            g = w1 - w2abs * (ccf - jf) / (jf + 1.0)
-            log_terms = np.where(valid & (g > 0), log_b + np.log(np.where(g > 0, g, 1.0)),
-                                 -np.inf)
-            # geometric bound on the terms after the last one summed
-            jlast = jj0 + width                       # first index not summed
-            has_rest = jlast <= cc
-            jl = jlast.astype(float)
-            rho = (cc - jl) / (jl + 1.0)
-            log_b_rest = _log_binom_pmf(np.minimum(jlast, cc), cc, 0.5, 0.5)
-            rest = np.where(rho < 1.0,
-                            log_w1 + log_b_rest - np.log1p(-np.where(rho < 1.0, rho, 0.0)),
-                            log_w1)
-            rest = np.where(has_rest, rest, -np.inf)
-        allterms = np.concatenate([log_terms, rest[:, None]], axis=1)
-        out[start:start + rows] = _logsumexp(allterms, axis=1)
+        jf = jj0.astype(float)[:, None] + steps[None, :]
+        # ratio[:, i] = b(j_i + 1) / b(j_i) = (c - j_i)/(j_i + 1), zero from j = c on
+        ratio = np.maximum(ccf - jf, 0.0) / (jf + 1.0)
+        # b(j_i) / b(j0): products of the ratios before i (at most ~1 + 2/c, then falling)
+        rel = np.empty_like(ratio)
+        rel[:, 0] = 1.0
+        np.cumprod(ratio[:, :-1], axis=1, out=rel[:, 1:])
+        g = np.maximum(w1 - w2abs * ratio, 0.0)       # g_j = w1 - |w2| (c - j)/(j + 1)
+        body = np.einsum("ij,ij->i", rel, g)
+        # geometric bound on the terms after the last one summed: b(J) w1 / (1 - rho)
+        rest_rel = rel[:, -1] * ratio[:, -1]           # b(J)/b(j0), J = j0 + width
+        jl = jj0 + width
+        rho = np.maximum(cc - jl, 0) / (jl + 1.0)
+        has_rest = (jl <= cc) & (rest_rel > 0.0)
+        safe_rho = np.where(rho < 1.0, rho, 0.0)
+        rest = np.where(rho < 1.0, w1 * rest_rel / (1.0 - safe_rho), 0.0)
+        head = _log_binom_pmf(jj0, cc, 0.5, 0.5)
+        with np.errstate(divide="ignore"):
+            total = head + np.log(body + np.where(has_rest, rest, 0.0))
+            # rho >= 1 cannot happen for j0 >= c/2 - 1 and width >= 8; if it did, the
+            # remaining tail is bounded by w1 * Pr[Bin(c, 1/2) >= J] <= w1
+            total = np.where(has_rest & (rho >= 1.0), np.logaddexp(total, log_w1), total)
+        out[start:start + rows] = total
     return out
 
 
 def clone_log_delta(n: int, epsilon0: float, epsilon: float, variant: str = "fmt23", *,
-                    tail_budget: float = 1e-30,
+                    tail_budget: float | None = None,
                     max_work: int = _DEFAULT_MAX_WORK) -> float:
     """Natural log of the clone-reduction delta at ``epsilon`` (an upper bound).
 
@@ -734,7 +733,9 @@ def clone_log_delta(n: int, epsilon0: float, epsilon: float, variant: str = "fmt
         variant: ``"fmt21"`` (C ~ Bin(n-1, e^-eps0)) or ``"fmt23"`` (C ~ Bin(n-1,
             2/(e^eps0+1))).
         tail_budget: Chernoff mass allowed outside the summation window on each side of
-            C; it is *added* to delta (with the appropriate B), never dropped.
+            C; it is *added* to delta (with the appropriate B), never dropped. ``None``
+            (default) starts at 1e-30 and tightens until the added tails are below 1e-12
+            of delta, so tiny deltas are computed exactly rather than floored.
         max_work: above ``window * terms`` elements the window is evaluated on a grid with
             each block charged its left end point (valid because B_c does not increase).
 
@@ -747,18 +748,20 @@ def clone_log_delta(n: int, epsilon0: float, epsilon: float, variant: str = "fmt
     n = _check_n(n)
     epsilon0 = _check_epsilon0(epsilon0)
     epsilon = _check_epsilon(epsilon)
-    if not (0.0 < tail_budget < 1.0):
+    if tail_budget is not None and not (0.0 < tail_budget < 1.0):
         raise ValueError(f"tail_budget must satisfy 0 < tail_budget < 1, got {tail_budget!r}")
     if max_work < 1:
         raise ValueError(f"max_work must be >= 1, got {max_work!r}")
     p, q = clone_probability(epsilon0, variant)
-    return _clone_log_delta(n, epsilon0, epsilon, p, q, math.log(tail_budget), int(max_work))
+    log_tail = None if tail_budget is None else math.log(tail_budget)
+    return _clone_log_delta(n, epsilon0, epsilon, p, q, log_tail, int(max_work))
 
 
-def _clone_log_delta(n: int, epsilon0: float, epsilon: float, p: float, q: float,
-                     log_tail: float, max_work: int) -> float:
+def _clone_log_delta_parts(n: int, epsilon0: float, epsilon: float, p: float, q: float,
+                           log_tail: float, max_work: int) -> tuple[float, float]:
+    """(ln delta, ln of the part summed inside the window) for a fixed window budget."""
     if epsilon >= epsilon0:
-        return -math.inf
+        return -math.inf, -math.inf
     em = math.exp(-epsilon0)
     w1 = -math.expm1(epsilon - epsilon0) / (1.0 + em)
     w2abs = (math.exp(epsilon) - em) / (1.0 + em)
@@ -781,11 +784,32 @@ def _clone_log_delta(n: int, epsilon0: float, epsilon: float, p: float, q: float
         body = float(_logsumexp(log_mass + log_b))
         last_b = float(log_b[-1])
     parts = [body, lo_tail + math.log(w1), hi_tail + last_b]
-    return float(_logsumexp(np.array(parts)))
+    return float(_logsumexp(np.array(parts))), body
+
+
+def _clone_log_delta(n: int, epsilon0: float, epsilon: float, p: float, q: float,
+                     log_tail: float | None, max_work: int) -> float:
+    """ln delta; with ``log_tail=None`` the window widens until its tails are negligible.
+
+    Adaptive mode starts with a 1e-30 budget and, while the added tail bounds exceed
+    1e-12 of the summed part, recomputes with a budget of 1e-15 times that part. This
+    keeps delta exact (not floored at the budget) however small it is.
+    """
+    if log_tail is not None:
+        return _clone_log_delta_parts(n, epsilon0, epsilon, p, q, log_tail, max_work)[0]
+    log_tail = _LOG_DEFAULT_TAIL
+    total = -math.inf
+    for _ in range(6):
+        total, body = _clone_log_delta_parts(n, epsilon0, epsilon, p, q, log_tail, max_work)
+        if not math.isfinite(total) or total - body <= 1e-12:
+            break
+        log_tail = min(log_tail, body) + math.log(1e-15)
+    return total
 
 
 def clone_delta(n: int, epsilon0: float, epsilon: float, variant: str = "fmt23", *,
-                tail_budget: float = 1e-30, max_work: int = _DEFAULT_MAX_WORK) -> float:
+                tail_budget: float | None = None,
+                max_work: int = _DEFAULT_MAX_WORK) -> float:
     """Clone-reduction delta at ``epsilon`` (``exp`` of :func:`clone_log_delta`).
 
     Raises:
