@@ -160,7 +160,7 @@ def level_epsilon(n: int, m: float, theta: float, bound: str = "paper",
     if m > n / (10.0 * theta):
         raise PrivacyConditionError(
             f"Lemma 3 condition m <= n/(10 theta) fails: m={m} > {n / (10.0 * theta):.6g} "
-            f"(use bound='eq3', the tight ratio of equation (3), which needs only "
+            f"(use bound='eq3' (--bound eq3), the tight ratio of equation (3), which needs only "
             f"theta*m < n)")
     return math.log1p(10.0 * m * theta / (9.0 * n))
 
@@ -274,16 +274,18 @@ def theta_for_delta(delta: float, levels: int = 1, factor: float = 1.0) -> int:
     return theta
 
 
-def solve_sample_size(n: int, epsilon: float, delta: float, max_length: int,
+def solve_sample_size(n: int, epsilon: float, delta: float | None, max_length: int,
                       flat: bool = False, composition: str = "basic",
-                      bound: str = "paper", c: float | None = 10.0) -> SampleSizeSolution:
+                      bound: str = "paper", c: float | None = 10.0,
+                      theta: int | None = None) -> SampleSizeSolution:
     """Largest integer expected sample size ``m`` (and smallest integer ``theta``) that
     meet a target ``(epsilon, delta)``.
 
     ``theta`` is the smallest integer whose failure terms fit in ``delta``; ``m`` is
     then solved from the per-level epsilon formula (closed form for basic composition,
     a root find for advanced). If the truncation term pushes ``delta`` over the
-    target, ``theta`` is increased.
+    target, ``theta`` is increased. With a fixed ``theta`` only ``m`` is solved;
+    ``delta=None`` then accepts whatever delta that ``theta`` gives.
 
     Raises:
         PrivacyConditionError: targets out of range, a theorem condition fails for
@@ -293,14 +295,19 @@ def solve_sample_size(n: int, epsilon: float, delta: float, max_length: int,
         raise PrivacyConditionError(f"n must be a positive integer, got {n!r}")
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise PrivacyConditionError(f"epsilon must be > 0, got {epsilon!r}")
-    _check_delta(delta)
+    if theta is None or delta is not None:
+        _check_delta(delta)  # type: ignore[arg-type]
+    if theta is not None and (not isinstance(theta, int) or theta < 2):
+        raise PrivacyConditionError(f"theta must be an integer >= 2, got {theta!r}")
     if not isinstance(max_length, int) or max_length < 1:
         raise PrivacyConditionError(f"max_length L must be a positive integer, got {max_length!r}")
     if composition not in COMPOSITIONS or bound not in BOUNDS:
         raise PrivacyConditionError(f"composition must be in {COMPOSITIONS}, bound in {BOUNDS}")
     levels = 1 if flat else max_length
     adv = composition == "advanced" and not flat
-    theta = theta_for_delta(delta, levels, 2.0 if adv else 1.0)
+    fixed = theta is not None
+    if theta is None:
+        theta = theta_for_delta(delta, levels, 2.0 if adv else 1.0)  # type: ignore[arg-type]
     for _ in range(200):
         eps_i = _per_level_target(epsilon, levels, theta, adv, flat, bound)
         m = _m_for_level_epsilon(n, eps_i, theta, bound, flat)
@@ -312,8 +319,11 @@ def solve_sample_size(n: int, epsilon: float, delta: float, max_length: int,
             g = flat_privacy(n, m, theta, bound, c)
         else:
             g = triehhpp_privacy(n, m, theta, max_length, composition, bound, c)
-        if g.delta <= delta and g.epsilon <= epsilon * (1 + 1e-12):
+        if (delta is None or g.delta <= delta) and g.epsilon <= epsilon * (1 + 1e-12):
             return SampleSizeSolution(int(m), int(theta), m / n, g)
+        if fixed:
+            raise PrivacyConditionError(
+                f"theta={theta} gives delta={g.delta:.3g} > target delta={delta:.3g}")
         theta += 1
     raise PrivacyConditionError("no (m, theta) found for the target")  # pragma: no cover
 
@@ -353,7 +363,7 @@ def _m_for_level_epsilon(n: int, eps_i: float, theta: int, bound: str, flat: boo
             raise PrivacyConditionError(
                 f"Lemma 3 condition m <= n/(10 theta) fails: per-level epsilon {eps_i:.6g} "
                 f"exceeds ln(10/9) = {math.log(10 / 9):.6g}, the most Lemma 3's eq. (4) "
-                f"allows; lower epsilon, raise L, or use bound='eq3' (equation (3), valid "
+                f"allows; lower epsilon, raise L, or use bound='eq3' (--bound eq3: equation (3), valid "
                 f"for theta*m < n)")
         m = min(m, n / (10.0 * theta))
     m_int = int(math.floor(m * (1 - 1e-12)))
