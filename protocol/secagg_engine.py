@@ -49,7 +49,7 @@ from secagg.messages import (
 from secagg.server import SecAggServer
 from secagg.state import AbortReason, ClientState, ServerState, SessionConfig
 
-__all__ = ["Envelope", "EnvelopeRecord", "Dropout", "Transcript", "SecAggRun",
+__all__ = ["Envelope", "EnvelopeRecord", "Dropout", "Transcript", "SecAggRun", "make_config",
            "run_secagg", "SERVER", "PrimitiveProfile", "profile_primitives"]
 
 #: the sender/recipient name of the server in envelopes
@@ -452,3 +452,25 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
         server_seconds=srv_cpu, codec_seconds=codec_cpu, bytes_up=up, bytes_down=down,
         wall_seconds=time.perf_counter() - wall0, input_digests=dict(srv.input_digests),
         clients=clients, server=srv)
+
+
+def make_config(n: int, dim: int, *, graph: str = "complete", degree: int | None = None,
+                threshold: int | None = None, modulus: int = 1 << 32,
+                malicious: bool = False, context: bytes = b"fedhh test session",
+                participants: Sequence[int] | None = None) -> SessionConfig:
+    """A session with explicit parameters (tests, small simulations).
+
+    ``degree`` defaults to ``n - 1`` (complete) and ``threshold`` to a strict majority
+    of the degree; use :func:`secagg.params.find_params` for parameters derived from a
+    threat model.
+
+    Raises:
+        ParameterError: inconsistent parameters.
+    """
+    from secagg.params import SecAggParams
+
+    k = n - 1 if degree is None else degree
+    t = k // 2 + 1 if threshold is None else threshold
+    params = SecAggParams(n=n, degree=k, threshold=t, graph=graph, malicious=malicious)
+    return SessionConfig(params, tuple(participants) if participants is not None
+                         else tuple(range(n)), context, dim, modulus, malicious=malicious)

@@ -12,10 +12,11 @@ sent unmasking shares.
 * close round 1: send every ``u`` in ``U2`` the ciphertexts addressed to it by
   ``U2 & N(u)``.
 * close round 2: ``U3`` must leave every secret to be rebuilt (``b_u`` of ``u`` in
-  ``U3``, ``s_v^SK`` of ``v`` in ``U2 - U3``) at least ``t`` neighbours in ``U3``; send
+  ``U3``; ``s_v^SK`` of a dropped ``v`` in ``U2 - U3`` that has a neighbour in ``U3``,
+  i.e. whose pairwise masks are in the sum) at least ``t`` neighbours in ``U3``; send
   ``U3`` for signing (malicious) or the unmasking request ``(U3, U2 - U3)``.
-* close round 3 (malicious): forward to each ``u`` in ``U4`` the signatures of its
-  neighbours.
+* close round 3 (malicious): the same condition on ``U4``; forward to each ``u`` in
+  ``U4`` the signatures of its neighbours.
 * close round 4: for every ``u`` in ``U3`` rebuild ``b_u`` from ``t`` shares and
   subtract ``PRG(b_u)``; for every dropped ``v`` in ``U2 - U3`` rebuild ``s_v^SK``
   (checked against the advertised ``s_v^PK``), recompute ``s_vw`` with each neighbour
@@ -111,6 +112,7 @@ class SecAggServer:
         self.input_digests: dict[int, bytes] = {}
         self._signatures: dict[int, bytes] = {}
         self._alive_bitmap = b""
+        self._needed_s: list[int] = []
         self._b_shares: dict[int, list[shamir.Share]] = {}
         self._s_shares: dict[int, list[shamir.Share]] = {}
         #: the last sets fixed by a closed round (for the server's view)
@@ -152,6 +154,11 @@ class SecAggServer:
             self.state = ServerState.ABORTED
             self.abort_reason = a.reason
             return [(u, ServerAbort(a.reason.value)) for u in a.recipients]
+
+    def _enough(self, owners: list[int], holders: np.ndarray) -> bool:
+        """Does every owner have at least ``t`` neighbours in ``holders``?"""
+        t = self.config.threshold
+        return all(int(holders[list(self.neighbours[v])].sum()) >= t for v in owners)
 
     @staticmethod
     def _members(mask: np.ndarray) -> list[int]:
@@ -234,13 +241,13 @@ class SecAggServer:
         cfg = self.config
         u3 = self._members(self._in_u3)
         dropped = self._members(self._in_u2 & ~self._in_u3)
-        t = cfg.threshold
-        if len(u3) < t + 1 or any(
-                sum(1 for w in self.neighbours[v] if self._in_u3[w]) < t
-                for v in u3 + dropped):
+        # a dropped client's key is needed only if a survivor masked with it
+        needed = [v for v in dropped if any(self._in_u3[w] for w in self.neighbours[v])]
+        if len(u3) < cfg.threshold + 1 or not self._enough(u3 + needed, self._in_u3):
             raise _Abort(AbortReason.TOO_FEW_MASKED_INPUTS, u3)
         alive = set_to_bitmap(u3, cfg.n)
         self._alive_bitmap = alive
+        self._needed_s = needed
         self.sets["U3"] = frozenset(u3)
         if cfg.malicious:
             self.state = ServerState.COLLECT_SIGNATURES
@@ -268,7 +275,8 @@ class SecAggServer:
     def _close_signatures(self, _: CloseRound) -> Outgoing:
         cfg = self.config
         u4 = self._members(self._in_u4)
-        if len(u4) < cfg.threshold + 1:
+        if len(u4) < cfg.threshold + 1 or not self._enough(
+                self._members(self._in_u3) + self._needed_s, self._in_u4):
             raise _Abort(AbortReason.TOO_FEW_CONSISTENCY_SIGNATURES, u4)
         dropped = set_to_bitmap(self._members(self._in_u2 & ~self._in_u3), cfg.n)
         out = []
@@ -305,7 +313,7 @@ class SecAggServer:
     def _close_unmask(self, _: CloseRound) -> Outgoing:
         cfg, t = self.config, self.config.threshold
         u3 = self._members(self._in_u3)
-        dropped = self._members(self._in_u2 & ~self._in_u3)
+        dropped = self._needed_s
         u5 = self._members(self._in_u5)
         if len(u5) < t or any(len(self._b_shares.get(u, ())) < t for u in u3) or any(
                 len(self._s_shares.get(v, ())) < t for v in dropped):
