@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from .errors import EnvelopeRejected, RejectReason, ShufflerError
 from .keys import KEY_BYTES, KeyPair, open_sealed
 from .messages import LABEL_INNER, Context, PlainReport, ShuffledBatch
 
-__all__ = ["Analyzer", "AnalyzedBatch", "INDEX_BYTES", "encode_index", "decode_indices"]
+__all__ = ["Analyzer", "AnalyzedBatch", "open_inner_chunk", "INDEX_BYTES", "encode_index", "decode_indices"]
 
 INDEX_BYTES = 4
 
@@ -35,6 +36,30 @@ def decode_indices(reports: list[bytes]) -> np.ndarray:
     """Indices from 4-byte reports; other lengths (e.g. empty abstention reports) are skipped."""
     good = [r for r in reports if len(r) == INDEX_BYTES]
     return np.frombuffer(b"".join(good), dtype=">u4").astype(np.int64)
+
+
+def open_inner_chunk(args: tuple[bytes, bytes, int, list[bytes]]) -> list[bytes | str]:
+    """Open inner envelopes of one context (pure; picklable for workers).
+
+    Args:
+        args: ``(analyzer secret key, inner associated data, payload size, inner layers)``.
+
+    Returns:
+        Per inner layer, the report, or the :class:`RejectReason` value (a str) why not.
+    """
+    secret, ad, psize, chunk = args
+    keys = KeyPair(secret)
+    out: list[bytes | str] = []
+    for inner in chunk:
+        try:
+            padded = open_sealed(keys, LABEL_INNER, inner[:KEY_BYTES], inner[KEY_BYTES:], ad)
+            n = int.from_bytes(padded[:2], "big")
+            if n > psize or padded[2 + n:].count(0) != psize - n:
+                raise EnvelopeRejected(RejectReason.BAD_PADDING)
+            out.append(padded[2:2 + n])
+        except EnvelopeRejected as exc:
+            out.append(exc.reason.value)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +118,16 @@ class Analyzer:
                              context.inner_ad)
         return PlainReport.from_bytes(padded, psize).report
 
-    def open_batch(self, batch: ShuffledBatch) -> AnalyzedBatch:
+    def open_batch(self, batch: ShuffledBatch,
+                   map_fn: Callable[[Callable[[Any], Any], Iterable[Any]], Iterable[Any]]
+                   | None = None, chunk_size: int = 4096) -> AnalyzedBatch:
         """Open every inner envelope of a batch; refused ones are counted, not raised.
+
+        Args:
+            batch: the shuffler's output.
+            map_fn: optional ``map``-like callable (e.g. a process pool's) over which
+                :func:`open_inner_chunk` runs; the result does not depend on it.
+            chunk_size: inner layers per ``map_fn`` task.
 
         Raises:
             ShufflerError: if ``batch`` is not a ShuffledBatch or names another analyzer key.
@@ -107,6 +140,17 @@ class Analyzer:
         keys, ad, psize = self.keys, ctx.inner_ad, ctx.payload_size
         reports: list[bytes] = []
         rejected: Counter = Counter()
+        if map_fn is not None:
+            inner_all = batch.inner
+            args = [(keys.secret, ad, psize, list(inner_all[k:k + chunk_size]))
+                    for k in range(0, len(inner_all), chunk_size)]
+            for res in map_fn(open_inner_chunk, args):
+                for item in res:
+                    if type(item) is bytes:
+                        reports.append(item)
+                    else:
+                        rejected[RejectReason(item)] += 1
+            return AnalyzedBatch(ctx, reports, rejected)
         for inner in batch.inner:
             try:
                 padded = open_sealed(keys, LABEL_INNER, inner[:KEY_BYTES], inner[KEY_BYTES:], ad)

@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -64,7 +64,7 @@ from .messages import (
 )
 
 __all__ = [
-    "HardThreshold", "NoisyThreshold", "Shuffler", "ShuffleOutput", "uniform_permutation",
+    "MapFn", "open_outer_chunk", "HardThreshold", "NoisyThreshold", "Shuffler", "ShuffleOutput", "uniform_permutation",
     "noisy_threshold_delta", "noisy_threshold_epsilon", "noisy_threshold_delta_floor",
 ]
 
@@ -208,6 +208,36 @@ def _normal(n: int, rand: RandomSource) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- the shuffler
+#: ``map``-like callable (e.g. ``concurrent.futures.Executor.map``) used to spread the
+#: pure decryption work of a batch over the caller's workers.
+MapFn = Callable[[Callable[[Any], Any], Iterable[Any]], Iterable[Any]]
+
+_MISSING = object()
+
+
+def open_outer_chunk(args: tuple[bytes, bytes, int, list[bytes]]) -> list[bytes | None]:
+    """Open the outer layer of envelopes of one context (pure; picklable for workers).
+
+    Args:
+        args: ``(shuffler secret key, outer associated data, header length, envelopes)``;
+            every envelope must already have the context's length.
+
+    Returns:
+        The outer plaintext (``crowd id || inner``) of each envelope, or ``None`` where
+        authentication fails. State checks (duplicates) stay with :class:`Shuffler`.
+    """
+    secret, ad, hlen, chunk = args
+    keys = KeyPair(secret)
+    out: list[bytes | None] = []
+    for data in chunk:
+        try:
+            out.append(open_sealed(keys, LABEL_OUTER, data[hlen:hlen + KEY_BYTES],
+                                   data[hlen + KEY_BYTES:], ad))
+        except EnvelopeRejected:
+            out.append(None)
+    return out
+
+
 @dataclass(slots=True)
 class _Batch:
     context: Context
@@ -301,6 +331,9 @@ class Shuffler:
         Raises:
             EnvelopeRejected: with the reason (the refusal is counted).
         """
+        self._submit(data, _MISSING)
+
+    def _submit(self, data: bytes | ShufflerEnvelope, plain: object) -> None:
         if isinstance(data, ShufflerEnvelope):
             data = data.to_bytes()
         elif type(data) is not bytes:
@@ -310,17 +343,48 @@ class Shuffler:
             data = bytes(data)
         batch = self._lookup(data)
         try:
-            self._accept(batch, data)
+            self._accept(batch, data, plain)
         except EnvelopeRejected as exc:
             batch.rejected[exc.reason] += 1
             raise
 
-    def submit_many(self, envelopes: Iterable[bytes | ShufflerEnvelope]) -> int:
-        """Submit many envelopes; refusals are counted, not raised. Returns accepted count."""
+    def submit_many(self, envelopes: Iterable[bytes | ShufflerEnvelope],
+                    map_fn: MapFn | None = None, chunk_size: int = 4096) -> int:
+        """Submit many envelopes; refusals are counted, not raised.
+
+        Args:
+            envelopes: envelope bytes (or typed envelopes).
+            map_fn: optional ``map``-like callable; when given, the outer layers of
+                well-formed envelopes of open batches are first decrypted through it
+                with :func:`open_outer_chunk` (e.g. on a process pool), then every
+                envelope goes through the same sequential checks as :meth:`submit`,
+                in order, so the outcome does not depend on ``map_fn``.
+            chunk_size: envelopes per ``map_fn`` task.
+
+        Returns:
+            The number of envelopes accepted.
+        """
+        envs = [e.to_bytes() if isinstance(e, ShufflerEnvelope) else e for e in envelopes]
+        pre: dict[int, bytes | None] = {}
+        if map_fn is not None:
+            groups: dict[bytes, list[int]] = {}
+            for i, data in enumerate(envs):
+                if type(data) is bytes and len(data) >= 6:
+                    hlen = 34 + int.from_bytes(data[4:6], "big")
+                    b = self._batches.get(data[:hlen])
+                    if b is not None and len(data) == b.length:
+                        groups.setdefault(b.context.header, []).append(i)
+            for header, idx in groups.items():
+                ctx = self._batches[header].context
+                parts = [idx[k:k + chunk_size] for k in range(0, len(idx), chunk_size)]
+                args = [(self.keys.secret, ctx.outer_ad, len(header), [envs[i] for i in part])
+                        for part in parts]
+                for part, res in zip(parts, map_fn(open_outer_chunk, args)):
+                    pre.update(zip(part, res))
         ok = 0
-        for env in envelopes:
+        for i, env in enumerate(envs):
             try:
-                self.submit(env)
+                self._submit(env, pre.get(i, _MISSING))
                 ok += 1
             except EnvelopeRejected:
                 pass
@@ -346,7 +410,7 @@ class Shuffler:
             self.unattributed[reason] += 1
         raise EnvelopeRejected(reason, f"task {ctx.task!r} epoch {ctx.epoch}")
 
-    def _accept(self, batch: _Batch, data: bytes) -> None:
+    def _accept(self, batch: _Batch, data: bytes, plain: object = _MISSING) -> None:
         if len(data) != batch.length:
             raise EnvelopeRejected(RejectReason.WRONG_LENGTH,
                                    f"{len(data)} bytes, expected {batch.length}")
@@ -354,8 +418,12 @@ class Shuffler:
         sealed = data[hlen:]
         if sealed in batch.seen_outer:
             raise EnvelopeRejected(RejectReason.DUPLICATE_ENVELOPE)
-        plain = open_sealed(self.keys, LABEL_OUTER, sealed[:KEY_BYTES], sealed[KEY_BYTES:],
-                            batch.context.outer_ad)
+        if plain is _MISSING:
+            plain = open_sealed(self.keys, LABEL_OUTER, sealed[:KEY_BYTES], sealed[KEY_BYTES:],
+                                batch.context.outer_ad)
+        elif plain is None:  # decrypted by open_outer_chunk: authentication failed
+            raise EnvelopeRejected(RejectReason.AUTHENTICATION_FAILED)
+        assert isinstance(plain, bytes)
         inner = plain[CROWD_ID_BYTES:]
         if inner in batch.seen_inner:
             raise EnvelopeRejected(RejectReason.DUPLICATE_INNER)

@@ -26,11 +26,21 @@ forwards inner layers; the analyzer opens them. Every message crosses
 ``simulate=True`` (default) derives all keys and randomness from ``rng`` through
 :func:`protocol.randomness.insecure_deterministic_randomness` (reproducible, *not*
 secret); ``simulate=False`` uses OS randomness.
+
+``workers > 1`` spreads the public-key work over a process pool: clients encode in
+fixed-size chunks (each chunk with its own randomness stream, so the envelopes do not
+depend on the number of workers), and the shuffler and the analyzer hand their pure
+decryption step (:func:`shuffler.shuffler.open_outer_chunk`,
+:func:`shuffler.analyzer.open_inner_chunk`) to the pool through a ``map`` function;
+all state checks stay sequential in the sans-I/O objects. CPU seconds of the workers
+are measured in the workers and added to the party they work for.
 """
 from __future__ import annotations
 
+import multiprocessing
 import time
-from typing import Any
+from concurrent.futures import Executor, ProcessPoolExecutor
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -51,6 +61,48 @@ from shuffler.messages import MAX_PAYLOAD
 
 __all__ = ["ShufflerTransport"]
 
+CLIENT_CHUNK = 4096  # reports per client-encoding task (fixed: results do not depend on workers)
+
+
+def _timed_call(pair: tuple[Callable[[Any], Any], Any]) -> tuple[Any, float]:
+    fn, arg = pair
+    t0 = time.process_time()
+    out = fn(arg)
+    return out, time.process_time() - t0
+
+
+class _Map:
+    """A ``map`` over an executor (or in-process) that sums the CPU seconds of the calls."""
+
+    def __init__(self, executor: Executor | None) -> None:
+        self.executor = executor
+        self.cpu = 0.0
+
+    def __call__(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+        pairs = [(fn, a) for a in items]
+        results = (self.executor.map(_timed_call, pairs) if self.executor is not None
+                   else map(_timed_call, pairs))
+        out = []
+        for r, c in results:
+            self.cpu += c
+            out.append(r)
+        return out
+
+
+def _encode_chunk(args: tuple[bytes, bytes, str, int, int, bytes | None, list[bytes],
+                              list[bytes], bool]) -> list[bytes]:
+    """Client-side encoding of one chunk (module level: runs in worker processes)."""
+    s_pub, a_pub, task, epoch, psize, seed, reports, crowd_ids, wire = args
+    from shuffler import PublicKey
+
+    rand = (insecure_deterministic_randomness(seed, "shuffler-transport/client-chunk")
+            if seed is not None else OsRandom())
+    enc = Encoder(PublicKey(s_pub), PublicKey(a_pub), task, epoch, psize, rand)
+    envs = enc.encode_batch(reports, crowd_ids)
+    if wire:
+        return [codec.encode(ShufflerEnvelope.from_bytes(e)) for e in envs]
+    return envs
+
 
 class ShufflerTransport(Transport):
     """Aggregation through an encode-shuffle-analyze pipeline.
@@ -62,16 +114,24 @@ class ShufflerTransport(Transport):
             ``max(min_batch_size, spec.min_participants)``).
         wire: pass every envelope through the codec (True for simulations; False
             measures the pipeline alone).
+        workers: processes for the public-key work (1: everything in this process).
+
+    Raises:
+        ValueError: for ``min_batch_size < 1`` or ``workers < 1``.
     """
 
     name = "shuffler"
 
-    def __init__(self, simulate: bool = True, min_batch_size: int = 1, wire: bool = True) -> None:
+    def __init__(self, simulate: bool = True, min_batch_size: int = 1, wire: bool = True,
+                 workers: int = 1) -> None:
         if type(min_batch_size) is not int or min_batch_size < 1:
             raise ValueError("min_batch_size must be an int >= 1")
+        if type(workers) is not int or workers < 1:
+            raise ValueError("workers must be an int >= 1")
         self.simulate = simulate
         self.min_batch_size = min_batch_size
         self.wire = wire
+        self.workers = workers
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:
@@ -82,6 +142,15 @@ class ShufflerTransport(Transport):
             AggregationAborted: ``too_few_participants`` (the shuffler's batch is
                 below its minimum and is discarded).
         """
+        if self.workers == 1:
+            return self._run(spec, contributions, rng, None)
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+        with ProcessPoolExecutor(self.workers, mp_context=ctx) as pool:
+            return self._run(spec, contributions, rng, pool)
+
+    def _run(self, spec: RoundSpec, contributions: Contributions, rng: np.random.Generator,
+             pool: Executor | None) -> RoundResult:
         if self.simulate:
             root = insecure_deterministic_randomness(rng.bytes(32), "shuffler-transport")
             r_keys, r_clients, r_shuffler = (root.child("keys"), root.child("clients"),
@@ -99,13 +168,18 @@ class ShufflerTransport(Transport):
             raise AggregationAborted("too_few_participants",
                                      f"{n} contributions, {spec.min_participants} required")
         s_keys, a_keys = KeyPair.generate(r_keys), KeyPair.generate(r_keys)
+        # validates keys and context (and gives the shuffler its context)
         encoder = Encoder(s_keys.public_key, a_keys.public_key, spec.task, spec.round, psize,
                           r_clients)
-        envelopes = encoder.encode_batch(reports, crowd_ids)
-        if self.wire:
-            envelopes = [codec.encode(ShufflerEnvelope.from_bytes(e)) for e in envelopes]
+        starts = range(0, n, CLIENT_CHUNK)
+        seeds = [r_clients.token_bytes(32) if self.simulate else None for _ in starts]
+        jobs = [(s_keys.public, a_keys.public, spec.task, spec.round, psize, seed,
+                 reports[k:k + CLIENT_CHUNK], crowd_ids[k:k + CLIENT_CHUNK], self.wire)
+                for k, seed in zip(starts, seeds)]
+        pmap = _Map(pool)
+        envelopes = [e for chunk in pmap(_encode_chunk, jobs) for e in chunk]
         bytes_up = sum(map(len, envelopes))
-        cpu["clients"] = time.process_time() - t0
+        cpu["clients"] = time.process_time() - t0 + (pmap.cpu if pool is not None else 0.0)
 
         # ---- shuffler ---------------------------------------------------------
         t0 = time.process_time()
@@ -117,7 +191,8 @@ class ShufflerTransport(Transport):
             received = [codec.decode(e, ShufflerEnvelope).to_bytes() for e in envelopes]
         else:
             received = envelopes
-        shuffler.submit_many(received)
+        pmap = _Map(pool) if pool is not None else None
+        shuffler.submit_many(received, map_fn=pmap)
         try:
             out = shuffler.close_batch(context)
         except BatchTooSmall as exc:
@@ -127,15 +202,16 @@ class ShufflerTransport(Transport):
         receipt = out.receipt
         if self.wire:
             receipt = codec.decode(codec.encode(receipt), ShuffleReceipt)
-        cpu["shuffler"] = time.process_time() - t0
+        cpu["shuffler"] = time.process_time() - t0 + (pmap.cpu if pmap is not None else 0.0)
 
         # ---- analyzer ---------------------------------------------------------
         t0 = time.process_time()
         batch = codec.decode(batch_wire, ShuffledBatch) if self.wire else out.batch
-        analyzed = Analyzer(a_keys).open_batch(batch)
+        pmap = _Map(pool) if pool is not None else None
+        analyzed = Analyzer(a_keys).open_batch(batch, map_fn=pmap)
         release, analyzer_view = self._release(spec, receipt, analyzed.reports)
         analyzer_view["rejected"] = {r.value: c for r, c in analyzed.rejected.items()}
-        cpu["analyzer"] = time.process_time() - t0
+        cpu["analyzer"] = time.process_time() - t0 + (pmap.cpu if pmap is not None else 0.0)
 
         views = {
             "shuffler": {

@@ -131,3 +131,18 @@ def test_vote_round_of_100k_matches_plain() -> None:
     spec = RoundSpec("t", 0, Kind.VOTE, candidates=cands, theta=20)
     plain, shuf = _both(spec, Votes(choice))
     assert shuf.release.same_as(plain.release)
+
+
+def test_workers_give_identical_results() -> None:
+    rng = np.random.default_rng(3)
+    choice = rng.integers(ABSTAIN, 4, size=9000)  # more than one client chunk
+    spec = RoundSpec("t", 1, Kind.VOTE, candidates=("a", "b", "c", "d"), theta=2000)
+    one = ShufflerTransport(workers=1).run_round(spec, Votes(choice), np.random.default_rng(8))
+    two = ShufflerTransport(workers=2).run_round(spec, Votes(choice), np.random.default_rng(8))
+    plain = PlainTransport().run_round(spec, Votes(choice), np.random.default_rng(8))
+    assert one.release.same_as(plain.release) and two.release.same_as(plain.release)
+    assert one.views["shuffler"]["crowd_sizes"] == two.views["shuffler"]["crowd_sizes"]
+    assert one.views["shuffler"]["receipt"] == two.views["shuffler"]["receipt"]
+    assert two.cost.cpu_seconds["clients"] > 0 and two.cost.cpu_seconds["analyzer"] > 0
+    with pytest.raises(ValueError):
+        ShufflerTransport(workers=0)

@@ -88,3 +88,14 @@ def test_threshold_then_analyze_gives_full_counts_of_large_crowds(setup: Setup) 
     hist = Analyzer(setup.a_keys).open_batch(s.close_batch(setup.context).batch).histogram(6)
     full = np.bincount(votes, minlength=6)
     assert hist.tolist() == np.where(full >= 50, full, 0).tolist()
+
+
+def test_open_batch_with_map_fn_matches_sequential(setup: Setup) -> None:
+    good = [_inner(setup, b"\x00\x01" + bytes([i]) + bytes(7)) for i in range(5)]
+    bad = _inner(setup, b"\x00\x01z" + bytes(6) + b"\x01")
+    batch = ShuffledBatch(setup.context, tuple(good + [bad]))
+    a = Analyzer(setup.a_keys)
+    seq = a.open_batch(batch)
+    par = a.open_batch(batch, map_fn=lambda fn, xs: list(map(fn, xs)), chunk_size=2)
+    assert seq.reports == par.reports and seq.rejected == par.rejected
+    assert par.rejected == {RejectReason.BAD_PADDING: 1}

@@ -257,3 +257,22 @@ def test_bad_construction(setup: Setup) -> None:
         s.open_batch(setup.context)  # already open
     with pytest.raises(EnvelopeRejected):
         s.submit(12345)  # type: ignore[arg-type]
+
+
+def test_submit_many_with_map_fn_matches_sequential(setup: Setup) -> None:
+    items = [b"a", b"b", b"a", b"c"]
+    envs = setup.encoder.encode_batch(items, setup.crowd.crowd_ids(items))
+    tampered = bytearray(envs[1])
+    tampered[-3] ^= 4
+    stream = envs + [envs[0], bytes(tampered), envs[2][:-2], b"junk"]
+    results = []
+    for map_fn in (None, lambda fn, xs: list(map(fn, xs))):
+        s = _shuffler(setup)
+        accepted = s.submit_many(stream, map_fn=map_fn, chunk_size=2)
+        out = s.close_batch(setup.context)
+        results.append((accepted, out.receipt.rejected, sorted(out.batch.inner),
+                        dict(s.unattributed)))
+    assert results[0] == results[1]
+    assert results[0][0] == 4
+    assert results[0][1] == {"duplicate_envelope": 1, "authentication_failed": 1,
+                             "wrong_length": 1}
