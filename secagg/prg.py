@@ -168,15 +168,18 @@ def expand_mask(seed: bytes, dim: int, modulus: int) -> np.ndarray:
         return out
 
     # general modulus: rejection sampling in stream order
+    # (work in the word dtype: the modulus is not a power of two, so it is < 2^(8w))
     accept = modulus / float(1 << b)  # > 1/2
+    word_mask = word.type((1 << b) - 1)
+    word_modulus = word.type(modulus)
+    cand = np.empty(per_chunk, word)
     filled = 0
     while filled < dim:
         remaining = dim - filled
         want = min(per_chunk, int(remaining / accept * 1.02) + 64)
-        cand = ks.chunk(want * w).view(word).astype(np.uint64)
-        if low_mask is not None:
-            np.bitwise_and(cand, low_mask, out=cand)
-        good = cand[cand < np.uint64(modulus)]
+        view = cand[:want]
+        np.bitwise_and(ks.chunk(want * w).view(word), word_mask, out=view)
+        good = np.compress(view < word_modulus, view)
         take = min(good.size, remaining)
         out[filled:filled + take] = good[:take]
         filled += take

@@ -20,10 +20,11 @@ wrong secret undetected (Shamir alone is not verifiable: the protocol authentica
 shares with the AEAD instead).
 
 Speed: evaluation points are small (``1 <= x < 2^16``), so Horner's rule multiplies a
-field element by a 16-bit integer; the reduction mod ``p`` is deferred and done only every
-:data:`_HORNER_REDUCE_EVERY` steps. Interpolation computes the integer numerators and
-denominators of the ``L_i`` modulo ``p`` and inverts all denominators with one modular
-inversion (Montgomery's batch-inversion trick).
+field element by a 16-bit integer; it runs on all points at once over a numpy object
+array and reduces mod ``p`` only every :data:`_HORNER_REDUCE_EVERY` steps.
+Interpolation writes ``L_i = (prod_j x_j) / (x_i prod_{j != i} (x_j - x_i))``; the
+denominators are built from exact int64 products of three differences, and all of them
+are inverted with one modular inversion (Montgomery's batch-inversion trick).
 """
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+import numpy as np
 
 from .errors import ParameterError
 
@@ -158,18 +161,55 @@ def split(secret: bytes, xs: Sequence[int], threshold: int, rand: RandomSource) 
         raise ParameterError("evaluation points must be distinct")
     _check_threshold(threshold, len(points))
     coeffs = [int.from_bytes(secret, "big")] + _field_elements(rand, threshold - 1)
-    # Horner from the top coefficient, reducing every _HORNER_REDUCE_EVERY steps
-    high_first = coeffs[::-1]
+    ys = _evaluate(coeffs, points)
+    return [Share(x, y) for x, y in zip(points, ys)]
+
+
+def _evaluate(coeffs: list[int], points: list[int]) -> list[int]:
+    """``f(x) mod p`` for every point: Horner's rule run on all points at once.
+
+    The accumulator is a numpy object array (one Python int per point), so each Horner
+    step is one C-level loop; the reduction mod ``p`` is deferred (the multiplier is
+    below ``2^16``).
+    """
     p = PRIME
-    shares = []
-    for x in points:
-        acc = 0
-        for i, c in enumerate(high_first):
-            acc = acc * x + c
-            if i % _HORNER_REDUCE_EVERY == 0:
+    x = np.array(points, dtype=object)
+    acc = np.zeros(len(points), dtype=object)
+    for i, c in enumerate(reversed(coeffs)):
+        acc = acc * x + c
+        if i % _HORNER_REDUCE_EVERY == _HORNER_REDUCE_EVERY - 1:
+            acc %= p
+    return [int(v) % p for v in acc]
+
+
+def _denominators(xs: list[int]) -> list[int]:
+    """``x_i * prod_{j != i} (x_j - x_i) mod p`` for every ``i``.
+
+    The differences are 17-bit signed integers, so three of them multiply exactly in
+    int64; the big-integer products then run over numpy object arrays, a block of rows
+    at a time to bound memory.
+    """
+    p = PRIME
+    t = len(xs)
+    x = np.array(xs, dtype=np.int64)
+    out: list[int] = []
+    rows_per_block = max(1, (1 << 21) // max(t, 1))
+    for start in range(0, t, rows_per_block):
+        rows = np.arange(start, min(t, start + rows_per_block))
+        diff = x[None, :] - x[rows, None]          # diff[r, j] = x_j - x_i
+        diff[np.arange(rows.size), rows] = 1       # skip j = i
+        pad = (-t) % 3
+        if pad:
+            diff = np.concatenate([diff, np.ones((rows.size, pad), np.int64)], axis=1)
+        triples = diff.reshape(rows.size, -1, 3).prod(axis=2)  # |.| < 2^51: exact
+        acc = x[rows].astype(object)
+        cols = triples.astype(object)
+        for c in range(cols.shape[1]):
+            acc = acc * cols[:, c]
+            if c % 4 == 3:
                 acc %= p
-        shares.append(Share(x, acc % p))
-    return shares
+        out.extend(int(v) % p for v in acc)
+    return out
 
 
 def _batch_inverse(values: list[int]) -> list[int]:
@@ -215,19 +255,11 @@ def combine(shares: Sequence[Share], threshold: int) -> bytes:
     used = shares[:threshold]
     xs = [s.x for s in used]
     p = PRIME
-    # L_i = prod_{j != i} x_j / (x_j - x_i): numerator = (prod_j x_j) / x_i
+    # L_i = prod_{j != i} x_j / (x_j - x_i) = total / (x_i * prod_{j != i} (x_j - x_i))
     total = 1
     for x in xs:
         total = total * x % p
-    dens = []
-    for i, xi in enumerate(xs):
-        d = xi  # fold x_i into the denominator: L_i = total / (x_i * prod (x_j - x_i))
-        for j, xj in enumerate(xs):
-            if j != i:
-                d = d * (xj - xi)
-                if j % 16 == 0:
-                    d %= p
-        dens.append(d % p)
+    dens = _denominators(xs)
     inv = _batch_inverse(dens)
     acc = 0
     for s, di in zip(used, inv):
