@@ -230,6 +230,8 @@ def run_triehhpp(unit_matrix: np.ndarray, num_units: int, unit_labels: Sequence[
 
     Raises:
         TrieHHPPError: shapes or parameters that do not fit.
+        mechanisms.prefix_tree.CandidateSetTooLarge: a level's candidate set exceeds
+            the engine's cap (a ``PrefixTreeError``, itself a ``ValueError``).
         protocol.aggregation.AggregationAborted: a round could not complete.
     """
     um = np.asarray(unit_matrix)
