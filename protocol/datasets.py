@@ -169,6 +169,18 @@ class Population:
         """The ``k`` most frequent words."""
         return [self.vocabulary[i] for i in self.ranking()[:k]]
 
+    def compact(self) -> "Population":
+        """The same users with the vocabulary restricted to the words they hold
+        (word ids renumbered in vocabulary order); cheaper to encode."""
+        present = np.unique(self.items)
+        if present.size == len(self.vocabulary):
+            return self
+        remap = np.full(len(self.vocabulary), -1, dtype=np.int64)
+        remap[present] = np.arange(present.size)
+        vocab = tuple(self.vocabulary[i] for i in present) or ("",)
+        return Population(self.name, vocab, self.offsets, remap[self.items], self.counts,
+                          self.alphabet, self.description, self.dropped)
+
     def subsample(self, n: int, rng: np.random.Generator) -> "Population":
         """``n`` users drawn without replacement (order kept).
 

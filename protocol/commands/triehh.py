@@ -107,7 +107,8 @@ def prepare(args: argparse.Namespace):  # noqa: ANN201
     root = np.random.default_rng(args.seed)
     data_rng, run_rng = root.spawn(2)
     try:
-        pop = load_dataset(args.dataset, args.users, data_rng, args.multi_word, args.alphabet)
+        pop = load_dataset(args.dataset, args.users, data_rng, args.multi_word,
+                           args.alphabet).compact()
     except DatasetError as exc:
         raise UsageError(str(exc)) from None
     n = pop.n

@@ -147,3 +147,12 @@ def test_population_validation() -> None:
         Population("x", ("a",), np.array([0, 1]), np.array([3]), np.array([1]), "a")
     with pytest.raises(DatasetError, match="counts"):
         Population("x", ("a",), np.array([0, 1]), np.array([0]), np.array([0]), "a")
+
+
+def test_compact_keeps_users_and_truth() -> None:
+    p = english(2000, np.random.default_rng(8))
+    c = p.compact()
+    assert len(c.vocabulary) == np.unique(p.items).size < len(p.vocabulary)
+    assert _words_of(c) == _words_of(p)
+    assert c.top(20) == p.top(20)
+    assert np.allclose(np.sort(c.frequency()), np.sort(p.frequency()[p.frequency() > 0]))
