@@ -58,6 +58,7 @@ setting of Lemma 3. Every result is a :class:`PrivacyGuarantee`.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -195,8 +196,9 @@ def triehhpp_privacy(n: int, m: float, theta: float, max_length: int,
     Raises:
         PrivacyConditionError: a parameter is out of range or a condition fails.
     """
-    if not isinstance(max_length, int) or max_length < 1:
+    if not isinstance(max_length, numbers.Integral) or max_length < 1:
         raise PrivacyConditionError(f"max_length L must be a positive integer, got {max_length!r}")
+    max_length = int(max_length)
     if composition not in COMPOSITIONS:
         raise PrivacyConditionError(
             f"unknown composition {composition!r} (expected one of {COMPOSITIONS})")
@@ -291,8 +293,9 @@ def solve_sample_size(n: int, epsilon: float, delta: float | None, max_length: i
         PrivacyConditionError: targets out of range, a theorem condition fails for
             the solved ``m`` (the message names it), or ``m < 1``.
     """
-    if not isinstance(n, int) or n < 1:
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
         raise PrivacyConditionError(f"n must be a positive integer, got {n!r}")
+    n = int(n)
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise PrivacyConditionError(f"epsilon must be > 0, got {epsilon!r}")
     if theta is None or delta is not None:
@@ -377,7 +380,7 @@ def _bound_name(bound: str) -> str:
 
 
 def _check_theta(theta: float) -> None:
-    if not (isinstance(theta, (int, float)) and math.isfinite(theta) and theta > 1):
+    if not (isinstance(theta, numbers.Real) and math.isfinite(theta) and theta > 1):
         raise PrivacyConditionError(f"Lemma 1 needs theta > 1, got {theta!r}")
 
 
@@ -387,8 +390,8 @@ def _check_delta(delta: float) -> None:
 
 
 def _check_common(n: int, m: float, theta: float) -> None:
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
         raise PrivacyConditionError(f"n must be a positive integer, got {n!r}")
-    if not (isinstance(m, (int, float)) and math.isfinite(m) and 0 < m <= n):
+    if not (isinstance(m, numbers.Real) and math.isfinite(m) and 0 < m <= n):
         raise PrivacyConditionError(f"expected sample size m must satisfy 0 < m <= n, got {m!r}")
     _check_theta(theta)

@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from protocol.transports.plain import PlainTransport
 from mechanisms.quantiles import (
@@ -123,3 +124,19 @@ def test_section4_worked_example_many_runs() -> None:
     errs = np.concatenate([_acceptance(100 + s) for s in range(20)])
     assert np.median(errs) < 0.0075 and np.quantile(errs, 0.95) < 0.015
     assert errs.max() < 0.03
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(min_value=-50.0, max_value=150.0, allow_nan=False),
+       st.integers(min_value=2, max_value=16), st.integers(min_value=1, max_value=8))
+def test_encoding_round_trip_property(v: float, alpha: int, levels: int) -> None:
+    # every level's cell interval contains the (clipped) value, and digits spell the cells
+    enc = AlphaAdicEncoder(0.0, 100.0, alpha=alpha, max_levels=levels)
+    digits = enc.unit_matrix(np.array([v]))[0].astype(np.int64)
+    clipped = min(max(v, 0.0), 100.0)
+    cell = 0
+    for lev in range(1, levels + 1):
+        cell = cell * alpha + int(digits[lev - 1])
+        assert cell == int(enc.prefix_cell(v, lev)[0])
+        a, b = enc.cell_interval(lev, cell)
+        assert a - 1e-9 <= clipped and (clipped < b + 1e-9)
