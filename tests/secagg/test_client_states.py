@@ -1,0 +1,282 @@
+"""Exhaustive (state x event) tests of the client state machine, and one test per abort
+reason the client raises on a server message."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from protocol.randomness import insecure_deterministic_randomness
+from protocol.secagg_engine import SERVER, Envelope, make_config, run_secagg
+from secagg import crypto
+from secagg.client import CLIENT_TRANSITIONS, PeerStatus, SecAggClient
+from secagg.messages import (
+    ALL_MESSAGES, AdvertiseKeys, ConsistencyRequest, KeyList, RoutedShares, ServerAbort,
+    UnmaskRequest,
+)
+from secagg.server import SecAggServer
+from secagg.state import (
+    AbortReason as R, ClientState as S, Start, UnexpectedEvent, bitmap_to_mask,
+    set_to_bitmap,
+)
+
+N, DIM = 5, 4
+
+
+def _build(malicious: bool, graph: str = "complete", seed: int = 0):
+    cfg = make_config(N, DIM, graph=graph, degree=None if graph == "complete" else 2,
+                      threshold=2 if graph == "complete" else 1, malicious=malicious)
+    rand = insecure_deterministic_randomness(seed)
+    pairs = [crypto.ed25519_keypair(rand) for _ in range(N)]
+    vks = [pk for _, pk in pairs]
+    x = np.arange(N * DIM, dtype=np.uint64).reshape(N, DIM)
+    clients = [SecAggClient(cfg, i, x[i], rand.child(f"c{i}"), signing_key=pairs[i][0],
+                            verify_keys=vks) for i in range(N)]
+    return cfg, clients, SecAggServer(cfg, verify_keys=vks)
+
+
+def drive(target: S, malicious: bool, graph: str = "complete") -> tuple[SecAggClient, Any]:
+    """Client 0 in ``target`` and the event an honest run would deliver next."""
+    cfg, clients, server = _build(malicious, graph)
+    c0 = clients[0]
+    if target is S.INIT:
+        return c0, Start()
+    if target is S.ABORTED:
+        c0.start()
+        c0.receive(ServerAbort(R.TOO_FEW_ADVERTISED.value))
+        return c0, None
+    up = [m for c in clients for m in c.start()]
+    while True:
+        for m in up:
+            server.receive(m)
+        out = server.close_round()
+        if c0.state is target:
+            return c0, next((m for u, m in out if u == 0), None)
+        up = []
+        for u, m in out:
+            up += clients[u].receive(m)
+
+
+def fingerprint(c: SecAggClient) -> tuple:
+    return (c.state, c.abort_reason, c.server_abort_reason,
+            tuple(sorted(c.peer_status.items())), c.revealed_b, c.revealed_s,
+            c._signed_alive, tuple(c._held_b), tuple(c._share_keys), c._c_pk)
+
+
+def _samples() -> dict[type, Any]:
+    """One valid instance of every message type, from a full malicious run."""
+    seen: dict[type, Any] = {}
+
+    def hook(round_no, direction, envs):
+        for e in envs:
+            seen.setdefault(type(e.message()), e.message())
+        return envs
+
+    cfg = make_config(N, DIM, threshold=2, malicious=True)
+    run_secagg(cfg, np.zeros((N, DIM), dtype=np.uint64),
+               rand=insecure_deterministic_randomness(99), adversary=hook)
+    seen[ServerAbort] = ServerAbort(R.TOO_FEW_ADVERTISED.value)
+    assert set(seen) == set(ALL_MESSAGES)
+    return seen
+
+
+SAMPLES = _samples()
+EVENTS = [Start, *ALL_MESSAGES]
+NEXT = {S.INIT: S.AWAIT_KEYS, S.AWAIT_KEYS: S.AWAIT_SHARES,
+        S.AWAIT_SHARES: None,  # AWAIT_CONSISTENCY or AWAIT_UNMASK, by variant
+        S.AWAIT_CONSISTENCY: S.AWAIT_UNMASK, S.AWAIT_UNMASK: S.COMPLETED}
+
+
+def _states(malicious: bool) -> list[S]:
+    return [s for s in S if malicious or s is not S.AWAIT_CONSISTENCY]
+
+
+@pytest.mark.parametrize("malicious", [False, True])
+@pytest.mark.parametrize("state", list(S))
+@pytest.mark.parametrize("event", EVENTS, ids=lambda t: t.__name__)
+def test_every_state_event_pair(malicious: bool, state: S, event: type) -> None:
+    if state not in _states(malicious):
+        pytest.skip("state unreachable in the honest-but-curious variant")
+    client, honest_next = drive(state, malicious)
+    before = fingerprint(client)
+    legal = (state, event) in CLIENT_TRANSITIONS
+    if not legal:
+        msg = Start() if event is Start else SAMPLES[event]
+        with pytest.raises(UnexpectedEvent):
+            client.receive(msg) if event is not Start else client.start()
+        assert fingerprint(client) == before
+        return
+    if event is ServerAbort:
+        assert client.receive(SAMPLES[ServerAbort]) == []
+        assert client.state is S.ABORTED and client.abort_reason is R.SERVER_ABORTED
+        assert client.server_abort_reason is R.TOO_FEW_ADVERTISED
+        return
+    assert type(honest_next) is event
+    out = client.start() if event is Start else client.receive(honest_next)
+    assert len(out) == 1 and client.abort_reason is None
+    expected = NEXT[state] or (S.AWAIT_CONSISTENCY if malicious else S.AWAIT_UNMASK)
+    assert client.state is expected
+
+
+def test_transition_table_shape() -> None:
+    # every non-terminal state accepts exactly one protocol message (+ ServerAbort)
+    for state in (S.AWAIT_KEYS, S.AWAIT_SHARES, S.AWAIT_CONSISTENCY, S.AWAIT_UNMASK):
+        events = {e for (s, e) in CLIENT_TRANSITIONS if s is state}
+        assert ServerAbort in events and len(events) == 2
+    assert not any(s in (S.COMPLETED, S.ABORTED) for s, _ in CLIENT_TRANSITIONS)
+
+
+# --------------------------------------------------------------- abort reasons
+
+def _aborts_with(client: SecAggClient, msg: Any, reason: R) -> None:
+    assert client.receive(msg) == []
+    assert client.state is S.ABORTED and client.abort_reason is reason
+    # sticky: nothing is accepted afterwards, nothing is sent
+    for m in SAMPLES.values():
+        with pytest.raises(UnexpectedEvent):
+            client.receive(m)
+    assert client.state is S.ABORTED
+
+
+def test_too_few_keys() -> None:
+    c, kl = drive(S.AWAIT_KEYS, False)
+    _aborts_with(c, KeyList(kl.entries[:1]), R.TOO_FEW_KEYS)
+
+
+def test_key_from_non_neighbour() -> None:
+    c, kl = drive(S.AWAIT_KEYS, False, graph="harary")
+    outsider = next(v for v in range(1, N) if v not in c.neighbours)
+    fake = AdvertiseKeys(outsider, bytes(range(32)), bytes(range(1, 33)))
+    entries = tuple(sorted(kl.entries + (fake,), key=lambda e: e.sender))
+    _aborts_with(c, KeyList(entries), R.KEY_FROM_NON_NEIGHBOUR)
+
+
+def test_duplicate_keys() -> None:
+    c, kl = drive(S.AWAIT_KEYS, False)
+    e0, e1 = kl.entries[0], kl.entries[1]
+    ents = (e0, AdvertiseKeys(e1.sender, e0.c_pk, e1.s_pk)) + kl.entries[2:]
+    _aborts_with(c, KeyList(ents), R.DUPLICATE_KEYS)
+
+
+def test_own_keys_altered() -> None:
+    c, kl = drive(S.AWAIT_KEYS, False)
+    me = AdvertiseKeys(0, bytes(32), bytes([1]) * 32)
+    _aborts_with(c, KeyList((me,) + kl.entries), R.OWN_KEYS_ALTERED)
+
+
+def test_low_order_public_key() -> None:
+    c, kl = drive(S.AWAIT_KEYS, False)
+    e = kl.entries[0]
+    ents = (AdvertiseKeys(e.sender, bytes(32), e.s_pk),) + kl.entries[1:]
+    _aborts_with(c, KeyList(ents), R.INVALID_PUBLIC_KEY)
+
+
+def test_invalid_key_signature() -> None:
+    c, kl = drive(S.AWAIT_KEYS, True)
+    e = kl.entries[0]
+    bad = AdvertiseKeys(e.sender, e.c_pk, e.s_pk, bytes(64))
+    _aborts_with(c, KeyList((bad,) + kl.entries[1:]), R.INVALID_KEY_SIGNATURE)
+
+
+def test_shares_from_unknown_peer_and_too_few_shares() -> None:
+    c, rs = drive(S.AWAIT_SHARES, False)
+    # a sender whose keys the client never saw
+    cfg2, clients2, _ = _build(False)
+    c2, rs2 = drive(S.AWAIT_SHARES, False, graph="harary")
+    outsider = next(v for v in range(1, N) if v not in c2.neighbours)
+    senders = tuple(sorted(rs2.senders + (outsider,)))
+    cts = tuple(rs2.ciphertexts[0] for _ in senders)
+    _aborts_with(c2, RoutedShares(senders, cts), R.SHARES_FROM_UNKNOWN_PEER)
+    _aborts_with(c, RoutedShares(rs.senders[:1], rs.ciphertexts[:1]), R.TOO_FEW_SHARES)
+
+
+def test_decryption_failed() -> None:
+    c, rs = drive(S.AWAIT_SHARES, False)
+    cts = (rs.ciphertexts[1],) + rs.ciphertexts[1:]
+    _aborts_with(c, RoutedShares(rs.senders, cts), R.DECRYPTION_FAILED)
+
+
+def _unmask_parts(req: UnmaskRequest) -> tuple[set[int], set[int]]:
+    return (set(np.flatnonzero(bitmap_to_mask(req.alive, req.n)).tolist()),
+            set(np.flatnonzero(bitmap_to_mask(req.dropped, req.n)).tolist()))
+
+
+def _req(alive: set[int], dropped: set[int], like: UnmaskRequest) -> UnmaskRequest:
+    return UnmaskRequest(N, set_to_bitmap(sorted(alive), N), set_to_bitmap(sorted(dropped), N),
+                         like.signers, like.signatures)
+
+
+@pytest.mark.parametrize("case,reason", [
+    ("self_dropped", R.SELF_NOT_ALIVE),
+    ("both", R.ALIVE_AND_DROPPED),
+    ("mismatch", R.DROPPED_SET_MISMATCH),
+    ("too_few", R.TOO_FEW_SURVIVORS),
+])
+def test_unmask_request_checks(case: str, reason: R) -> None:
+    c, req = drive(S.AWAIT_UNMASK, False)
+    alive, dropped = _unmask_parts(req)
+    assert alive == set(range(N)) and not dropped
+    msg = {"self_dropped": _req(alive - {0}, {0}, req),
+           "both": _req(alive, {2}, req),
+           "mismatch": _req(alive - {2}, set(), req),   # 2 silently missing
+           "too_few": _req({0, 1}, {2, 3, 4}, req)}[case]
+    _aborts_with(c, msg, reason)
+    assert not c.revealed_b and not c.revealed_s
+
+
+def test_unknown_peer_in_set() -> None:
+    c, rs = drive(S.AWAIT_SHARES, False)
+    # deliver shares from all but peer 4: the client holds no share of 4
+    c.receive(RoutedShares(rs.senders[:-1], rs.ciphertexts[:-1]))
+    assert c.peer_status[4] is PeerStatus.DROPPED_AT_ROUND_1
+    full = set(range(N))
+    req = UnmaskRequest(N, set_to_bitmap(sorted(full), N), set_to_bitmap([], N))
+    _aborts_with(c, req, R.UNKNOWN_PEER_IN_SET)
+
+
+def test_consistency_checks() -> None:
+    c, creq = drive(S.AWAIT_CONSISTENCY, True)
+    _aborts_with(c, ConsistencyRequest(N, set_to_bitmap([1, 2, 3, 4], N)), R.SELF_NOT_ALIVE)
+    c, creq = drive(S.AWAIT_CONSISTENCY, True)
+    _aborts_with(c, ConsistencyRequest(N, set_to_bitmap([0, 1], N)), R.TOO_FEW_SURVIVORS)
+
+
+@pytest.mark.parametrize("case,reason", [
+    ("changed", R.CONSISTENCY_SET_CHANGED),
+    ("bad_sig", R.INVALID_CONSISTENCY_SIGNATURE),
+    ("few", R.TOO_FEW_SIGNATURES),
+])
+def test_signature_checks(case: str, reason: R) -> None:
+    c, req = drive(S.AWAIT_UNMASK, True)
+    alive, dropped = _unmask_parts(req)
+    if case == "changed":
+        msg = UnmaskRequest(N, set_to_bitmap(sorted(alive - {3}), N),
+                            set_to_bitmap([3], N), req.signers, req.signatures)
+    elif case == "bad_sig":
+        sigs = (bytes(64),) + req.signatures[1:]
+        msg = UnmaskRequest(N, req.alive, req.dropped, req.signers, sigs)
+    else:
+        msg = UnmaskRequest(N, req.alive, req.dropped, req.signers[:2], req.signatures[:2])
+    _aborts_with(c, msg, reason)
+
+
+def test_honest_unmask_reveals_one_share_per_peer() -> None:
+    c, req = drive(S.AWAIT_UNMASK, False)
+    (out,) = c.receive(req)
+    assert set(out.b_owners) == set(range(1, N)) and not out.s_owners
+    assert c.state is S.COMPLETED
+
+
+def test_bad_inputs_rejected() -> None:
+    from secagg.errors import ParameterError
+
+    cfg = make_config(N, DIM)
+    with pytest.raises(ParameterError):
+        SecAggClient(cfg, N, np.zeros(DIM, dtype=np.uint64), None)
+    with pytest.raises(ParameterError):
+        SecAggClient(cfg, 0, np.zeros(DIM + 1, dtype=np.uint64), None)
+    with pytest.raises(ParameterError):
+        SecAggClient(cfg, 0, np.full(DIM, 1 << 32, dtype=np.uint64), None)
+    with pytest.raises(ParameterError):  # malicious variant needs the PKI
+        SecAggClient(make_config(N, DIM, malicious=True), 0, np.zeros(DIM, np.uint64), None)

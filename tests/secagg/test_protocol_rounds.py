@@ -1,0 +1,196 @@
+"""Full sessions through the engine: exact sums for every kind of modulus, both graphs
+and both variants, determinism, session binding, transcript and cost accounting."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from protocol.randomness import insecure_deterministic_randomness
+from protocol.secagg_engine import SERVER, Dropout, make_config, run_secagg
+from secagg.errors import ParameterError
+from secagg.params import find_params
+from secagg.state import ClientState, ModAccumulator, SessionConfig, set_to_bitmap
+
+
+def _sum(x: np.ndarray, rows, modulus: int) -> list[int]:
+    return [sum(int(v) for v in x[sorted(rows), j]) % modulus for j in range(x.shape[1])]
+
+
+def _inputs(n: int, dim: int, modulus: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if modulus == 1 << 64:
+        return rng.integers(0, 1 << 64, (n, dim), dtype=np.uint64, endpoint=False)
+    return rng.integers(0, modulus, (n, dim), dtype=np.uint64)
+
+
+@pytest.mark.parametrize("modulus", [2, 3, 7, 1 << 8, 1 << 16, 1000003, 1 << 32,
+                                     (1 << 61) - 1, (1 << 63) + 5, (1 << 64) - 59, 1 << 64])
+def test_exact_sum_for_any_modulus(modulus: int) -> None:
+    cfg = make_config(6, 9, threshold=3, modulus=modulus)
+    x = _inputs(6, 9, modulus)
+    run = run_secagg(cfg, x, rand=insecure_deterministic_randomness(modulus))
+    assert run.completed
+    assert [int(v) for v in run.result] == _sum(x, range(6), modulus)
+
+
+@pytest.mark.parametrize("graph", ["complete", "harary"])
+@pytest.mark.parametrize("malicious", [False, True])
+def test_full_round_with_found_parameters(graph: str, malicious: bool) -> None:
+    n = 24
+    params = find_params(n, graph=graph, malicious=malicious)
+    cfg = SessionConfig(params, tuple(range(1000, 1000 + n)), b"ctx", 16, 1 << 32,
+                        malicious=malicious)
+    x = _inputs(n, 16, 1 << 32, 1)
+    run = run_secagg(cfg, x, rand=insecure_deterministic_randomness(2))
+    assert run.completed and all(s is ClientState.COMPLETED for s in run.client_states)
+    assert [int(v) for v in run.result] == _sum(x, range(n), 1 << 32)
+    # every message went through the codec, in both directions
+    kinds = {e.kind for e in run.transcript.envelopes}
+    expected = {"AdvertiseKeys", "KeyList", "ShareKeys", "RoutedShares", "MaskedInput",
+                "UnmaskRequest", "UnmaskShares"}
+    if malicious:
+        expected |= {"ConsistencyRequest", "ConsistencySignature"}
+    assert kinds == expected
+    # nobody revealed both shares of anyone
+    for c in range(n):
+        for p in range(n):
+            assert not run.transcript.revealed_both(c, p)
+    assert run.bytes_up.sum() == sum(e.size for e in run.transcript.envelopes
+                                     if e.sender != SERVER)
+    assert run.bytes_down.sum() == sum(e.size for e in run.transcript.envelopes
+                                       if e.sender == SERVER)
+    assert (run.client_seconds > 0).all() and run.server_seconds > 0
+
+
+def test_harary_neighbourhoods_are_recomputed_consistently() -> None:
+    cfg = make_config(30, 2, graph="harary", degree=6, threshold=3)
+    run = run_secagg(cfg, np.zeros((30, 2), np.uint64),
+                     rand=insecure_deterministic_randomness(3))
+    assert run.completed
+    server_graph = run.server.neighbours
+    for i, c in enumerate(run.clients):
+        assert c.neighbours == server_graph[i] and len(c.neighbours) == 6
+        assert all(i in server_graph[j] for j in c.neighbours)   # symmetric
+    # SecAgg+ cost: a client sends k ciphertexts, not n - 1
+    shares = [e for e in run.transcript.envelopes if e.kind == "ShareKeys"]
+    full = make_config(30, 2)
+    run_full = run_secagg(full, np.zeros((30, 2), np.uint64),
+                          rand=insecure_deterministic_randomness(3))
+    shares_full = [e for e in run_full.transcript.envelopes if e.kind == "ShareKeys"]
+    assert max(e.size for e in shares) * 3 < min(e.size for e in shares_full)
+
+
+def test_deterministic_with_seed_and_fresh_without() -> None:
+    cfg = make_config(5, 4, threshold=3)
+    x = _inputs(5, 4, 1 << 32)
+    a = run_secagg(cfg, x, rand=insecure_deterministic_randomness(7))
+    b = run_secagg(cfg, x, rand=insecure_deterministic_randomness(7))
+    c = run_secagg(cfg, x)  # OsRandom
+    assert a.input_digests == b.input_digests
+    assert a.input_digests != c.input_digests
+    assert np.array_equal(a.result, c.result)
+
+
+def test_masked_inputs_do_not_reveal_inputs() -> None:
+    """Each masked vector differs from its input (uniform masks: equality of an entry
+    has probability 2^-32 per entry; 40 entries)."""
+    cfg = make_config(4, 10, threshold=2)
+    x = _inputs(4, 10, 1 << 32)
+    seen = []
+
+    def hook(round_no, direction, envs):
+        if direction == "up" and round_no == 2:
+            seen.extend(e.message().vector().copy() for e in envs)
+        return envs
+
+    run = run_secagg(cfg, x, rand=insecure_deterministic_randomness(5), adversary=hook)
+    assert run.completed and len(seen) == 4
+    for y in seen:
+        assert not any((y == row).any() for row in x)
+
+
+def test_session_binds_parameters_roster_and_context() -> None:
+    base = make_config(5, 4, threshold=3)
+    variants = [make_config(5, 4, threshold=3, context=b"other"),
+                make_config(5, 4, threshold=2),
+                make_config(5, 5, threshold=3),
+                make_config(5, 4, threshold=3, modulus=1 << 16),
+                make_config(5, 4, threshold=3, participants=[0, 1, 2, 4, 3]),
+                make_config(5, 4, threshold=3, malicious=True)]
+    sessions = {base.session} | {v.session for v in variants}
+    assert len(sessions) == 1 + len(variants)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ParameterError):
+        make_config(5, 0)
+    with pytest.raises(ParameterError):
+        make_config(5, 3, modulus=1)
+    with pytest.raises(ParameterError):
+        make_config(5, 3, modulus=(1 << 64) + 1)
+    with pytest.raises(ParameterError):
+        make_config(5, 3, participants=[1, 2, 3])
+
+
+def test_callable_inputs_and_input_errors() -> None:
+    cfg = make_config(4, 3, threshold=2)
+    x = _inputs(4, 3, 1 << 32)
+    run = run_secagg(cfg, lambda i: x[i], rand=insecure_deterministic_randomness(1))
+    assert [int(v) for v in run.result] == _sum(x, range(4), 1 << 32)
+    with pytest.raises(ParameterError):
+        run_secagg(cfg, x[:3])
+
+
+@pytest.mark.parametrize("modulus", [5, (1 << 63) + 5, 1 << 20])
+def test_mod_accumulator_matches_python(modulus: int) -> None:
+    rng = np.random.default_rng(modulus % 1000)
+    hi = min(modulus, 1 << 63)
+    acc = ModAccumulator(7, modulus)
+    ref = [0] * 7
+    for step in range(300):
+        v = rng.integers(0, hi, 7, dtype=np.uint64)
+        if step % 3:
+            acc.add(v)
+            ref = [(a + int(b)) % modulus for a, b in zip(ref, v)]
+        else:
+            acc.sub(v)
+            ref = [(a - int(b)) % modulus for a, b in zip(ref, v)]
+    assert [int(v) for v in acc.value()] == ref
+
+
+def test_random_dropout_model_is_reproducible() -> None:
+    a = Dropout.random(100, 0.2, np.random.default_rng(1))
+    b = Dropout.random(100, 0.2, np.random.default_rng(1))
+    assert a.schedule == b.schedule
+    dropped = sum(len(v) for v in a.schedule.values())
+    assert 5 <= dropped <= 40  # Binomial(100, 0.2): outside with prob < 1e-4
+    with pytest.raises(ValueError):
+        Dropout.random(3, 1.5, np.random.default_rng(0))
+
+
+def test_bitmap_roundtrip() -> None:
+    from secagg.state import bitmap_to_mask
+
+    for n in (1, 7, 8, 9, 100):
+        members = list(range(0, n, 3))
+        mask = bitmap_to_mask(set_to_bitmap(members, n), n)
+        assert np.flatnonzero(mask).tolist() == members
+    with pytest.raises(ValueError):
+        bitmap_to_mask(b"\xff", 7)  # padding bit set
+    with pytest.raises(ValueError):
+        bitmap_to_mask(b"\x00\x00", 7)
+
+
+@pytest.mark.slow
+def test_bench_command_small(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from protocol.cli import main
+
+    assert main(["bench", "secagg", "--clients", "40", "--dim", "200", "--graph", "harary",
+                 "--dropout", "0.1", "--seed", "1", "--json", "--bare-sample", "50"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["correct"] is True and out["clients"] == 40
+    for key in ("seconds", "client_seconds_mean", "server_seconds", "bytes_up_per_client",
+                "bytes_down_per_client", "primitives", "peak_rss_mb"):
+        assert key in out

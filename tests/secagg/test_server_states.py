@@ -1,0 +1,210 @@
+"""Exhaustive (state x event) tests of the server state machine, and the checks that
+make it ignore a client message that does not fit the session."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pytest
+
+from protocol.randomness import insecure_deterministic_randomness
+from protocol.secagg_engine import make_config, run_secagg
+from secagg import crypto
+from secagg.client import SecAggClient
+from secagg.messages import (
+    ALL_MESSAGES, AdvertiseKeys, ConsistencySignature, MaskedInput, ServerAbort, ShareKeys,
+    UnmaskShares,
+)
+from secagg.server import SERVER_TRANSITIONS, SecAggServer
+from secagg.state import (
+    AbortReason as R, CloseRound, InvalidMessage, ServerState as S, UnexpectedEvent,
+)
+
+N, DIM = 5, 4
+ROUND_MESSAGE = {S.COLLECT_KEYS: AdvertiseKeys, S.COLLECT_SHARES: ShareKeys,
+                 S.COLLECT_INPUTS: MaskedInput, S.COLLECT_SIGNATURES: ConsistencySignature,
+                 S.COLLECT_UNMASK: UnmaskShares}
+
+
+def drive(target: S, malicious: bool) -> tuple[SecAggServer, list[Any]]:
+    """The server in ``target`` with the messages honest clients send in that round."""
+    cfg = make_config(N, DIM, threshold=2, malicious=malicious)
+    rand = insecure_deterministic_randomness(0)
+    pairs = [crypto.ed25519_keypair(rand) for _ in range(N)]
+    vks = [pk for _, pk in pairs]
+    x = np.arange(N * DIM, dtype=np.uint64).reshape(N, DIM)
+    clients = [SecAggClient(cfg, i, x[i], rand.child(f"c{i}"), signing_key=pairs[i][0],
+                            verify_keys=vks) for i in range(N)]
+    server = SecAggServer(cfg, verify_keys=vks)
+    up = [m for c in clients for m in c.start()]
+    if target is S.ABORTED:
+        server.close_round()          # nobody's keys arrived
+        assert server.state is S.ABORTED
+        return server, []
+    while server.state is not target:
+        for m in up:
+            server.receive(m)
+        out = server.close_round()
+        up = [r for u, m in out for r in clients[u].receive(m)]
+    return server, up
+
+
+def fingerprint(s: SecAggServer) -> tuple:
+    return (s.state, s.abort_reason, s._in_u1.tobytes(), s._in_u2.tobytes(),
+            s._in_u3.tobytes(), s._in_u4.tobytes(), s._in_u5.tobytes(),
+            tuple(sorted(s.sets.items())), len(s._keys), len(s._signatures),
+            s._acc.acc.tobytes(), tuple((k, len(v)) for k, v in sorted(s._b_shares.items())),
+            None if s.result is None else s.result.tobytes())
+
+
+def _samples() -> dict[type, Any]:
+    seen: dict[type, Any] = {}
+
+    def hook(round_no, direction, envs):
+        for e in envs:
+            seen.setdefault(type(e.message()), e.message())
+        return envs
+
+    cfg = make_config(N, DIM, threshold=2, malicious=True)
+    run_secagg(cfg, np.zeros((N, DIM), dtype=np.uint64),
+               rand=insecure_deterministic_randomness(99), adversary=hook)
+    seen[ServerAbort] = ServerAbort(R.TOO_FEW_ADVERTISED.value)
+    return seen
+
+
+SAMPLES = _samples()
+EVENTS = [CloseRound, *ALL_MESSAGES]
+
+
+@pytest.mark.parametrize("malicious", [False, True])
+@pytest.mark.parametrize("state", list(S))
+@pytest.mark.parametrize("event", EVENTS, ids=lambda t: t.__name__)
+def test_every_state_event_pair(malicious: bool, state: S, event: type) -> None:
+    if state is S.COLLECT_SIGNATURES and not malicious:
+        pytest.skip("round 3 exists only in the malicious variant")
+    server, honest = drive(state, malicious)
+    before = fingerprint(server)
+    legal = (state, event) in SERVER_TRANSITIONS
+    if not legal:
+        with pytest.raises(UnexpectedEvent):
+            if event is CloseRound:
+                server.close_round()
+            else:
+                server.receive(SAMPLES[event])
+        assert fingerprint(server) == before
+        return
+    if event is CloseRound:
+        for m in honest:
+            server.receive(m)
+        out = server.close_round()
+        assert server.abort_reason is None
+        if state is S.COLLECT_UNMASK:
+            assert server.state is S.COMPLETED and out == []
+            want = np.arange(N * DIM, dtype=np.uint64).reshape(N, DIM).sum(axis=0)
+            assert np.array_equal(server.result, want)
+        else:
+            assert server.state is not state and len(out) == N
+        return
+    assert ROUND_MESSAGE[state] is event
+    server.receive(honest[0])
+    assert fingerprint(server) != before
+
+
+def test_transition_table_shape() -> None:
+    for state, msg in ROUND_MESSAGE.items():
+        assert (state, msg) in SERVER_TRANSITIONS and (state, CloseRound) in SERVER_TRANSITIONS
+    assert len(SERVER_TRANSITIONS) == 2 * len(ROUND_MESSAGE)
+
+
+# --------------------------------------------------------------- invalid messages
+
+def _rejects(server: SecAggServer, msg: Any) -> None:
+    before = fingerprint(server)
+    with pytest.raises(InvalidMessage):
+        server.receive(msg)
+    assert fingerprint(server) == before
+
+
+def test_round0_checks() -> None:
+    server, up = drive(S.COLLECT_KEYS, True)
+    server.receive(up[0])
+    _rejects(server, up[0])                                        # duplicate
+    _rejects(server, dataclasses.replace(up[1], sender=N + 3))     # unknown sender
+    _rejects(server, dataclasses.replace(up[1], signature=bytes(64)))  # bad signature
+    _rejects(server, dataclasses.replace(up[1], s_pk=up[1].c_pk))  # equal keys
+    plain, up2 = drive(S.COLLECT_KEYS, False)
+    _rejects(plain, dataclasses.replace(up2[0], signature=bytes(64)))
+
+
+def test_round1_checks() -> None:
+    server, up = drive(S.COLLECT_SHARES, False)
+    m = up[0]
+    _rejects(server, ShareKeys(m.sender, m.recipients[:-1], m.ciphertexts[:-1]))
+    server.receive(m)
+    _rejects(server, m)
+
+
+def test_round1_sender_must_have_advertised() -> None:
+    cfg = make_config(N, DIM, threshold=2)
+    server = SecAggServer(cfg)
+    rand = insecure_deterministic_randomness(1)
+    clients = [SecAggClient(cfg, i, np.zeros(DIM, np.uint64), rand.child(str(i)))
+               for i in range(N)]
+    starts = [c.start()[0] for c in clients]
+    for m in starts[:-1]:                       # client 4's keys never arrive
+        server.receive(m)
+    out = server.close_round()
+    shares = [r for u, msg in out for r in clients[u].receive(msg)]
+    fake = ShareKeys(4, shares[0].recipients[:1], shares[0].ciphertexts[:1])
+    _rejects(server, fake)
+
+
+def test_round2_checks() -> None:
+    server, up = drive(S.COLLECT_INPUTS, False)
+    m = up[0]
+    _rejects(server, MaskedInput.from_vector(m.sender, np.zeros(DIM + 1, np.uint64),
+                                             m.modulus))
+    _rejects(server, MaskedInput.from_vector(m.sender, m.vector() & np.uint64(0xFFFF), 1 << 16))
+    server.receive(m)
+    _rejects(server, m)
+
+
+def test_round3_checks() -> None:
+    server, up = drive(S.COLLECT_SIGNATURES, True)
+    _rejects(server, ConsistencySignature(up[0].sender, bytes(64)))
+    _rejects(server, ConsistencySignature(up[0].sender, up[1].signature))
+
+
+def test_round4_checks() -> None:
+    server, up = drive(S.COLLECT_UNMASK, False)
+    m = up[0]
+    # claims peer 1 dropped (s-share) although it is alive
+    _rejects(server, UnmaskShares(m.sender, m.b_owners[1:], m.b_shares[1:],
+                                  m.b_owners[:1], m.b_shares[:1]))
+    # a share with another evaluation point
+    other = up[1]
+    _rejects(server, UnmaskShares(m.sender, m.b_owners,
+                                  (other.b_shares[0],) + m.b_shares[1:], (), ()))
+    server.receive(m)
+    _rejects(server, m)
+
+
+def test_too_few_unmask_responses_aborts() -> None:
+    server, up = drive(S.COLLECT_UNMASK, False)
+    server.receive(up[0])
+    assert server.close_round() == []
+    assert server.state is S.ABORTED
+    assert server.abort_reason is R.TOO_FEW_UNMASK_RESPONSES
+    with pytest.raises(UnexpectedEvent):
+        server.close_round()
+
+
+def test_abort_notifies_remaining_clients() -> None:
+    server, up = drive(S.COLLECT_SHARES, False)
+    server.receive(up[0])
+    out = server.close_round()
+    assert server.abort_reason is R.TOO_FEW_SHARE_SENDERS
+    assert [u for u, _ in out] == [0]
+    assert all(isinstance(m, ServerAbort) and m.reason == R.TOO_FEW_SHARE_SENDERS.value
+               for _, m in out)
