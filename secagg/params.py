@@ -3,44 +3,54 @@
 Theory of operation (derivation in ``docs/secagg-primitives.md``)
 -----------------------------------------------------------------
 Threat model: a server (malicious by default, or semi-honest) colluding with at most
-``gamma n`` clients chosen *before* the public graph seed is drawn; at most ``delta n``
-clients drop out, independently of the seed. Because the ring order of
-:mod:`secagg.graph` is a uniform permutation independent of both sets, each client's
-``k`` neighbours are a uniform ``k``-subset of the other ``n - 1`` clients, so the
-number ``C`` of corrupt neighbours of an honest client is hypergeometric
-``HG(N = n - 1, K = ceil(gamma n), k)`` and the number ``D`` of dropped neighbours is
-``HG(n - 1, ceil(delta n), k)``.
+``ceil(gamma n)`` clients chosen *before* the public graph seed is drawn. Genuine
+dropouts (at most ``ceil(delta n)``) happen independently of the seed; a malicious server
+may additionally declare any honest clients dropped, *after* seeing the graph. Because
+the ring order of :mod:`secagg.graph` is a uniform permutation independent of the
+corrupt set, each client's ``k`` neighbours are a uniform ``k``-subset of the other
+``n - 1`` clients: the number ``C`` of corrupt neighbours of an honest client is
+hypergeometric ``HG(N = n - 1, K = ceil(gamma n), k)``, and the number ``D`` of
+genuinely dropped neighbours is ``HG(n - 1, ceil(delta n), k)``.
 
-Security, failure probability ``<= 2^-sigma``, union bound over the ``n`` clients:
+Security, failure probability ``<= 2^-sigma`` (union bounds throughout):
 
 * (S1) the adversary never holds ``t`` shares of *both* secrets of an honest client.
   Honest neighbours reveal at most one kind of share per peer, corrupt ones both.
   Against a semi-honest server this needs ``C < t``; a malicious server can split the
   ``k - C`` honest neighbours into two groups (one asked for self-mask shares, one for
   mask-key shares) and wins iff ``2 (t - C) <= k - C``, so it needs ``C < 2t - k``
-  (Bonawitz et al.'s ``t > (n + n_C) / 2`` applied per neighbourhood).
-* (S2) the honest clients that remain in the sum stay connected through pairwise
-  masks, otherwise the server learns the partial sums of the components. Remove the
-  ``B = ceil((gamma + delta) n)`` corrupt-or-dropped clients from the ring: honest
-  survivors at ring distance ``<= k/2`` are adjacent, so the graph can only split if the
-  ring has two disjoint runs of ``k/2`` consecutive removed positions. Union bound over
-  the ``<= n^2 / 2`` pairs of run starts: ``P(S2 fails) <= n^2/2 * (B)_k / (n)_k`` with
-  ``(a)_k`` the falling factorial. (Zero for the complete graph.)
+  (Bonawitz et al.'s ``t > (n + n_C) / 2`` applied per neighbourhood). Bound:
+  ``n P(C >= a)`` with ``a = t`` or ``a = 2t - k``.
+* (S2) the honest survivors stay connected through pairwise masks, otherwise the server
+  learns the sums of the components. Honest survivors at ring distance ``<= k/2`` are
+  adjacent, so the survivors split only if two disjoint runs of ``k/2`` ring positions
+  hold no honest survivor.
 
-So ``n * P(C >= a) + P_S2 <= 2^-sigma`` with ``a = t`` (semi-honest) or ``a = 2t - k``
-(malicious).
+  - semi-honest server (random removals): with ``B = ceil((gamma + delta) n)`` removed
+    clients, ``P <= n^2/2 * (B)_k / (n)_k`` (``(a)_k`` the falling factorial).
+  - malicious server (adaptive removals): the server can empty any runs it likes, but
+    to learn a component's sum it must unmask every member, so each member needs
+    ``t`` neighbours among survivors and corrupt clients. The member at the end of a
+    component has at most ``k/2`` such neighbours on its inner side, so the ``k/2``
+    positions just outside it hold ``>= t - k/2`` corrupt clients; a component has two
+    ends, so two disjoint windows of ``k/2`` positions hold ``>= 2t - k`` corrupt
+    clients together: ``P <= n^2/2 * P(HG(n, K, k) >= 2t - k)``.
+
+  Both are zero for the complete graph.
 
 Correctness, failure probability ``<= 2^-eta``: every client (surviving, or dropped and
 needing its mask key rebuilt) has at least ``t`` surviving neighbours:
-``n * P(D >= k - t + 1) <= 2^-eta``.
+``n * P(D >= k - t + 1) <= 2^-eta`` (genuine dropouts only: a malicious server can always
+abort).
 
-:func:`find_params` scans even ``k`` upwards; for each ``k`` it takes the *smallest*
-``t`` meeting security (which leaves the most room for dropouts) and accepts ``k`` if
-that ``t`` also meets correctness. Tails are summed exactly in log space
-(log-factorials from :func:`math.lgamma`, a suffix log-sum-exp with numpy). For the complete
-graph ``k = n - 1``, so ``C = ceil(gamma n)`` and ``D = ceil(delta n)`` are certain and
-the conditions become the deterministic ``t > (n - 1 + gamma n) / 2`` (malicious) or
-``t > gamma n`` (semi-honest), and ``t <= n - 1 - ceil(delta n)``.
+:func:`find_params` scans every even ``k`` upwards (feasibility is not monotone in
+``k``: ``t`` moves in integer steps); for each ``k`` it takes the *smallest* ``t``
+meeting security (which leaves the most room for dropouts) and accepts ``k`` if that
+``t`` also meets correctness. Tails are summed exactly in log space (log-factorials from
+:func:`math.lgamma`, a suffix log-sum-exp with numpy). For the complete graph
+``k = n - 1``, so ``C = ceil(gamma n)`` and ``D = ceil(delta n)`` are certain and the
+conditions become the deterministic ``2t > n - 1 + ceil(gamma n)`` (malicious) or
+``t > ceil(gamma n)`` (semi-honest), and ``t <= n - 1 - ceil(delta n)``.
 """
 from __future__ import annotations
 
@@ -148,7 +158,7 @@ def _log_factorials(n: int) -> np.ndarray:
 
 def _hypergeom_log_pmf(N: int, K: int, k: int) -> tuple[int, np.ndarray]:
     """``(lo, logpmf)`` with ``logpmf[j - lo] = ln P(X = j)`` for ``X ~ HG(N, K, k)``."""
-    lf = _log_factorials(N)
+    lf = _log_factorials(-(-(N + 1) // 4096) * 4096)  # rounded up: n - 1 and n share it
     lo, hi = max(0, k - (N - K)), min(k, K)
     j = np.arange(lo, hi + 1)
     # ln C(K, j) + ln C(N - K, k - j) - ln C(N, k)
@@ -199,12 +209,20 @@ def _evaluate(n: int, k: int, gamma: float, delta: float, sigma: int, eta: int,
     N = n - 1
     kc, kd = min(_count(gamma, n), N), min(_count(delta, n), N)
     log2n = math.log2(n)
-    gap = log2_disconnect_probability(n, k, min(_count(gamma + delta, n), n))
-    if gap > -sigma:
+    if malicious:
+        # sec[a] = log2(n P(C >= a) + n^2/2 P(C' >= a)), a = 2t - k: (S1) and (S2-adaptive)
+        sec = log2n + _log2_tails(N, kc, k)
+        if k < N:
+            sec = np.logaddexp2(sec, 2 * log2n - 1 + _log2_tails(n, min(kc, n), k))
+    else:
+        # sec[a] = log2(n P(C >= a) + P_S2), a = t: (S1) and (S2-random)
+        gap = log2_disconnect_probability(n, k, min(_count(gamma + delta, n), n))
+        if gap > -sigma:
+            return None
+        sec = np.logaddexp2(log2n + _log2_tails(N, kc, k), gap)
+    if not sec[-1] <= -sigma:  # sec[k + 1] is the a-independent part
         return None
-    # sec[a] = log2(n P(C >= a) + P_S2) for a = 0..k+1 (non-increasing in a)
-    sec = np.logaddexp2(log2n + _log2_tails(N, kc, k), gap)
-    a = int(np.argmax(sec <= -sigma))  # sec[k + 1] = gap <= -sigma, so one exists
+    a = int(np.argmax(sec <= -sigma))  # first a meeting the bound (sec is non-increasing)
     a = max(a, 1)
     t = max((a + k + 1) // 2 if malicious else a, 1)  # malicious: smallest t, 2t - k >= a
     if t > k:

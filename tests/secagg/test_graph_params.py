@@ -137,6 +137,64 @@ def test_disconnection_needs_two_runs_of_k_over_2_removed_nodes() -> None:
     assert disconnected > 20  # the check above was exercised
 
 
+def _components(nodes: set[int], g: list[tuple[int, ...]]) -> list[set[int]]:
+    left, comps = set(nodes), []
+    while left:
+        start = left.pop()
+        comp, stack = {start}, [start]
+        while stack:
+            for j in g[stack.pop()]:
+                if j in left:
+                    left.discard(j)
+                    comp.add(j)
+                    stack.append(j)
+        comps.append(comp)
+    return comps
+
+
+def _two_windows_with_corrupt(corrupt_pos: set[int], n: int, h: int, m: int) -> bool:
+    """Two disjoint windows of h consecutive ring positions, each with >= m corrupt."""
+    heavy = [s for s in range(n) if sum((s + d) % n in corrupt_pos for d in range(h)) >= m]
+    for a, b in itertools.combinations(heavy, 2):
+        if {(a + d) % n for d in range(h)}.isdisjoint({(b + d) % n for d in range(h)}):
+            return True
+    return False
+
+
+def test_adaptive_disconnection_needs_two_windows_of_corrupt_nodes() -> None:
+    # the lemma behind the malicious-server bound (S2'): if a malicious server drops any
+    # honest clients it likes and some component S of the honest survivors is split from
+    # the rest while every member of S keeps >= t neighbours among survivors and corrupt
+    # clients (so the server can unmask all of S), then the ring has two disjoint windows
+    # of k/2 positions holding >= t - k/2 corrupt clients each
+    rng = np.random.default_rng(11)
+    exercised = 0
+    for trial in range(1500):
+        n = int(rng.integers(10, 36))
+        k = 2 * int(rng.integers(1, 4))
+        if k >= n - 1:
+            continue
+        t = int(rng.integers(k // 2 + 1, k + 1))
+        seed = trial.to_bytes(2, "big")
+        g = harary_graph(n, k, seed)
+        ring = ring_order(n, seed).tolist()
+        perm = rng.permutation(n)
+        corrupt = set(perm[: int(rng.integers(0, n // 2))].tolist())
+        honest = [v for v in range(n) if v not in corrupt]
+        dropped = {v for v in honest if rng.random() < 0.4}
+        survivors = set(honest) - dropped
+        comps = _components(survivors, g)
+        if len(comps) < 2:
+            continue
+        alive = survivors | corrupt
+        for comp in comps:
+            if all(sum(j in alive for j in g[i]) >= t for i in comp):
+                exercised += 1
+                corrupt_pos = {ring.index(v) for v in corrupt}
+                assert _two_windows_with_corrupt(corrupt_pos, n, k // 2, t - k // 2)
+    assert exercised > 30
+
+
 # ------------------------------------------------------------------ tails
 
 @pytest.mark.parametrize("a,N,K,k", [(0, 99, 5, 10), (1, 99, 5, 10), (3, 99, 5, 10),
@@ -162,7 +220,8 @@ def test_disconnect_bound_formula() -> None:
 # ------------------------------------------------------------------ find_params
 
 TABLE = {  # n: (degree, threshold) at the defaults (gamma = delta = 0.05, sigma 40, eta 20)
-    100: (16, 11), 1000: (52, 37), 10000: (62, 44), 100000: (68, 48)}
+    100: (16, 11), 1000: (54, 39), 10000: (68, 49), 100000: (78, 56)}
+SEMI_HONEST_TABLE = {100: (12, 6), 1000: (30, 17), 10000: (34, 20), 100000: (36, 21)}
 
 
 @pytest.mark.parametrize("n", sorted(TABLE))
@@ -173,18 +232,33 @@ def test_default_parameter_table(n: int) -> None:
     assert p.log2_security_failure <= -40 and p.log2_correctness_failure <= -20
     # minimal: the next smaller even degree admits no threshold
     assert _evaluate(n, p.degree - 2, 0.05, 0.05, 40, 20, True) is None
+    semi = find_params(n, malicious=False)
+    assert (semi.degree, semi.threshold) == SEMI_HONEST_TABLE[n]
+    assert _evaluate(n, semi.degree - 2, 0.05, 0.05, 40, 20, False) is None
 
 
-def test_bounds_recomputed_with_scipy() -> None:
-    n, (k, t) = 1000, TABLE[1000]
-    N = n - 1
-    corrupt = stats.hypergeom(N, 50, k).sf(2 * t - k - 1)       # P(C >= 2t - k)
-    dropped = stats.hypergeom(N, 50, k).sf(k - t)               # P(D >= k - t + 1)
+def _malicious_security(n: int, k: int, t: int, corrupt: int) -> float:
+    """n P(HG(n-1, K, k) >= 2t - k) + n^2/2 P(HG(n, K, k) >= 2t - k), with scipy."""
+    a = 2 * t - k
+    return (n * stats.hypergeom(n - 1, corrupt, k).sf(a - 1)
+            + n * n / 2 * stats.hypergeom(n, corrupt, k).sf(a - 1))
+
+
+def test_malicious_bounds_recomputed_with_scipy() -> None:
+    for n in (1000, 10000):
+        (k, t), c = TABLE[n], math.ceil(0.05 * n)
+        assert _malicious_security(n, k, t, c) <= 2**-40
+        assert n * stats.hypergeom(n - 1, c, k).sf(k - t) <= 2**-20   # P(D >= k - t + 1)
+        assert _malicious_security(n, k, t - 1, c) > 2**-40          # t - 1 is not secure
+
+
+def test_semi_honest_bounds_recomputed_with_scipy() -> None:
+    n, (k, t) = 1000, SEMI_HONEST_TABLE[1000]
+    corrupt = stats.hypergeom(n - 1, 50, k).sf(t - 1)           # P(C >= t)
+    dropped = stats.hypergeom(n - 1, 50, k).sf(k - t)           # P(D >= k - t + 1)
     gap = n * n / 2 * math.prod((100 - i) / (n - i) for i in range(k))
     assert n * corrupt + gap <= 2**-40
     assert n * dropped <= 2**-20
-    # and t - 1 would not be secure
-    assert n * stats.hypergeom(N, 50, k).sf(2 * (t - 1) - k - 1) + gap > 2**-40
 
 
 def test_complete_graph_thresholds() -> None:
@@ -229,17 +303,17 @@ def test_feasibility_is_not_monotone_so_the_scan_is_exhaustive() -> None:
     # with t moving in integer steps, a feasible k can be followed by infeasible ones;
     # this is why find_params scans every even k instead of bisecting
     n, g, d = 2000, 0.2, 0.2
-    flags = [_evaluate(n, k, g, d, 40, 20, True) is not None for k in range(2, 400, 2)]
+    flags = [_evaluate(n, k, g, d, 40, 20, True) is not None for k in range(2, 420, 2)]
     first = flags.index(True)
-    assert False in flags[first:]  # k = 372 fails between feasible 370 and 374
-    assert find_params(n, corrupt_fraction=g, dropout_rate=d).degree == 2 + 2 * first == 370
+    assert False in flags[first:]  # k = 396 fails between feasible 394 and 398
+    assert find_params(n, corrupt_fraction=g, dropout_rate=d).degree == 2 + 2 * first == 394
 
 
 @pytest.mark.slow
 def test_heavy_adversary_large_n() -> None:
     n = 200_000
     p = find_params(n, corrupt_fraction=0.3, dropout_rate=0.3)
-    assert (p.degree, p.threshold) == (10024, 6710)
+    assert (p.degree, p.threshold) == (11110, 7455)
     assert p.log2_security_failure <= -40 and p.log2_correctness_failure <= -20
 
 
