@@ -151,3 +151,30 @@ def test_worked_example_eq3() -> None:
     g = triehhpp_privacy(N, 12_000, 15, 10, bound="eq3")
     assert 1.9 < g.epsilon < 2.0
     assert p_theta(15) == pytest.approx(4.785e-6, rel=1e-3)
+
+
+def _exact_delta(k: int, p: float, theta: int, eps: float) -> float:
+    """Smallest delta for which one thresholded cell is (eps, delta)-DP between a
+    dataset with k + 1 holders of the prefix and one with k (both directions), computed
+    exactly from the binomial laws (outputs: each released value tau >= theta, or
+    'suppressed')."""
+    tau = np.arange(0, k + 2)
+    a = stats.binom.pmf(tau, k + 1, p)
+    b = stats.binom.pmf(tau, k, p)
+    a_out = np.concatenate([[a[:theta].sum()], a[theta:]])
+    b_out = np.concatenate([[b[:theta].sum()], b[theta:]])
+    e = math.exp(eps)
+    return max(float(np.maximum(a_out - e * b_out, 0).sum()),
+               float(np.maximum(b_out - e * a_out, 0).sum()))
+
+
+@pytest.mark.parametrize("m, bound", [(12_000, "eq3"), (6_000, "paper"), (6_000, "eq3")])
+def test_level_epsilon_verified_exactly_on_one_cell(m: int, bound: str) -> None:
+    # the per-level (eps_i, p_theta) claim checked against the exact privacy-loss
+    # distribution of one thresholded binomial cell, for prefix counts from 1 to 10^5
+    theta, p = 15, m / N
+    eps_i = level_epsilon(N, m, theta, bound)
+    for k in [1, 5, 14, 30, 60, 83, 150, 500, 1_000, 1_250, 3_000, 10_000, 100_000]:
+        assert _exact_delta(k, p, theta, eps_i) <= p_theta(theta), k
+    # the check can fail: at epsilon 0 (total variation) the cell laws differ by more
+    assert max(_exact_delta(k, p, theta, 0.0) for k in [500, 1_000, 3_000]) > p_theta(theta)
