@@ -30,8 +30,8 @@ Other sources
 -------------
 * :func:`from_csv`: ``party,user,item`` rows (item: an integer below ``2**bits`` or a
   word, encoded as below).
-* :func:`words_population`: parties from the embedded word frequencies of
-  :mod:`protocol.datasets` (when present) or ``wordfreq``; words become 48-bit items
+* :func:`words_population`: parties from the embedded English word frequencies
+  (``wordfreq``, as in :mod:`protocol.datasets`); words become 48-bit items
   (their first 6 bytes of UTF-8, zero padded, big-endian).
 """
 from __future__ import annotations
@@ -178,16 +178,11 @@ def from_csv(path: str | pathlib.Path, bits: int = 48) -> Population:
 
 
 def _word_counts(n_words: int) -> tuple[list[str], np.ndarray]:
-    try:  # the project's embedded word data, when that module exists
-        from protocol import datasets  # type: ignore[attr-defined]
+    """The ``n_words`` most frequent English words and their wordfreq frequencies."""
+    from wordfreq import top_n_list, word_frequency
 
-        words, freqs = datasets.word_frequencies(n_words)  # type: ignore[attr-defined]
-        return list(words), np.asarray(freqs, dtype=float)
-    except (ImportError, AttributeError):
-        from wordfreq import top_n_list, word_frequency
-
-        words = top_n_list("en", n_words)
-        return words, np.array([word_frequency(w, "en") for w in words], dtype=float)
+    words = top_n_list("en", n_words)
+    return words, np.array([word_frequency(w, "en") for w in words], dtype=float)
 
 
 def words_population(users: int = 200_000, parties: int = 4, seed: int = 0,

@@ -32,7 +32,10 @@ class FederatedConfig:
         k: number of heavy hitters queried.
         levels: granularity ``g`` (levels of the prefix tree); step ``m / g`` bits.
         oracle: "grr" (default), "oue" or "olh".
-        shared_fraction: share of each party's users spent on Phase I (0.1).
+        shared_fraction: share of each party's users spent on Phase I; ``None`` (the
+            default) gives every level the same share ``1/g``, i.e. ``g_s / g`` for
+            Phase I, as Algorithm 2 (line 5) and the proof of Theorem 5.1
+            (``Pr[h] = 1/g``) state; section 7.1's "10% of users" is available as 0.1.
         shared_levels: ``g_s``; ``None`` means ``floor(0.25 g)``.
         extension: "adaptive" (equations 2, 3) or a fixed extension number ``t``.
         prune_ratio: TAPS dividing ratio (``beta`` in Algorithm 4; 0.1).
@@ -47,7 +50,7 @@ class FederatedConfig:
     k: int = 10
     levels: int = 24
     oracle: str = "grr"
-    shared_fraction: float = 0.1
+    shared_fraction: float | None = None
     shared_levels: int | None = None
     extension: str | int = "adaptive"
     prune_ratio: float = 0.1
@@ -61,7 +64,7 @@ class FederatedConfig:
             raise FederatedError("k must be >= 1")
         if self.levels < 2:
             raise FederatedError("levels must be >= 2")
-        if not 0 < self.shared_fraction < 1:
+        if self.shared_fraction is not None and not 0 < self.shared_fraction < 1:
             raise FederatedError("shared_fraction must be in (0, 1)")
         if not 0 < self.prune_ratio < 0.5:
             raise FederatedError("prune_ratio must be in (0, 0.5)")
@@ -70,6 +73,13 @@ class FederatedConfig:
         gs = self.g_s
         if not 1 <= gs < self.levels:
             raise FederatedError(f"shared levels g_s={gs} must be in [1, levels)")
+
+    @property
+    def phase_one_fraction(self) -> float:
+        """Share of each party's users spent on Phase I."""
+        if self.shared_fraction is not None:
+            return float(self.shared_fraction)
+        return self.g_s / self.levels
 
     @property
     def g_s(self) -> int:

@@ -2,13 +2,14 @@
 
 TAP (Algorithm 3)
 -----------------
-Phase I, shared shallow trie (Algorithm 2): in every party a share ``shared_fraction``
-(10%) of the users, split into ``g_s = floor(0.25 g)`` disjoint groups, estimates the first
+Phase I, shared shallow trie (Algorithm 2): in every party the first
+``g_s = floor(0.25 g)`` of ``g`` equal disjoint user groups (or, optionally, a share
+``shared_fraction`` of the users split into ``g_s`` groups) estimate the first
 ``g_s`` levels with adaptive extension. Each party sends the level-``g_s`` candidates with
 positive estimated counts (``f_hat * |U^i|``) to the server, which sums them and
 broadcasts the global top-k prefixes ``C_{g_s}``.
 
-Phase II: the remaining 90% of each party's users, split into ``g - g_s`` groups, extend
+Phase II: the remaining users of each party, split into ``g - g_s`` groups, extend
 ``C_{g_s}`` level by level (``Construct``/``Estimate`` with adaptive extension) up to the
 full ``m`` bits. Each party uploads its level-``g`` candidates ``C_g^i`` (the top ``t``)
 with estimated counts; the server sums them and releases the top k.
@@ -58,7 +59,7 @@ def shared_shallow_trie(sessions, bits: int, cfg: FederatedConfig,
     lengths = level_lengths(bits, cfg.levels)[:cfg.g_s]
     items, counts, ts_all = [], [], []
     for s, comm in zip(sessions, comms):
-        n1 = int(round(cfg.shared_fraction * s.size))
+        n1 = int(round(cfg.phase_one_fraction * s.size))
         if n1 < len(lengths):
             raise FederatedError(f"party {s.name!r} is too small for {len(lengths)} shared levels")
         sizes = split_sizes(n1, np.ones(len(lengths)))

@@ -1,0 +1,273 @@
+"""Federated heavy hitters (seed 004): metrics, adaptive extension, pruning, mechanisms."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mechanisms.federated import (FederatedConfig, FederatedError, Party, Population, f1_at_k,
+                                  local_recall, ncr, run)
+from mechanisms.federated.adaptive import anchor, drift, extension_number
+from mechanisms.federated.common import aggregate_counts
+from mechanisms.federated.core import construct, level_lengths
+from mechanisms.federated.metrics import MetricError
+from mechanisms.federated.parties import (PrivacyBudgetError, ReportLedger, UserPool, prefixes,
+                                          split_sizes)
+from mechanisms.federated.tap import consensus_set, pruning_levels
+from protocol.datasets_federated import SYN_PARTIES, syn_population
+
+MECHS = ["taps", "tap", "fedpem", "gtf"]
+
+
+# ---- metrics on hand-made cases ---------------------------------------------------------
+def test_f1_hand_cases() -> None:
+    assert f1_at_k([1, 2, 3, 4], [1, 2, 3, 4]) == 1.0
+    assert f1_at_k([1, 2, 3, 4], [5, 6]) == 0.0
+    # 2 hits of 4 estimated, 4 true: p = r = 0.5
+    assert f1_at_k([1, 2, 3, 4], [1, 2, 7, 8]) == pytest.approx(0.5)
+    # 2 hits of 2 estimated, 4 true: p = 1, r = 0.5 -> 2/3
+    assert f1_at_k([1, 2, 3, 4], [1, 2]) == pytest.approx(2 / 3)
+    with pytest.raises(MetricError):
+        f1_at_k([], [1])
+
+
+def test_ncr_hand_cases() -> None:
+    truth = [10, 20, 30, 40]  # qualities 4, 3, 2, 1; total 10
+    assert ncr(truth, [40, 30, 20, 10]) == 1.0
+    assert ncr(truth, [10]) == pytest.approx(0.4)
+    assert ncr(truth, [40, 99]) == pytest.approx(0.1)
+    assert ncr(truth, [99]) == 0.0
+    with pytest.raises(MetricError):
+        ncr([1, 1], [1])
+
+
+def test_local_recall_hand_case() -> None:
+    assert local_recall([1, 2, 3, 4], [[1, 2], [3, 9], []]) == pytest.approx((0.5 + 0.25 + 0) / 3)
+
+
+# ---- prefixes, groups, ledger -----------------------------------------------------------
+def test_level_lengths_and_construct() -> None:
+    assert level_lengths(48, 24) == list(range(2, 49, 2))
+    assert level_lengths(48, 8) == list(range(6, 49, 6))
+    assert level_lengths(10, 4) == [3, 5, 8, 10]  # ceil(h m / g)
+    dom = construct(np.array([3, 1], dtype=np.uint64), 2, 4)
+    assert dom.tolist() == [4, 5, 6, 7, 12, 13, 14, 15]
+    assert prefixes(np.array([0b101101], dtype=np.uint64), 6, 3).tolist() == [0b101]
+
+
+def test_split_sizes_sum() -> None:
+    s = split_sizes(103, np.ones(7))
+    assert s.sum() == 103 and s.max() - s.min() <= 1
+
+
+def test_pool_groups_are_disjoint_and_ledger_refuses_repeats() -> None:
+    pool = UserPool(50, np.random.default_rng(0))
+    a, b = pool.take(20), pool.take(30)
+    assert not set(a) & set(b) and pool.remaining == 0
+    with pytest.raises(FederatedError):
+        pool.take(1)
+    led = ReportLedger("p", 50)
+    led.record(a)
+    with pytest.raises(PrivacyBudgetError):
+        led.record(np.array([a[0]]))
+    with pytest.raises(PrivacyBudgetError):
+        led.record(np.array([b[0], b[0]]))
+    assert led.counts.sum() == 20
+
+
+def test_population_validation() -> None:
+    with pytest.raises(FederatedError):
+        Population((Party("a", np.array([1 << 10], dtype=np.uint64)),), bits=8)
+    with pytest.raises(FederatedError):
+        Population((Party("a", np.array([1])), Party("a", np.array([2]))))
+    with pytest.raises(FederatedError):
+        Party("a", np.array([-1]))
+    with pytest.raises(FederatedError):
+        Party("a", np.array([], dtype=np.uint64))
+
+
+# ---- equations 2 and 3 ------------------------------------------------------------------
+def test_anchor_equation_2_by_hand() -> None:
+    # k = 3: k* in {2, 3}; f = [.5, .4, .1, .05]
+    # k*=2: (.4)/2 - (.1+.05)/2 = 0.125 ; k*=3: (.4+.1)/3 - .05/1 = 0.1167 -> k* = 2
+    assert anchor(np.array([.5, .4, .1, .05]), 3) == 2
+    # f = [.5, .4, .39, .01]: k*=2: .2 - .2 = 0 ; k*=3: .79/3 - .01 = .2533 -> 3
+    assert anchor(np.array([.5, .4, .39, .01]), 3) == 3
+
+
+def test_drift_equation_3_by_hand() -> None:
+    f = np.array([.5, .4, .39, .01, .009, .008])
+    k, ks, sigma = 3, 3, 0.01
+    # x from max(k*-k+1, 1-k*) = 1 to min(k, pi - k) = 3
+    exp = sum(x * 0.5 * math.erfc((f[2] - f[2 + x]) / (math.sqrt(2) * sigma) / math.sqrt(2))
+              for x in (1, 2, 3))
+    assert drift(f, k, ks, sigma) == pytest.approx(exp)
+    # with a huge sigma every overtaking probability is 1/2
+    assert drift(f, k, ks, 1e9) == pytest.approx(0.5 * (1 + 2 + 3))
+
+
+def test_extension_number_cases() -> None:
+    f = np.array([.3, .29, .28, .27, .05, .04, .03, .02, .01, .0, -.01, -.02])
+    # clear gap after rank 4, tiny noise: t = k* = 4
+    assert extension_number(f, 5, 1e-6) == 4
+    # enormous noise: eta reaches its cap k (rounded E[x] is large)
+    assert extension_number(f, 5, 10.0) == min(f.size, anchor(f, 5) + 5)
+    # at most k candidates: keep all
+    assert extension_number(f[:4], 5, 0.01) == 4
+
+
+# ---- equations 5-8 ---------------------------------------------------------------------
+def test_consensus_set_prefers_agreement() -> None:
+    a = np.array([1, 2, 3, 4, 5, 6], dtype=np.uint64)
+    # full agreement: k' = 1 already gives |inter| = 1: 1/(1*(1+eps)) - gamma*(1/2)^2
+    s, kp = consensus_set(a, a.copy(), 5, 4.0, 0.25)
+    assert kp == 1 and s.tolist() == [1]
+    # no agreement at k'=1 (alpha = 1) but agreement on {1, 2} at k' = 2
+    b = np.array([2, 1, 9, 8, 7, 6], dtype=np.uint64)
+    s, kp = consensus_set(a, b, 5, 4.0, 0.25)
+    # k'=1: 0 - .25 = -.25 ; k'=2: 2/(2*25) - .25*(1/3)^2 = .04 - .0278 = .0122 -> k' = 2
+    assert kp == 2 and sorted(s.tolist()) == [1, 2]
+
+
+def test_pruning_levels_default() -> None:
+    cfg = FederatedConfig()
+    assert cfg.g_s == 6
+    assert pruning_levels(cfg) == set(range(7, 13)) | set(range(19, 25))
+
+
+def test_aggregate_counts_sums_over_parties() -> None:
+    top, score = aggregate_counts([np.array([1, 2], dtype=np.uint64), np.array([2, 3], dtype=np.uint64)],
+                                  [np.array([5.0, 4.0]), np.array([3.0, 6.0])], 2)
+    assert top.tolist() == [2, 3] and score.tolist() == [7.0, 6.0]
+
+
+def test_config_validation() -> None:
+    for bad in [{"epsilon": 0}, {"k": 0}, {"extension": "fixed"}, {"prune_ratio": 0.6},
+                {"levels": 1}, {"shared_levels": 30}]:
+        with pytest.raises(FederatedError):
+            FederatedConfig(**bad)
+
+
+# ---- data --------------------------------------------------------------------------------
+def test_syn_matches_table_2_sizes_and_is_reproducible() -> None:
+    pop = syn_population(seed=3)
+    assert pop.total_users == 780_000
+    assert pop.sizes.tolist() == [p.users for p in SYN_PARTIES]
+    again = syn_population(seed=3)
+    assert all(np.array_equal(a.items, b.items) for a, b in zip(pop.parties, again.parties))
+    assert not np.array_equal(syn_population(seed=4).parties[0].items, pop.parties[0].items)
+    assert all(int(p.items.max()) < 1 << 48 for p in pop.parties)
+
+
+def test_syn_beta_controls_domain_overlap() -> None:
+    # smaller beta -> more skewed Dirichlet shares -> fewer items shared by all parties
+    def common(beta: float) -> int:
+        pop = syn_population(seed=0, beta=beta, scale=0.05)
+        sets = [np.unique(p.items) for p in pop.parties]
+        out = sets[0]
+        for s in sets[1:]:
+            out = np.intersect1d(out, s)
+        return out.size
+    assert common(0.2) <= common(5.0)
+
+
+# ---- mechanisms end to end ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small_pop() -> Population:
+    return syn_population(seed=1, scale=0.1)  # 78,000 users
+
+
+@pytest.mark.parametrize("mech", MECHS)
+@pytest.mark.parametrize("oracle", ["grr", "oue", "olh"])
+def test_every_user_reports_exactly_once(small_pop: Population, mech: str, oracle: str) -> None:
+    res = run(mech, small_pop, FederatedConfig(oracle=oracle, k=5), np.random.default_rng(2))
+    assert len(res.parties) == len(small_pop.parties)
+    for p, party in zip(res.parties, small_pop.parties):
+        assert p.report_counts.size == party.size
+        assert p.report_counts.min() == 1 and p.report_counts.max() == 1, (mech, p.name)
+    assert res.max_reports_per_user() == 1
+    assert 1 <= res.heavy_hitters.size <= 5
+    assert len(set(map(int, res.heavy_hitters))) == res.heavy_hitters.size
+
+
+@pytest.mark.parametrize("mech", MECHS)
+def test_mechanisms_find_heavy_hitters_small(small_pop: Population, mech: str) -> None:
+    # eps = 4, k = 10 on 78,000 users; fixed seed. Measured F1 0.7-0.9; 0.5 leaves margin.
+    truth = small_pop.true_top_k(10)
+    res = run(mech, small_pop, FederatedConfig(), np.random.default_rng(7))
+    assert f1_at_k(truth, res.heavy_hitters) >= 0.5
+    assert ncr(truth, res.heavy_hitters) >= 0.5
+    comm = res.communication()
+    assert set(comm) == {p.name for p in small_pop.parties}
+    assert all(c["upload_bits"] == c["uploaded_pairs"] * 80 for c in comm.values())
+
+
+def test_same_seed_same_release(small_pop: Population) -> None:
+    a = run("taps", small_pop, FederatedConfig(), np.random.default_rng(3))
+    b = run("taps", small_pop, FederatedConfig(), np.random.default_rng(3))
+    assert np.array_equal(a.heavy_hitters, b.heavy_hitters)
+
+
+def test_communication_shape(small_pop: Population) -> None:
+    k = 10
+    fp = run("fedpem", small_pop, FederatedConfig(k=k), np.random.default_rng(0))
+    assert all(c["uploaded_pairs"] == k and c["downloaded_pairs"] == 0 for c in fp.communication().values())
+    tp = run("taps", small_pop, FederatedConfig(k=k), np.random.default_rng(0))
+    comm = tp.communication()
+    biggest = small_pop.parties[int(np.argmax(small_pop.sizes))].name
+    # every party downloads the k shared prefixes; later parties also the pruning sets
+    assert comm[biggest]["downloaded_pairs"] == k
+    assert all(c["downloaded_pairs"] > k for n, c in comm.items() if n != biggest)
+    assert tp.shared_prefixes.size == k
+
+
+def test_taps_prunes_something(small_pop: Population) -> None:
+    res = run("taps", small_pop, FederatedConfig(), np.random.default_rng(4))
+    pruned = sum(sum(p.pruned_per_level.values()) for p in res.parties)
+    assert pruned > 0
+    assert set().union(*[p.pruned_per_level.keys() for p in res.parties]) <= pruning_levels(FederatedConfig())
+
+
+def test_fixed_extension_and_no_shared_trie(small_pop: Population) -> None:
+    res = run("tap", small_pop, FederatedConfig(extension=7, shared_trie=False), np.random.default_rng(0))
+    assert all(set(p.kept_per_level) == {7} for p in res.parties)
+    assert res.shared_prefixes.size == 0
+
+
+def test_unknown_mechanism_and_tiny_party() -> None:
+    pop = Population((Party("a", np.arange(10, dtype=np.uint64)),), bits=48)
+    with pytest.raises(FederatedError):
+        run("nope", pop, FederatedConfig(), np.random.default_rng(0))
+    with pytest.raises(FederatedError):
+        run("tap", pop, FederatedConfig(), np.random.default_rng(0))
+
+
+@pytest.mark.slow
+def test_paper_orderings_on_syn() -> None:
+    """SYN, epsilon 4, k 10, mean of 10 runs (seeds 0..9), as in Tables 3 and 6.
+
+    Only what reproduces with our SYN regeneration is asserted (see docs/federated.md):
+    TAPS above the paper's GTF ordering is NOT asserted because it does not hold here;
+    we assert that every mechanism is far above chance and that TAP and TAPS agree
+    within 0.1.
+    """
+    pop = syn_population(seed=0)
+    truth = pop.true_top_k(10)
+    f1 = {}
+    for m in MECHS:
+        f1[m] = np.mean([f1_at_k(truth, run(m, pop, FederatedConfig(), np.random.default_rng(s)).heavy_hitters)
+                         for s in range(10)])
+    assert all(v >= 0.6 for v in f1.values()), f1
+    assert abs(f1["taps"] - f1["tap"]) <= 0.1, f1
+
+
+@pytest.mark.slow
+def test_taps_run_on_syn_under_60_seconds() -> None:
+    import time
+
+    pop = syn_population(seed=0)
+    t0 = time.perf_counter()
+    res = run("taps", pop, FederatedConfig(), np.random.default_rng(0))
+    assert time.perf_counter() - t0 < 60
+    assert res.max_reports_per_user() == 1
