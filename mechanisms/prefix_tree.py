@@ -132,8 +132,9 @@ class UnitAlphabet:
 
     def units_needed(self, num_chars: int | np.ndarray) -> int | np.ndarray:
         """Units occupied by a sequence of ``num_chars`` characters plus EOS."""
-        return (np.asarray(num_chars) + self.unit_size) // self.unit_size \
-            if isinstance(num_chars, np.ndarray) else (num_chars + self.unit_size) // self.unit_size
+        if isinstance(num_chars, np.ndarray):
+            return (num_chars + self.unit_size) // self.unit_size
+        return (int(num_chars) + self.unit_size) // self.unit_size
 
     def valid_mask(self, words: Sequence[str]) -> np.ndarray:
         """True for the words made only of alphabet symbols."""

@@ -297,10 +297,7 @@ class TrieHH:
         result = self.transport.run_round(spec, Votes(choice), self._transport_rng)
         released = result.release.counts or {}
         if released:
-            index = {lab: j for j, lab in enumerate(labels)}
-            pairs = sorted((index[lab], int(c)) for lab, c in released.items())
-            idx = np.array([p[0] for p in pairs], dtype=np.int64)
-            cnt = np.array([p[1] for p in pairs], dtype=np.int64)
+            idx, cnt = self._released_indices(released, labels, frontier, level)
             self.trie.grow(cands, idx, cnt)
         # advance every sequence's pointer to its level-i node (or NO_NODE)
         alive = self._node >= 0
@@ -311,6 +308,37 @@ class TrieHH:
         self._node = nxt
         return RoundRecord(level, len(cands), int(users.size), len(released),
                            time.perf_counter() - t0, result.cost)
+
+    def _released_indices(self, released: dict[str, int], labels: tuple[str, ...],
+                          frontier: np.ndarray, level: int) -> tuple[np.ndarray, np.ndarray]:
+        """Candidate indices and counts of a release, checked against the round.
+
+        Frontier nodes are non-terminal, so their labels are ``(level-1) * U``
+        characters long and a candidate label splits into parent label and unit
+        label; this avoids a dictionary over all candidates.
+
+        Raises:
+            TrieHHError: a released label that is not a candidate, or a count below
+                theta (the transport broke the release rule).
+        """
+        cut = (level - 1) * self.alphabet.unit_size
+        parent_pos = {self.trie.label(int(nd), self._labels): k for k, nd in enumerate(frontier)}
+        unit_id = {lab: u for u, lab in enumerate(self._labels)}
+        v = self.alphabet.num_units
+        pairs = []
+        for lab, c in released.items():
+            p = parent_pos.get(lab[:cut])
+            u = unit_id.get(lab[cut:])
+            if p is None or u is None or labels[p * v + u] != lab:
+                raise TrieHHError(f"the transport released {lab!r}, not a candidate of round "
+                                  f"{level}")
+            if int(c) < self.config.theta:
+                raise TrieHHError(f"the transport released {lab!r} with {int(c)} votes, below "
+                                  f"theta = {self.config.theta}")
+            pairs.append((p * v + u, int(c)))
+        pairs.sort()
+        return (np.array([q[0] for q in pairs], dtype=np.int64),
+                np.array([q[1] for q in pairs], dtype=np.int64))
 
     def result(self) -> TrieHHResult:
         """Run any remaining rounds and return the result."""

@@ -213,3 +213,28 @@ def test_discovery_rate_matches_proposition1_small() -> None:
 def test_discovery_rate_matches_proposition1_large() -> None:
     rate, exact, bound = _no_shared_prefix_rates(3000, seed=7)
     _check_rates(rate, exact, bound, 3000)
+
+
+class LyingTransport(Transport):
+    """Releases a label that was never a candidate, or a count below theta."""
+
+    name = "lying"
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    def run_round(self, spec: RoundSpec, contributions: Votes,  # type: ignore[override]
+                  rng: np.random.Generator) -> RoundResult:
+        res = PlainTransport().run_round(spec, contributions, rng)
+        counts = {"zzz": 99} if self.mode == "label" else {spec.candidates[0]: 1}
+        rel = type(res.release)(spec, res.release.contributions, counts=counts)
+        return RoundResult(rel, res.views, res.cost)
+
+
+@pytest.mark.parametrize("mode, msg", [("label", "not a candidate"), ("count", "below theta")])
+def test_release_rule_violations_raise(mode: str, msg: str) -> None:
+    a = UnitAlphabet("ab", 1)
+    data = single_word_population(["ab"], [30], a, 3)
+    with pytest.raises(TrieHHError, match=msg):
+        run_triehh(data, a, TrieHHConfig(5, math.sqrt(30), 3), LyingTransport(mode),
+                   np.random.default_rng(0))
