@@ -57,7 +57,7 @@ KEY_WORDS = 3  #: a key is (a_lo, a_hi, b), three uint64 words
 _TWO32 = 1 << 32
 _MASK32 = np.uint64(0xFFFFFFFF)
 _SHIFT32 = np.uint64(32)
-DEFAULT_CHUNK_ELEMENTS = 1 << 22  #: (reports x candidates) block size, 32 MiB of uint64
+DEFAULT_CHUNK_ELEMENTS = 1 << 18  #: (reports x candidates) block size: 2 MiB of uint64, cache sized
 
 
 class HashInputError(ValueError):
