@@ -120,7 +120,7 @@ MAX_EPSILON0 = 50.0
 _DEFAULT_TOL = 1e-6
 _LOG_DEFAULT_TAIL = math.log(1e-30)
 _LOG_TAIL_FRACTION = math.log(1e-12)
-_DEFAULT_MAX_WORK = 4_000_000
+_DEFAULT_MAX_WORK = 20_000_000
 _CHUNK_ELEMENTS = 1_000_000
 _LN_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _BLANKET_C = 1.0 - math.exp(-2.0)
@@ -670,6 +670,23 @@ def _binomial_window(m: int, p: float, q: float, log_tail: float) -> tuple[int, 
     return lo, hi, lo_tail, hi_tail
 
 
+def _summation_plan(c: np.ndarray, w1: float, w2abs: float) -> tuple[np.ndarray, int]:
+    """First index j0 (just below the threshold j*) per c, and the common number of terms.
+
+    ``g_j > 0`` iff ``j > (c - r0)/(1 + r0)`` with ``r0 = w1/|w2|``. From ``j0 = c/2 + d``
+    on, ``b`` falls by about ``exp(-(2/c)(2 d K + K^2))`` over ``K`` terms; ``K`` is chosen
+    so that this is about ``e^-40`` (the rest is bounded, not dropped).
+    """
+    r0 = w1 / w2abs
+    cf = c.astype(float)
+    jstar = np.floor((cf - r0) / (1.0 + r0)).astype(np.int64) + 1
+    j0 = np.clip(jstar - 1, 0, c)
+    d = j0 - cf / 2.0
+    need = np.ceil(-d + np.sqrt(d * d + 20.0 * cf + 1.0)) + 8
+    width = int(min(np.max(need), np.max(c - j0) + 1))
+    return j0, max(width, 1)
+
+
 def _log_blanket_divergence(c: np.ndarray, w1: float, w2abs: float) -> np.ndarray:
     """ln B_c = ln sum_j max(0, P(j) - e^eps Q(j)) given C = c, vectorised over c.
 
@@ -681,14 +698,7 @@ def _log_blanket_divergence(c: np.ndarray, w1: float, w2abs: float) -> np.ndarra
     if c.size == 0:
         return out
     log_w1 = math.log(w1)
-    r0 = w1 / w2abs
-    cf = c.astype(float)
-    jstar = np.floor((cf - r0) / (1.0 + r0)).astype(np.int64) + 1
-    j0 = np.clip(jstar - 1, 0, c)
-    d = j0 - cf / 2.0
-    need = np.ceil(-d + np.sqrt(d * d + 20.0 * cf + 1.0)) + 8
-    width = int(min(np.max(need), np.max(c - j0) + 1))
-    width = max(width, 1)
+    j0, width = _summation_plan(c, w1, w2abs)
     rows = max(1, _CHUNK_ELEMENTS // width)
     steps = np.arange(width, dtype=float)
     for start in range(0, c.size, rows):
@@ -769,8 +779,8 @@ def _clone_log_delta_parts(n: int, epsilon0: float, epsilon: float, p: float, q:
     lo, hi, lo_tail, hi_tail = _binomial_window(m, p, q, log_tail)
     cs = np.arange(lo, hi + 1, dtype=np.int64)
     log_wc = _log_binom_pmf(cs, m, p, q)
-    width_est = 8.0 * math.sqrt(hi + 1.0) + 16.0
-    stride = max(1, int(math.ceil(cs.size * width_est / max_work)))
+    _, width = _summation_plan(cs, w1, w2abs)
+    stride = max(1, int(math.ceil(cs.size * width / max_work)))
     if stride == 1:
         log_b = _log_blanket_divergence(cs, w1, w2abs)
         body = float(_logsumexp(log_wc + log_b))

@@ -35,7 +35,6 @@ are *not* implemented here (see docs/shuffler.md).
 """
 from __future__ import annotations
 
-import hashlib
 import hmac
 import struct
 from dataclasses import dataclass, field
@@ -78,8 +77,8 @@ class CrowdKey:
         """The 16-byte crowd id of ``item`` (deterministic within this task and epoch)."""
         if type(item) is not bytes:
             raise ShufflerError("an item is bytes")
-        mac = hmac.new(self._key, struct.pack(">I", len(item)) + item, hashlib.sha256)
-        return mac.digest()[:CROWD_ID_BYTES]
+        return hmac.digest(self._key, struct.pack(">I", len(item)) + item,
+                           "sha256")[:CROWD_ID_BYTES]
 
     def crowd_ids(self, items: Sequence[bytes]) -> list[bytes]:
         """Crowd ids of many items (computed once per distinct item)."""

@@ -76,8 +76,8 @@ def key_id(public: bytes) -> bytes:
 
 def hkdf_sha256(salt: bytes, ikm: bytes, info: bytes) -> bytes:
     """HKDF-SHA256 (RFC 5869) with a 32-byte output (one expand block)."""
-    prk = hmac.new(salt, ikm, hashlib.sha256).digest()
-    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
+    prk = hmac.digest(salt, ikm, "sha256")
+    return hmac.digest(prk, info + b"\x01", "sha256")
 
 
 @dataclass(frozen=True, slots=True)

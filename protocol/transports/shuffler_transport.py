@@ -115,19 +115,24 @@ class ShufflerTransport(Transport):
         wire: pass every envelope through the codec (True for simulations; False
             measures the pipeline alone).
         workers: processes for the public-key work (1: everything in this process).
+        client_chunk: reports per client-encoding task (the envelopes depend on it in
+            simulation mode, never on ``workers``).
 
     Raises:
-        ValueError: for ``min_batch_size < 1`` or ``workers < 1``.
+        ValueError: for ``min_batch_size < 1``, ``workers < 1`` or ``client_chunk < 1``.
     """
 
     name = "shuffler"
 
     def __init__(self, simulate: bool = True, min_batch_size: int = 1, wire: bool = True,
-                 workers: int = 1) -> None:
+                 workers: int = 1, client_chunk: int = CLIENT_CHUNK) -> None:
         if type(min_batch_size) is not int or min_batch_size < 1:
             raise ValueError("min_batch_size must be an int >= 1")
         if type(workers) is not int or workers < 1:
             raise ValueError("workers must be an int >= 1")
+        if type(client_chunk) is not int or client_chunk < 1:
+            raise ValueError("client_chunk must be an int >= 1")
+        self.client_chunk = client_chunk
         self.simulate = simulate
         self.min_batch_size = min_batch_size
         self.wire = wire
@@ -171,10 +176,11 @@ class ShufflerTransport(Transport):
         # validates keys and context (and gives the shuffler its context)
         encoder = Encoder(s_keys.public_key, a_keys.public_key, spec.task, spec.round, psize,
                           r_clients)
-        starts = range(0, n, CLIENT_CHUNK)
+        step = self.client_chunk
+        starts = range(0, n, step)
         seeds = [r_clients.token_bytes(32) if self.simulate else None for _ in starts]
         jobs = [(s_keys.public, a_keys.public, spec.task, spec.round, psize, seed,
-                 reports[k:k + CLIENT_CHUNK], crowd_ids[k:k + CLIENT_CHUNK], self.wire)
+                 reports[k:k + step], crowd_ids[k:k + step], self.wire)
                 for k, seed in zip(starts, seeds)]
         pmap = _Map(pool)
         envelopes = [e for chunk in pmap(_encode_chunk, jobs) for e in chunk]

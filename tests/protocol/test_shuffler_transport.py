@@ -135,14 +135,19 @@ def test_vote_round_of_100k_matches_plain() -> None:
 
 def test_workers_give_identical_results() -> None:
     rng = np.random.default_rng(3)
-    choice = rng.integers(ABSTAIN, 4, size=9000)  # more than one client chunk
-    spec = RoundSpec("t", 1, Kind.VOTE, candidates=("a", "b", "c", "d"), theta=2000)
-    one = ShufflerTransport(workers=1).run_round(spec, Votes(choice), np.random.default_rng(8))
-    two = ShufflerTransport(workers=2).run_round(spec, Votes(choice), np.random.default_rng(8))
+    choice = rng.integers(ABSTAIN, 4, size=1200)  # several client chunks
+    spec = RoundSpec("t", 1, Kind.VOTE, candidates=("a", "b", "c", "d"), theta=235)
+    one = ShufflerTransport(workers=1, client_chunk=300).run_round(spec, Votes(choice),
+                                                                   np.random.default_rng(8))
+    two = ShufflerTransport(workers=2, client_chunk=300).run_round(spec, Votes(choice),
+                                                                   np.random.default_rng(8))
     plain = PlainTransport().run_round(spec, Votes(choice), np.random.default_rng(8))
     assert one.release.same_as(plain.release) and two.release.same_as(plain.release)
     assert one.views["shuffler"]["crowd_sizes"] == two.views["shuffler"]["crowd_sizes"]
     assert one.views["shuffler"]["receipt"] == two.views["shuffler"]["receipt"]
     assert two.cost.cpu_seconds["clients"] > 0 and two.cost.cpu_seconds["analyzer"] > 0
+    assert 0 < len(plain.release.counts) < 4  # the threshold bites on this data
     with pytest.raises(ValueError):
         ShufflerTransport(workers=0)
+    with pytest.raises(ValueError):
+        ShufflerTransport(client_chunk=0)

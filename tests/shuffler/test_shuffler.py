@@ -156,6 +156,8 @@ def test_hard_threshold_forwards_whole_crowds(setup: Setup) -> None:
 
 
 def test_noisy_threshold_drops_random_reports(setup: Setup) -> None:
+    from shuffler import Analyzer
+
     items = [b"big"] * 60 + [b"small"] * 12
     rule = NoisyThreshold(T=10, D=5.0, sigma=1.0)
     s = _shuffler(setup, threshold=rule)
@@ -164,9 +166,23 @@ def test_noisy_threshold_drops_random_reports(setup: Setup) -> None:
     r = out.receipt
     noise = r.dropped_by_threshold.get("noise_drop", 0)
     assert r.forwarded + noise + r.dropped_by_threshold.get("below_threshold", 0) == 72
-    # |d - 5| <= 6 sigma holds with probability > 1 - 2e-9 per crowd
-    assert 60 - 11 <= r.forwarded <= 60 + 12 - 10
+    got = Analyzer(setup.a_keys).open_batch(out.batch).multiset()
+    # |d - 5| <= 6 sigma for both crowds with probability > 1 - 4e-9
+    assert 60 - 11 <= got[b"big"] <= 60
+    assert got[b"small"] == 0 or 10 <= got[b"small"] <= 12
     assert r.threshold_rule == "noisy(T=10,D=5,sigma=1)"
+
+
+def test_noisy_drop_counts_have_the_stated_mean(setup: Setup) -> None:
+    """100 crowds of 20, D = 5, sigma = 1, T = 1: every crowd survives, noise_drop = sum of
+    d. E[d] = 5 (clipping below 0.5 has probability 1e-5 per crowd) and sd(mean) ~ 0.104;
+    we fail beyond 0.6 (more than 5.7 sd: probability < 1e-8)."""
+    items = [bytes([i]) for i in range(100) for _ in range(20)]
+    s = _shuffler(setup, threshold=NoisyThreshold(T=1, D=5.0, sigma=1.0))
+    s.submit_many(setup.encoder.encode_batch(items, setup.crowd.crowd_ids(items)))
+    r = s.close_batch(setup.context).receipt
+    assert r.crowds_forwarded == 100
+    assert abs(r.dropped_by_threshold["noise_drop"] / 100 - 5.0) < 0.6
 
 
 def test_noisy_threshold_privacy_and_its_floor() -> None:
