@@ -283,3 +283,62 @@ def test_tail_budget_default_is_adaptive_not_a_floor() -> None:
     adaptive = A.clone_log_delta(n, 5.0, 2.0)
     assert fixed == pytest.approx(math.log(1e-30), abs=1.0)   # dominated by the budget
     assert adaptive < -2000                                   # the real value, ~e^-2549
+
+
+@pytest.mark.parametrize("n", [10**4, 10**5, N_SENTIMENT])
+@pytest.mark.parametrize("eps0", [2.0, 4.0, 5.0])
+def test_triehh_closed_form_claims_less_than_the_fmt21_numerical_bound(n: int, eps0: float) -> None:
+    # The TrieHH constants could not be checked against the paper, but wherever we look the
+    # FMT 2021 numerical bound (a proven bound) certifies at least as much, so SFP numbers
+    # derived from the closed form are still valid guarantees.
+    delta = 1.0 / n**2
+    triehh = A.central_epsilon(n, eps0, delta, bound="bbgn19_triehh")
+    fmt21 = A.central_epsilon(n, eps0, delta, bound="fmt21_numerical")
+    assert fmt21 <= triehh
+
+
+# --------------------------------------------------------------------------------- CLI
+
+def test_cli_inverse_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from protocol.cli import main
+
+    rc = main(["privacy", "shuffle", "--n", str(N_SENTIMENT), "--inverse",
+               "--central-epsilon", "1", "--delta", "1/n^2", "--bound", "bbgn19_triehh",
+               "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["delta"] == pytest.approx(1.0 / N_SENTIMENT**2)
+    (row,) = out["results"]
+    assert row["bound"] == "bbgn19_triehh"
+    assert row["epsilon0"] == pytest.approx(4.2942, abs=1e-3)
+    assert row["trivial"] is False
+
+
+def test_cli_forward_table_reports_domain_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    from protocol.cli import main
+
+    rc = main(["privacy", "shuffle", "--n", "20000", "--epsilon0", "3", "--delta", "1e-6"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "efmrtt19" in out and "outside the theorem" in out and "epsilon0 <= 0.5" in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("fmt23_numerical"))
+    assert float(line.split()[1]) == pytest.approx(
+        A.central_epsilon(20000, 3.0, 1e-6, bound="fmt23_numerical"), abs=1e-6)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--n", "100", "--epsilon0", "1", "--delta", "2"], "0 < delta < 1"),
+    (["--n", "100", "--epsilon0", "1", "--delta", "abc"], "a number or 1/n^2"),
+    (["--n", "0", "--epsilon0", "1", "--delta", "1e-6"], "--n must be a positive"),
+    (["--n", "100", "--delta", "1e-6"], "give --epsilon0"),
+    (["--n", "100", "--inverse", "--delta", "1e-6"], "needs --central-epsilon"),
+    (["--n", "100", "--epsilon0", "1", "--delta", "1e-6", "--bound", "x"], "unknown --bound"),
+    (["--n", "100", "--epsilon0", "-1", "--delta", "1e-6"], "must be finite and >= 0"),
+])
+def test_cli_usage_errors(argv, message, capsys: pytest.CaptureFixture[str]) -> None:
+    from protocol.cli import main
+
+    assert main(["privacy", "shuffle", *argv]) == 2
+    assert message in capsys.readouterr().err
