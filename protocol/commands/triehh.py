@@ -6,7 +6,6 @@ its metrics) are shared with ``fedhh eval triehh``.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from dataclasses import dataclass
 from typing import Any
