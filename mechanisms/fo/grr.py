@@ -57,6 +57,10 @@ class GRR(FrequencyOracle):
         self._validate_common()
         if self.n_categories < 2:
             raise OracleInputError("GRR needs at least 2 categories")
+        if not self.p_keep > self.q_other:
+            raise OracleInputError(
+                f"GRR over {self.n_categories} categories at epsilon {self.epsilon}: the keep "
+                "probability rounds to at most the others' (domain too large; use OLH)")
 
     @property
     def keep_threshold(self) -> int:
@@ -103,7 +107,12 @@ class GRR(FrequencyOracle):
         y = reports.values
         if y.size and (int(y.min()) < 0 or int(y.max()) >= self.n_categories):
             raise ReportError(f"GRR report outside [0, {self.n_categories})")
-        return np.bincount(y.astype(np.int64), minlength=self.n_categories)[c].astype(np.int64)
+        if self.n_categories <= max(1 << 20, 4 * y.shape[0]):
+            return np.bincount(y.astype(np.int64), minlength=self.n_categories)[c].astype(np.int64)
+        # huge domains (e.g. 48-bit prefixes): count by sorting, never O(D) memory
+        ys = np.sort(y.astype(np.int64))
+        return (np.searchsorted(ys, c, side="right") - np.searchsorted(ys, c, side="left")
+                ).astype(np.int64)
 
     def _effective_epsilon(self) -> float:
         return math.log(self.p_keep / self.q_other)

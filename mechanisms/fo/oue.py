@@ -21,12 +21,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import (COIN_BITS, FrequencyOracle, ReportError, coin, coin_probability,
-                   coin_threshold)
+from .base import (COIN_BITS, FrequencyOracle, OracleInputError, ReportError, coin,
+                   coin_probability, coin_threshold)
 
 __all__ = ["OUE", "OUEReports"]
 
 _BLOCK = 1 << 23  # bits generated / unpacked per block
+MAX_WIDTH = 1 << 22  #: largest number of OUE categories (bits per report)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,9 @@ class OUE(FrequencyOracle):
 
     def __post_init__(self) -> None:
         self._validate_common()
+        if self.n_categories > MAX_WIDTH:
+            raise OracleInputError(f"OUE sends one bit per item: domain above {MAX_WIDTH} "
+                                   "is not supported (use OLH)")
 
     @property
     def one_threshold(self) -> int:

@@ -178,6 +178,30 @@ def test_dummy_item_absorbs_out_of_domain_values(name: str) -> None:
     assert abs(est[0] - 0.4) < 6 * sd and abs(est[1] - 0.6) < 6 * sd and abs(est[2]) < 6 * sd
 
 
+def test_large_domains_use_bounded_memory() -> None:
+    """48-bit prefix domains (PEM/TAP): candidates only, never O(domain) arrays."""
+    big = 1 << 48
+    rng = np.random.default_rng(3)
+    values = np.concatenate([np.full(3000, big - 5), rng.integers(0, big, 1000)])
+    grr = make_oracle("grr", 30.0, 1 << 30)  # sort-based counting above 2^20 categories
+    y = rng.integers(0, 50, 1000)
+    assert np.array_equal(grr.support_counts(GRRReports(y), np.arange(60)),
+                          np.bincount(y, minlength=60))
+    cands = np.array([big - 5, 12345, big])  # big = the dummy item
+    for name in NAMES:
+        if name in ("oue", "grr"):  # one bit per item / keep probability below 2^-32
+            with pytest.raises(OracleInputError):
+                make_oracle(name, 4.0, big)
+            continue
+        o = make_oracle(name, 4.0, big, dummy=True)
+        with pytest.raises(OracleInputError):
+            o.estimate(o.randomize(values[:10], rng))  # whole domain: refused
+        est = o.estimate(o.randomize(values, rng), cands)
+        sd = math.sqrt(o.variance(4000, 0.75))
+        assert sd < 0.05
+        assert abs(est[0] - 0.75) < 6 * sd and abs(est[1]) < 6 * sd and abs(est[2]) < 6 * sd
+
+
 # -- AoN: the integer-B estimator ------------------------------------------------------
 def test_aon_constants() -> None:
     o = AoN(2.0, 100)
