@@ -132,8 +132,9 @@ class SecAggClient:
         # per-peer material
         self._share_keys: dict[int, bytes] = {}
         self._mask_seeds: dict[int, bytes] = {}
-        self._held_b: dict[int, shamir.Share] = {}
-        self._held_s: dict[int, shamir.Share] = {}
+        #: encoded shares (``Share.to_bytes``) this client holds, by owner
+        self._held_b: dict[int, bytes] = {}
+        self._held_s: dict[int, bytes] = {}
         self._signed_alive: bytes | None = None
         #: what this client revealed in round 4 (for transcripts and tests)
         self.revealed_b: frozenset[int] = frozenset()
@@ -259,8 +260,9 @@ class SecAggClient:
                 raise _Abort(AbortReason.SHARES_FROM_UNKNOWN_PEER)
         if len(msg.senders) < cfg.threshold:
             raise _Abort(AbortReason.TOO_FEW_SHARES)
-        held_b: dict[int, shamir.Share] = {}
-        held_s: dict[int, shamir.Share] = {}
+        held_b: dict[int, bytes] = {}
+        held_s: dict[int, bytes] = {}
+        x_bytes = (u + 1).to_bytes(2, "big")
         for v, ct in zip(msg.senders, msg.ciphertexts):
             try:
                 pt = crypto.aead_decrypt(self._share_keys[v], ct,
@@ -269,12 +271,11 @@ class SecAggClient:
                 raise _Abort(AbortReason.DECRYPTION_FAILED) from None
             if len(pt) != _SHARE_PLAINTEXT:
                 raise _Abort(AbortReason.MALFORMED_SHARE)
-            try:
-                bs = shamir.Share.from_bytes(pt[:shamir.SHARE_WIRE_BYTES])
-                ss = shamir.Share.from_bytes(pt[shamir.SHARE_WIRE_BYTES:])
-            except ValueError:
-                raise _Abort(AbortReason.MALFORMED_SHARE) from None
-            if bs.x != u + 1 or ss.x != u + 1:
+            bs, ss = pt[:shamir.SHARE_WIRE_BYTES], pt[shamir.SHARE_WIRE_BYTES:]
+            # the encoding of Share(x = u + 1, y < PRIME), checked without decoding
+            if (bs[:2] != x_bytes or ss[:2] != x_bytes
+                    or int.from_bytes(bs[2:], "big") >= shamir.PRIME
+                    or int.from_bytes(ss[2:], "big") >= shamir.PRIME):
                 raise _Abort(AbortReason.MALFORMED_SHARE)
             held_b[v], held_s[v] = bs, ss
         y = self._masked_input(msg.senders)
@@ -375,8 +376,8 @@ class SecAggClient:
             status[v] = PeerStatus.DROPPED_AT_ROUND_2
         b_owners = tuple(v for v in alive_n if status[v] is PeerStatus.ALIVE)
         s_owners = tuple(v for v in my_dropped if status[v] is PeerStatus.DROPPED_AT_ROUND_2)
-        out = UnmaskShares(u, b_owners, tuple(self._held_b[v].to_bytes() for v in b_owners),
-                           s_owners, tuple(self._held_s[v].to_bytes() for v in s_owners))
+        out = UnmaskShares(u, b_owners, tuple(self._held_b[v] for v in b_owners),
+                           s_owners, tuple(self._held_s[v] for v in s_owners))
         # mutate
         self.peer_status = status
         self.revealed_b, self.revealed_s = frozenset(b_owners), frozenset(s_owners)

@@ -48,7 +48,8 @@ __all__ = [
     "Start", "CloseRound", "MAX_PARTICIPANTS",
 ]
 
-MAX_PARTICIPANTS = 1 << 20
+#: Shamir evaluation points are ``position + 1 < shamir.MAX_X``
+MAX_PARTICIPANTS = 65535
 
 
 class UnexpectedEvent(SecAggError):

@@ -87,7 +87,7 @@ any_message = st.one_of(
     st.sampled_from([ServerAbort(r.value) for r in AbortReason]))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(any_message)
 def test_round_trip(msg) -> None:
     data = codec.encode(msg)
@@ -103,7 +103,7 @@ def test_every_message_type_is_covered_and_registered() -> None:
         assert reg[cls.TAG] is cls and 1 <= cls.TAG <= 99
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(any_message, st.data())
 def test_mutated_encodings_raise_only_codec_error(msg, data) -> None:
     raw = bytearray(codec.encode(msg))
@@ -117,7 +117,7 @@ def test_mutated_encodings_raise_only_codec_error(msg, data) -> None:
         pass
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.sampled_from([c.TAG for c in ALL_MESSAGES]),
        st.lists(st.one_of(st.integers(-2, 2**64 - 1), st.binary(max_size=40),
                           st.text(max_size=5), st.none(), st.booleans(),
