@@ -28,6 +28,7 @@ means the complete graph.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 
@@ -54,6 +55,23 @@ def _check(n: object, degree: object, seed: object) -> tuple[int, int, bytes]:
     return n, degree, bytes(seed)
 
 
+@functools.lru_cache(maxsize=8)
+def _ring_and_positions(n: int, seed: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Cached ``(ring, pos)`` with ``ring[pos[v]] == v``; read-only arrays.
+
+    A pure function of its arguments, so caching is safe; it makes every client's
+    :func:`neighbours_of` call O(k) after the first in a simulation.
+    """
+    key = hashlib.sha256(_PERM_LABEL + struct.pack(">Q", n) + seed).digest()
+    sort_keys = expand_mask(key, n, 1 << 64)
+    ring = np.argsort(sort_keys, kind="stable")
+    pos = np.empty(n, np.int64)
+    pos[ring] = np.arange(n)
+    ring.setflags(write=False)
+    pos.setflags(write=False)
+    return ring, pos
+
+
 def ring_order(n: int, seed: bytes) -> np.ndarray:
     """The pseudorandom ring: ``ring[p]`` is the node at ring position ``p``.
 
@@ -61,9 +79,7 @@ def ring_order(n: int, seed: bytes) -> np.ndarray:
         ParameterError: ``n < 1`` or seed not bytes.
     """
     n, _, seed = _check(n, 0, seed)
-    key = hashlib.sha256(_PERM_LABEL + struct.pack(">Q", n) + seed).digest()
-    sort_keys = expand_mask(key, n, 1 << 64)
-    return np.argsort(sort_keys, kind="stable")
+    return _ring_and_positions(n, seed)[0].copy()
 
 
 def complete_graph(n: int) -> list[tuple[int, ...]]:
@@ -97,7 +113,7 @@ def harary_graph(n: int, degree: int, seed: bytes) -> list[tuple[int, ...]]:
         return complete_graph(n)
     if degree == 0:
         return [() for _ in range(n)]
-    ring = ring_order(n, seed)
+    ring = _ring_and_positions(n, seed)[0]
     half = degree // 2
     offsets = np.concatenate([np.arange(-half, 0), np.arange(1, half + 1)])
     positions = np.arange(n)
@@ -122,8 +138,8 @@ def neighbours_of(i: int, n: int, degree: int, seed: bytes) -> tuple[int, ...]:
         return tuple(j for j in range(n) if j != i)
     if degree == 0:
         return ()
-    ring = ring_order(n, seed)
-    pos = int(np.flatnonzero(ring == i)[0])
+    ring, positions = _ring_and_positions(n, seed)
+    pos = int(positions[i])
     half = degree // 2
     offsets = np.concatenate([np.arange(-half, 0), np.arange(1, half + 1)])
     return tuple(sorted(ring[(pos + offsets) % n].tolist()))

@@ -322,3 +322,32 @@ def test_constant_time_equal() -> None:
 def test_error_hierarchy() -> None:
     assert issubclass(CryptoError, SecAggError) and issubclass(ParameterError, SecAggError)
     assert issubclass(ParameterError, ValueError) and not issubclass(CryptoError, ValueError)
+
+
+# ------------------------------------------------------------------ malformed input
+
+@settings(max_examples=200, deadline=None)
+@given(key=st.binary(min_size=0, max_size=40), blob=st.binary(max_size=80),
+       ad=st.binary(max_size=20))
+def test_aead_decrypt_of_garbage_raises_only_crypto_error(key: bytes, blob: bytes, ad: bytes) -> None:
+    with pytest.raises(CryptoError):
+        c.aead_decrypt(key, blob, ad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pub=st.binary(min_size=0, max_size=40), sig=st.binary(min_size=0, max_size=70),
+       msg=st.binary(max_size=20))
+def test_ed25519_verify_of_garbage_raises_only_crypto_error(pub: bytes, sig: bytes, msg: bytes) -> None:
+    with pytest.raises(CryptoError):
+        c.ed25519_verify(pub, msg, sig)
+
+
+@settings(max_examples=200, deadline=None)
+@given(peer=st.binary(min_size=0, max_size=40))
+def test_x25519_with_arbitrary_peer_bytes_returns_or_raises_crypto_error(peer: bytes) -> None:
+    secret = bytes(range(32))
+    try:
+        out = c.x25519_shared(secret, peer)
+    except CryptoError:
+        return
+    assert len(peer) == 32 and len(out) == 32 and out != bytes(32)

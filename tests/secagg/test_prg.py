@@ -226,3 +226,26 @@ def test_keystream_rate_power_of_two() -> None:
     import timeit
     t = min(timeit.repeat(lambda: expand_mask(SEED, 10**6, 2**32), number=1, repeat=7))
     assert 4e6 / t > 1e9, f"{4e6 / t / 1e9:.2f} GB/s"
+
+
+@st.composite
+def _packed_garbage(draw: st.DrawFn) -> tuple[bytes, int, int]:
+    modulus = draw(st.one_of(st.sampled_from([2, 3, 2**20, 2**32, 2**61 - 1, 2**64]),
+                             st.integers(2, 2**64)))
+    count = draw(st.integers(0, 40))
+    right = (count * (modulus - 1).bit_length() + 7) // 8
+    size = draw(st.one_of(st.just(right), st.integers(0, right + 9)))
+    return draw(st.binary(min_size=size, max_size=size)), count, modulus
+
+
+@settings(max_examples=400, deadline=None)
+@given(_packed_garbage())
+def test_unpack_of_garbage_returns_canonical_values_or_raises_value_error(
+        case: tuple[bytes, int, int]) -> None:
+    data, count, modulus = case
+    try:
+        out = unpack_uints(data, count, modulus)
+    except ValueError:
+        return
+    assert out.shape == (count,) and (modulus == 2**64 or int(out.max(initial=0)) < modulus)
+    assert pack_uints(out, modulus) == data  # only canonical encodings are accepted

@@ -250,3 +250,13 @@ def test_split_1000_threshold_501_plus_combine_is_fast() -> None:
 def test_split_1000_threshold_501_plus_combine_median_under_half_a_second() -> None:
     times = timeit.repeat(_split_and_combine, number=1, repeat=5)
     assert statistics.median(times) < 0.5, times
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(min_size=35, max_size=35), st.binary(max_size=40)))
+def test_share_decoding_of_garbage_returns_a_valid_share_or_raises_value_error(data: bytes) -> None:
+    try:
+        s = Share.from_bytes(data)
+    except ValueError:
+        return
+    assert len(data) == 35 and 1 <= s.x < 2**16 and 0 <= s.y < PRIME and s.to_bytes() == data
