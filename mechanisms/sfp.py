@@ -74,7 +74,8 @@ from . import hashing
 from .fo.base import (OracleInputError, PrivacyGuarantee, ReportError, coin, coin_probability,
                       coin_threshold)
 
-__all__ = ["CountMeanSketch", "CMSReports", "CMSSketch", "SFP", "SFPReports", "SFPResult",
+__all__ = ["CountMeanSketch", "CMSReports", "CMSSketch", "HadamardCountMeanSketch",
+           "HCMSReports", "SFP", "SFPReports", "SFPResult",
            "DEFAULT_ALPHABET", "PAD"]
 
 PAD = "$"
@@ -300,6 +301,164 @@ class CountMeanSketch:
         phi = self.flip_probability
         return PrivacyGuarantee(self.name, float(self.epsilon), 0.0,
                                 2.0 * math.log((1 - phi) / phi), self.source)
+
+
+@dataclass(frozen=True, slots=True)
+class HCMSReports:
+    """Hadamard CMS reports: hash index ``j``, coefficient index ``l``, one bit
+    (1 = +1, 0 = -1) per user."""
+
+    j: np.ndarray
+    l: np.ndarray
+    bit: np.ndarray
+
+    def __post_init__(self) -> None:
+        arrs = [np.asarray(a) for a in (self.j, self.l, self.bit)]
+        if any(a.ndim != 1 or a.shape != arrs[0].shape for a in arrs):
+            raise ReportError("HCMS reports need three 1-D arrays of one length")
+        if any(a.size and a.dtype.kind not in "iub" for a in arrs):
+            raise ReportError("HCMS report fields must be integers")
+        object.__setattr__(self, "j", arrs[0])
+        object.__setattr__(self, "l", arrs[1])
+        object.__setattr__(self, "bit", arrs[2].astype(bool))
+
+    @property
+    def n(self) -> int:
+        return int(self.j.shape[0])
+
+
+def _walsh_hadamard_rows(a: np.ndarray) -> np.ndarray:
+    """``a @ H_m`` for every row (Sylvester ``H_m``, entries ``(-1)^popcount(r & c)``)."""
+    a = np.array(a, dtype=np.float64, copy=True)
+    rows, m = a.shape
+    h = 1
+    while h < m:
+        v = a.reshape(rows, m // (2 * h), 2, h)
+        x, y = v[:, :, 0, :].copy(), v[:, :, 1, :]
+        v[:, :, 0, :] += y
+        v[:, :, 1, :] = x - y
+        h *= 2
+    return a
+
+
+@dataclass(frozen=True)
+class HadamardCountMeanSketch:
+    """Apple's Hadamard Count Mean Sketch (HCMS): one bit per report.
+
+    Client: ``j`` uniform in ``[k]``; ``w = H_m e_{h_j(d)}`` (column ``h_j(d)`` of the
+    Sylvester Hadamard matrix, entries +-1); ``l`` uniform in ``[m]``; send ``(j, l, w_l)``
+    with ``w_l`` flipped with probability ``phi = 1/(1 + e^eps)`` (rounded up). The pair
+    ``(j, l)`` is independent of ``d`` and the bit's ratio is ``(1-phi)/phi <= e^eps``:
+    eps-LDP. Server: ``M[j, l] += k c w~`` with ``c = 1/(1-2 phi)``, then
+    ``M <- M H_m`` row by row, then the CMS estimate
+    ``n_hat(d) = m/(m-1) ((1/k) sum_l M[l, h_l(d)] - n/m)``, unbiased over the family
+    because ``H_m H_m = m I``.
+    """
+
+    epsilon: float
+    k: int = 2048
+    m: int = 1024
+    hash_seed: int = 0x5F9_C35
+
+    name: ClassVar[str] = "hcms"
+    source: ClassVar[str] = "Apple DP team, 'Learning with privacy at scale' (2017), HCMS"
+
+    def __post_init__(self) -> None:
+        CountMeanSketch(self.epsilon, self.k, self.m, self.hash_seed)  # same validation
+
+    @functools.cached_property
+    def keys(self) -> np.ndarray:
+        return hashing.keys_from_seed(self.hash_seed, self.k)
+
+    @property
+    def flip_threshold(self) -> int:
+        return coin_threshold(1.0 / (1.0 + math.exp(self.epsilon)), round_up=True)
+
+    @property
+    def flip_probability(self) -> float:
+        return coin_probability(self.flip_threshold)
+
+    @property
+    def c(self) -> float:
+        return 1.0 / (1.0 - 2.0 * self.flip_probability)
+
+    def randomize(self, item_ids: Any, rng: np.random.Generator) -> HCMSReports:
+        """Client algorithm for a batch of item ids.
+
+        Raises:
+            OracleInputError: if the ids are not a 1-D non-negative integer array.
+        """
+        x = np.asarray(item_ids)
+        if x.ndim != 1 or (x.size and x.dtype.kind not in "iu"):
+            raise OracleInputError("item ids must be a 1-D integer array")
+        if x.dtype.kind == "i" and x.size and int(x.min()) < 0:
+            raise OracleInputError("item ids must be non-negative")
+        n = x.shape[0]
+        j = rng.integers(0, self.k, size=n)
+        col = hashing.hash_to_range(self.keys[j], x, self.m)
+        l = rng.integers(0, self.m, size=n)
+        plus = (np.bitwise_count(l & col) & 1) == 0
+        return HCMSReports(j, l, plus ^ coin(rng, self.flip_threshold, n))
+
+    def rows(self, reports: HCMSReports) -> np.ndarray:
+        """``M / k`` after the inverse transform, shape ``(k, m)``.
+
+        Raises:
+            ReportError: on malformed reports.
+        """
+        if not isinstance(reports, HCMSReports):
+            raise ReportError("expected HCMSReports")
+        j, l = reports.j, reports.l
+        if j.size and (int(j.min()) < 0 or int(j.max()) >= self.k or int(l.min()) < 0
+                       or int(l.max()) >= self.m):
+            raise ReportError("HCMS report index out of range")
+        signs = np.where(reports.bit, 1.0, -1.0)
+        S = np.bincount(j.astype(np.int64) * self.m + l, weights=signs,
+                        minlength=self.k * self.m).reshape(self.k, self.m)
+        return _walsh_hadamard_rows(self.c * S)
+
+    def estimate_counts(self, reports: HCMSReports, candidates: Any) -> np.ndarray:
+        """Unbiased count estimates for the candidate ids.
+
+        Raises:
+            ReportError: on malformed reports.
+            OracleInputError: on malformed candidates.
+        """
+        R = self.rows(reports)
+        cand = np.asarray(candidates)
+        if cand.ndim != 1 or (cand.size and cand.dtype.kind not in "iu"):
+            raise OracleInputError("candidates must be a 1-D integer array")
+        total = np.zeros(cand.shape[0])
+        for c0 in range(0, cand.shape[0], 4096):
+            idx = hashing.hash_outer(self.keys, cand[c0:c0 + 4096], self.m)
+            total[c0:c0 + 4096] = np.take_along_axis(R, idx, axis=1).sum(axis=0)
+        n = reports.n
+        return self.m / (self.m - 1.0) * (total - n / self.m)
+
+    def variance(self, n: int, n_d: Any = 0, sum_sq_others: Any = None) -> Any:
+        """Variance over coins, ``(j, l)`` and the hash family (three-wise model as for
+        :meth:`CountMeanSketch.variance`): each report adds ``+-c`` to the sum, so
+
+            (m/(m-1))^2 [ n_d (c^2-1) + (n-n_d)(c^2 - 1/m^2 - (1/m)(1-1/m)/k)
+                          + (1/k)(1/m)(1-1/m) sum_{d' != d} n_{d'}^2 ]
+
+        Raises:
+            OracleInputError: if ``n < 1``.
+        """
+        if n < 1:
+            raise OracleInputError("n must be >= 1")
+        n_d = np.asarray(n_d, dtype=float)
+        S = n - n_d if sum_sq_others is None else np.asarray(sum_sq_others, dtype=float)
+        m, k, c2 = self.m, self.k, self.c ** 2
+        coll = (1.0 / m) * (1.0 - 1.0 / m)
+        v = (m / (m - 1.0)) ** 2 * (n_d * (c2 - 1) + (n - n_d) * (c2 - 1.0 / m ** 2 - coll / k)
+                                    + coll * S / k)
+        return float(v) if v.ndim == 0 else v
+
+    def privacy(self) -> PrivacyGuarantee:
+        phi = self.flip_probability
+        return PrivacyGuarantee(self.name, float(self.epsilon), 0.0,
+                                math.log((1 - phi) / phi), self.source)
 
 
 @dataclass(frozen=True, slots=True)
