@@ -52,7 +52,8 @@ Bounds (names as used by :func:`central_epsilon` and :func:`local_epsilon`):
     approximate differential privacy", SODA 2023, lets ``p = 2 / (e^epsilon0 + 1)``.
     ``delta(epsilon)`` is the hockey-stick divergence ``sum_x max(0, P(x) - e^epsilon Q(x))``
     computed here exactly (see below) and ``epsilon`` is the smallest value with
-    ``delta(epsilon) <= delta`` (bisection; the divergence decreases in ``epsilon``).
+    ``delta(epsilon) <= delta`` (a bracketing search; the divergence decreases in
+    ``epsilon``).
 
 Exact evaluation of the clone divergence. Given ``C = c`` the first coordinate ``k``
 determines the pair, and with ``b`` the ``Bin(c, 1/2)`` pmf,
@@ -60,19 +61,22 @@ determines the pair, and with ``b`` the ``Bin(c, 1/2)`` pmf,
 The likelihood ratio increases in ``k``, so the positive part is a tail:
 ``B_c = sum_{j >= j*} b(j) g_j`` with ``g_j = w1 - |w2| (c - j)/(j + 1) >= 0``,
 ``w1 = (e^epsilon0 - e^epsilon)/(e^epsilon0 + 1)``,
-``|w2| = (e^(epsilon + epsilon0) - 1)/(e^epsilon0 + 1)``. All terms are positive and are
-summed in log space (log-sum-exp) with binomial pmfs from Loader's saddle-point form
-(``stirlerr`` and ``bd0``), accurate to about 1e-13 relative at any size, so there is no
-cancellation and no floor: ``delta`` down to 1e-300 is representable. Truncations are
-*provable* and added to ``delta``, never dropped:
+``|w2| = (e^(epsilon + epsilon0) - 1)/(e^epsilon0 + 1)``. All terms are positive: per
+``c`` they are summed relative to the first one (products of the ratios
+``b(j+1)/b(j)``), whose log comes from Loader's saddle-point form of the binomial pmf
+(``stirlerr`` and ``bd0``, about 1e-13 relative at any size); the ``c`` sum is a
+log-sum-exp. There is no cancellation and no floor: the result is ``ln delta``, so values
+far below 1e-300 are reported as they are. Truncations are *provable* and added to
+``delta``, never dropped:
 
 * the sum over ``j`` stops after enough terms for ``b`` to fall by about ``e^-40`` and the rest
   is bounded by ``w1 * b(J) / (1 - (c - J)/(J + 1))`` (a geometric tail, since the ratio
   ``b(j+1)/b(j) = (c - j)/(j + 1)`` decreases in ``j``);
 * ``C`` is restricted to a window outside which the Chernoff bound
-  ``Pr[C <= k] <= exp(-(n-1) KL(k/(n-1) || p))`` (and its upper-tail twin) is below
-  ``tail_budget``; the excluded mass is added with ``B <= w1`` (lower side) and
-  ``B <= B_{c_hi}`` (upper side);
+  ``Pr[C <= k] <= exp(-(n-1) KL(k/(n-1) || p))`` (and its upper-tail twin) is below a
+  budget (1e-12 of the target in searches; by default tightened in :func:`clone_delta`
+  until the tails are below 1e-12 of the result); the excluded mass is added with
+  ``B <= w1`` (lower side) and ``B <= B_{c_hi}`` (upper side);
 * ``B_c`` does not increase with ``c`` (one more clone is the same independent
   post-processing applied to both ``P`` and ``Q``), so when the window is very wide the
   block ``[c_i, c_{i+1})`` is charged ``B_{c_i}`` times its exact probability -- still an
@@ -140,8 +144,17 @@ def _check_n(n: int, minimum: int = 1) -> int:
     return int(n)
 
 
+def _as_float(value: object, name: str) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real number, got {value!r}") from None
+
+
 def _check_epsilon0(epsilon0: float) -> float:
-    e = float(epsilon0)
+    e = _as_float(epsilon0, "epsilon0")
     if not math.isfinite(e) or e <= 0.0:
         raise ValueError(f"epsilon0 must be finite and > 0, got {epsilon0!r}")
     if e > MAX_EPSILON0:
@@ -150,21 +163,21 @@ def _check_epsilon0(epsilon0: float) -> float:
 
 
 def _check_epsilon(epsilon: float) -> float:
-    e = float(epsilon)
+    e = _as_float(epsilon, "epsilon")
     if not math.isfinite(e) or e < 0.0:
         raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
     return e
 
 
 def _check_delta(delta: float) -> float:
-    d = float(delta)
+    d = _as_float(delta, "delta")
     if not (0.0 < d < 1.0):
         raise ValueError(f"delta must satisfy 0 < delta < 1, got {delta!r}")
     return d
 
 
 def _check_tol(tol: float) -> float:
-    t = float(tol)
+    t = _as_float(tol, "tol")
     if not (0.0 < t < 1.0):
         raise ValueError(f"tol must satisfy 0 < tol < 1, got {tol!r}")
     return t

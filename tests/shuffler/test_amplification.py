@@ -237,6 +237,10 @@ def test_numerical_bounds_never_worse_than_closed_forms(n: int, eps0: float, del
     (dict(n=100, epsilon0=1.0, delta=0.0), "0 < delta < 1"),
     (dict(n=100, epsilon0=1.0, delta=1.0), "0 < delta < 1"),
     (dict(n=100, epsilon0=1.0, delta=float("nan")), "0 < delta < 1"),
+    (dict(n=100, epsilon0=None, delta=1e-6), "epsilon0 must be a real number"),
+    (dict(n=100, epsilon0="x", delta=1e-6), "epsilon0 must be a real number"),
+    (dict(n=100, epsilon0=1.0, delta=None), "delta must be a real number"),
+    (dict(n=None, epsilon0=1.0, delta=1e-6), "n must be an integer"),
 ])
 @pytest.mark.parametrize("bound", sorted(A.BOUNDS))
 def test_bad_arguments_raise_value_error(kwargs, match, bound) -> None:
