@@ -10,6 +10,8 @@ recipient, so every simulation exercises the codec.
 
 * **Dropouts** (:class:`Dropout`): a client listed for round ``r`` stops before it would
   send its round-``r`` message (it computes nothing more and receives nothing more).
+  Without the consistency check there is no round 3; clients listed for it drop
+  before round 4.
 * **Adversary hook**: a callable ``hook(round_no, direction, envelopes) -> envelopes``
   sees each round's batch of envelopes (``direction`` ``"up"``: clients to server,
   ``"down"``: server to clients) and may inspect, modify, drop, reorder or inject
@@ -341,7 +343,10 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
     alive = np.ones(n, dtype=bool)
 
     def drop(round_no: int) -> None:
-        for c in dropout.before(round_no):
+        scheduled = dropout.before(round_no)
+        if round_no == 4 and not config.malicious:
+            scheduled |= dropout.before(3)  # no round 3 without the consistency check
+        for c in scheduled:
             if 0 <= c < n:
                 alive[c] = False
 

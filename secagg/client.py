@@ -198,12 +198,10 @@ class SecAggClient:
     def _on_keys(self, msg: KeyList) -> list[Any]:
         cfg, u = self.config, self.index
         peers = tuple(e.sender for e in msg.entries)
-        for v in peers:
-            if v == u:
-                if any(e.sender == u and (e.c_pk != self._c_pk or e.s_pk != self._s_pk)
-                       for e in msg.entries):
-                    raise _Abort(AbortReason.OWN_KEYS_ALTERED)
-            if v >= cfg.n or not self._is_neighbour[v]:
+        for e in msg.entries:
+            if e.sender == u and (e.c_pk != self._c_pk or e.s_pk != self._s_pk):
+                raise _Abort(AbortReason.OWN_KEYS_ALTERED)
+            if e.sender >= cfg.n or not self._is_neighbour[e.sender]:
                 raise _Abort(AbortReason.KEY_FROM_NON_NEIGHBOUR)
         if len(peers) < cfg.threshold:
             raise _Abort(AbortReason.TOO_FEW_KEYS)

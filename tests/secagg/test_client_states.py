@@ -182,7 +182,6 @@ def test_invalid_key_signature() -> None:
 def test_shares_from_unknown_peer_and_too_few_shares() -> None:
     c, rs = drive(S.AWAIT_SHARES, False)
     # a sender whose keys the client never saw
-    cfg2, clients2, _ = _build(False)
     c2, rs2 = drive(S.AWAIT_SHARES, False, graph="harary")
     outsider = next(v for v in range(1, N) if v not in c2.neighbours)
     senders = tuple(sorted(rs2.senders + (outsider,)))
