@@ -278,7 +278,9 @@ def count_matches(keys: np.ndarray, targets: np.ndarray, g: int, candidates: np.
     width = size << _SHIFT32
     a_lo, a_hi = keys[:, 0], keys[:, 1]
     use_hi = bool(hi.any())
-    cand_block = max(1, min(n_cand, chunk_elements))
+    # at least ~256 reports per block so that huge candidate lists do not degrade into
+    # one numpy call per report
+    cand_block = max(1, min(n_cand, chunk_elements // 256))
     rep_block = max(1, chunk_elements // cand_block)
     buf = np.empty(rep_block * cand_block, dtype=np.uint64)
     tmp = np.empty(rep_block * cand_block, dtype=np.uint64) if use_hi else None
