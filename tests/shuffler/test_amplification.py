@@ -346,3 +346,16 @@ def test_cli_usage_errors(argv, message, capsys: pytest.CaptureFixture[str]) -> 
 
     assert main(["privacy", "shuffle", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("eps0, eps", [(1.0, 0.1), (4.0, 0.5), (0.3, 0.01)])
+def test_conditional_divergence_does_not_increase_with_clones(eps0: float, eps: float) -> None:
+    # B_{c+1} <= B_c (data processing: one more clone is the same kernel on P and Q). The
+    # window truncation and the coarse-grid path rely on this.
+    e_eps0, e_eps = math.exp(eps0), math.exp(eps)
+    w1 = (e_eps0 - e_eps) / (e_eps0 + 1)
+    w2abs = (e_eps0 * e_eps - 1) / (e_eps0 + 1)
+    c = np.arange(0, 3000)
+    log_b = A._log_blanket_divergence(c, w1, w2abs)
+    assert np.all(np.diff(log_b) <= 1e-12)
+    assert log_b[0] == pytest.approx(math.log(w1), rel=1e-12)     # B_0 = w1
