@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import pathlib
 
-import numpy as np
 import pytest
 
 from protocol.cli import main
