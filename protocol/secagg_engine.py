@@ -171,7 +171,8 @@ class Transcript:
 
 @dataclass
 class PrimitiveProfile:
-    """Calls and seconds spent inside each wrapped primitive during a run."""
+    """Calls and CPU seconds (``time.process_time``) spent inside each wrapped primitive
+    during a run."""
 
     calls: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -219,11 +220,11 @@ def profile_primitives() -> Iterator[PrimitiveProfile]:
 
         def wrapper(*args: Any, __orig: Callable[..., Any] = orig, __name: str = fn_name,
                     **kw: Any) -> Any:
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             try:
                 return __orig(*args, **kw)
             finally:
-                dt = time.perf_counter() - t0
+                dt = time.process_time() - t0
                 prof.calls[__name] = prof.calls.get(__name, 0) + 1
                 prof.seconds[__name] = prof.seconds.get(__name, 0.0) + dt
                 sh = _shape(__name, args)
