@@ -73,6 +73,10 @@ class TrieHHConfig:
         task: task name bound into every round.
         max_candidates: cap on the candidate set of one round.
         min_participants: passed to every round specification.
+        release_counts: ask the transport to release the vote count of each
+            released prefix. Off by default: Theorem 1 covers *which* prefixes are
+            released, not their counts, and with fixed-size sampling the counts leak
+            (Cormode, section 2.1). Turn it on only for diagnostics.
     """
 
     theta: int
@@ -81,6 +85,7 @@ class TrieHHConfig:
     task: str = "triehh"
     max_candidates: int = DEFAULT_MAX_CANDIDATES
     min_participants: int = 1
+    release_counts: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.theta, (int, np.integer)) or self.theta < 1:
@@ -191,8 +196,10 @@ class TrieHHResult:
 
     Attributes:
         heavy_hitters: discovered sequences (EOS stripped) with the count released
-            for their EOS node, in discovery order.
-        prefixes: released prefixes that do not end in EOS, with their counts.
+            for their EOS node, in discovery order; the count is ``None`` unless the
+            run used ``release_counts`` (see :class:`TrieHHConfig`).
+        prefixes: released prefixes that do not end in EOS, with their counts
+            (``None`` likewise).
         trie: the final trie.
         rounds: per-round records.
         n: population size; m: batch size; config: the parameters.
@@ -200,8 +207,8 @@ class TrieHHResult:
             the theorem's conditions fail (``guarantee_note`` says which).
     """
 
-    heavy_hitters: dict[str, int]
-    prefixes: dict[str, int]
+    heavy_hitters: dict[str, int | None]
+    prefixes: dict[str, int | None]
     trie: PrefixTrie
     rounds: tuple[RoundRecord, ...]
     n: int
@@ -284,6 +291,7 @@ class TrieHH:
         labels = cands.labels(self.trie, self._labels)
         spec = RoundSpec(self.config.task, level, Kind.VOTE, candidates=labels,
                          theta=int(self.config.theta),
+                         reveal_counts=bool(self.config.release_counts),
                          min_participants=self.config.min_participants)
         users = self.sample()
         seq = select_sequences(self.data, users, self._choice_rng)
@@ -295,7 +303,10 @@ class TrieHH:
         choice = cands.index_of(self.trie, nodes, units)
         choice[choice < 0] = ABSTAIN
         result = self.transport.run_round(spec, Votes(choice), self._transport_rng)
-        released = result.release.counts or {}
+        rel = result.release
+        # without revealed counts a released prefix is only known to have >= theta votes
+        released = dict(rel.counts) if rel.counts is not None else \
+            dict.fromkeys(rel.items or (), int(self.config.theta))
         if released:
             idx, cnt = self._released_indices(released, labels, frontier, level)
             self.trie.grow(cands, idx, cnt)
@@ -345,17 +356,19 @@ class TrieHH:
         for _ in self.rounds():
             pass
         trie = self.trie
-        hh: dict[str, int] = {}
-        pre: dict[str, int] = {}
-        counts = trie.count
+        hh: dict[str, int | None] = {}
+        pre: dict[str, int | None] = {}
+        counts = trie.count if self.config.release_counts else [None] * len(trie)
         term = trie.is_terminal(np.arange(len(trie)))
         eos = self.alphabet.eos
         for node in range(1, len(trie)):
             lab = trie.label(node, self._labels)
             if term[node]:
-                hh[lab[:-len(eos)] if lab.endswith(eos) else lab] = int(counts[node])
+                c = counts[node]
+                hh[lab[:-len(eos)] if lab.endswith(eos) else lab] = None if c is None else int(c)
             else:
-                pre[lab] = int(counts[node])
+                c = counts[node]
+                pre[lab] = None if c is None else int(c)
         guarantee, note = None, ""
         try:
             guarantee = theorem1(int(self.config.theta), self.m / math.sqrt(self.n), self.n,

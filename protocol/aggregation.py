@@ -80,6 +80,9 @@ class RoundSpec:
         theta: for votes, release only candidates with at least ``theta`` votes;
             ``None`` releases every candidate's count (for mechanisms that add
             their own noise).
+        reveal_counts: for votes, whether the release carries the count of each
+            released candidate (TrieHH++) or only which candidates passed the
+            rule (TrieHH: Theorem 1 covers membership only).
         dim: for vectors, the vector length.
         modulus: for vectors, the arithmetic modulus (2 <= modulus <= 2**64).
         report_size: for reports, the fixed payload size in bytes.
@@ -91,6 +94,7 @@ class RoundSpec:
     kind: Kind
     candidates: tuple[str, ...] = ()
     theta: int | None = None
+    reveal_counts: bool = True
     dim: int = 0
     modulus: int = 1 << 32
     report_size: int = 0
@@ -182,14 +186,24 @@ Contributions = Votes | Vectors | Reports
 class Release:
     """What the analyst learns from one round, and nothing more.
 
+    The release enforces the round's rule itself, whichever transport built it:
+    a vote release keeps only candidates at or above ``theta``, and drops the counts
+    when ``spec.reveal_counts`` is false, so no transport can hand the analyst more
+    than the specification allows.
+
     Attributes:
         spec: the round.
         contributions: how many contributions (votes and abstentions alike) were
             aggregated; abstentions are not distinguishable from votes.
-        counts: vote rounds: candidate -> count, only for candidates that pass
-            the release rule.
+        counts: vote rounds with ``reveal_counts``: candidate -> count, only for
+            candidates that pass the release rule; otherwise ``None``.
+        items: vote rounds: the candidates that pass the release rule, sorted.
         vector: vector rounds: the modular sum.
         reports: report rounds: the payloads in shuffled order.
+
+    Raises:
+        ContractError: a released candidate that is not one of the round's, or a
+            count below ``theta``.
     """
 
     spec: RoundSpec
@@ -197,12 +211,28 @@ class Release:
     counts: Mapping[str, int] | None = None
     vector: np.ndarray | None = None
     reports: tuple[bytes, ...] | None = None
+    items: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.spec.kind is not Kind.VOTE or self.counts is None:
+            return
+        theta = self.spec.theta
+        allowed = set(self.spec.candidates)
+        for cand, count in self.counts.items():
+            if cand not in allowed:
+                raise ContractError(f"released {cand!r}, which is not a candidate")
+            if theta is not None and int(count) < theta:
+                raise ContractError(f"released {cand!r} with {int(count)} votes, below "
+                                    f"theta = {theta}")
+        object.__setattr__(self, "items", tuple(sorted(self.counts)))
+        if not self.spec.reveal_counts:
+            object.__setattr__(self, "counts", None)
 
     def same_as(self, other: "Release") -> bool:
         """Equality of released content (report order is ignored)."""
         if self.spec != other.spec or self.contributions != other.contributions:
             return False
-        if dict(self.counts or {}) != dict(other.counts or {}):
+        if dict(self.counts or {}) != dict(other.counts or {}) or self.items != other.items:
             return False
         if (self.vector is None) != (other.vector is None):
             return False

@@ -40,11 +40,16 @@ class TopKMetrics:
         return {"k": self.k, "precision": self.precision, "recall": self.recall, "f1": self.f1}
 
 
-def topk_metrics(discovered: Mapping[str, float], truth: Sequence[str], k: int) -> TopKMetrics:
+def topk_metrics(discovered: Mapping[str, float | None], truth: Sequence[str], k: int) -> TopKMetrics:
     """Precision, recall and F1 at ``k``.
 
+    Recall is ``|D & T_K| / K``. Precision is taken over ``D_K``, the ``K``
+    discovered words with the largest released counts; when the mechanism released
+    no counts (any value ``None``, as TrieHH by default), ``D_K`` is the whole
+    discovered set, as in the TrieHH paper's evaluation.
+
     Args:
-        discovered: discovered word -> released count (used to pick ``D_K``).
+        discovered: discovered word -> released count, or ``None`` when unknown.
         truth: the population's words, most frequent first.
         k: the cut-off (>= 1).
 
@@ -56,7 +61,10 @@ def topk_metrics(discovered: Mapping[str, float], truth: Sequence[str], k: int) 
     top = set(truth[:k])
     found = sum(1 for w in discovered if w in top)
     recall = found / k
-    dk = sorted(discovered, key=lambda w: (-discovered[w], w))[:k]
+    if any(v is None for v in discovered.values()):
+        dk = list(discovered)
+    else:
+        dk = sorted(discovered, key=lambda w: (-discovered[w], w))[:k]
     prec = (sum(1 for w in dk if w in top) / len(dk)) if dk else 1.0
     f1 = 0.0 if prec + recall == 0 else 2 * prec * recall / (prec + recall)
     return TopKMetrics(k, prec, recall, f1)

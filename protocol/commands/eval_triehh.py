@@ -103,11 +103,11 @@ def run(args: argparse.Namespace) -> int:
                 word = pop.vocabulary[wid]
                 wr.writerow([r_i, word, rank_pos.get(int(wid), ""), int(holders[wid]),
                              f"{freq[wid]:.6g}", int(found[r_i, j]),
-                             res.heavy_hitters.get(word, 0),
+                             _count(res.heavy_hitters.get(word)),
                              "" if math.isnan(bounds[j]) else f"{bounds[j]:.6g}"])
             for word in res.heavy_hitters:  # released words absent from the population
                 if word not in index:
-                    wr.writerow([r_i, word, "", 0, 0, 1, res.heavy_hitters[word], ""])
+                    wr.writerow([r_i, word, "", 0, 0, 1, _count(res.heavy_hitters[word]), ""])
 
     ks = np.arange(1, args.kmax + 1)
     rec = np.zeros((len(results), ks.size))
@@ -182,3 +182,8 @@ def run(args: argparse.Namespace) -> int:
         w(f"{a['k']:>5} {a['precision']:>12.3f} {a['recall']:>9.3f} {a['f1']:>6.3f}\n")
     w(f"wrote {out_dir}/discovery.csv, metrics.csv, summary.json, discovery.png, recall.png\n")
     return 0
+
+
+def _count(c: int | None) -> str | int:
+    """A released count for the CSV: empty when counts were not released."""
+    return "" if c is None else c

@@ -5,6 +5,8 @@ its metrics) are shared with ``fedhh eval triehh``.
 """
 from __future__ import annotations
 
+import math
+
 import argparse
 import sys
 from dataclasses import dataclass
@@ -48,6 +50,9 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alphabet", default=None,
                    help="public alphabet for a file dataset (default: printable ASCII "
                    "without whitespace and '$'); words with other characters are dropped")
+    p.add_argument("--release-counts", action="store_true", dest="release_counts",
+                   help="also release each prefix's vote count (diagnostics only: Theorem 1 "
+                        "does not cover counts)")
     p.add_argument("--max-candidates", type=int, default=1 << 21, dest="max_candidates",
                    help="cap on one round's candidate set (default 2097152)")
 
@@ -119,7 +124,8 @@ def prepare(args: argparse.Namespace):  # noqa: ANN201
         theta = args.theta if args.theta is not None else params.theta
         gamma = args.gamma if args.gamma is not None else params.gamma
         alphabet = UnitAlphabet(pop.alphabet, args.unit_size)
-        config = TrieHHConfig(theta, gamma, args.max_length, max_candidates=args.max_candidates)
+        config = TrieHHConfig(theta, gamma, args.max_length, max_candidates=args.max_candidates,
+                              release_counts=bool(getattr(args, "release_counts", False)))
         data = encode_population(pop.vocabulary, pop.offsets, pop.items, pop.counts, alphabet,
                                  args.max_length)
     except (TrieHHPrivacyError, TrieHHError, PrefixTreeError) as exc:
@@ -166,7 +172,10 @@ def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
     discovered = [
         {"word": w, "released_count": c, "true_rank": ranks[w],
          "true_frequency": float(freq[index[w]]) if w in index else 0.0}
-        for w, c in sorted(hh.items(), key=lambda kv: (-kv[1], kv[0]))
+        # by released count when counts were released, else by true rank
+        for w, c in sorted(hh.items(), key=lambda kv: (
+            -kv[1] if kv[1] is not None else 0,
+            ranks[kv[0]] if ranks[kv[0]] is not None else math.inf, kv[0]))
     ]
     g = result.guarantee
     total = result.total_cost
@@ -242,11 +251,12 @@ def _print_human(out: dict[str, Any], show: int) -> None:
           f"{r['seconds']:>8.3f} {r['bytes_up']:>12,}\n")
     hh = out["heavy_hitters"]
     w(f"\n{len(hh)} heavy hitters discovered (+ {out['frequent_prefixes']} frequent prefixes)"
-      f"; showing {min(show, len(hh))} by released count\n")
+      f"; showing {min(show, len(hh))}\n")
     w(f"{'word':<16} {'votes':>6} {'true rank':>9} {'true freq':>10}\n")
     for d in hh[:show]:
         rank = "-" if d["true_rank"] is None else str(d["true_rank"])
-        w(f"{d['word']:<16} {d['released_count']:>6} {rank:>9} {d['true_frequency']:>10.2e}\n")
+        votes = "-" if d["released_count"] is None else str(d["released_count"])
+        w(f"{d['word']:<16} {votes:>6} {rank:>9} {d['true_frequency']:>10.2e}\n")
     w(f"\nprecision (discovered words that occur): {out['precision']:.3f}\n")
     w(f"{'K':>5} {'precision@K':>12} {'recall@K':>9} {'F1@K':>6}\n")
     for m in out["at_k"]:

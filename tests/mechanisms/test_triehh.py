@@ -15,7 +15,7 @@ from mechanisms.triehh import (
     select_sequences,
 )
 from mechanisms.triehh_privacy import discovery_rate
-from protocol.aggregation import ABSTAIN, Kind, RoundResult, RoundSpec, Transport, Votes
+from protocol.aggregation import ContractError, ABSTAIN, Kind, RoundResult, RoundSpec, Transport, Votes
 from protocol.transports.plain import PlainTransport
 
 
@@ -47,7 +47,8 @@ def single_word_population(words: list[str], holders: list[int], alphabet: UnitA
 def test_all_users_same_word_is_found_exactly() -> None:
     a = UnitAlphabet("abc", 1)
     data = single_word_population(["abc", "b"], [40, 3], a, 6)
-    cfg = TrieHHConfig(theta=5, gamma=math.sqrt(43), max_levels=6)  # m = n: everyone votes
+    cfg = TrieHHConfig(theta=5, gamma=math.sqrt(43), max_levels=6,  # m = n: everyone votes
+                       release_counts=True)
     tr = RecordingTransport()
     res = run_triehh(data, a, cfg, tr, np.random.default_rng(0))
     assert res.m == 43
@@ -63,6 +64,19 @@ def test_all_users_same_word_is_found_exactly() -> None:
     assert (votes2 == ABSTAIN).sum() == 3
     assert spec2.candidates == ("aa", "ab", "ac", "a$")
     assert res.guarantee is None and "gamma <= sqrt(n)/(theta+1)" in res.guarantee_note
+
+
+def test_counts_are_not_released_by_default() -> None:
+    # Theorem 1 covers which prefixes are released, not their counts: by default the
+    # round asks for membership only and the result carries no counts.
+    a = UnitAlphabet("abc", 1)
+    data = single_word_population(["abc", "b"], [40, 3], a, 6)
+    cfg = TrieHHConfig(theta=5, gamma=math.sqrt(43), max_levels=6)
+    tr = RecordingTransport()
+    res = run_triehh(data, a, cfg, tr, np.random.default_rng(0))
+    assert res.heavy_hitters == {"abc": None}
+    assert res.prefixes == {"a": None, "ab": None, "abc": None}
+    assert tr.calls and all(not spec.reveal_counts for spec, _ in tr.calls)
 
 
 def test_sampling_is_fixed_size_without_replacement() -> None:
@@ -84,7 +98,7 @@ def test_released_words_occur_in_population_and_counts_pass_threshold() -> None:
     p = 1.0 / np.arange(1, len(vocab) + 1)
     items = rng.choice(len(vocab), 20000, p=p / p.sum())
     data = encode_population(vocab, np.arange(20001), items, np.ones(20000, np.int64), a, 10)
-    res = run_triehh(data, a, TrieHHConfig(8, 6.0, 10), PlainTransport(), rng)
+    res = run_triehh(data, a, TrieHHConfig(8, 6.0, 10, release_counts=True), PlainTransport(), rng)
     held = {vocab[i] for i in np.unique(items)}
     assert res.heavy_hitters, "a Zipf population of 20000 users must give heavy hitters"
     assert set(res.heavy_hitters) <= held
@@ -98,7 +112,8 @@ def test_released_words_occur_in_population_and_counts_pass_threshold() -> None:
 def test_unit_size_two() -> None:
     a = UnitAlphabet("abcd", 2)
     data = single_word_population(["abc", "abcd", "da"], [50, 50, 50], a, 4)
-    res = run_triehh(data, a, TrieHHConfig(5, math.sqrt(150), 4), PlainTransport(),
+    res = run_triehh(data, a, TrieHHConfig(5, math.sqrt(150), 4, release_counts=True),
+                     PlainTransport(),
                      np.random.default_rng(0))
     assert res.heavy_hitters == {"abc": 50, "abcd": 50, "da": 50}
     assert len(res.rounds) == 3  # "ab|cd|$" needs 3 levels
@@ -235,6 +250,8 @@ class LyingTransport(Transport):
 def test_release_rule_violations_raise(mode: str, msg: str) -> None:
     a = UnitAlphabet("ab", 1)
     data = single_word_population(["ab"], [30], a, 3)
-    with pytest.raises(TrieHHError, match=msg):
+    # the contract's Release refuses to carry such a release (ContractError); TrieHH
+    # checks again in case a transport builds one around the constructor (TrieHHError)
+    with pytest.raises((TrieHHError, ContractError), match=msg):
         run_triehh(data, a, TrieHHConfig(5, math.sqrt(30), 3), LyingTransport(mode),
                    np.random.default_rng(0))

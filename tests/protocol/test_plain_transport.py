@@ -47,3 +47,15 @@ def test_reports_are_a_permutation() -> None:
     payloads = tuple(bytes([i, i]) for i in range(20))
     res = PlainTransport().run_round(spec, Reports(payloads), np.random.default_rng(0))
     assert sorted(res.release.reports) == sorted(payloads)
+
+
+def test_release_enforces_the_rule_and_hides_counts_on_request() -> None:
+    from protocol.aggregation import Release
+
+    spec = RoundSpec("t", 0, Kind.VOTE, candidates=("a", "b"), theta=3, reveal_counts=False)
+    res = PlainTransport().run_round(spec, Votes(np.array([0, 0, 0, 1])), np.random.default_rng(0))
+    assert res.release.counts is None and res.release.items == ("a",)
+    with pytest.raises(ContractError, match="below theta"):
+        Release(spec, 4, counts={"b": 1})
+    with pytest.raises(ContractError, match="not a candidate"):
+        Release(spec, 4, counts={"z": 9})
