@@ -87,7 +87,7 @@ def _plot(path: pathlib.Path, eps: list[float], series: dict[str, list[float]], 
     ax.set_xticks(eps)
     ax.grid(True, alpha=0.3)
     ax.set_title(title, fontsize=10)
-    ax.legend()
+    ax.legend(loc="best")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -243,23 +243,31 @@ def test_unknown_mechanism_and_tiny_party() -> None:
         run("tap", pop, FederatedConfig(), np.random.default_rng(0))
 
 
+def _mean_f1(pop: Population, mech: str, cfg: FederatedConfig, runs: int = 10) -> float:
+    truth = pop.true_top_k(cfg.k)
+    return float(np.mean([f1_at_k(truth, run(mech, pop, cfg, np.random.default_rng(s)).heavy_hitters)
+                          for s in range(runs)]))
+
+
 @pytest.mark.slow
 def test_paper_orderings_on_syn() -> None:
-    """SYN, epsilon 4, k 10, mean of 10 runs (seeds 0..9), as in Tables 3 and 6.
+    """SYN (data seed 0), epsilon 4, k 10, mean of 10 runs (seeds 0..9): Tables 3, 5, 6.
 
-    Only what reproduces with our SYN regeneration is asserted (see docs/federated.md):
-    TAPS above the paper's GTF ordering is NOT asserted because it does not hold here;
-    we assert that every mechanism is far above chance and that TAP and TAPS agree
-    within 0.1.
+    Measured (docs/federated.md): TAPS 0.89, TAP 0.89, FedPEM 0.89, GTF 0.81; fixed
+    extension k/2, k, 2k, 3k: 0.77, 0.88, 0.89, 0.89, adaptive 0.89; TAPS without the
+    shared trie 0.79. Deterministic given the seeds; the asserted orderings are the
+    paper's (TAPS >= TAP >= FedPEM, TAPS > GTF, adaptive >= every fixed t, shared trie
+    helps). On other SYN data seeds FedPEM is ahead by 0.03-0.05 (see the docs), so this
+    is a regression test of the documented measurement, not a general theorem.
     """
     pop = syn_population(seed=0)
-    truth = pop.true_top_k(10)
-    f1 = {}
-    for m in MECHS:
-        f1[m] = np.mean([f1_at_k(truth, run(m, pop, FederatedConfig(), np.random.default_rng(s)).heavy_hitters)
-                         for s in range(10)])
-    assert all(v >= 0.6 for v in f1.values()), f1
-    assert abs(f1["taps"] - f1["tap"]) <= 0.1, f1
+    base = FederatedConfig()
+    f1 = {m: _mean_f1(pop, m, base) for m in MECHS}
+    assert f1["taps"] >= f1["tap"] >= f1["fedpem"], f1
+    assert f1["taps"] > f1["gtf"], f1
+    fixed = [_mean_f1(pop, "taps", FederatedConfig(extension=t)) for t in (5, 10, 20, 30)]
+    assert f1["taps"] >= max(fixed), (f1["taps"], fixed)
+    assert f1["taps"] > _mean_f1(pop, "taps", FederatedConfig(shared_trie=False))
 
 
 @pytest.mark.slow
