@@ -151,3 +151,19 @@ def test_workers_give_identical_results() -> None:
         ShufflerTransport(workers=0)
     with pytest.raises(ValueError):
         ShufflerTransport(client_chunk=0)
+
+
+def test_bench_command_prints_the_ratio(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from protocol.cli import main
+
+    assert main(["bench", "shuffler", "--reports", "40", "--payload-bytes", "8", "--seed", "1",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("encode_reports_per_s", "shuffle_reports_per_s", "analyze_reports_per_s",
+                "bare_seals_per_s", "bare_opens_per_s", "overhead_ratio", "seconds",
+                "peak_rss_mb"):
+        assert out[key] > 0
+    assert out["reports"] == 40 and out["envelope_bytes"] == 34 + 5 + 8 + 114
+    assert out["acceptance_met"] == (out["overhead_ratio"] >= 0.75)

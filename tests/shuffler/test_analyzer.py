@@ -5,6 +5,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from shuffler import (
     Analyzer, EnvelopeRejected, HardThreshold, KeyPair, RejectReason, ShuffledBatch, Shuffler,
@@ -99,3 +100,11 @@ def test_open_batch_with_map_fn_matches_sequential(setup: Setup) -> None:
     par = a.open_batch(batch, map_fn=lambda fn, xs: list(map(fn, xs)), chunk_size=2)
     assert seq.reports == par.reports and seq.rejected == par.rejected
     assert par.rejected == {RejectReason.BAD_PADDING: 1}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=58, max_size=58), max_size=5))
+def test_fuzzed_inner_layers_are_counted(inners: list[bytes]) -> None:
+    su = Setup(seed=4)
+    res = Analyzer(su.a_keys).open_batch(ShuffledBatch(su.context, tuple(inners)))
+    assert res.reports == [] and sum(res.rejected.values()) == len(inners)

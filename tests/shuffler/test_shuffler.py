@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from scipy import stats
 
 from protocol.randomness import insecure_deterministic_randomness
@@ -292,3 +293,29 @@ def test_submit_many_with_map_fn_matches_sequential(setup: Setup) -> None:
     assert results[0][0] == 4
     assert results[0][1] == {"duplicate_envelope": 1, "authentication_failed": 1,
                              "wrong_length": 1}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=200))
+def test_fuzzed_submissions_only_raise_envelope_rejected(raw: bytes) -> None:
+    su = Setup(seed=1)
+    s = _shuffler(su)
+    with pytest.raises(EnvelopeRejected):
+        s.submit(raw)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_mutated_envelopes_are_never_accepted(data: st.DataObject) -> None:
+    su = Setup(seed=2)
+    env = bytearray(su.encoder.encode(b"abc", bytes(16)))
+    s = _shuffler(su)
+    positions = data.draw(st.lists(st.integers(0, len(env) - 1), min_size=1, max_size=4,
+                                   unique=True))
+    for p in positions:
+        env[p] ^= data.draw(st.integers(1, 255))
+    cut = data.draw(st.integers(0, 2))
+    mutated = bytes(env[:len(env) - cut])
+    with pytest.raises(EnvelopeRejected):
+        s.submit(mutated)
+    assert s.pending(su.context) == 0
