@@ -534,4 +534,8 @@ def isolate_victim(seed: int) -> Outcome:
                     "dropped": len(boundary),
                     "fraction_of_victim_neighbours_dropped": round(frac, 3),
                     "victim_hidden_among": len(c) - 1,
-                    "partial_sum_recovered": exact, "victim_input_recovered": alone is not None})
+                    "partial_sum_recovered": exact, "victim_input_recovered": alone is not None,
+                    # complete graph (plain SecAgg): C must be all of U3, so reaching |C| =
+                    # t+1 needs n-1-t of the victim's n-1 neighbours dropped
+                    "complete_graph_fraction_needed_for_same_set_size":
+                        round((n - len(c)) / (n - 1), 3)})
