@@ -7,7 +7,9 @@ envelopes in random order) and opens every inner layer with its key, with associ
 data ``"fedhh/shuffler/v1/inner" || header(context)``: an inner ciphertext made for
 another task, epoch or analyzer key fails to authenticate. Since the inner layer is
 opaque to the shuffler, a malicious *client* can make one inner layer invalid; that
-report is refused and counted (not the whole batch). The reports are returned as a
+report is refused and counted (not the whole batch). Repeated inner ciphertexts are
+refused too (``DUPLICATE_INNER``): a shuffler that copied one report of a small crowd
+``T`` times to push it over the threshold gains nothing by exact copies. The reports are returned as a
 list, a :class:`collections.Counter` (multiset), or a numpy histogram over a domain.
 """
 from __future__ import annotations
@@ -140,8 +142,10 @@ class Analyzer:
         keys, ad, psize = self.keys, ctx.inner_ad, ctx.payload_size
         reports: list[bytes] = []
         rejected: Counter = Counter()
+        inner_all = list(dict.fromkeys(batch.inner))  # first occurrences, in order
+        if len(inner_all) != len(batch.inner):
+            rejected[RejectReason.DUPLICATE_INNER] = len(batch.inner) - len(inner_all)
         if map_fn is not None:
-            inner_all = batch.inner
             args = [(keys.secret, ad, psize, list(inner_all[k:k + chunk_size]))
                     for k in range(0, len(inner_all), chunk_size)]
             for res in map_fn(open_inner_chunk, args):
@@ -151,7 +155,7 @@ class Analyzer:
                     else:
                         rejected[RejectReason(item)] += 1
             return AnalyzedBatch(ctx, reports, rejected)
-        for inner in batch.inner:
+        for inner in inner_all:
             try:
                 padded = open_sealed(keys, LABEL_INNER, inner[:KEY_BYTES], inner[KEY_BYTES:], ad)
                 n = int.from_bytes(padded[:2], "big")

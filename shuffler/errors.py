@@ -20,7 +20,8 @@ class RejectReason(str, Enum):
     WRONG_KEY = "wrong_key"                  # sealed to another shuffler or analyzer key id
     AUTHENTICATION_FAILED = "authentication_failed"  # AEAD tag (ciphertext or context) wrong
     DUPLICATE_ENVELOPE = "duplicate_envelope"  # same outer ciphertext seen in this batch
-    DUPLICATE_INNER = "duplicate_inner"      # same inner ciphertext re-wrapped (replay)
+    DUPLICATE_INNER = "duplicate_inner"      # same inner ciphertext re-wrapped (replay),
+    #                                          or repeated in a batch given to the analyzer
     BAD_PADDING = "bad_padding"              # analyzer: length prefix / padding invalid
 
 

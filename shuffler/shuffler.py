@@ -293,6 +293,7 @@ class Shuffler:
         self._rand = rand or OsRandom()
         self._batches: dict[bytes, _Batch] = {}          # header -> batch
         self._by_task_epoch: dict[tuple[str, int], bytes] = {}
+        self._closed: set[tuple[str, int]] = set()  # never reopened: no cross-batch replay
         #: rejections that cannot be attributed to an open batch
         self.unattributed: Counter = Counter()
 
@@ -302,7 +303,9 @@ class Shuffler:
 
         Raises:
             ShufflerError: if the context names another shuffler key, or its
-                (task, epoch) already has an open batch.
+                (task, epoch) already has an open batch or was closed (a closed
+                epoch is never reopened, so its envelopes cannot be replayed into a
+                second batch).
         """
         if not isinstance(context, Context):
             raise ShufflerError("context must be a Context")
@@ -311,6 +314,8 @@ class Shuffler:
         te = (context.task, context.epoch)
         if te in self._by_task_epoch:
             raise ShufflerError(f"a batch for task {context.task!r} epoch {context.epoch} is open")
+        if te in self._closed:
+            raise ShufflerError(f"task {context.task!r} epoch {context.epoch} was closed")
         self._by_task_epoch[te] = context.header
         self._batches[context.header] = _Batch(context, envelope_size(context))
 
@@ -500,3 +505,4 @@ class Shuffler:
     def _close(self, b: _Batch) -> None:
         del self._batches[b.context.header]
         del self._by_task_epoch[(b.context.task, b.context.epoch)]
+        self._closed.add((b.context.task, b.context.epoch))

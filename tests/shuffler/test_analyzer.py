@@ -48,10 +48,11 @@ def test_bad_inner_layers_are_counted_not_fatal(setup: Setup) -> None:
     bad_len = _inner(setup, b"\x00\x09z" + bytes(7))
     tampered = bytearray(good)
     tampered[-1] ^= 1
-    batch = ShuffledBatch(ctx, (good, wrong_ctx, bad_pad, bad_len, bytes(tampered)))
+    batch = ShuffledBatch(ctx, (good, wrong_ctx, bad_pad, bad_len, bytes(tampered), good, good))
     res = Analyzer(setup.a_keys).open_batch(batch)
-    assert res.reports == [b"z"]
-    assert res.rejected == {RejectReason.AUTHENTICATION_FAILED: 2, RejectReason.BAD_PADDING: 2}
+    assert res.reports == [b"z"]  # copies made by a dishonest shuffler count once
+    assert res.rejected == {RejectReason.AUTHENTICATION_FAILED: 2, RejectReason.BAD_PADDING: 2,
+                            RejectReason.DUPLICATE_INNER: 2}
 
 
 def test_open_one_raises_with_reason(setup: Setup) -> None:
@@ -94,16 +95,16 @@ def test_threshold_then_analyze_gives_full_counts_of_large_crowds(setup: Setup) 
 def test_open_batch_with_map_fn_matches_sequential(setup: Setup) -> None:
     good = [_inner(setup, b"\x00\x01" + bytes([i]) + bytes(7)) for i in range(5)]
     bad = _inner(setup, b"\x00\x01z" + bytes(6) + b"\x01")
-    batch = ShuffledBatch(setup.context, tuple(good + [bad]))
+    batch = ShuffledBatch(setup.context, tuple(good + [bad, good[0]]))
     a = Analyzer(setup.a_keys)
     seq = a.open_batch(batch)
     par = a.open_batch(batch, map_fn=lambda fn, xs: list(map(fn, xs)), chunk_size=2)
     assert seq.reports == par.reports and seq.rejected == par.rejected
-    assert par.rejected == {RejectReason.BAD_PADDING: 1}
+    assert par.rejected == {RejectReason.BAD_PADDING: 1, RejectReason.DUPLICATE_INNER: 1}
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.binary(min_size=58, max_size=58), max_size=5))
+@given(st.lists(st.binary(min_size=58, max_size=58), max_size=5, unique=True))
 def test_fuzzed_inner_layers_are_counted(inners: list[bytes]) -> None:
     su = Setup(seed=4)
     res = Analyzer(su.a_keys).open_batch(ShuffledBatch(su.context, tuple(inners)))

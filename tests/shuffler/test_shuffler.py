@@ -135,6 +135,8 @@ def test_minimum_batch_is_held_then_released(setup: Setup) -> None:
     with pytest.raises(ShufflerError):  # closed: no second release
         s.close_batch(setup.context)
     assert _reject(s, envs[0]) is RejectReason.UNKNOWN_CONTEXT
+    with pytest.raises(ShufflerError, match="closed"):  # no reopening, so no replay
+        s.open_batch(setup.context)
 
 
 def test_discard_held_batch(setup: Setup) -> None:
