@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from .adaptive import extension_number
-from .core import LevelResult, PartySession, construct, level_lengths, top_indices
+from .core import LevelResult, PartySession, construct, top_indices
 from .parties import FederatedError, Population
 
 __all__ = ["FederatedConfig", "PartyReport", "FederatedResult", "aggregate_counts",
@@ -118,6 +118,9 @@ class PartyReport:
         communication: pairs exchanged with the server.
         report_counts: reports per user (every entry 0 or 1).
         kept_per_level: number of prefixes extended at each level (``t``).
+        pruned_per_level: TAPS: candidates removed from the domain, per level.
+        pruned_prefixes: TAPS: the consensus pruning set ``hat Lambda_h`` per level
+            (prefixes of the previous party's lists; not all need be in the domain).
     """
 
     name: str
@@ -127,6 +130,7 @@ class PartyReport:
     report_counts: np.ndarray
     kept_per_level: list[int] = field(default_factory=list)
     pruned_per_level: dict[int, int] = field(default_factory=dict)
+    pruned_prefixes: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -179,13 +183,18 @@ def aggregate_counts(items: Sequence[np.ndarray], counts: Sequence[np.ndarray],
 
 def make_sessions(pop: Population, cfg: FederatedConfig,
                   rng: np.random.Generator) -> list[PartySession]:
-    """One :class:`PartySession` per party, each with its own child generator."""
+    """One :class:`PartySession` per party, each with its own child generator.
+
+    Raises:
+        FederatedError: never for a valid population (kept for the interface).
+    """
     seeds = rng.spawn(len(pop.parties))
     return [PartySession(p, pop.bits, cfg.epsilon, cfg.oracle, r) for p, r in zip(pop.parties, seeds)]
 
 
 def walk_levels(session: PartySession, lengths: list[int], group_sizes: list[int],
-                kept: np.ndarray | None, prev_length: int, choose_t) -> tuple[LevelResult, np.ndarray, list[int]]:
+                kept: np.ndarray | None, prev_length: int,
+                choose_t: Callable[[LevelResult], int]) -> tuple[LevelResult, np.ndarray, list[int]]:
     """Run consecutive levels of one party's trie (Construct + Estimate + extend).
 
     Args:
@@ -199,6 +208,10 @@ def walk_levels(session: PartySession, lengths: list[int], group_sizes: list[int
 
     Returns:
         ``(last level result, prefixes kept at the last level, t per level)``.
+
+    Raises:
+        FederatedError: if the lengths and group sizes disagree or a group is empty.
+        PrivacyBudgetError: if a user would report twice.
     """
     if len(lengths) != len(group_sizes) or not lengths:
         raise FederatedError("need one group size per level")
@@ -219,4 +232,5 @@ def walk_levels(session: PartySession, lengths: list[int], group_sizes: list[int
 
 
 def timer() -> float:
+    """Wall clock for the ``seconds`` of a result."""
     return time.perf_counter()

@@ -23,14 +23,22 @@ import numpy as np
 
 from .common import (Communication, FederatedConfig, FederatedResult, PartyReport,
                      aggregate_counts, make_sessions, timer, walk_levels)
-from .core import level_lengths, top_indices
+from .core import PartySession, level_lengths, top_indices
 from .parties import Population, split_sizes
 
 __all__ = ["fedpem", "gtf", "local_pem"]
 
 
-def local_pem(session, bits: int, cfg: FederatedConfig) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """PEM inside one party with all its users: returns (top-k items, frequencies, t per level)."""
+def local_pem(session: PartySession, bits: int,
+              cfg: FederatedConfig) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """PEM inside one party with all its users.
+
+    Returns:
+        ``(top-k items, their frequency estimates, t per level)``.
+
+    Raises:
+        FederatedError: if the party has fewer users than levels.
+    """
     lengths = level_lengths(bits, cfg.levels)
     sizes = split_sizes(session.size, np.ones(len(lengths)))
     t_fixed = cfg.k if cfg.extension == "adaptive" else int(cfg.extension)

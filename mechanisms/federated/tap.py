@@ -43,18 +43,21 @@ import numpy as np
 
 from .common import (Communication, FederatedConfig, FederatedResult, PartyReport,
                      aggregate_counts, make_sessions, timer, walk_levels)
-from .core import construct, level_lengths, top_indices
+from .core import PartySession, construct, level_lengths, top_indices
 from .parties import FederatedError, Population, split_sizes
 
 __all__ = ["tap", "taps", "shared_shallow_trie", "consensus_set", "pruning_levels"]
 
 
-def shared_shallow_trie(sessions, bits: int, cfg: FederatedConfig,
+def shared_shallow_trie(sessions: list[PartySession], bits: int, cfg: FederatedConfig,
                         comms: list[Communication]) -> tuple[np.ndarray, list[list[int]]]:
     """Phase I (Algorithm 2): the global top-k prefixes ``C_{g_s}``.
 
     Returns:
         ``(C_{g_s} sorted by decreasing aggregated count, t per level for each party)``.
+
+    Raises:
+        FederatedError: if a party has fewer Phase I users than shared levels.
     """
     lengths = level_lengths(bits, cfg.levels)[:cfg.g_s]
     items, counts, ts_all = [], [], []
@@ -183,7 +186,7 @@ def taps(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> Fed
         prev_len = lengths[start - 1] if cfg.shared_trie else 0
         gamma = (1.0 - prev_size / total) ** 2
         cur_dict: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        ts, pruned_log = [], {}
+        ts, pruned_log, pruned_sets = [], {}, {}
         res = None
         for h, n_h in zip(range(start + 1, g + 1), sizes):
             length = lengths[h - 1]
@@ -206,6 +209,7 @@ def taps(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> Fed
                     hat_c = high[np.argsort(-phi, kind="stable")]
                     lam1, _ = consensus_set(hat_c, hat1, cfg.k, cfg.epsilon, gamma)
                     pruned = np.union1d(lam0, lam1)
+                    pruned_sets[h] = pruned
                     keep_mask = ~np.isin(domain, pruned)
                     if keep_mask.any():
                         pruned_log[h] = int((~keep_mask).sum())
@@ -228,7 +232,8 @@ def taps(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> Fed
         comm.uploaded_pairs += int(hh.size)
         items.append(hh)
         counts.append(c)
-        reports.append(PartyReport(s.name, hh, c, comm, s.ledger.counts, t1 + ts, pruned_log))
+        reports.append(PartyReport(s.name, hh, c, comm, s.ledger.counts, t1 + ts, pruned_log,
+                                   pruned_sets))
         prev_dict, prev_size = cur_dict, s.size
     # report parties in the population's order
     back = np.argsort(order)

@@ -279,3 +279,38 @@ def test_taps_run_on_syn_under_60_seconds() -> None:
     res = run("taps", pop, FederatedConfig(), np.random.default_rng(0))
     assert time.perf_counter() - t0 < 60
     assert res.max_reports_per_user() == 1
+
+
+def test_taps_second_party_prunes_prefixes_absent_there() -> None:
+    """Type-2 pruning (equations 7-8): items very frequent in the first (larger) party and
+    absent from the second get a huge contrast score and are pruned by the second party.
+
+    Party A (60,000 users): items 1..5 hold 90% of the users. Party B (40,000 users):
+    items 6..10 hold 90%. At epsilon 6 the validation sets (10% of a level group, about
+    230 users) see A's heavy prefixes at frequency ~0 in B. Fixed seeds; the pruned set of
+    B must contain a prefix of one of A's heavy items and none of B's own.
+    """
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 1 << 48, size=10, dtype=np.uint64)
+    tail = rng.integers(0, 1 << 48, size=4000, dtype=np.uint64)
+
+    def party(name: str, heavy: np.ndarray, n: int) -> Party:
+        r = np.random.default_rng(len(name) + n)
+        items = np.where(r.random(n) < 0.9, heavy[r.integers(0, heavy.size, n)],
+                         tail[r.integers(0, tail.size, n)])
+        return Party(name, items)
+
+    pop = Population((party("A", ids[:5], 60_000), party("B", ids[5:], 40_000)), 48)
+    res = run("taps", pop, FederatedConfig(epsilon=6.0, k=5), np.random.default_rng(1))
+    b = res.parties[1]
+    assert b.name == "B" and b.pruned_prefixes
+    hit_a = hit_b = False
+    for h, pref in b.pruned_prefixes.items():
+        length = 2 * h
+        a_pref = set(map(int, prefixes(ids[:5], 48, length)))
+        b_pref = set(map(int, prefixes(ids[5:], 48, length)))
+        got = set(map(int, pref))
+        hit_a |= bool(got & a_pref)
+        hit_b |= bool(got & b_pref)
+    assert hit_a and not hit_b
+    assert res.parties[0].pruned_prefixes == {}  # the first party has nobody before it
