@@ -36,6 +36,16 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--top", type=int, default=10, help="rows in the table (default 10)")
     p.add_argument("--seed", type=int, default=None,
                    help="simulation seed (default: fresh OS randomness)")
+    p.add_argument("--transport", choices=("none", "plain", "secagg", "shuffler"),
+                   default="none",
+                   help="carry the reports over a transport (protocol.ldp_runner): plain, "
+                        "secagg (support vectors; keep --users small) or shuffler (opaque "
+                        "reports; prints the amplified central guarantee). Default none: "
+                        "estimate in process")
+    p.add_argument("--delta", type=float, default=None,
+                   help="central delta of the shuffler's amplified guarantee (default 1/n^2)")
+    p.add_argument("--bound", default="fmt23_numerical",
+                   help="amplification bound for --transport shuffler (default fmt23_numerical)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -121,7 +131,18 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     reports = oracle.randomize(values, rng)
     t1 = time.perf_counter()
-    est = oracle.estimate(reports)
+    if args.transport == "none":
+        est, carried = oracle.estimate(reports), None
+    else:
+        from protocol.aggregation import AggregationAborted
+        from protocol.ldp_runner import LDPTransportError, run_ldp
+
+        try:
+            carried = run_ldp(oracle, reports, args.transport, rng, delta=args.delta,
+                              bound=args.bound)
+        except (LDPTransportError, AggregationAborted) as exc:
+            raise UsageError(str(exc)) from None
+        est = carried.estimates
     t2 = time.perf_counter()
     inside = values[values >= 0]
     truth = np.bincount(inside, minlength=domain)[:domain] / n
@@ -144,7 +165,11 @@ def run(args: argparse.Namespace) -> int:
         "max_abs_z": float(np.max(np.abs(err / std))),
         "seconds": {"randomize": t1 - t0, "estimate": t2 - t1},
         "seed": args.seed, "top": rows,
+        "transport": args.transport,
     }
+    if carried is not None:
+        summary["transport_encoding"] = carried.encoding
+        summary["central"] = carried.central
     if args.json:
         print_json(summary)
         return 0
@@ -152,6 +177,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"{oracle.name.upper()}  epsilon={priv.epsilon:g} (exact {priv.effective_epsilon:.9f}), "
           f"users={n}, domain={domain}{' + dummy' if oracle.dummy else ''}"
           f"{''.join(f', {k}={v}' for k, v in params.items())}", file=out)
+    if carried is not None:
+        print(f"transport {carried.transport}: {carried.encoding}", file=out)
+        c = carried.central
+        if c is not None:
+            print(f"central guarantee after shuffling {n} reports: ({c['epsilon']:.4f}, "
+                  f"{c['delta']:.3g})-DP by {c['bound']} ({c['source']})"
+                  f"{'; ' + c['note'] if 'note' in c else ''}", file=out)
     print(f"{'item':>16} {'true':>10} {'estimate':>10} {'error':>10} {'std':>9} {'z':>6}", file=out)
     for r in rows:
         print(f"{str(r['item'])[:16]:>16} {r['true']:10.5f} {r['estimate']:10.5f} "

@@ -35,20 +35,16 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def run(args: argparse.Namespace) -> int:
+def users_words(pop):  # noqa: ANN001, ANN201
+    """Word id of every user holding a word (SFP takes one word per user).
+
+    Raises:
+        UsageError: a user holds several words, or fewer than 2 users hold one.
+    """
     import numpy as np
 
-    from mechanisms.fo import OracleInputError
-    from mechanisms.sfp import PAD, SFP
-    from protocol.benchutil import print_json
     from protocol.cli import UsageError
-    from protocol.datasets import DatasetError, load_dataset
 
-    rng = np.random.default_rng(args.seed)
-    try:
-        pop = load_dataset(args.dataset, args.users, rng)
-    except DatasetError as exc:
-        raise UsageError(str(exc)) from None
     per_user = pop.words_per_user
     if np.any(per_user > 1):
         raise UsageError("SFP here takes one word per user")
@@ -56,21 +52,44 @@ def run(args: argparse.Namespace) -> int:
     word_of_user = np.full(pop.n, -1, dtype=np.int64)
     word_of_user[holders] = pop.items
     word_of_user = word_of_user[holders]
-    n = int(word_of_user.shape[0])
-    if n < 2:
+    if word_of_user.shape[0] < 2:
         raise UsageError("need at least 2 users holding a word")
-    delta = args.delta if args.delta is not None else 1.0 / n ** 2
-    if args.local_epsilon is not None:
-        eps0, conversion = args.local_epsilon, "given"
-    else:
-        try:
-            from shuffler.amplification import triehh_blanket_epsilon0
-            eps0 = triehh_blanket_epsilon0(n, args.epsilon, delta)
-        except (ImportError, ValueError) as exc:
-            raise UsageError(f"cannot convert central to local epsilon: {exc}") from None
-        conversion = "triehh_blanket_epsilon0 (amplification by shuffling)"
+    return word_of_user
+
+
+def fragment_epsilon(n: int, epsilon: float, delta: float,
+                     local_epsilon: float | None) -> tuple[float, str]:
+    """The fragment report's local epsilon: given, or from the central target by the
+    TrieHH authors' closed form of amplification by shuffling.
+
+    Raises:
+        UsageError: the conversion fails.
+    """
+    from protocol.cli import UsageError
+
+    if local_epsilon is not None:
+        return local_epsilon, "given"
     try:
-        sfp = SFP(eps0, epsilon_word=args.word_epsilon, threshold=args.T, k=args.k, m=args.m,
+        from shuffler.amplification import triehh_blanket_epsilon0
+        eps0 = triehh_blanket_epsilon0(n, epsilon, delta)
+    except (ImportError, ValueError) as exc:
+        raise UsageError(f"cannot convert central to local epsilon: {exc}") from None
+    return eps0, "triehh_blanket_epsilon0 (amplification by shuffling)"
+
+
+def discover_words(pop, word_of_user, eps0: float, rng, *, word_epsilon: float = 0.0,  # noqa: ANN001, ANN201
+                   T: int = 20, k: int = 2048, m: int = 1024):
+    """One SFP run on the users' words: returns ``(sfp, result, randomize_s, discover_s)``.
+
+    Raises:
+        UsageError: invalid SFP parameters or words outside the alphabet.
+    """
+    from mechanisms.fo import OracleInputError
+    from mechanisms.sfp import PAD, SFP
+    from protocol.cli import UsageError
+
+    try:
+        sfp = SFP(eps0, epsilon_word=word_epsilon, threshold=T, k=k, m=m,
                   alphabet=PAD + "".join(sorted(set(pop.alphabet))))
         codes = sfp.encode_words(list(pop.vocabulary))
     except OracleInputError as exc:
@@ -80,6 +99,29 @@ def run(args: argparse.Namespace) -> int:
     t1 = time.perf_counter()
     result = sfp.discover(reports)
     t2 = time.perf_counter()
+    return sfp, result, t1 - t0, t2 - t1
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from protocol.benchutil import print_json
+    from protocol.cli import UsageError
+    from protocol.datasets import DatasetError, load_dataset
+
+    rng = np.random.default_rng(args.seed)
+    try:
+        pop = load_dataset(args.dataset, args.users, rng)
+    except DatasetError as exc:
+        raise UsageError(str(exc)) from None
+    word_of_user = users_words(pop)
+    n = int(word_of_user.shape[0])
+    delta = args.delta if args.delta is not None else 1.0 / n ** 2
+    eps0, conversion = fragment_epsilon(n, args.epsilon, delta, args.local_epsilon)
+    sfp, result, t_rand, t_disc = discover_words(pop, word_of_user, eps0, rng,
+                                                 word_epsilon=args.word_epsilon, T=args.T,
+                                                 k=args.k, m=args.m)
+    t0, t1, t2 = 0.0, t_rand, t_rand + t_disc
     truncated = {w[: sfp.length] for w in pop.vocabulary}
     top_k = [w[: sfp.length] for w in pop.top(args.top)]
     found = set(result.words)

@@ -88,8 +88,9 @@ def load_transport(name: str):  # noqa: ANN201
         raise UsageError(f"transport {name!r}: {exc}") from None
 
 
-def prepare(args: argparse.Namespace):  # noqa: ANN201
-    """Load the population and choose the parameters.
+def prepare(args: argparse.Namespace, population=None):  # noqa: ANN001, ANN201
+    """Load the population (or use ``population``, e.g. from ``fedhh hh``) and choose
+    the parameters.
 
     Raises:
         UsageError: bad dataset, parameters or privacy target.
@@ -111,8 +112,9 @@ def prepare(args: argparse.Namespace):  # noqa: ANN201
     root = np.random.default_rng(args.seed)
     data_rng, run_rng = root.spawn(2)
     try:
-        pop = load_dataset(args.dataset, args.users, data_rng, args.multi_word,
-                           args.alphabet).compact()
+        pop = (population if population is not None else
+               load_dataset(args.dataset, args.users, data_rng, args.multi_word,
+                            args.alphabet)).compact()
     except DatasetError as exc:
         raise UsageError(str(exc)) from None
     n = pop.n
