@@ -1,13 +1,15 @@
 """``fedhh bench shuffler``: throughput of the ESA pipeline against its bare primitives.
 
-In one run it times (wall clock) the three pipeline stages on ``--reports`` reports of
-``--payload-bytes`` bytes -- encode (two seals per report), shuffle (open the outer
-layer, check, dedupe, threshold, shuffle, forward) and analyze (open the inner layer,
-strip padding, build the multiset) -- and then the *bare* primitives: the same number
-of seal and open operations on plaintexts of the same sizes (per report: seal of
-``P + 2`` bytes, seal of ``P + 66`` bytes, open of both), with no framing, parsing,
-padding, deduplication, thresholding or shuffling. Half of the bare work runs before
-the pipeline and half after, so drift of a shared machine affects both alike.
+In one run it times (wall clock and process CPU) the three pipeline stages on
+``--reports`` reports of ``--payload-bytes`` bytes -- encode (two seals per report),
+shuffle (open the outer layer, check, dedupe, threshold, shuffle, forward) and analyze
+(open the inner layer, strip padding, dedupe, build the multiset) -- and the *bare*
+primitives: the same number of seal and open operations on plaintexts of the same
+sizes (per report: seal of ``P + 2`` bytes, seal of ``P + 66`` bytes, open of both),
+with no framing, parsing, padding, deduplication, thresholding or shuffling. Each
+pipeline stage runs between the two halves of its bare counterpart (seals around
+encode, outer opens around shuffle, inner opens around analyze), so drift of a shared
+machine affects both alike.
 
     overhead_ratio = bare_seconds / pipeline_seconds
                    = (time of 2 seals + 2 opens per report) / (encode + shuffle + analyze)
@@ -67,54 +69,66 @@ def run(args: argparse.Namespace) -> int:
     inner_pt = bytes(psize + 2)
     outer_pt = bytes(CROWD_ID_BYTES + KEY_BYTES + psize + 2 + 16)
     ad_i, ad_o = b"a" * 40, b"b" * 40  # associated data of header-like size
+    bare_t = {"seal": 0.0, "open_outer": 0.0, "open_inner": 0.0}
+    cpu = {"bare": 0.0, "pipeline": 0.0}
+    sealed: list[tuple[bytes, bytes, bytes, bytes]] = []
 
-    cpu = {"bare": 0.0}
-
-    def bare(count: int) -> tuple[float, float]:
-        c0 = time.process_time()
-        t0 = time.perf_counter()
+    def bare_seal(count: int) -> None:
+        c0, t0 = time.process_time(), time.perf_counter()
         secrets = rand.token_bytes(2 * KEY_BYTES * count)
-        sealed = []
         for j in range(count):
             o = 2 * KEY_BYTES * j
             ei, ci = seal(a_keys.public_key, secrets[o:o + KEY_BYTES], LABEL_INNER, inner_pt, ad_i)
             eo, co = seal(s_keys.public_key, secrets[o + KEY_BYTES:o + 2 * KEY_BYTES],
                           LABEL_OUTER, outer_pt, ad_o)
             sealed.append((ei, ci, eo, co))
-        t1 = time.perf_counter()
-        for ei, ci, eo, co in sealed:
-            open_sealed(s_keys, LABEL_OUTER, eo, co, ad_o)
-            open_sealed(a_keys, LABEL_INNER, ei, ci, ad_i)
+        bare_t["seal"] += time.perf_counter() - t0
         cpu["bare"] += time.process_time() - c0
-        return t1 - t0, time.perf_counter() - t1
+
+    def bare_open(part: slice, outer: bool) -> None:
+        c0, t0 = time.process_time(), time.perf_counter()
+        if outer:
+            for _, _, eo, co in sealed[part]:
+                open_sealed(s_keys, LABEL_OUTER, eo, co, ad_o)
+        else:
+            for ei, ci, _, _ in sealed[part]:
+                open_sealed(a_keys, LABEL_INNER, ei, ci, ad_i)
+        bare_t["open_outer" if outer else "open_inner"] += time.perf_counter() - t0
+        cpu["bare"] += time.process_time() - c0
+
+    def stage(fn):  # noqa: ANN001, ANN202
+        c0, t0 = time.process_time(), time.perf_counter()
+        out = fn()
+        cpu["pipeline"] += time.process_time() - c0
+        return out, time.perf_counter() - t0
 
     first = n // 2
-    seal_a, open_a = bare(first)
-
-    # ---- the pipeline ----------------------------------------------------------------
-    c0 = time.process_time()
-    t0 = time.perf_counter()
+    lo, hi = slice(0, first), slice(first, n)
+    # each pipeline stage runs between the two halves of its bare counterpart
     encoder = Encoder(s_keys.public_key, a_keys.public_key, "bench", 0, psize, rand)
-    envelopes = encoder.encode_batch(reports, crowd_ids)
-    t1 = time.perf_counter()
+    bare_seal(first)
+    envelopes, enc_s = stage(lambda: encoder.encode_batch(reports, crowd_ids))
+    bare_seal(n - first)
+
     shuffler = Shuffler(s_keys, rand, min_batch_size=1, threshold=HardThreshold(1))
     shuffler.open_batch(encoder.context)
-    accepted = shuffler.submit_many(envelopes)
-    out = shuffler.close_batch(encoder.context)
-    t2 = time.perf_counter()
-    analyzed = Analyzer(a_keys).open_batch(out.batch)
-    multiset = analyzed.multiset()
-    t3 = time.perf_counter()
-    cpu["pipeline"] = time.process_time() - c0
+    bare_open(lo, outer=True)
+    (accepted, out), shuf_s = stage(
+        lambda: (shuffler.submit_many(envelopes), shuffler.close_batch(encoder.context)))
+    bare_open(hi, outer=True)
 
-    seal_b, open_b = bare(n - first)
+    analyzer = Analyzer(a_keys)
+    bare_open(lo, outer=False)
+    multiset, an_s = stage(lambda: analyzer.open_batch(out.batch).multiset())
+    bare_open(hi, outer=False)
+
     if accepted != n or out.receipt.forwarded != n or sum(multiset.values()) != n:
         raise RuntimeError("benchmark pipeline lost reports")  # pragma: no cover
 
-    enc_s, shuf_s, an_s = t1 - t0, t2 - t1, t3 - t2
     pipe_s = enc_s + shuf_s + an_s
-    bare_seal, bare_open = seal_a + seal_b, open_a + open_b
-    bare_s = bare_seal + bare_open
+    bare_seal_s = bare_t["seal"]
+    bare_open_s = bare_t["open_outer"] + bare_t["open_inner"]
+    bare_s = bare_seal_s + bare_open_s
     ratio = bare_s / pipe_s
     result = {
         "benchmark": "shuffler",
@@ -127,15 +141,17 @@ def run(args: argparse.Namespace) -> int:
         "shuffle_seconds": round(shuf_s, 4),
         "analyze_seconds": round(an_s, 4),
         "pipeline_seconds": round(pipe_s, 4),
-        "bare_seal_seconds": round(bare_seal, 4),
-        "bare_open_seconds": round(bare_open, 4),
+        "bare_seal_seconds": round(bare_seal_s, 4),
+        "bare_open_outer_seconds": round(bare_t["open_outer"], 4),
+        "bare_open_inner_seconds": round(bare_t["open_inner"], 4),
+        "bare_open_seconds": round(bare_open_s, 4),
         "bare_seconds": round(bare_s, 4),
         "encode_reports_per_s": round(n / enc_s, 1),
         "shuffle_reports_per_s": round(n / shuf_s, 1),
         "analyze_reports_per_s": round(n / an_s, 1),
         "pipeline_reports_per_s": round(n / pipe_s, 1),
-        "bare_seals_per_s": round(2 * n / bare_seal, 1),
-        "bare_opens_per_s": round(2 * n / bare_open, 1),
+        "bare_seals_per_s": round(2 * n / bare_seal_s, 1),
+        "bare_opens_per_s": round(2 * n / bare_open_s, 1),
         "bare_reports_per_s": round(n / bare_s, 1),
         "overhead_ratio": round(ratio, 4),
         "overhead_ratio_definition": "bare (2 seals + 2 opens per report) seconds / "
