@@ -15,7 +15,8 @@ recipient, so every simulation exercises the codec.
 * **Adversary hook**: a callable ``hook(round_no, direction, envelopes) -> envelopes``
   sees each round's batch of envelopes (``direction`` ``"up"``: clients to server,
   ``"down"``: server to clients) and may inspect, modify, drop, reorder or inject
-  envelopes. Without a hook, messages are streamed one at a time so that memory stays
+  envelopes. Channels are modelled as authenticated: an upward message whose
+  ``sender`` field differs from its envelope's sender is refused. Without a hook, messages are streamed one at a time so that memory stays
   ``O(dim)`` whatever ``n`` is.
 * **Transcript** (:class:`Transcript`): one record per envelope (sender, recipient,
   round, type, size), every client's round-4 reveal, rejected messages, and queries such
@@ -387,6 +388,10 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
             return
         finally:
             codec_cpu += time.process_time() - t0
+        if getattr(msg, "sender", None) != env.sender:
+            # channels are authenticated: a message cannot claim another client's name
+            transcript.rejected.append((SERVER, env.round, "sender does not match channel"))
+            return
         t0 = time.process_time()
         try:
             srv.receive(msg)

@@ -271,3 +271,19 @@ def test_aborted_client_never_sends_again() -> None:
                      adversary=_rewrite_unmask(lambda r, a, d: (a, d | {VICTIM})))
     sent_after = [e for e in run.transcript.envelopes if e.sender != SERVER and e.round == 4]
     assert not sent_after
+
+
+def test_impersonation_on_an_authenticated_channel_is_refused() -> None:
+    cfg = make_config(5, DIM, graph="complete", threshold=3)
+
+    def hook(round_no, direction, envs):
+        if direction == "up" and round_no == 2:
+            # client 0's channel carries a masked input claiming to be client 1's
+            forged = envs[1].replace(sender=0)
+            return [forged] + [e for e in envs if e.sender != 0]
+        return envs
+
+    run = run_secagg(cfg, _inputs(cfg), rand=insecure_deterministic_randomness(11),
+                     adversary=hook)
+    assert any("sender does not match" in why for _, _, why in run.transcript.rejected)
+    assert run.completed and 0 not in run.survivors
