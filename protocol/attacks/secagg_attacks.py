@@ -42,7 +42,7 @@ from secagg.state import AbortReason as R, ClientState, SessionConfig, bitmap_to
     set_to_bitmap
 
 __all__ = ["Eavesdropper", "unmask_subset", "recover_input", "closed_set_around",
-           "run_checked"]
+           "run_checked", "isolation_study"]
 
 DIM = 6
 VICTIM = 3
@@ -510,7 +510,27 @@ def closed_set_around(neigh: list[tuple[int, ...]], v: int, t: int) -> set[int]:
 def isolate_victim(seed: int) -> Outcome:
     """Dropping honest clients to isolate a victim: the server discards the masked inputs
     of every neighbour of a small closed set C around the victim, then unmasks C's sum."""
-    n, k, t = 40, 10, 4
+    r = isolation_study(40, 10, 4, seed)
+    ok = r["partial_sum_recovered"] and not r["victim_input_recovered"] \
+        and r["set_size"] >= r["threshold"] + 1
+    return Outcome("secagg.isolate_victim", "sum over C (|C| >= t+1) learned, x_v alone not",
+                   f"|C| = {r['set_size']}, {r['dropped']} clients dropped, partial sum exact: "
+                   f"{r['partial_sum_recovered']}, victim alone unmaskable: "
+                   f"{r['victim_input_recovered']}", ok,
+                   {"server": r.pop("server_state"), "aborted_clients": r.pop("aborted")}, r)
+
+
+def isolation_study(n: int, k: int, t: int, seed: int = 0) -> dict[str, Any]:
+    """Run the isolation attack on a Harary graph ``(n, k)`` with threshold ``t``.
+
+    The server drops (ignores the masked inputs of) the boundary of
+    :func:`closed_set_around` the victim, lets the honest protocol finish, and unmasks
+    the partial sum over the set from what it recorded.
+
+    Returns:
+        Set size, clients dropped, the fraction of the victim's neighbours dropped, and
+        whether the partial sum (and the victim's input alone) were recovered.
+    """
     cfg = make_config(n, DIM, graph="harary", degree=k, threshold=t)
     x = _inputs(cfg, seed)
     neigh = cfg.all_neighbours()
@@ -523,19 +543,14 @@ def isolate_victim(seed: int) -> Outcome:
                    dtype=np.uint64)
     exact = partial is not None and bool((partial == ref).all())
     alone = unmask_subset(eve, cfg, {VICTIM}) if run.completed else None
-    frac = len(set(neigh[VICTIM]) - c) / len(neigh[VICTIM])
-    ok = exact and alone is None and len(c) >= t + 1
-    return Outcome("secagg.isolate_victim", "sum over C (|C| >= t+1) learned, x_v alone not",
-                   f"|C| = {len(c)}, {len(boundary)} clients dropped, partial sum exact: "
-                   f"{exact}, victim alone unmaskable: {alone is not None}", ok,
-                   {"server": run.server_state.value,
-                    "aborted_clients": len(run.client_abort_reasons)},
-                   {"n": n, "degree": k, "threshold": t, "set_size": len(c),
-                    "dropped": len(boundary),
-                    "fraction_of_victim_neighbours_dropped": round(frac, 3),
-                    "victim_hidden_among": len(c) - 1,
-                    "partial_sum_recovered": exact, "victim_input_recovered": alone is not None,
-                    # complete graph (plain SecAgg): C must be all of U3, so reaching |C| =
-                    # t+1 needs n-1-t of the victim's n-1 neighbours dropped
-                    "complete_graph_fraction_needed_for_same_set_size":
-                        round((n - len(c)) / (n - 1), 3)})
+    return {"n": n, "degree": k, "threshold": t, "set_size": len(c),
+            "dropped": len(boundary),
+            "fraction_of_victim_neighbours_dropped": round(
+                len(set(neigh[VICTIM]) - c) / len(neigh[VICTIM]), 3),
+            "victim_hidden_among": len(c) - 1, "completed": run.completed,
+            "partial_sum_recovered": exact, "victim_input_recovered": alone is not None,
+            # complete graph (plain SecAgg): C must be all of U3, so a set of the same
+            # size needs n - |C| of the victim's n - 1 neighbours dropped
+            "complete_graph_fraction_needed_for_same_set_size":
+                round((n - len(c)) / (n - 1), 3),
+            "server_state": run.server_state.value, "aborted": len(run.client_abort_reasons)}
