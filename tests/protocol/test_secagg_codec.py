@@ -77,7 +77,7 @@ def bitmap_msgs(draw):
     return draw(st.sampled_from([
         ConsistencyRequest(n, alive),
         UnmaskRequest(n, alive, dropped),
-        UnmaskRequest(n, alive, dropped, signers, tuple(bytes([i]) * 64 for i in signers)),
+        UnmaskRequest(n, alive, dropped, signers, tuple(bytes([i % 256]) * 64 for i in signers)),
     ]))
 
 
