@@ -41,7 +41,6 @@ mechanism (or the claim).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 

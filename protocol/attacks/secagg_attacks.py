@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from protocol.attacks import Outcome, attack
-from protocol.invariants import InvariantViolation, check_secagg_transcript
+from protocol.invariants import check_secagg_transcript
 from protocol.randomness import insecure_deterministic_randomness
 from protocol.secagg_engine import SERVER, Dropout, Envelope, make_config, run_secagg
 from secagg import crypto, prg, shamir

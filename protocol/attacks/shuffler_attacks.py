@@ -31,7 +31,7 @@ from protocol.randomness import insecure_deterministic_randomness
 from shuffler.analyzer import Analyzer
 from shuffler.crowd import CrowdKey
 from shuffler.encoder import Encoder
-from shuffler.errors import BatchTooSmall, EnvelopeRejected, RejectReason
+from shuffler.errors import BatchTooSmall, EnvelopeRejected
 from shuffler.keys import KEY_BYTES, KeyPair, open_sealed, seal
 from shuffler.messages import CROWD_ID_BYTES, LABEL_OUTER
 from shuffler.shuffler import HardThreshold, Shuffler
@@ -129,7 +129,6 @@ def replayed(seed: int) -> Outcome:
         sh.submit(e)
     r_dup = _submit(sh, st.envelopes[0])
     ctx = st.encoder.context
-    hlen = len(ctx.header)
 
     def inner_of(setup: ShufflerSetup, env: bytes, context: Any) -> bytes:
         sealed = env[len(context.header):]
@@ -152,7 +151,6 @@ def replayed(seed: int) -> Outcome:
     ok = (r_dup == "duplicate_envelope" and r_inner == "duplicate_inner" and r_old == "accepted"
           and refused_at_analyzer.get("authentication_failed") == 1
           and len(analyzed.reports) == 20)
-    _ = hlen
     return Outcome("shuffler.replayed", "duplicate_envelope, duplicate_inner, "
                    "old-epoch inner refused by the analyzer",
                    f"resend: {r_dup}; re-wrapped inner: {r_inner}; old-epoch inner: shuffler "

@@ -43,7 +43,7 @@ from protocol.secagg_engine import make_config, run_secagg
 from secagg import prg
 from secagg.errors import ParameterError
 from secagg.messages import ServerAbort
-from secagg.shamir import SHARE_WIRE_BYTES, Share
+from secagg.shamir import Share
 from shuffler.analyzer import Analyzer
 from shuffler.errors import ShufflerError
 from shuffler.messages import AnalyzerEnvelope, Context, PlainReport, ShufflerEnvelope
