@@ -1,0 +1,50 @@
+"""``fedhh eval compare``: TrieHH vs SFP table, CSVs and plot (small run)."""
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from protocol.cli import UsageError, main
+from protocol.commands.eval_compare import _floats, mean_ci
+
+
+def test_mean_ci_is_student_t() -> None:
+    v = [0.1, 0.2, 0.3, 0.4]
+    m, h = mean_ci(v)
+    assert m == pytest.approx(0.25)
+    assert h == pytest.approx(stats.t.ppf(0.975, 3) * np.std(v, ddof=1) / 2)
+    assert mean_ci([0.5]) == (0.5, 0.0)
+
+
+def test_floats_rejects_garbage() -> None:
+    assert _floats("1, 4", "--epsilons") == [1.0, 4.0]
+    for bad in ("", "a", "1,-2", "nan"):
+        with pytest.raises(UsageError):
+            _floats(bad, "--epsilons")
+
+
+def test_small_comparison_writes_table_csv_and_png(tmp_path) -> None:
+    out = tmp_path / "cmp"
+    assert main(["eval", "compare", "--dataset", "zipf32", "--users", "5000", "--runs", "2",
+                 "--epsilons", "4", "--Ts", "20", "--kmax", "10", "--k", "5", "--seed", "1",
+                 "--out", str(out)]) == 0
+    for name in ("runs.csv", "f1_at_k.csv", "table.md", "summary.json", "f1_at_k.png"):
+        assert (out / name).stat().st_size > 0, name
+    rows = list(csv.DictReader(open(out / "runs.csv")))
+    assert {r["mechanism"] for r in rows} == {"triehh", "sfp_T20"} and len(rows) == 4
+    f1 = list(csv.DictReader(open(out / "f1_at_k.csv")))
+    assert len(f1) == 2 * 2 * 10
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n"] == 5000 and summary["delta"] == pytest.approx(1 / 5000 ** 2)
+    pv = summary["privacy"]["4"]
+    assert pv["sfp_local_epsilon"] >= 4.0 - 1e-9  # amplification never lowers epsilon0
+    tri = next(t for t in summary["table"] if t["mechanism"] == "triehh")
+    assert tri["precision"] == 1.0  # TrieHH releases only words that occur
+    assert 0.0 <= tri["recall"] <= 1.0
+    table = (out / "table.md").read_text()
+    assert "| 4 | triehh |" in table and "| 4 | sfp_T20 |" in table
+    assert (out / "f1_at_k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
