@@ -17,7 +17,7 @@ NAMES = list(ATTACKS)
 
 def test_catalogue_covers_the_issue():
     must = {"secagg.double_unmask", "secagg.split_views_malicious", "secagg.key_substitution",
-            "secagg.too_few_survivors", "secagg.forged_shares", "secagg.replayed_shares",
+            "secagg.too_few_survivors", "secagg.key_substitution_semi_honest", "secagg.forged_shares", "secagg.replayed_shares",
             "secagg.reordered", "secagg.truncated", "secagg.isolate_victim", "secagg.sybils",
             "shuffler.tampered", "shuffler.replayed", "shuffler.cross_task",
             "shuffler.crowd_of_one", "shuffler.small_batch", "shuffler.collusion",
