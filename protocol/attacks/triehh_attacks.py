@@ -171,6 +171,8 @@ def targeted_sampling(seed: int) -> Outcome:
         rows.append((c, p, _implied_epsilon(p["targeted"], p["without"], delta),
                      _implied_epsilon(p["honest"], p["without"], delta)))
     c_star, p_star, eps_t, _ = max(rows, key=lambda r: r[2])
+    # a word only the target holds: thresholding alone keeps it hidden (theta >= 2 votes)
+    unique = targeted_release_probabilities(n, 1, m, theta, m_wo)
     eps_honest_max = max(r[3] for r in rows)
     # a word common enough to be found half the time under targeting: Monte Carlo there
     c_mc, p_mc, eps_mc, _ = min(rows, key=lambda r: abs(r[1]["targeted"] - 0.5))
@@ -193,19 +195,23 @@ def targeted_sampling(seed: int) -> Outcome:
     se = lambda q: math.sqrt(q * (1 - q) / runs)  # noqa: E731
     ok = (eps_t > claim.epsilon and eps_mc > claim.epsilon and eps_honest_max <= claim.epsilon
           and abs(mc["targeted"] - p_mc["targeted"]) < 4 * se(p_mc["targeted"]) + 0.01
-          and abs(mc["honest"] - p_mc["honest"]) < 4 * se(p_mc["honest"]) + 0.01)
+          and abs(mc["honest"] - p_mc["honest"]) < 4 * se(p_mc["honest"]) + 0.01
+          and unique["targeted"] == 0.0)
     return Outcome("triehh.targeted_sampling", "implied epsilon > claimed; honest below",
                    f"word held by {c_mc} users: discovery {p_mc['honest']:.3f} honest (MC "
                    f"{mc['honest']:.3f}), {p_mc['targeted']:.3f} targeted (MC "
                    f"{mc['targeted']:.3f}, {runs} runs), {p_mc['without']:.3f} without the "
                    f"target, implied epsilon {eps_mc:.3f}; worst case ({c_star} holders) "
-                   f"{eps_t:.3f}; claimed {claim.epsilon:.3f} per level",
+                   f"{eps_t:.3f}; claimed {claim.epsilon:.3f} per level; a word only the "
+                   f"target holds: discovery {unique['targeted']:.0f} even when targeted",
                    ok, {"server": "targets user 0"},
                    {"n": n, "m": m, "theta": theta, "gamma": gamma, "holders": c_mc,
                     "p_release_honest": p_mc["honest"],
                     "p_release_targeted": p_mc["targeted"],
                     "p_release_without_target": p_mc["without"],
                     "implied_epsilon_at_holders": eps_mc, "worst_case_holders": c_star,
+                    "unique_word_discovery_targeted": unique["targeted"],
+                    "unique_word_discovery_honest": unique["honest"],
                     "monte_carlo_targeted": mc["targeted"], "monte_carlo_honest": mc["honest"],
                     "implied_epsilon_targeted": eps_t,
                     "implied_epsilon_honest_max": eps_honest_max,
