@@ -57,6 +57,8 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--k", type=int, default=10, help="K: heavy hitters wanted (default 10)")
     p.add_argument("--levels", type=int, default=None,
                    help="PEM/AoN groups (default bits/8: 8 bits per level)")
+    p.add_argument("--extension", type=int, default=None,
+                   help="PEM/AoN prefixes kept per level (default K, as in PEM)")
     p.add_argument("--word-bytes", type=int, default=6, dest="word_bytes",
                    help="bytes of a word kept by PEM/AoN (default 6, i.e. 48-bit items)")
     p.add_argument("--T", type=int, default=20, help="SFP tuples per position (default 20)")
@@ -168,7 +170,7 @@ class HHResult:
 
 
 def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None = None,  # noqa: ANN001
-            word_bytes: int = 6) -> HHResult:
+            word_bytes: int = 6, extension: int | None = None) -> HHResult:
     """PEM (or AoN's heavy hitters with ``oracle='aon'``) on a one-word population.
 
     Raises:
@@ -192,7 +194,8 @@ def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None
     items = codes[pop.items]
     g = levels if levels is not None else max(1, bits // 8)
     try:
-        res = pem(items, bits, k, epsilon, oracle=oracle, levels=g, rng=rng)
+        res = pem(items, bits, k, epsilon, oracle=oracle, levels=g, extension=extension,
+                  rng=rng)
         priv = pem_privacy(epsilon, oracle)
     except FederatedError as exc:
         raise UsageError(str(exc)) from None
@@ -200,7 +203,8 @@ def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None
     priv = dict(priv, kind="local", note="one report per user over disjoint groups")
     return HHResult("aon" if oracle == "aon" else "pem", found, truth, priv,
                     {"oracle": oracle, "bits": bits, "levels": len(res.lengths),
-                     "group_sizes": res.group_sizes[:3], "encoding": encoding})
+                     "extension": extension or k, "group_sizes": res.group_sizes[:3],
+                     "encoding": encoding})
 
 
 def run_sfp(pop, epsilon: float, rng, *, delta: float | None = None, T: int = 20) -> HHResult:  # noqa: ANN001
@@ -268,7 +272,7 @@ def score(res: HHResult, k: int) -> dict[str, Any]:
 
 def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: ANN001
              oracle: str | None = None, delta: float | None = None, levels: int | None = None,
-             word_bytes: int = 6, T: int = 20) -> HHResult:
+             word_bytes: int = 6, T: int = 20, extension: int | None = None) -> HHResult:
     """Run one mechanism by name (``pem``, ``aon``, ``sfp``, ``triehh``).
 
     Raises:
@@ -284,7 +288,8 @@ def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: 
         if mechanism == "aon" and oracle not in (None, "aon"):
             raise UsageError("--mechanism aon uses the AoN oracle")
         name = "aon" if mechanism == "aon" else (oracle or "olh")
-        return run_pem(pop, epsilon, k, name, rng, levels=levels, word_bytes=word_bytes)
+        return run_pem(pop, epsilon, k, name, rng, levels=levels, word_bytes=word_bytes,
+                       extension=extension)
     if mechanism == "sfp":
         return run_sfp(pop, epsilon, rng, delta=delta, T=T)
     if mechanism == "triehh":
@@ -306,7 +311,8 @@ def run(args: argparse.Namespace) -> int:
     pop = load_population(args.dataset, args.users, data_rng, args.support, args.zipf_s)
     t1 = time.perf_counter()
     res = discover(args.mechanism, pop, args.epsilon, run_rng, k=args.k, oracle=args.oracle,
-                   delta=args.delta, levels=args.levels, word_bytes=args.word_bytes, T=args.T)
+                   delta=args.delta, levels=args.levels, word_bytes=args.word_bytes, T=args.T,
+                   extension=args.extension)
     t2 = time.perf_counter()
     sc = score(res, args.k)
     out = {"mechanism": res.mechanism, "dataset": pop.name, "n": pop.n, "k": args.k,
