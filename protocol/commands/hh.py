@@ -121,15 +121,13 @@ def load_population(dataset: str, users: int | None, rng, support: int = 10_000,
 def truncated_truth(pop, length: int) -> list[str]:  # noqa: ANN001
     """Words truncated to ``length`` characters, most frequent first (frequencies of
     words sharing a truncation added; ties alphabetical)."""
-    import numpy as np
-
     freq = pop.frequency()
     agg: dict[str, float] = {}
     for w, f in zip(pop.vocabulary, freq):
         if f > 0:
             key = w[:length]
             agg[key] = agg.get(key, 0.0) + float(f)
-    return sorted(agg, key=lambda w: (-agg[w], w)) if agg else list(np.empty(0))
+    return sorted(agg, key=lambda w: (-agg[w], w))
 
 
 def word_codes(vocabulary, nbytes: int):  # noqa: ANN001, ANN201
