@@ -26,15 +26,19 @@ A second measure is the share of the vote's entropy learned, ``I(V; C) / H(V)`` 
 ``H(V | C) = E[-sum_j (C_j/h) log2(C_j/h)]`` (same posterior). ``F = 1`` iff the server always learns the vote (``h = 1``: 99 sybils of 100 gives
 ``C = e_victim``, so ``F(1) = 1`` exactly) and ``F -> 0`` as ``h`` grows. ``A(h)`` is
 estimated by Monte Carlo over ``C ~ Multinomial(h, p)`` (vectorised) with its standard
-error; :func:`sybil_attack` also runs the real protocol with 19 sybils of 20 and
-recovers the victim's vote exactly from the released sum.
+error, and computed exactly by enumerating every count vector when there are at most
+``EXACT_LIMIT`` of them (``h <= 10`` for 10 candidates); :func:`sybil_attack` also
+runs the real protocol with 19 sybils of 20 and recovers the victim's vote exactly
+from the released sum.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from scipy.special import gammaln
 
 from protocol.attacks import Outcome, attack
 from protocol.invariants import check_secagg_transcript
@@ -84,6 +88,31 @@ def zipf_prior(candidates: int, s: float = 1.1) -> np.ndarray:
     return w / w.sum()
 
 
+EXACT_LIMIT = 200_000
+"""Enumerate every count vector when there are at most this many (else Monte Carlo)."""
+
+
+def compositions(h: int, k: int) -> np.ndarray:
+    """Every vector of ``k`` non-negative integers summing to ``h`` (stars and bars)."""
+    bars = np.array(list(itertools.combinations(range(h + k - 1), k - 1)), dtype=np.int64)
+    bars = bars.reshape(-1, k - 1)
+    edges = np.concatenate([np.full((bars.shape[0], 1), -1), bars,
+                            np.full((bars.shape[0], 1), h + k - 1)], axis=1)
+    return np.diff(edges, axis=1) - 1
+
+
+def exact_accuracy_entropy(h: int, prior: np.ndarray) -> tuple[float, float]:
+    """Exact ``E[max_j C_j]/h`` and ``E[H(C/h)]`` (bits) over ``C ~ Multinomial(h, p)``."""
+    c = compositions(h, prior.size)
+    logp = (gammaln(h + 1) - gammaln(c + 1).sum(axis=1)
+            + (c * np.log(prior)).sum(axis=1))
+    w = np.exp(logp)
+    q = c / h
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ent = -np.where(q > 0, q * np.log2(q), 0.0).sum(axis=1)
+    return float((w * c.max(axis=1)).sum() / h), float((w * ent).sum())
+
+
 def sybil_row(total: int, sybils: int, prior: np.ndarray, samples: int,
               rng: np.random.Generator) -> SybilRow:
     """Bayes-optimal recovery of one victim's vote with ``sybils`` of ``total`` clients.
@@ -98,6 +127,9 @@ def sybil_row(total: int, sybils: int, prior: np.ndarray, samples: int,
     h_prior = float(-(prior * np.log2(prior)).sum())
     if h == 1:
         acc, se, h_post = 1.0, 0.0, 0.0
+    elif math.comb(h + prior.size - 1, h) <= EXACT_LIMIT:
+        acc, h_post = exact_accuracy_entropy(h, prior)
+        se = 0.0
     else:
         counts = rng.multinomial(h, prior, size=samples)
         m = counts.max(axis=1) / h

@@ -91,3 +91,21 @@ def test_cli_list_and_run_json(capsys):
     assert main(["attack", "run", "secagg.truncated"]) == 0
     assert "PASS" in capsys.readouterr().out
     assert main(["attack", "run", "nope"]) == 2
+
+
+def test_sybil_exact_enumeration_matches_monte_carlo():
+    import protocol.attacks.sybil as sy
+    p = zipf_prior(10)
+    exact = sybil_row(100, 95, p, 10, np.random.default_rng(0))
+    assert exact.accuracy_se == 0.0
+    assert sy.compositions(5, 10).shape == (2002, 10)
+    assert (sy.compositions(5, 10).sum(axis=1) == 5).all()
+    saved = sy.EXACT_LIMIT
+    try:
+        sy.EXACT_LIMIT = 0
+        mc = sybil_row(100, 95, p, 200_000, np.random.default_rng(1))
+    finally:
+        sy.EXACT_LIMIT = saved
+    # 5 standard errors: false alarm < 1e-6
+    assert abs(mc.accuracy - exact.accuracy) < 5 * mc.accuracy_se
+    assert abs(mc.information_fraction - exact.information_fraction) < 0.01
