@@ -135,12 +135,13 @@ def run(args: argparse.Namespace) -> int:
         est, carried = oracle.estimate(reports), None
     else:
         from protocol.aggregation import AggregationAborted
+        from mechanisms.fo import ReportError
         from protocol.ldp_runner import LDPTransportError, run_ldp
 
         try:
             carried = run_ldp(oracle, reports, args.transport, rng, delta=args.delta,
                               bound=args.bound)
-        except (LDPTransportError, AggregationAborted) as exc:
+        except (LDPTransportError, AggregationAborted, ReportError) as exc:
             raise UsageError(str(exc)) from None
         est = carried.estimates
     t2 = time.perf_counter()

@@ -104,3 +104,11 @@ def test_acceptance_zipf_top10_at_1e6(mech: str, floor: float) -> None:
     sc = _acceptance(1_000_000, mech, 1)
     assert sc["f1_at_k"] >= floor
     assert sc["precision"] == 1.0
+
+
+def test_cli_sfp_human_output_has_central_equivalent(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["hh", "--mechanism", "sfp", "--dataset", "zipf32", "--users", "20000",
+                 "--epsilon", "4", "--k", "3", "--seed", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "local 4-LDP" in text and "fmt23_numerical" in text and "bbgn19_triehh" in text
+    assert "recall@3" in text and "F1@3" in text
