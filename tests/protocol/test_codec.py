@@ -11,7 +11,6 @@ from protocol import codec
 from protocol.codec import CodecError
 
 
-@codec.register
 @dataclass(frozen=True, slots=True)
 class _Ping:
     TAG: ClassVar[int] = 65000
@@ -31,6 +30,15 @@ class _Ping:
     def from_wire(cls, fields: list[Any]) -> "_Ping":
         seq, payload = fields  # wrong arity raises ValueError -> CodecError
         return cls(seq, payload)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _registered_ping():
+    # register the test message only while this module runs, so fuzzers that walk
+    # the registry in the same process never meet it
+    codec.register(_Ping)
+    yield
+    codec._REGISTRY.pop(_Ping.TAG, None)
 
 
 @given(st.integers(0, 2**32 - 1), st.binary(max_size=64))
