@@ -31,6 +31,8 @@ production).
 """
 from __future__ import annotations
 
+from nacl.bindings import crypto_scalarmult as _nacl_scalarmult
+
 import hashlib
 import hmac
 import struct
@@ -151,10 +153,11 @@ def x25519_shared(secret: bytes, peer_public: bytes) -> bytes:
     """
     secret = _as_bytes(secret, "X25519 secret", KEY_BYTES)
     peer_public = _as_bytes(peer_public, "X25519 public key", KEY_BYTES)
+    # libsodium's scalar multiplication directly: going through a private-key object
+    # would recompute the public key (a second scalar multiplication) on every call
     try:
-        shared = X25519PrivateKey.from_private_bytes(secret).exchange(
-            X25519PublicKey.from_public_bytes(peer_public))
-    except ValueError as exc:  # OpenSSL refuses the all-zero output
+        shared = _nacl_scalarmult(secret, peer_public)
+    except Exception as exc:  # libsodium refuses the all-zero output
         raise CryptoError("X25519 produced the all-zero value (low-order public key)") from exc
     if hmac.compare_digest(shared, bytes(KEY_BYTES)):  # belt and braces
         raise CryptoError("X25519 produced the all-zero value (low-order public key)")
