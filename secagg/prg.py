@@ -79,25 +79,38 @@ def mask_bytes_per_entry(modulus: int) -> int:
     return 1 if b <= 8 else 2 if b <= 16 else 4 if b <= 32 else 8
 
 
-class _Keystream:
-    """AES-256-CTR keystream written into caller buffers (no per-call allocation)."""
+# the plaintext of every keystream step: shared, never written
+_ZEROS = np.zeros(_CHUNK_BYTES, np.uint8)
+_ZEROS.setflags(write=False)
 
-    def __init__(self, seed: bytes) -> None:
+
+class _Keystream:
+    """AES-256-CTR keystream written into one reused buffer.
+
+    ``capacity`` is the largest step the caller will ask for (capped at
+    ``_CHUNK_BYTES``): buffers are sized to it, so a short mask costs a short buffer
+    rather than a megabyte.
+    """
+
+    def __init__(self, seed: bytes, capacity: int = _CHUNK_BYTES) -> None:
         self._enc = Cipher(algorithms.AES(seed), modes.CTR(bytes(16))).encryptor()
-        self._zeros = np.zeros(_CHUNK_BYTES, np.uint8)
+        self._cap = max(1, min(int(capacity), _CHUNK_BYTES))
         # update_into wants room for one extra block minus one byte
-        self._buf = np.empty(_CHUNK_BYTES + 16, np.uint8)
+        self._buf = np.empty(self._cap + 16, np.uint8)
 
     def chunk(self, n: int) -> np.ndarray:
-        """The next ``n <= _CHUNK_BYTES`` keystream bytes (a view, valid until next call)."""
-        self._enc.update_into(self._zeros[:n], self._buf)
+        """The next ``n`` keystream bytes, ``n <= capacity`` (a view, valid until the
+        next call)."""
+        if n > self._cap:
+            raise ValueError(f"keystream step of {n} bytes exceeds capacity {self._cap}")
+        self._enc.update_into(_ZEROS[:n], self._buf)
         return self._buf[:n]
 
     def into(self, out: np.ndarray) -> None:
         """Fill the contiguous uint8 array ``out`` with the next ``len(out)`` bytes."""
         done, total = 0, out.size
         while done < total:
-            n = min(_CHUNK_BYTES, total - done)
+            n = min(self._cap, total - done)
             out[done:done + n] = self.chunk(n)
             done += n
 
@@ -122,7 +135,7 @@ def keystream(seed: bytes, nbytes: int) -> bytes:
     seed = _check_seed(seed)
     nbytes = _check_count(nbytes, "nbytes")
     out = np.empty(nbytes, np.uint8)
-    _Keystream(seed).into(out)
+    _Keystream(seed, nbytes).into(out)
     return out.tobytes()
 
 
@@ -147,11 +160,14 @@ def expand_mask(seed: bytes, dim: int, modulus: int) -> np.ndarray:
     w = mask_bytes_per_entry(modulus)
     word = _WORD_DTYPES[w]
     low_mask = np.uint64((1 << b) - 1) if b < 64 else None
-    ks = _Keystream(seed)
     out = np.empty(dim, np.uint64)
     per_chunk = _CHUNK_BYTES // w
+    exact = modulus == 1 << b
+    # largest step below: the whole mask, or its first rejection-sampling batch
+    first = dim if exact else int(dim / (modulus / float(1 << b)) * 1.02) + 64
+    ks = _Keystream(seed, min(per_chunk, first) * w)
 
-    if modulus == 1 << b:  # power of two: every candidate accepted
+    if exact:  # power of two: every candidate accepted
         if w == 8:
             ks.into(out.view(np.uint8))
             if not np.little_endian:
@@ -172,7 +188,7 @@ def expand_mask(seed: bytes, dim: int, modulus: int) -> np.ndarray:
     accept = modulus / float(1 << b)  # > 1/2
     word_mask = word.type((1 << b) - 1)
     word_modulus = word.type(modulus)
-    cand = np.empty(per_chunk, word)
+    cand = np.empty(min(per_chunk, first), word)
     filled = 0
     while filled < dim:
         remaining = dim - filled
