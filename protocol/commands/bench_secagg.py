@@ -3,18 +3,12 @@
 Prints (``--json``) one object with the configuration, whether the unmasked result equals
 the plaintext sum over the clients whose masked input arrived (``correct``), wall time of
 the round (``seconds``), CPU time of this process during the round (``cpu_seconds``; the
-wall time exceeds it when other processes share the cores), CPU time per party, bytes per client, and for each primitive family (key agreement,
-PRG, Shamir, AEAD, signatures, KDF) the time spent inside it during the round next to
-the bare cost of the same operations measured in the same process: one libsodium X25519
-scalar multiplication per key agreement, the raw AES-256-CTR keystream for the mask
-bytes, ``shamir.split``/``combine`` called directly, ChaCha20-Poly1305, Ed25519 and
-HKDF-SHA256 called directly on ``cryptography`` objects.
-
-The bare cost is measured on up to ``--bare-sample`` operations of each kind (same
-sizes as in the round) and scaled linearly to the round's operation count
-(``--bare-sample 0`` replays every operation; slow for large rounds). Both the time
-inside the primitives and the bare cost are CPU seconds (``time.process_time``), so
-they do not depend on how busy the machine is.
+wall time exceeds it when other processes share the cores), CPU time per party, bytes
+per client, and for each primitive family (key agreement, PRG, Shamir, AEAD, signatures,
+KDF) the CPU time spent inside it during the round next to the bare cost of the same
+operations (:mod:`protocol.secagg_profile`). The bare cost is timed on up to
+``--bare-sample`` operations of each kind and scaled to the round's count
+(``--bare-sample 0`` replays every operation; slow for large rounds).
 """
 from __future__ import annotations
 
@@ -81,6 +75,7 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     from protocol.secagg_engine import (
         Dropout, category_seconds, profile_primitives, run_secagg,
     )
+    from protocol.secagg_profile import primitive_table
     from secagg.errors import ParameterError
     from secagg.params import find_params
     from secagg.state import ModAccumulator, SessionConfig
@@ -116,16 +111,7 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         correct = bool(np.array_equal(acc.value(), res.result))
     took_part = res.bytes_up > 0
     cats = category_seconds(prof)
-    bare = _bare_costs(prof, bare_sample)
-    primitives = {}
-    for cat in ("key_agreement", "prg", "shamir", "aead", "signature", "kdf"):
-        calls = sum(prof.calls.get(fn, 0) for fn in _FNS[cat])
-        b = bare.get(cat, 0.0)
-        primitives[cat] = {
-            "calls": calls, "seconds": round(cats.get(cat, 0.0), 4),
-            "bare_seconds": round(b, 4),
-            "overhead_ratio": round(cats[cat] / b, 2) if b > 0 else None,
-        }
+    primitives = primitive_table(prof, bare_sample)
     bits = (modulus - 1).bit_length()
     plain_bytes = dim * bits / 8
     up_mean = float(res.bytes_up[took_part].mean()) if took_part.any() else 0.0
@@ -150,96 +136,6 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         "primitive_seconds_total": round(sum(cats.values()), 3),
     }
 
-
-_FNS = {
-    "key_agreement": ("x25519_shared", "x25519_keypair", "x25519_public"),
-    "prg": ("expand_mask",), "shamir": ("split", "combine"),
-    "aead": ("aead_encrypt", "aead_decrypt"), "signature": ("ed25519_sign", "ed25519_verify"),
-    "kdf": ("hkdf",),
-}
-
-
-def _bare_costs(prof: Any, sample: int) -> dict[str, float]:
-    """Seconds the bare library calls take for the same operations as ``prof`` counted.
-
-    Each kind is timed on ``min(count, sample)`` operations and scaled to ``count``.
-    """
-    import os
-    import time
-
-    import numpy as np
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    import nacl.bindings as nacl_b
-    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
-    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
-    from protocol.randomness import OsRandom
-    from secagg import prg, shamir
-
-    def timed(count: int, fn: Any) -> float:
-        if count <= 0:
-            return 0.0
-        reps = count if sample <= 0 else min(count, sample)
-        t0 = time.process_time()
-        for _ in range(reps):
-            fn()
-        return (time.process_time() - t0) * count / reps
-
-    calls = prof.calls
-    out: dict[str, float] = {}
-    # key agreement: one X25519 scalar multiplication per operation (libsodium)
-    sk, pk = os.urandom(32), X25519PrivateKey.generate().public_key().public_bytes_raw()
-    out["key_agreement"] = timed(
-        calls.get("x25519_shared", 0), lambda: nacl_b.crypto_scalarmult(sk, pk)) + timed(
-        calls.get("x25519_keypair", 0) + calls.get("x25519_public", 0),
-        lambda: nacl_b.crypto_scalarmult_base(sk))
-    # PRG: the raw AES-256-CTR keystream for the same number of bytes
-    prg_t = 0.0
-    for (dim, modulus), count in prof.shapes.get("expand_mask", {}).items():
-        nbytes = dim * prg.mask_bytes_per_entry(modulus)
-        zeros = np.zeros(nbytes, np.uint8)
-        buf = np.empty(nbytes + 16, np.uint8)
-        key = os.urandom(32)
-        prg_t += timed(count, lambda: Cipher(algorithms.AES(key), modes.CTR(bytes(16)))
-                       .encryptor().update_into(zeros, buf))
-    out["prg"] = prg_t
-    sh_t = 0.0
-    rnd = OsRandom()
-    for (m, t), count in prof.shapes.get("split", {}).items():
-        xs = list(range(1, m + 1))
-        sec = os.urandom(32)
-        sh_t += timed(count, lambda: shamir.split(sec, xs, t, rnd))
-    for t, count in prof.shapes.get("combine", {}).items():
-        shares = shamir.split(os.urandom(32), list(range(1, t + 1)), t, rnd)
-        sh_t += timed(count, lambda: shamir.combine(shares, t))
-    out["shamir"] = sh_t
-    ae_t = 0.0
-    key = os.urandom(32)
-    for name in ("aead_encrypt", "aead_decrypt"):
-        for (pl, al), count in prof.shapes.get(name, {}).items():
-            aead = ChaCha20Poly1305
-            nonce = os.urandom(12)
-            pt, ad = os.urandom(max(pl - (28 if name == "aead_decrypt" else 0), 0)), \
-                os.urandom(al)
-            if name == "aead_encrypt":
-                ae_t += timed(count, lambda: aead(key).encrypt(nonce, pt, ad))
-            else:
-                ct = aead(key).encrypt(nonce, pt, ad)
-                ae_t += timed(count, lambda: aead(key).decrypt(nonce, ct, ad))
-    out["aead"] = ae_t
-    ed = Ed25519PrivateKey.generate()
-    edpk = ed.public_key()
-    msg = os.urandom(100)
-    sig = ed.sign(msg)
-    out["signature"] = timed(calls.get("ed25519_sign", 0), lambda: ed.sign(msg)) + timed(
-        calls.get("ed25519_verify", 0), lambda: edpk.verify(sig, msg))
-    ikm = os.urandom(32)
-    out["kdf"] = timed(calls.get("hkdf", 0), lambda: HKDF(
-        algorithm=hashes.SHA256(), length=32, salt=b"", info=b"x" * 90).derive(ikm))
-    return out
 
 
 def _print_table(out: dict[str, Any]) -> None:

@@ -136,3 +136,32 @@ def test_same_release_over_transports(name: str) -> None:
     assert plain.heavy_hitters and res.heavy_hitters == plain.heavy_hitters
     assert res.prefixes == plain.prefixes
     assert [r.released for r in res.rounds] == [r.released for r in plain.rounds]
+
+
+def test_bench_triehh_secagg_profile(capsys) -> None:
+    out = _json(capsys, ["bench", "triehh", "--transport", "secagg", "--dataset", "zipf",
+                         "--users", "3000", "--epsilon", "6", "--seed", "4",
+                         "--bare-sample", "50", "--json"])
+    assert out["transport"] == "secagg" and out["n"] == 3000
+    assert out["rounds"] and out["seconds"] > 0 and out["cpu_seconds"] > 0
+    assert out["peak_rss_mb"] > 0
+    x, table = out["x25519"], out["primitives"]
+    sampled = sum(r["sampled"] for r in out["rounds"])
+    # every sampled client makes two key pairs per round (c and s); no dropouts here
+    assert x["key_generations"] == 2 * sampled
+    # and derives one c-secret and one s-secret per neighbour, so shared ones come in pairs
+    assert x["shared_secrets"] > 0 and x["shared_secrets"] % 2 == 0
+    assert x["operations"] == table["key_agreement"]["calls"] == \
+        x["key_generations"] + x["shared_secrets"]
+    assert 0 < x["bare_seconds"] and 0 < x["share_of_run_cpu"] < 1
+    assert x["bare_share_of_run_cpu"] == pytest.approx(x["bare_seconds"] / out["cpu_seconds"],
+                                                       rel=0.05, abs=1e-3)
+    assert table["prg"]["calls"] > 0 and table["shamir"]["calls"] > 0
+    assert out["primitive_seconds_total"] <= out["cpu_seconds"]
+
+
+def test_bench_triehh_plain_human(capsys) -> None:
+    assert main(["bench", "triehh", "--dataset", "zipf", "--users", "20000",
+                 "--seed", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "transport plain" in text and "candidates" in text and "X25519" not in text

@@ -1,0 +1,67 @@
+"""The per-primitive profile of a secure-aggregation run and its bare-cost replay."""
+from __future__ import annotations
+
+import numpy as np
+
+from protocol.randomness import insecure_deterministic_randomness
+from protocol.secagg_engine import Dropout, make_config, profile_primitives, run_secagg
+from protocol.secagg_profile import FAMILIES, bare_costs, primitive_table
+from secagg import crypto
+
+
+def _run(n: int, graph: str, dropout: Dropout | None = None,  # noqa: ANN202
+         degree: int | None = None):
+    cfg = make_config(n, 7, graph=graph, degree=degree)
+    with profile_primitives() as prof:
+        res = run_secagg(cfg, np.ones((n, 7), dtype=np.uint64),
+                         rand=insecure_deterministic_randomness(3),
+                         dropout=dropout or Dropout.none())
+    return cfg, res, prof
+
+
+def test_counts_match_the_protocol_complete_graph() -> None:
+    n = 12
+    cfg, res, prof = _run(n, "complete")
+    assert res.completed
+    # two key pairs per client; keypair's own x25519_public is not counted again
+    assert prof.calls["x25519_keypair"] == 2 * n
+    assert prof.calls.get("x25519_public", 0) == 0
+    # a c-secret and an s-secret with every other client
+    assert prof.calls["x25519_shared"] == 2 * n * (n - 1)
+    # n-1 pairwise masks and a self mask per client, and the server's self masks
+    assert prof.calls["expand_mask"] == n * n + n
+    assert prof.calls["split"] == 2 * n and prof.calls["combine"] == n
+
+
+def test_counts_on_a_sparse_graph_with_a_dropout() -> None:
+    n = 60
+    # client 5 sends its shares but not its masked input: the server rebuilds its s key
+    cfg, res, prof = _run(n, "harary", Dropout({2: {5}}), degree=10)
+    k = cfg.degree
+    assert res.completed and k < n - 1 and 5 not in res.survivors
+    assert prof.calls["x25519_keypair"] == 2 * n
+    assert prof.calls["x25519_public"] == 1  # the server checks the rebuilt s key
+    # clients: 2 per neighbour; the server: the dropped client's s-secret per neighbour
+    assert prof.calls["x25519_shared"] == 2 * n * k + k
+
+
+def test_wrappers_are_removed_after_the_block() -> None:
+    before = crypto.x25519_shared
+    with profile_primitives():
+        assert crypto.x25519_shared is not before
+    assert crypto.x25519_shared is before
+
+
+def test_primitive_table_and_bare_replay() -> None:
+    _, _, prof = _run(12, "complete")
+    table = primitive_table(prof, sample=20)
+    assert set(table) == set(FAMILIES)
+    ka = table["key_agreement"]
+    assert ka["calls"] == prof.calls["x25519_keypair"] + prof.calls["x25519_shared"]
+    assert ka["bare_seconds"] > 0 and ka["overhead_ratio"] is not None
+    assert table["signature"]["calls"] == 0 and table["signature"]["bare_seconds"] == 0
+    assert table["signature"]["overhead_ratio"] is None
+    # the full replay and the sampled one estimate the same cost (loose: timing noise)
+    full, sampled = bare_costs(prof, 0), bare_costs(prof, 20)
+    assert full["key_agreement"] > 0 and sampled["key_agreement"] > 0
+    assert 0.2 < full["key_agreement"] / sampled["key_agreement"] < 5
