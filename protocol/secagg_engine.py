@@ -22,9 +22,13 @@ recipient, so every simulation exercises the codec.
   round, type, size), every client's round-4 reveal, rejected messages, and queries such
   as :meth:`Transcript.revealed_both` and :meth:`Transcript.server_could_unmask`.
 * **Cost**: CPU seconds (``time.process_time``) around every state-machine call, per
-  party; bytes up and down per client; optionally (``profile=True``) the time spent
-  inside each cryptographic primitive, by wrapping the primitive functions for the
-  duration of the run.
+  party; bytes up and down per client; and, inside a :func:`profile_primitives` block,
+  the time spent in each cryptographic primitive (the primitive functions are wrapped
+  for the duration of the block; :mod:`protocol.secagg_profile` compares it with the
+  bare library cost).
+* **Invariants**: every run ends by checking that no honest client revealed both
+  shares of a peer and that no client sent after aborting
+  (:mod:`protocol.invariants`), whatever the server or the hook did.
 
 Randomness: each client gets an independent child stream of ``rand``; pass
 ``protocol.randomness.insecure_deterministic_randomness(seed)`` for a reproducible run,
@@ -297,7 +301,8 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
                dropout: Dropout | None = None, adversary: Hook | None = None,
                signing_keys: Sequence[bytes] | None = None,
                verify_keys: Sequence[bytes] | None = None,
-               server: SecAggServer | None = None) -> SecAggRun:
+               server: SecAggServer | None = None,
+               check_invariants: bool = True) -> SecAggRun:
     """Run one full session in this process.
 
     Args:
@@ -312,12 +317,17 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
             (generated from ``rand`` when omitted).
         server: a server object to use instead of a fresh honest one (tests may
             pass a subclass that misbehaves).
+        check_invariants: check, before returning, the per-client invariants that hold
+            whatever the server does (:func:`protocol.invariants.check_no_double_reveal`
+            and :func:`~protocol.invariants.check_no_send_after_abort`).
 
     Returns:
         A :class:`SecAggRun`; an aborted session is a normal outcome, not an exception.
 
     Raises:
         ParameterError: inputs of the wrong shape or range.
+        protocol.invariants.InvariantViolation: an honest client broke an invariant
+            (a bug in the client state machine; never a server's doing).
     """
     wall0 = time.perf_counter()
     n = config.n
@@ -462,7 +472,7 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
         if adversary is not None:
             for env in adversary(round_no, "down", downs):
                 pending.extend(deliver_down(env))
-    return SecAggRun(
+    run = SecAggRun(
         config=config, result=srv.result, server_state=srv.state,
         server_abort_reason=srv.abort_reason,
         client_states=[c.state for c in clients],
@@ -472,6 +482,12 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
         server_seconds=srv_cpu, codec_seconds=codec_cpu, bytes_up=up, bytes_down=down,
         wall_seconds=time.perf_counter() - wall0, input_digests=dict(srv.input_digests),
         clients=clients, server=srv)
+    if check_invariants:
+        from protocol.invariants import check_no_double_reveal, check_no_send_after_abort
+
+        check_no_double_reveal(run)
+        check_no_send_after_abort(run)
+    return run
 
 
 def make_config(n: int, dim: int, *, graph: str = "complete", degree: int | None = None,

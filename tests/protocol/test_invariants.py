@@ -117,3 +117,31 @@ def test_split_view_leak_is_caught_by_the_collective_check():
     with pytest.raises(InvariantViolation) as e:
         check_no_unmaskable_peer(run)
     assert e.value.invariant == "no_unmaskable_peer" and "peer 3" in e.value.details
+
+
+def test_run_secagg_checks_the_client_invariants(monkeypatch):
+    """A client that forgets the one-share-per-peer rule is caught by the run itself."""
+    from secagg import client as client_mod
+
+    orig = client_mod.SecAggClient._on_unmask
+
+    def leaky(self, msg):
+        # one message cannot carry both shares of a peer (UnmaskShares refuses it), so
+        # this client sends a second one with the b-shares of the peers it reported dropped
+        (out,) = orig(self, msg)
+        extra = tuple(v for v in out.s_owners if v in self._held_b)
+        return [out, dataclasses.replace(out, b_owners=extra, s_owners=(), s_shares=(),
+                                         b_shares=tuple(self._held_b[v] for v in extra))]
+
+    cfg = make_config(8, 4, threshold=3)
+    x = np.ones((8, 4), dtype=np.uint64)
+    drop = Dropout({2: {4}})  # client 4 shared its keys, then dropped: its s key is rebuilt
+    assert run_secagg(cfg, x, rand=insecure_deterministic_randomness(5), dropout=drop).completed
+    monkeypatch.setattr(client_mod.SecAggClient, "_on_unmask", leaky)
+    with pytest.raises(InvariantViolation) as e:
+        run_secagg(cfg, x, rand=insecure_deterministic_randomness(5), dropout=drop)
+    assert e.value.invariant == "no_double_reveal"
+    # the check can be turned off (attack demonstrations inspect such runs themselves)
+    run = run_secagg(cfg, x, rand=insecure_deterministic_randomness(5), dropout=drop,
+                     check_invariants=False)
+    assert run.transcript.revealed_both(0, 4)
