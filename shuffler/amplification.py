@@ -433,6 +433,45 @@ def _triehh_log_delta(n: int, epsilon0: float, epsilon: np.ndarray) -> np.ndarra
         return log_a - log_x - math.log(4.0 * n) - _BLANKET_C * n * m
 
 
+LogDelta = Callable[[int, float, np.ndarray], np.ndarray]
+
+
+def _blanket_delta(log_delta: LogDelta, n: int, epsilon0: float, epsilon: float) -> float:
+    """``exp(log_delta(n, epsilon0, epsilon))`` after validation (``inf`` at epsilon 0)."""
+    n = _check_n(n)
+    epsilon0 = _check_epsilon0(epsilon0)
+    epsilon = _check_epsilon(epsilon)
+    if epsilon == 0.0:
+        return math.inf
+    return float(np.exp(log_delta(n, epsilon0, np.array([epsilon]))[0]))
+
+
+def _blanket_epsilon(log_delta: LogDelta, n: int, epsilon0: float, delta: float,
+                     tol: float) -> float:
+    """Smallest epsilon (<= epsilon0) whose ``log_delta`` is at most ``ln delta``."""
+    n = _check_n(n)
+    epsilon0 = _check_epsilon0(epsilon0)
+    delta = _check_delta(delta)
+    tol = _check_tol(tol)
+    return _first_crossing(lambda e: log_delta(n, epsilon0, e), epsilon0, math.log(delta),
+                           tol)
+
+
+def _blanket_epsilon0(log_delta: LogDelta, n: int, epsilon: float, delta: float,
+                      tol: float) -> float:
+    """Largest epsilon0 whose ``log_delta`` at ``epsilon`` is at most ``ln delta`` (both
+    blanket bounds grow with epsilon0, so bisection applies)."""
+    n = _check_n(n)
+    epsilon = _check_epsilon(epsilon)
+    delta = _check_delta(delta)
+    tol = _check_tol(tol)
+    if epsilon == 0.0:
+        return 0.0
+    log_t = math.log(delta)
+    return _largest_epsilon0(
+        lambda e0: bool(log_delta(n, e0, np.array([epsilon]))[0] <= log_t), epsilon, tol)
+
+
 def blanket_hoeffding_delta(n: int, epsilon0: float, epsilon: float) -> float:
     """Delta of the privacy-blanket bound with Hoeffding's inequality (Balle et al. 2019).
 
@@ -442,12 +481,7 @@ def blanket_hoeffding_delta(n: int, epsilon0: float, epsilon: float) -> float:
     Raises:
         ValueError: malformed arguments.
     """
-    n = _check_n(n)
-    epsilon0 = _check_epsilon0(epsilon0)
-    epsilon = _check_epsilon(epsilon)
-    if epsilon == 0.0:
-        return math.inf
-    return float(np.exp(_hoeffding_log_delta(n, epsilon0, np.array([epsilon]))[0]))
+    return _blanket_delta(_hoeffding_log_delta, n, epsilon0, epsilon)
 
 
 def blanket_hoeffding_epsilon(n: int, epsilon0: float, delta: float,
@@ -457,12 +491,7 @@ def blanket_hoeffding_epsilon(n: int, epsilon0: float, delta: float,
     Raises:
         ValueError: malformed arguments.
     """
-    n = _check_n(n)
-    epsilon0 = _check_epsilon0(epsilon0)
-    delta = _check_delta(delta)
-    tol = _check_tol(tol)
-    return _first_crossing(lambda e: _hoeffding_log_delta(n, epsilon0, e), epsilon0,
-                           math.log(delta), tol)
+    return _blanket_epsilon(_hoeffding_log_delta, n, epsilon0, delta, tol)
 
 
 def blanket_hoeffding_epsilon0(n: int, epsilon: float, delta: float,
@@ -475,16 +504,7 @@ def blanket_hoeffding_epsilon0(n: int, epsilon: float, delta: float,
         ValueError: malformed arguments.
         AmplificationDomainError: the target holds up to :data:`MAX_EPSILON0`.
     """
-    n = _check_n(n)
-    epsilon = _check_epsilon(epsilon)
-    delta = _check_delta(delta)
-    tol = _check_tol(tol)
-    if epsilon == 0.0:
-        return 0.0
-    log_t = math.log(delta)
-    return _largest_epsilon0(
-        lambda e0: bool(_hoeffding_log_delta(n, e0, np.array([epsilon]))[0] <= log_t),
-        epsilon, tol)
+    return _blanket_epsilon0(_hoeffding_log_delta, n, epsilon, delta, tol)
 
 
 def triehh_blanket_delta(n: int, epsilon0: float, epsilon: float) -> float:
@@ -496,12 +516,7 @@ def triehh_blanket_delta(n: int, epsilon0: float, epsilon: float) -> float:
     Raises:
         ValueError: malformed arguments.
     """
-    n = _check_n(n)
-    epsilon0 = _check_epsilon0(epsilon0)
-    epsilon = _check_epsilon(epsilon)
-    if epsilon == 0.0:
-        return math.inf
-    return float(np.exp(_triehh_log_delta(n, epsilon0, np.array([epsilon]))[0]))
+    return _blanket_delta(_triehh_log_delta, n, epsilon0, epsilon)
 
 
 def triehh_blanket_epsilon(n: int, epsilon0: float, delta: float,
@@ -511,12 +526,7 @@ def triehh_blanket_epsilon(n: int, epsilon0: float, delta: float,
     Raises:
         ValueError: malformed arguments.
     """
-    n = _check_n(n)
-    epsilon0 = _check_epsilon0(epsilon0)
-    delta = _check_delta(delta)
-    tol = _check_tol(tol)
-    return _first_crossing(lambda e: _triehh_log_delta(n, epsilon0, e), epsilon0,
-                           math.log(delta), tol)
+    return _blanket_epsilon(_triehh_log_delta, n, epsilon0, delta, tol)
 
 
 def triehh_blanket_epsilon0(n: int, epsilon: float, delta: float,
@@ -530,16 +540,7 @@ def triehh_blanket_epsilon0(n: int, epsilon: float, delta: float,
         ValueError: malformed arguments.
         AmplificationDomainError: the target holds up to :data:`MAX_EPSILON0`.
     """
-    n = _check_n(n)
-    epsilon = _check_epsilon(epsilon)
-    delta = _check_delta(delta)
-    tol = _check_tol(tol)
-    if epsilon == 0.0:
-        return 0.0
-    log_t = math.log(delta)
-    return _largest_epsilon0(
-        lambda e0: bool(_triehh_log_delta(n, e0, np.array([epsilon]))[0] <= log_t),
-        epsilon, tol)
+    return _blanket_epsilon0(_triehh_log_delta, n, epsilon, delta, tol)
 
 
 # ------------------------------------------------------- exact binomial log-pmf (Loader)
