@@ -121,8 +121,53 @@ class CMSSketch:
         return int(self.N.sum())
 
 
+def _item_ids(item_ids: Any) -> np.ndarray:
+    """The ids as a 1-D non-negative integer array.
+
+    Raises:
+        OracleInputError: another shape, dtype or a negative id.
+    """
+    x = np.asarray(item_ids)
+    if x.ndim != 1 or (x.size and x.dtype.kind not in "iu"):
+        raise OracleInputError("item ids must be a 1-D integer array")
+    if x.dtype.kind == "i" and x.size and int(x.min()) < 0:
+        raise OracleInputError("item ids must be non-negative")
+    return x
+
+
+class _SketchCoins:
+    """Hash keys and flip coins shared by CMS and HCMS (both have ``epsilon``, ``k``,
+    ``hash_seed``); the flip probability is ``1/(1 + e^(f eps))`` rounded up, with
+    ``f = _flip_exponent_factor``."""
+
+    epsilon: float
+    k: int
+    hash_seed: int
+    _flip_exponent_factor: ClassVar[float]
+
+    @functools.cached_property
+    def keys(self) -> np.ndarray:
+        """The ``k`` public hash keys, derived from ``hash_seed``."""
+        return hashing.keys_from_seed(self.hash_seed, self.k)
+
+    @property
+    def flip_threshold(self) -> int:
+        """Coin threshold of a flip, ``1/(1 + e^(f eps))`` rounded up."""
+        return coin_threshold(1.0 / (1.0 + math.exp(self.epsilon * self._flip_exponent_factor)),
+                              round_up=True)
+
+    @property
+    def flip_probability(self) -> float:
+        return coin_probability(self.flip_threshold)
+
+    @property
+    def c(self) -> float:
+        """Debiasing constant ``1/(1 - 2 phi)``."""
+        return 1.0 / (1.0 - 2.0 * self.flip_probability)
+
+
 @dataclass(frozen=True)
-class CountMeanSketch:
+class CountMeanSketch(_SketchCoins):
     """Apple's CMS frequency oracle over 64-bit item ids."""
 
     epsilon: float
@@ -143,24 +188,9 @@ class CountMeanSketch:
         if not 2 <= self.m <= (1 << 20) or self.m & (self.m - 1):
             raise OracleInputError(f"m must be a power of two in [2, 2^20], got {self.m}")
 
-    @functools.cached_property
-    def keys(self) -> np.ndarray:
-        """The ``k`` public hash keys, derived from ``hash_seed``."""
-        return hashing.keys_from_seed(self.hash_seed, self.k)
-
-    @property
-    def flip_threshold(self) -> int:
-        """Coin threshold of a coordinate flip, ``1/(1+e^(eps/2))`` rounded up."""
-        return coin_threshold(1.0 / (1.0 + math.exp(self.epsilon / 2.0)), round_up=True)
-
-    @property
-    def flip_probability(self) -> float:
-        return coin_probability(self.flip_threshold)
-
-    @property
-    def c(self) -> float:
-        """Debiasing constant ``1/(1 - 2 phi)`` (``(e^(eps/2)+1)/(e^(eps/2)-1)`` unrounded)."""
-        return 1.0 / (1.0 - 2.0 * self.flip_probability)
+    #: a coordinate flips with probability 1/(1 + e^(eps/2)) (m bits change, 2 of them
+    #: between neighbouring inputs)
+    _flip_exponent_factor: ClassVar[float] = 0.5
 
     # -- client -----------------------------------------------------------------------
     def randomize(self, item_ids: Any, rng: np.random.Generator) -> CMSReports:
@@ -169,11 +199,7 @@ class CountMeanSketch:
         Raises:
             OracleInputError: if the ids are not a 1-D non-negative integer array.
         """
-        x = np.asarray(item_ids)
-        if x.ndim != 1 or (x.size and x.dtype.kind not in "iu"):
-            raise OracleInputError("item ids must be a 1-D integer array")
-        if x.dtype.kind == "i" and x.size and int(x.min()) < 0:
-            raise OracleInputError("item ids must be non-negative")
+        x = _item_ids(item_ids)
         n, m = x.shape[0], self.m
         j = rng.integers(0, self.k, size=n)
         pos = hashing.hash_to_range(self.keys[j], x, m)
@@ -342,7 +368,7 @@ def _walsh_hadamard_rows(a: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class HadamardCountMeanSketch:
+class HadamardCountMeanSketch(_SketchCoins):
     """Apple's Hadamard Count Mean Sketch (HCMS): one bit per report.
 
     Client: ``j`` uniform in ``[k]``; ``w = H_m e_{h_j(d)}`` (column ``h_j(d)`` of the
@@ -366,21 +392,8 @@ class HadamardCountMeanSketch:
     def __post_init__(self) -> None:
         CountMeanSketch(self.epsilon, self.k, self.m, self.hash_seed)  # same validation
 
-    @functools.cached_property
-    def keys(self) -> np.ndarray:
-        return hashing.keys_from_seed(self.hash_seed, self.k)
-
-    @property
-    def flip_threshold(self) -> int:
-        return coin_threshold(1.0 / (1.0 + math.exp(self.epsilon)), round_up=True)
-
-    @property
-    def flip_probability(self) -> float:
-        return coin_probability(self.flip_threshold)
-
-    @property
-    def c(self) -> float:
-        return 1.0 / (1.0 - 2.0 * self.flip_probability)
+    #: the single bit flips with probability 1/(1 + e^eps)
+    _flip_exponent_factor: ClassVar[float] = 1.0
 
     def randomize(self, item_ids: Any, rng: np.random.Generator) -> HCMSReports:
         """Client algorithm for a batch of item ids.
@@ -388,11 +401,7 @@ class HadamardCountMeanSketch:
         Raises:
             OracleInputError: if the ids are not a 1-D non-negative integer array.
         """
-        x = np.asarray(item_ids)
-        if x.ndim != 1 or (x.size and x.dtype.kind not in "iu"):
-            raise OracleInputError("item ids must be a 1-D integer array")
-        if x.dtype.kind == "i" and x.size and int(x.min()) < 0:
-            raise OracleInputError("item ids must be non-negative")
+        x = _item_ids(item_ids)
         n = x.shape[0]
         j = rng.integers(0, self.k, size=n)
         col = hashing.hash_to_range(self.keys[j], x, self.m)
