@@ -47,6 +47,21 @@ def local_pem(session: PartySession, bits: int,
     return res.domain[top], res.freqs[top], ts
 
 
+def _local_pem_everywhere(pop: Population, cfg: FederatedConfig, rng: np.random.Generator
+                          ) -> tuple[list[np.ndarray], list[np.ndarray], list[PartyReport]]:
+    """Run PEM in every party: its top-k items, their estimated frequencies and its
+    report (estimated counts = frequency x party size)."""
+    items, freqs, reports = [], [], []
+    for s in make_sessions(pop, cfg, rng):
+        hh, f, ts = local_pem(s, pop.bits, cfg)
+        items.append(hh)
+        freqs.append(f)
+        reports.append(PartyReport(s.name, hh, f * s.size,
+                                   Communication(uploaded_pairs=int(hh.size)),
+                                   s.ledger.counts, ts))
+    return items, freqs, reports
+
+
 def fedpem(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> FederatedResult:
     """Run FedPEM (Algorithm 1): PEM per party, the server sums local top-k counts.
 
@@ -57,15 +72,8 @@ def fedpem(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> F
         FederatedError: on invalid inputs.
     """
     t0 = timer()
-    sessions = make_sessions(pop, cfg, rng)
-    items, counts, reports = [], [], []
-    for s in sessions:
-        hh, f, ts = local_pem(s, pop.bits, cfg)
-        c = f * s.size
-        items.append(hh)
-        counts.append(c)
-        reports.append(PartyReport(s.name, hh, c, Communication(uploaded_pairs=int(hh.size)),
-                                   s.ledger.counts, ts))
+    items, freqs, reports = _local_pem_everywhere(pop, cfg, rng)
+    counts = [r.counts for r in reports]
     top, score = aggregate_counts(items, counts, cfg.k)
     return FederatedResult("fedpem", top, score, reports, timer() - t0, pop.bits)
 
@@ -77,14 +85,7 @@ def gtf(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> Fede
         FederatedError: on invalid inputs.
     """
     t0 = timer()
-    sessions = make_sessions(pop, cfg, rng)
-    items, freqs, reports = [], [], []
-    for s in sessions:
-        hh, f, ts = local_pem(s, pop.bits, cfg)
-        items.append(hh)
-        freqs.append(f)
-        reports.append(PartyReport(s.name, hh, f * s.size, Communication(uploaded_pairs=int(hh.size)),
-                                   s.ledger.counts, ts))
+    items, freqs, reports = _local_pem_everywhere(pop, cfg, rng)
     allv = np.concatenate(items)
     uniq, inv = np.unique(allv, return_inverse=True)
     votes = np.bincount(inv, minlength=uniq.size)
