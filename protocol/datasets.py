@@ -59,7 +59,7 @@ import numpy as np
 __all__ = [
     "DatasetError", "Population", "EN_ALPHABET", "OOV_ALPHABET", "FILE_ALPHABET",
     "english", "english_oov", "oov_vocabulary", "zipf", "zipf_vocabulary", "from_user_words", "load_file", "load_dataset",
-    "DATASET_NAMES",
+    "sample_population", "DATASET_NAMES",
 ]
 
 EN_ALPHABET = string.ascii_lowercase + "'"
@@ -208,9 +208,17 @@ def _valid_words(words: Sequence[str], alphabet: str) -> np.ndarray:
                        count=len(words))
 
 
-def _sample_population(name: str, vocab: list[str], probs: np.ndarray, n: int,
-                       rng: np.random.Generator, alphabet: str, description: str,
-                       multi_word: bool, words_per_user: float) -> Population:
+def sample_population(name: str, vocab: list[str], probs: np.ndarray, n: int,
+                      rng: np.random.Generator, alphabet: str, description: str,
+                      multi_word: bool, words_per_user: float) -> Population:
+    """``n`` users drawing words from ``vocab`` with probabilities ``probs``.
+
+    One word each, or (``multi_word``) ``1 + Poisson(words_per_user - 1)`` draws each,
+    repeated draws counted. ``description`` is completed with how users were drawn.
+
+    Raises:
+        DatasetError: ``n < 1`` or ``words_per_user < 1``.
+    """
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise DatasetError(f"the number of users must be >= 1, got {n!r}")
     p = np.asarray(probs, dtype=np.float64)
@@ -260,7 +268,7 @@ def english(n: int, rng: np.random.Generator, multi_word: bool = False,
     words, f = _wordfreq_large()
     ok = _valid_words(words, EN_ALPHABET)
     vocab = [w for w, k in zip(words, ok) if k]
-    return _sample_population("en", vocab, f[ok], n, rng, EN_ALPHABET,
+    return sample_population("en", vocab, f[ok], n, rng, EN_ALPHABET,
                               f"wordfreq English 'large' list, {len(vocab)} words over a-z and '",
                               multi_word, words_per_user)
 
@@ -289,7 +297,7 @@ def english_oov(n: int, rng: np.random.Generator, multi_word: bool = False,
         DatasetError: ``n < 1``.
     """
     vocab, f = oov_vocabulary()
-    return _sample_population("en-oov", vocab, f, n, rng, OOV_ALPHABET,
+    return sample_population("en-oov", vocab, f, n, rng, OOV_ALPHABET,
                               f"wordfreq English words outside a {DICTIONARY_SIZE}-word "
                               f"alphabetic dictionary, {len(vocab)} words", multi_word,
                               words_per_user)
@@ -324,7 +332,7 @@ def zipf(n: int, rng: np.random.Generator, vocab_size: int = 10_000, exponent: f
         raise DatasetError("the Zipf exponent must be > 0")
     vocab = zipf_vocabulary(vocab_size)
     p = np.arange(1, vocab_size + 1, dtype=np.float64) ** -exponent
-    return _sample_population("zipf", vocab, p, n, rng, string.ascii_lowercase,
+    return sample_population("zipf", vocab, p, n, rng, string.ascii_lowercase,
                               f"synthetic Zipf(s={exponent:g}) over {vocab_size} words",
                               multi_word, words_per_user)
 

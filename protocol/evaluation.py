@@ -25,7 +25,7 @@ import numpy as np
 
 __all__ = [
     "TopKMetrics", "topk_metrics", "precision", "rank_of", "plot_discovery_rate",
-    "plot_recall_at_k",
+    "plot_recall_at_k", "pyplot",
 ]
 
 
@@ -82,7 +82,8 @@ def rank_of(words: Sequence[str], truth: Sequence[str]) -> dict[str, int | None]
     return {w: pos.get(w) for w in words}
 
 
-def _pyplot():
+def pyplot():  # noqa: ANN201
+    """``matplotlib.pyplot`` on the file-only Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -96,7 +97,7 @@ def plot_discovery_rate(path: str | pathlib.Path, frequency: np.ndarray, rate: n
                         title: str) -> None:
     """Scatter of empirical discovery rate against true frequency (log x axis) with
     the Proposition 1 worst-case curve (dashed)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     ax.scatter(frequency, rate, s=10, alpha=0.6, label="empirical (fraction of runs)")
     if bound is not None and bound_frequency is not None:
@@ -119,7 +120,7 @@ def plot_recall_at_k(path: str | pathlib.Path, ks: np.ndarray, recall: np.ndarra
 
     ``recall`` and ``f1`` have shape ``(runs, len(ks))``.
     """
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     for arr, name in ((recall, "recall at K"), (f1, "F1 at K")):
         mean = arr.mean(axis=0)

@@ -185,7 +185,7 @@ def _write(args, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,  
            seconds, print_json) -> int:
     import numpy as np
 
-    from protocol.evaluation import _pyplot
+    from protocol.evaluation import pyplot
 
     k = args.k
     with open(out_dir / "runs.csv", "w", newline="") as fh:
@@ -231,7 +231,7 @@ def _write(args, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,  
                      f"(TrieHH authors' closed form), FMT23 numerical would allow "
                      f"{'-' if fmt is None else format(fmt, '.3f')}")
     (out_dir / "table.md").write_text("\n".join(lines) + "\n")
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(epsilons), figsize=(6 * len(epsilons), 4.2), dpi=110,
                              squeeze=False)
     ks = np.arange(1, args.kmax + 1)

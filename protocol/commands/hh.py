@@ -81,7 +81,7 @@ def zipf32_population(n: int, rng, support: int = 10_000, s: float = 1.1):  # no
     """
     import numpy as np
 
-    from protocol.datasets import DatasetError, _sample_population
+    from protocol.datasets import DatasetError, sample_population
 
     if not 1 <= support <= 1 << 24:
         raise DatasetError("support must be in [1, 2^24]")
@@ -92,7 +92,7 @@ def zipf32_population(n: int, rng, support: int = 10_000, s: float = 1.1):  # no
     items = g.permutation(items)[:support]
     vocab = [f"{int(x):08x}" for x in items]
     probs = np.arange(1, support + 1, dtype=float) ** -s
-    return _sample_population("zipf32", vocab, probs, n, rng, HEX,
+    return sample_population("zipf32", vocab, probs, n, rng, HEX,
                               f"Zipf(s={s:g}) over {support} random 32-bit items", False, 1.0)
 
 
