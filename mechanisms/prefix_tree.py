@@ -2,15 +2,18 @@
 
 Theory of operation
 -------------------
-Every trie-based heavy-hitter mechanism (TrieHH, Zhu et al. AISTATS 2020; TrieHH++,
-Cormode; PEM; TAP/TAPS; the AoN heavy-hitter variant) discovers frequent sequences
-one *level* at a time. A sequence is split into *units*: single characters, groups of
-``U`` characters (the "unit size" experiment of Zhu et al., section 5.2.1), or chunks
-of bits. Level ``i`` of the trie holds prefixes of ``i`` units. In each round the
+Trie-based heavy-hitter mechanisms (TrieHH, Zhu et al. AISTATS 2020; TrieHH++,
+Cormode; and TrieHH++'s quantiles) discover frequent sequences one *level* at a time.
+A sequence is split into *units*: single characters or groups of ``U`` characters
+(the "unit size" experiment of Zhu et al., section 5.2.1). Level ``i`` of the trie holds prefixes of ``i`` units. In each round the
 server publishes a *candidate set*, the extensions ``(node, unit)`` of the current
 frontier, and clients contribute (a vote, a noisy report, ...) for the candidate that
 is the length-``i`` prefix of their sequence, or abstain. Released candidates become
 nodes of the next level.
+
+PEM and TAP/TAPS work on fixed-length binary items, whose prefixes are their own
+keys; they keep candidate sets as sorted integer arrays instead
+(:mod:`mechanisms.federated.core`), which needs no node table.
 
 This module holds only the bookkeeping, as numpy arrays so that 10^6-client
 simulations never loop in Python:
@@ -40,13 +43,13 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 __all__ = [
     "NO_UNIT", "NO_NODE", "ROOT", "PrefixTreeError", "CandidateSetTooLarge", "UnitAlphabet",
-    "BitChunks", "Candidates", "PrefixTrie",
+    "Candidates", "PrefixTrie",
 ]
 
 NO_UNIT = -1
@@ -194,56 +197,6 @@ class UnitAlphabet:
 
 
 @dataclass(frozen=True)
-class BitChunks:
-    """Units for fixed-length binary items (PEM, TAP/TAPS): ``bits`` split into chunks.
-
-    Items are non-negative integers below ``2**bits``; level ``i`` holds the top
-    ``i * chunk`` bits. There is no EOS: every item has ``bits / chunk`` units.
-
-    Raises:
-        PrefixTreeError: ``chunk`` does not divide ``bits`` or sizes out of range.
-    """
-
-    bits: int
-    chunk: int = 1
-
-    def __post_init__(self) -> None:
-        if not (1 <= self.chunk <= 20 and 1 <= self.bits <= 62 and self.bits % self.chunk == 0):
-            raise PrefixTreeError("need 1 <= chunk <= 20, bits <= 62 and chunk dividing bits")
-
-    @property
-    def num_units(self) -> int:
-        return 1 << self.chunk
-
-    @property
-    def levels(self) -> int:
-        return self.bits // self.chunk
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        return tuple(format(u, f"0{self.chunk}b") for u in range(self.num_units))
-
-    @property
-    def terminal(self) -> np.ndarray:
-        return np.zeros(self.num_units, dtype=bool)
-
-    def encode(self, items: np.ndarray) -> np.ndarray:
-        """Unit matrix ``(k, bits/chunk)`` of integer items (most significant first).
-
-        Raises:
-            PrefixTreeError: an item outside ``[0, 2**bits)``.
-        """
-        x = np.asarray(items, dtype=np.int64)
-        if x.size and (x.min() < 0 or x.max() >= 1 << self.bits):
-            raise PrefixTreeError(f"items must be in [0, 2**{self.bits})")
-        shifts = self.bits - self.chunk * np.arange(1, self.levels + 1)
-        return ((x[:, None] >> shifts[None, :]) & (self.num_units - 1)).astype(np.int64)
-
-    def decode(self, unit_ids: Sequence[int]) -> str:
-        return "".join(self.labels[int(u)] for u in unit_ids)
-
-
-@dataclass(frozen=True)
 class Candidates:
     """A public candidate set: candidate ``j`` extends node ``parents[j]`` by
     ``units[j]``. ``full_product`` is True when it is ``frontier x all units`` in
@@ -295,6 +248,41 @@ class Candidates:
         res[found] = order[j_c[found]]
         out[ok] = res
         return out
+
+    def release_indices(self, trie: "PrefixTrie", unit_labels: Sequence[str],
+                        released: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        """Candidate indices (ascending) and counts of a release keyed by label.
+
+        A label is split into a frontier node's label and a unit label (trying each
+        distinct frontier label length), so no dictionary over all candidates is built:
+        the cost is ``O(frontier + units + released)``.
+
+        Raises:
+            PrefixTreeError: a released label that is not a candidate of this set.
+        """
+        if not released:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        parent_pos: dict[str, int] = {}
+        for k, nd in enumerate(self.frontier):
+            parent_pos.setdefault(trie.label(int(nd), unit_labels), k)
+        lengths = sorted({len(lab) for lab in parent_pos})
+        unit_id = {lab: u for u, lab in enumerate(unit_labels)}
+        names = list(released)
+        nodes = np.full(len(names), NO_NODE, dtype=np.int64)
+        units = np.full(len(names), NO_UNIT, dtype=np.int64)
+        for i, name in enumerate(names):
+            for cut in lengths:
+                p, u = parent_pos.get(name[:cut]), unit_id.get(name[cut:])
+                if p is not None and u is not None:
+                    nodes[i], units[i] = self.frontier[p], u
+                    break
+        idx = self.index_of(trie, nodes, units)
+        bad = np.flatnonzero(idx < 0)
+        if bad.size:
+            raise PrefixTreeError(f"released {names[int(bad[0])]!r}, which is not a candidate")
+        cnt = np.fromiter((int(released[n]) for n in names), dtype=np.int64, count=len(names))
+        order = np.argsort(idx, kind="stable")
+        return idx[order], cnt[order]
 
 
 class PrefixTrie:

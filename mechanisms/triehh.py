@@ -45,7 +45,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from mechanisms.prefix_tree import (
-    DEFAULT_MAX_CANDIDATES, NO_NODE, PrefixTreeError, PrefixTrie, UnitAlphabet,
+    DEFAULT_MAX_CANDIDATES, NO_NODE, Candidates, PrefixTreeError, PrefixTrie, UnitAlphabet,
 )
 from mechanisms.triehh_privacy import (
     PrivacyGuarantee, TrieHHPrivacyError, batch_size, theorem1,
@@ -308,7 +308,7 @@ class TrieHH:
         released = dict(rel.counts) if rel.counts is not None else \
             dict.fromkeys(rel.items or (), int(self.config.theta))
         if released:
-            idx, cnt = self._released_indices(released, labels, frontier, level)
+            idx, cnt = self._released_indices(released, cands, level)
             self.trie.grow(cands, idx, cnt)
         # advance every sequence's pointer to its level-i node (or NO_NODE)
         alive = self._node >= 0
@@ -320,36 +320,24 @@ class TrieHH:
         return RoundRecord(level, len(cands), int(users.size), len(released),
                            time.perf_counter() - t0, result.cost)
 
-    def _released_indices(self, released: dict[str, int], labels: tuple[str, ...],
-                          frontier: np.ndarray, level: int) -> tuple[np.ndarray, np.ndarray]:
+    def _released_indices(self, released: dict[str, int], cands: Candidates,
+                          level: int) -> tuple[np.ndarray, np.ndarray]:
         """Candidate indices and counts of a release, checked against the round.
-
-        Frontier nodes are non-terminal, so their labels are ``(level-1) * U``
-        characters long and a candidate label splits into parent label and unit
-        label; this avoids a dictionary over all candidates.
 
         Raises:
             TrieHHError: a released label that is not a candidate, or a count below
                 theta (the transport broke the release rule).
         """
-        cut = (level - 1) * self.alphabet.unit_size
-        parent_pos = {self.trie.label(int(nd), self._labels): k for k, nd in enumerate(frontier)}
-        unit_id = {lab: u for u, lab in enumerate(self._labels)}
-        v = self.alphabet.num_units
-        pairs = []
-        for lab, c in released.items():
-            p = parent_pos.get(lab[:cut])
-            u = unit_id.get(lab[cut:])
-            if p is None or u is None or labels[p * v + u] != lab:
-                raise TrieHHError(f"the transport released {lab!r}, not a candidate of round "
-                                  f"{level}")
-            if int(c) < self.config.theta:
-                raise TrieHHError(f"the transport released {lab!r} with {int(c)} votes, below "
-                                  f"theta = {self.config.theta}")
-            pairs.append((p * v + u, int(c)))
-        pairs.sort()
-        return (np.array([q[0] for q in pairs], dtype=np.int64),
-                np.array([q[1] for q in pairs], dtype=np.int64))
+        try:
+            idx, cnt = cands.release_indices(self.trie, self._labels, released)
+        except PrefixTreeError as exc:
+            raise TrieHHError(f"the transport {exc} of round {level}") from None
+        low = np.flatnonzero(cnt < self.config.theta)
+        if low.size:
+            lab = cands.labels(self.trie, self._labels)[int(idx[low[0]])]
+            raise TrieHHError(f"the transport released {lab!r} with {int(cnt[low[0]])} votes, "
+                              f"below theta = {self.config.theta}")
+        return idx, cnt
 
     def result(self) -> TrieHHResult:
         """Run any remaining rounds and return the result."""

@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from protocol.aggregation import ABSTAIN, Kind, Release, RoundSpec, Transport, Votes
-from mechanisms.prefix_tree import NO_NODE, ROOT, PrefixTrie
+from mechanisms.prefix_tree import NO_NODE, ROOT, PrefixTreeError, PrefixTrie
 from mechanisms.sampling import SamplingPlan, plan_poisson_sampling, sample_round
 
 __all__ = [
@@ -265,7 +265,11 @@ def run_triehhpp(unit_matrix: np.ndarray, num_units: int, unit_labels: Sequence[
         spec = RoundSpec(params.task, level, Kind.VOTE, candidates=labels, theta=int(params.theta))
         res = transport.run_round(spec, Votes(choice), transport_rng)
         release = res.release
-        released_idx, counts = _released_indices(labels, release)
+        try:
+            released_idx, counts = cands.release_indices(trie, result.unit_labels,
+                                                         dict(release.counts or {}))
+        except PrefixTreeError as exc:
+            raise TrieHHPPError(f"the transport {exc} of level {level + 1}") from None
         trie.grow(cands, released_idx, counts)
         result.releases.append(release)
         result.levels.append(LevelStats(level + 1, len(labels), int(released_idx.size),
@@ -316,17 +320,6 @@ def _prefix_nodes(trie: PrefixTrie, um: np.ndarray, rows: np.ndarray, level: int
     for lev in range(level):
         cur = trie.child(cur, um[rows, lev].astype(np.int64))
     return np.where(cur >= 0, cur, NO_NODE)
-
-
-def _released_indices(labels: tuple[str, ...], release: Release) -> tuple[np.ndarray, np.ndarray]:
-    counts = dict(release.counts or {})
-    if not counts:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    pos = {lab: j for j, lab in enumerate(labels)}
-    idx = np.array([pos[k] for k in counts], dtype=np.int64)
-    cnt = np.array([counts[k] for k in counts], dtype=np.int64)
-    order = np.argsort(idx)
-    return idx[order], cnt[order]
 
 
 def _estimates(counts: np.ndarray, params: TrieHHPPParams) -> tuple[np.ndarray, ...]:

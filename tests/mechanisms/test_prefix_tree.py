@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mechanisms.prefix_tree import (
-    NO_NODE, NO_UNIT, BitChunks, CandidateSetTooLarge, PrefixTreeError, PrefixTrie,
+    NO_NODE, NO_UNIT, CandidateSetTooLarge, PrefixTreeError, PrefixTrie,
     UnitAlphabet,
 )
 
@@ -163,20 +163,6 @@ def test_candidate_cap() -> None:
     assert len(t.extensions(t.frontier(1), max_candidates=5 * a.num_units)) == 5 * a.num_units
 
 
-def test_bit_chunks() -> None:
-    b = BitChunks(bits=8, chunk=2)
-    um = b.encode(np.array([0b11011000, 0b00000001]))
-    assert um.tolist() == [[3, 1, 2, 0], [0, 0, 0, 1]]
-    assert b.decode(um[0]) == "11011000"
-    with pytest.raises(PrefixTreeError):
-        b.encode(np.array([256]))
-    with pytest.raises(PrefixTreeError):
-        BitChunks(bits=7, chunk=2)
-    t = PrefixTrie(b.num_units, b.terminal)
-    t.add(np.array([0]), np.array([3]), np.array([1]))
-    assert len(t.extensions()) == 4
-
-
 def test_position_in_and_child_vectorised() -> None:
     nodes = np.array([9, 3, 5])
     assert PrefixTrie.position_in(nodes, np.array([5, 9, 4, 3])).tolist() == [2, 0, -1, 1]
@@ -190,3 +176,27 @@ def test_position_in_and_child_vectorised() -> None:
         c = t.child(np.array([node]), np.array([unit]))[0]
         if c >= 0:
             assert t.label(c, a.labels) == t.label(node, a.labels) + a.labels[unit]
+
+
+@pytest.mark.parametrize("subset", [False, True])
+def test_release_indices_maps_labels_back_to_candidates(subset: bool) -> None:
+    a = UnitAlphabet("abc", 2)  # unit labels of lengths 2 ("ab"), 2 ("a$") and 1 ("$")
+    t = PrefixTrie(a.num_units, a.terminal)
+    lab = a.labels
+    t.add(np.zeros(2, dtype=np.int64), np.array([lab.index("ab"), lab.index("ca")]),
+          np.array([5, 7]))
+    units = np.array([lab.index("c$"), lab.index("$"), lab.index("aa")]) if subset else None
+    cands = t.extensions(t.frontier(1), units=units)
+    labels = cands.labels(t, lab)
+    picked = {labels[j]: 10 + j for j in (len(labels) - 1, 0, 2)}
+    idx, cnt = cands.release_indices(t, lab, picked)
+    assert idx.tolist() == sorted(idx.tolist()) == [0, 2, len(labels) - 1]
+    assert [labels[j] for j in idx] == [labels[0], labels[2], labels[-1]]
+    assert cnt.tolist() == [10, 12, 10 + len(labels) - 1]
+    e_idx, e_cnt = cands.release_indices(t, lab, {})
+    assert e_idx.size == 0 and e_cnt.size == 0
+    # a label of an earlier level, an unknown unit and a unit outside the offered subset
+    bad = ["ab", "abzz"] + (["abbb"] if subset else [])
+    for name in bad:
+        with pytest.raises(PrefixTreeError, match="not a candidate"):
+            cands.release_indices(t, lab, {name: 20})
