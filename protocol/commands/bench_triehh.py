@@ -47,11 +47,12 @@ def bench_triehh(args: argparse.Namespace, show_progress: bool = False) -> dict[
     import contextlib
     import time
 
-    from protocol.commands.triehh import load_transport, prepare, run_once, summarize
+    from protocol.commands.triehh import prepare, run_once, summarize
+    from protocol.transport_options import transport_from_args
 
     wall0, cpu0 = time.perf_counter(), time.process_time()
+    transport = transport_from_args(args)  # refuse bad options before loading data
     prep, rng = prepare(args)
-    transport = load_transport(args.transport)
     wall1, cpu1 = time.perf_counter(), time.process_time()
     profiling = args.transport == "secagg"
     if profiling:

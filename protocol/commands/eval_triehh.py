@@ -42,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
     from mechanisms.triehh_privacy import discovery_rate
     from protocol.benchutil import print_json, progress
     from protocol.cli import UsageError
-    from protocol.commands.triehh import load_transport, prepare, run_once
+    from protocol.commands.triehh import prepare, run_once
+    from protocol.transport_options import transport_from_args
     from protocol.evaluation import (
         plot_discovery_rate, plot_recall_at_k, precision, topk_metrics,
     )
@@ -57,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"cannot create {out_dir}: {exc.strerror}") from None
 
+    transport = transport_from_args(args)  # refuse bad options before loading data
     prep, run_rng = prepare(args)
-    transport = load_transport(args.transport)
     pop = prep.population
     n, theta, L = prep.n, int(prep.config.theta), int(prep.config.max_levels)
     ranking = pop.ranking()

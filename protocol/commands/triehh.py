@@ -36,8 +36,6 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delta", type=float, default=None, help="target delta (default 1/n^2)")
     p.add_argument("--max-length", type=int, default=10, dest="max_length",
                    help="L, the maximum number of trie levels/rounds (default 10)")
-    p.add_argument("--transport", default="plain", choices=("plain", "secagg", "shuffler"),
-                   help="how votes are aggregated (default plain)")
     p.add_argument("--multi-word", action="store_true", dest="multi_word",
                    help="several words per user (Algorithm 3)")
     p.add_argument("--unit-size", type=int, default=1, dest="unit_size",
@@ -50,6 +48,9 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alphabet", default=None,
                    help="public alphabet for a file dataset (default: printable ASCII "
                    "without whitespace and '$'); words with other characters are dropped")
+    from protocol.transport_options import add_transport_args
+
+    add_transport_args(p)
     p.add_argument("--release-counts", action="store_true", dest="release_counts",
                    help="also release each prefix's vote count (diagnostics only: Theorem 1 "
                         "does not cover counts)")
@@ -71,21 +72,14 @@ class Prepared:
 
 
 def load_transport(name: str):  # noqa: ANN201
-    """``get_transport(name)`` with a clear error when its module is missing.
+    """The named transport with its default options.
 
     Raises:
         UsageError: the transport is unknown or not importable.
     """
-    from protocol.cli import UsageError
-    from protocol.transports import get_transport
+    from protocol.transport_options import transport_from_args
 
-    try:
-        return get_transport(name)
-    except ImportError as exc:
-        raise UsageError(f"transport {name!r} is not available: {exc}. "
-                         "Use --transport plain") from None
-    except (ValueError, TypeError) as exc:
-        raise UsageError(f"transport {name!r}: {exc}") from None
+    return transport_from_args(argparse.Namespace(transport=name))
 
 
 def prepare(args: argparse.Namespace, population=None):  # noqa: ANN001, ANN201
@@ -218,8 +212,10 @@ def run(args: argparse.Namespace) -> int:
     from protocol.benchutil import print_json
 
     t0 = time.perf_counter()
+    from protocol.transport_options import transport_from_args
+
+    transport = transport_from_args(args)  # refuse bad options before loading data
     prep, rng = prepare(args)
-    transport = load_transport(args.transport)
     t1 = time.perf_counter()
     result = run_once(prep, transport, rng, show_progress=not args.json)
     t2 = time.perf_counter()

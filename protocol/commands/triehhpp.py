@@ -27,8 +27,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--users", type=int, default=None,
                    help="population size n (embedded default 100000; a file: all users)")
     add_privacy_args(p)
-    p.add_argument("--transport", default="plain", choices=("plain", "secagg", "shuffler"),
-                   help="how votes are aggregated (default plain)")
+    from protocol.transport_options import add_transport_args
+
+    add_transport_args(p)
     p.add_argument("--flat", action="store_true",
                    help="one thresholded round over a public candidate list, no trie "
                    "(Remark after Lemma 3); embedded datasets use their public vocabulary")
@@ -87,17 +88,6 @@ def solve(args: argparse.Namespace, n: int, flat: bool,
         raise UsageError(str(exc)) from None
 
 
-def load_transport(name: str):  # noqa: ANN201
-    """The named transport, or a UsageError if its module is not available."""
-    from protocol.cli import UsageError
-    from protocol.transports import get_transport
-
-    try:
-        return get_transport(name)
-    except ImportError as exc:
-        raise UsageError(f"transport {name!r} is not available: {exc}") from None
-
-
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -107,10 +97,12 @@ def run(args: argparse.Namespace) -> int:
     from protocol.benchutil import print_json, progress
     from protocol.cli import UsageError
     from protocol.datasets import DatasetError, load_dataset
+    from protocol.transport_options import transport_from_args
 
     t0 = time.perf_counter()
     if args.users is not None and args.users < 1:
         raise UsageError("--users must be >= 1")
+    transport = transport_from_args(args)  # refuse bad options before loading data
     data_seq, run_seq = np.random.SeedSequence(args.seed).spawn(2)
     try:
         pop = load_dataset(args.dataset, args.users, np.random.default_rng(data_seq),
@@ -124,7 +116,6 @@ def run(args: argparse.Namespace) -> int:
     sol = solve(args, n, args.flat)
     params = TrieHHPPParams(n, float(sol.m), sol.theta, 1 if args.flat else args.max_length,
                             c=args.slack)
-    transport = load_transport(args.transport)
     sr, tr = spawn_rngs(int(np.random.default_rng(run_seq).integers(2**63)))
     user_item = pop.items  # single word per user: entry i is user i's word
     t1 = time.perf_counter()
