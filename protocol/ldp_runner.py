@@ -286,7 +286,8 @@ class LDPRun:
 
     Attributes:
         transport: transport name.
-        n: users (reports), bottoms included.
+        n: users whose reports were aggregated, bottoms included (over secure
+            aggregation with dropouts: the survivors, fewer than were sent).
         counts: support counts of the domain items (``domain_size`` entries).
         estimates: unbiased frequency estimates of the domain items.
         local: the oracle's local guarantee (epsilon, effective epsilon, source).
@@ -348,6 +349,8 @@ def run_ldp(oracle: FrequencyOracle, reports: Any, transport: str | Transport,
             spec = RoundSpec(task, 0, Kind.VECTOR, dim=vectors.shape[1], modulus=modulus)
             result = transport.run_round(spec, Vectors(vectors), rng)
             counts = np.asarray(result.release.vector, dtype=np.int64)[:d]
+            # with dropouts the sum covers only the survivors: estimate over them
+            n = int(result.release.contributions)
             encoding = f"support vectors of {vectors.shape[1]} entries mod 2^{modulus.bit_length() - 1}"
         else:
             size = report_size(oracle)

@@ -21,7 +21,7 @@ from typing import Any
 
 from protocol.aggregation import Transport
 
-__all__ = ["TRANSPORTS", "add_transport_args", "transport_from_args"]
+__all__ = ["TRANSPORTS", "add_transport_args", "transport_from_args", "transport_options"]
 
 TRANSPORTS = ("plain", "secagg", "shuffler")
 # option attribute -> (transports that take it, transport keyword, command-line flag)
@@ -35,10 +35,15 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
 }
 
 
-def add_transport_args(p: argparse.ArgumentParser, default: str = "plain") -> None:
-    """Add ``--transport`` and the per-transport options to ``p``."""
-    p.add_argument("--transport", default=default, choices=TRANSPORTS,
-                   help=f"how contributions are aggregated (default {default})")
+def add_transport_args(p: argparse.ArgumentParser, default: str = "plain",
+                       extra_choices: tuple[str, ...] = (), help: str | None = None) -> None:
+    """Add ``--transport`` and the per-transport options to ``p``.
+
+    ``extra_choices`` are further ``--transport`` values the command handles itself
+    (``fedhh ldp``'s ``none``); no transport option applies to them.
+    """
+    p.add_argument("--transport", default=default, choices=extra_choices + TRANSPORTS,
+                   help=help or f"how contributions are aggregated (default {default})")
     g = p.add_argument_group("transport options")
     g.add_argument("--secagg-graph", choices=("harary", "complete"), default=None,
                    dest="secagg_graph",

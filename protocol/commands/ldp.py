@@ -36,12 +36,12 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--top", type=int, default=10, help="rows in the table (default 10)")
     p.add_argument("--seed", type=int, default=None,
                    help="simulation seed (default: fresh OS randomness)")
-    p.add_argument("--transport", choices=("none", "plain", "secagg", "shuffler"),
-                   default="none",
-                   help="carry the reports over a transport (protocol.ldp_runner): plain, "
-                        "secagg (support vectors; keep --users small) or shuffler (opaque "
-                        "reports; prints the amplified central guarantee). Default none: "
-                        "estimate in process")
+    from protocol.transport_options import add_transport_args
+
+    add_transport_args(p, default="none", extra_choices=("none",), help=(
+        "carry the reports over a transport (protocol.ldp_runner): plain, secagg (support "
+        "vectors; keep --users small) or shuffler (opaque reports; prints the amplified "
+        "central guarantee). Default none: estimate in process"))
     p.add_argument("--delta", type=float, default=None,
                    help="central delta of the shuffler's amplified guarantee (default 1/n^2)")
     p.add_argument("--bound", default="fmt23_numerical",
@@ -114,7 +114,14 @@ def run(args: argparse.Namespace) -> int:
     from mechanisms.fo import OracleInputError, make_oracle
     from protocol.benchutil import print_json
     from protocol.cli import UsageError
+    from protocol.transport_options import transport_from_args, transport_options
 
+    # refuse options the transport does not take before building anything
+    if args.transport == "none":
+        transport_options(args)  # any transport option is an error here
+        transport = None
+    else:
+        transport = transport_from_args(args)
     rng = np.random.default_rng(args.seed)
     values, names, domain = build_population(args, rng)
     n = values.shape[0]
@@ -139,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         from protocol.ldp_runner import LDPTransportError, run_ldp
 
         try:
-            carried = run_ldp(oracle, reports, args.transport, rng, delta=args.delta,
+            carried = run_ldp(oracle, reports, transport, rng, delta=args.delta,
                               bound=args.bound)
         except (LDPTransportError, AggregationAborted, ReportError) as exc:
             raise UsageError(str(exc)) from None

@@ -127,3 +127,17 @@ def test_cli_transports_agree(capsys: pytest.CaptureFixture[str]) -> None:
     c = out["shuffler"]["central"]
     assert c["bound"] == "fmt23_numerical" and 0 < c["epsilon"] <= 2.0
     assert c["delta"] == pytest.approx(1 / 120 ** 2)
+
+
+def test_secagg_dropouts_estimate_over_the_survivors() -> None:
+    """GRR's estimates over the whole domain sum to exactly 1 when n is the number of
+    reports summed; with dropouts that is the survivors, not the reports sent."""
+    from protocol.transports import get_transport
+    from protocol.ldp_runner import run_ldp
+
+    oracle = make_oracle("grr", 2.0, 6)
+    rng = np.random.default_rng(3)
+    reports = oracle.randomize(rng.integers(0, 6, 300), rng)
+    run = run_ldp(oracle, reports, get_transport("secagg", dropout=0.3), rng)
+    assert 150 < run.n < 300 and int(run.counts.sum()) == run.n
+    assert float(run.estimates.sum()) == pytest.approx(1.0, abs=1e-9)
