@@ -180,6 +180,9 @@ class QuantileSketch:
         self.error_bound = pruning_error_bound(encoder.max_levels, encoder.alpha,
                                                self.theta, self.m)
         parent, unit, depth, count = trie.parent, trie.unit, trie.depth, trie.count
+        survival = np.ones(encoder.max_levels, dtype=np.float64)
+        surv = result.survival()
+        survival[:min(surv.size, survival.size)] = surv[:survival.size]
         cell = np.zeros(len(trie), dtype=np.int64)
         self._cells: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
         self._cum: list[np.ndarray] = [np.zeros(2, dtype=np.float64)]
@@ -189,7 +192,9 @@ class QuantileSketch:
             cell[ids] = cell[parent[ids]] * encoder.alpha + unit[ids]
             order = np.argsort(cell[ids], kind="stable")
             c = cell[ids][order]
-            k = count[ids][order].astype(np.float64)
+            # counts of a level where clients dropped out are scaled back up to the
+            # sampling rate m/n the estimates assume (LevelStats.survival)
+            k = count[ids][order].astype(np.float64) / survival[lev - 1]
             self._cells.append(c)
             self._counts.append(k)
             self._cum.append(np.concatenate([[0.0], np.cumsum(k)]))

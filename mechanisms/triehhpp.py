@@ -98,9 +98,10 @@ class TrieHHPPParams:
 
 @dataclass(frozen=True, slots=True)
 class LevelStats:
-    """What happened at one level. ``candidates``, ``released`` and ``contacted`` are
-    public; ``participants`` and ``voters`` are simulation-only ground truth (no
-    party but the clients knows them)."""
+    """What happened at one level. ``candidates``, ``released``, ``contacted`` and
+    ``arrived`` (contributions the transport aggregated: ``contacted`` minus clients
+    that dropped out) are public; ``participants`` and ``voters`` are simulation-only
+    ground truth (no party but the clients knows them)."""
 
     level: int
     candidates: int
@@ -109,6 +110,14 @@ class LevelStats:
     participants: int
     voters: int
     truncated: bool
+    arrived: int
+
+    @property
+    def survival(self) -> float:
+        """Fraction of contacted clients whose contribution was aggregated (1 without
+        dropouts). A client that drops is one more client not sampled, so the level's
+        effective sampling rate is ``p * survival``."""
+        return self.arrived / self.contacted if self.contacted else 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +132,8 @@ class NodeEstimate:
         frequency_se: ``sqrt(X (1 - p)) / m``.
         estimate: ``X n / m`` (estimated number of clients).
         estimate_se: ``sqrt(X (1 - p)) n / m``.
+        (With dropouts, ``m`` and ``p`` are multiplied by the level's
+        :attr:`LevelStats.survival`.)
         terminal: True for a complete item (ends with EOS).
     """
 
@@ -152,10 +163,20 @@ class TrieHHPPResult:
         counts = self.trie.count[ids]
         depth = self.trie.depth[ids]
         term = self.trie.is_terminal(ids) if ids.size else np.zeros(0, dtype=bool)
-        f, fse, w, wse = _estimates(counts, self.params)
+        surv = self.survival()
+        f, fse, w, wse = _estimates(counts, self.params,
+                                    surv[np.maximum(depth, 1) - 1] if ids.size else 1.0)
         return [NodeEstimate(self.trie.label(int(i), self.unit_labels), int(d), int(c),
                              float(a), float(b), float(x), float(y), bool(t))
                 for i, d, c, a, b, x, y, t in zip(ids, depth, counts, f, fse, w, wse, term)]
+
+    def survival(self) -> np.ndarray:
+        """:attr:`LevelStats.survival` of every level, indexed by depth - 1 (levels
+        never run count as 1)."""
+        out = np.ones(max(self.params.max_levels, len(self.levels)), dtype=np.float64)
+        for st in self.levels:
+            out[st.level - 1] = st.survival
+        return out
 
     def heavy_hitters(self, strip: str | None = None) -> list[NodeEstimate]:
         """Complete items (terminal nodes) by decreasing count; with ``strip`` the
@@ -182,7 +203,7 @@ class FlatResult:
         items = sorted(self.release.counts.items(), key=lambda kv: (-kv[1], kv[0])) \
             if self.release.counts else []
         counts = np.array([c for _, c in items], dtype=np.int64)
-        f, fse, w, wse = _estimates(counts, self.params)
+        f, fse, w, wse = _estimates(counts, self.params, self.stats.survival)
         return [NodeEstimate(k, 1, int(c), float(a), float(b), float(x), float(y), True)
                 for (k, c), a, b, x, y in zip(items, f, fse, w, wse)]
 
@@ -274,7 +295,8 @@ def run_triehhpp(unit_matrix: np.ndarray, num_units: int, unit_labels: Sequence[
         result.releases.append(release)
         result.levels.append(LevelStats(level + 1, len(labels), int(released_idx.size),
                                         int(rows.size), int(sample.participates.sum()),
-                                        int((choice >= 0).sum()), sample.truncated))
+                                        int((choice >= 0).sum()), sample.truncated,
+                                        int(release.contributions)))
         if released_idx.size == 0:
             break
     return result
@@ -307,7 +329,8 @@ def run_flat(items: np.ndarray, candidates: Sequence[str], params: TrieHHPPParam
     res = transport.run_round(spec, Votes(choice), transport_rng)
     stats = LevelStats(1, len(candidates), len(res.release.counts or {}),
                        int(sample.contacted.size), int(sample.participates.sum()),
-                       int((choice >= 0).sum()), sample.truncated)
+                       int((choice >= 0).sum()), sample.truncated,
+                       int(res.release.contributions))
     return FlatResult(params, res.release, stats)
 
 
@@ -322,9 +345,17 @@ def _prefix_nodes(trie: PrefixTrie, um: np.ndarray, rows: np.ndarray, level: int
     return np.where(cur >= 0, cur, NO_NODE)
 
 
-def _estimates(counts: np.ndarray, params: TrieHHPPParams) -> tuple[np.ndarray, ...]:
+def _estimates(counts: np.ndarray, params: TrieHHPPParams,
+               survival: np.ndarray | float = 1.0) -> tuple[np.ndarray, ...]:
+    """Frequency, its standard error, count and its standard error from sampled counts.
+
+    ``survival`` (per count, or one value) scales the sampling rate to ``p * survival``
+    when clients dropped out of the transport, which keeps the estimates unbiased.
+    """
     counts = np.asarray(counts, dtype=np.float64)
-    p = params.rate
-    f = counts / params.m
-    fse = np.sqrt(counts * (1.0 - p)) / params.m
+    s = np.asarray(survival, dtype=np.float64)
+    p = params.rate * s
+    m = params.m * s
+    f = counts / m
+    fse = np.sqrt(counts * (1.0 - p)) / m
     return f, fse, f * params.population, fse * params.population

@@ -140,3 +140,23 @@ def test_encoding_round_trip_property(v: float, alpha: int, levels: int) -> None
         assert cell == int(enc.prefix_cell(v, lev)[0])
         a, b = enc.cell_interval(lev, cell)
         assert a - 1e-9 <= clipped and (clipped < b + 1e-9)
+
+
+def test_counts_of_levels_with_dropouts_are_scaled_by_survival() -> None:
+    """A level where half the contacted clients dropped out counts each released vote
+    twice (LevelStats.survival), so a rank built from that level doubles."""
+    import dataclasses
+
+    rng = np.random.default_rng(1)
+    v = rng.random(3_000)
+    enc = AlphaAdicEncoder(0.0, 1.0, alpha=4, max_levels=3)
+    sr, tr = spawn_rngs(2)
+    res = run_triehhpp(enc.unit_matrix(v), enc.alpha, enc.unit_labels,
+                       TrieHHPPParams(v.size, 3_000, 1, enc.max_levels), PlainTransport(), sr, tr)
+    assert all(st.survival == 1.0 for st in res.levels)
+    r = np.array([0.25, 0.5, 0.75])  # level-1 cell boundaries: answered by level 1 alone
+    before = QuantileSketch(res, enc).ranks(r)
+    res.levels[0] = dataclasses.replace(res.levels[0], arrived=res.levels[0].contacted // 2)
+    assert res.survival()[0] == pytest.approx(0.5, abs=1e-3)
+    after = QuantileSketch(res, enc).ranks(r)
+    assert np.allclose(after, before / res.survival()[0])
