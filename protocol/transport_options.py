@@ -9,8 +9,11 @@ One set of options for every command that runs a mechanism over a transport
   round), ``--dropout P`` (each sampled client drops before a random round);
 * shuffler: ``--min-batch N`` (the shuffler's minimum batch) and ``--workers W``
   (processes for the public-key work);
-* both: ``--os-keys`` (keys from the operating system; the default derives them from
-  the run's seed, reproducible but insecure).
+* both: ``--os-keys``. Keys and protocol randomness come from the operating system
+  unless the command was given ``--seed``: then they derive from the seed (a
+  reproducible simulation whose keys anyone with the seed can recompute), and
+  ``--os-keys`` takes them from the operating system anyway. Sampling and the
+  release depend only on the seed, never on where the keys come from.
 
 An option that the chosen transport does not take is an error, not silently ignored.
 """
@@ -59,8 +62,8 @@ def add_transport_args(p: argparse.ArgumentParser, default: str = "plain",
                    help="shuffler: processes for the public-key work (default 1)")
     g.add_argument("--os-keys", action="store_const", const=True, default=None,
                    dest="os_keys",
-                   help="secagg/shuffler: keys from the OS instead of the seed (not "
-                        "reproducible)")
+                   help="secagg/shuffler: keys from the OS even with --seed (they come "
+                        "from the OS anyway without --seed)")
 
 
 def transport_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -81,6 +84,9 @@ def transport_options(args: argparse.Namespace) -> dict[str, Any]:
             raise UsageError(f"{flag} applies to --transport {' or '.join(takers)}, "
                              f"not {name}")
         opts[keyword] = (not value) if attr == "os_keys" else value
+    if name in _OPTIONS["os_keys"][0] and "simulate" not in opts:
+        # seeded keys only behind the explicit switch --seed
+        opts["simulate"] = getattr(args, "seed", None) is not None
     if "dropout" in opts and not 0.0 <= opts["dropout"] < 1.0:
         raise UsageError("--dropout must be in [0, 1)")
     for key, flag in (("min_batch_size", "--min-batch"), ("workers", "--workers")):

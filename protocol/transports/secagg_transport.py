@@ -21,12 +21,13 @@ dim, modulus, ...), so masked inputs produced for one candidate set, task or rou
 never be unmasked together with inputs for another: every key, ciphertext and
 signature depends on it.
 
-Randomness: with ``simulate=True`` (the default, for simulations and the contract
-tests) all client and server randomness is derived from the ``rng`` passed to
+Randomness: by default (``simulate=False``) keys come from the operating system
+(``OsRandom``) and ``rng`` only drives the simulated dropouts. With ``simulate=True``
+(an explicit switch for reproducible simulations and tests) all client and server
+randomness is derived from the ``rng`` passed to
 ``run_round`` via ``insecure_deterministic_randomness(rng.integers(...))``, so a run is
-reproducible from its seed -- and every key is known to whoever knows the seed. With
-``simulate=False`` keys come from the operating system (``OsRandom``) and ``rng`` only
-drives the simulated dropouts.
+reproducible from its seed -- and every key is known to whoever knows the seed. The
+release never depends on the keys, only on the contributions.
 
 Dropouts (``dropout > 0``) follow :meth:`protocol.secagg_engine.Dropout.random`; the
 release then covers exactly the clients whose masked input arrived (``U3``).
@@ -85,7 +86,7 @@ class SecAggTransport(Transport):
         malicious: malicious-server variant (Ed25519 PKI, consistency check).
         dropout: per-client dropout probability (simulated, before a random round).
         simulate: derive every key from the ``rng`` of ``run_round`` (reproducible,
-            insecure); ``False`` uses OS randomness.
+            insecure); ``False`` (the default) uses OS randomness.
         corrupt_fraction, sigma, eta: threat model handed to
             :func:`secagg.params.find_params`.
 
@@ -96,7 +97,7 @@ class SecAggTransport(Transport):
     name = "secagg"
 
     def __init__(self, graph: str = "harary", malicious: bool = False, dropout: float = 0.0,
-                 simulate: bool = True, corrupt_fraction: float = 0.05, sigma: int = 40,
+                 simulate: bool = False, corrupt_fraction: float = 0.05, sigma: int = 40,
                  eta: int = 20) -> None:
         if graph not in ("harary", "complete"):
             raise ValueError("graph must be 'harary' or 'complete'")

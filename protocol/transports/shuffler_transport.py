@@ -23,9 +23,10 @@ forwards inner layers; the analyzer opens them. Every message crosses
   aggregation, the analyzer sees every individual vector (unlinkable to its sender
   only).
 
-``simulate=True`` (default) derives all keys and randomness from ``rng`` through
-:func:`protocol.randomness.insecure_deterministic_randomness` (reproducible, *not*
-secret); ``simulate=False`` uses OS randomness.
+By default (``simulate=False``) keys and randomness come from the operating system.
+``simulate=True``, an explicit switch for reproducible simulations and tests, derives
+them from ``rng`` through :func:`protocol.randomness.insecure_deterministic_randomness`
+(reproducible, *not* secret).
 
 ``workers > 1`` spreads the public-key work over a process pool: clients encode in
 fixed-size chunks (each chunk with its own randomness stream, so the envelopes do not
@@ -108,8 +109,8 @@ class ShufflerTransport(Transport):
     """Aggregation through an encode-shuffle-analyze pipeline.
 
     Args:
-        simulate: derive keys and randomness from ``rng`` (reproducible); when False
-            use OS randomness.
+        simulate: derive keys and randomness from ``rng`` (reproducible, insecure);
+            ``False`` (the default) uses OS randomness.
         min_batch_size: the shuffler's minimum batch (the effective minimum is
             ``max(min_batch_size, spec.min_participants)``).
         wire: pass every envelope through the codec (True for simulations; False
@@ -124,7 +125,7 @@ class ShufflerTransport(Transport):
 
     name = "shuffler"
 
-    def __init__(self, simulate: bool = True, min_batch_size: int = 1, wire: bool = True,
+    def __init__(self, simulate: bool = False, min_batch_size: int = 1, wire: bool = True,
                  workers: int = 1, client_chunk: int = CLIENT_CHUNK) -> None:
         if type(min_batch_size) is not int or min_batch_size < 1:
             raise ValueError("min_batch_size must be an int >= 1")

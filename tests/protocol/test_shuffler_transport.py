@@ -55,9 +55,9 @@ def test_shuffler_view_holds_no_individual_vote() -> None:
 def test_same_seed_same_views_and_different_seed_different_ids() -> None:
     choice = np.array([0, 0, 1, ABSTAIN])
     spec = RoundSpec("t", 0, Kind.VOTE, candidates=("a", "b"), theta=2)
-    a = ShufflerTransport().run_round(spec, Votes(choice), np.random.default_rng(5))
-    b = ShufflerTransport().run_round(spec, Votes(choice), np.random.default_rng(5))
-    c = ShufflerTransport().run_round(spec, Votes(choice), np.random.default_rng(6))
+    a = ShufflerTransport(simulate=True).run_round(spec, Votes(choice), np.random.default_rng(5))
+    b = ShufflerTransport(simulate=True).run_round(spec, Votes(choice), np.random.default_rng(5))
+    c = ShufflerTransport(simulate=True).run_round(spec, Votes(choice), np.random.default_rng(6))
     assert a.views["shuffler"]["crowd_sizes"] == b.views["shuffler"]["crowd_sizes"]
     assert set(a.views["shuffler"]["crowd_sizes"]) != set(c.views["shuffler"]["crowd_sizes"])
 
@@ -137,9 +137,9 @@ def test_workers_give_identical_results() -> None:
     rng = np.random.default_rng(3)
     choice = rng.integers(ABSTAIN, 4, size=1200)  # several client chunks
     spec = RoundSpec("t", 1, Kind.VOTE, candidates=("a", "b", "c", "d"), theta=235)
-    one = ShufflerTransport(workers=1, client_chunk=300).run_round(spec, Votes(choice),
+    one = ShufflerTransport(simulate=True, workers=1, client_chunk=300).run_round(spec, Votes(choice),
                                                                    np.random.default_rng(8))
-    two = ShufflerTransport(workers=2, client_chunk=300).run_round(spec, Votes(choice),
+    two = ShufflerTransport(simulate=True, workers=2, client_chunk=300).run_round(spec, Votes(choice),
                                                                    np.random.default_rng(8))
     plain = PlainTransport().run_round(spec, Votes(choice), np.random.default_rng(8))
     assert one.release.same_as(plain.release) and two.release.same_as(plain.release)

@@ -13,14 +13,26 @@ from protocol.transport_options import add_transport_args, transport_from_args, 
 
 def _args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser()
+    p.add_argument("--seed", type=int, default=None)
     add_transport_args(p)
     return p.parse_args(argv)
 
 
 def test_defaults_give_each_transport_its_own_defaults() -> None:
+    assert transport_options(_args([])) == {}
     for name in ("plain", "secagg", "shuffler"):
-        assert transport_options(_args(["--transport", name])) == {}
         assert transport_from_args(_args(["--transport", name])).name == name
+
+
+@pytest.mark.parametrize("name", ["secagg", "shuffler"])
+def test_keys_come_from_the_os_unless_seeded(name: str) -> None:
+    # seeded (reproducible, insecure) keys only behind the explicit --seed switch
+    assert transport_options(_args(["--transport", name])) == {"simulate": False}
+    assert transport_options(_args(["--transport", name, "--seed", "3"])) == \
+        {"simulate": True}
+    assert transport_options(_args(["--transport", name, "--seed", "3", "--os-keys"])) == \
+        {"simulate": False}
+    assert transport_from_args(_args(["--transport", name])).simulate is False
 
 
 def test_secagg_options_reach_the_transport() -> None:
@@ -31,7 +43,7 @@ def test_secagg_options_reach_the_transport() -> None:
 
 def test_shuffler_options_reach_the_transport() -> None:
     t = transport_from_args(_args(["--transport", "shuffler", "--min-batch", "50",
-                                   "--workers", "2"]))
+                                   "--workers", "2", "--seed", "1"]))
     assert (t.min_batch_size, t.workers, t.simulate) == (50, 2, True)
 
 
