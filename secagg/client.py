@@ -175,7 +175,19 @@ class SecAggClient:
         except _Abort as a:
             self.state = ClientState.ABORTED
             self.abort_reason = a.reason
+            self._forget(shares=True)
             return []
+
+    def _forget(self, *, shares: bool) -> None:
+        """Drop secrets no later step needs: the secret keys, the self-mask seed and the
+        pairwise keys once the masked input is out, and (``shares``) the shares held
+        for peers once round 4 is answered or the client aborted. Python cannot wipe
+        ``bytes``; dropping the references keeps a finished client from carrying them
+        (and keeps memory at what the remaining rounds need)."""
+        self._c_sk = self._s_sk = self._b = b""
+        self._share_keys, self._mask_seeds = {}, {}
+        if shares:
+            self._held_b, self._held_s = {}, {}
 
     # ------------------------------------------------------------------ round 0
 
@@ -285,6 +297,7 @@ class SecAggClient:
                 self.peer_status[v] = PeerStatus.DROPPED_AT_ROUND_1
         self.state = (ClientState.AWAIT_CONSISTENCY if cfg.malicious
                       else ClientState.AWAIT_UNMASK)
+        self._forget(shares=False)
         return [out]
 
     def _input(self) -> np.ndarray:
@@ -380,6 +393,7 @@ class SecAggClient:
         self.peer_status = status
         self.revealed_b, self.revealed_s = frozenset(b_owners), frozenset(s_owners)
         self.state = ClientState.COMPLETED
+        self._forget(shares=True)
         return [out]
 
     # ------------------------------------------------------------------ abort

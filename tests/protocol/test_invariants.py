@@ -128,10 +128,11 @@ def test_run_secagg_checks_the_client_invariants(monkeypatch):
     def leaky(self, msg):
         # one message cannot carry both shares of a peer (UnmaskShares refuses it), so
         # this client sends a second one with the b-shares of the peers it reported dropped
+        held_b = dict(self._held_b)  # the honest handler forgets the shares it held
         (out,) = orig(self, msg)
-        extra = tuple(v for v in out.s_owners if v in self._held_b)
+        extra = tuple(v for v in out.s_owners if v in held_b)
         return [out, dataclasses.replace(out, b_owners=extra, s_owners=(), s_shares=(),
-                                         b_shares=tuple(self._held_b[v] for v in extra))]
+                                         b_shares=tuple(held_b[v] for v in extra))]
 
     cfg = make_config(8, 4, threshold=3)
     x = np.ones((8, 4), dtype=np.uint64)

@@ -54,6 +54,8 @@ def test_double_unmask_attack_makes_every_honest_client_abort(graph: str) -> Non
     for c in range(cfg.n):
         assert run.client_abort_reasons[c] is R.ALIVE_AND_DROPPED
         assert not run.transcript.revealed_both(c, VICTIM)
+        # an aborted client keeps nothing a later request could extract
+        assert not run.clients[c]._held_b and not run.clients[c]._held_s
     assert not run.transcript.reveals          # nobody revealed anything
     assert not run.transcript.server_could_unmask(VICTIM)
     assert not run.completed

@@ -204,3 +204,22 @@ def test_thousand_clients_harary_with_dropouts_is_exact() -> None:
 
     out = bench_secagg(1000, 200, graph="harary", dropout=0.1, seed=5, bare_sample=20)
     assert out["correct"] is True and out["survivors"] < 1000
+
+
+def test_clients_forget_their_secrets_when_done() -> None:
+    """After a run no client keeps its secret keys, self-mask seed, pairwise keys or the
+    shares it held; a client that drops after round 2 has already dropped all but the
+    shares (it may still be asked for them)."""
+    from protocol.secagg_engine import Dropout
+
+    cfg = make_config(8, 3, threshold=3)
+    run = run_secagg(cfg, np.ones((8, 3), dtype=np.uint64),
+                     rand=insecure_deterministic_randomness(2), dropout=Dropout({4: {6}}))
+    assert run.completed
+    for c in run.clients:
+        assert c._c_sk == c._s_sk == c._b == b""
+        assert not c._share_keys and not c._mask_seeds
+        if c.index == 6:  # dropped before round 4: still holds its peers' shares
+            assert c._held_b and c._held_s
+        else:
+            assert not c._held_b and not c._held_s
