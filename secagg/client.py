@@ -120,8 +120,8 @@ class SecAggClient:
         self._signing_key = signing_key
         self._verify_keys = tuple(verify_keys) if verify_keys is not None else None
         self.neighbours: tuple[int, ...] = config.neighbours(index)
-        self._is_neighbour = np.zeros(config.n, dtype=bool)
-        self._is_neighbour[list(self.neighbours)] = True
+        # a set, not an n-entry mask: n clients x n entries would be O(n^2) memory
+        self._neighbour_set = frozenset(self.neighbours)
         self.state = ClientState.INIT
         self.abort_reason: AbortReason | None = None
         self.server_abort_reason: AbortReason | None = None
@@ -213,7 +213,7 @@ class SecAggClient:
         for e in msg.entries:
             if e.sender == u and (e.c_pk != self._c_pk or e.s_pk != self._s_pk):
                 raise _Abort(AbortReason.OWN_KEYS_ALTERED)
-            if e.sender >= cfg.n or not self._is_neighbour[e.sender]:
+            if e.sender not in self._neighbour_set:
                 raise _Abort(AbortReason.KEY_FROM_NON_NEIGHBOUR)
         if len(peers) < cfg.threshold:
             raise _Abort(AbortReason.TOO_FEW_KEYS)
@@ -362,7 +362,7 @@ class SecAggClient:
             assert self._verify_keys is not None
             valid = 0
             for w, sig in zip(msg.signers, msg.signatures):
-                if w != u and not (w < cfg.n and self._is_neighbour[w] and alive[w]):
+                if w != u and not (w in self._neighbour_set and alive[w]):
                     raise _Abort(AbortReason.SIGNER_NOT_ALLOWED)
                 try:
                     crypto.ed25519_verify(self._verify_keys[w],
