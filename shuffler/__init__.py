@@ -4,6 +4,7 @@ sans-I/O objects. See docs/shuffler.md.
 Bittau et al., "Prochlo: Strong Privacy for Analytics in the Crowd", SOSP 2017.
 """
 from .analyzer import AnalyzedBatch, Analyzer, decode_indices, encode_index
+from .blinded import BlindedCrowdError, Blinder, DecryptorKey, encrypt_crowd
 from .crowd import CrowdKey, random_crowd_ids
 from .encoder import Encoder
 from .errors import BatchTooSmall, EnvelopeRejected, RejectReason, ShufflerError
@@ -17,7 +18,8 @@ from .shuffler import (
 )
 
 __all__ = [
-    "AnalyzedBatch", "Analyzer", "decode_indices", "encode_index", "CrowdKey",
+    "AnalyzedBatch", "Analyzer", "decode_indices", "encode_index", "BlindedCrowdError",
+    "Blinder", "DecryptorKey", "encrypt_crowd", "CrowdKey",
     "random_crowd_ids", "Encoder", "BatchTooSmall", "EnvelopeRejected", "RejectReason",
     "ShufflerError", "KeyPair", "OsRandom", "PublicKey", "AnalyzerEnvelope", "Context",
     "PlainReport", "ShuffledBatch", "ShuffleReceipt", "ShufflerEnvelope", "HardThreshold",

@@ -30,8 +30,9 @@ What each party learns (non-collusion of shuffler and analyzer assumed):
 A client who knows ``master`` could also compute ids; since clients are the data
 owners this leaks nothing new about other clients except through a client-shuffler
 collusion, which equals the shuffler + analyzer case. Prochlo's blinded crowd ids
-(two shufflers, ElGamal blinding) remove the need to trust clients with a key; they
-are *not* implemented here (see docs/shuffler.md).
+(two shufflers, ElGamal blinding) remove the need to trust clients with a key:
+:mod:`shuffler.blinded` (not yet wired into the shuffler state machine; see
+docs/shuffler.md).
 """
 from __future__ import annotations
 
