@@ -1,7 +1,7 @@
 """Command-line options that choose and configure an aggregation transport.
 
 One set of options for every command that runs a mechanism over a transport
-(``fedhh triehh``, ``eval triehh``, ``bench triehh``, ``triehhpp``):
+(``fedhh triehh``, ``eval triehh``, ``bench triehh``, ``triehhpp``, ``ldp``):
 
 * ``--transport plain|secagg|shuffler``;
 * secure aggregation: ``--secagg-graph harary|complete`` (SecAgg+ or Bonawitz et al.),
