@@ -79,6 +79,8 @@ def mask_bytes_per_entry(modulus: int) -> int:
     return 1 if b <= 8 else 2 if b <= 16 else 4 if b <= 32 else 8
 
 
+# masks of at most this many keystream bytes take the one-call path of expand_mask
+_SMALL_MASK_BYTES = 1 << 16
 # the plaintext of every keystream step: shared, never written
 _ZEROS = np.zeros(_CHUNK_BYTES, np.uint8)
 _ZEROS.setflags(write=False)
@@ -157,12 +159,21 @@ def expand_mask(seed: bytes, dim: int, modulus: int) -> np.ndarray:
     dim = _check_count(dim, "dim")
     modulus = _check_modulus(modulus)
     b = _bits(modulus)
-    w = mask_bytes_per_entry(modulus)
+    w = 1 if b <= 8 else 2 if b <= 16 else 4 if b <= 32 else 8
     word = _WORD_DTYPES[w]
     low_mask = np.uint64((1 << b) - 1) if b < 64 else None
+    exact = modulus == 1 << b
+    if exact and dim * w <= _SMALL_MASK_BYTES:
+        # one keystream call and one conversion: most masks of a simulation are this
+        # small (a TrieHH vote vector), where the fixed costs dominate
+        ks = Cipher(algorithms.AES(seed), modes.CTR(bytes(16))).encryptor().update(
+            _ZEROS[:dim * w])
+        small = np.frombuffer(ks, dtype=word).astype(np.uint64)
+        if low_mask is not None and b != 8 * w:
+            np.bitwise_and(small, low_mask, out=small)
+        return small
     out = np.empty(dim, np.uint64)
     per_chunk = _CHUNK_BYTES // w
-    exact = modulus == 1 << b
     # largest step below: the whole mask, or its first rejection-sampling batch
     first = dim if exact else int(dim / (modulus / float(1 << b)) * 1.02) + 64
     ks = _Keystream(seed, min(per_chunk, first) * w)
