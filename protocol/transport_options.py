@@ -6,7 +6,9 @@ One set of options for every command that runs a mechanism over a transport
 * ``--transport plain|secagg|shuffler``;
 * secure aggregation: ``--secagg-graph harary|complete`` (SecAgg+ or Bonawitz et al.),
   ``--secagg-malicious`` (malicious-server variant: signatures and the consistency
-  round), ``--dropout P`` (each sampled client drops before a random round);
+  round), ``--dropout P`` (each sampled client drops before a random round),
+  ``--secagg-grinding-bits B`` (parameters that keep their security bound when the
+  server may choose among ``2^B`` graph seeds);
 * shuffler: ``--min-batch N`` (the shuffler's minimum batch) and ``--workers W``
   (processes for the public-key work);
 * both: ``--os-keys``. Keys and protocol randomness come from the operating system
@@ -32,6 +34,7 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "secagg_graph": (("secagg",), "graph", "--secagg-graph"),
     "secagg_malicious": (("secagg",), "malicious", "--secagg-malicious"),
     "dropout": (("secagg",), "dropout", "--dropout"),
+    "secagg_grinding_bits": (("secagg",), "grinding_bits", "--secagg-grinding-bits"),
     "min_batch": (("shuffler",), "min_batch_size", "--min-batch"),
     "workers": (("shuffler",), "workers", "--workers"),
     "os_keys": (("secagg", "shuffler"), "simulate", "--os-keys"),
@@ -56,6 +59,10 @@ def add_transport_args(p: argparse.ArgumentParser, default: str = "plain",
                    help="secagg: malicious-server variant (signatures, consistency round)")
     g.add_argument("--dropout", type=float, default=None,
                    help="secagg: probability that a sampled client drops (default 0)")
+    g.add_argument("--secagg-grinding-bits", type=int, default=None,
+                   dest="secagg_grinding_bits",
+                   help="secagg: the server may choose among 2^B graph seeds; parameters "
+                        "keep their bound after that choice (default 0)")
     g.add_argument("--min-batch", type=int, default=None, dest="min_batch",
                    help="shuffler: smallest batch the shuffler forwards (default 1)")
     g.add_argument("--workers", type=int, default=None,
@@ -92,6 +99,8 @@ def transport_options(args: argparse.Namespace) -> dict[str, Any]:
     for key, flag in (("min_batch_size", "--min-batch"), ("workers", "--workers")):
         if key in opts and opts[key] < 1:
             raise UsageError(f"{flag} must be >= 1")
+    if "grinding_bits" in opts and not 0 <= opts["grinding_bits"] <= 128:
+        raise UsageError("--secagg-grinding-bits must be in [0, 128]")
     return opts
 
 

@@ -84,8 +84,14 @@ class SecAggParams:
         sigma: security parameter (failure ``<= 2^-sigma``).
         eta: correctness parameter (failure ``<= 2^-eta``).
         malicious: whether the server is assumed malicious (else semi-honest).
+        grinding_bits: the server may choose among up to ``2^grinding_bits`` Harary
+            graph seeds (docs/secagg-primitives.md, "Grinding the graph seed"); the
+            bounds then hold after that choice (each seed is held to
+            ``2^-(sigma + grinding_bits)``; union bound). No effect on the complete
+            graph, which has no seed.
         log2_security_failure: computed ``log2`` bound on the security failure
-            probability (``-inf`` if it is zero; ``None`` if not computed).
+            probability, grinding included (``-inf`` if it is zero; ``None`` if not
+            computed).
         log2_correctness_failure: same for correctness.
 
     Raises:
@@ -103,9 +109,10 @@ class SecAggParams:
     malicious: bool = True
     log2_security_failure: float | None = None
     log2_correctness_failure: float | None = None
+    grinding_bits: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("n", "degree", "threshold", "sigma", "eta"):
+        for name in ("n", "degree", "threshold", "sigma", "eta", "grinding_bits"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise ParameterError(f"{name} must be an int, got {type(v).__name__}")
@@ -113,6 +120,8 @@ class SecAggParams:
             raise ParameterError(f"graph must be one of {GRAPHS}, got {self.graph!r}")
         if self.n < 2:
             raise ParameterError(f"n must be >= 2, got {self.n}")
+        if self.grinding_bits < 0:
+            raise ParameterError(f"grinding_bits must be >= 0, got {self.grinding_bits}")
         if not 1 <= self.degree <= self.n - 1:
             raise ParameterError(f"degree must satisfy 1 <= degree <= n - 1, got {self.degree}")
         if self.graph == "complete" and self.degree != self.n - 1:
@@ -235,7 +244,7 @@ def _evaluate(n: int, k: int, gamma: float, delta: float, sigma: int, eta: int,
 
 def find_params(n: int, *, corrupt_fraction: float = 0.05, dropout_rate: float = 0.05,
                 sigma: int = 40, eta: int = 20, graph: str = "harary",
-                malicious: bool = True) -> SecAggParams:
+                malicious: bool = True, grinding_bits: int = 0) -> SecAggParams:
     """Smallest degree ``k`` and its threshold ``t`` meeting the stated failure bounds.
 
     Args:
@@ -247,6 +256,10 @@ def find_params(n: int, *, corrupt_fraction: float = 0.05, dropout_rate: float =
         graph: ``"harary"`` (SecAgg+) or ``"complete"`` (Bonawitz et al.).
         malicious: assume a malicious server (``2t > k + C``) rather than a semi-honest
             one (``t > C``).
+        grinding_bits: the server may pick the Harary graph's seed among up to
+            ``2^grinding_bits`` candidates; every seed is then held to
+            ``2^-(sigma + grinding_bits)`` so that the chosen one still fails with
+            probability at most ``2^-sigma`` (union bound).
 
     Returns:
         The :class:`SecAggParams` with the computed ``log2`` failure bounds. For
@@ -262,19 +275,21 @@ def find_params(n: int, *, corrupt_fraction: float = 0.05, dropout_rate: float =
         raise ParameterError(f"n must be an int >= 2, got {n!r}")
     gamma = _check_fraction(corrupt_fraction, "corrupt_fraction")
     delta = _check_fraction(dropout_rate, "dropout_rate")
-    for name, v in (("sigma", sigma), ("eta", eta)):
+    for name, v in (("sigma", sigma), ("eta", eta), ("grinding_bits", grinding_bits)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise ParameterError(f"{name} must be an int >= 0, got {v!r}")
     if graph not in GRAPHS:
         raise ParameterError(f"graph must be one of {GRAPHS}, got {graph!r}")
 
-    def build(k: int, res: tuple[int, float, float]) -> SecAggParams:
+    def build(k: int, res: tuple[int, float, float], g: int) -> SecAggParams:
         return SecAggParams(n=n, degree=k, threshold=res[0], graph=graph,
                             corrupt_fraction=gamma, dropout_rate=delta, sigma=sigma, eta=eta,
-                            malicious=malicious, log2_security_failure=res[1],
-                            log2_correctness_failure=res[2])
+                            malicious=malicious, log2_security_failure=min(res[1] + g, 0.0),
+                            log2_correctness_failure=res[2], grinding_bits=grinding_bits)
 
     full = n - 1
+    # the complete graph has no seed to grind; the bound of any other degree is held
+    # to 2^-(sigma + g) per seed
     full_res = _evaluate(n, full, gamma, delta, sigma, eta, malicious)
     if full_res is None:
         kc, kd = _count(gamma, n), _count(delta, n)
@@ -284,11 +299,11 @@ def find_params(n: int, *, corrupt_fraction: float = 0.05, dropout_rate: float =
             f"infeasible even with the complete graph: security needs {need} but "
             f"correctness needs t <= (n - 1) - ceil(delta n) = {full - kd}")
     if graph == "complete":
-        return build(full, full_res)
+        return build(full, full_res, 0)
 
     # feasibility is not monotone in k (t moves in integer steps), so scan every even k
     for k in range(2, full, 2):
-        res = _evaluate(n, k, gamma, delta, sigma, eta, malicious)
+        res = _evaluate(n, k, gamma, delta, sigma + grinding_bits, eta, malicious)
         if res is not None:
-            return build(k, res)
-    return build(full, full_res)
+            return build(k, res, grinding_bits)
+    return build(full, full_res, 0)

@@ -29,6 +29,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--seed", type=int, default=None,
                    help="deterministic simulation seed (INSECURE keys; default: OS randomness)")
     p.add_argument("--modulus", type=int, default=1 << 32, help="arithmetic modulus R")
+    p.add_argument("--grinding-bits", type=int, default=0, dest="grinding_bits",
+                   help="parameters that keep their bound when the server may choose among "
+                        "2^B graph seeds (default 0)")
     p.add_argument("--bare-sample", type=int, default=2000,
                    help="operations per primitive replayed bare (0: all)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -45,9 +48,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--modulus must be in [2, 2**64]")
     if not 0.0 <= args.dropout < 1.0:
         raise UsageError("--dropout must be in [0, 1)")
+    if not 0 <= args.grinding_bits <= 128:
+        raise UsageError("--grinding-bits must be in [0, 128]")
     out = bench_secagg(args.clients, args.dim, graph=args.graph, dropout=args.dropout,
                        malicious=args.malicious, seed=args.seed, modulus=args.modulus,
-                       bare_sample=args.bare_sample)
+                       bare_sample=args.bare_sample, grinding_bits=args.grinding_bits)
     if args.json:
         from protocol.benchutil import print_json
 
@@ -59,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
 def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: float = 0.0,
                  malicious: bool = False, seed: int | None = None, modulus: int = 1 << 32,
-                 bare_sample: int = 2000) -> dict[str, Any]:
+                 bare_sample: int = 2000, grinding_bits: int = 0) -> dict[str, Any]:
     """Run one round and return the figures (see the module docstring).
 
     Raises:
@@ -82,7 +87,7 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
 
     try:
         params = find_params(clients, graph=graph, dropout_rate=max(0.05, dropout),
-                             malicious=malicious)
+                             malicious=malicious, grinding_bits=grinding_bits)
     except ParameterError as exc:
         raise UsageError(f"no SecAgg parameters for this setting: {exc}") from None
     config = SessionConfig(params, tuple(range(clients)), b"fedhh bench secagg", dim,
@@ -118,7 +123,9 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     return {
         "clients": clients, "dim": dim, "graph": graph, "degree": config.degree,
         "threshold": config.threshold, "modulus": modulus, "dropout": dropout,
-        "malicious": malicious, "seed": seed, "correct": correct,
+        "malicious": malicious, "grinding_bits": grinding_bits, "seed": seed,
+        "correct": correct,
+        "log2_security_failure": config.params.log2_security_failure,
         "aborted": not res.completed,
         "abort_reason": res.server_abort_reason.value if res.server_abort_reason else None,
         "survivors": len(res.survivors),

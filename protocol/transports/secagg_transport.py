@@ -87,8 +87,9 @@ class SecAggTransport(Transport):
         dropout: per-client dropout probability (simulated, before a random round).
         simulate: derive every key from the ``rng`` of ``run_round`` (reproducible,
             insecure); ``False`` (the default) uses OS randomness.
-        corrupt_fraction, sigma, eta: threat model handed to
-            :func:`secagg.params.find_params`.
+        corrupt_fraction, sigma, eta, grinding_bits: threat model handed to
+            :func:`secagg.params.find_params` (``grinding_bits``: how many bits of
+            graph-seed choice the server is granted).
 
     Raises:
         ValueError: bad option values.
@@ -98,7 +99,7 @@ class SecAggTransport(Transport):
 
     def __init__(self, graph: str = "harary", malicious: bool = False, dropout: float = 0.0,
                  simulate: bool = False, corrupt_fraction: float = 0.05, sigma: int = 40,
-                 eta: int = 20) -> None:
+                 eta: int = 20, grinding_bits: int = 0) -> None:
         if graph not in ("harary", "complete"):
             raise ValueError("graph must be 'harary' or 'complete'")
         if not 0.0 <= dropout < 1.0:
@@ -110,6 +111,7 @@ class SecAggTransport(Transport):
         self.corrupt_fraction = corrupt_fraction
         self.sigma = sigma
         self.eta = eta
+        self.grinding_bits = grinding_bits
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:
@@ -144,7 +146,8 @@ class SecAggTransport(Transport):
         try:
             params = find_params(n, graph=self.graph, dropout_rate=max(0.05, self.dropout),
                                  corrupt_fraction=self.corrupt_fraction, sigma=self.sigma,
-                                 eta=self.eta, malicious=self.malicious)
+                                 eta=self.eta, malicious=self.malicious,
+                                 grinding_bits=self.grinding_bits)
         except ParameterError as exc:
             raise AggregationAborted("no_secagg_parameters", str(exc)) from None
         config = SessionConfig(params, tuple(range(n)), spec_context(spec), dim, modulus,

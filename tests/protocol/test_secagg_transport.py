@@ -148,3 +148,12 @@ def test_registry_and_cost() -> None:
 def test_vote_modulus() -> None:
     assert vote_modulus(1) == 256 and vote_modulus(255) == 256
     assert vote_modulus(256) == 512 and vote_modulus(1000) == 1024
+
+
+def test_grinding_bits_raise_the_degree_the_transport_uses() -> None:
+    spec = RoundSpec("t", 0, Kind.VOTE, candidates=CANDS, theta=2)
+    votes = Votes(np.random.default_rng(2).integers(0, len(CANDS), 300))
+    base = SecAggTransport().run_round(spec, votes, np.random.default_rng(1))
+    ground = SecAggTransport(grinding_bits=20).run_round(spec, votes, np.random.default_rng(1))
+    assert ground.views["clients"]["degree"] > base.views["clients"]["degree"]
+    assert ground.release.same_as(base.release)

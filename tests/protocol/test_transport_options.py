@@ -37,8 +37,10 @@ def test_keys_come_from_the_os_unless_seeded(name: str) -> None:
 
 def test_secagg_options_reach_the_transport() -> None:
     t = transport_from_args(_args(["--transport", "secagg", "--secagg-graph", "complete",
-                                   "--secagg-malicious", "--dropout", "0.2", "--os-keys"]))
-    assert (t.graph, t.malicious, t.dropout, t.simulate) == ("complete", True, 0.2, False)
+                                   "--secagg-malicious", "--dropout", "0.2", "--os-keys",
+                                   "--secagg-grinding-bits", "16"]))
+    assert (t.graph, t.malicious, t.dropout, t.simulate, t.grinding_bits) == \
+        ("complete", True, 0.2, False, 16)
 
 
 def test_shuffler_options_reach_the_transport() -> None:
@@ -54,6 +56,8 @@ def test_shuffler_options_reach_the_transport() -> None:
     (["--os-keys"], "--os-keys applies to --transport secagg or shuffler"),
     (["--transport", "secagg", "--dropout", "1.0"], "--dropout must be in"),
     (["--transport", "shuffler", "--min-batch", "0"], "--min-batch must be >= 1"),
+    (["--transport", "secagg", "--secagg-grinding-bits", "-1"], "must be in \\[0, 128\\]"),
+    (["--secagg-grinding-bits", "4"], "--secagg-grinding-bits applies"),
 ])
 def test_refusals(argv: list[str], msg: str) -> None:
     with pytest.raises(UsageError, match=msg):

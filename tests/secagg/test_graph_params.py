@@ -331,3 +331,29 @@ def test_params_validation_and_encoding() -> None:
                dict(n=5, degree=4, threshold=3, graph="complete", dropout_rate=1.5)):
         with pytest.raises(ParameterError):
             SecAggParams(**kw)
+
+
+def test_grinding_bits_hold_each_seed_to_a_stricter_bound() -> None:
+    """A server that may choose among 2^g seeds gets parameters whose per-seed bound is
+    2^-(sigma + g): the same degree and threshold as sigma + g without grinding, and a
+    reported bound (grinding included, union bound) still at most 2^-sigma."""
+    from secagg.params import find_params
+
+    for n, g in ((1_000, 10), (10_000, 20)):
+        plain = find_params(n)
+        ground = find_params(n, grinding_bits=g)
+        stricter = find_params(n, sigma=40 + g)
+        assert (ground.degree, ground.threshold) == (stricter.degree, stricter.threshold)
+        assert ground.degree >= plain.degree and ground.grinding_bits == g
+        assert ground.log2_security_failure == pytest.approx(
+            stricter.log2_security_failure + g)
+        assert ground.log2_security_failure <= -40
+    # the complete graph has no seed: grinding changes nothing
+    c0, c1 = find_params(200, graph="complete"), find_params(200, graph="complete",
+                                                               grinding_bits=30)
+    assert (c0.degree, c0.threshold, c0.log2_security_failure) == \
+        (c1.degree, c1.threshold, c1.log2_security_failure)
+    with pytest.raises(ParameterError):
+        find_params(100, grinding_bits=-1)
+    # it does not enter the session encoding: only the protocol's own fields do
+    assert find_params(1_000, grinding_bits=10).encode() == find_params(1_000, sigma=50).encode()
