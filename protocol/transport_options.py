@@ -9,8 +9,9 @@ One set of options for every command that runs a mechanism over a transport
   round), ``--dropout P`` (each sampled client drops before a random round),
   ``--secagg-grinding-bits B`` (parameters that keep their security bound when the
   server may choose among ``2^B`` graph seeds);
-* shuffler: ``--min-batch N`` (the shuffler's minimum batch) and ``--workers W``
-  (processes for the public-key work);
+* shuffler: ``--min-batch N`` (the shuffler's minimum batch), ``--workers W``
+  (processes for the public-key work) and ``--blinded-crowds`` (two shufflers and
+  blinded crowd ids, :mod:`shuffler.blinded`);
 * both: ``--os-keys``. Keys and protocol randomness come from the operating system
   unless the command was given ``--seed``: then they derive from the seed (a
   reproducible simulation whose keys anyone with the seed can recompute), and
@@ -37,6 +38,7 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "secagg_grinding_bits": (("secagg",), "grinding_bits", "--secagg-grinding-bits"),
     "min_batch": (("shuffler",), "min_batch_size", "--min-batch"),
     "workers": (("shuffler",), "workers", "--workers"),
+    "blinded_crowds": (("shuffler",), "blinded_crowds", "--blinded-crowds"),
     "os_keys": (("secagg", "shuffler"), "simulate", "--os-keys"),
 }
 
@@ -67,6 +69,10 @@ def add_transport_args(p: argparse.ArgumentParser, default: str = "plain",
                    help="shuffler: smallest batch the shuffler forwards (default 1)")
     g.add_argument("--workers", type=int, default=None,
                    help="shuffler: processes for the public-key work (default 1)")
+    g.add_argument("--blinded-crowds", action="store_const", const=True, default=None,
+                   dest="blinded_crowds",
+                   help="shuffler: Prochlo's blinded crowd ids (two shufflers, no key shared "
+                        "by the clients) instead of keyed ones")
     g.add_argument("--os-keys", action="store_const", const=True, default=None,
                    dest="os_keys",
                    help="secagg/shuffler: keys from the OS even with --seed (they come "

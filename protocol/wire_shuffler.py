@@ -8,6 +8,7 @@
  102    PlainReport              innermost layer (inside 101)
  103    ShuffledBatch            shuffler -> analyzer
  104    ShuffleReceipt           shuffler -> operator / auditor
+ 105    BlindedBatch             shuffler 1 -> shuffler 2 (blinded crowd ids)
 =====  =======================  ==========================================
 
 Importing this module is enough; registration is idempotent.
@@ -16,10 +17,12 @@ from __future__ import annotations
 
 from protocol import codec
 from shuffler.messages import (
-    AnalyzerEnvelope, PlainReport, ShuffledBatch, ShuffleReceipt, ShufflerEnvelope,
+    AnalyzerEnvelope, BlindedBatch, PlainReport, ShuffledBatch, ShuffleReceipt,
+    ShufflerEnvelope,
 )
 
-MESSAGE_TYPES = (ShufflerEnvelope, AnalyzerEnvelope, PlainReport, ShuffledBatch, ShuffleReceipt)
+MESSAGE_TYPES = (ShufflerEnvelope, AnalyzerEnvelope, PlainReport, ShuffledBatch, ShuffleReceipt,
+                 BlindedBatch)
 
 for _cls in MESSAGE_TYPES:
     assert 100 <= _cls.TAG < 200

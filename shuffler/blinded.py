@@ -41,10 +41,14 @@ Every point that arrives from another party is checked with
 prime-order subgroup, not of small order) before it is used; a malformed ciphertext
 raises :class:`BlindedCrowdError` and nothing else.
 
-Not done here: carrying the reports' payloads through the two shufflers. The present
-:class:`shuffler.shuffler.Shuffler` state machine and the shuffler transport use keyed
-crowd ids; this module gives the crowd-id half of the two-shuffler pipeline
-(:func:`two_shuffler_crowd_counts` runs it end to end on the ids alone).
+The whole pipeline: an :class:`shuffler.encoder.Encoder` with ``blinded=True`` puts
+the ciphertext in the envelope's crowd field (the context's header says so); shuffler
+1 is a :class:`shuffler.shuffler.Shuffler` that checks both points at intake and
+releases with :meth:`~shuffler.shuffler.Shuffler.close_blinded_batch` (blind, shuffle,
+a :class:`~shuffler.messages.BlindedBatch` of ciphertext and inner-layer pairs);
+shuffler 2 is a :class:`CrowdShuffler`, which decrypts the ids, thresholds, shuffles
+again and hands the analyzer an ordinary :class:`~shuffler.messages.ShuffledBatch`.
+:func:`two_shuffler_crowd_counts` runs the crowd-id part alone.
 """
 from __future__ import annotations
 
@@ -56,12 +60,13 @@ from typing import Iterable, Sequence
 from nacl import bindings as _na
 from nacl import exceptions as _na_exc
 
-from .errors import ShufflerError
+from .errors import BatchTooSmall, RejectReason, ShufflerError
 from .keys import OsRandom, RandomSource
+from .messages import BlindedBatch
 
 __all__ = [
     "BlindedCrowdError", "CIPHERTEXT_BYTES", "CROWD_ID_BYTES", "DecryptorKey", "Blinder",
-    "hash_to_group", "encrypt_crowd", "two_shuffler_crowd_counts",
+    "CrowdShuffler", "hash_to_group", "encrypt_crowd", "two_shuffler_crowd_counts",
 ]
 
 POINT_BYTES = 32
@@ -203,6 +208,17 @@ class Blinder:
             BlindedCrowdError: a malformed ciphertext.
         """
         c1, c2 = _split(ciphertext)
+        return self._blind(c1, c2, context)
+
+    def blind_validated(self, ciphertext: bytes, context: bytes) -> bytes:
+        """:meth:`blind` for a ciphertext whose points the caller has already checked
+        (shuffler 1 checks them at intake), skipping the second subgroup check."""
+        ct = _bytes(ciphertext, "ciphertext")
+        if len(ct) != CIPHERTEXT_BYTES:
+            raise BlindedCrowdError(f"a ciphertext is {CIPHERTEXT_BYTES} bytes, got {len(ct)}")
+        return self._blind(ct[:POINT_BYTES], ct[POINT_BYTES:], context)
+
+    def _blind(self, c1: bytes, c2: bytes, context: bytes) -> bytes:
         a = self._secret_for(context)
         s = _scalar(self._rand)
         return (_na.crypto_core_ed25519_add(_mul(a, c1), _base(s))
@@ -257,3 +273,72 @@ def two_shuffler_crowd_counts(items: Iterable[bytes], context: bytes, threshold:
     kept = {c: k for c, k in sizes.items() if k >= threshold}
     return kept, {"clients": len(cts), "crowds": len(sizes),
                   "forwarded": sum(kept.values()), "dropped": dropped}
+
+
+class CrowdShuffler:
+    """Shuffler 2 of the blinded pipeline: decrypts crowd ids, thresholds, shuffles.
+
+    Args:
+        key: shuffler 2's ElGamal key.
+        rand: randomness for shuffling and noise (OS by default).
+        min_batch_size: fewer accepted reports raise :class:`BatchTooSmall` (nothing
+            is released; the batch cannot be resubmitted).
+        threshold: a :class:`~shuffler.shuffler.HardThreshold` or
+            :class:`~shuffler.shuffler.NoisyThreshold` (default ``HardThreshold(1)``).
+
+    Raises:
+        ShufflerError: invalid arguments.
+    """
+
+    def __init__(self, key: DecryptorKey, rand: RandomSource | None = None,
+                 min_batch_size: int = 1, threshold: object = None) -> None:
+        from .shuffler import release_rule
+
+        if not isinstance(key, DecryptorKey):
+            raise ShufflerError("key must be a DecryptorKey")
+        self.key = key
+        self.min_batch_size, self.threshold = release_rule(min_batch_size, threshold)
+        self._rand = rand or OsRandom()
+        self._done: set[bytes] = set()  # contexts processed: a batch is never replayed
+
+    def process(self, batch: BlindedBatch) -> "ShuffleOutput":  # noqa: F821
+        """Decrypt, check, threshold and shuffle one batch from shuffler 1.
+
+        Pairs whose ciphertext does not decrypt are counted as ``invalid_crowd``, a
+        repeated inner layer as ``duplicate_inner``.
+
+        Raises:
+            ShufflerError: not a :class:`BlindedBatch`, or its context was processed
+                before.
+            BatchTooSmall: fewer accepted reports than ``min_batch_size``.
+        """
+        from collections import Counter
+
+        from .shuffler import threshold_and_shuffle
+
+        if not isinstance(batch, BlindedBatch):
+            raise ShufflerError("shuffler 2 takes a BlindedBatch")
+        header = batch.context.header
+        if header in self._done:
+            raise ShufflerError("this context was already processed")
+        rejected: Counter = Counter()
+        crowds: list[bytes] = []
+        inner: list[bytes] = []
+        seen: set[bytes] = set()
+        for ct, layer in zip(batch.crowds, batch.inner):
+            try:
+                cid = self.key.crowd_id(ct)
+            except BlindedCrowdError:
+                rejected[RejectReason.INVALID_CROWD] += 1
+                continue
+            if layer in seen:
+                rejected[RejectReason.DUPLICATE_INNER] += 1
+                continue
+            seen.add(layer)
+            crowds.append(cid)
+            inner.append(layer)
+        self._done.add(header)
+        if len(inner) < self.min_batch_size:
+            raise BatchTooSmall(len(inner), self.min_batch_size)
+        return threshold_and_shuffle(batch.context, crowds, inner, rejected, self.threshold,
+                                     self._rand)

@@ -31,8 +31,8 @@ A client who knows ``master`` could also compute ids; since clients are the data
 owners this leaks nothing new about other clients except through a client-shuffler
 collusion, which equals the shuffler + analyzer case. Prochlo's blinded crowd ids
 (two shufflers, ElGamal blinding) remove the need to trust clients with a key:
-:mod:`shuffler.blinded` (not yet wired into the shuffler state machine; see
-docs/shuffler.md).
+:mod:`shuffler.blinded` (``Encoder(blinded=True)``, ``Shuffler.close_blinded_batch``,
+``CrowdShuffler``; see docs/shuffler.md).
 """
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ For one report ``r`` (at most ``P`` bytes) with crowd id ``cid`` in context ``ct
 with two fresh ephemeral keys ``esk_A``, ``esk_S`` per report drawn from the injected
 randomness (see :mod:`shuffler.keys` for ``Seal``). Every envelope of a context has
 exactly one length (``H + P + 114`` bytes), so its size reveals nothing about the
-report. The batch path draws all ephemeral secrets with one ``token_bytes`` call and
+report. In a blinded context (``blinded=True``) ``cid`` is the 64-byte crowd
+ciphertext of :func:`shuffler.blinded.encrypt_crowd` (envelopes ``H + P + 162`` bytes). The batch path draws all ephemeral secrets with one ``token_bytes`` call and
 otherwise does only the two seals per report.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Sequence
 from .errors import ShufflerError
 from .keys import KEY_BYTES, OsRandom, PublicKey, RandomSource, seal
 from .messages import (
-    CROWD_ID_BYTES, LABEL_INNER, LABEL_OUTER, Context, ShufflerEnvelope,
+    LABEL_INNER, LABEL_OUTER, Context, ShufflerEnvelope, crowd_field_bytes,
 )
 
 __all__ = ["Encoder"]
@@ -38,19 +39,22 @@ class Encoder:
         epoch: epoch (round) number.
         payload_size: the fixed maximum report size ``P`` of this task.
         rand: randomness (OS randomness by default).
+        blinded: blinded crowd ids (two shufflers; crowd fields are 64-byte
+            ciphertexts) instead of keyed ones.
 
     Raises:
         ShufflerError: for invalid keys or context fields.
     """
 
     def __init__(self, shuffler_key: PublicKey, analyzer_key: PublicKey, task: str,
-                 epoch: int, payload_size: int, rand: RandomSource | None = None) -> None:
+                 epoch: int, payload_size: int, rand: RandomSource | None = None,
+                 blinded: bool = False) -> None:
         if not isinstance(shuffler_key, PublicKey) or not isinstance(analyzer_key, PublicKey):
             raise ShufflerError("keys must be shuffler.keys.PublicKey")
         self.shuffler_key = shuffler_key
         self.analyzer_key = analyzer_key
         self.context = Context(task, epoch, payload_size, shuffler_key.key_id,
-                               analyzer_key.key_id)
+                               analyzer_key.key_id, blinded)
         self._rand = rand or OsRandom()
         self._inner_ad = self.context.inner_ad
         self._outer_ad = self.context.outer_ad
@@ -69,7 +73,8 @@ class Encoder:
 
         Raises:
             ShufflerError: if the sequences differ in length, a report is not bytes or
-                exceeds the payload size, or a crowd id is not 16 bytes.
+                exceeds the payload size, or a crowd field is not the context's size
+                (16 bytes, or 64 when blinded).
         """
         n = len(reports)
         if len(crowd_ids) != n:
@@ -77,9 +82,10 @@ class Encoder:
         psize = self.context.payload_size
         if n and ({type(r) for r in reports} != {bytes} or max(map(len, reports)) > psize):
             raise ShufflerError(f"every report must be bytes of at most {psize} bytes")
+        cb = crowd_field_bytes(self.context)
         if n and ({type(c) for c in crowd_ids} != {bytes}
-                  or {len(c) for c in crowd_ids} != {CROWD_ID_BYTES}):
-            raise ShufflerError(f"every crowd id must be {CROWD_ID_BYTES} bytes")
+                  or {len(c) for c in crowd_ids} != {cb}):
+            raise ShufflerError(f"every crowd id (crowd field) must be {cb} bytes")
         secrets = self._rand.token_bytes(2 * KEY_BYTES * n)
         akey, skey = self.analyzer_key, self.shuffler_key
         iad, oad, header = self._inner_ad, self._outer_ad, self._header

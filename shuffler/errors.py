@@ -23,6 +23,7 @@ class RejectReason(str, Enum):
     DUPLICATE_INNER = "duplicate_inner"      # same inner ciphertext re-wrapped (replay),
     #                                          or repeated in a batch given to the analyzer
     BAD_PADDING = "bad_padding"              # analyzer: length prefix / padding invalid
+    INVALID_CROWD = "invalid_crowd"          # blinded crowd ciphertext: not two valid points
 
 
 class ShufflerError(ValueError):

@@ -41,14 +41,17 @@ from .keys import KEY_BYTES, KEY_ID_BYTES, TAG_BYTES
 
 __all__ = [
     "Context", "PlainReport", "AnalyzerEnvelope", "ShufflerEnvelope", "ShuffledBatch",
-    "ShuffleReceipt", "CROWD_ID_BYTES", "MAGIC", "LABEL_INNER", "LABEL_OUTER",
-    "MAX_PAYLOAD", "MAX_TASK_BYTES", "inner_size", "envelope_size",
+    "ShuffleReceipt", "BlindedBatch", "CROWD_ID_BYTES", "BLINDED_CROWD_BYTES", "MAGIC",
+    "MAGIC_BLINDED", "LABEL_INNER", "LABEL_OUTER", "MAX_PAYLOAD", "MAX_TASK_BYTES",
+    "inner_size", "envelope_size", "crowd_field_bytes",
 ]
 
-MAGIC = b"FHS\x01"
+MAGIC = b"FHS\x01"          # keyed crowd ids (16 bytes)
+MAGIC_BLINDED = b"FHS\x02"  # blinded crowd ids: a 64-byte ElGamal ciphertext
 LABEL_INNER = b"fedhh/shuffler/v1/inner"
 LABEL_OUTER = b"fedhh/shuffler/v1/outer"
 CROWD_ID_BYTES = 16
+BLINDED_CROWD_BYTES = 64
 LEN_PREFIX = 2
 MAX_PAYLOAD = (1 << 16) - 1
 MAX_TASK_BYTES = 1024
@@ -61,10 +64,17 @@ def inner_size(payload_size: int) -> int:
     return KEY_BYTES + LEN_PREFIX + payload_size + TAG_BYTES
 
 
+def crowd_field_bytes(context: "Context") -> int:
+    """The crowd field of the outer plaintext: a 16-byte keyed id, or in a blinded
+    context the 64-byte ciphertext of :mod:`shuffler.blinded`."""
+    return BLINDED_CROWD_BYTES if context.blinded else CROWD_ID_BYTES
+
+
 def envelope_size(context: "Context") -> int:
-    """Bytes of a :class:`ShufflerEnvelope` in ``context``: ``H + P + 114``."""
-    return len(context.header) + KEY_BYTES + CROWD_ID_BYTES + inner_size(context.payload_size) \
-        + TAG_BYTES
+    """Bytes of a :class:`ShufflerEnvelope` in ``context``: ``H + P + 114`` (``+ 48``
+    when blinded)."""
+    return len(context.header) + KEY_BYTES + crowd_field_bytes(context) \
+        + inner_size(context.payload_size) + TAG_BYTES
 
 
 def _check_bytes(name: str, value: object, size: int | None = None) -> None:
@@ -81,7 +91,9 @@ def _check_uint(name: str, value: object, bits: int) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """What every layer is bound to: task, epoch, payload size and both key ids.
+    """What every layer is bound to: task, epoch, payload size, both key ids and the
+    crowd-id scheme (``blinded``: the header's magic is ``FHS\x02`` and the crowd field
+    is a blinded-crowd ciphertext, see :mod:`shuffler.blinded`).
 
     Raises:
         ShufflerError: for an empty or over-long task name, or out-of-range fields.
@@ -92,6 +104,7 @@ class Context:
     payload_size: int
     shuffler_key_id: bytes
     analyzer_key_id: bytes
+    blinded: bool = False
     header: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -105,7 +118,9 @@ class Context:
             raise ShufflerError(f"payload_size must be in [0, {MAX_PAYLOAD}]")
         _check_bytes("shuffler_key_id", self.shuffler_key_id, KEY_ID_BYTES)
         _check_bytes("analyzer_key_id", self.analyzer_key_id, KEY_ID_BYTES)
-        header = (_HEAD.pack(MAGIC, len(task_b)) + task_b
+        if type(self.blinded) is not bool:
+            raise ShufflerError("blinded must be a bool")
+        header = (_HEAD.pack(MAGIC_BLINDED if self.blinded else MAGIC, len(task_b)) + task_b
                   + _TAIL.pack(self.epoch, self.payload_size, self.shuffler_key_id,
                                self.analyzer_key_id))
         object.__setattr__(self, "header", header)
@@ -129,23 +144,26 @@ class Context:
             raise EnvelopeRejected(RejectReason.MALFORMED, "shorter than a header")
         magic, tlen = _HEAD.unpack_from(data, 0)
         end = _HEAD.size + tlen + _TAIL.size
-        if magic != MAGIC or len(data) < end:
+        if magic not in (MAGIC, MAGIC_BLINDED) or len(data) < end:
             raise EnvelopeRejected(RejectReason.MALFORMED, "bad magic or short header")
         try:
             task = bytes(data[_HEAD.size:_HEAD.size + tlen]).decode("utf-8")
             epoch, psize, skid, akid = _TAIL.unpack_from(data, _HEAD.size + tlen)
-            return cls(task, epoch, psize, skid, akid), end
+            return cls(task, epoch, psize, skid, akid, magic == MAGIC_BLINDED), end
         except (UnicodeDecodeError, ShufflerError) as exc:
             raise EnvelopeRejected(RejectReason.MALFORMED, str(exc)) from None
 
+    #: fields of a context inside a wire message
+    WIRE_FIELDS: ClassVar[int] = 6
+
     def to_wire(self) -> list[Any]:
         return [self.task, self.epoch, self.payload_size, self.shuffler_key_id,
-                self.analyzer_key_id]
+                self.analyzer_key_id, self.blinded]
 
     @classmethod
     def from_wire(cls, fields: list[Any]) -> "Context":
-        task, epoch, psize, skid, akid = fields
-        return cls(task, epoch, psize, skid, akid)
+        task, epoch, psize, skid, akid, blinded = fields
+        return cls(task, epoch, psize, skid, akid, blinded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +270,8 @@ class ShufflerEnvelope:
         if not isinstance(self.context, Context):
             raise ShufflerError("context must be a Context")
         _check_bytes("ephemeral_public", self.ephemeral_public, KEY_BYTES)
-        want = CROWD_ID_BYTES + inner_size(self.context.payload_size) + TAG_BYTES
+        want = crowd_field_bytes(self.context) + inner_size(self.context.payload_size) \
+            + TAG_BYTES
         _check_bytes("ciphertext", self.ciphertext, want)
 
     def to_bytes(self) -> bytes:
@@ -277,9 +296,10 @@ class ShufflerEnvelope:
 
     @classmethod
     def from_wire(cls, fields: list[Any]) -> "ShufflerEnvelope":
-        if len(fields) != 7:
-            raise ShufflerError("ShufflerEnvelope has 7 fields")
-        return cls(Context.from_wire(fields[:5]), fields[5], fields[6])
+        c = Context.WIRE_FIELDS
+        if len(fields) != c + 2:
+            raise ShufflerError(f"ShufflerEnvelope has {c + 2} fields")
+        return cls(Context.from_wire(fields[:c]), fields[c], fields[c + 1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,9 +329,10 @@ class ShuffledBatch:
 
     @classmethod
     def from_wire(cls, fields: list[Any]) -> "ShuffledBatch":
-        if len(fields) != 6 or type(fields[5]) is not list:
-            raise ShufflerError("ShuffledBatch has 5 context fields and a list")
-        return cls(Context.from_wire(fields[:5]), tuple(fields[5]))
+        c = Context.WIRE_FIELDS
+        if len(fields) != c + 1 or type(fields[c]) is not list:
+            raise ShufflerError(f"ShuffledBatch has {c} context fields and a list")
+        return cls(Context.from_wire(fields[:c]), tuple(fields[c]))
 
 
 def _check_counts(name: str, m: object, keys: set[str] | None) -> None:
@@ -379,6 +400,48 @@ class ShuffleReceipt:
 
     @classmethod
     def from_wire(cls, fields: list[Any]) -> "ShuffleReceipt":
-        if len(fields) != 12:
-            raise ShufflerError("ShuffleReceipt has 12 fields")
-        return cls(Context.from_wire(fields[:5]), *fields[5:])
+        c = Context.WIRE_FIELDS
+        if len(fields) != c + 7:
+            raise ShufflerError(f"ShuffleReceipt has {c + 7} fields")
+        return cls(Context.from_wire(fields[:c]), *fields[c:])
+
+
+@dataclass(frozen=True, slots=True)
+class BlindedBatch:
+    """Shuffler 1 to shuffler 2 (blinded crowd ids): for each accepted report, its
+    blinded crowd ciphertext and its inner layer, in shuffled order.
+
+    Raises:
+        ShufflerError: a context that is not blinded, or a field of the wrong size.
+    """
+
+    TAG: ClassVar[int] = 105
+    context: Context
+    crowds: tuple[bytes, ...]
+    inner: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.context, Context) or not self.context.blinded:
+            raise ShufflerError("a BlindedBatch needs a blinded context")
+        if type(self.crowds) is not tuple or type(self.inner) is not tuple:
+            raise ShufflerError("crowds and inner must be tuples of bytes")
+        if len(self.crowds) != len(self.inner):
+            raise ShufflerError("one crowd ciphertext per inner envelope")
+        size = inner_size(self.context.payload_size)
+        if self.inner and ({type(x) for x in self.inner} != {bytes}
+                           or {len(x) for x in self.inner} != {size}):
+            raise ShufflerError(f"every inner envelope must be bytes of length {size}")
+        if self.crowds and ({type(x) for x in self.crowds} != {bytes}
+                            or {len(x) for x in self.crowds} != {BLINDED_CROWD_BYTES}):
+            raise ShufflerError(f"every crowd ciphertext must be {BLINDED_CROWD_BYTES} bytes")
+
+    def to_wire(self) -> list[Any]:
+        return [*self.context.to_wire(), list(self.crowds), list(self.inner)]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "BlindedBatch":
+        c = Context.WIRE_FIELDS
+        if len(fields) != c + 2 or type(fields[c]) is not list or \
+                type(fields[c + 1]) is not list:
+            raise ShufflerError(f"BlindedBatch has {c} context fields and two lists")
+        return cls(Context.from_wire(fields[:c]), tuple(fields[c]), tuple(fields[c + 1]))

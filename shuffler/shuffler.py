@@ -52,19 +52,20 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from .errors import BatchTooSmall, EnvelopeRejected, RejectReason, ShufflerError
 from .keys import KEY_BYTES, TAG_BYTES, KeyPair, OsRandom, RandomSource, open_sealed
 from .messages import (
-    CROWD_ID_BYTES, LABEL_OUTER, Context, ShuffledBatch, ShuffleReceipt, ShufflerEnvelope,
-    envelope_size,
+    LABEL_OUTER, BlindedBatch, Context, ShuffledBatch, ShuffleReceipt, ShufflerEnvelope,
+    crowd_field_bytes, envelope_size,
 )
 
 __all__ = [
-    "MapFn", "open_outer_chunk", "HardThreshold", "NoisyThreshold", "Shuffler", "ShuffleOutput", "uniform_permutation",
+    "MapFn", "open_outer_chunk", "HardThreshold", "NoisyThreshold", "Shuffler", "ShuffleOutput",
+    "BlindedOutput", "threshold_and_shuffle", "uniform_permutation",
     "noisy_threshold_delta", "noisy_threshold_epsilon", "noisy_threshold_delta_floor",
 ]
 
@@ -238,6 +239,71 @@ def open_outer_chunk(args: tuple[bytes, bytes, int, list[bytes]]) -> list[bytes 
     return out
 
 
+def release_rule(min_batch_size: object, threshold: object) -> tuple[int, ThresholdRule]:
+    """Checked ``(min_batch_size, threshold)`` of a shuffler (default ``HardThreshold(1)``).
+
+    Raises:
+        ShufflerError: ``min_batch_size`` not an int >= 1, or another threshold type.
+    """
+    if type(min_batch_size) is not int or min_batch_size < 1:
+        raise ShufflerError("min_batch_size must be an int >= 1")
+    threshold = threshold if threshold is not None else HardThreshold(1)
+    if not isinstance(threshold, (HardThreshold, NoisyThreshold)):
+        raise ShufflerError("threshold must be a HardThreshold or NoisyThreshold")
+    return min_batch_size, threshold
+
+
+def _valid_crowd_ciphertext(crowd: bytes) -> bool:
+    """Both halves of a blinded crowd ciphertext are points of the prime-order group."""
+    from nacl.bindings import crypto_core_ed25519_is_valid_point as valid
+
+    return len(crowd) == 64 and bool(valid(crowd[:32])) and bool(valid(crowd[32:]))
+
+
+def threshold_and_shuffle(context: Context, crowds: Sequence[bytes], inner: Sequence[bytes],
+                          rejected: Mapping[RejectReason, int], rule: ThresholdRule,
+                          rand: RandomSource) -> "ShuffleOutput":
+    """Apply ``rule`` to the crowds of accepted reports, shuffle, and build the release.
+
+    ``crowds[i]`` is the crowd id of ``inner[i]``; ``rejected`` counts refusals by
+    reason (for the receipt). Used by :class:`Shuffler` and by the second shuffler of
+    the blinded pipeline (:class:`shuffler.blinded.CrowdShuffler`).
+    """
+    n = len(inner)
+    index: dict[bytes, int] = {}
+    labels = np.fromiter((index.setdefault(c, len(index)) for c in crowds),
+                         dtype=np.int64, count=n)
+    sizes = np.bincount(labels, minlength=len(index))
+    order = uniform_permutation(n, rand)
+    dropped = {"below_threshold": 0, "noise_drop": 0}
+    if isinstance(rule, HardThreshold):
+        keep_crowd = sizes >= rule.T
+        keep = keep_crowd[labels[order]]
+        dropped["below_threshold"] = int(n - keep.sum())
+    else:
+        drop = np.maximum(0, np.rint(rule.D + rule.sigma * _normal(len(sizes), rand)))
+        drop = drop.astype(np.int64)
+        remaining = sizes - np.minimum(drop, sizes)
+        keep_crowd = remaining >= rule.T
+        lab = labels[order]
+        # rank of each report within its crowd, in shuffled (uniformly random) order:
+        # the first ``drop`` of every crowd are the uniformly chosen ones removed
+        srt = np.argsort(lab, kind="stable")
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        rank = np.empty(n, dtype=np.int64)
+        rank[srt] = np.arange(n) - starts[lab[srt]]
+        keep = keep_crowd[lab] & (rank >= drop[lab])
+        dropped["below_threshold"] = int(sizes[~keep_crowd].sum())
+        dropped["noise_drop"] = int(np.minimum(drop, sizes)[keep_crowd].sum())
+    forwarded = tuple(inner[i] for i in order[keep].tolist())
+    rej = {r.value: c for r, c in rejected.items() if c}
+    receipt = ShuffleReceipt(
+        context, n + sum(rej.values()), rej, {k: v for k, v in dropped.items() if v},
+        len(forwarded), len(index), int(keep_crowd.sum()), rule.describe())
+    crowd_sizes = dict(zip(index.keys(), sizes.tolist()))
+    return ShuffleOutput(ShuffledBatch(context, forwarded), receipt, crowd_sizes)
+
+
 @dataclass(slots=True)
 class _Batch:
     context: Context
@@ -265,6 +331,15 @@ class ShuffleOutput:
     crowd_sizes: dict[bytes, int]
 
 
+@dataclass(frozen=True, slots=True)
+class BlindedOutput:
+    """Result of closing a blinded batch at shuffler 1: what goes to shuffler 2, and
+    counts (no crowd data: shuffler 1 cannot tell crowds apart)."""
+
+    batch: BlindedBatch
+    receipt: ShuffleReceipt
+
+
 class Shuffler:
     """The sans-I/O shuffler.
 
@@ -282,14 +357,8 @@ class Shuffler:
                  threshold: ThresholdRule | None = None) -> None:
         if not isinstance(keys, KeyPair):
             raise ShufflerError("keys must be a shuffler.keys.KeyPair")
-        if type(min_batch_size) is not int or min_batch_size < 1:
-            raise ShufflerError("min_batch_size must be an int >= 1")
-        threshold = threshold if threshold is not None else HardThreshold(1)
-        if not isinstance(threshold, (HardThreshold, NoisyThreshold)):
-            raise ShufflerError("threshold must be a HardThreshold or NoisyThreshold")
         self.keys = keys
-        self.min_batch_size = min_batch_size
-        self.threshold = threshold
+        self.min_batch_size, self.threshold = release_rule(min_batch_size, threshold)
         self._rand = rand or OsRandom()
         self._batches: dict[bytes, _Batch] = {}          # header -> batch
         self._by_task_epoch: dict[tuple[str, int], bytes] = {}
@@ -429,13 +498,17 @@ class Shuffler:
         elif plain is None:  # decrypted by open_outer_chunk: authentication failed
             raise EnvelopeRejected(RejectReason.AUTHENTICATION_FAILED)
         assert isinstance(plain, bytes)
-        inner = plain[CROWD_ID_BYTES:]
+        cb = crowd_field_bytes(batch.context)
+        inner = plain[cb:]
         if inner in batch.seen_inner:
             raise EnvelopeRejected(RejectReason.DUPLICATE_INNER)
+        crowd = plain[:cb]
+        if batch.context.blinded and not _valid_crowd_ciphertext(crowd):
+            raise EnvelopeRejected(RejectReason.INVALID_CROWD)
         # validated: now mutate
         batch.seen_outer.add(sealed)
         batch.seen_inner.add(inner)
-        batch.crowds.append(plain[:CROWD_ID_BYTES])
+        batch.crowds.append(crowd)
         batch.inner.append(inner)
 
     # -- release ----------------------------------------------------------------
@@ -443,49 +516,49 @@ class Shuffler:
         """Threshold, shuffle and release one batch; the context is closed afterwards.
 
         Raises:
-            ShufflerError: if no batch is open for ``context``.
+            ShufflerError: if no batch is open for ``context``, or it is blinded (use
+                :meth:`close_blinded_batch`).
             BatchTooSmall: below ``min_batch_size`` (the batch stays open and held).
         """
         b = self._get(context)
+        if b.context.blinded:
+            raise ShufflerError("a blinded batch is released by close_blinded_batch: "
+                                "shuffler 2 thresholds it")
         n = len(b.inner)
         if n < self.min_batch_size:
             raise BatchTooSmall(n, self.min_batch_size)
-        index: dict[bytes, int] = {}
-        labels = np.fromiter((index.setdefault(c, len(index)) for c in b.crowds),
-                             dtype=np.int64, count=n)
-        sizes = np.bincount(labels, minlength=len(index))
-        order = uniform_permutation(n, self._rand)
-        rule = self.threshold
-        dropped = {"below_threshold": 0, "noise_drop": 0}
-        if isinstance(rule, HardThreshold):
-            keep_crowd = sizes >= rule.T
-            keep = keep_crowd[labels[order]]
-            dropped["below_threshold"] = int(n - keep.sum())
-        else:
-            drop = np.maximum(0, np.rint(rule.D + rule.sigma * _normal(len(sizes), self._rand)))
-            drop = drop.astype(np.int64)
-            remaining = sizes - np.minimum(drop, sizes)
-            keep_crowd = remaining >= rule.T
-            lab = labels[order]
-            # rank of each report within its crowd, in shuffled (uniformly random) order:
-            # the first ``drop`` of every crowd are the uniformly chosen ones removed
-            srt = np.argsort(lab, kind="stable")
-            starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-            rank = np.empty(n, dtype=np.int64)
-            rank[srt] = np.arange(n) - starts[lab[srt]]
-            keep = keep_crowd[lab] & (rank >= drop[lab])
-            dropped["below_threshold"] = int(sizes[~keep_crowd].sum())
-            dropped["noise_drop"] = int(np.minimum(drop, sizes)[keep_crowd].sum())
-        inner = b.inner
-        forwarded = tuple(inner[i] for i in order[keep].tolist())
-        rejected = {r.value: c for r, c in b.rejected.items() if c}
-        receipt = ShuffleReceipt(
-            b.context, n + sum(rejected.values()), rejected,
-            {k: v for k, v in dropped.items() if v}, len(forwarded), len(index),
-            int(keep_crowd.sum()), rule.describe())
-        crowd_sizes = dict(zip(index.keys(), sizes.tolist()))
+        out = threshold_and_shuffle(b.context, b.crowds, b.inner, dict(b.rejected),
+                                    self.threshold, self._rand)
         self._close(b)
-        return ShuffleOutput(ShuffledBatch(b.context, forwarded), receipt, crowd_sizes)
+        return out
+
+    def close_blinded_batch(self, context: Context, blinder: Any) -> "BlindedOutput":
+        """Shuffler 1 of the blinded-crowd pipeline: blind every crowd ciphertext with
+        ``blinder`` (a :class:`shuffler.blinded.Blinder` for shuffler 2's key), shuffle,
+        and release every accepted report to shuffler 2 (which thresholds); the
+        context is closed afterwards.
+
+        Raises:
+            ShufflerError: no batch open for ``context``, or it is not blinded.
+            BatchTooSmall: below ``min_batch_size`` (the batch stays open and held).
+        """
+        b = self._get(context)
+        if not b.context.blinded:
+            raise ShufflerError("close_blinded_batch needs a blinded context")
+        n = len(b.inner)
+        if n < self.min_batch_size:
+            raise BatchTooSmall(n, self.min_batch_size)
+        key = b.context.header
+        blinded = [blinder.blind_validated(c, key) for c in b.crowds]  # checked at intake
+        blinder.forget(key)  # this context's ids can never be produced again
+        order = uniform_permutation(n, self._rand).tolist()
+        batch = BlindedBatch(b.context, tuple(blinded[i] for i in order),
+                             tuple(b.inner[i] for i in order))
+        rejected = {r.value: c for r, c in b.rejected.items() if c}
+        receipt = ShuffleReceipt(b.context, n + sum(rejected.values()), rejected, {}, n, 0, 0,
+                                 "blinded: thresholded by shuffler 2")
+        self._close(b)
+        return BlindedOutput(batch, receipt)
 
     def discard_batch(self, context: Context) -> ShuffleReceipt:
         """Drop a held batch without releasing anything; the context is closed.
@@ -498,7 +571,8 @@ class Shuffler:
         rejected = {r.value: c for r, c in b.rejected.items() if c}
         receipt = ShuffleReceipt(b.context, n + sum(rejected.values()), rejected,
                                  {"batch_discarded": n} if n else {}, 0,
-                                 len(set(b.crowds)), 0, self.threshold.describe())
+                                 0 if b.context.blinded else len(set(b.crowds)), 0,
+                                 self.threshold.describe())
         self._close(b)
         return receipt
 

@@ -5,7 +5,7 @@ Theory of operation
 Every contribution becomes one report sealed in two layers (see :mod:`shuffler`):
 clients encode, the shuffler strips the outer layer, thresholds crowds, shuffles and
 forwards inner layers; the analyzer opens them. Every message crosses
-:mod:`protocol.codec` (tags 100..104), so a simulation exercises the wire format.
+:mod:`protocol.codec` (tags 100..105), so a simulation exercises the wire format.
 
 * **Vote rounds.** A vote for candidate ``i`` is the 4-byte report ``i`` with crowd id
   ``PRF(crowd_key, task, round, candidates[i])`` (:class:`shuffler.CrowdKey`). The
@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from protocol import codec
-from protocol import wire_shuffler  # noqa: F401  (registers tags 100..104)
+from protocol import wire_shuffler  # noqa: F401  (registers tags 100..105)
 from protocol.aggregation import (
     AggregationAborted, ContractError, Contributions, Cost, Kind, Release, Reports,
     RoundResult, RoundSpec, Transport, Vectors, Votes, threshold_counts,
@@ -54,10 +54,12 @@ from protocol.aggregation import (
 from protocol.randomness import OsRandom, insecure_deterministic_randomness
 from protocol.transports.plain import modular_sum, raise_kind
 from shuffler import (
-    Analyzer, BatchTooSmall, CrowdKey, Encoder, HardThreshold, KeyPair, ShuffledBatch,
-    ShuffleReceipt, Shuffler, ShufflerEnvelope, decode_indices, encode_index,
-    random_crowd_ids,
+    Analyzer, BatchTooSmall, Blinder, CrowdKey, DecryptorKey, Encoder, HardThreshold, KeyPair,
+    ShuffledBatch, ShuffleReceipt, Shuffler, ShufflerEnvelope, decode_indices, encode_index,
+    encrypt_crowd, random_crowd_ids,
 )
+from shuffler.blinded import CrowdShuffler
+from shuffler.messages import BlindedBatch
 from shuffler.messages import MAX_PAYLOAD
 
 __all__ = ["ShufflerTransport"]
@@ -91,14 +93,14 @@ class _Map:
 
 
 def _encode_chunk(args: tuple[bytes, bytes, str, int, int, bytes | None, list[bytes],
-                              list[bytes], bool]) -> list[bytes]:
+                              list[bytes], bool, bool]) -> list[bytes]:
     """Client-side encoding of one chunk (module level: runs in worker processes)."""
-    s_pub, a_pub, task, epoch, psize, seed, reports, crowd_ids, wire = args
+    s_pub, a_pub, task, epoch, psize, seed, reports, crowd_ids, wire, blinded = args
     from shuffler import PublicKey
 
     rand = (insecure_deterministic_randomness(seed, "shuffler-transport/client-chunk")
             if seed is not None else OsRandom())
-    enc = Encoder(PublicKey(s_pub), PublicKey(a_pub), task, epoch, psize, rand)
+    enc = Encoder(PublicKey(s_pub), PublicKey(a_pub), task, epoch, psize, rand, blinded)
     envs = enc.encode_batch(reports, crowd_ids)
     if wire:
         return [codec.encode(ShufflerEnvelope.from_bytes(e)) for e in envs]
@@ -118,6 +120,9 @@ class ShufflerTransport(Transport):
         workers: processes for the public-key work (1: everything in this process).
         client_chunk: reports per client-encoding task (the envelopes depend on it in
             simulation mode, never on ``workers``).
+        blinded_crowds: Prochlo's blinded crowd ids: two shufflers, no key shared by
+            the clients (:mod:`shuffler.blinded`); the first blinds and shuffles, the
+            second decrypts the ids, thresholds and shuffles again.
 
     Raises:
         ValueError: for ``min_batch_size < 1``, ``workers < 1`` or ``client_chunk < 1``.
@@ -126,7 +131,8 @@ class ShufflerTransport(Transport):
     name = "shuffler"
 
     def __init__(self, simulate: bool = False, min_batch_size: int = 1, wire: bool = True,
-                 workers: int = 1, client_chunk: int = CLIENT_CHUNK) -> None:
+                 workers: int = 1, client_chunk: int = CLIENT_CHUNK,
+                 blinded_crowds: bool = False) -> None:
         if type(min_batch_size) is not int or min_batch_size < 1:
             raise ValueError("min_batch_size must be an int >= 1")
         if type(workers) is not int or workers < 1:
@@ -134,6 +140,7 @@ class ShufflerTransport(Transport):
         if type(client_chunk) is not int or client_chunk < 1:
             raise ValueError("client_chunk must be an int >= 1")
         self.client_chunk = client_chunk
+        self.blinded_crowds = bool(blinded_crowds)
         self.simulate = simulate
         self.min_batch_size = min_batch_size
         self.wire = wire
@@ -167,21 +174,24 @@ class ShufflerTransport(Transport):
 
         # ---- clients: build reports and crowd ids -----------------------------
         t0 = time.process_time()
-        reports, crowd_ids, psize, threshold = self._reports(spec, contributions, r_keys,
-                                                             r_clients)
+        reports, items, psize, threshold = self._reports(spec, contributions)
         n = len(reports)
         if n < spec.min_participants:
             raise AggregationAborted("too_few_participants",
                                      f"{n} contributions, {spec.min_participants} required")
+        crowd_key = None if self.blinded_crowds else \
+            CrowdKey(r_keys.token_bytes(32), spec.task, spec.round)
         s_keys, a_keys = KeyPair.generate(r_keys), KeyPair.generate(r_keys)
+        s2_key = DecryptorKey.generate(r_keys) if self.blinded_crowds else None
         # validates keys and context (and gives the shuffler its context)
         encoder = Encoder(s_keys.public_key, a_keys.public_key, spec.task, spec.round, psize,
-                          r_clients)
+                          r_clients, self.blinded_crowds)
+        crowd_ids = _crowd_fields(items, crowd_key, s2_key, encoder.context.header, r_clients)
         step = self.client_chunk
         starts = range(0, n, step)
         seeds = [r_clients.token_bytes(32) if self.simulate else None for _ in starts]
         jobs = [(s_keys.public, a_keys.public, spec.task, spec.round, psize, seed,
-                 reports[k:k + step], crowd_ids[k:k + step], self.wire)
+                 reports[k:k + step], crowd_ids[k:k + step], self.wire, self.blinded_crowds)
                 for k, seed in zip(starts, seeds)]
         pmap = _Map(pool)
         envelopes = [e for chunk in pmap(_encode_chunk, jobs) for e in chunk]
@@ -201,15 +211,31 @@ class ShufflerTransport(Transport):
         pmap = _Map(pool) if pool is not None else None
         shuffler.submit_many(received, map_fn=pmap)
         try:
-            out = shuffler.close_batch(context)
+            if self.blinded_crowds:
+                first = shuffler.close_blinded_batch(context, Blinder(s2_key.public, r_shuffler))
+            else:
+                out = shuffler.close_batch(context)
         except BatchTooSmall as exc:
             shuffler.discard_batch(context)
             raise AggregationAborted("too_few_participants", str(exc)) from None
+        cpu["shuffler"] = time.process_time() - t0 + (pmap.cpu if pmap is not None else 0.0)
+        first_view: dict[str, Any] = {}
+        if self.blinded_crowds:
+            # ---- shuffler 2: decrypt crowd ids, threshold, shuffle again -----------
+            t0 = time.process_time()
+            blinded_batch = (codec.decode(codec.encode(first.batch), BlindedBatch)
+                             if self.wire else first.batch)
+            out = CrowdShuffler(s2_key, r_shuffler, 1, HardThreshold(threshold)).process(
+                blinded_batch)
+            first_view = {"receipt": first.receipt,
+                          "bytes_forwarded": len(codec.encode(first.batch)) if self.wire else 0}
+            cpu["shuffler2"] = time.process_time() - t0
+        t0 = time.process_time()
         batch_wire = codec.encode(out.batch) if self.wire else b""
         receipt = out.receipt
         if self.wire:
             receipt = codec.decode(codec.encode(receipt), ShuffleReceipt)
-        cpu["shuffler"] = time.process_time() - t0 + (pmap.cpu if pmap is not None else 0.0)
+        cpu["shuffler2" if self.blinded_crowds else "shuffler"] += time.process_time() - t0
 
         # ---- analyzer ---------------------------------------------------------
         t0 = time.process_time()
@@ -220,42 +246,46 @@ class ShufflerTransport(Transport):
         analyzer_view["rejected"] = {r.value: c for r, c in analyzed.rejected.items()}
         cpu["analyzer"] = time.process_time() - t0 + (pmap.cpu if pmap is not None else 0.0)
 
-        views = {
-            "shuffler": {
-                "crowd_sizes": {cid.hex(): c for cid, c in out.crowd_sizes.items()},
-                "receipt": receipt,
-                "envelope_bytes": len(envelopes[0]) if envelopes else 0,
-            },
-            "analyzer": analyzer_view,
+        counting = {
+            "crowd_sizes": {cid.hex(): c for cid, c in out.crowd_sizes.items()},
+            "receipt": receipt,
         }
-        cost = Cost(cpu, bytes_up=bytes_up, bytes_down=0)
         if self.wire:
-            views["shuffler"]["bytes_forwarded"] = len(batch_wire)
+            counting["bytes_forwarded"] = len(batch_wire)
+        if self.blinded_crowds:
+            # shuffler 1 saw senders and ciphertexts only; shuffler 2 counted crowds
+            views = {"shuffler": {**first_view,
+                                  "envelope_bytes": len(envelopes[0]) if envelopes else 0},
+                     "shuffler2": counting, "analyzer": analyzer_view}
+        else:
+            views = {"shuffler": {**counting,
+                                  "envelope_bytes": len(envelopes[0]) if envelopes else 0},
+                     "analyzer": analyzer_view}
+        cost = Cost(cpu, bytes_up=bytes_up, bytes_down=0)
         return RoundResult(release, views, cost)
 
     # ------------------------------------------------------------------ helpers
-    def _reports(self, spec: RoundSpec, contributions: Contributions, r_keys: Any,
-                 r_clients: Any) -> tuple[list[bytes], list[bytes], int, int]:
-        crowd_key = CrowdKey(r_keys.token_bytes(32), spec.task, spec.round)
+    def _reports(self, spec: RoundSpec, contributions: Contributions
+                 ) -> tuple[list[bytes], list[bytes | None], int, int]:
+        """Reports, the item whose crowd each joins (``None``: an abstention, which
+        joins a fresh random crowd), the payload size and the crowd threshold."""
         if spec.kind is Kind.VOTE:
             if not isinstance(contributions, Votes):
                 raise_kind(spec, contributions)
             choice = contributions.validate(spec)
             cand_reports = [encode_index(i) for i in range(spec.domain_size)]
-            cand_ids = [crowd_key.crowd_id(c.encode("utf-8")) for c in spec.candidates]
-            n_abstain = int((choice < 0).sum())
-            abstain_ids = iter(random_crowd_ids(n_abstain, r_clients))
-            reports = [cand_reports[c] if c >= 0 else b"" for c in choice.tolist()]
-            crowd_ids = [cand_ids[c] if c >= 0 else next(abstain_ids) for c in choice.tolist()]
-            return reports, crowd_ids, 4, spec.theta or 1
+            labels = [c.encode("utf-8") for c in spec.candidates]
+            picks = choice.tolist()
+            reports = [cand_reports[c] if c >= 0 else b"" for c in picks]
+            items = [labels[c] if c >= 0 else None for c in picks]
+            return reports, items, 4, spec.theta or 1
         if spec.kind is Kind.REPORT:
             if not isinstance(contributions, Reports):
                 raise_kind(spec, contributions)
             payloads = contributions.validate(spec)
             if spec.report_size > MAX_PAYLOAD:
                 raise ContractError(f"report_size above the shuffler's {MAX_PAYLOAD} bytes")
-            cid = crowd_key.crowd_id(b"report")
-            return list(payloads), [cid] * len(payloads), spec.report_size, 1
+            return list(payloads), [b"report"] * len(payloads), spec.report_size, 1
         if not isinstance(contributions, Vectors):
             raise_kind(spec, contributions)
         values = contributions.validate(spec)
@@ -267,8 +297,7 @@ class ShufflerTransport(Transport):
         size = spec.dim * width
         blob = rows.tobytes()
         reports = [blob[i:i + size] for i in range(0, len(blob), size)]
-        cid = crowd_key.crowd_id(b"vector")
-        return reports, [cid] * len(reports), size, 1
+        return reports, [b"vector"] * len(reports), size, 1
 
     def _release(self, spec: RoundSpec, receipt: ShuffleReceipt,
                  reports: list[bytes]) -> tuple[Release, dict[str, Any]]:
@@ -293,6 +322,20 @@ class ShufflerTransport(Transport):
         total = modular_sum(values, spec.modulus)
         return (Release(spec, contributions, vector=total),
                 {"individual_vectors": values, "sum": total})
+
+
+def _crowd_fields(items: list[bytes | None], crowd_key: CrowdKey | None,
+                  s2_key: DecryptorKey | None, header: bytes, rand: Any) -> list[bytes]:
+    """Each report's crowd field: the keyed id of its item (a random id for an
+    abstention) or, with blinded crowds, its item's ciphertext to shuffler 2 (a random
+    item's for an abstention)."""
+    if s2_key is not None:
+        return [encrypt_crowd(x if x is not None else rand.token_bytes(16), header,
+                              s2_key.public, rand) for x in items]
+    assert crowd_key is not None
+    ids = {x: crowd_key.crowd_id(x) for x in set(items) if x is not None}
+    abstain = iter(random_crowd_ids(sum(x is None for x in items), rand))
+    return [ids[x] if x is not None else next(abstain) for x in items]
 
 
 def _entry_width(modulus: int) -> int:

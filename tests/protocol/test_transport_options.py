@@ -45,8 +45,8 @@ def test_secagg_options_reach_the_transport() -> None:
 
 def test_shuffler_options_reach_the_transport() -> None:
     t = transport_from_args(_args(["--transport", "shuffler", "--min-batch", "50",
-                                   "--workers", "2", "--seed", "1"]))
-    assert (t.min_batch_size, t.workers, t.simulate) == (50, 2, True)
+                                   "--workers", "2", "--seed", "1", "--blinded-crowds"]))
+    assert (t.min_batch_size, t.workers, t.simulate, t.blinded_crowds) == (50, 2, True, True)
 
 
 @pytest.mark.parametrize("argv, msg", [
@@ -58,6 +58,7 @@ def test_shuffler_options_reach_the_transport() -> None:
     (["--transport", "shuffler", "--min-batch", "0"], "--min-batch must be >= 1"),
     (["--transport", "secagg", "--secagg-grinding-bits", "-1"], "must be in \\[0, 128\\]"),
     (["--secagg-grinding-bits", "4"], "--secagg-grinding-bits applies"),
+    (["--transport", "secagg", "--blinded-crowds"], "--blinded-crowds applies to"),
 ])
 def test_refusals(argv: list[str], msg: str) -> None:
     with pytest.raises(UsageError, match=msg):
@@ -83,3 +84,15 @@ def test_triehh_over_malicious_secagg_with_dropouts(capsys) -> None:
     assert out["precision"] == 1.0
     assert {h["word"] for h in out["heavy_hitters"]} <= \
         {h["word"] for h in plain["heavy_hitters"]}
+
+
+def test_triehh_over_blinded_crowds_matches_plaintext(capsys) -> None:
+    base = ["triehh", "--dataset", "zipf", "--users", "5000", "--epsilon", "6", "--seed", "3",
+            "--max-length", "4", "--json"]
+    assert main(base) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(base + ["--transport", "shuffler", "--blinded-crowds"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["heavy_hitters"] and out["precision"] == 1.0
+    assert {h["word"] for h in out["heavy_hitters"]} == {h["word"] for h in plain["heavy_hitters"]}
+    assert all("shuffler2" in r["cpu_seconds"] for r in out["rounds"])

@@ -144,3 +144,104 @@ def test_bench_command(capsys) -> None:
     assert out["correct"] and out["dropped"] == 0 and out["forwarded_crowds"] >= 1
     assert set(out["cpu_seconds"]) == {"clients", "shuffler1", "shuffler2"}
     assert main(["bench", "blinded", "--clients", "0"]) == 2
+
+
+# ---------------------------------------------------------------- the whole pipeline
+def _pipeline(items: list[bytes], T: int, seed: int = 5, tamper=None):  # noqa: ANN001, ANN202
+    from protocol import codec
+    from protocol import wire_shuffler  # noqa: F401
+    from shuffler import Analyzer, Encoder, HardThreshold, KeyPair, Shuffler
+    from shuffler.blinded import CrowdShuffler
+    from shuffler.messages import BlindedBatch
+
+    rand = insecure_deterministic_randomness(seed)
+    s1, a = KeyPair.generate(rand), KeyPair.generate(rand)
+    s2 = DecryptorKey.generate(rand)
+    enc = Encoder(s1.public_key, a.public_key, "words", 7, 8, rand, blinded=True)
+    ctx = enc.context
+    crowds = [encrypt_crowd(x, ctx.header, s2.public, rand) for x in items]
+    envs = enc.encode_batch(list(items), crowds)
+    if tamper:
+        envs = tamper(envs, enc, s2)
+    first = Shuffler(s1, rand)
+    first.open_batch(ctx)
+    first.submit_many(envs)
+    out1 = first.close_blinded_batch(ctx, Blinder(s2.public, rand))
+    wire = codec.encode(out1.batch)
+    second = CrowdShuffler(s2, rand, threshold=HardThreshold(T))
+    out2 = second.process(codec.decode(wire, BlindedBatch))
+    res = Analyzer(a).open_batch(out2.batch)
+    return out1, out2, res, second
+
+
+def test_blinded_pipeline_releases_exactly_the_crowds_at_the_threshold() -> None:
+    items = [b"apple"] * 12 + [b"pear"] * 7 + [b"fig"] * 3 + [b"kiwi"]
+    out1, out2, res, _ = _pipeline(items, T=5)
+    assert sorted(collections.Counter(res.multiset()).items()) == [(b"apple", 12), (b"pear", 7)]
+    # shuffler 1 forwards everything and cannot count crowds
+    assert out1.receipt.forwarded == len(items) and out1.receipt.crowds == 0
+    assert out1.batch.context.blinded and len(out1.batch.crowds) == len(items)
+    # shuffler 2 counts crowds under blinded ids
+    r = out2.receipt
+    assert (r.crowds, r.crowds_forwarded, r.forwarded) == (4, 2, 19)
+    assert sorted(out2.crowd_sizes.values()) == [1, 3, 7, 12]
+    assert r.dropped_by_threshold == {"below_threshold": 4}
+
+
+def test_blinded_pipeline_refuses_bad_crowds_and_replays() -> None:
+    from shuffler import Encoder
+
+    def tamper(envs, enc, s2):  # noqa: ANN001, ANN202
+        # a client that puts the identity point in its crowd field is refused at intake
+        bad = Encoder(enc.shuffler_key, enc.analyzer_key, "words", 7, 8,
+                      insecure_deterministic_randomness(9), blinded=True)
+        return envs + bad.encode_batch([b"evil"], [b"\x01" + bytes(31) + b"\x01" + bytes(31)])
+
+    out1, out2, res, second = _pipeline([b"a"] * 6, T=2, tamper=tamper)
+    assert out1.receipt.rejected == {"invalid_crowd": 1}
+    assert collections.Counter(res.multiset()) == {b"a": 6}
+    with pytest.raises(Exception, match="already processed"):
+        second.process(out1.batch)  # shuffler 2 never processes a context twice
+
+
+def test_keyed_and_blinded_contexts_do_not_mix() -> None:
+    from shuffler import Encoder, KeyPair, Shuffler, ShufflerError
+
+    rand = insecure_deterministic_randomness(3)
+    s1, a = KeyPair.generate(rand), KeyPair.generate(rand)
+    keyed = Encoder(s1.public_key, a.public_key, "words", 7, 8, rand)
+    blinded = Encoder(s1.public_key, a.public_key, "words", 7, 8, rand, blinded=True)
+    assert keyed.context.header[:4] == b"FHS\x01" and blinded.context.header[:4] == b"FHS\x02"
+    with pytest.raises(ShufflerError, match="64 bytes"):
+        blinded.encode_batch([b"x"], [bytes(16)])
+    shuf = Shuffler(s1, rand)
+    shuf.open_batch(keyed.context)
+    with pytest.raises(ShufflerError, match="close_blinded_batch needs"):
+        shuf.close_blinded_batch(keyed.context, Blinder(DecryptorKey.generate(rand).public))
+    shuf2 = Shuffler(s1, rand)
+    shuf2.open_batch(blinded.context)
+    with pytest.raises(ShufflerError, match="shuffler 2 thresholds"):
+        shuf2.close_batch(blinded.context)
+    # a keyed envelope does not reach a blinded batch of the same task and epoch
+    shuf2.submit_many(keyed.encode_batch([b"x"], [bytes(16)]))
+    assert shuf2.pending(blinded.context) == 0
+
+
+def test_crowd_shuffler_arguments_and_minimum_batch() -> None:
+    from shuffler import BatchTooSmall, ShufflerError
+    from shuffler.blinded import CrowdShuffler
+
+    rand = insecure_deterministic_randomness(8)
+    key = DecryptorKey.generate(rand)
+    for bad in ({"min_batch_size": 0}, {"threshold": 5}):
+        with pytest.raises(ShufflerError):
+            CrowdShuffler(key, rand, **bad)
+    with pytest.raises(ShufflerError, match="DecryptorKey"):
+        CrowdShuffler(b"k" * 32)  # type: ignore[arg-type]
+    with pytest.raises(ShufflerError, match="BlindedBatch"):
+        CrowdShuffler(key).process(b"not a batch")  # type: ignore[arg-type]
+    out1, _, _, _ = _pipeline([b"a"] * 4, T=1)
+    # a shuffler 2 with another key decrypts nothing it can match, and the minimum
+    # batch applies to what it accepted
+    with pytest.raises(BatchTooSmall):
+        CrowdShuffler(key, rand, min_batch_size=10).process(out1.batch)
