@@ -16,6 +16,12 @@ forwards inner layers; the analyzer opens them. Every message crosses
   report under a fresh uniformly random crowd id: without the crowd key it cannot be
   told from a vote for an item nobody else chose; it forms a crowd of one and is
   dropped (when ``T = 1`` it reaches the analyzer, which skips empty reports).
+* **Blinded crowds** (``blinded_crowds=True``, :mod:`shuffler.blinded`): no crowd key.
+  Each report's crowd field is its item's ElGamal ciphertext to a second shuffler
+  (an abstention encrypts a random item); the first shuffler checks, blinds and
+  shuffles, the second decrypts blinded ids, applies the threshold ``T`` and shuffles
+  again. Releases are the same as with keyed ids; the views are ``shuffler`` (first),
+  ``shuffler2`` (crowd sizes under blinded ids) and ``analyzer``.
 * **Report rounds.** Payloads are reports of ``spec.report_size`` bytes in one crowd,
   threshold 1; the release is the multiset in the shuffler's order.
 * **Vector rounds.** Each vector is one report (entries packed big-endian in
@@ -223,12 +229,11 @@ class ShufflerTransport(Transport):
         if self.blinded_crowds:
             # ---- shuffler 2: decrypt crowd ids, threshold, shuffle again -----------
             t0 = time.process_time()
-            blinded_batch = (codec.decode(codec.encode(first.batch), BlindedBatch)
-                             if self.wire else first.batch)
+            wire1 = codec.encode(first.batch) if self.wire else b""
+            blinded_batch = codec.decode(wire1, BlindedBatch) if self.wire else first.batch
             out = CrowdShuffler(s2_key, r_shuffler, 1, HardThreshold(threshold)).process(
                 blinded_batch)
-            first_view = {"receipt": first.receipt,
-                          "bytes_forwarded": len(codec.encode(first.batch)) if self.wire else 0}
+            first_view = {"receipt": first.receipt, "bytes_forwarded": len(wire1)}
             cpu["shuffler2"] = time.process_time() - t0
         t0 = time.process_time()
         batch_wire = codec.encode(out.batch) if self.wire else b""
