@@ -18,6 +18,22 @@ class UsageError(Exception):
     """Bad command-line input; printed without a traceback, exit status 2."""
 
 
+def output_dir(path: str) -> "pathlib.Path":
+    """Create the output directory ``path`` (and its parents) if needed.
+
+    Raises:
+        UsageError: it cannot be created (a file in the way, no permission).
+    """
+    import pathlib
+
+    out = pathlib.Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {out}: {exc.strerror}") from None
+    return out
+
+
 class CommandRegistry:
     """Builds the argparse tree: top-level commands and command groups."""
 

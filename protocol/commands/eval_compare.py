@@ -30,7 +30,6 @@ import argparse
 import csv
 import json
 import math
-import pathlib
 import sys
 import time
 from typing import Any
@@ -96,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from protocol.benchutil import print_json
-    from protocol.cli import UsageError
+    from protocol.cli import UsageError, output_dir
     from protocol.commands import sfp as sfp_cmd
     from protocol.commands import triehh as triehh_cmd
     from protocol.commands.hh import load_population
@@ -107,11 +106,7 @@ def run(args: argparse.Namespace) -> int:
     Ts = [int(t) for t in _floats(args.Ts, "--Ts")]
     if args.runs < 1 or args.k < 1 or args.kmax < 1 or args.users < 2:
         raise UsageError("--runs, --k and --kmax must be >= 1 and --users >= 2")
-    out_dir = pathlib.Path(args.out)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create {out_dir}: {exc.strerror}") from None
+    out_dir = output_dir(args.out)
 
     t_start = time.perf_counter()
     root = np.random.default_rng(args.seed)

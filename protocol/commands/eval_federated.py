@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from mechanisms.federated import FederatedConfig, FederatedError
-    from protocol.cli import UsageError
+    from protocol.cli import UsageError, output_dir
     from protocol.datasets_federated import load_population
 
     if args.runs < 1:
@@ -106,8 +106,7 @@ def run(args: argparse.Namespace) -> int:
         eps = [float(x) for x in args.epsilons.split(",") if x.strip()]
     except ValueError:
         raise UsageError("--epsilons must be comma-separated numbers") from None
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(args.out)
     try:
         base = FederatedConfig(epsilon=args.epsilon, k=args.k, oracle=args.oracle)
         pop = load_population(args.dataset, seed=args.data_seed, scale=args.scale)

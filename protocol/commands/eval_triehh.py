@@ -18,7 +18,6 @@ import argparse
 import csv
 import json
 import math
-import pathlib
 import sys
 import time
 
@@ -41,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     from mechanisms.triehh_privacy import discovery_rate
     from protocol.benchutil import print_json, progress
-    from protocol.cli import UsageError
+    from protocol.cli import UsageError, output_dir
     from protocol.commands.triehh import prepare, run_once
     from protocol.transport_options import transport_from_args
     from protocol.evaluation import (
@@ -52,11 +51,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--runs must be >= 1")
     if args.kmax < 1 or args.csv_top < 1:
         raise UsageError("--kmax and --csv-top must be >= 1")
-    out_dir = pathlib.Path(args.out)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create {out_dir}: {exc.strerror}") from None
+    out_dir = output_dir(args.out)
 
     transport = transport_from_args(args)  # refuse bad options before loading data
     prep, run_rng = prepare(args)

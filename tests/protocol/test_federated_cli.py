@@ -76,3 +76,11 @@ def test_eval_federated_extension_table(tmp_path) -> None:  # noqa: ANN001
         labels = [r["extension"] for r in csv.DictReader(fh)]
     assert labels == ["k/2", "k", "2k", "3k", "adaptive"]
     assert main(["eval", "federated", "--runs", "0", "--out", str(out)]) == 2
+
+
+def test_eval_commands_refuse_an_output_dir_they_cannot_create(tmp_path, capsys) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for argv in (["eval", "federated", "--runs", "1"], ["eval", "triehh", "--runs", "1"]):
+        assert main(argv + ["--out", str(blocker / "out")]) == 2
+        assert "cannot create" in capsys.readouterr().err
