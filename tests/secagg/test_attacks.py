@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from protocol.attacks.secagg_attacks import _members, _rewrite_unmask
 from protocol.randomness import insecure_deterministic_randomness
 from protocol.secagg_engine import SERVER, Envelope, make_config, run_secagg
 from secagg.messages import (
     KeyList, RoutedShares, UnmaskRequest,
 )
-from secagg.state import AbortReason as R, ClientState, bitmap_to_mask, set_to_bitmap
+from secagg.state import AbortReason as R, ClientState, set_to_bitmap
 
 DIM = 5
 VICTIM = 3
@@ -20,27 +21,6 @@ VICTIM = 3
 def _inputs(cfg, seed=0):
     return np.random.default_rng(seed).integers(0, cfg.modulus, (cfg.n, cfg.dim),
                                                 dtype=np.uint64)
-
-
-def _members(bitmap: bytes, n: int) -> set[int]:
-    return set(np.flatnonzero(bitmap_to_mask(bitmap, n)).tolist())
-
-
-def _rewrite_unmask(fn):
-    """Hook rewriting every UnmaskRequest with ``fn(recipient, alive, dropped)``."""
-    def hook(round_no, direction, envs):
-        out = []
-        for e in envs:
-            m = e.message() if direction == "down" else None
-            if isinstance(m, UnmaskRequest):
-                alive, dropped = _members(m.alive, m.n), _members(m.dropped, m.n)
-                alive, dropped = fn(e.recipient, alive, dropped)
-                m = UnmaskRequest(m.n, set_to_bitmap(sorted(alive), m.n),
-                                  set_to_bitmap(sorted(dropped), m.n), m.signers, m.signatures)
-                e = Envelope.of(SERVER, e.recipient, e.round, m)
-            out.append(e)
-        return out
-    return hook
 
 
 @pytest.mark.parametrize("graph", ["complete", "harary"])
