@@ -142,7 +142,10 @@ class _SketchCoins:
 
     epsilon: float
     k: int
+    m: int
     hash_seed: int
+    name: ClassVar[str]
+    source: ClassVar[str]
     _flip_exponent_factor: ClassVar[float]
 
     @functools.cached_property
@@ -164,6 +167,29 @@ class _SketchCoins:
     def c(self) -> float:
         """Debiasing constant ``1/(1 - 2 phi)``."""
         return 1.0 / (1.0 - 2.0 * self.flip_probability)
+
+    def privacy(self) -> PrivacyGuarantee:
+        """Effective epsilon of the rounded coins: ``ln((1 - phi)/phi) / f`` (CMS: ``2
+        ln``, two of its ``m`` bits differ between inputs; HCMS: one bit)."""
+        phi = self.flip_probability
+        return PrivacyGuarantee(self.name, float(self.epsilon), 0.0,
+                                math.log((1 - phi) / phi) / self._flip_exponent_factor,
+                                self.source)
+
+    def _variance_terms(self, n: int, n_d: Any, sum_sq_others: Any
+                        ) -> tuple[np.ndarray, np.ndarray, float]:
+        """``(n_d, sum_{d' != d} n_{d'}^2, (1/m)(1 - 1/m))`` for the variance formulas;
+        the sum defaults to ``n - n_d`` (every other user holds a distinct item).
+
+        Raises:
+            OracleInputError: if ``n < 1``.
+        """
+        if n < 1:
+            raise OracleInputError("n must be >= 1")
+        n_d = np.asarray(n_d, dtype=float)
+        S = n - n_d if sum_sq_others is None else np.asarray(sum_sq_others, dtype=float)
+        m = self.m
+        return n_d, S, (1.0 / m) * (1.0 - 1.0 / m)
 
 
 @dataclass(frozen=True)
@@ -313,20 +339,12 @@ class CountMeanSketch(_SketchCoins):
         Raises:
             OracleInputError: if ``n < 1``.
         """
-        if n < 1:
-            raise OracleInputError("n must be >= 1")
-        n_d = np.asarray(n_d, dtype=float)
-        S = n - n_d if sum_sq_others is None else np.asarray(sum_sq_others, dtype=float)
+        n_d, S, coll = self._variance_terms(n, n_d, sum_sq_others)
         m, k = self.m, self.k
-        coll = (1.0 / m) * (1.0 - 1.0 / m)
         v = (m / (m - 1.0)) ** 2 * (n * (self.c ** 2 - 1) / 4.0
                                     + (n - n_d) * coll * (1.0 - 1.0 / k) + coll * S / k)
         return float(v) if v.ndim == 0 else v
 
-    def privacy(self) -> PrivacyGuarantee:
-        phi = self.flip_probability
-        return PrivacyGuarantee(self.name, float(self.epsilon), 0.0,
-                                2.0 * math.log((1 - phi) / phi), self.source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -454,20 +472,12 @@ class HadamardCountMeanSketch(_SketchCoins):
         Raises:
             OracleInputError: if ``n < 1``.
         """
-        if n < 1:
-            raise OracleInputError("n must be >= 1")
-        n_d = np.asarray(n_d, dtype=float)
-        S = n - n_d if sum_sq_others is None else np.asarray(sum_sq_others, dtype=float)
+        n_d, S, coll = self._variance_terms(n, n_d, sum_sq_others)
         m, k, c2 = self.m, self.k, self.c ** 2
-        coll = (1.0 / m) * (1.0 - 1.0 / m)
         v = (m / (m - 1.0)) ** 2 * (n_d * (c2 - 1) + (n - n_d) * (c2 - 1.0 / m ** 2 - coll / k)
                                     + coll * S / k)
         return float(v) if v.ndim == 0 else v
 
-    def privacy(self) -> PrivacyGuarantee:
-        phi = self.flip_probability
-        return PrivacyGuarantee(self.name, float(self.epsilon), 0.0,
-                                math.log((1 - phi) / phi), self.source)
 
 
 @dataclass(frozen=True, slots=True)
