@@ -66,7 +66,8 @@ from .messages import BlindedBatch
 
 __all__ = [
     "BlindedCrowdError", "CIPHERTEXT_BYTES", "CROWD_ID_BYTES", "DecryptorKey", "Blinder",
-    "CrowdShuffler", "hash_to_group", "encrypt_crowd", "two_shuffler_crowd_counts",
+    "CrowdShuffler", "check_ciphertext", "hash_to_group", "encrypt_crowd",
+    "two_shuffler_crowd_counts",
 ]
 
 POINT_BYTES = 32
@@ -98,6 +99,15 @@ def _point(data: bytes, name: str) -> bytes:
     if len(data) != POINT_BYTES or not _na.crypto_core_ed25519_is_valid_point(data):
         raise BlindedCrowdError(f"{name} is not a valid point of the prime-order group")
     return data
+
+
+def check_ciphertext(ciphertext: object) -> None:
+    """Check that ``ciphertext`` is two points of the prime-order group (64 bytes).
+
+    Raises:
+        BlindedCrowdError: it is not.
+    """
+    _split(ciphertext)
 
 
 def _split(ciphertext: object) -> tuple[bytes, bytes]:

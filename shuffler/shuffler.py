@@ -56,6 +56,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .blinded import BlindedCrowdError, check_ciphertext
 from .errors import BatchTooSmall, EnvelopeRejected, RejectReason, ShufflerError
 from .keys import KEY_BYTES, TAG_BYTES, KeyPair, OsRandom, RandomSource, open_sealed
 from .messages import (
@@ -251,13 +252,6 @@ def release_rule(min_batch_size: object, threshold: object) -> tuple[int, Thresh
     if not isinstance(threshold, (HardThreshold, NoisyThreshold)):
         raise ShufflerError("threshold must be a HardThreshold or NoisyThreshold")
     return min_batch_size, threshold
-
-
-def _valid_crowd_ciphertext(crowd: bytes) -> bool:
-    """Both halves of a blinded crowd ciphertext are points of the prime-order group."""
-    from nacl.bindings import crypto_core_ed25519_is_valid_point as valid
-
-    return len(crowd) == 64 and bool(valid(crowd[:32])) and bool(valid(crowd[32:]))
 
 
 def threshold_and_shuffle(context: Context, crowds: Sequence[bytes], inner: Sequence[bytes],
@@ -503,8 +497,11 @@ class Shuffler:
         if inner in batch.seen_inner:
             raise EnvelopeRejected(RejectReason.DUPLICATE_INNER)
         crowd = plain[:cb]
-        if batch.context.blinded and not _valid_crowd_ciphertext(crowd):
-            raise EnvelopeRejected(RejectReason.INVALID_CROWD)
+        if batch.context.blinded:
+            try:
+                check_ciphertext(crowd)
+            except BlindedCrowdError as exc:
+                raise EnvelopeRejected(RejectReason.INVALID_CROWD, str(exc)) from None
         # validated: now mutate
         batch.seen_outer.add(sealed)
         batch.seen_inner.add(inner)
