@@ -62,7 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from protocol.aggregation import ABSTAIN
+from protocol.core.contract import ABSTAIN
 
 __all__ = [
     "SamplingError", "SamplingPlan", "SampledRound", "plan_poisson_sampling",

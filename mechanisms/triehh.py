@@ -50,7 +50,7 @@ from mechanisms.prefix_tree import (
 from mechanisms.triehh_privacy import (
     PrivacyGuarantee, TrieHHPrivacyError, batch_size, theorem1,
 )
-from protocol.aggregation import ABSTAIN, Cost, Kind, RoundSpec, Transport, Votes
+from protocol.core.contract import ABSTAIN, Cost, Kind, RoundSpec, Transport, Votes
 
 __all__ = [
     "TrieHHError", "TrieHHConfig", "UserSequences", "RoundRecord", "TrieHHResult", "TrieHH",
@@ -232,7 +232,7 @@ class TrieHH:
         data: the users' sequences, encoded with ``alphabet``.
         alphabet: the public alphabet and unit size.
         config: theta, gamma, L.
-        transport: any :class:`protocol.aggregation.Transport`.
+        transport: any :class:`protocol.core.contract.Transport`.
         rng: explicit randomness; split into independent streams for sampling,
             local choices and the transport, so that the release does not depend on
             how much randomness a transport consumes.

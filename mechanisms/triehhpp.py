@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from protocol.aggregation import ABSTAIN, Kind, Release, RoundSpec, Transport, Votes
+from protocol.core.contract import ABSTAIN, Kind, Release, RoundSpec, Transport, Votes
 from mechanisms.prefix_tree import NO_NODE, ROOT, PrefixTreeError, PrefixTrie
 from mechanisms.sampling import SamplingPlan, plan_poisson_sampling, sample_round
 
@@ -243,7 +243,7 @@ def run_triehhpp(unit_matrix: np.ndarray, num_units: int, unit_labels: Sequence[
         unit_labels: string label of each unit id (candidate names are the
             concatenated labels).
         params: public parameters; ``params.population`` must equal the row count.
-        transport: any :class:`~protocol.aggregation.Transport`.
+        transport: any :class:`~protocol.core.contract.Transport`.
         sampling_rng: draws the Poisson samples.
         transport_rng: handed to the transport each round.
         terminal: optional boolean mask of terminal (EOS) units, never extended.
@@ -253,7 +253,7 @@ def run_triehhpp(unit_matrix: np.ndarray, num_units: int, unit_labels: Sequence[
         TrieHHPPError: shapes or parameters that do not fit.
         mechanisms.prefix_tree.CandidateSetTooLarge: a level's candidate set exceeds
             the engine's cap (a ``PrefixTreeError``, itself a ``ValueError``).
-        protocol.aggregation.AggregationAborted: a round could not complete.
+        protocol.core.contract.AggregationAborted: a round could not complete.
     """
     um = np.asarray(unit_matrix)
     if um.ndim != 2 or not np.issubdtype(um.dtype, np.integer):

@@ -94,7 +94,7 @@ class SecAggClient:
         value: the input vector, ``dim`` integers in ``[0, R)``, or a zero-argument
             callable returning it (evaluated and checked in round 2, so that a large
             simulation need not hold every input at once).
-        rand: randomness source (``token_bytes``); ``protocol.randomness.OsRandom`` in
+        rand: randomness source (``token_bytes``); ``protocol.core.randomness.OsRandom`` in
             production.
         signing_key: Ed25519 secret seed (malicious-server variant).
         verify_keys: Ed25519 public keys of all ``n`` participants, by roster position

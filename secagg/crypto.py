@@ -26,7 +26,7 @@ server variant signs messages with Ed25519 (RFC 8032).
 
 All checks raise :class:`~secagg.errors.CryptoError`; none returns ``False``. Secrets are
 compared with :func:`hmac.compare_digest`. Randomness is injected: every function that
-needs it takes an object with ``token_bytes(n)`` (``protocol.randomness.OsRandom`` in
+needs it takes an object with ``token_bytes(n)`` (``protocol.core.randomness.OsRandom`` in
 production).
 """
 from __future__ import annotations

@@ -6,8 +6,8 @@ One frozen, slotted dataclass per message. Every constructor validates types, le
 ranges, ordering and uniqueness, so an instance that exists is well formed; what a
 message *means* (is this sender my neighbour? is this the set I signed?) is checked by
 the state machines. ``to_wire()`` returns msgpack-native values and ``from_wire()``
-rebuilds (and so re-validates) the message; ``protocol.wire_secagg`` registers the
-types with the strict codec of ``protocol.codec``.
+rebuilds (and so re-validates) the message; ``protocol.core.wire_secagg`` registers the
+types with the strict codec of ``protocol.core.codec``.
 
 Participants are roster positions ``0..n-1``; sets of participants travel as bitmaps
 (``secagg.state.set_to_bitmap``), lists of addressed items as strictly increasing

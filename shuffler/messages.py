@@ -27,8 +27,8 @@ Byte layouts (integers big-endian)::
 
 with ``H = 34 + len(task)``. Every message type is a frozen, slotted dataclass that
 validates itself in its constructor and converts to and from msgpack-native lists
-(``to_wire``/``from_wire``) for :mod:`protocol.codec` (tags 100..199, registered in
-``protocol/wire_shuffler.py``), and to and from the byte layouts above.
+(``to_wire``/``from_wire``) for :mod:`protocol.core.codec` (tags 100..199, registered in
+``protocol/core/wire_shuffler.py``), and to and from the byte layouts above.
 """
 from __future__ import annotations
 

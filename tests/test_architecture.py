@@ -19,7 +19,7 @@ ALLOWED = {
     "mechanisms": {"mechanisms", "numpy", "scipy", "protocol"},
 }
 # what mechanisms may take from protocol: the contract only
-MECHANISMS_FROM_PROTOCOL = {"protocol.aggregation"}
+MECHANISMS_FROM_PROTOCOL = {"protocol.core.contract"}
 # the pure cores must not reach the outside world even through the standard library
 FORBIDDEN_STDLIB_IN_CORES = {"socket", "asyncio", "time", "random", "subprocess", "threading",
                              "multiprocessing", "urllib", "http", "select", "selectors"}
@@ -65,7 +65,7 @@ def test_import_direction(pkg: str) -> None:
 
 def test_checker_catches_a_violation(tmp_path: pathlib.Path) -> None:
     src = tmp_path / "x.py"
-    src.write_text("import socket\nfrom protocol.codec import encode\nimport msgpack\n")
+    src.write_text("import socket\nfrom protocol.core.codec import encode\nimport msgpack\n")
     names = [n for n, _ in _imports(src)]
-    assert names == ["socket", "protocol.codec", "msgpack"]
+    assert names == ["socket", "protocol.core.codec", "msgpack"]
     assert "msgpack" not in ALLOWED["secagg"] and "socket" in FORBIDDEN_STDLIB_IN_CORES

@@ -5,7 +5,7 @@
     FUZZ_TARGET=codec python tests/fuzz/fuzz_decoders.py corpus_dir/ -max_total_time=600
 
 Targets (``FUZZ_TARGET``; default: every target, chosen by the input's first byte):
-``codec`` (protocol.codec.decode, every registered tag), ``shuffler_submit``,
+``codec`` (protocol.core.codec.decode, every registered tag), ``shuffler_submit``,
 ``shuffler_parsers``, ``share``, ``unpack_uints``. A target may raise only the
 library's own exception types (the same contract as tests/protocol/test_fuzz_decoders.py);
 anything else is reported by libFuzzer as a crash with the input saved.
@@ -23,7 +23,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "protocol")
 
 with atheris.instrument_imports():
     import msgpack  # noqa: F401
-    from protocol import codec  # noqa: F401
+    from protocol.core import codec  # noqa: F401
     import shuffler.messages  # noqa: F401
     import secagg.messages  # noqa: F401
     import secagg.prg  # noqa: F401

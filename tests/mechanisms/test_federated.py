@@ -15,7 +15,7 @@ from mechanisms.federated.metrics import MetricError
 from mechanisms.federated.parties import (PrivacyBudgetError, ReportLedger, UserPool, prefixes,
                                           split_sizes)
 from mechanisms.federated.tap import consensus_set, pruning_levels
-from protocol.datasets_federated import SYN_PARTIES, syn_population
+from protocol.studies.datasets_federated import SYN_PARTIES, syn_population
 
 MECHS = ["taps", "tap", "fedpem", "gtf"]
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from protocol.transports.plain import PlainTransport
+from protocol.core.transports.plain import PlainTransport
 from mechanisms.quantiles import (
     AlphaAdicEncoder, QuantileError, QuantileSketch, pruning_error_bound,
 )

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from protocol.aggregation import ABSTAIN
+from protocol.core.contract import ABSTAIN
 from mechanisms.sampling import (
     SamplingError, participant_count_pmf, plan_poisson_sampling, sample_participant_counts,
     sample_round, votes_with_abstentions,

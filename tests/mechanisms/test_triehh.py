@@ -15,8 +15,8 @@ from mechanisms.triehh import (
     select_sequences,
 )
 from mechanisms.triehh_privacy import discovery_rate
-from protocol.aggregation import ContractError, ABSTAIN, Kind, RoundResult, RoundSpec, Transport, Votes
-from protocol.transports.plain import PlainTransport
+from protocol.core.contract import ContractError, ABSTAIN, Kind, RoundResult, RoundSpec, Transport, Votes
+from protocol.core.transports.plain import PlainTransport
 
 
 class RecordingTransport(Transport):

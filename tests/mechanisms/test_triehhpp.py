@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from protocol.aggregation import Kind
-from protocol.transports.plain import PlainTransport
+from protocol.core.contract import Kind
+from protocol.core.transports.plain import PlainTransport
 from mechanisms.prefix_tree import UnitAlphabet
 from mechanisms.sampling import plan_poisson_sampling, sample_participant_counts
 from mechanisms.triehhpp import (

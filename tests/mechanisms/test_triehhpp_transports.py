@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocol.transports import get_transport
+from protocol.core.transports import get_transport
 from mechanisms.prefix_tree import UnitAlphabet
 from mechanisms.triehhpp import TrieHHPPParams, run_flat, run_triehhpp, spawn_rngs
 

@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from protocol.attacks import ATTACKS, Outcome, UnknownAttack, _load, run_attack
-from protocol.attacks.secagg_attacks import closed_set_around
-from protocol.attacks.sybil import sybil_row, sybil_table, zipf_prior
+from protocol.studies.attacks import ATTACKS, Outcome, UnknownAttack, _load, run_attack
+from protocol.studies.attacks.secagg_attacks import closed_set_around
+from protocol.studies.attacks.sybil import sybil_row, sybil_table, zipf_prior
 from protocol.cli import main
 
 _load()
@@ -46,7 +46,7 @@ def test_unknown_attack():
 
 
 def test_closed_set_every_member_has_t_inside():
-    from protocol.secagg_engine import make_config
+    from protocol.core.secagg_engine import make_config
     cfg = make_config(30, 2, graph="harary", degree=8, threshold=4)
     neigh = cfg.all_neighbours()
     c = closed_set_around(neigh, 0, 4)
@@ -94,7 +94,7 @@ def test_cli_list_and_run_json(capsys):
 
 
 def test_sybil_exact_enumeration_matches_monte_carlo():
-    import protocol.attacks.sybil as sy
+    import protocol.studies.attacks.sybil as sy
     p = zipf_prior(10)
     exact = sybil_row(100, 95, p, 10, np.random.default_rng(0))
     assert exact.accuracy_se == 0.0

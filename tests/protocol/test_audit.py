@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from protocol.audit import audit_epsilon, clopper_pearson_lower, clopper_pearson_upper, exact_epsilon
+from protocol.studies.audit import audit_epsilon, clopper_pearson_lower, clopper_pearson_upper, exact_epsilon
 
 
 def _rr(bit: int, eps: float):

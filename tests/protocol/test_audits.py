@@ -12,8 +12,8 @@ import json
 import numpy as np
 import pytest
 
-from protocol.audit import exact_epsilon
-from protocol.audits import ORACLE_AUDITS, audit_oracle, audit_triehh, oracle_sampler
+from protocol.studies.audit import exact_epsilon
+from protocol.studies.audits import ORACLE_AUDITS, audit_oracle, audit_triehh, oracle_sampler
 from protocol.cli import main
 
 
@@ -45,7 +45,7 @@ def test_encodings_carry_the_full_privacy_loss():
 def test_a_broken_mechanism_is_caught():
     """A 'GRR' that keeps the true value with probability 0.9 while claiming eps = 1
     (true eps = ln 9 = 2.2) must be exposed: the bound exceeds the claim."""
-    from protocol.audit import audit_epsilon
+    from protocol.studies.audit import audit_epsilon
 
     def leaky(value):
         def draw(count, rng):

@@ -7,8 +7,8 @@ import msgpack
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from protocol import codec
-from protocol.codec import CodecError
+from protocol.core import codec
+from protocol.core.codec import CodecError
 
 
 @dataclass(frozen=True, slots=True)

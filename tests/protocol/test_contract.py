@@ -12,11 +12,11 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from protocol.aggregation import (
+from protocol.core.contract import (
     ABSTAIN, AggregationAborted, ContractError, Kind, Reports, RoundSpec, Transport, Vectors,
     Votes,
 )
-from protocol.transports import get_transport
+from protocol.core.transports import get_transport
 
 TRANSPORTS = ["plain", "secagg", "shuffler", "shuffler-blinded"]
 # the parties that must not see an individual vote, per transport name

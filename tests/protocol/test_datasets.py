@@ -1,4 +1,4 @@
-"""Tests of protocol/datasets.py (embedded English, OOV, Zipf, user files)."""
+"""Tests of protocol/studies/datasets.py (embedded English, OOV, Zipf, user files)."""
 from __future__ import annotations
 
 import re
@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from protocol.datasets import (
+from protocol.studies.datasets import (
     DICTIONARY_SIZE, EN_ALPHABET, OOV_ALPHABET, DatasetError, Population, english,
     english_oov, from_user_words, load_dataset, load_file, oov_vocabulary, zipf,
     zipf_vocabulary,

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from protocol.cli import UsageError, main
-from protocol.commands.eval_compare import _floats, mean_ci
+from protocol.cli.commands.eval_compare import _floats, mean_ci
 
 
 def test_mean_ci_is_student_t() -> None:

@@ -2,14 +2,14 @@
 
 Targets and the only exception each may raise:
 
-* ``protocol.codec.decode`` for every registered tag (secagg 1-15, shuffler 100-104):
+* ``protocol.core.codec.decode`` for every registered tag (secagg 1-15, shuffler 100-104):
   ``CodecError``;
 * the shuffler's envelope opening -- ``Shuffler.submit``, ``Context.parse_header``,
   ``ShufflerEnvelope.from_bytes``, ``AnalyzerEnvelope.from_bytes``,
   ``PlainReport.from_bytes``, ``Analyzer.open_one``: ``ShufflerError``;
 * ``secagg.shamir.Share.from_bytes`` and ``secagg.prg.unpack_uints``:
   ``ParameterError`` (a ``ValueError``);
-* ``protocol.datasets.load_file`` (text and CSV): ``DatasetError``.
+* ``protocol.studies.datasets.load_file`` (text and CSV): ``DatasetError``.
 
 Inputs: random bytes; valid messages (captured from a real malicious-variant session
 and a real shuffler batch) with bytes flipped, inserted, deleted or truncated; and
@@ -34,12 +34,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import codec
-from protocol import wire_secagg  # noqa: F401
-from protocol import wire_shuffler  # noqa: F401
-from protocol.datasets import DatasetError, load_file
-from protocol.randomness import insecure_deterministic_randomness
-from protocol.secagg_engine import make_config, run_secagg
+from protocol.core import codec
+from protocol.core import wire_secagg  # noqa: F401
+from protocol.core import wire_shuffler  # noqa: F401
+from protocol.studies.datasets import DatasetError, load_file
+from protocol.core.randomness import insecure_deterministic_randomness
+from protocol.core.secagg_engine import make_config, run_secagg
 from secagg import prg
 from secagg.errors import ParameterError
 from secagg.messages import ServerAbort
@@ -104,7 +104,7 @@ def _blinded_batch() -> Any:
 
 @functools.lru_cache(maxsize=1)
 def shuffler_setup() -> dict[str, Any]:
-    from protocol.attacks.shuffler_attacks import make_setup
+    from protocol.studies.attacks.shuffler_attacks import make_setup
     st_ = make_setup(0, [b"a", b"b", b"a", b"c"])
     s = st_.shuffler()
     for e in st_.envelopes:

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from protocol.cli import UsageError, main
-from protocol.commands.hh import (decode_word, discover, score, truncated_truth, word_codes,
+from protocol.cli.commands.hh import (decode_word, discover, score, truncated_truth, word_codes,
                                   zipf32_population)
-from protocol.datasets import from_user_words
+from protocol.studies.datasets import from_user_words
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:

@@ -8,13 +8,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from protocol.attacks.secagg_attacks import Eavesdropper, _rewrite_unmask
-from protocol.invariants import (
+from protocol.studies.attacks.secagg_attacks import Eavesdropper, _rewrite_unmask
+from protocol.core.invariants import (
     InvariantViolation, check_no_double_reveal, check_no_send_after_abort,
     check_no_unmaskable_peer, check_release_matches_reference, check_secagg_transcript,
 )
-from protocol.randomness import insecure_deterministic_randomness
-from protocol.secagg_engine import SERVER, Dropout, EnvelopeRecord, make_config, run_secagg
+from protocol.core.randomness import insecure_deterministic_randomness
+from protocol.core.secagg_engine import SERVER, Dropout, EnvelopeRecord, make_config, run_secagg
 from secagg.state import ClientState
 
 

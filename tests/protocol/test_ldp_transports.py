@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mechanisms.fo import ReportError, make_oracle
-from protocol.ldp_runner import (LDPTransportError, decode_reports, encode_reports,
+from protocol.studies.ldp_runner import (LDPTransportError, decode_reports, encode_reports,
                                  report_size, run_ldp, shuffled_guarantee, support_vectors)
 from shuffler.amplification import central_epsilon
 
@@ -132,8 +132,8 @@ def test_cli_transports_agree(capsys: pytest.CaptureFixture[str]) -> None:
 def test_secagg_dropouts_estimate_over_the_survivors() -> None:
     """GRR's estimates over the whole domain sum to exactly 1 when n is the number of
     reports summed; with dropouts that is the survivors, not the reports sent."""
-    from protocol.transports import get_transport
-    from protocol.ldp_runner import run_ldp
+    from protocol.core.transports import get_transport
+    from protocol.studies.ldp_runner import run_ldp
 
     oracle = make_oracle("grr", 2.0, 6)
     rng = np.random.default_rng(3)

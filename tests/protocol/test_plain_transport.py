@@ -3,10 +3,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocol.aggregation import (
+from protocol.core.contract import (
     ABSTAIN, AggregationAborted, ContractError, Kind, Reports, RoundSpec, Vectors, Votes,
 )
-from protocol.transports.plain import PlainTransport, modular_sum
+from protocol.core.transports.plain import PlainTransport, modular_sum
 
 
 def test_vote_round_releases_only_threshold_passing_candidates() -> None:
@@ -50,7 +50,7 @@ def test_reports_are_a_permutation() -> None:
 
 
 def test_release_enforces_the_rule_and_hides_counts_on_request() -> None:
-    from protocol.aggregation import Release
+    from protocol.core.contract import Release
 
     spec = RoundSpec("t", 0, Kind.VOTE, candidates=("a", "b"), theta=3, reveal_counts=False)
     res = PlainTransport().run_round(spec, Votes(np.array([0, 0, 0, 1])), np.random.default_rng(0))

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from protocol import codec, wire_secagg  # noqa: F401
-from protocol.codec import CodecError
+from protocol.core import codec, wire_secagg  # noqa: F401
+from protocol.core.codec import CodecError
 from secagg import prg
 from secagg.messages import (
     ALL_MESSAGES, AdvertiseKeys, ConsistencyRequest, ConsistencySignature, KeyList,

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from protocol.randomness import insecure_deterministic_randomness
-from protocol.secagg_engine import Dropout, make_config, profile_primitives, run_secagg
-from protocol.secagg_profile import FAMILIES, bare_costs, primitive_table
+from protocol.core.randomness import insecure_deterministic_randomness
+from protocol.core.secagg_engine import Dropout, make_config, profile_primitives, run_secagg
+from protocol.core.secagg_profile import FAMILIES, bare_costs, primitive_table
 from secagg import crypto
 
 

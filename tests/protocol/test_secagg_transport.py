@@ -8,12 +8,12 @@ import hashlib
 import numpy as np
 import pytest
 
-from protocol.aggregation import (
+from protocol.core.contract import (
     ABSTAIN, AggregationAborted, ContractError, Kind, Reports, RoundSpec, Vectors, Votes,
 )
-from protocol.transports import get_transport
-from protocol.transports.plain import PlainTransport
-from protocol.transports.secagg_transport import SecAggTransport, spec_context, vote_modulus
+from protocol.core.transports import get_transport
+from protocol.core.transports.plain import PlainTransport
+from protocol.core.transports.secagg_transport import SecAggTransport, spec_context, vote_modulus
 from secagg import prg
 
 CANDS = tuple(f"item{i}" for i in range(9))

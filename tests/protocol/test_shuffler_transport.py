@@ -4,12 +4,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocol.aggregation import (
+from protocol.core.contract import (
     ABSTAIN, AggregationAborted, ContractError, Kind, Reports, RoundSpec, Vectors, Votes,
 )
-from protocol.transports import get_transport
-from protocol.transports.plain import PlainTransport
-from protocol.transports.shuffler_transport import ShufflerTransport
+from protocol.core.transports import get_transport
+from protocol.core.transports.plain import PlainTransport
+from protocol.core.transports.shuffler_transport import ShufflerTransport
 
 
 def _both(spec: RoundSpec, contrib: object, seed: int = 0, **kw: object):

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from protocol.cli import UsageError, main
-from protocol.transport_options import add_transport_args, transport_from_args, \
+from protocol.cli.transport_options import add_transport_args, transport_from_args, \
     transport_options
 
 

@@ -59,10 +59,10 @@ def test_triehh_errors(capsys, monkeypatch) -> None:
     assert main(["triehh", "--dataset", "zipf", "--users", "2000", "--unit-size", "5"]) == 2
     assert "--unit-size" in capsys.readouterr().err
 
-    import protocol.transports as transports
+    import protocol.core.transports as transports
 
     def missing(name: str, **kw: object) -> None:
-        raise ModuleNotFoundError(f"No module named 'protocol.transports.{name}_transport'")
+        raise ModuleNotFoundError(f"No module named 'protocol.core.transports.{name}_transport'")
 
     monkeypatch.setattr(transports, "get_transport", missing)
     assert main(["triehh", "--dataset", "zipf", "--users", "20000", "--transport",
@@ -120,7 +120,7 @@ def test_same_release_over_transports(name: str) -> None:
 
     from mechanisms.prefix_tree import UnitAlphabet
     from mechanisms.triehh import TrieHHConfig, encode_population, run_triehh
-    from protocol.transports import get_transport
+    from protocol.core.transports import get_transport
 
     try:
         other = get_transport(name)

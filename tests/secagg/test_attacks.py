@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocol.attacks.secagg_attacks import _members, _rewrite_unmask
-from protocol.randomness import insecure_deterministic_randomness
-from protocol.secagg_engine import SERVER, Envelope, make_config, run_secagg
+from protocol.studies.attacks.secagg_attacks import _members, _rewrite_unmask
+from protocol.core.randomness import insecure_deterministic_randomness
+from protocol.core.secagg_engine import SERVER, Envelope, make_config, run_secagg
 from secagg.messages import (
     KeyList, RoutedShares, UnmaskRequest,
 )
@@ -78,7 +78,7 @@ def test_split_views_without_consistency_check_is_the_known_limit() -> None:
 
 # The split-view attack on the malicious-server variant (each group shown its own U3 and
 # the signatures collected on it; every client aborts with TOO_FEW_SIGNATURES, nothing is
-# revealed) is catalogued as protocol.attacks "secagg.split_views_malicious" and run by
+# revealed) is catalogued as protocol.studies.attacks "secagg.split_views_malicious" and run by
 # tests/protocol/test_attack_catalogue.py.
 
 

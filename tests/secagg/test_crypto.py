@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.randomness import insecure_deterministic_randomness
+from protocol.core.randomness import insecure_deterministic_randomness
 from secagg import crypto as c
 from secagg.errors import CryptoError, ParameterError, SecAggError
 

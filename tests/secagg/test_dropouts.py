@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocol.randomness import insecure_deterministic_randomness
-from protocol.secagg_engine import Dropout, SecAggRun, make_config, run_secagg
+from protocol.core.randomness import insecure_deterministic_randomness
+from protocol.core.secagg_engine import Dropout, SecAggRun, make_config, run_secagg
 from secagg.state import AbortReason as R, ClientState, SessionConfig
 
 DIM = 6

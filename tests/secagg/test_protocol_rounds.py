@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from protocol.randomness import insecure_deterministic_randomness
-from protocol.secagg_engine import SERVER, Dropout, make_config, run_secagg
+from protocol.core.randomness import insecure_deterministic_randomness
+from protocol.core.secagg_engine import SERVER, Dropout, make_config, run_secagg
 from secagg.errors import ParameterError
 from secagg.params import find_params
 from secagg.state import ClientState, ModAccumulator, SessionConfig, set_to_bitmap
@@ -200,7 +200,7 @@ def test_bench_command_small(capsys: pytest.CaptureFixture[str]) -> None:
 def test_thousand_clients_harary_with_dropouts_is_exact() -> None:
     """The acceptance configuration of the benchmark (correctness only; timing is
     reported by ``fedhh bench secagg``, not asserted, since CI machines are shared)."""
-    from protocol.commands.bench_secagg import bench_secagg
+    from protocol.cli.commands.bench_secagg import bench_secagg
 
     out = bench_secagg(1000, 200, graph="harary", dropout=0.1, seed=5, bare_sample=20)
     assert out["correct"] is True and out["survivors"] < 1000
@@ -210,7 +210,7 @@ def test_clients_forget_their_secrets_when_done() -> None:
     """After a run no client keeps its secret keys, self-mask seed, pairwise keys or the
     shares it held; a client that drops after round 2 has already dropped all but the
     shares (it may still be asked for them)."""
-    from protocol.secagg_engine import Dropout
+    from protocol.core.secagg_engine import Dropout
 
     cfg = make_config(8, 3, threshold=3)
     run = run_secagg(cfg, np.ones((8, 3), dtype=np.uint64),

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from protocol.randomness import insecure_deterministic_randomness
-from protocol.secagg_engine import make_config, run_secagg
+from protocol.core.randomness import insecure_deterministic_randomness
+from protocol.core.secagg_engine import make_config, run_secagg
 from secagg import crypto
 from secagg.client import SecAggClient
 from secagg.messages import (

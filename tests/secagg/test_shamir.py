@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.randomness import insecure_deterministic_randomness
+from protocol.core.randomness import insecure_deterministic_randomness
 from secagg.errors import ParameterError
 from secagg.shamir import PRIME, SHARE_BYTES, Share, combine, split
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.randomness import insecure_deterministic_randomness
+from protocol.core.randomness import insecure_deterministic_randomness
 from shuffler import CrowdKey, Encoder, KeyPair
 
 

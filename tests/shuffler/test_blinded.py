@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from nacl import bindings as na
 
-from protocol.randomness import insecure_deterministic_randomness
+from protocol.core.randomness import insecure_deterministic_randomness
 from shuffler.blinded import (
     CIPHERTEXT_BYTES, Blinder, BlindedCrowdError, DecryptorKey, encrypt_crowd,
     hash_to_group, two_shuffler_crowd_counts,
@@ -148,8 +148,8 @@ def test_bench_command(capsys) -> None:
 
 # ---------------------------------------------------------------- the whole pipeline
 def _pipeline(items: list[bytes], T: int, seed: int = 5, tamper=None):  # noqa: ANN001, ANN202
-    from protocol import codec
-    from protocol import wire_shuffler  # noqa: F401
+    from protocol.core import codec
+    from protocol.core import wire_shuffler  # noqa: F401
     from shuffler import Analyzer, Encoder, HardThreshold, KeyPair, Shuffler
     from shuffler.blinded import CrowdShuffler
     from shuffler.messages import BlindedBatch

@@ -6,10 +6,10 @@ import hashlib
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from protocol import codec
-from protocol import wire_shuffler  # noqa: F401
-from protocol.codec import CodecError
-from protocol.randomness import insecure_deterministic_randomness
+from protocol.core import codec
+from protocol.core import wire_shuffler  # noqa: F401
+from protocol.core.codec import CodecError
+from protocol.core.randomness import insecure_deterministic_randomness
 from shuffler import (
     AnalyzerEnvelope, Context, Encoder, EnvelopeRejected, KeyPair, PlainReport, RejectReason,
     ShuffledBatch, ShuffleReceipt, ShufflerEnvelope, ShufflerError,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from protocol.randomness import insecure_deterministic_randomness
+from protocol.core.randomness import insecure_deterministic_randomness
 from shuffler import (
     Analyzer, CrowdKey, HardThreshold, Shuffler, ShufflerError, random_crowd_ids,
 )

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy import stats
 
-from protocol.randomness import insecure_deterministic_randomness
+from protocol.core.randomness import insecure_deterministic_randomness
 from shuffler import (
     BatchTooSmall, EnvelopeRejected, HardThreshold, KeyPair, NoisyThreshold, RejectReason,
     Shuffler, ShufflerError, noisy_threshold_delta, noisy_threshold_delta_floor,

@@ -1,0 +1,97 @@
+"""The ``fedhh`` command line.
+
+Commands live in ``protocol/cli/commands/<name>.py``; each module defines
+``register(cli: CommandRegistry) -> None`` and is discovered automatically, so a new
+command never edits this file. A command's parser sets ``func(args) -> int``.
+Heavy imports belong inside ``func`` so that ``fedhh --help`` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from typing import Callable, Sequence
+
+
+class UsageError(Exception):
+    """Bad command-line input; printed without a traceback, exit status 2."""
+
+
+def output_dir(path: str) -> "pathlib.Path":
+    """Create the output directory ``path`` (and its parents) if needed.
+
+    Raises:
+        UsageError: it cannot be created (a file in the way, no permission).
+    """
+    import pathlib
+
+    out = pathlib.Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {out}: {exc.strerror}") from None
+    return out
+
+
+class CommandRegistry:
+    """Builds the argparse tree: top-level commands and command groups."""
+
+    def __init__(self) -> None:
+        self.parser = argparse.ArgumentParser(
+            prog="fedhh",
+            description="Private federated heavy hitters: mechanisms, secure aggregation, shuffling.",
+        )
+        self._sub = self.parser.add_subparsers(dest="command", metavar="COMMAND")
+        self._groups: dict[str, argparse._SubParsersAction] = {}
+
+    def command(self, name: str, help: str, func: Callable[[argparse.Namespace], int],
+                description: str | None = None) -> argparse.ArgumentParser:
+        """Add a top-level command ``fedhh NAME``."""
+        p = self._sub.add_parser(name, help=help, description=description or help)
+        p.set_defaults(func=func)
+        return p
+
+    def subcommand(self, group: str, name: str, help: str,
+                   func: Callable[[argparse.Namespace], int],
+                   description: str | None = None) -> argparse.ArgumentParser:
+        """Add ``fedhh GROUP NAME`` (the group is created on first use)."""
+        if group not in self._groups:
+            gp = self._sub.add_parser(group, help=f"{group} commands")
+            gp.set_defaults(func=lambda args, gp=gp: (gp.print_help(), 2)[1])
+            self._groups[group] = gp.add_subparsers(dest=f"{group}_command", metavar="NAME")
+        p = self._groups[group].add_parser(name, help=help, description=description or help)
+        p.set_defaults(func=func)
+        return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from protocol.cli import commands
+
+    reg = CommandRegistry()
+    for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if mod.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"protocol.cli.commands.{mod.name}")
+        module.register(reg)
+    return reg.parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"fedhh: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fedhh: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

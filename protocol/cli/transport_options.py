@@ -1,0 +1,130 @@
+"""Command-line options that choose and configure an aggregation transport.
+
+One set of options for every command that runs a mechanism over a transport
+(``fedhh triehh``, ``eval triehh``, ``bench triehh``, ``triehhpp``, ``ldp``):
+
+* ``--transport plain|secagg|shuffler``;
+* secure aggregation: ``--secagg-graph harary|complete`` (SecAgg+ or Bonawitz et al.),
+  ``--secagg-malicious`` (malicious-server variant: signatures and the consistency
+  round), ``--dropout P`` (each sampled client drops before a random round),
+  ``--secagg-grinding-bits B`` (parameters that keep their security bound when the
+  server may choose among ``2^B`` graph seeds);
+* shuffler: ``--min-batch N`` (the shuffler's minimum batch), ``--workers W``
+  (processes for the public-key work) and ``--blinded-crowds`` (two shufflers and
+  blinded crowd ids, :mod:`shuffler.blinded`);
+* both: ``--os-keys``. Keys and protocol randomness come from the operating system
+  unless the command was given ``--seed``: then they derive from the seed (a
+  reproducible simulation whose keys anyone with the seed can recompute), and
+  ``--os-keys`` takes them from the operating system anyway. Sampling and the
+  release depend only on the seed, never on where the keys come from.
+
+An option that the chosen transport does not take is an error, not silently ignored.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from protocol.core.contract import Transport
+
+__all__ = ["TRANSPORTS", "add_transport_args", "transport_from_args", "transport_options"]
+
+TRANSPORTS = ("plain", "secagg", "shuffler")
+# option attribute -> (transports that take it, transport keyword, command-line flag)
+_OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "secagg_graph": (("secagg",), "graph", "--secagg-graph"),
+    "secagg_malicious": (("secagg",), "malicious", "--secagg-malicious"),
+    "dropout": (("secagg",), "dropout", "--dropout"),
+    "secagg_grinding_bits": (("secagg",), "grinding_bits", "--secagg-grinding-bits"),
+    "min_batch": (("shuffler",), "min_batch_size", "--min-batch"),
+    "workers": (("shuffler",), "workers", "--workers"),
+    "blinded_crowds": (("shuffler",), "blinded_crowds", "--blinded-crowds"),
+    "os_keys": (("secagg", "shuffler"), "simulate", "--os-keys"),
+}
+
+
+def add_transport_args(p: argparse.ArgumentParser, default: str = "plain",
+                       extra_choices: tuple[str, ...] = (), help: str | None = None) -> None:
+    """Add ``--transport`` and the per-transport options to ``p``.
+
+    ``extra_choices`` are further ``--transport`` values the command handles itself
+    (``fedhh ldp``'s ``none``); no transport option applies to them.
+    """
+    p.add_argument("--transport", default=default, choices=extra_choices + TRANSPORTS,
+                   help=help or f"how contributions are aggregated (default {default})")
+    g = p.add_argument_group("transport options")
+    g.add_argument("--secagg-graph", choices=("harary", "complete"), default=None,
+                   dest="secagg_graph",
+                   help="secagg: Harary graph (SecAgg+, default) or complete graph")
+    g.add_argument("--secagg-malicious", action="store_const", const=True, default=None,
+                   dest="secagg_malicious",
+                   help="secagg: malicious-server variant (signatures, consistency round)")
+    g.add_argument("--dropout", type=float, default=None,
+                   help="secagg: probability that a sampled client drops (default 0)")
+    g.add_argument("--secagg-grinding-bits", type=int, default=None,
+                   dest="secagg_grinding_bits",
+                   help="secagg: the server may choose among 2^B graph seeds; parameters "
+                        "keep their bound after that choice (default 0)")
+    g.add_argument("--min-batch", type=int, default=None, dest="min_batch",
+                   help="shuffler: smallest batch the shuffler forwards (default 1)")
+    g.add_argument("--workers", type=int, default=None,
+                   help="shuffler: processes for the public-key work (default 1)")
+    g.add_argument("--blinded-crowds", action="store_const", const=True, default=None,
+                   dest="blinded_crowds",
+                   help="shuffler: Prochlo's blinded crowd ids (two shufflers, no key shared "
+                        "by the clients) instead of keyed ones")
+    g.add_argument("--os-keys", action="store_const", const=True, default=None,
+                   dest="os_keys",
+                   help="secagg/shuffler: keys from the OS even with --seed (they come "
+                        "from the OS anyway without --seed)")
+
+
+def transport_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments for the chosen transport.
+
+    Raises:
+        protocol.cli.UsageError: an option the transport does not take, or a bad value.
+    """
+    from protocol.cli import UsageError
+
+    name = args.transport
+    opts: dict[str, Any] = {}
+    for attr, (takers, keyword, flag) in _OPTIONS.items():
+        value = getattr(args, attr, None)
+        if value is None:
+            continue
+        if name not in takers:
+            raise UsageError(f"{flag} applies to --transport {' or '.join(takers)}, "
+                             f"not {name}")
+        opts[keyword] = (not value) if attr == "os_keys" else value
+    if name in _OPTIONS["os_keys"][0] and "simulate" not in opts:
+        # seeded keys only behind the explicit switch --seed
+        opts["simulate"] = getattr(args, "seed", None) is not None
+    if "dropout" in opts and not 0.0 <= opts["dropout"] < 1.0:
+        raise UsageError("--dropout must be in [0, 1)")
+    for key, flag in (("min_batch_size", "--min-batch"), ("workers", "--workers")):
+        if key in opts and opts[key] < 1:
+            raise UsageError(f"{flag} must be >= 1")
+    if "grinding_bits" in opts and not 0 <= opts["grinding_bits"] <= 128:
+        raise UsageError("--secagg-grinding-bits must be in [0, 128]")
+    return opts
+
+
+def transport_from_args(args: argparse.Namespace) -> Transport:
+    """The transport the options describe.
+
+    Raises:
+        protocol.cli.UsageError: as :func:`transport_options`, or the transport's
+            module cannot be imported or refuses the options.
+    """
+    from protocol.cli import UsageError
+    from protocol.core.transports import get_transport
+
+    opts = transport_options(args)
+    try:
+        return get_transport(args.transport, **opts)
+    except ImportError as exc:
+        raise UsageError(f"transport {args.transport!r} is not available: {exc}. "
+                         "Use --transport plain") from None
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"transport {args.transport!r}: {exc}") from None

@@ -1,0 +1,296 @@
+"""The aggregation contract: the one interface every mechanism uses and every
+transport fulfils.
+
+Theory of operation
+-------------------
+A mechanism describes one aggregation round with a :class:`RoundSpec` (what is
+aggregated and what may be released), hands the transport a batch of client
+contributions, and receives a :class:`RoundResult`:
+
+* ``release``: only what the release rule lets the analyst see (for a thresholded
+  vote round: the candidates with at least ``theta`` votes and their counts);
+* ``views``: what each party of the transport saw, keyed by party name, so that
+  adversarial studies can inspect it (a plaintext server sees every vote; a
+  secure-aggregation server sees masked vectors and the sum; a shuffler sees opaque
+  envelopes);
+* ``cost``: CPU seconds per party and bytes moved.
+
+Contributions are *batches* (numpy arrays), never one Python object per client, so
+that 10^6-client simulations stay fast. Three kinds exist:
+
+* votes: ``Votes.choice[i]`` is the index of client ``i``'s candidate in
+  ``spec.candidates`` or ``ABSTAIN`` (-1). An abstention looks like any other
+  contribution to every party but the client (a zero vector under secure
+  aggregation, a dummy report under the shuffler);
+* vectors: ``Vectors.values`` is an ``(n, dim)`` array of integers mod
+  ``spec.modulus``; the release is their modular sum;
+* reports: ``Reports.payloads`` are opaque byte strings of one fixed size; the
+  release is the shuffled multiset.
+
+A transport run with the same ``rng`` seed releases the same thing as the plaintext
+reference: the contract test suite checks this for every transport.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+ABSTAIN = -1
+
+__all__ = [
+    "ABSTAIN", "ContractError", "AggregationAborted", "Kind", "RoundSpec", "Votes",
+    "Vectors", "Reports", "Release", "Cost", "RoundResult", "Transport",
+    "threshold_counts",
+]
+
+
+class ContractError(ValueError):
+    """A round specification or contribution batch that violates the contract."""
+
+
+class AggregationAborted(RuntimeError):
+    """The transport could not produce a release (too few participants, an attack
+    detected, ...). ``reason`` is a short machine-readable string."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class Kind(str, Enum):
+    VOTE = "vote"
+    VECTOR = "vector"
+    REPORT = "report"
+
+
+@dataclass(frozen=True, slots=True)
+class RoundSpec:
+    """Public description of one aggregation round.
+
+    Attributes:
+        task: name of the computation (bound into every transport's session).
+        round: round number within the task.
+        kind: votes, vectors or reports.
+        candidates: for votes, the public candidate items (strings).
+        theta: for votes, release only candidates with at least ``theta`` votes;
+            ``None`` releases every candidate's count (for mechanisms that add
+            their own noise).
+        reveal_counts: for votes, whether the release carries the count of each
+            released candidate (TrieHH++) or only which candidates passed the
+            rule (TrieHH: Theorem 1 covers membership only).
+        dim: for vectors, the vector length.
+        modulus: for vectors, the arithmetic modulus (2 <= modulus <= 2**64).
+        report_size: for reports, the fixed payload size in bytes.
+        min_participants: the round aborts with fewer contributions.
+    """
+
+    task: str
+    round: int
+    kind: Kind
+    candidates: tuple[str, ...] = ()
+    theta: int | None = None
+    reveal_counts: bool = True
+    dim: int = 0
+    modulus: int = 1 << 32
+    report_size: int = 0
+    min_participants: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, Kind):
+            raise ContractError(f"kind must be a Kind, not {self.kind!r}")
+        if not self.task or not isinstance(self.task, str):
+            raise ContractError("task must be a non-empty string")
+        if not isinstance(self.round, int) or self.round < 0:
+            raise ContractError("round must be a non-negative int")
+        if self.min_participants < 1:
+            raise ContractError("min_participants must be >= 1")
+        if self.kind is Kind.VOTE:
+            if not self.candidates:
+                raise ContractError("a vote round needs at least one candidate")
+            if len(set(self.candidates)) != len(self.candidates):
+                raise ContractError("candidates must be distinct")
+            if self.theta is not None and self.theta < 1:
+                raise ContractError("theta must be >= 1 or None")
+        elif self.kind is Kind.VECTOR:
+            if self.dim < 1:
+                raise ContractError("a vector round needs dim >= 1")
+            if not 2 <= self.modulus <= 1 << 64:
+                raise ContractError("modulus must be in [2, 2**64]")
+        elif self.kind is Kind.REPORT:
+            if self.report_size < 1:
+                raise ContractError("a report round needs report_size >= 1")
+
+    @property
+    def domain_size(self) -> int:
+        return len(self.candidates)
+
+
+@dataclass(frozen=True, slots=True)
+class Votes:
+    """One vote per client: an index into ``spec.candidates``, or ``ABSTAIN``."""
+
+    choice: np.ndarray
+
+    def validate(self, spec: RoundSpec) -> np.ndarray:
+        c = np.asarray(self.choice)
+        if spec.kind is not Kind.VOTE:
+            raise ContractError("votes given to a non-vote round")
+        if c.ndim != 1 or not np.issubdtype(c.dtype, np.integer):
+            raise ContractError("Votes.choice must be a 1-d integer array")
+        if c.size and (c.min() < ABSTAIN or c.max() >= spec.domain_size):
+            raise ContractError("a vote index is outside the candidate set")
+        return c.astype(np.int64, copy=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Vectors:
+    """One integer vector per client, entries in ``[0, spec.modulus)``."""
+
+    values: np.ndarray
+
+    def validate(self, spec: RoundSpec) -> np.ndarray:
+        v = np.asarray(self.values)
+        if spec.kind is not Kind.VECTOR:
+            raise ContractError("vectors given to a non-vector round")
+        if v.ndim != 2 or v.shape[1] != spec.dim or not np.issubdtype(v.dtype, np.integer):
+            raise ContractError(f"Vectors.values must be an (n, {spec.dim}) integer array")
+        if v.size and (v.min() < 0 or int(v.max()) >= spec.modulus):
+            raise ContractError("a vector entry is outside [0, modulus)")
+        return v.astype(np.uint64, copy=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Reports:
+    """One opaque fixed-size report per client."""
+
+    payloads: tuple[bytes, ...]
+
+    def validate(self, spec: RoundSpec) -> tuple[bytes, ...]:
+        if spec.kind is not Kind.REPORT:
+            raise ContractError("reports given to a non-report round")
+        for p in self.payloads:
+            if not isinstance(p, bytes) or len(p) != spec.report_size:
+                raise ContractError(f"every report must be {spec.report_size} bytes")
+        return tuple(self.payloads)
+
+
+Contributions = Votes | Vectors | Reports
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """What the analyst learns from one round, and nothing more.
+
+    The release enforces the round's rule itself, whichever transport built it:
+    a vote release keeps only candidates at or above ``theta``, and drops the counts
+    when ``spec.reveal_counts`` is false, so no transport can hand the analyst more
+    than the specification allows.
+
+    Attributes:
+        spec: the round.
+        contributions: how many contributions (votes and abstentions alike) were
+            aggregated; abstentions are not distinguishable from votes.
+        counts: vote rounds with ``reveal_counts``: candidate -> count, only for
+            candidates that pass the release rule; otherwise ``None``.
+        items: vote rounds: the candidates that pass the release rule, sorted.
+        vector: vector rounds: the modular sum.
+        reports: report rounds: the payloads in shuffled order.
+
+    Raises:
+        ContractError: a released candidate that is not one of the round's, or a
+            count below ``theta``.
+    """
+
+    spec: RoundSpec
+    contributions: int
+    counts: Mapping[str, int] | None = None
+    vector: np.ndarray | None = None
+    reports: tuple[bytes, ...] | None = None
+    items: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.spec.kind is not Kind.VOTE or self.counts is None:
+            return
+        theta = self.spec.theta
+        allowed = set(self.spec.candidates)
+        for cand, count in self.counts.items():
+            if cand not in allowed:
+                raise ContractError(f"released {cand!r}, which is not a candidate")
+            if theta is not None and int(count) < theta:
+                raise ContractError(f"released {cand!r} with {int(count)} votes, below "
+                                    f"theta = {theta}")
+        object.__setattr__(self, "items", tuple(sorted(self.counts)))
+        if not self.spec.reveal_counts:
+            object.__setattr__(self, "counts", None)
+
+    def same_as(self, other: "Release") -> bool:
+        """Equality of released content (report order is ignored)."""
+        if self.spec != other.spec or self.contributions != other.contributions:
+            return False
+        if dict(self.counts or {}) != dict(other.counts or {}) or self.items != other.items:
+            return False
+        if (self.vector is None) != (other.vector is None):
+            return False
+        if self.vector is not None and not np.array_equal(self.vector, other.vector):
+            return False
+        return sorted(self.reports or ()) == sorted(other.reports or ())
+
+
+@dataclass(slots=True)
+class Cost:
+    """CPU seconds per party and bytes on the wire for one round."""
+
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+    bytes_up: int = 0
+    bytes_down: int = 0
+
+    def add(self, other: "Cost") -> None:
+        for k, v in other.cpu_seconds.items():
+            self.cpu_seconds[k] = self.cpu_seconds.get(k, 0.0) + v
+        self.bytes_up += other.bytes_up
+        self.bytes_down += other.bytes_down
+
+
+@dataclass(slots=True)
+class RoundResult:
+    release: Release
+    views: dict[str, dict[str, Any]]
+    cost: Cost
+
+
+def threshold_counts(spec: RoundSpec, counts: np.ndarray) -> dict[str, int]:
+    """Apply a vote round's release rule to a full count vector."""
+    counts = np.asarray(counts)
+    if spec.theta is None:
+        keep = np.arange(spec.domain_size)
+    else:
+        keep = np.flatnonzero(counts >= spec.theta)
+    return {spec.candidates[i]: int(counts[i]) for i in keep}
+
+
+class Transport(abc.ABC):
+    """One way of aggregating contributions. Implementations live in
+    ``protocol.core.transports``; mechanisms only ever see this interface."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def run_round(self, spec: RoundSpec, contributions: Contributions,
+                  rng: np.random.Generator) -> RoundResult:
+        """Aggregate one round.
+
+        Args:
+            spec: the public round description.
+            contributions: one batch matching ``spec.kind``.
+            rng: randomness for the simulation (sampling, shuffling, keys when the
+                transport is in deterministic-simulation mode).
+
+        Raises:
+            ContractError: the contributions do not fit the spec.
+            AggregationAborted: the round could not complete.
+        """

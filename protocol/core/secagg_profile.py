@@ -1,0 +1,128 @@
+"""Where a secure-aggregation run spends its time, next to what the bare primitives cost.
+
+:func:`protocol.core.secagg_engine.profile_primitives` counts the calls and CPU seconds spent
+inside each primitive the state machines use. :func:`bare_costs` replays the same
+operations (same counts and sizes) directly on the libraries -- one libsodium X25519
+scalar multiplication per key agreement, the raw AES-256-CTR keystream for the mask
+bytes, ``shamir.split``/``combine`` called directly, ChaCha20-Poly1305, Ed25519 and
+HKDF-SHA256 on ``cryptography`` objects -- and :func:`primitive_table` puts the two side
+by side, one row per primitive family. The ratio ``seconds / bare_seconds`` is the
+overhead of our wrappers over the libraries; the share of a run spent in a family is
+``seconds`` over the run's CPU time.
+
+The bare cost is timed on up to ``sample`` operations of each kind and scaled linearly
+to the run's count (``sample <= 0`` replays every operation). Everything is CPU seconds
+(``time.process_time``), so the figures do not depend on how busy the machine is.
+Used by ``fedhh bench secagg`` (one round) and ``fedhh bench triehh`` (a whole run).
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from protocol.core.secagg_engine import PrimitiveProfile, category_seconds
+
+__all__ = ["FAMILIES", "bare_costs", "primitive_table"]
+
+#: primitive family -> the wrapped functions that belong to it
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "key_agreement": ("x25519_shared", "x25519_keypair", "x25519_public"),
+    "prg": ("expand_mask",), "shamir": ("split", "combine"),
+    "aead": ("aead_encrypt", "aead_decrypt"), "signature": ("ed25519_sign", "ed25519_verify"),
+    "kdf": ("hkdf",),
+}
+
+
+def primitive_table(prof: PrimitiveProfile, sample: int = 2000) -> dict[str, dict[str, Any]]:
+    """``{family: {calls, seconds, bare_seconds, overhead_ratio}}`` for every family."""
+    cats = category_seconds(prof)
+    bare = bare_costs(prof, sample)
+    table = {}
+    for fam, fns in FAMILIES.items():
+        b = bare.get(fam, 0.0)
+        s = cats.get(fam, 0.0)
+        table[fam] = {
+            "calls": sum(prof.calls.get(fn, 0) for fn in fns), "seconds": round(s, 4),
+            "bare_seconds": round(b, 4),
+            "overhead_ratio": round(s / b, 2) if b > 0 else None,
+        }
+    return table
+
+
+def bare_costs(prof: PrimitiveProfile, sample: int = 2000) -> dict[str, float]:
+    """CPU seconds the bare library calls take for the operations ``prof`` counted."""
+    import nacl.bindings as nacl_b
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    from protocol.core.randomness import OsRandom
+    from secagg import prg, shamir
+
+    def timed(count: int, fn: Callable[[], Any]) -> float:
+        if count <= 0:
+            return 0.0
+        reps = count if sample <= 0 else min(count, sample)
+        t0 = time.process_time()
+        for _ in range(reps):
+            fn()
+        return (time.process_time() - t0) * count / reps
+
+    calls = prof.calls
+    out: dict[str, float] = {}
+    # key agreement: one X25519 scalar multiplication per operation (libsodium)
+    sk = os.urandom(32)
+    pk = nacl_b.crypto_scalarmult_base(os.urandom(32))
+    out["key_agreement"] = timed(
+        calls.get("x25519_shared", 0), lambda: nacl_b.crypto_scalarmult(sk, pk)) + timed(
+        calls.get("x25519_keypair", 0) + calls.get("x25519_public", 0),
+        lambda: nacl_b.crypto_scalarmult_base(sk))
+    # PRG: the raw AES-256-CTR keystream for the same number of bytes
+    prg_t = 0.0
+    for (dim, modulus), count in prof.shapes.get("expand_mask", {}).items():
+        nbytes = dim * prg.mask_bytes_per_entry(modulus)
+        zeros = np.zeros(nbytes, np.uint8)
+        buf = np.empty(nbytes + 16, np.uint8)
+        key = os.urandom(32)
+        prg_t += timed(count, lambda: Cipher(algorithms.AES(key), modes.CTR(bytes(16)))
+                       .encryptor().update_into(zeros, buf))
+    out["prg"] = prg_t
+    sh_t = 0.0
+    rnd = OsRandom()
+    for (m, t), count in prof.shapes.get("split", {}).items():
+        xs = list(range(1, m + 1))
+        sec = os.urandom(32)
+        sh_t += timed(count, lambda: shamir.split(sec, xs, t, rnd))
+    for t, count in prof.shapes.get("combine", {}).items():
+        shares = shamir.split(os.urandom(32), list(range(1, t + 1)), t, rnd)
+        sh_t += timed(count, lambda: shamir.combine(shares, t))
+    out["shamir"] = sh_t
+    ae_t = 0.0
+    key = os.urandom(32)
+    for name in ("aead_encrypt", "aead_decrypt"):
+        for (pl, al), count in prof.shapes.get(name, {}).items():
+            nonce = os.urandom(12)
+            # a decrypt call's first argument is the ciphertext: 16-byte tag, 12-byte nonce
+            pt = os.urandom(max(pl - (28 if name == "aead_decrypt" else 0), 0))
+            ad = os.urandom(al)
+            if name == "aead_encrypt":
+                ae_t += timed(count, lambda: ChaCha20Poly1305(key).encrypt(nonce, pt, ad))
+            else:
+                ct = ChaCha20Poly1305(key).encrypt(nonce, pt, ad)
+                ae_t += timed(count, lambda: ChaCha20Poly1305(key).decrypt(nonce, ct, ad))
+    out["aead"] = ae_t
+    ed = Ed25519PrivateKey.generate()
+    edpk = ed.public_key()
+    msg = os.urandom(100)
+    sig = ed.sign(msg)
+    out["signature"] = timed(calls.get("ed25519_sign", 0), lambda: ed.sign(msg)) + timed(
+        calls.get("ed25519_verify", 0), lambda: edpk.verify(sig, msg))
+    ikm = os.urandom(32)
+    out["kdf"] = timed(calls.get("hkdf", 0), lambda: HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=b"", info=b"x" * 90).derive(ikm))
+    return out

@@ -1,0 +1,84 @@
+"""The plaintext reference transport: a trusted aggregator that sees everything.
+
+It is the oracle the contract tests compare every other transport with. Its server
+view holds every individual contribution, which is exactly what the other transports
+exist to hide.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from protocol.core.contract import (
+    AggregationAborted, Cost, Kind, Release, Reports, RoundResult, RoundSpec, Transport,
+    Vectors, Votes, threshold_counts, Contributions,
+)
+
+
+class PlainTransport(Transport):
+    name = "plain"
+
+    def run_round(self, spec: RoundSpec, contributions: Contributions,
+                  rng: np.random.Generator) -> RoundResult:
+        t0 = time.process_time()
+        if spec.kind is Kind.VOTE:
+            if not isinstance(contributions, Votes):
+                raise_kind(spec, contributions)
+            choice = contributions.validate(spec)
+            _check_participants(spec, choice.size)
+            counts = np.bincount(choice[choice >= 0], minlength=spec.domain_size)
+            release = Release(spec, int(choice.size), counts=threshold_counts(spec, counts))
+            views = {"server": {"individual_votes": choice, "counts": counts}}
+            up = int(choice.size) * 8
+        elif spec.kind is Kind.VECTOR:
+            if not isinstance(contributions, Vectors):
+                raise_kind(spec, contributions)
+            values = contributions.validate(spec)
+            _check_participants(spec, values.shape[0])
+            total = modular_sum(values, spec.modulus)
+            release = Release(spec, int(values.shape[0]), vector=total)
+            views = {"server": {"individual_vectors": values, "sum": total}}
+            up = values.size * ((spec.modulus - 1).bit_length() + 7) // 8
+        else:
+            if not isinstance(contributions, Reports):
+                raise_kind(spec, contributions)
+            payloads = contributions.validate(spec)
+            _check_participants(spec, len(payloads))
+            order = rng.permutation(len(payloads))
+            release = Release(spec, len(payloads), reports=tuple(payloads[i] for i in order))
+            views = {"server": {"individual_reports": payloads}}
+            up = len(payloads) * spec.report_size
+        cost = Cost({"server": time.process_time() - t0}, bytes_up=up, bytes_down=0)
+        return RoundResult(release, views, cost)
+
+
+def modular_sum(values: np.ndarray, modulus: int) -> np.ndarray:
+    """Exact column sums of a uint64 matrix modulo ``modulus`` (any modulus <= 2**64)."""
+    values = np.asarray(values, dtype=np.uint64)
+    if modulus == 1 << 64:
+        return values.sum(axis=0, dtype=np.uint64)  # wraps mod 2**64 exactly
+    if modulus & (modulus - 1) == 0:
+        return values.sum(axis=0, dtype=np.uint64) & np.uint64(modulus - 1)
+    if modulus > 1 << 62:  # rare: exact big-integer sums
+        col = values.astype(object).sum(axis=0) % modulus
+        return np.array([int(x) for x in col], dtype=np.uint64)
+    # general modulus: sum in chunks small enough not to overflow 64 bits
+    m = np.uint64(modulus)
+    chunk = max(1, int((2**64 - 1) // modulus) - 1)
+    acc = np.zeros(values.shape[1], dtype=np.uint64)
+    for start in range(0, values.shape[0], chunk):
+        acc = (acc + values[start:start + chunk].sum(axis=0, dtype=np.uint64) % m) % m
+    return acc
+
+
+def _check_participants(spec: RoundSpec, n: int) -> None:
+    if n < spec.min_participants:
+        raise AggregationAborted("too_few_participants",
+                                 f"{n} contributions, {spec.min_participants} required")
+
+
+def raise_kind(spec: RoundSpec, contributions: object) -> None:
+    from protocol.core.contract import ContractError
+
+    raise ContractError(f"a {spec.kind.value} round cannot take {type(contributions).__name__}")

@@ -1,0 +1,204 @@
+"""Secure-aggregation transport: the aggregation contract over Bonawitz et al.'s protocol.
+
+Theory of operation
+-------------------
+Each :meth:`SecAggTransport.run_round` runs one full secure-aggregation session
+(:func:`protocol.core.secagg_engine.run_secagg`, every message through the codec):
+
+* **vote rounds**: client ``i`` contributes the one-hot vector ``e_{choice_i}`` over
+  ``spec.candidates`` (an abstention contributes the zero vector; after masking it is
+  indistinguishable from a vote). The modulus is the smallest power of two larger than
+  the number of contributions (at least ``2**8``), so counts never wrap. The server
+  learns only the count vector; :func:`protocol.core.contract.threshold_counts` applies
+  the release rule.
+* **vector rounds**: the modular sum of the clients' vectors, modulus ``spec.modulus``.
+* **report rounds**: not supported (secure aggregation sums; it cannot carry opaque
+  reports) -- :class:`~protocol.core.contract.ContractError`.
+
+Binding: the session context is ``SHA-256`` of a canonical encoding of the whole
+:class:`~protocol.core.contract.RoundSpec` (task, round, kind, candidate list, theta,
+dim, modulus, ...), so masked inputs produced for one candidate set, task or round can
+never be unmasked together with inputs for another: every key, ciphertext and
+signature depends on it.
+
+Randomness: by default (``simulate=False``) keys come from the operating system
+(``OsRandom``) and ``rng`` only drives the simulated dropouts. With ``simulate=True``
+(an explicit switch for reproducible simulations and tests) all client and server
+randomness is derived from the ``rng`` passed to
+``run_round`` via ``insecure_deterministic_randomness(rng.integers(...))``, so a run is
+reproducible from its seed -- and every key is known to whoever knows the seed. The
+release never depends on the keys, only on the contributions.
+
+Dropouts (``dropout > 0``) follow :meth:`protocol.core.secagg_engine.Dropout.random`; the
+release then covers exactly the clients whose masked input arrived (``U3``).
+"""
+from __future__ import annotations
+
+import hashlib
+import struct
+from typing import Any
+
+import numpy as np
+
+from protocol.core.contract import (
+    AggregationAborted, ContractError, Contributions, Cost, Kind, Release, RoundResult,
+    RoundSpec, Transport, Vectors, Votes, threshold_counts,
+)
+from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
+from protocol.core.secagg_engine import Dropout, SecAggRun, run_secagg
+from secagg.errors import ParameterError
+from secagg.params import find_params
+from secagg.state import SessionConfig
+
+__all__ = ["SecAggTransport", "spec_context", "vote_modulus"]
+
+
+def spec_context(spec: RoundSpec) -> bytes:
+    """SHA-256 of a canonical, length-delimited encoding of the round specification."""
+    h = hashlib.sha256(b"fedhh/secagg-transport/round-spec/v1\x00")
+
+    def put(b: bytes) -> None:
+        h.update(struct.pack(">Q", len(b)) + b)
+
+    put(spec.task.encode())
+    put(struct.pack(">Q", spec.round))
+    put(spec.kind.value.encode())
+    put(struct.pack(">Q", len(spec.candidates)))
+    for c in spec.candidates:
+        put(c.encode())
+    put(b"none" if spec.theta is None else struct.pack(">Q", spec.theta))
+    put(struct.pack(">QQ", spec.dim, spec.report_size))
+    put((spec.modulus - 1).to_bytes(8, "big"))
+    put(struct.pack(">Q", spec.min_participants))
+    return h.digest()
+
+
+def vote_modulus(contributions: int) -> int:
+    """Smallest power of two greater than ``contributions``, at least ``2**8``."""
+    return max(1 << 8, 1 << int(contributions).bit_length())
+
+
+class SecAggTransport(Transport):
+    """Secure aggregation (SecAgg, or SecAgg+ on a Harary graph) as a transport.
+
+    Args:
+        graph: ``"harary"`` (SecAgg+, Bell et al.) or ``"complete"`` (Bonawitz et al.).
+        malicious: malicious-server variant (Ed25519 PKI, consistency check).
+        dropout: per-client dropout probability (simulated, before a random round).
+        simulate: derive every key from the ``rng`` of ``run_round`` (reproducible,
+            insecure); ``False`` (the default) uses OS randomness.
+        corrupt_fraction, sigma, eta, grinding_bits: threat model handed to
+            :func:`secagg.params.find_params` (``grinding_bits``: how many bits of
+            graph-seed choice the server is granted).
+
+    Raises:
+        ValueError: bad option values.
+    """
+
+    name = "secagg"
+
+    def __init__(self, graph: str = "harary", malicious: bool = False, dropout: float = 0.0,
+                 simulate: bool = False, corrupt_fraction: float = 0.05, sigma: int = 40,
+                 eta: int = 20, grinding_bits: int = 0) -> None:
+        if graph not in ("harary", "complete"):
+            raise ValueError("graph must be 'harary' or 'complete'")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError("dropout must be in [0, 1)")
+        self.graph = graph
+        self.malicious = bool(malicious)
+        self.dropout = float(dropout)
+        self.simulate = bool(simulate)
+        self.corrupt_fraction = corrupt_fraction
+        self.sigma = sigma
+        self.eta = eta
+        self.grinding_bits = grinding_bits
+
+    def run_round(self, spec: RoundSpec, contributions: Contributions,
+                  rng: np.random.Generator) -> RoundResult:
+        if spec.kind is Kind.VOTE:
+            if not isinstance(contributions, Votes):
+                raise ContractError(f"a vote round cannot take {type(contributions).__name__}")
+            choice = contributions.validate(spec)
+            n, dim = int(choice.size), spec.domain_size
+            modulus = vote_modulus(n)
+
+            def input_of(i: int) -> np.ndarray:
+                v = np.zeros(dim, dtype=np.uint64)
+                if choice[i] >= 0:
+                    v[choice[i]] = 1
+                return v
+        elif spec.kind is Kind.VECTOR:
+            if not isinstance(contributions, Vectors):
+                raise ContractError(
+                    f"a vector round cannot take {type(contributions).__name__}")
+            values = contributions.validate(spec)
+            n, dim, modulus = int(values.shape[0]), spec.dim, spec.modulus
+
+            def input_of(i: int) -> np.ndarray:
+                return values[i]
+        else:
+            raise ContractError("secure aggregation sums vectors; it cannot carry "
+                                "opaque reports (use the shuffler transport)")
+        if n < max(spec.min_participants, 3):
+            raise AggregationAborted("too_few_participants",
+                                     f"{n} contributions, secure aggregation needs "
+                                     f"{max(spec.min_participants, 3)}")
+        try:
+            params = find_params(n, graph=self.graph, dropout_rate=max(0.05, self.dropout),
+                                 corrupt_fraction=self.corrupt_fraction, sigma=self.sigma,
+                                 eta=self.eta, malicious=self.malicious,
+                                 grinding_bits=self.grinding_bits)
+        except ParameterError as exc:
+            raise AggregationAborted("no_secagg_parameters", str(exc)) from None
+        config = SessionConfig(params, tuple(range(n)), spec_context(spec), dim, modulus,
+                               malicious=self.malicious)
+        if self.simulate:
+            rand: Any = insecure_deterministic_randomness(
+                int(rng.integers(0, 1 << 63)), "secagg-transport")
+        else:
+            rand = OsRandom()
+        dropout = (Dropout.random(n, self.dropout, rng,
+                                  rounds=(0, 1, 2, 3, 4) if self.malicious else (0, 1, 2, 4))
+                   if self.dropout > 0 else None)
+        run = run_secagg(config, input_of, rand=rand, dropout=dropout)
+        if not run.completed or run.result is None:
+            reason = run.server_abort_reason.value if run.server_abort_reason else "aborted"
+            raise AggregationAborted(f"secagg_{reason}",
+                                     f"survivors {len(run.survivors)} of {n}")
+        contributed = len(run.survivors)
+        if contributed < spec.min_participants:
+            raise AggregationAborted("too_few_participants",
+                                     f"{contributed} contributions survived, "
+                                     f"{spec.min_participants} required")
+        if spec.kind is Kind.VOTE:
+            counts = run.result.astype(np.int64)
+            release = Release(spec, contributed, counts=threshold_counts(spec, counts))
+        else:
+            release = Release(spec, contributed, vector=run.result.copy())
+        return RoundResult(release, _views(run), _cost(run))
+
+
+def _views(run: SecAggRun) -> dict[str, dict[str, Any]]:
+    sets = {k: sorted(v) for k, v in run.sets.items()}
+    server = {
+        "session": run.config.session.hex(),
+        "masked_input_digests": {u: d.hex() for u, d in sorted(run.input_digests.items())},
+        "sum": None if run.result is None else run.result.copy(),
+        **sets,
+        "message_sizes": [(e.sender, e.recipient, e.round, e.kind, e.size)
+                          for e in run.transcript.envelopes],
+    }
+    clients = {
+        "aborted": {i: r.value for i, r in run.client_abort_reasons.items()},
+        "revealed_b_shares_of": {c: sorted(b) for c, (b, _) in run.transcript.reveals.items()},
+        "revealed_s_shares_of": {c: sorted(s) for c, (_, s) in run.transcript.reveals.items()},
+        "degree": run.config.degree,
+        "threshold": run.config.threshold,
+    }
+    return {"server": server, "clients": clients}
+
+
+def _cost(run: SecAggRun) -> Cost:
+    return Cost({"server": run.server_seconds, "clients": float(run.client_seconds.sum()),
+                 "codec": run.codec_seconds},
+                bytes_up=int(run.bytes_up.sum()), bytes_down=int(run.bytes_down.sum()))

@@ -1,0 +1,2 @@
+"""Studies: datasets, mechanism runners, evaluation, audits and the attack catalogue.
+They sit above mechanisms and the core, below the CLI."""
