@@ -361,6 +361,8 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
     down = np.zeros(n, dtype=np.int64)
     srv_cpu = 0.0
     codec_cpu = 0.0
+    up_limits = wire_secagg.server_limits(config)
+    down_limits = wire_secagg.client_limits(config)
     alive = np.ones(n, dtype=bool)
 
     def drop(round_no: int) -> None:
@@ -401,7 +403,7 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
         nonlocal srv_cpu, codec_cpu
         t0 = time.process_time()
         try:
-            msg = codec.decode(env.data)
+            msg = codec.decode(env.data, limits=up_limits)
         except codec.CodecError as exc:
             transcript.rejected.append((SERVER, env.round, f"CodecError: {exc}"))
             return
@@ -427,7 +429,7 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
         down[c] += len(env.data)
         t0 = time.process_time()
         try:
-            msg = codec.decode(env.data)
+            msg = codec.decode(env.data, limits=down_limits)
         except codec.CodecError as exc:
             transcript.rejected.append((c, env.round, f"CodecError: {exc}"))
             return []

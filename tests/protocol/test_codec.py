@@ -32,13 +32,16 @@ class _Ping:
         return cls(seq, payload)
 
 
+_PING_SHAPE = codec.Record((codec.Int(0, 2**32 - 1), codec.Bin(0, 64)))
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _registered_ping():
     # register the test message only while this module runs, so fuzzers that walk
     # the registry in the same process never meet it
-    codec.register(_Ping)
+    codec.register(_Ping, _PING_SHAPE)
     yield
-    codec._REGISTRY.pop(_Ping.TAG, None)
+    codec.unregister(_Ping.TAG)
 
 
 @given(st.integers(0, 2**32 - 1), st.binary(max_size=64))
