@@ -130,6 +130,13 @@ def _codec(data: bytes) -> None:
         pass
 
 
+def _codec_session(data: bytes) -> None:
+    try:
+        codec.decode(data, limits=_corpus_limits())
+    except codec.CodecError:
+        pass
+
+
 def _fresh_shuffler() -> Shuffler:
     s = shuffler_setup()
     sh = Shuffler(s["setup"].s_keys, insecure_deterministic_randomness(0))
@@ -188,13 +195,13 @@ def _dataset(tmp_path_factory: Any) -> Callable[[bytes], None]:
 
 
 BYTE_TARGETS: dict[str, Callable[[bytes], None]] = {
-    "codec": _codec, "shuffler_submit": _shuffler_submit, "shuffler_parsers": _shuffler_parsers,
+    "codec": _codec, "codec_session": _codec_session, "shuffler_submit": _shuffler_submit, "shuffler_parsers": _shuffler_parsers,
     "share": _share, "unpack_uints": _unpack,
 }
 
 
 def _seeds_for(target: str) -> list[bytes]:
-    if target == "codec":
+    if target in ("codec", "codec_session"):
         return [m for ms in corpus().values() for m in ms]
     s = shuffler_setup()
     if target in ("shuffler_submit", "shuffler_parsers"):
