@@ -139,6 +139,25 @@ def _map_header(buf: bytes, pos: int) -> tuple[int, int]:
     raise CodecError(f"expected a map at byte {pos}")
 
 
+def _read_int(buf: bytes, pos: int) -> tuple[int, int]:
+    """The integer at ``pos`` (any msgpack int encoding) and the offset after it."""
+    if pos >= len(buf):
+        raise _truncated()
+    b = buf[pos]
+    if b <= 0x7F:
+        return b, pos + 1
+    if 0xCC <= b <= 0xCF:
+        return _read_len(buf, pos + 1, 1 << (b - 0xCC))
+    if 0xD0 <= b <= 0xD3:
+        size = 1 << (b - 0xD0)
+        if pos + 1 + size > len(buf):
+            raise _truncated()
+        return int.from_bytes(buf[pos + 1:pos + 1 + size], "big", signed=True), pos + 1 + size
+    if b >= 0xE0:
+        return b - 0x100, pos + 1
+    raise CodecError(f"expected an integer at byte {pos}")
+
+
 # ------------------------------------------------------------------ shapes
 class Shape:
     """The structure of one msgpack value, with a bound on every size.
@@ -176,23 +195,7 @@ class Int(Shape):
             raise ValueError("Int bounds must satisfy 0 <= lo <= hi < 2**64")
 
     def walk(self, buf: bytes, pos: int) -> int:
-        if pos >= len(buf):
-            raise _truncated()
-        b = buf[pos]
-        if b <= 0x7F:
-            v, pos = b, pos + 1
-        elif 0xCC <= b <= 0xCF:
-            v, pos = _read_len(buf, pos + 1, 1 << (b - 0xCC))
-        elif 0xD0 <= b <= 0xD3:
-            size = 1 << (b - 0xD0)
-            if pos + 1 + size > len(buf):
-                raise _truncated()
-            v = int.from_bytes(buf[pos + 1:pos + 1 + size], "big", signed=True)
-            pos += 1 + size
-        elif b >= 0xE0:
-            v, pos = b - 0x100, pos + 1
-        else:
-            raise CodecError(f"expected an integer at byte {pos}")
+        v, pos = _read_int(buf, pos)
         if not self.lo <= v <= self.hi:
             raise CodecError(f"integer {v} outside [{self.lo}, {self.hi}]")
         return pos
@@ -539,9 +542,6 @@ def _no_ext(code: int, data: bytes) -> Any:
     raise CodecError("msgpack extension types are not accepted")
 
 
-_VERSION_SHAPE = Int(VERSION, VERSION)
-
-
 def decode(data: bytes, expected: type | tuple[type, ...] | None = None,
            limits: Limits | SessionLimits = DEFAULT_LIMITS) -> Any:
     """Parse and fully validate one message, bounded by the session if one is given.
@@ -560,21 +560,17 @@ def decode(data: bytes, expected: type | tuple[type, ...] | None = None,
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise CodecError("wire data must be bytes")
     buf = bytes(data)
-    ceiling = limits.max_message_bytes if isinstance(limits, Limits) else \
-        DEFAULT_LIMITS.max_message_bytes
-    if len(buf) > ceiling:
+    ceil = limits if isinstance(limits, Limits) else DEFAULT_LIMITS
+    if len(buf) > ceil.max_message_bytes:
         raise CodecError(f"message of {len(buf)} bytes exceeds the limit")
     # framing: [version, tag, ...] header, then the tag's bound, before anything else
     n, pos = _array_header(buf, 0) if buf else (0, 0)
     if n < 2:
         raise CodecError("a message is a list [version, tag, fields...]")
-    try:
-        pos = _VERSION_SHAPE.walk(buf, pos)
-    except CodecError:
-        raise CodecError("unsupported version") from None
-    tag_start = pos
-    pos = Int(0, (1 << 16) - 1).walk(buf, pos)
-    tag = int(msgpack.unpackb(buf[tag_start:pos]))
+    version, pos = _read_int(buf, pos)
+    if version != VERSION:
+        raise CodecError(f"unsupported version {version!r}")
+    tag, pos = _read_int(buf, pos)
     cls = _REGISTRY.get(tag)
     if cls is None:
         raise CodecError(f"unknown message tag {tag!r}")
@@ -594,12 +590,15 @@ def decode(data: bytes, expected: type | tuple[type, ...] | None = None,
         raise CodecError(f"{cls.__name__} has {len(bound.shape.fields)} fields, got {n - 2}")
     if bound.shape.walk_fields(buf, pos) != len(buf):
         raise CodecError("trailing bytes after the message")
-    # unpack: the structure is known, msgpack's limits are the shape's
+    # unpack: the structure is known, msgpack's limits are the shape's (and the
+    # global ceilings, if tighter)
     try:
         obj = msgpack.unpackb(
             buf, raw=False, strict_map_key=True, use_list=True, ext_hook=_no_ext,
-            max_bin_len=bound.bin_len, max_str_len=bound.str_len,
-            max_array_len=bound.array_len, max_map_len=bound.map_len, max_ext_len=0,
+            max_bin_len=min(bound.bin_len, ceil.max_bin_len),
+            max_str_len=min(bound.str_len, ceil.max_str_len),
+            max_array_len=min(bound.array_len, ceil.max_array_len),
+            max_map_len=min(bound.map_len, ceil.max_map_len), max_ext_len=0,
         )
     except CodecError:
         raise
