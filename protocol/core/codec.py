@@ -139,6 +139,29 @@ def _map_header(buf: bytes, pos: int) -> tuple[int, int]:
     raise CodecError(f"expected a map at byte {pos}")
 
 
+def _walk_ints(buf: bytes, pos: int, n: int, lo: int, hi: int) -> int:
+    """Walk ``n`` integers in ``[lo, hi]`` (the common encodings inline: a hot path)."""
+    try:
+        for _ in range(n):
+            b = buf[pos]
+            if b < 0x80:
+                v = b
+                pos += 1
+            elif b == 0xCC:
+                v = buf[pos + 1]
+                pos += 2
+            elif b == 0xCD:
+                v = buf[pos + 1] << 8 | buf[pos + 2]
+                pos += 3
+            else:
+                v, pos = _read_int(buf, pos)
+            if v < lo or v > hi:
+                raise CodecError(f"integer {v} outside [{lo}, {hi}]")
+    except IndexError:
+        raise _truncated() from None
+    return pos
+
+
 def _read_int(buf: bytes, pos: int) -> tuple[int, int]:
     """The integer at ``pos`` (any msgpack int encoding) and the offset after it."""
     if pos >= len(buf):
@@ -308,6 +331,8 @@ class Array(Shape):
         if n == 0:
             return pos
         item = self.item
+        if isinstance(item, Int):
+            return _walk_ints(buf, pos, n, item.lo, item.hi)
         if isinstance(item, Bin):
             size, start = item.header(buf, pos)
             stride = start - pos + size
@@ -317,8 +342,9 @@ class Array(Shape):
                 hdr = rows[:, :start - pos]
                 if (hdr == hdr[0]).all():
                     return end
+        walk = item.walk
         for _ in range(n):
-            pos = item.walk(buf, pos)
+            pos = walk(buf, pos)
         return pos
 
     def max_bytes(self) -> int:
@@ -372,9 +398,14 @@ class Record(Shape):
         for i, j in self.equal:
             if not (isinstance(self.fields[i], Array) and isinstance(self.fields[j], Array)):
                 raise ValueError("Record.equal names Array fields")
+        object.__setattr__(self, "_walks", tuple(f.walk for f in self.fields))
 
     def walk_fields(self, buf: bytes, pos: int) -> int:
         """Walk the fields (the array header has been read)."""
+        if not self.equal:
+            for walk in self._walks:  # type: ignore[attr-defined]
+                pos = walk(buf, pos)
+            return pos
         counts: dict[int, int] = {}
         for i, f in enumerate(self.fields):
             if self.equal and isinstance(f, Array):
