@@ -98,8 +98,8 @@ def _container_header(n: int) -> int:
     return 1 if n < 16 else 3 if n <= 0xFFFF else 5
 
 
-_ARRAY_FIX = range(0x90, 0xA0)
-_MAP_FIX = range(0x80, 0x90)
+#: arrays of bin at least this long are checked with numpy (below, a loop is cheaper)
+_VECTORISE = 48
 
 
 def _truncated() -> CodecError:
@@ -240,21 +240,39 @@ class Bin(Shape):
 
     def header(self, buf: bytes, pos: int) -> tuple[int, int]:
         """Length and offset of the payload of the bin at ``pos``."""
-        if pos >= len(buf):
-            raise _truncated()
-        b = buf[pos]
-        if not 0xC4 <= b <= 0xC6:
-            raise CodecError(f"expected bytes at byte {pos}")
-        n, start = _read_len(buf, pos + 1, 1 << (b - 0xC4))
-        if not self.lo <= n <= self.hi:
+        try:
+            b = buf[pos]
+            if b == 0xC4:
+                n, start = buf[pos + 1], pos + 2
+            elif b == 0xC5:
+                n, start = buf[pos + 1] << 8 | buf[pos + 2], pos + 3
+            elif b == 0xC6:
+                n, start = _read_len(buf, pos + 1, 4)
+            else:
+                raise CodecError(f"expected bytes at byte {pos}")
+        except IndexError:
+            raise _truncated() from None
+        if n < self.lo or n > self.hi:
             raise CodecError(f"{n} bytes outside [{self.lo}, {self.hi}]")
         return n, start
 
     def walk(self, buf: bytes, pos: int) -> int:
-        n, start = self.header(buf, pos)
-        if start + n > len(buf):
+        try:  # header() inlined: this runs once per bin of every message
+            b = buf[pos]
+            if b == 0xC4:
+                n, start = buf[pos + 1], pos + 2
+            elif b == 0xC5:
+                n, start = buf[pos + 1] << 8 | buf[pos + 2], pos + 3
+            else:
+                n, start = self.header(buf, pos)
+        except IndexError:
+            raise _truncated() from None
+        if n < self.lo or n > self.hi:
+            raise CodecError(f"{n} bytes outside [{self.lo}, {self.hi}]")
+        end = start + n
+        if end > len(buf):
             raise _truncated()
-        return start + n
+        return end
 
     def max_bytes(self) -> int:
         return _bin_header(self.hi) + self.hi
@@ -333,15 +351,25 @@ class Array(Shape):
         item = self.item
         if isinstance(item, Int):
             return _walk_ints(buf, pos, n, item.lo, item.hi)
-        if isinstance(item, Bin):
+        if isinstance(item, Bin) and n >= _VECTORISE:
             size, start = item.header(buf, pos)
             stride = start - pos + size
             end = pos + n * stride
-            if n > 1 and end <= len(buf):
+            if end <= len(buf):
                 rows = np.frombuffer(buf, np.uint8, n * stride, pos).reshape(n, stride)
                 hdr = rows[:, :start - pos]
                 if (hdr == hdr[0]).all():
                     return end
+        if isinstance(item, Record) and not item.equal and len(item.fields) < 16:
+            head, walks = 0x90 | len(item.fields), item._walks  # type: ignore[attr-defined]
+            for _ in range(n):  # Record.walk inlined (a key list: one per neighbour)
+                if pos >= len(buf) or buf[pos] != head:
+                    pos = item.walk(buf, pos)
+                    continue
+                pos += 1
+                for w in walks:
+                    pos = w(buf, pos)
+            return pos
         walk = item.walk
         for _ in range(n):
             pos = walk(buf, pos)
@@ -417,6 +445,8 @@ class Record(Shape):
         return pos
 
     def walk(self, buf: bytes, pos: int) -> int:
+        if pos < len(buf) and buf[pos] == 0x90 | len(self.fields) and len(self.fields) < 16:
+            return self.walk_fields(buf, pos + 1)
         n, pos = _array_header(buf, pos)
         if n != len(self.fields):
             raise CodecError(f"expected {len(self.fields)} fields, got {n}")

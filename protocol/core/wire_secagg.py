@@ -17,11 +17,12 @@ Two sets of shapes exist (:func:`shapes`):
   ====================  =========================================================
    AdvertiseKeys         sender < n; keys 32 bytes; signature 64 bytes (malicious)
                          or empty
-   ShareKeys             <= k recipients < n, as many ciphertexts of 1..256 bytes
+   ShareKeys             <= k recipients < n, as many ciphertexts of exactly
+                         SHARE_CIPHERTEXT_BYTES (98: nonce, two shares, tag)
    MaskedInput           dim and R - 1 equal to the session's; packed exactly
                          ceil(dim * bits(R - 1) / 8) bytes
    ConsistencySignature  64 bytes
-   UnmaskShares          <= k owners of each kind, shares of 37 bytes, one per owner
+   UnmaskShares          <= k owners of each kind, shares of 35 bytes, one per owner
    KeyList               <= k entries (AdvertiseKeys)
    RoutedShares          <= k senders, as many ciphertexts
    ConsistencyRequest    n equal to the session's, bitmap of ceil(n / 8) bytes
@@ -43,6 +44,7 @@ from secagg.messages import (
     AdvertiseKeys, ConsistencyRequest, ConsistencySignature, KeyList, MaskedInput,
     RoutedShares, ServerAbort, ShareKeys, UnmaskRequest, UnmaskShares,
 )
+from secagg import crypto
 from secagg.shamir import SHARE_WIRE_BYTES
 from secagg.state import MAX_PARTICIPANTS
 
@@ -50,10 +52,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from secagg.state import SessionConfig
 
 __all__ = ["SECAGG_MESSAGES", "shapes", "session_limits", "server_limits",
-           "client_limits", "MAX_REASON_BYTES"]
+           "client_limits", "MAX_REASON_BYTES", "SHARE_CIPHERTEXT_BYTES"]
 
 #: longest abort reason on the wire (the longest ``AbortReason`` value is shorter)
 MAX_REASON_BYTES = 64
+#: a share ciphertext in a session: nonce, the two encoded shares (b_u, s_u^SK), tag
+SHARE_CIPHERTEXT_BYTES = crypto.NONCE_BYTES + 2 * SHARE_WIRE_BYTES + crypto.TAG_BYTES
 
 
 def shapes(n: int = MAX_PARTICIPANTS, degree: int | None = None, dim: int | None = None,
@@ -64,7 +68,8 @@ def shapes(n: int = MAX_PARTICIPANTS, degree: int | None = None, dim: int | None
         n: roster size (positions ``0..n-1``).
         degree: neighbourhood size ``k`` (default ``n - 1``).
         dim: the input dimension (``None``: any in ``[1, MAX_DIM]``).
-        modulus: ``R`` (``None``: any in ``[2, 2**64]``).
+        modulus: ``R`` (``None``: any in ``[2, 2**64]``). With both ``dim`` and
+            ``modulus`` given (a session), share ciphertexts have their one size.
         malicious: whether keys carry a signature (``None``: either).
 
     Raises:
@@ -80,7 +85,8 @@ def shapes(n: int = MAX_PARTICIPANTS, degree: int | None = None, dim: int | None
         sig = Bin(0, SIGNATURE_BYTES)
     else:
         sig = Bin(SIGNATURE_BYTES, SIGNATURE_BYTES) if malicious else Bin(0, 0)
-    if dim is None or modulus is None:
+    in_session = dim is not None and modulus is not None
+    if not in_session:
         dim_s, rm1_s = Int(1, MAX_DIM), Int(1, (1 << 64) - 1)
         packed = Bin(0, min((MAX_DIM * 64 + 7) // 8, codec.DEFAULT_LIMITS.max_bin_len))
     else:
@@ -89,7 +95,8 @@ def shapes(n: int = MAX_PARTICIPANTS, degree: int | None = None, dim: int | None
             Bin(packed_len, packed_len)
     keys = Record((pos, Bin(PUBLIC_KEY_BYTES, PUBLIC_KEY_BYTES),
                    Bin(PUBLIC_KEY_BYTES, PUBLIC_KEY_BYTES), sig))
-    ct = Bin(1, MAX_CIPHERTEXT_BYTES)
+    ct = Bin(SHARE_CIPHERTEXT_BYTES, SHARE_CIPHERTEXT_BYTES) if in_session else \
+        Bin(1, MAX_CIPHERTEXT_BYTES)
     share = Bin(SHARE_WIRE_BYTES, SHARE_WIRE_BYTES)
     n_s = Int(1, MAX_PARTICIPANTS) if n == MAX_PARTICIPANTS else Int(n, n)
     bitmap = Bin(1, (MAX_PARTICIPANTS + 7) // 8) if n == MAX_PARTICIPANTS else \

@@ -158,14 +158,15 @@ def test_largest_legal_frame_fits_and_one_byte_more_is_refused(name, limits) -> 
 
 def test_largest_real_messages_decode_at_the_limit() -> None:
     """Real maximal messages (not just maximal shapes) decode with exactly max_frame bytes."""
-    from secagg.messages import MAX_CIPHERTEXT_BYTES, MaskedInput, ShareKeys
+    from protocol.core.wire_secagg import SHARE_CIPHERTEXT_BYTES
+    from secagg.messages import MaskedInput, ShareKeys
     from shuffler.messages import ShuffledBatch, inner_size
     cfg = SECAGG_CFGS[0]
     lim = wire_secagg.server_limits(cfg)
     mi = MaskedInput.from_vector(cfg.n - 1, np.full(cfg.dim, cfg.modulus - 1, np.uint64),
                                  cfg.modulus)
     sk = ShareKeys(cfg.n - 1, tuple(range(cfg.n - 1)),
-                   tuple(b"\x07" * MAX_CIPHERTEXT_BYTES for _ in range(cfg.n - 1)))
+                   tuple(b"\x07" * SHARE_CIPHERTEXT_BYTES for _ in range(cfg.n - 1)))
     for m in (mi, sk):
         blob = codec.encode(m)
         assert len(blob) == lim.max_frame(m.TAG)
