@@ -47,8 +47,8 @@ from .messages import (
     RoutedShares, ServerAbort, ShareKeys, UnmaskRequest, UnmaskShares,
 )
 from .state import (
-    AbortReason, ClientState, ModAccumulator, SessionConfig, Start, UnexpectedEvent,
-    bitmap_to_mask,
+    AbortReason, ClientState, ModAccumulator, SessionConfig, Start, Transition,
+    UnexpectedEvent, bitmap_to_mask,
 )
 
 __all__ = ["SecAggClient", "PeerStatus", "CLIENT_TRANSITIONS"]
@@ -71,17 +71,32 @@ class _Abort(Exception):
 
 
 _S = ClientState
-#: (state, event type) -> handler name. Everything else is local misuse.
-CLIENT_TRANSITIONS: dict[tuple[ClientState, type], str] = {
-    (_S.INIT, Start): "_on_start",
-    (_S.AWAIT_KEYS, KeyList): "_on_keys",
-    (_S.AWAIT_SHARES, RoutedShares): "_on_shares",
-    (_S.AWAIT_CONSISTENCY, ConsistencyRequest): "_on_consistency",
-    (_S.AWAIT_UNMASK, UnmaskRequest): "_on_unmask",
-    (_S.AWAIT_KEYS, ServerAbort): "_on_server_abort",
-    (_S.AWAIT_SHARES, ServerAbort): "_on_server_abort",
-    (_S.AWAIT_CONSISTENCY, ServerAbort): "_on_server_abort",
-    (_S.AWAIT_UNMASK, ServerAbort): "_on_server_abort",
+_T = Transition
+_ABORT_ON_SERVER_ABORT = {(st, ServerAbort): _T("_on_server_abort", _S.ABORTED)
+                          for st in (_S.AWAIT_KEYS, _S.AWAIT_SHARES, _S.AWAIT_CONSISTENCY,
+                                     _S.AWAIT_UNMASK)}
+#: The client's state diagram, one table per variant: ``(state, event type) ->
+#: Transition(handler, next state)``. The dispatcher sets the next state when the
+#: handler returns; a handler that detects a remote inconsistency aborts instead (sticky
+#: ``ABORTED`` with an :class:`AbortReason`). Every pair not listed is local misuse
+#: (:class:`UnexpectedEvent`, state unchanged).
+CLIENT_TRANSITIONS: dict[bool, dict[tuple[ClientState, type], Transition]] = {
+    False: {   # honest-but-curious server: no consistency round
+        (_S.INIT, Start): _T("_on_start", _S.AWAIT_KEYS),
+        (_S.AWAIT_KEYS, KeyList): _T("_on_keys", _S.AWAIT_SHARES),
+        (_S.AWAIT_SHARES, RoutedShares): _T("_on_shares", _S.AWAIT_UNMASK),
+        (_S.AWAIT_UNMASK, UnmaskRequest): _T("_on_unmask", _S.COMPLETED),
+        **{k: v for k, v in _ABORT_ON_SERVER_ABORT.items()
+           if k[0] is not _S.AWAIT_CONSISTENCY},
+    },
+    True: {    # malicious server: signed keys and the round-3 consistency check
+        (_S.INIT, Start): _T("_on_start", _S.AWAIT_KEYS),
+        (_S.AWAIT_KEYS, KeyList): _T("_on_keys", _S.AWAIT_SHARES),
+        (_S.AWAIT_SHARES, RoutedShares): _T("_on_shares", _S.AWAIT_CONSISTENCY),
+        (_S.AWAIT_CONSISTENCY, ConsistencyRequest): _T("_on_consistency", _S.AWAIT_UNMASK),
+        (_S.AWAIT_UNMASK, UnmaskRequest): _T("_on_unmask", _S.COMPLETED),
+        **_ABORT_ON_SERVER_ABORT,
+    },
 }
 
 
@@ -122,6 +137,7 @@ class SecAggClient:
         self.neighbours: tuple[int, ...] = config.neighbours(index)
         # a set, not an n-entry mask: n clients x n entries would be O(n^2) memory
         self._neighbour_set = frozenset(self.neighbours)
+        self._table = CLIENT_TRANSITIONS[bool(config.malicious)]
         self.state = ClientState.INIT
         self.abort_reason: AbortReason | None = None
         self.server_abort_reason: AbortReason | None = None
@@ -164,19 +180,21 @@ class SecAggClient:
         return self.state is ClientState.ABORTED
 
     def _dispatch(self, event: Any) -> list[Any]:
-        name = CLIENT_TRANSITIONS.get((self.state, type(event)))
-        if name is None:
+        edge = self._table.get((self.state, type(event)))
+        if edge is None:
             raise UnexpectedEvent(
                 f"client {self.index}: {type(event).__name__} is not legal in state "
                 f"{self.state.value}")
-        handler: Callable[[Any], list[Any]] = getattr(self, name)
+        handler: Callable[[Any], list[Any]] = getattr(self, edge.handler)
         try:
-            return handler(event)
+            out = handler(event)
         except _Abort as a:
             self.state = ClientState.ABORTED
             self.abort_reason = a.reason
             self._forget(shares=True)
             return []
+        self.state = edge.next_state  # type: ignore[assignment]
+        return out
 
     def _forget(self, *, shares: bool) -> None:
         """Drop secrets no later step needs: the secret keys, the self-mask seed and the
@@ -202,7 +220,6 @@ class SecAggClient:
                                       self.config.keys_message(self.index, c_pk, s_pk))
         msg = AdvertiseKeys(self.index, c_pk, s_pk, sig)
         self._c_sk, self._c_pk, self._s_sk, self._s_pk, self._b = c_sk, c_pk, s_sk, s_pk, b
-        self.state = ClientState.AWAIT_KEYS
         return [msg]
 
     # ------------------------------------------------------------------ round 1
@@ -258,7 +275,6 @@ class SecAggClient:
             self.peer_status[v] = PeerStatus.DROPPED_AT_ROUND_0
         for v in peers:
             self.peer_status[v] = PeerStatus.ALIVE
-        self.state = ClientState.AWAIT_SHARES
         return [out]
 
     # ------------------------------------------------------------------ round 2
@@ -295,8 +311,6 @@ class SecAggClient:
         for v, st in self.peer_status.items():
             if st is PeerStatus.ALIVE and v not in held_b:
                 self.peer_status[v] = PeerStatus.DROPPED_AT_ROUND_1
-        self.state = (ClientState.AWAIT_CONSISTENCY if cfg.malicious
-                      else ClientState.AWAIT_UNMASK)
         self._forget(shares=False)
         return [out]
 
@@ -323,12 +337,13 @@ class SecAggClient:
     def _on_consistency(self, msg: ConsistencyRequest) -> list[Any]:
         cfg, u = self.config, self.index
         alive = self._decode_set(msg.n, msg.alive)
-        self._check_alive(alive)
+        status = self._status_after(alive)
         assert self._signing_key is not None
         sig = crypto.ed25519_sign(self._signing_key, cfg.consistency_message(msg.alive))
         out = ConsistencySignature(u, sig)
+        # mutate: the peers left out of the signed U3 are dead from now on
+        self.peer_status = status
         self._signed_alive = msg.alive
-        self.state = ClientState.AWAIT_UNMASK
         return [out]
 
     def _decode_set(self, n: int, bitmap: bytes) -> np.ndarray:
@@ -336,17 +351,32 @@ class SecAggClient:
             raise _Abort(AbortReason.UNKNOWN_PEER_IN_SET)
         return bitmap_to_mask(bitmap, n)
 
-    def _check_alive(self, alive: np.ndarray) -> list[int]:
-        """Checks on a survivor set; returns the alive neighbours."""
+    def _status_after(self, alive: np.ndarray) -> dict[int, PeerStatus]:
+        """The per-peer status once the server announced the survivor set ``alive``.
+
+        Status only ever moves from ``ALIVE`` to a ``DROPPED_AT_ROUND_k``, never back:
+        a neighbour named alive must still be ``ALIVE`` here (it sent us its shares and
+        was never announced dropped), and an ``ALIVE`` neighbour left out of ``alive``
+        becomes ``DROPPED_AT_ROUND_2`` (shares received, no masked input).
+
+        Raises:
+            _Abort: ``u`` itself is not alive; a neighbour named alive is already
+                dead for this client; fewer than ``t`` neighbours alive.
+        """
         if not alive[self.index]:
             raise _Abort(AbortReason.SELF_NOT_ALIVE)
-        alive_n = [v for v in self.neighbours if alive[v]]
-        for v in alive_n:
-            if v not in self._held_b:
-                raise _Abort(AbortReason.UNKNOWN_PEER_IN_SET)
-        if len(alive_n) < self.config.threshold:
+        status = dict(self.peer_status)
+        survivors = 0
+        for v in self.neighbours:
+            if alive[v]:
+                if status[v] is not PeerStatus.ALIVE:
+                    raise _Abort(AbortReason.UNKNOWN_PEER_IN_SET)
+                survivors += 1
+            elif status[v] is PeerStatus.ALIVE:
+                status[v] = PeerStatus.DROPPED_AT_ROUND_2
+        if survivors < self.config.threshold:
             raise _Abort(AbortReason.TOO_FEW_SURVIVORS)
-        return alive_n
+        return status
 
     # ------------------------------------------------------------------ round 4
 
@@ -373,28 +403,32 @@ class SecAggClient:
                     valid += 1
             if valid < cfg.threshold:
                 raise _Abort(AbortReason.TOO_FEW_SIGNATURES)
-        alive_n = self._check_alive(alive)
-        dropped_n = [v for v in self.neighbours if dropped[v]]
-        # the dropped set is computed here, from what this client saw
-        my_dropped = [v for v in self.neighbours if v in self._held_s and not alive[v]]
-        if dropped_n != my_dropped:
-            if any(v not in self._held_s for v in dropped_n):
-                raise _Abort(AbortReason.UNKNOWN_PEER_IN_SET)
+        status = self._status_after(alive)
+        # the server's dropped set must be exactly the peers now DROPPED_AT_ROUND_2
+        named = [v for v in self.neighbours if dropped[v]]
+        if named != [v for v in self.neighbours if status[v] is PeerStatus.DROPPED_AT_ROUND_2]:
+            if any(status[v] is not PeerStatus.DROPPED_AT_ROUND_2 for v in named):
+                raise _Abort(AbortReason.UNKNOWN_PEER_IN_SET)  # dropped before sharing
             raise _Abort(AbortReason.DROPPED_SET_MISMATCH)
-        # per-peer status decides the single share revealed for each peer
-        status = dict(self.peer_status)
-        for v in my_dropped:
-            status[v] = PeerStatus.DROPPED_AT_ROUND_2
-        b_owners = tuple(v for v in alive_n if status[v] is PeerStatus.ALIVE)
-        s_owners = tuple(v for v in my_dropped if status[v] is PeerStatus.DROPPED_AT_ROUND_2)
-        out = UnmaskShares(u, b_owners, tuple(self._held_b[v] for v in b_owners),
-                           s_owners, tuple(self._held_s[v] for v in s_owners))
+        out = self._unmask_shares(status)
         # mutate
         self.peer_status = status
-        self.revealed_b, self.revealed_s = frozenset(b_owners), frozenset(s_owners)
-        self.state = ClientState.COMPLETED
+        self.revealed_b, self.revealed_s = frozenset(out.b_owners), frozenset(out.s_owners)
         self._forget(shares=True)
         return [out]
+
+    def _unmask_shares(self, status: dict[int, PeerStatus]) -> UnmaskShares:
+        """The round-4 answer, decided by per-peer status alone (the single decision
+        point, as in Google's fcp/secagg client): the ``b``-share of an ``ALIVE`` peer,
+        the ``s^SK``-share of a ``DROPPED_AT_ROUND_2`` peer, nothing for a peer dropped
+        earlier (this client holds no share of it). Status never returns to ``ALIVE``,
+        so a peer once dead never gets its self-mask share revealed, and a surviving
+        peer never gets its mask-key share revealed."""
+        b_owners = tuple(v for v in self.neighbours if status[v] is PeerStatus.ALIVE)
+        s_owners = tuple(v for v in self.neighbours
+                         if status[v] is PeerStatus.DROPPED_AT_ROUND_2)
+        return UnmaskShares(self.index, b_owners, tuple(self._held_b[v] for v in b_owners),
+                            s_owners, tuple(self._held_s[v] for v in s_owners))
 
     # ------------------------------------------------------------------ abort
 

@@ -48,24 +48,39 @@ from .messages import (
 )
 from .state import (
     AbortReason, CloseRound, InvalidMessage, ModAccumulator, ServerState, SessionConfig,
-    UnexpectedEvent, set_to_bitmap,
+    Transition, UnexpectedEvent, set_to_bitmap,
 )
 
 __all__ = ["SecAggServer", "SERVER_TRANSITIONS"]
 
 _S = ServerState
-#: (state, event type) -> handler name. Everything else is local misuse.
-SERVER_TRANSITIONS: dict[tuple[ServerState, type], str] = {
-    (_S.COLLECT_KEYS, AdvertiseKeys): "_on_keys",
-    (_S.COLLECT_SHARES, ShareKeys): "_on_shares",
-    (_S.COLLECT_INPUTS, MaskedInput): "_on_input",
-    (_S.COLLECT_SIGNATURES, ConsistencySignature): "_on_signature",
-    (_S.COLLECT_UNMASK, UnmaskShares): "_on_unmask",
-    (_S.COLLECT_KEYS, CloseRound): "_close_keys",
-    (_S.COLLECT_SHARES, CloseRound): "_close_shares",
-    (_S.COLLECT_INPUTS, CloseRound): "_close_inputs",
-    (_S.COLLECT_SIGNATURES, CloseRound): "_close_signatures",
-    (_S.COLLECT_UNMASK, CloseRound): "_close_unmask",
+_T = Transition
+_COMMON: dict[tuple[ServerState, type], Transition] = {
+    (_S.COLLECT_KEYS, AdvertiseKeys): _T("_on_keys", _S.COLLECT_KEYS),
+    (_S.COLLECT_KEYS, CloseRound): _T("_close_keys", _S.COLLECT_SHARES),
+    (_S.COLLECT_SHARES, ShareKeys): _T("_on_shares", _S.COLLECT_SHARES),
+    (_S.COLLECT_SHARES, CloseRound): _T("_close_shares", _S.COLLECT_INPUTS),
+    (_S.COLLECT_INPUTS, MaskedInput): _T("_on_input", _S.COLLECT_INPUTS),
+    (_S.COLLECT_UNMASK, UnmaskShares): _T("_on_unmask", _S.COLLECT_UNMASK),
+    (_S.COLLECT_UNMASK, CloseRound): _T("_close_unmask", _S.COMPLETED),
+}
+#: The server's state diagram, one table per variant: ``(state, event type) ->
+#: Transition(handler, next state)``. A client message keeps the state (the round stays
+#: open until the caller closes it); ``CloseRound`` moves on, or aborts (sticky
+#: ``ABORTED`` with an :class:`AbortReason`) when too few clients answered. Every pair not
+#: listed is local misuse (:class:`UnexpectedEvent`, state unchanged).
+SERVER_TRANSITIONS: dict[bool, dict[tuple[ServerState, type], Transition]] = {
+    False: {
+        **_COMMON,
+        (_S.COLLECT_INPUTS, CloseRound): _T("_close_inputs", _S.COLLECT_UNMASK),
+    },
+    True: {
+        **_COMMON,
+        (_S.COLLECT_INPUTS, CloseRound): _T("_close_inputs", _S.COLLECT_SIGNATURES),
+        (_S.COLLECT_SIGNATURES, ConsistencySignature): _T("_on_signature",
+                                                          _S.COLLECT_SIGNATURES),
+        (_S.COLLECT_SIGNATURES, CloseRound): _T("_close_signatures", _S.COLLECT_UNMASK),
+    },
 }
 
 Outgoing = list[tuple[int, Any]]
@@ -98,6 +113,7 @@ class SecAggServer:
         self._verify_keys = tuple(verify_keys) if verify_keys is not None else None
         n = config.n
         self.neighbours: list[tuple[int, ...]] = config.all_neighbours()
+        self._table = SERVER_TRANSITIONS[bool(config.malicious)]
         self.state = ServerState.COLLECT_KEYS
         self.abort_reason: AbortReason | None = None
         self.result: np.ndarray | None = None
@@ -143,17 +159,19 @@ class SecAggServer:
         return self._dispatch(CloseRound())
 
     def _dispatch(self, event: Any) -> Any:
-        name = SERVER_TRANSITIONS.get((self.state, type(event)))
-        if name is None:
+        edge = self._table.get((self.state, type(event)))
+        if edge is None:
             raise UnexpectedEvent(f"server: {type(event).__name__} is not legal in state "
                                   f"{self.state.value}")
-        handler: Callable[[Any], Any] = getattr(self, name)
+        handler: Callable[[Any], Any] = getattr(self, edge.handler)
         try:
-            return handler(event)
+            out = handler(event)
         except _Abort as a:
             self.state = ServerState.ABORTED
             self.abort_reason = a.reason
             return [(u, ServerAbort(a.reason.value)) for u in a.recipients]
+        self.state = edge.next_state  # type: ignore[assignment]
+        return out
 
     def _enough(self, owners: list[int], holders: np.ndarray) -> bool:
         """Does every owner have at least ``t`` neighbours in ``holders``?"""
@@ -199,7 +217,6 @@ class SecAggServer:
         out = [(u, KeyList(tuple(self._keys[v] for v in self.neighbours[u] if self._in_u1[v])))
                for u in u1]
         self.sets["U1"] = frozenset(u1)
-        self.state = ServerState.COLLECT_SHARES
         return out
 
     # ------------------------------------------------------------------ round 1
@@ -224,7 +241,6 @@ class SecAggServer:
                                         tuple(ct for _, ct in routed))))
         self._routes = {}
         self.sets["U2"] = frozenset(u2)
-        self.state = ServerState.COLLECT_INPUTS
         return out
 
     # ------------------------------------------------------------------ round 2
@@ -250,12 +266,10 @@ class SecAggServer:
         self._needed_s = needed
         self.sets["U3"] = frozenset(u3)
         if cfg.malicious:
-            self.state = ServerState.COLLECT_SIGNATURES
             return [(u, ConsistencyRequest(cfg.n, alive)) for u in u3]
         self._in_u4 = self._in_u3.copy()
         self.sets["U4"] = frozenset(u3)
         drop_map = set_to_bitmap(dropped, cfg.n)
-        self.state = ServerState.COLLECT_UNMASK
         return [(u, UnmaskRequest(cfg.n, alive, drop_map)) for u in u3]
 
     # ------------------------------------------------------------------ round 3
@@ -285,7 +299,6 @@ class SecAggServer:
             out.append((u, UnmaskRequest(cfg.n, self._alive_bitmap, dropped, signers,
                                          tuple(self._signatures[w] for w in signers))))
         self.sets["U4"] = frozenset(u4)
-        self.state = ServerState.COLLECT_UNMASK
         return out
 
     # ------------------------------------------------------------------ round 4
@@ -343,5 +356,4 @@ class SecAggServer:
             raise _Abort(AbortReason.RECONSTRUCTION_FAILED, []) from None
         self.result = acc.value()
         self.sets["U5"] = frozenset(u5)
-        self.state = ServerState.COMPLETED
         return []

@@ -13,6 +13,8 @@ the caller must handle: the client moves to the sticky ``ABORTED`` state with an
 This module holds what both sides share:
 
 * the states and abort reasons (string enums, so they survive the wire and JSON);
+* :class:`Transition`, one table entry: the handler and the next state. The dispatcher,
+  not the handler, sets the state, so each side's table reads as its state diagram;
 * :class:`SessionConfig`: parameters, the ordered roster, the caller context and the
   session id ``sid = SHA-256(params || roster || context)`` (``crypto.session_id``)
   that every key derivation and every signature is bound to;
@@ -35,7 +37,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -45,7 +47,7 @@ from .errors import ParameterError, SecAggError
 __all__ = [
     "ClientState", "ServerState", "AbortReason", "UnexpectedEvent", "InvalidMessage",
     "SessionConfig", "set_to_bitmap", "bitmap_to_mask", "bitmap_bytes", "ModAccumulator",
-    "Start", "CloseRound", "MAX_PARTICIPANTS",
+    "Start", "CloseRound", "MAX_PARTICIPANTS", "Transition",
 ]
 
 #: Shamir evaluation points are ``position + 1 < shamir.MAX_X``
@@ -116,6 +118,17 @@ class AbortReason(str, enum.Enum):
     TOO_FEW_CONSISTENCY_SIGNATURES = "too_few_consistency_signatures"  # |U4| < t
     TOO_FEW_UNMASK_RESPONSES = "too_few_unmask_responses"  # some secret below t shares
     RECONSTRUCTION_FAILED = "reconstruction_failed"      # shares do not match a public key
+
+
+class Transition(NamedTuple):
+    """One edge of a state diagram: the handler that validates the event and computes
+    what to send, and the state the dispatcher moves to when the handler returns.
+
+    A handler that finds a remote inconsistency raises the side's abort exception
+    instead; the dispatcher then moves to the sticky ``ABORTED`` state."""
+
+    handler: str
+    next_state: enum.Enum
 
 
 class Start:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from protocol.core.randomness import insecure_deterministic_randomness
+from protocol.studies.attacks.secagg_attacks import _rewrite_unmask
 from protocol.core.secagg_engine import SERVER, Envelope, make_config, run_secagg
 from secagg import crypto
 from secagg.client import CLIENT_TRANSITIONS, PeerStatus, SecAggClient
@@ -100,7 +101,8 @@ def test_every_state_event_pair(malicious: bool, state: S, event: type) -> None:
         pytest.skip("state unreachable in the honest-but-curious variant")
     client, honest_next = drive(state, malicious)
     before = fingerprint(client)
-    legal = (state, event) in CLIENT_TRANSITIONS
+    table = CLIENT_TRANSITIONS[malicious]
+    legal = (state, event) in table
     if not legal:
         msg = Start() if event is Start else SAMPLES[event]
         with pytest.raises(UnexpectedEvent):
@@ -111,20 +113,38 @@ def test_every_state_event_pair(malicious: bool, state: S, event: type) -> None:
         assert client.receive(SAMPLES[ServerAbort]) == []
         assert client.state is S.ABORTED and client.abort_reason is R.SERVER_ABORTED
         assert client.server_abort_reason is R.TOO_FEW_ADVERTISED
+        assert table[(state, event)].next_state is S.ABORTED
         return
     assert type(honest_next) is event
     out = client.start() if event is Start else client.receive(honest_next)
     assert len(out) == 1 and client.abort_reason is None
     expected = NEXT[state] or (S.AWAIT_CONSISTENCY if malicious else S.AWAIT_UNMASK)
-    assert client.state is expected
+    # the table is the state diagram: the dispatcher moved to the listed next state
+    assert client.state is expected is table[(state, event)].next_state
 
 
-def test_transition_table_shape() -> None:
-    # every non-terminal state accepts exactly one protocol message (+ ServerAbort)
-    for state in (S.AWAIT_KEYS, S.AWAIT_SHARES, S.AWAIT_CONSISTENCY, S.AWAIT_UNMASK):
-        events = {e for (s, e) in CLIENT_TRANSITIONS if s is state}
+@pytest.mark.parametrize("malicious", [False, True])
+def test_transition_table_shape(malicious: bool) -> None:
+    table = CLIENT_TRANSITIONS[malicious]
+    waiting = [S.AWAIT_KEYS, S.AWAIT_SHARES, S.AWAIT_UNMASK] + (
+        [S.AWAIT_CONSISTENCY] if malicious else [])
+    # every waiting state accepts exactly one protocol message (+ ServerAbort)
+    for state in waiting:
+        events = {e for (s, e) in table if s is state}
         assert ServerAbort in events and len(events) == 2
-    assert not any(s in (S.COMPLETED, S.ABORTED) for s, _ in CLIENT_TRANSITIONS)
+        assert table[(state, ServerAbort)].next_state is S.ABORTED
+    assert not any(s in (S.COMPLETED, S.ABORTED) for s, _ in table)
+    if not malicious:
+        assert not any(s is S.AWAIT_CONSISTENCY or e is ConsistencyRequest for s, e in table)
+    # following the protocol messages from INIT visits every state once, ending COMPLETED
+    path, state = [], S.INIT
+    while state is not S.COMPLETED:
+        (edge,) = [t for (s, e), t in table.items() if s is state and e is not ServerAbort]
+        path.append(state)
+        state = edge.next_state
+    assert path == [S.INIT] + sorted(waiting, key=list(S).index)
+    # every handler named in the table exists
+    assert all(callable(getattr(SecAggClient, t.handler, None)) for t in table.values())
 
 
 # --------------------------------------------------------------- abort reasons
@@ -279,3 +299,79 @@ def test_bad_inputs_rejected() -> None:
         SecAggClient(cfg, 0, np.full(DIM, 1 << 32, dtype=np.uint64), None)
     with pytest.raises(ParameterError):  # malicious variant needs the PKI
         SecAggClient(make_config(N, DIM, malicious=True), 0, np.zeros(DIM, np.uint64), None)
+
+
+# --------------------------------------------------------------- per-peer status decides
+
+def _reveal_matches_status(c: SecAggClient) -> None:
+    """What the client revealed is exactly what its per-peer status dictates."""
+    st = c.peer_status
+    assert c.revealed_b == {v for v in c.neighbours if st[v] is PeerStatus.ALIVE}
+    assert c.revealed_s == {v for v in c.neighbours if st[v] is PeerStatus.DROPPED_AT_ROUND_2}
+    assert not c.revealed_b & c.revealed_s
+
+
+def test_status_decides_the_reveal_after_a_drop() -> None:
+    c, req = drive(S.AWAIT_UNMASK, False)
+    alive, _ = _unmask_parts(req)
+    (out,) = c.receive(_req(alive - {3}, {3}, req))
+    assert c.peer_status[3] is PeerStatus.DROPPED_AT_ROUND_2
+    assert out.s_owners == (3,) and 3 not in out.b_owners
+    _reveal_matches_status(c)
+
+
+@pytest.mark.parametrize("dead", [PeerStatus.DROPPED_AT_ROUND_0, PeerStatus.DROPPED_AT_ROUND_1,
+                                  PeerStatus.DROPPED_AT_ROUND_2])
+def test_a_dead_peer_is_never_revived(dead: PeerStatus) -> None:
+    # status never goes back to ALIVE: an announcement naming a dead peer alive aborts
+    c, _ = drive(S.AWAIT_UNMASK, False)
+    c.peer_status[3] = dead
+    from secagg.client import _Abort
+
+    with pytest.raises(_Abort) as exc:
+        c._status_after(np.ones(N, dtype=bool))
+    assert exc.value.reason is R.UNKNOWN_PEER_IN_SET
+    before = fingerprint(c)
+    _aborts_with(c, UnmaskRequest(N, set_to_bitmap(range(N), N), set_to_bitmap([], N)),
+                 R.UNKNOWN_PEER_IN_SET)
+    assert before[0] is S.AWAIT_UNMASK and not c.revealed_b and not c.revealed_s
+
+
+def test_unmask_shares_follow_status_alone() -> None:
+    c, _ = drive(S.AWAIT_UNMASK, False)
+    status = {1: PeerStatus.ALIVE, 2: PeerStatus.DROPPED_AT_ROUND_2,
+              3: PeerStatus.DROPPED_AT_ROUND_1, 4: PeerStatus.DROPPED_AT_ROUND_0}
+    out = c._unmask_shares(status)
+    assert out.b_owners == (1,) and out.s_owners == (2,)
+    assert out.b_shares == (c._held_b[1],) and out.s_shares == (c._held_s[2],)
+
+
+def test_consistency_round_marks_the_left_out_peers_dead() -> None:
+    c, _ = drive(S.AWAIT_CONSISTENCY, True)
+    c.receive(ConsistencyRequest(N, set_to_bitmap([0, 1, 2, 4], N)))
+    assert c.state is S.AWAIT_UNMASK
+    assert c.peer_status[3] is PeerStatus.DROPPED_AT_ROUND_2
+    assert all(c.peer_status[v] is PeerStatus.ALIVE for v in (1, 2, 4))
+
+
+def test_split_view_regression_no_double_reveal_and_status_decides() -> None:
+    """The split view of the honest-but-curious variant: each client is shown its own
+    survivor set; whatever it is shown, its reveal follows its own per-peer status and
+    never names one peer twice."""
+    cfg = make_config(7, DIM, graph="complete", threshold=3)
+    victim, group_b = 0, {4, 5, 6}
+
+    def split(r, alive, dropped):
+        if r in group_b:
+            return alive - {victim}, dropped | {victim}
+        return alive, dropped
+
+    run = run_secagg(cfg, np.zeros((7, DIM), dtype=np.uint64),
+                     rand=insecure_deterministic_randomness(3),
+                     adversary=_rewrite_unmask(split))
+    for c in run.clients:
+        if c.index == victim or c.state is not S.COMPLETED:
+            continue
+        _reveal_matches_status(c)
+        want = (PeerStatus.DROPPED_AT_ROUND_2 if c.index in group_b else PeerStatus.ALIVE)
+        assert c.peer_status[victim] is want
