@@ -13,20 +13,26 @@ Participants are roster positions ``0..n-1``; sets of participants travel as bit
 (``secagg.state.set_to_bitmap``), lists of addressed items as strictly increasing
 position tuples with parallel payload tuples.
 
-=====  ==========================  ===============================================
- tag    message                     content
-=====  ==========================  ===============================================
-  1     AdvertiseKeys (u->S, r0)    c_pk, s_pk (X25519), Ed25519 signature (malicious)
-  2     ShareKeys (u->S, r1)        one AEAD ciphertext per neighbour in U1
-  3     MaskedInput (u->S, r2)      y_u packed at the bit width of R-1
-  4     ConsistencySignature (r3)   Ed25519 signature over (session, U3)
-  5     UnmaskShares (u->S, r4)     b-shares of survivors, s_sk-shares of dropped
- 11     KeyList (S->u, r0)          the AdvertiseKeys of u's neighbours in U1
- 12     RoutedShares (S->u, r1)     the ciphertexts addressed to u
- 13     ConsistencyRequest (r2)     U3 as a bitmap (malicious variant)
- 14     UnmaskRequest (S->u, r3)    U3 (alive) and U2 minus U3 (dropped); signatures
- 15     ServerAbort (S->u)          the server's abort reason
-=====  ==========================  ===============================================
+=====  =====  ==========================  ==========================================
+ tag   ROUND   message                     content
+=====  =====  ==========================  ==========================================
+  1      0     AdvertiseKeys (u->S)        c_pk, s_pk (X25519), Ed25519 signature (malicious)
+  2      1     ShareKeys (u->S)            one AEAD ciphertext per neighbour in U1
+  3      2     MaskedInput (u->S)          y_u packed at the bit width of R-1
+  4      3     ConsistencySignature (u->S) Ed25519 signature over (session, U3)
+  5      4     UnmaskShares (u->S)         b-shares of survivors, s_sk-shares of dropped
+ 11      1     KeyList (S->u)              the AdvertiseKeys of u's neighbours in U1
+ 12      2     RoutedShares (S->u)         the ciphertexts addressed to u
+ 13      3     ConsistencyRequest (S->u)   U3 as a bitmap (malicious variant)
+ 14      4     UnmaskRequest (S->u)        U3 (alive) and U2 minus U3 (dropped); signatures
+ 15      --    ServerAbort (S->u)          the server's abort reason
+=====  =====  ==========================  ==========================================
+
+``ROUND`` (a class attribute, the one source of round numbers: the engine, the
+invariants and the tests derive theirs from it) is, for a client message, the protocol
+round in which the client sends it and, for a server message, the round whose client
+message it asks for (the client answers a ``KeyList`` with its round-1 ``ShareKeys``).
+``ServerAbort`` belongs to no round. A test checks this table against the attributes.
 """
 from __future__ import annotations
 
@@ -110,6 +116,7 @@ class AdvertiseKeys:
     """
 
     TAG: ClassVar[int] = 1
+    ROUND: ClassVar[int] = 0
     sender: int
     c_pk: bytes
     s_pk: bytes
@@ -136,6 +143,7 @@ class ShareKeys:
     """Round 1: one ciphertext per recipient (``recipients`` strictly increasing)."""
 
     TAG: ClassVar[int] = 2
+    ROUND: ClassVar[int] = 1
     sender: int
     recipients: tuple[int, ...]
     ciphertexts: tuple[bytes, ...]
@@ -167,6 +175,7 @@ class MaskedInput:
     """
 
     TAG: ClassVar[int] = 3
+    ROUND: ClassVar[int] = 2
     sender: int
     dim: int
     modulus: int
@@ -214,6 +223,7 @@ class ConsistencySignature:
     """Round 3 (malicious variant): Ed25519 signature over ``(session, U3)``."""
 
     TAG: ClassVar[int] = 4
+    ROUND: ClassVar[int] = 3
     sender: int
     signature: bytes
 
@@ -238,6 +248,7 @@ class UnmaskShares:
     """
 
     TAG: ClassVar[int] = 5
+    ROUND: ClassVar[int] = 4
     sender: int
     b_owners: tuple[int, ...]
     b_shares: tuple[bytes, ...]
@@ -268,9 +279,11 @@ class UnmaskShares:
 
 @dataclass(frozen=True, slots=True)
 class KeyList:
-    """Round 0 broadcast: the advertised keys of the recipient's neighbours in U1."""
+    """Closes round 0, opens round 1: the advertised keys of the recipient's neighbours
+    in U1."""
 
     TAG: ClassVar[int] = 11
+    ROUND: ClassVar[int] = 1
     entries: tuple[AdvertiseKeys, ...]
 
     def __post_init__(self) -> None:
@@ -296,9 +309,11 @@ class KeyList:
 
 @dataclass(frozen=True, slots=True)
 class RoutedShares:
-    """Round 1 routing: the ciphertexts addressed to the recipient, by sender."""
+    """Closes round 1, opens round 2: the ciphertexts addressed to the recipient, by
+    sender."""
 
     TAG: ClassVar[int] = 12
+    ROUND: ClassVar[int] = 2
     senders: tuple[int, ...]
     ciphertexts: tuple[bytes, ...]
 
@@ -318,9 +333,11 @@ class RoutedShares:
 
 @dataclass(frozen=True, slots=True)
 class ConsistencyRequest:
-    """Round 3 request (malicious variant): the survivor set U3 to be signed."""
+    """Closes round 2, opens round 3 (malicious variant): the survivor set U3 to be
+    signed."""
 
     TAG: ClassVar[int] = 13
+    ROUND: ClassVar[int] = 3
     n: int
     alive: bytes
 
@@ -339,10 +356,12 @@ class ConsistencyRequest:
 
 @dataclass(frozen=True, slots=True)
 class UnmaskRequest:
-    """Round 4 request: survivors U3 (``alive``), ``dropped`` = U2 minus U3, and (malicious
-    variant) the round-3 signatures of the recipient's neighbours, by signer."""
+    """Closes round 2 (round 3 in the malicious variant), opens round 4: survivors U3
+    (``alive``), ``dropped`` = U2 minus U3, and (malicious variant) the round-3
+    signatures of the recipient's neighbours, by signer."""
 
     TAG: ClassVar[int] = 14
+    ROUND: ClassVar[int] = 4
     n: int
     alive: bytes
     dropped: bytes
@@ -374,6 +393,7 @@ class ServerAbort:
     """The server gave up; ``reason`` is an :class:`~secagg.state.AbortReason` value."""
 
     TAG: ClassVar[int] = 15
+    ROUND: ClassVar[int | None] = None
     reason: str
 
     def __post_init__(self) -> None:

@@ -43,15 +43,15 @@ from . import crypto, prg, shamir
 from .client import self_mask_seed
 from .errors import CryptoError, ParameterError
 from .messages import (
-    AdvertiseKeys, ConsistencyRequest, ConsistencySignature, KeyList, MaskedInput,
-    RoutedShares, ServerAbort, ShareKeys, UnmaskRequest, UnmaskShares,
+    CLIENT_MESSAGES, AdvertiseKeys, ConsistencyRequest, ConsistencySignature, KeyList,
+    MaskedInput, RoutedShares, ServerAbort, ShareKeys, UnmaskRequest, UnmaskShares,
 )
 from .state import (
     AbortReason, CloseRound, InvalidMessage, ModAccumulator, ServerState, SessionConfig,
     Transition, UnexpectedEvent, set_to_bitmap,
 )
 
-__all__ = ["SecAggServer", "SERVER_TRANSITIONS"]
+__all__ = ["SecAggServer", "SERVER_TRANSITIONS", "COLLECTING_ROUND"]
 
 _S = ServerState
 _T = Transition
@@ -82,6 +82,12 @@ SERVER_TRANSITIONS: dict[bool, dict[tuple[ServerState, type], Transition]] = {
         (_S.COLLECT_SIGNATURES, CloseRound): _T("_close_signatures", _S.COLLECT_UNMASK),
     },
 }
+
+#: the round each collecting state collects, derived from the tables: the ``ROUND`` of
+#: the client message the state takes (the terminal states collect nothing)
+COLLECTING_ROUND: dict[ServerState, int] = {
+    state: event.ROUND for table in SERVER_TRANSITIONS.values() for (state, event) in table
+    if event in CLIENT_MESSAGES}
 
 Outgoing = list[tuple[int, Any]]
 
@@ -157,6 +163,11 @@ class SecAggServer:
             UnexpectedEvent: the session is already completed or aborted.
         """
         return self._dispatch(CloseRound())
+
+    @property
+    def round(self) -> int | None:
+        """The round being collected (``COLLECTING_ROUND``), ``None`` once finished."""
+        return COLLECTING_ROUND.get(self.state)
 
     def _dispatch(self, event: Any) -> Any:
         edge = self._table.get((self.state, type(event)))
