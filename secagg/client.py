@@ -144,7 +144,9 @@ class SecAggClient:
         self.peer_status: dict[int, PeerStatus] = {}
         # secrets
         self._c_sk = self._s_sk = self._b = b""
-        self._c_pk = self._s_pk = b""
+        self._c_pk = self._s_pk = self._nonce = b""
+        #: the transcript-bound session id ``sid_1`` (set in round 1)
+        self.session = b""
         # per-peer material
         self._share_keys: dict[int, bytes] = {}
         self._mask_seeds: dict[int, bytes] = {}
@@ -213,19 +215,28 @@ class SecAggClient:
         c_sk, c_pk = crypto.x25519_keypair(self._rand)
         s_sk, s_pk = crypto.x25519_keypair(self._rand)
         b = self._rand.token_bytes(crypto.KEY_BYTES)
+        nonce = self._rand.token_bytes(crypto.FRESH_NONCE_BYTES)
         sig = b""
         if self.config.malicious:
             assert self._signing_key is not None
             sig = crypto.ed25519_sign(self._signing_key,
-                                      self.config.keys_message(self.index, c_pk, s_pk))
-        msg = AdvertiseKeys(self.index, c_pk, s_pk, sig)
+                                      self.config.keys_message(self.index, nonce, c_pk, s_pk))
+        msg = AdvertiseKeys(self.index, c_pk, s_pk, nonce, sig)
         self._c_sk, self._c_pk, self._s_sk, self._s_pk, self._b = c_sk, c_pk, s_sk, s_pk, b
+        self._nonce = nonce
         return [msg]
 
     # ------------------------------------------------------------------ round 1
 
     def _on_keys(self, msg: KeyList) -> list[Any]:
         cfg, u = self.config, self.index
+        # the transcript must hold this attempt's fresh nonce and keys of this client
+        if len(msg.path) != crypto.transcript_depth(cfg.n) or not crypto.constant_time_equal(
+                crypto.transcript_root_from_path(
+                    crypto.transcript_leaf(u, self._nonce, self._c_pk, self._s_pk), u,
+                    msg.path), msg.transcript):
+            raise _Abort(AbortReason.STALE_SESSION)
+        sid = cfg.transcript_session(msg.transcript)
         peers = tuple(e.sender for e in msg.entries)
         for e in msg.entries:
             if e.sender == u and (e.c_pk != self._c_pk or e.s_pk != self._s_pk):
@@ -244,7 +255,7 @@ class SecAggClient:
             for e in msg.entries:
                 try:
                     crypto.ed25519_verify(self._verify_keys[e.sender],
-                                          cfg.keys_message(e.sender, e.c_pk, e.s_pk),
+                                          cfg.keys_message(e.sender, e.nonce, e.c_pk, e.s_pk),
                                           e.signature)
                 except CryptoError:
                     raise _Abort(AbortReason.INVALID_KEY_SIGNATURE) from None
@@ -252,7 +263,7 @@ class SecAggClient:
         mask_seeds: dict[int, bytes] = {}
         try:
             for e in msg.entries:
-                pc = cfg.pair_context(u, e.sender)
+                pc = cfg.pair_context(sid, u, e.sender)
                 share_keys[e.sender] = crypto.hkdf(
                     crypto.x25519_shared(self._c_sk, e.c_pk), label=crypto.LABEL_SHARE_KEY,
                     context=pc)
@@ -266,10 +277,11 @@ class SecAggClient:
         s_shares = shamir.split(self._s_sk, xs, cfg.threshold, self._rand)
         cts = tuple(
             crypto.aead_encrypt(share_keys[v], bs.to_bytes() + ss.to_bytes(),
-                                crypto.routing_ad(cfg.session, 1, u, v), self._rand)
+                                crypto.routing_ad(sid, 1, u, v), self._rand)
             for v, bs, ss in zip(peers, b_shares, s_shares))
         out = ShareKeys(u, peers, cts)
         # mutate
+        self.session = sid
         self._share_keys, self._mask_seeds = share_keys, mask_seeds
         for v in self.neighbours:
             self.peer_status[v] = PeerStatus.DROPPED_AT_ROUND_0
@@ -292,7 +304,7 @@ class SecAggClient:
         for v, ct in zip(msg.senders, msg.ciphertexts):
             try:
                 pt = crypto.aead_decrypt(self._share_keys[v], ct,
-                                         crypto.routing_ad(cfg.session, 1, v, u))
+                                         crypto.routing_ad(self.session, 1, v, u))
             except CryptoError:
                 raise _Abort(AbortReason.DECRYPTION_FAILED) from None
             if len(pt) != _SHARE_PLAINTEXT:
@@ -323,7 +335,7 @@ class SecAggClient:
         cfg, u = self.config, self.index
         acc = ModAccumulator(cfg.dim, cfg.modulus)
         acc.add(self._input())
-        acc.add(prg.expand_mask(self_mask_seed(cfg, self._b), cfg.dim, cfg.modulus))
+        acc.add(prg.expand_mask(self_mask_seed(self.session, self._b), cfg.dim, cfg.modulus))
         for v in peers:
             mask = prg.expand_mask(self._mask_seeds[v], cfg.dim, cfg.modulus)
             if u < v:
@@ -336,15 +348,23 @@ class SecAggClient:
 
     def _on_consistency(self, msg: ConsistencyRequest) -> list[Any]:
         cfg, u = self.config, self.index
+        self._check_session(msg.session)
         alive = self._decode_set(msg.n, msg.alive)
         status = self._status_after(alive)
         assert self._signing_key is not None
-        sig = crypto.ed25519_sign(self._signing_key, cfg.consistency_message(msg.alive))
+        sig = crypto.ed25519_sign(self._signing_key,
+                                  cfg.consistency_message(self.session, msg.alive))
         out = ConsistencySignature(u, sig)
         # mutate: the peers left out of the signed U3 are dead from now on
         self.peer_status = status
         self._signed_alive = msg.alive
         return [out]
+
+    def _check_session(self, session: bytes) -> None:
+        """A request names the transcript-bound session id it belongs to; another id is
+        a message of another attempt (a replay)."""
+        if not crypto.constant_time_equal(session, self.session):
+            raise _Abort(AbortReason.STALE_SESSION)
 
     def _decode_set(self, n: int, bitmap: bytes) -> np.ndarray:
         if n != self.config.n:
@@ -382,6 +402,7 @@ class SecAggClient:
 
     def _on_unmask(self, msg: UnmaskRequest) -> list[Any]:
         cfg, u = self.config, self.index
+        self._check_session(msg.session)
         alive = self._decode_set(msg.n, msg.alive)
         dropped = self._decode_set(msg.n, msg.dropped)
         if (alive & dropped).any():
@@ -396,7 +417,8 @@ class SecAggClient:
                     raise _Abort(AbortReason.SIGNER_NOT_ALLOWED)
                 try:
                     crypto.ed25519_verify(self._verify_keys[w],
-                                          cfg.consistency_message(msg.alive), sig)
+                                          cfg.consistency_message(self.session, msg.alive),
+                                          sig)
                 except CryptoError:
                     raise _Abort(AbortReason.INVALID_CONSISTENCY_SIGNATURE) from None
                 if w != u:
@@ -437,9 +459,10 @@ class SecAggClient:
         raise _Abort(AbortReason.SERVER_ABORTED)
 
 
-def self_mask_seed(config: SessionConfig, b: bytes) -> bytes:
-    """PRG seed of the self mask: ``HKDF(b_u, "self-mask", sid)``."""
-    return crypto.hkdf(b, label=crypto.LABEL_SELF_MASK, context=config.session)
+def self_mask_seed(session: bytes, b: bytes) -> bytes:
+    """PRG seed of the self mask: ``HKDF(b_u, "self-mask", sid_1)`` (``session`` is the
+    transcript-bound session id of the attempt)."""
+    return crypto.hkdf(b, label=crypto.LABEL_SELF_MASK, context=session)
 
 
 def _check_input(config: SessionConfig, value: Any) -> np.ndarray:

@@ -134,6 +134,8 @@ class SecAggServer:
         self.input_digests: dict[int, bytes] = {}
         self._signatures: dict[int, bytes] = {}
         self._alive_bitmap = b""
+        #: the transcript-bound session id ``sid_1`` (fixed when round 0 closes)
+        self.session = b""
         self._needed_s: list[int] = []
         self._b_shares: dict[int, list[shamir.Share]] = {}
         self._s_shares: dict[int, list[shamir.Share]] = {}
@@ -212,7 +214,8 @@ class SecAggServer:
             assert self._verify_keys is not None
             try:
                 crypto.ed25519_verify(self._verify_keys[u],
-                                      self.config.keys_message(u, msg.c_pk, msg.s_pk),
+                                      self.config.keys_message(u, msg.nonce, msg.c_pk,
+                                                               msg.s_pk),
                                       msg.signature)
             except CryptoError:
                 raise InvalidMessage(f"bad key signature from {u}") from None
@@ -225,8 +228,14 @@ class SecAggServer:
         u1 = self._members(self._in_u1)
         if len(u1) < self.config.threshold + 1:
             raise _Abort(AbortReason.TOO_FEW_ADVERTISED, u1)
-        out = [(u, KeyList(tuple(self._keys[v] for v in self.neighbours[u] if self._in_u1[v])))
+        # the round-0 transcript: one leaf per client of U1 (position, nonce, keys)
+        levels = crypto.transcript_tree(self.config.n, {
+            v: crypto.transcript_leaf(v, k.nonce, k.c_pk, k.s_pk) for v, k in self._keys.items()})
+        root = levels[-1][0]
+        out = [(u, KeyList(tuple(self._keys[v] for v in self.neighbours[u] if self._in_u1[v]),
+                           root, crypto.transcript_path(levels, u)))
                for u in u1]
+        self.session = self.config.transcript_session(root)
         self.sets["U1"] = frozenset(u1)
         return out
 
@@ -277,11 +286,11 @@ class SecAggServer:
         self._needed_s = needed
         self.sets["U3"] = frozenset(u3)
         if cfg.malicious:
-            return [(u, ConsistencyRequest(cfg.n, alive)) for u in u3]
+            return [(u, ConsistencyRequest(self.session, cfg.n, alive)) for u in u3]
         self._in_u4 = self._in_u3.copy()
         self.sets["U4"] = frozenset(u3)
         drop_map = set_to_bitmap(dropped, cfg.n)
-        return [(u, UnmaskRequest(cfg.n, alive, drop_map)) for u in u3]
+        return [(u, UnmaskRequest(self.session, cfg.n, alive, drop_map)) for u in u3]
 
     # ------------------------------------------------------------------ round 3
 
@@ -290,7 +299,8 @@ class SecAggServer:
         assert self._verify_keys is not None
         try:
             crypto.ed25519_verify(self._verify_keys[u],
-                                  self.config.consistency_message(self._alive_bitmap),
+                                  self.config.consistency_message(self.session,
+                                                                  self._alive_bitmap),
                                   msg.signature)
         except CryptoError:
             raise InvalidMessage(f"bad consistency signature from {u}") from None
@@ -307,8 +317,8 @@ class SecAggServer:
         out = []
         for u in u4:
             signers = tuple(sorted([u] + [w for w in self.neighbours[u] if self._in_u4[w]]))
-            out.append((u, UnmaskRequest(cfg.n, self._alive_bitmap, dropped, signers,
-                                         tuple(self._signatures[w] for w in signers))))
+            out.append((u, UnmaskRequest(self.session, cfg.n, self._alive_bitmap, dropped,
+                                         signers, tuple(self._signatures[w] for w in signers))))
         self.sets["U4"] = frozenset(u4)
         return out
 
@@ -346,7 +356,7 @@ class SecAggServer:
         try:
             for u in u3:
                 b = shamir.combine(self._b_shares[u], t)
-                acc.sub(prg.expand_mask(self_mask_seed(cfg, b), cfg.dim, cfg.modulus))
+                acc.sub(prg.expand_mask(self_mask_seed(self.session, b), cfg.dim, cfg.modulus))
             for v in dropped:
                 s_sk = shamir.combine(self._s_shares[v], t)
                 if not crypto.constant_time_equal(crypto.x25519_public(s_sk),
@@ -357,7 +367,7 @@ class SecAggServer:
                         continue
                     seed = crypto.hkdf(crypto.x25519_shared(s_sk, self._keys[w].s_pk),
                                        label=crypto.LABEL_MASK_SEED,
-                                       context=cfg.pair_context(v, w))
+                                       context=cfg.pair_context(self.session, v, w))
                     mask = prg.expand_mask(seed, cfg.dim, cfg.modulus)
                     if w < v:   # w added +PRG(s_wv)
                         acc.sub(mask)

@@ -77,6 +77,7 @@ TRIGGER_OF_REASON: dict[AbortReason, tuple[type, ...]] = {
     R.CONSISTENCY_SET_CHANGED: (UnmaskRequest,),
     R.INVALID_CONSISTENCY_SIGNATURE: (UnmaskRequest,),
     R.SIGNER_NOT_ALLOWED: (UnmaskRequest,), R.TOO_FEW_SIGNATURES: (UnmaskRequest,),
+    R.STALE_SESSION: (KeyList, ConsistencyRequest, UnmaskRequest),
     R.SERVER_ABORTED: (KeyList, RoutedShares, ConsistencyRequest, UnmaskRequest),
 }
 

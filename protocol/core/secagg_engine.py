@@ -486,12 +486,15 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
 def make_config(n: int, dim: int, *, graph: str = "complete", degree: int | None = None,
                 threshold: int | None = None, modulus: int = 1 << 32,
                 malicious: bool = False, context: bytes = b"fedhh test session",
-                participants: Sequence[int] | None = None) -> SessionConfig:
+                participants: Sequence[int] | None = None, rand: Any = None,
+                server_nonce: bytes | None = None) -> SessionConfig:
     """A session with explicit parameters (tests, small simulations).
 
     ``degree`` defaults to ``n - 1`` (complete) and ``threshold`` to a strict majority
     of the degree; use :func:`secagg.params.find_params` for parameters derived from a
-    threat model.
+    threat model. Every call is a fresh attempt: the server nonce is drawn from ``rand``
+    (default ``OsRandom``) unless ``server_nonce`` is given (tests that replay an
+    attempt).
 
     Raises:
         ParameterError: inconsistent parameters.
@@ -501,5 +504,9 @@ def make_config(n: int, dim: int, *, graph: str = "complete", degree: int | None
     k = n - 1 if degree is None else degree
     t = k // 2 + 1 if threshold is None else threshold
     params = SecAggParams(n=n, degree=k, threshold=t, graph=graph, malicious=malicious)
+    if server_nonce is None:
+        server_nonce = (rand if rand is not None else OsRandom()).token_bytes(
+            crypto.FRESH_NONCE_BYTES)
     return SessionConfig(params, tuple(participants) if participants is not None
-                         else tuple(range(n)), context, dim, modulus, malicious=malicious)
+                         else tuple(range(n)), context, dim, modulus, malicious=malicious,
+                         server_nonce=server_nonce)

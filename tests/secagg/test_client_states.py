@@ -2,6 +2,7 @@
 reason the client raises on a server message."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -161,42 +162,42 @@ def _aborts_with(client: SecAggClient, msg: Any, reason: R) -> None:
 
 def test_too_few_keys() -> None:
     c, kl = drive(S.AWAIT_KEYS, False)
-    _aborts_with(c, KeyList(kl.entries[:1]), R.TOO_FEW_KEYS)
+    _aborts_with(c, replace(kl, entries=kl.entries[:1]), R.TOO_FEW_KEYS)
 
 
 def test_key_from_non_neighbour() -> None:
     c, kl = drive(S.AWAIT_KEYS, False, graph="harary")
     outsider = next(v for v in range(1, N) if v not in c.neighbours)
-    fake = AdvertiseKeys(outsider, bytes(range(32)), bytes(range(1, 33)))
+    fake = AdvertiseKeys(outsider, bytes(range(32)), bytes(range(1, 33)), bytes(32))
     entries = tuple(sorted(kl.entries + (fake,), key=lambda e: e.sender))
-    _aborts_with(c, KeyList(entries), R.KEY_FROM_NON_NEIGHBOUR)
+    _aborts_with(c, replace(kl, entries=entries), R.KEY_FROM_NON_NEIGHBOUR)
 
 
 def test_duplicate_keys() -> None:
     c, kl = drive(S.AWAIT_KEYS, False)
     e0, e1 = kl.entries[0], kl.entries[1]
-    ents = (e0, AdvertiseKeys(e1.sender, e0.c_pk, e1.s_pk)) + kl.entries[2:]
-    _aborts_with(c, KeyList(ents), R.DUPLICATE_KEYS)
+    ents = (e0, replace(e1, c_pk=e0.c_pk)) + kl.entries[2:]
+    _aborts_with(c, replace(kl, entries=ents), R.DUPLICATE_KEYS)
 
 
 def test_own_keys_altered() -> None:
     c, kl = drive(S.AWAIT_KEYS, False)
-    me = AdvertiseKeys(0, bytes(32), bytes([1]) * 32)
-    _aborts_with(c, KeyList((me,) + kl.entries), R.OWN_KEYS_ALTERED)
+    me = AdvertiseKeys(0, bytes(32), bytes([1]) * 32, bytes(32))
+    _aborts_with(c, replace(kl, entries=(me,) + kl.entries), R.OWN_KEYS_ALTERED)
 
 
 def test_low_order_public_key() -> None:
     c, kl = drive(S.AWAIT_KEYS, False)
     e = kl.entries[0]
-    ents = (AdvertiseKeys(e.sender, bytes(32), e.s_pk),) + kl.entries[1:]
-    _aborts_with(c, KeyList(ents), R.INVALID_PUBLIC_KEY)
+    ents = (replace(e, c_pk=bytes(32)),) + kl.entries[1:]
+    _aborts_with(c, replace(kl, entries=ents), R.INVALID_PUBLIC_KEY)
 
 
 def test_invalid_key_signature() -> None:
     c, kl = drive(S.AWAIT_KEYS, True)
     e = kl.entries[0]
-    bad = AdvertiseKeys(e.sender, e.c_pk, e.s_pk, bytes(64))
-    _aborts_with(c, KeyList((bad,) + kl.entries[1:]), R.INVALID_KEY_SIGNATURE)
+    bad = replace(e, signature=bytes(64))
+    _aborts_with(c, replace(kl, entries=(bad,) + kl.entries[1:]), R.INVALID_KEY_SIGNATURE)
 
 
 def test_shares_from_unknown_peer_and_too_few_shares() -> None:
@@ -222,7 +223,8 @@ def _unmask_parts(req: UnmaskRequest) -> tuple[set[int], set[int]]:
 
 
 def _req(alive: set[int], dropped: set[int], like: UnmaskRequest) -> UnmaskRequest:
-    return UnmaskRequest(N, set_to_bitmap(sorted(alive), N), set_to_bitmap(sorted(dropped), N),
+    return UnmaskRequest(like.session, N, set_to_bitmap(sorted(alive), N),
+                         set_to_bitmap(sorted(dropped), N),
                          like.signers, like.signatures)
 
 
@@ -250,15 +252,15 @@ def test_unknown_peer_in_set() -> None:
     c.receive(RoutedShares(rs.senders[:-1], rs.ciphertexts[:-1]))
     assert c.peer_status[4] is PeerStatus.DROPPED_AT_ROUND_1
     full = set(range(N))
-    req = UnmaskRequest(N, set_to_bitmap(sorted(full), N), set_to_bitmap([], N))
+    req = UnmaskRequest(c.session, N, set_to_bitmap(sorted(full), N), set_to_bitmap([], N))
     _aborts_with(c, req, R.UNKNOWN_PEER_IN_SET)
 
 
 def test_consistency_checks() -> None:
     c, creq = drive(S.AWAIT_CONSISTENCY, True)
-    _aborts_with(c, ConsistencyRequest(N, set_to_bitmap([1, 2, 3, 4], N)), R.SELF_NOT_ALIVE)
+    _aborts_with(c, replace(creq, alive=set_to_bitmap([1, 2, 3, 4], N)), R.SELF_NOT_ALIVE)
     c, creq = drive(S.AWAIT_CONSISTENCY, True)
-    _aborts_with(c, ConsistencyRequest(N, set_to_bitmap([0, 1], N)), R.TOO_FEW_SURVIVORS)
+    _aborts_with(c, replace(creq, alive=set_to_bitmap([0, 1], N)), R.TOO_FEW_SURVIVORS)
 
 
 @pytest.mark.parametrize("case,reason", [
@@ -270,13 +272,13 @@ def test_signature_checks(case: str, reason: R) -> None:
     c, req = drive(S.AWAIT_UNMASK, True)
     alive, dropped = _unmask_parts(req)
     if case == "changed":
-        msg = UnmaskRequest(N, set_to_bitmap(sorted(alive - {3}), N),
-                            set_to_bitmap([3], N), req.signers, req.signatures)
+        msg = replace(req, alive=set_to_bitmap(sorted(alive - {3}), N),
+                      dropped=set_to_bitmap([3], N))
     elif case == "bad_sig":
         sigs = (bytes(64),) + req.signatures[1:]
-        msg = UnmaskRequest(N, req.alive, req.dropped, req.signers, sigs)
+        msg = replace(req, signatures=sigs)
     else:
-        msg = UnmaskRequest(N, req.alive, req.dropped, req.signers[:2], req.signatures[:2])
+        msg = replace(req, signers=req.signers[:2], signatures=req.signatures[:2])
     _aborts_with(c, msg, reason)
 
 
@@ -332,7 +334,8 @@ def test_a_dead_peer_is_never_revived(dead: PeerStatus) -> None:
         c._status_after(np.ones(N, dtype=bool))
     assert exc.value.reason is R.UNKNOWN_PEER_IN_SET
     before = fingerprint(c)
-    _aborts_with(c, UnmaskRequest(N, set_to_bitmap(range(N), N), set_to_bitmap([], N)),
+    _aborts_with(c, UnmaskRequest(c.session, N, set_to_bitmap(range(N), N),
+                                  set_to_bitmap([], N)),
                  R.UNKNOWN_PEER_IN_SET)
     assert before[0] is S.AWAIT_UNMASK and not c.revealed_b and not c.revealed_s
 
@@ -348,7 +351,7 @@ def test_unmask_shares_follow_status_alone() -> None:
 
 def test_consistency_round_marks_the_left_out_peers_dead() -> None:
     c, _ = drive(S.AWAIT_CONSISTENCY, True)
-    c.receive(ConsistencyRequest(N, set_to_bitmap([0, 1, 2, 4], N)))
+    c.receive(ConsistencyRequest(c.session, N, set_to_bitmap([0, 1, 2, 4], N)))
     assert c.state is S.AWAIT_UNMASK
     assert c.peer_status[3] is PeerStatus.DROPPED_AT_ROUND_2
     assert all(c.peer_status[v] is PeerStatus.ALIVE for v in (1, 2, 4))

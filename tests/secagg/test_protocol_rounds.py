@@ -39,7 +39,7 @@ def test_full_round_with_found_parameters(graph: str, malicious: bool) -> None:
     n = 24
     params = find_params(n, graph=graph, malicious=malicious)
     cfg = SessionConfig(params, tuple(range(1000, 1000 + n)), b"ctx", 16, 1 << 32,
-                        malicious=malicious)
+                        malicious=malicious, server_nonce=bytes(range(32)))
     x = _inputs(n, 16, 1 << 32, 1)
     run = run_secagg(cfg, x, rand=insecure_deterministic_randomness(2))
     assert run.completed and all(s is ClientState.COMPLETED for s in run.client_states)

@@ -83,6 +83,7 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     from protocol.core.secagg_profile import primitive_table
     from secagg.errors import ParameterError
     from secagg.params import find_params
+    from secagg.crypto import FRESH_NONCE_BYTES
     from secagg.state import ModAccumulator, SessionConfig
 
     try:
@@ -90,10 +91,11 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
                              malicious=malicious, grinding_bits=grinding_bits)
     except ParameterError as exc:
         raise UsageError(f"no SecAgg parameters for this setting: {exc}") from None
-    config = SessionConfig(params, tuple(range(clients)), b"fedhh bench secagg", dim,
-                           modulus, malicious=malicious)
     data_seed = seed if seed is not None else secrets.randbits(64)
     rand = insecure_deterministic_randomness(seed) if seed is not None else OsRandom()
+    config = SessionConfig(params, tuple(range(clients)), b"fedhh bench secagg", dim,
+                           modulus, malicious=malicious,
+                           server_nonce=rand.token_bytes(FRESH_NONCE_BYTES))
 
     def input_of(i: int) -> np.ndarray:
         rng = np.random.default_rng([data_seed, i])

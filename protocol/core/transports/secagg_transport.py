@@ -46,6 +46,7 @@ from protocol.core.contract import (
 )
 from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
 from protocol.core.secagg_engine import Dropout, SecAggRun, run_secagg
+from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.errors import ParameterError
 from secagg.params import find_params
 from secagg.state import SessionConfig
@@ -150,13 +151,15 @@ class SecAggTransport(Transport):
                                  grinding_bits=self.grinding_bits)
         except ParameterError as exc:
             raise AggregationAborted("no_secagg_parameters", str(exc)) from None
-        config = SessionConfig(params, tuple(range(n)), spec_context(spec), dim, modulus,
-                               malicious=self.malicious)
         if self.simulate:
             rand: Any = insecure_deterministic_randomness(
                 int(rng.integers(0, 1 << 63)), "secagg-transport")
         else:
             rand = OsRandom()
+        # every attempt draws a fresh server nonce (see docs/secagg-primitives.md)
+        config = SessionConfig(params, tuple(range(n)), spec_context(spec), dim, modulus,
+                               malicious=self.malicious,
+                               server_nonce=rand.token_bytes(FRESH_NONCE_BYTES))
         dropout = (Dropout.random(n, self.dropout, rng,
                                   rounds=(0, 1, 2, 3, 4) if self.malicious else (0, 1, 2, 4))
                    if self.dropout > 0 else None)
