@@ -65,7 +65,7 @@ from .errors import ParameterError
 
 __all__ = ["SecAggParams", "find_params", "GRAPHS", "log2_hypergeom_sf",
            "log2_disconnect_probability", "subset_grinding_bits", "seed_grinding_bits",
-           "GRINDING_WORK_BITS"]
+           "GRINDING_WORK_BITS", "default_grinding_bits"]
 
 GRAPHS = ("complete", "harary")
 _LN2 = math.log(2.0)
@@ -355,3 +355,20 @@ def seed_grinding_bits(n: int, dropout_rate: float, *,
     if not isinstance(work_bits, int) or isinstance(work_bits, bool) or work_bits < 0:
         raise ParameterError(f"work_bits must be an int >= 0, got {work_bits!r}")
     return min(int(math.ceil(subset_grinding_bits(n, dropout_rate) - 1e-9)), work_bits)
+
+
+def default_grinding_bits(n: int, dropout_rate: float, *, graph: str, malicious: bool) -> int:
+    """The grinding a session's parameters should absorb when the caller states none:
+    :func:`seed_grinding_bits` for a Harary graph under a malicious server, 0 otherwise
+    (the complete graph has no seed; a semi-honest server follows the protocol and does
+    not grind).
+
+    Raises:
+        ParameterError: bad ``n`` or ``dropout_rate``, or an unknown graph.
+    """
+    if graph not in GRAPHS:
+        raise ParameterError(f"graph must be one of {GRAPHS}, got {graph!r}")
+    if graph == "complete" or not malicious:
+        _check_fraction(dropout_rate, "dropout_rate")
+        return 0
+    return seed_grinding_bits(n, dropout_rate)

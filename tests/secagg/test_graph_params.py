@@ -388,3 +388,14 @@ def test_seed_grinding_bits_is_capped_by_the_work_bound() -> None:
     g = seed_grinding_bits(1000, 0.1)
     assert find_params(1000, dropout_rate=0.1, grinding_bits=g).degree > find_params(
         1000, dropout_rate=0.1).degree
+
+
+def test_default_grinding_bits_only_for_a_malicious_server_on_harary() -> None:
+    from secagg.params import default_grinding_bits, seed_grinding_bits
+
+    assert default_grinding_bits(1000, 0.1, graph="harary", malicious=True) == (
+        seed_grinding_bits(1000, 0.1))
+    assert default_grinding_bits(1000, 0.1, graph="harary", malicious=False) == 0
+    assert default_grinding_bits(1000, 0.1, graph="complete", malicious=True) == 0
+    with pytest.raises(ParameterError):
+        default_grinding_bits(1000, 0.1, graph="ring", malicious=True)

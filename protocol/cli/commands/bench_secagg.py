@@ -29,9 +29,10 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--seed", type=int, default=None,
                    help="deterministic simulation seed (INSECURE keys; default: OS randomness)")
     p.add_argument("--modulus", type=int, default=1 << 32, help="arithmetic modulus R")
-    p.add_argument("--grinding-bits", type=int, default=0, dest="grinding_bits",
+    p.add_argument("--grinding-bits", type=int, default=None, dest="grinding_bits",
                    help="parameters that keep their bound when the server may choose among "
-                        "2^B graph seeds (default 0)")
+                        "2^B graph seeds (default: secagg.params.default_grinding_bits, "
+                        "0 unless --graph harary --malicious)")
     p.add_argument("--bare-sample", type=int, default=2000,
                    help="operations per primitive replayed bare (0: all)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--modulus must be in [2, 2**64]")
     if not 0.0 <= args.dropout < 1.0:
         raise UsageError("--dropout must be in [0, 1)")
-    if not 0 <= args.grinding_bits <= 128:
+    if args.grinding_bits is not None and not 0 <= args.grinding_bits <= 128:
         raise UsageError("--grinding-bits must be in [0, 128]")
     out = bench_secagg(args.clients, args.dim, graph=args.graph, dropout=args.dropout,
                        malicious=args.malicious, seed=args.seed, modulus=args.modulus,
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: float = 0.0,
                  malicious: bool = False, seed: int | None = None, modulus: int = 1 << 32,
-                 bare_sample: int = 2000, grinding_bits: int = 0) -> dict[str, Any]:
+                 bare_sample: int = 2000, grinding_bits: int | None = None) -> dict[str, Any]:
     """Run one round and return the figures (see the module docstring).
 
     Raises:
@@ -82,10 +83,13 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     )
     from protocol.core.secagg_profile import primitive_table
     from secagg.errors import ParameterError
-    from secagg.params import find_params
+    from secagg.params import default_grinding_bits, find_params
     from secagg.crypto import FRESH_NONCE_BYTES
     from secagg.state import ModAccumulator, SessionConfig
 
+    if grinding_bits is None:
+        grinding_bits = default_grinding_bits(clients, max(0.05, dropout), graph=graph,
+                                              malicious=malicious)
     try:
         params = find_params(clients, graph=graph, dropout_rate=max(0.05, dropout),
                              malicious=malicious, grinding_bits=grinding_bits)
