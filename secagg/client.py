@@ -5,10 +5,13 @@ Theory of operation (Bonawitz et al., CCS 2017, Fig. 4; SecAgg+ of Bell et al., 
 Client ``u`` (roster position) with input ``x_u`` in ``Z_R^m`` and neighbours ``N(u)``:
 
 * **Round 0, AdvertiseKeys.** Draw two X25519 key pairs ``(c_u^SK, c_u^PK)`` (share
-  encryption) and ``(s_u^SK, s_u^PK)`` (mask agreement) and a 32-byte self-mask seed
-  ``b_u``; send both public keys (signed with Ed25519 in the malicious-server variant).
-* **Round 1, ShareKeys.** On the key list of ``U1 & N(u)`` (at least ``t`` peers, all
-  neighbours, all keys distinct, signatures valid): derive for every peer ``v``
+  encryption) and ``(s_u^SK, s_u^PK)`` (mask agreement), a 32-byte self-mask seed
+  ``b_u`` and a fresh 32-byte nonce ``r_u``; send both public keys and ``r_u`` (signed
+  with Ed25519 over ``sid_0`` in the malicious-server variant).
+* **Round 1, ShareKeys.** On the key list of ``U1 & N(u)`` (its transcript root holds
+  ``u``'s own fresh leaf, else ``STALE_SESSION``; at least ``t`` peers, all neighbours,
+  all keys distinct, signatures valid): set ``sid = sid_1 = H(sid_0, root)`` (fresh
+  sessions, docs/secagg-primitives.md) and derive for every peer ``v``
   ``k_uv = HKDF(X25519(c_u^SK, c_v^PK), "share-encryption-key", sid || u,v)`` and the
   mask seed ``s_uv = HKDF(X25519(s_u^SK, s_v^PK), "pairwise-mask-seed", sid || u,v)``;
   Shamir-share ``b_u`` and ``s_u^SK`` t-out-of-``|U1 & N(u)|`` and send to each peer
@@ -16,10 +19,12 @@ Client ``u`` (roster position) with input ``x_u`` in ``Z_R^m`` and neighbours ``
 * **Round 2, MaskedInputCollection.** On the ciphertexts from ``U2 & N(u)`` (at least
   ``t``, all from peers of the key list, all authentic): send
   ``y_u = x_u + PRG(b_u) + sum_{v in U2&N(u), u<v} PRG(s_uv) - sum_{v<u} PRG(s_uv) mod R``.
-* **Round 3, ConsistencyCheck** (malicious variant). On ``U3``: check ``u in U3``,
-  ``U3 & N(u)`` is a subset of what ``u`` saw and has at least ``t`` members; sign
+* **Round 3, ConsistencyCheck** (malicious variant). On ``(sid_1, U3)``: check the
+  session id, ``u in U3``, ``U3 & N(u)`` only names peers still ``ALIVE`` and has at
+  least ``t`` members; mark the neighbours left out ``DROPPED_AT_ROUND_2``; sign
   ``(sid, U3)``.
-* **Round 4, Unmasking.** On ``(alive, dropped, signatures)``: check that no peer is
+* **Round 4, Unmasking.** On ``(sid_1, alive, dropped, signatures)``: check the
+  session id (a request of another attempt is ``STALE_SESSION``), that no peer is
   both alive and dropped, that ``alive`` is the set signed in round 3 with at least
   ``t`` valid neighbour signatures on it, that the neighbourhood part of both sets only
   names peers whose shares ``u`` holds, and that ``dropped`` equals the set ``u``
@@ -31,7 +36,8 @@ Client ``u`` (roster position) with input ``x_u`` in ``Z_R^m`` and neighbours ``
 Any failed check moves the client to the sticky ``ABORTED`` state with an
 :class:`~secagg.state.AbortReason`; it sends nothing afterwards. An event that the
 transition table does not list raises :class:`~secagg.state.UnexpectedEvent` and
-changes nothing. Each handler validates everything first and mutates last.
+changes nothing. Each handler validates everything first, mutates its own data last and
+returns what to send; the dispatcher sets the next state the table names.
 """
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ are named as in the paper: ``U1`` advertised keys, ``U2`` sent shares, ``U3`` se
 masked input, ``U4`` signed ``U3`` (malicious variant; ``U4 = U3`` otherwise), ``U5``
 sent unmasking shares.
 
-* close round 0: send every ``u`` in ``U1`` the keys of ``U1 & N(u)``.
+* close round 0: build the transcript tree over ``(v, r_v, c_v^PK, s_v^PK)`` of ``U1``
+  (``crypto.transcript_tree``), fix ``sid_1 = H(sid_0, root)`` and send every ``u`` in
+  ``U1`` the keys of ``U1 & N(u)``, the root and ``u``'s authentication path.
 * close round 1: send every ``u`` in ``U2`` the ciphertexts addressed to it by
   ``U2 & N(u)``.
 * close round 2: ``U3`` must leave every secret to be rebuilt (``b_u`` of ``u`` in
