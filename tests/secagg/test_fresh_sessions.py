@@ -220,3 +220,86 @@ def test_server_session_is_bound_to_every_round_0_contribution() -> None:
     k0 = srv._keys[0]
     leaves[0] = crypto.transcript_leaf(0, bytes(32), k0.c_pk, k0.s_pk)
     assert cfg.transcript_session(crypto.transcript_tree(cfg.n, leaves)[-1][0]) != srv.session
+
+
+def test_split_view_with_replayed_signatures_across_attempts_fails() -> None:
+    """The replay that used to beat the consistency check: 8 clients, ``t = 5``, three
+    corrupt (their signing keys known to the server). Attempt 1 collects everyone's
+    signatures on ``S1`` (all alive), attempt 2 the signatures on ``S2`` (the victim
+    dropped), both with the same server nonce. In attempt 3 group A = {0, 1, victim} is
+    shown ``S1`` and group B = {3, 4} ``S2``; each honest member gets the signatures of
+    its own group and the corrupt clients, which is below ``t`` for B, plus the other
+    group's signatures on its set replayed from the earlier attempts (enough for ``t``
+    if they verified). They do not: B never reveals a mask-key share of the victim, so
+    the server holds at most the 3 corrupt shares of it (< t)."""
+    from secagg.messages import ConsistencyRequest, ConsistencySignature
+    from secagg.state import set_to_bitmap
+
+    t, victim = 5, VICTIM
+    group_a, group_b, corrupt = {0, 1, victim}, {3, 4}, {5, 6, 7}
+    cfg = make_config(N, DIM, graph="complete", threshold=t, malicious=True,
+                      server_nonce=NONCE)
+    s1 = set_to_bitmap(range(N), N)
+    s2 = set_to_bitmap(sorted(set(range(N)) - {victim}), N)
+
+    def collect(run_no: int, shown: bytes) -> dict[int, bytes]:
+        sigs: dict[int, bytes] = {}
+
+        def hook(r, direction, envs):
+            if direction == "down" and r == 2:
+                return [Envelope.of(e.sender, e.recipient, e.round,
+                                    replace(e.message(), alive=shown)) for e in envs]
+            if direction == "up" and r == 3:
+                sigs.update({e.sender: e.message().signature for e in envs
+                             if isinstance(e.message(), ConsistencySignature)})
+            return envs
+
+        _run(cfg, run_no, hook)
+        return sigs
+
+    old_s1, old_s2 = collect(1, s1), collect(2, s2)
+    assert set(old_s1) == set(range(N)) and set(old_s2) == set(range(N)) - {victim}
+
+    def attack(replay: bool):
+        current: dict[int, bytes] = {}
+
+        def hook(r, direction, envs):
+            if direction == "down" and r == 2:
+                return [Envelope.of(e.sender, e.recipient, e.round, replace(
+                    e.message(), alive=s2 if e.recipient in group_b else s1)) for e in envs]
+            if direction == "up" and r == 3:
+                current.update({e.sender: e.message().signature for e in envs
+                                if isinstance(e.message(), ConsistencySignature)})
+            if direction == "down" and r == 3:
+                # the honest server rejected B's signatures on S2 (U4 lacks B); the
+                # attacking server answers every client anyway
+                out, m = [], envs[0].message()
+                for c in range(N):
+                    in_b = c in group_b
+                    shown = s2 if in_b else s1
+                    sig = {w: current[w] for w in (group_b if in_b else group_a | corrupt)
+                           if w in current}
+                    for w in corrupt:  # the server signs for its clients, on any set
+                        sig[w] = crypto.ed25519_sign(SKS[w],
+                                                     cfg.consistency_message(m.session, shown))
+                    if replay:
+                        old = old_s2 if in_b else old_s1
+                        for w in (group_a - {victim} if in_b else group_b):
+                            sig.setdefault(w, old[w])
+                    signers = tuple(sorted(sig))
+                    out.append(Envelope.of(envs[0].sender, c, r, UnmaskRequest(
+                        m.session, N, shown, set_to_bitmap([victim] if in_b else [], N),
+                        signers, tuple(sig[w] for w in signers))))
+                return out
+            return envs
+
+        return _run(cfg, 3, hook)
+
+    for replay, reason in ((True, R.INVALID_CONSISTENCY_SIGNATURE),
+                           (False, R.TOO_FEW_SIGNATURES)):
+        run = attack(replay)
+        for c in group_b:
+            assert run.client_abort_reasons[c] is reason
+        s_holders = {c for c, (_, s) in run.transcript.reveals.items() if victim in s}
+        assert not s_holders & (group_a | group_b)
+        assert len(s_holders | corrupt) < t
