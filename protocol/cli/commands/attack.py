@@ -34,7 +34,7 @@ def run_list(args: argparse.Namespace) -> int:
 def run_attack(args: argparse.Namespace) -> int:
     from protocol.studies.attacks import ATTACKS, UnknownAttack, _load, run_all
     from protocol.studies.attacks import run_attack as run_one
-    from protocol.cli.benchutil import print_json
+    from protocol.cli.output import print_json
     from protocol.cli import UsageError
 
     _load()
