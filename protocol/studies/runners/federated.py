@@ -1,6 +1,7 @@
 """Federated heavy hitters under LDP -- TAPS, TAP, FedPEM and GTF
-(:mod:`mechanisms.federated`) -- one run (``fedhh federated``) and the experiments of
-``fedhh eval federated``, which repeat runs and write CSV files and plots:
+(:mod:`mechanisms.federated`; Zhang, Ye, Hu, "Federated Heavy Hitter Analytics with
+Local Differential Privacy", section 7) -- one run (``fedhh federated``) and the
+experiments of ``fedhh eval federated``, which repeat runs and write CSV files and plots:
 
 * ``figures``: F1 and NCR against epsilon for TAPS, TAP, FedPEM and GTF (Figures 4, 5
   and 7); writes ``federated_runs.csv``, ``federated_summary.csv``,

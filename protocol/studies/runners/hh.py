@@ -7,7 +7,8 @@ K (:mod:`protocol.studies.evaluation`) and the privacy guarantee:
 * ``pem`` -- Wang, Li, Jha (TDSC 2019): prefix extension with a frequency oracle
   (``oracle`` grr, oue, olh or aon, default olh); pure local ``epsilon``-LDP (one report
   per user).
-* ``aon`` -- the All-or-Nothing heavy-hitter algorithm (seed 001): the same prefix
+* ``aon`` -- the All-or-Nothing heavy-hitter algorithm ("A distributed algorithm
+  for differentially private heavy hitters"): the same prefix
   search with the AoN oracle (PEM with ``oracle = aon``); local ``epsilon``-LDP.
 * ``sfp`` -- Apple's Sequence Fragment Puzzle (one Count-Mean-Sketch fragment report of
   local ``epsilon``); the central equivalent after shuffling the ``n`` reports is
