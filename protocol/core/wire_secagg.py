@@ -15,17 +15,19 @@ Two sets of shapes exist (:func:`shapes`):
   ====================  =========================================================
    message               bound
   ====================  =========================================================
-   AdvertiseKeys         sender < n; keys 32 bytes; signature 64 bytes (malicious)
-                         or empty
+   AdvertiseKeys         sender < n; keys and nonce 32 bytes; signature 64 bytes
+                         (malicious) or empty
    ShareKeys             <= k recipients < n, as many ciphertexts of exactly
                          SHARE_CIPHERTEXT_BYTES (98: nonce, two shares, tag)
    MaskedInput           dim and R - 1 equal to the session's; packed exactly
                          ceil(dim * bits(R - 1) / 8) bytes
    ConsistencySignature  64 bytes
    UnmaskShares          <= k owners of each kind, shares of 35 bytes, one per owner
-   KeyList               <= k entries (AdvertiseKeys)
+   KeyList               <= k entries (AdvertiseKeys), a 32-byte root, a path of
+                         exactly transcript_depth(n) 32-byte hashes
    RoutedShares          <= k senders, as many ciphertexts
-   ConsistencyRequest    n equal to the session's, bitmap of ceil(n / 8) bytes
+   ConsistencyRequest    32-byte session id, n equal to the session's, bitmap of
+                         ceil(n / 8) bytes
    UnmaskRequest         as above, <= min(n, k + 1) signers and 64-byte signatures
    ServerAbort           a reason of at most 64 bytes
   ====================  =========================================================
@@ -40,7 +42,8 @@ from typing import TYPE_CHECKING, Iterable
 from protocol.core import codec
 from protocol.core.codec import Array, Bin, Int, Record, SessionLimits, Str
 from secagg.messages import (
-    ALL_MESSAGES, CLIENT_MESSAGES, MAX_CIPHERTEXT_BYTES, SERVER_MESSAGES, MAX_DIM, PUBLIC_KEY_BYTES, SIGNATURE_BYTES,
+    ALL_MESSAGES, CLIENT_MESSAGES, HASH_BYTES, MAX_CIPHERTEXT_BYTES, MAX_DEPTH, MAX_DIM,
+    NONCE_BYTES, PUBLIC_KEY_BYTES, SERVER_MESSAGES, SIGNATURE_BYTES,
     AdvertiseKeys, ConsistencyRequest, ConsistencySignature, KeyList, MaskedInput,
     RoutedShares, ServerAbort, ShareKeys, UnmaskRequest, UnmaskShares,
 )
@@ -94,7 +97,10 @@ def shapes(n: int = MAX_PARTICIPANTS, degree: int | None = None, dim: int | None
         dim_s, rm1_s, packed = Int(dim, dim), Int(modulus - 1, modulus - 1), \
             Bin(packed_len, packed_len)
     keys = Record((pos, Bin(PUBLIC_KEY_BYTES, PUBLIC_KEY_BYTES),
-                   Bin(PUBLIC_KEY_BYTES, PUBLIC_KEY_BYTES), sig))
+                   Bin(PUBLIC_KEY_BYTES, PUBLIC_KEY_BYTES), Bin(NONCE_BYTES, NONCE_BYTES), sig))
+    digest = Bin(HASH_BYTES, HASH_BYTES)
+    depth = crypto.transcript_depth(n)
+    path = Array(digest, depth, depth) if in_session else Array(digest, MAX_DEPTH, 1)
     ct = Bin(SHARE_CIPHERTEXT_BYTES, SHARE_CIPHERTEXT_BYTES) if in_session else \
         Bin(1, MAX_CIPHERTEXT_BYTES)
     share = Bin(SHARE_WIRE_BYTES, SHARE_WIRE_BYTES)
@@ -109,12 +115,12 @@ def shapes(n: int = MAX_PARTICIPANTS, degree: int | None = None, dim: int | None
         ConsistencySignature.TAG: Record((pos, Bin(SIGNATURE_BYTES, SIGNATURE_BYTES))),
         UnmaskShares.TAG: Record((pos, Array(pos, k), Array(share, k), Array(pos, k),
                                   Array(share, k)), equal=((1, 2), (3, 4))),
-        KeyList.TAG: Record((Array(keys, k),)),
+        KeyList.TAG: Record((Array(keys, k), digest, path)),
         RoutedShares.TAG: Record((Array(pos, k), Array(ct, k)), equal=((0, 1),)),
-        ConsistencyRequest.TAG: Record((n_s, bitmap)),
-        UnmaskRequest.TAG: Record((n_s, bitmap, bitmap, Array(pos, signers),
+        ConsistencyRequest.TAG: Record((digest, n_s, bitmap)),
+        UnmaskRequest.TAG: Record((digest, n_s, bitmap, bitmap, Array(pos, signers),
                                    Array(Bin(SIGNATURE_BYTES, SIGNATURE_BYTES), signers)),
-                                  equal=((3, 4),)),
+                                  equal=((4, 5),)),
         ServerAbort.TAG: Record((Str(1, MAX_REASON_BYTES),)),
     }
 
@@ -145,6 +151,8 @@ def client_limits(config: "SessionConfig") -> SessionLimits:
 _DEFAULT = shapes()
 for _cls in ALL_MESSAGES:
     assert 1 <= _cls.TAG <= 99, _cls
+    # round numbers are the messages' own ROUND (no table of rounds here)
+    assert _cls.ROUND is None or 0 <= _cls.ROUND <= 4, _cls
     codec.register(_cls, _DEFAULT[_cls.TAG])
 
 SECAGG_MESSAGES = ALL_MESSAGES
