@@ -343,8 +343,8 @@ def test_slow_codec_every_tag(tag):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target", ["shuffler_submit", "shuffler_parsers", "share",
-                                    "unpack_uints"])
+@pytest.mark.parametrize("target", ["codec_session", "shuffler_submit", "shuffler_parsers",
+                                    "share", "unpack_uints"])
 def test_slow_byte_parsers(target):
     assert _loop(BYTE_TARGETS[target], _seeds_for(target), SLOW_N, 7) == SLOW_N
 
