@@ -35,7 +35,6 @@ import tracemalloc
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
 import numpy as np
 
 from protocol.core import codec, wire_secagg, wire_shuffler
@@ -134,16 +133,35 @@ def measure_decode(frame: bytes, limits: codec.Limits | codec.SessionLimits,
     return DecodeCost(len(frame), max(0, peak), cpu, error)
 
 
+def _uint(v: int) -> bytes:
+    """msgpack's shortest encoding of a non-negative int (the bombs are written by hand:
+    the studies layer does not use msgpack)."""
+    if v < 0x80:
+        return bytes([v])
+    for code, size in ((0xCC, 1), (0xCD, 2), (0xCE, 4), (0xCF, 8)):
+        if v < 1 << (8 * size):
+            return bytes([code]) + v.to_bytes(size, "big")
+    raise ValueError("int too large for msgpack")
+
+
+def _bin(data: bytes) -> bytes:
+    n = len(data)
+    head = b"\xc4" + bytes([n]) if n <= 0xFF else b"\xc5" + n.to_bytes(2, "big") \
+        if n <= 0xFFFF else b"\xc6" + n.to_bytes(4, "big")
+    return head + data
+
+
 def masked_input_bomb(sender: int = 0, dim: int = 1 << 26, modulus: int = 2) -> bytes:
-    """A ``MaskedInput`` frame claiming ``dim`` entries at ``modulus`` (every entry set).
+    """A ``MaskedInput`` frame claiming ``dim`` entries at ``modulus`` (entries all 1).
 
     At the defaults: 8 MiB of packed bits claiming a 512 MiB vector.
     """
     bits = (modulus - 1).bit_length()
     nbytes = (dim * bits + 7) // 8
     packed = b"\x00" * nbytes if bits * dim % 8 else b"\x01" * nbytes
-    return msgpack.packb([codec.VERSION, MaskedInput.TAG, sender, dim, modulus - 1, packed],
-                         use_bin_type=True)
+    # [VERSION, tag, sender, dim, R - 1, packed]: the layout of MaskedInput.to_wire
+    return (b"\x96" + _uint(codec.VERSION) + _uint(MaskedInput.TAG) + _uint(sender)
+            + _uint(dim) + _uint(modulus - 1) + _bin(packed))
 
 
 def nested_batch_bomb(context: Context, entries: int = 1 << 22, width: int = 8) -> bytes:
@@ -155,14 +173,11 @@ def nested_batch_bomb(context: Context, entries: int = 1 << 22, width: int = 8) 
     """
     if not 0 <= width <= 0xFFFF or not 0 <= entries < 1 << 32:
         raise ValueError("width < 2**16 and entries < 2**32")
-    head = msgpack.packb([codec.VERSION, ShuffledBatch.TAG, *context.to_wire()],
-                         use_bin_type=True)
-    fields = 2 + Context.WIRE_FIELDS
-    assert head[0] == 0x90 | fields
+    empty = codec.encode(ShuffledBatch(context, ()))
+    assert empty[-1] == 0x90  # the empty list of inner envelopes ends the frame
     entry = (bytes([0x90 | width]) if width < 16 else b"\xdc" + width.to_bytes(2, "big")) \
         + b"\x90" * width
-    body = b"\xdd" + entries.to_bytes(4, "big") + entry * entries
-    return bytes([0x90 | (fields + 1)]) + head[1:] + body
+    return empty[:-1] + b"\xdd" + entries.to_bytes(4, "big") + entry * entries
 
 
 def _bomb_outcome(name: str, costs: dict[str, DecodeCost], extra_ok: bool,
