@@ -49,6 +49,7 @@ def _parse_delta(text: str, n: int) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mechanisms.privacy import local_guarantee, shuffled
     from protocol.cli import UsageError
     from shuffler import amplification as amp
 
@@ -88,9 +89,15 @@ def run(args: argparse.Namespace) -> int:
         # "trivial": the bound certifies nothing beyond the (epsilon0, 0) post-processing
         # guarantee that every shuffled epsilon0-LDP protocol has anyway
         trivial = value is not None and (value <= x if args.inverse else value >= x)
+        seconds = round(time.perf_counter() - t0, 4)
+        guarantee = None
+        if value is not None:  # the central guarantee of n shuffled epsilon0-LDP reports
+            eps0, central = (value, x) if args.inverse else (x, value)
+            local = local_guarantee("shuffled reports", eps0, "any pure epsilon0-LDP randomiser")
+            guarantee = shuffled(local, args.n, central, delta, name, info.source).to_json()
         rows.append({"bound": name, "source": info.source, "validity": info.validity,
                      y_name: value, "trivial": trivial, "error": error,
-                     "seconds": round(time.perf_counter() - t0, 4)})
+                     "seconds": seconds, "guarantee": guarantee})
 
     if args.json:
         print(json.dumps({"n": args.n, "delta": delta, x_name: x,

@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from mechanisms.federated import FederatedError, f1_at_k, local_recall, ncr
+    from mechanisms.federated import privacy
     from mechanisms.federated import run as run_mechanism
     from protocol.cli.benchutil import print_json
     from protocol.cli import UsageError
@@ -74,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         "seconds": round(res.seconds, 3),
         "communication": res.communication(),
         "heavy_hitters": [f"{int(x):012x}" for x in res.heavy_hitters],
+        "privacy": privacy(args.mechanism, cfg).to_json(),
     }
     if args.dataset == "words" or args.dataset.endswith(".csv"):
         out["heavy_hitter_words"] = [decode_item(int(x)) for x in res.heavy_hitters]

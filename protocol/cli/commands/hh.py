@@ -198,7 +198,9 @@ def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None
     except FederatedError as exc:
         raise UsageError(str(exc)) from None
     found = {decode(c): float(cnt) for c, cnt in zip(res.heavy_hitters, res.counts)}
-    priv = dict(priv, kind="local", note="one report per user over disjoint groups")
+    priv = priv.to_json({"mechanism": "pem", "oracle": oracle, "epsilon": priv.epsilon,
+                         "delta": priv.delta, "source": priv.theorem, "kind": "local",
+                         "note": "one report per user over disjoint groups"})
     return HHResult("aon" if oracle == "aon" else "pem", found, truth, priv,
                     {"oracle": oracle, "bits": bits, "levels": len(res.lengths),
                      "extension": extension or k, "group_sizes": res.group_sizes[:3],
@@ -227,9 +229,9 @@ def run_sfp(pop, epsilon: float, rng, *, delta: float | None = None, T: int = 20
             central[bound] = shuffled_guarantee(n, epsilon, d, bound)["epsilon"]
         except LDPTransportError as exc:
             central[bound] = f"unavailable: {exc}"
-    priv = {"kind": "local", "mechanism": "sfp", "epsilon": pr.epsilon,
-            "effective_epsilon": pr.effective_epsilon, "delta": 0.0, "source": pr.source,
-            "central_after_shuffling": {"delta": d, **central}}
+    priv = pr.to_json({"kind": "local", "mechanism": "sfp", "epsilon": pr.epsilon,
+                       "effective_epsilon": pr.effective_epsilon, "delta": 0.0,
+                       "source": pr.theorem, "central_after_shuffling": {"delta": d, **central}})
     return HHResult("sfp", found, truncated_truth(pop, sfp.length), priv,
                     {"T": T, "k": sfp.k, "m": sfp.m, "length": sfp.length,
                      "seconds": {"randomize": round(t_rand, 3), "discover": round(t_disc, 3)}})

@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
                         "gamma_2dp": math.floor(gamma * 100) / 100, "m": m})
         out.update({"epsilon": g.epsilon, "delta": g.delta, "theorem": g.theorem,
                     "conditions": {"theta_min": 4, "theta_max": math.sqrt(n), "gamma_min": 1,
-                                   "gamma_max": math.sqrt(n) / (theta + 1)}})
+                                   "gamma_max": math.sqrt(n) / (theta + 1)},
+                    "guarantee": g.to_json()})
         if args.frequency is not None:
             if not 0 < args.frequency <= 1:
                 raise UsageError("--frequency must be in (0, 1]")

@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
         "quantile_rank_error_bound_alpha4": (1 if args.flat else args.max_length) * 3
         * sol.theta / sol.m,
         "parameters": dict(g.parameters),
+        "guarantee": g.to_json(),
     }
     if args.json:
         print_json(out)

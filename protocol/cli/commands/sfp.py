@@ -140,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         "words": [[w, float(c)] for w, c in zip(result.words[:args.top],
                                                 result.counts[:args.top])],
         "seed": args.seed,
+        "guarantee": pr.to_json(),
     }
     if args.json:
         print_json(out)

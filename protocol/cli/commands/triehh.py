@@ -182,14 +182,14 @@ def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
         "multi_word": not prep.data.one_per_user,
         "unit_size": prep.alphabet.unit_size,
         "transport": prep.transport_name,
-        "privacy": {
+        "privacy": _with_guarantee(g, {
             "epsilon": g.epsilon if g else None, "delta": g.delta if g else None,
             "theorem": g.theorem if g else result.guarantee_note,
             "target_epsilon": prep.target_epsilon,
             "theta": int(prep.config.theta), "gamma": float(prep.config.gamma),
             "m": result.m, "L": int(prep.config.max_levels),
             "target_delta": prep.delta,
-        },
+        }),
         "rounds": [
             {"round": r.round, "candidates": r.candidates, "sampled": r.sampled,
              "released": r.released, "seconds": round(r.seconds, 6),
@@ -204,6 +204,11 @@ def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
         "precision": precision(hh, words_in_pop),
         "at_k": [topk_metrics(hh, truth, k).as_dict() for k in ks],
     }
+
+
+def _with_guarantee(g, legacy: dict[str, Any]) -> dict[str, Any]:  # noqa: ANN001
+    """The privacy block: the keys printed so far, then the guarantee's own fields."""
+    return g.to_json(legacy) if g is not None else legacy
 
 
 def run(args: argparse.Namespace) -> int:
