@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .common import FederatedConfig, FederatedResult, PartyReport, aggregate_counts
 from .fedpem import fedpem, gtf
-from .metrics import f1_at_k, local_recall, ncr
+from ..metrics import f1_at_k, local_recall, ncr
 from .parties import FederatedError, Party, Population, PrivacyBudgetError
 from .tap import tap, taps
 from ..privacy import PrivacyGuarantee, local_guarantee

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mechanisms.federated.metrics import f1_at_k
+from mechanisms.metrics import f1_at_k
 from mechanisms.federated.parties import FederatedError, PrivacyBudgetError, top_k_counts
 from mechanisms.pem import pem, pem_privacy
 

@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.commands import sfp as sfp_cmd
     from protocol.cli.commands import triehh as triehh_cmd
     from protocol.cli.commands.hh import load_population
-    from protocol.studies.evaluation import precision, topk_metrics
+    from mechanisms.metrics import precision, topk_metrics
     from shuffler.amplification import local_epsilon
 
     epsilons = _floats(args.epsilons, "--epsilons")
@@ -140,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
             "triehh": {"theta": int(prep.config.theta), "gamma": float(prep.config.gamma),
                        "epsilon": g.guarantee.epsilon if g else None,
                        "delta": g.guarantee.delta if g else None,
-                       "theorem": "Zhu et al. 2020, Corollary 1 / Theorem 1"},
+                       "theorem": "Zhu et al. 2020, Corollary 1 / Theorem 1",
+                       "guarantee": g.guarantee.to_json() if g else None},
             "sfp_local_epsilon": eps0, "sfp_conversion": conversion,
             "sfp_local_epsilon_fmt23": eps0_fmt23,
         }

@@ -2,7 +2,7 @@
 
 One command over the same populations, reporting what each discovered with its true
 rank, precision (fraction of discovered items that occur), recall, precision and F1 at
-K (:mod:`protocol.studies.evaluation`) and the privacy guarantee:
+K (:mod:`mechanisms.metrics`) and the privacy guarantee:
 
 * ``pem`` -- Wang, Li, Jha (TDSC 2019): prefix extension with a frequency oracle
   (``--oracle grr|oue|olh|aon``, default olh); pure local ``epsilon``-LDP (one report
@@ -258,7 +258,7 @@ def run_triehh(pop, epsilon: float, rng, *, delta: float | None = None) -> HHRes
 
 def score(res: HHResult, k: int) -> dict[str, Any]:
     """Precision, recall@K, F1@K and the discovered items with their true ranks."""
-    from protocol.studies.evaluation import precision, rank_of, topk_metrics
+    from mechanisms.metrics import precision, rank_of, topk_metrics
 
     ranks = rank_of(list(res.discovered), res.truth)
     items = sorted(res.discovered.items(), key=lambda kv: (

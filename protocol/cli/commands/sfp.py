@@ -105,6 +105,8 @@ def discover_words(pop, word_of_user, eps0: float, rng, *, word_epsilon: float =
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from mechanisms.metrics import precision as precision_of
+    from mechanisms.metrics import recall_at_k
     from protocol.cli.benchutil import print_json
     from protocol.cli import UsageError
     from protocol.studies.datasets import DatasetError, load_dataset
@@ -125,8 +127,8 @@ def run(args: argparse.Namespace) -> int:
     truncated = {w[: sfp.length] for w in pop.vocabulary}
     top_k = [w[: sfp.length] for w in pop.top(args.top)]
     found = set(result.words)
-    recall = len(found & set(top_k)) / max(1, len(top_k))
-    precision = len(found & truncated) / len(found) if found else 0.0
+    recall = recall_at_k(found, top_k)
+    precision = precision_of(found, truncated, empty=0.0)
     pr = sfp.privacy()
     out = {
         "mechanism": "sfp", "dataset": pop.name, "users": n,

@@ -155,7 +155,7 @@ def run_once(prep: Prepared, transport, rng, show_progress: bool = True):  # noq
 
 def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
     """Metrics and per-word details of one run as a JSON-ready dict."""
-    from protocol.studies.evaluation import precision, rank_of, topk_metrics
+    from mechanisms.metrics import precision, rank_of, topk_metrics
 
     pop = prep.population
     ranking = pop.ranking()

@@ -170,7 +170,7 @@ def _flat_candidates(args: argparse.Namespace, pop) -> tuple[str, ...]:  # noqa:
 def _summary(args, pop, sol, params, hh, levels) -> dict[str, Any]:  # noqa: ANN001
     import numpy as np
 
-    from protocol.studies.evaluation import topk_metrics
+    from mechanisms.metrics import topk_metrics
 
     holders = pop.holders()
     index = {w: i for i, w in enumerate(pop.vocabulary)}
