@@ -14,7 +14,9 @@ OpenDP (every mechanism carries its privacy *map*): the value says
   (parties that see more, e.g. a plaintext aggregator that sees every vote, are not
   covered);
 * an ``(epsilon, delta)`` view (:meth:`PrivacyGuarantee.epsilon_delta`) for the
-  add/remove-one-user relation (``unit``).
+  neighbouring relation the result is stated for (``unit``: add/remove one user for
+  TrieHH and TrieHH++, replace one user's input for amplification by shuffling, any two
+  inputs of one user for local DP).
 
 :meth:`PrivacyGuarantee.to_json` renders it as the JSON object the commands print.
 Amplification by shuffling (``shuffler/amplification.py``) returns plain numbers because
@@ -29,7 +31,8 @@ from typing import Any, Mapping
 
 __all__ = [
     "Citation", "PrivacyGuarantee", "PrivacyGuaranteeError", "LOCAL", "CENTRAL", "MODELS",
-    "ANY_PARTY", "ANALYST", "ANALYST_SHUFFLER_HONEST", "PARTIES", "CITATIONS", "AMPLIFICATION_CITATIONS",
+    "ANY_PARTY", "ANALYST", "ANALYST_SHUFFLER_HONEST", "PARTIES", "ADD_REMOVE", "REPLACE",
+    "ANY_TWO_INPUTS", "CITATIONS", "AMPLIFICATION_CITATIONS",
     "citation_for",
     "local_guarantee", "shuffled",
 ]
@@ -45,6 +48,11 @@ ANALYST = "analyst"
 #: amplification by shuffling: the analyst, if the shuffler hides who sent which report
 ANALYST_SHUFFLER_HONEST = "analyst (shuffler honest)"
 PARTIES = (ANY_PARTY, ANALYST, ANALYST_SHUFFLER_HONEST)
+
+#: neighbouring relations (``PrivacyGuarantee.unit``)
+ADD_REMOVE = "add or remove one user"
+REPLACE = "replace one user's input"
+ANY_TWO_INPUTS = "any two inputs of one user"
 
 
 class PrivacyGuaranteeError(ValueError):
@@ -138,8 +146,8 @@ class PrivacyGuarantee:
         protects_against: the party whose view the guarantee covers (:data:`PARTIES`).
         parameters: the mechanism parameters the guarantee was evaluated at.
         citation: the paper, when recorded.
-        unit: the neighbouring relation ("user": one user's data, added, removed or
-            replaced as the cited result states).
+        unit: the neighbouring relation the cited result is stated for
+            (:data:`ADD_REMOVE`, :data:`REPLACE` or, for local DP, :data:`ANY_TWO_INPUTS`).
 
     Raises:
         PrivacyGuaranteeError: on construction with a negative or NaN epsilon, a delta
@@ -154,7 +162,7 @@ class PrivacyGuarantee:
     protects_against: str
     parameters: Mapping[str, Any] = field(default_factory=dict)
     citation: Citation | None = None
-    unit: str = "user"
+    unit: str = ADD_REMOVE
 
     def __post_init__(self) -> None:
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)) \
@@ -218,7 +226,8 @@ def local_guarantee(mechanism: str, epsilon: float, theorem: str,
         PrivacyGuaranteeError: ``epsilon`` negative or NaN.
     """
     return PrivacyGuarantee(mechanism, float(epsilon), 0.0, theorem, LOCAL, ANY_PARTY,
-                            parameters or {}, citation or citation_for(mechanism))
+                            parameters or {}, citation or citation_for(mechanism),
+                            ANY_TWO_INPUTS)
 
 
 def shuffled(local: PrivacyGuarantee, n: int, epsilon: float, delta: float, bound: str,
@@ -248,4 +257,5 @@ def shuffled(local: PrivacyGuarantee, n: int, epsilon: float, delta: float, boun
     if note is not None:
         params["note"] = note
     return PrivacyGuarantee(local.mechanism, float(epsilon), float(delta), source, CENTRAL,
-                            ANALYST_SHUFFLER_HONEST, params, AMPLIFICATION_CITATIONS.get(bound))
+                            ANALYST_SHUFFLER_HONEST, params, AMPLIFICATION_CITATIONS.get(bound),
+                            REPLACE)
