@@ -1,8 +1,8 @@
-"""Plots of heavy-hitter discovery after Zhu, Kairouz, McMahan, Sun, Li, "Federated Heavy
+"""Plots (and output directories) of heavy-hitter discovery after Zhu, Kairouz, McMahan, Sun, Li, "Federated Heavy
 Hitters Discovery with Differential Privacy" (AISTATS 2020).
 
 The metrics themselves (precision, recall and F1 at K, precision, ranks) are defined once,
-in :mod:`mechanisms.metrics`; they are re-exported here for the studies' callers.
+in :mod:`mechanisms.metrics`.
 
 Plots use matplotlib with the Agg backend (no display needed): discovery rate
 against true frequency with the Proposition 1 worst-case curve (Figure 3 style) and
@@ -14,12 +14,24 @@ import pathlib
 
 import numpy as np
 
-from mechanisms.metrics import TopKMetrics, precision, rank_of, topk_metrics
+__all__ = ["plot_discovery_rate", "plot_recall_at_k", "pyplot", "output_dir"]
 
-__all__ = [
-    "TopKMetrics", "topk_metrics", "precision", "rank_of", "plot_discovery_rate",
-    "plot_recall_at_k", "pyplot",
-]
+
+def output_dir(path: str | pathlib.Path) -> pathlib.Path:
+    """Create the output directory ``path`` (and its parents) if needed.
+
+    Raises:
+        protocol.studies.errors.StudyError: it cannot be created (a file in the way,
+            no permission).
+    """
+    from protocol.studies.errors import StudyError
+
+    out = pathlib.Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StudyError(f"cannot create {out}: {exc.strerror}") from None
+    return out
 
 
 def pyplot():  # noqa: ANN201
