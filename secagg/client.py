@@ -340,6 +340,8 @@ class SecAggClient:
         """Checks on a survivor set; returns the alive neighbours."""
         if not alive[self.index]:
             raise _Abort(AbortReason.SELF_NOT_ALIVE)
+        if any(not alive[r] for r in self.config.required):
+            raise _Abort(AbortReason.REQUIRED_PARTICIPANT_MISSING)
         alive_n = [v for v in self.neighbours if alive[v]]
         for v in alive_n:
             if v not in self._held_b:
