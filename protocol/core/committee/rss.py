@@ -147,8 +147,9 @@ class CommitteeParty:
             raise ValueError("the randomness source returned a short key")
         self._own: _Stream | None = None
         self._prev: _Stream | None = None
-        self.view = {"keys_received": [], "received": [], "input_share": None,
-                     "opened_bits": None, "opened_counts": None}
+        self.view = {"own_key": self._own_key, "keys_received": [], "received": [],
+                     "input_share": None, "components": None, "opened_bits": None,
+                     "opened_counts": None}
 
     # -------------------------------------------------------------- validation
 
@@ -215,6 +216,7 @@ class CommitteeParty:
         c = self._check_words("input", sender, comp, self._m)
         self._record("input", sender, c)
         self._x = (self._c_own, c)
+        self.view["components"] = (self._c_own.copy(), c.copy())
 
     # -------------------------------------------------------------- comparison
 
@@ -224,15 +226,19 @@ class CommitteeParty:
         return z ^ self._zero_share(z.size, False)
 
     def begin_compare(self, theta: int) -> None:
-        """Boolean components of ``y = x - theta`` and the first AND (carry-save)."""
+        """Boolean summands of ``y = x - theta`` and the inputs of the carry-save AND.
+
+        ``theta`` is subtracted from component ``c_0``, which ``P0`` holds first and
+        ``P2`` second.
+        """
         m, mask = self._m, self.mask
-        c0, c1 = self._x
-        if self.index == 0:  # P0 holds (c0, c1)
-            y = ((c0 - np.uint64(theta)) & mask, c1)
-        elif self.index == 2:  # P2 holds (c2, c0)
-            y = (c0, (c1 - np.uint64(theta)) & mask)
+        first, second = self._x
+        if self.index == 0:
+            y = ((first - np.uint64(theta)) & mask, second)
+        elif self.index == 2:
+            y = (first, (second - np.uint64(theta)) & mask)
         else:
-            y = (c0, c1)
+            y = (first, second)
         zero = np.zeros(m, dtype=np.uint64)
         # boolean summand j: component j = c_j of y, others 0; P_i holds (j==i, j==i+1)
         i = self.index
@@ -371,8 +377,10 @@ class CommitteeOutcome:
     Attributes:
         passed: boolean vector, ``x >= theta`` for every candidate.
         counts: ``x`` at the passing positions (``None`` when counts stay hidden).
-        views: per party: keys received, its input share, every received message
-            ``(step, sender, words)``, the opened bits and counts.
+        views: per party: its own key and the key received, its input share, its
+            replicated components ``(c_i, c_{i+1})`` (a function of the former),
+            every received message ``(step, sender, words)``, the opened bits and
+            counts.
         seconds: CPU seconds per party.
         bytes_sent: bytes each party sent.
         comparisons: ``m``.
