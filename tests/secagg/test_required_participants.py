@@ -12,15 +12,21 @@ from secagg.errors import ParameterError
 from secagg.state import AbortReason, ServerState
 
 
+NONCE = bytes(range(32))
+
+
 def _config(required: frozenset[int]):  # noqa: ANN202
-    return dataclasses.replace(make_config(8, 3, modulus=1 << 16), required=required)
+    return dataclasses.replace(make_config(8, 3, modulus=1 << 16, server_nonce=NONCE),
+                               required=required)
 
 
 def test_required_is_bound_into_the_session_id() -> None:
-    base = make_config(8, 3, modulus=1 << 16)
+    base = make_config(8, 3, modulus=1 << 16, server_nonce=NONCE)
+    assert _config(frozenset()).base_session == base.base_session
     assert _config(frozenset()).session == base.session
+    assert _config(frozenset({6, 7})).base_session != base.base_session
     assert _config(frozenset({6, 7})).session != base.session
-    assert _config(frozenset({6, 7})).session != _config(frozenset({6})).session
+    assert _config(frozenset({6, 7})).base_session != _config(frozenset({6})).base_session
     with pytest.raises(ParameterError):
         _config(frozenset({8}))
 

@@ -56,8 +56,9 @@ from protocol.core.contract import (
 from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
 from protocol.core.secagg_engine import Dropout, SecAggRun, run_secagg
 from protocol.core.transports.secagg_transport import spec_context
+from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.errors import ParameterError
-from secagg.params import find_params
+from secagg.params import default_grinding_bits, find_params
 from secagg.state import AbortReason, SessionConfig
 
 __all__ = ["ThresholdTransport", "HELPERS"]
@@ -89,7 +90,8 @@ class ThresholdTransport(Transport):
         simulate: derive all keys and blinding vectors from the ``rng`` of
             ``run_round`` (reproducible, insecure); ``False`` uses OS randomness.
         corrupt_fraction, sigma, eta, grinding_bits: secure-aggregation threat model
-            (:func:`secagg.params.find_params`).
+            (:func:`secagg.params.find_params`; ``grinding_bits=None`` takes
+            :func:`secagg.params.default_grinding_bits`, as the secagg transport does).
         committee_hook: ``hook(step, sender, recipient, payload)`` on every committee
             message (attack studies and tests model a faulty helper with it).
 
@@ -101,7 +103,7 @@ class ThresholdTransport(Transport):
 
     def __init__(self, graph: str = "harary", malicious: bool = False, dropout: float = 0.0,
                  simulate: bool = False, corrupt_fraction: float = 0.05, sigma: int = 40,
-                 eta: int = 20, grinding_bits: int = 0,
+                 eta: int = 20, grinding_bits: int | None = None,
                  committee_hook: Hook | None = None) -> None:
         if graph not in ("harary", "complete"):
             raise ValueError("graph must be 'harary' or 'complete'")
@@ -155,11 +157,12 @@ class ThresholdTransport(Transport):
                                  dropout_rate=max(0.05, self.dropout),
                                  corrupt_fraction=self.corrupt_fraction, sigma=self.sigma,
                                  eta=self.eta, malicious=self.malicious,
-                                 grinding_bits=self.grinding_bits)
+                                 grinding_bits=self.grinding_bits
+                                 if self.grinding_bits is not None else default_grinding_bits(
+                                     total, max(0.05, self.dropout), graph=self.graph,
+                                     malicious=self.malicious))
         except ParameterError as exc:
             raise AggregationAborted("no_secagg_parameters", str(exc)) from None
-        config = SessionConfig(params, tuple(range(total)), spec_context(spec), dim, modulus,
-                               malicious=self.malicious, required=frozenset(helper_pos))
         if self.simulate:
             base = insecure_deterministic_randomness(int(rng.integers(0, 1 << 63)),
                                                      "threshold-transport")
@@ -170,6 +173,10 @@ class ThresholdTransport(Transport):
             secagg_rand, helper_rand = OsRandom(), [OsRandom(), OsRandom()]
             committee_rand = [OsRandom(), OsRandom(), OsRandom()]
         blinds = [_uniform(r, dim, modulus) for r in helper_rand]
+        # every attempt draws a fresh server nonce (see docs/secagg-primitives.md)
+        config = SessionConfig(params, tuple(range(total)), spec_context(spec), dim, modulus,
+                               malicious=self.malicious, required=frozenset(helper_pos),
+                               server_nonce=secagg_rand.token_bytes(FRESH_NONCE_BYTES))
 
         def input_of(i: int) -> np.ndarray:
             return blinds[i - n] if i >= n else client_input(i)
