@@ -56,9 +56,3 @@ class Transcript:
         (enough to strip every mask off its input)?"""
         t = self.threshold
         return len(self.b_share_holders(peer)) >= t and len(self.s_share_holders(peer)) >= t
-
-    def bytes_by_round(self) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for e in self.envelopes:
-            out[e.round] = out.get(e.round, 0) + e.size
-        return out
