@@ -56,9 +56,7 @@ from protocol.core.secagg_transcript import EnvelopeRecord, Transcript
 from secagg import crypto
 from secagg.client import SecAggClient
 from secagg.errors import ParameterError, SecAggError
-from secagg.messages import (
-    AdvertiseKeys, ConsistencySignature, MaskedInput, ShareKeys, UnmaskShares,
-)
+from secagg.messages import UnmaskShares
 from secagg.server import SecAggServer
 from secagg.state import AbortReason, ClientState, ServerState, SessionConfig
 
@@ -68,11 +66,6 @@ __all__ = ["Envelope", "EnvelopeRecord", "Dropout", "Transcript", "SecAggRun", "
 #: the sender/recipient name of the server in envelopes
 SERVER = -1
 
-_CLIENT_ROUND = {AdvertiseKeys: 0, ShareKeys: 1, MaskedInput: 2, ConsistencySignature: 3,
-                 UnmaskShares: 4}
-_SERVER_NEXT_ROUND = {ServerState.COLLECT_SHARES: 1, ServerState.COLLECT_INPUTS: 2,
-                      ServerState.COLLECT_SIGNATURES: 3, ServerState.COLLECT_UNMASK: 4}
-_SERVER_ROUND = {ServerState.COLLECT_KEYS: 0, **_SERVER_NEXT_ROUND}
 
 
 @dataclass(frozen=True)
@@ -267,7 +260,7 @@ class SecAggSimulation:
         out = []
         for m in msgs:
             t0 = time.process_time()
-            env = Envelope(c, SERVER, _CLIENT_ROUND[type(m)], codec.encode(m))
+            env = Envelope(c, SERVER, type(m).ROUND, codec.encode(m))
             self.codec_cpu += time.process_time() - t0
             self.up[c] += len(env.data)
             if isinstance(m, UnmaskShares):
@@ -351,7 +344,7 @@ class SecAggSimulation:
             raise SecAggError("the session is over: no round to close")
         srv, adversary, transcript, drop = self.server, self.adversary, self.transcript, self.drop
         deliver_up, deliver_down, pending = self.deliver_up, self.deliver_down, self.pending
-        round_no = _SERVER_ROUND[srv.state]
+        round_no = srv.round  # the round being closed (messages' ROUND, see secagg.messages)
         if adversary is not None:
             for e in adversary(round_no, "up", pending):
                 deliver_up(e)
@@ -359,7 +352,7 @@ class SecAggSimulation:
         t0 = time.process_time()
         out = srv.close_round()
         self.srv_cpu += time.process_time() - t0
-        next_round = _SERVER_NEXT_ROUND.get(srv.state)
+        next_round = srv.round
         if next_round is not None:
             drop(next_round)
         downs = []
@@ -444,12 +437,15 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
 def make_config(n: int, dim: int, *, graph: str = "complete", degree: int | None = None,
                 threshold: int | None = None, modulus: int = 1 << 32,
                 malicious: bool = False, context: bytes = b"fedhh test session",
-                participants: Sequence[int] | None = None) -> SessionConfig:
+                participants: Sequence[int] | None = None, rand: Any = None,
+                server_nonce: bytes | None = None) -> SessionConfig:
     """A session with explicit parameters (tests, small simulations).
 
     ``degree`` defaults to ``n - 1`` (complete) and ``threshold`` to a strict majority
     of the degree; use :func:`secagg.params.find_params` for parameters derived from a
-    threat model.
+    threat model. Every call is a fresh attempt: the server nonce is drawn from ``rand``
+    (default ``OsRandom``) unless ``server_nonce`` is given (tests that replay an
+    attempt).
 
     Raises:
         ParameterError: inconsistent parameters.
@@ -459,5 +455,9 @@ def make_config(n: int, dim: int, *, graph: str = "complete", degree: int | None
     k = n - 1 if degree is None else degree
     t = k // 2 + 1 if threshold is None else threshold
     params = SecAggParams(n=n, degree=k, threshold=t, graph=graph, malicious=malicious)
+    if server_nonce is None:
+        server_nonce = (rand if rand is not None else OsRandom()).token_bytes(
+            crypto.FRESH_NONCE_BYTES)
     return SessionConfig(params, tuple(participants) if participants is not None
-                         else tuple(range(n)), context, dim, modulus, malicious=malicious)
+                         else tuple(range(n)), context, dim, modulus, malicious=malicious,
+                         server_nonce=server_nonce)
