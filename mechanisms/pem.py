@@ -31,6 +31,8 @@ from typing import Sequence
 
 import numpy as np
 
+from protocol.core.contract import Transport
+
 from .federated.core import LevelResult, PartySession, level_lengths, top_indices
 from .federated.common import walk_levels
 from .federated.parties import FederatedError, Party, split_sizes
@@ -64,7 +66,8 @@ class PEMResult:
 
 def pem(items: np.ndarray, bits: int, k: int, epsilon: float, *, oracle: str = "grr",
         levels: int | None = None, lengths: Sequence[int] | None = None,
-        extension: int | None = None, rng: np.random.Generator) -> PEMResult:
+        extension: int | None = None, rng: np.random.Generator,
+        transport: Transport | None = None) -> PEMResult:
     """Run PEM on one population of ``bits``-bit items.
 
     Args:
@@ -79,9 +82,15 @@ def pem(items: np.ndarray, bits: int, k: int, epsilon: float, *, oracle: str = "
             ``levels``), e.g. start at ``ceil(log2 k)`` bits as in Wang et al.
         extension: prefixes kept per level (default ``k``).
         rng: randomness for grouping and for the users' coins.
+        transport: carries each level's reports to the server (default: plaintext);
+            any transport whose kinds fit the oracle (reports: plaintext, shuffler;
+            support vectors: secure aggregation). The release is the same on every
+            transport for the same ``rng`` (the transport's randomness is spawned
+            from ``rng`` without drawing from it).
 
     Raises:
-        FederatedError: on invalid parameters.
+        FederatedError: on invalid parameters, or reports the transport cannot carry.
+        protocol.core.contract.AggregationAborted: the transport aborted a level.
     """
     if k < 1:
         raise FederatedError("k must be >= 1")
@@ -97,7 +106,7 @@ def pem(items: np.ndarray, bits: int, k: int, epsilon: float, *, oracle: str = "
         raise FederatedError(f"{party.size} users cannot fill {len(lengths)} groups")
     if bits < 64 and np.any(party.items >= np.uint64(1) << np.uint64(bits)):
         raise FederatedError(f"an item has more than {bits} bits")
-    session = PartySession(party, bits, epsilon, oracle, rng)
+    session = PartySession(party, bits, epsilon, oracle, rng, transport)
     sizes = [int(s) for s in split_sizes(party.size, np.ones(len(lengths)))]
     t = k if extension is None else int(extension)
     if t < 1:

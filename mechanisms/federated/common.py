@@ -13,6 +13,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from protocol.core.contract import Transport
+
 from .adaptive import extension_number
 from .core import LevelResult, PartySession, construct, top_indices
 from .parties import FederatedError, Population
@@ -181,15 +183,17 @@ def aggregate_counts(items: Sequence[np.ndarray], counts: Sequence[np.ndarray],
     return uniq[order], tot[order]
 
 
-def make_sessions(pop: Population, cfg: FederatedConfig,
-                  rng: np.random.Generator) -> list[PartySession]:
-    """One :class:`PartySession` per party, each with its own child generator.
+def make_sessions(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
+                  transport: Transport | None = None) -> list[PartySession]:
+    """One :class:`PartySession` per party, each with its own child generator, all
+    carrying their oracle rounds over ``transport`` (default: plaintext).
 
     Raises:
         FederatedError: never for a valid population (kept for the interface).
     """
     seeds = rng.spawn(len(pop.parties))
-    return [PartySession(p, pop.bits, cfg.epsilon, cfg.oracle, r) for p, r in zip(pop.parties, seeds)]
+    return [PartySession(p, pop.bits, cfg.epsilon, cfg.oracle, r, transport)
+            for p, r in zip(pop.parties, seeds)]
 
 
 def walk_levels(session: PartySession, lengths: list[int], group_sizes: list[int],

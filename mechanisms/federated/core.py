@@ -34,6 +34,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mechanisms.fo.rounds import run_oracle_round
+from protocol.core.contract import ContractError, Transport, plaintext_transport
+
 from .oracle import make_oracle
 from .parties import FederatedError, Party, ReportLedger, UserPool, prefixes
 
@@ -124,8 +127,12 @@ class PartySession:
         party: the party.
         bits: item length ``m``.
         epsilon: the per-report privacy budget.
-        oracle: frequency oracle name ("grr", "oue", "olh").
+        oracle: frequency oracle name ("grr", "oue", "olh", "aon").
         rng: simulation randomness (user grouping and the users' own coins).
+        transport: carries every level's reports from the group to the party
+            (:func:`mechanisms.fo.rounds.run_oracle_round`); ``None`` is the plaintext
+            transport. Its randomness is a child spawned from ``rng``, which leaves
+            ``rng``'s own stream (grouping, coins) the same on every transport.
     """
 
     party: Party
@@ -133,13 +140,19 @@ class PartySession:
     epsilon: float
     oracle: str
     rng: np.random.Generator
+    transport: Transport | None = None
     pool: UserPool = field(init=False)
     ledger: ReportLedger = field(init=False)
     reports_sent: int = field(init=False, default=0)
+    rounds: int = field(init=False, default=0)
+    anonymous_rounds: int = field(init=False, default=0)
+    _transport_rng: np.random.Generator | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.pool = UserPool(self.party.size, self.rng)
         self.ledger = ReportLedger(self.party.name, self.party.size)
+        if self.transport is None:
+            self.transport = plaintext_transport()
 
     @property
     def name(self) -> str:
@@ -157,8 +170,10 @@ class PartySession:
         """Every user in ``users`` reports her ``length``-bit prefix once over ``domain``.
 
         Raises:
-            FederatedError: on an empty group or empty domain.
+            FederatedError: on an empty group or empty domain, or reports the
+                transport cannot carry.
             PrivacyBudgetError: if a user has already reported.
+            protocol.core.contract.AggregationAborted: the transport aborted.
         """
         domain = np.asarray(domain, dtype=np.uint64)
         if users.size == 0:
@@ -175,6 +190,17 @@ class PartySession:
         idx = np.where(inside, pos_c, domain.size).astype(np.int64)
         fo = make_oracle(self.oracle, self.epsilon, int(domain.size), dummy=not complete)
         reports = fo.randomize(idx, self.rng)
-        freqs = np.asarray(fo.estimate(reports), dtype=float)
-        sigma = math.sqrt(fo.variance(int(users.size)))
-        return LevelResult(length, domain, freqs, int(users.size), sigma)
+        if self._transport_rng is None:
+            self._transport_rng = self.rng.spawn(1)[0]  # no draw from rng's own stream
+        assert self.transport is not None
+        try:
+            rnd = run_oracle_round(fo, reports, self.transport, self._transport_rng,
+                                   task=f"fedhh-fo/{self.name}", round=self.rounds)
+        except ContractError as exc:
+            raise FederatedError(f"party {self.name!r}: {fo.name} reports cannot travel "
+                                 f"over {self.transport.name}: {exc}") from None
+        self.rounds += 1
+        self.anonymous_rounds += int(rnd.anonymous)
+        freqs = np.asarray(rnd.estimates(fo), dtype=float)
+        sigma = math.sqrt(fo.variance(rnd.n))
+        return LevelResult(length, domain, freqs, rnd.n, sigma)

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from protocol.core.contract import Transport
+
 from .common import (Communication, FederatedConfig, FederatedResult, PartyReport,
                      aggregate_counts, make_sessions, timer, walk_levels)
 from .core import PartySession, level_lengths, top_indices
@@ -47,12 +49,13 @@ def local_pem(session: PartySession, bits: int,
     return res.domain[top], res.freqs[top], ts
 
 
-def _local_pem_everywhere(pop: Population, cfg: FederatedConfig, rng: np.random.Generator
+def _local_pem_everywhere(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
+                          transport: Transport | None
                           ) -> tuple[list[np.ndarray], list[np.ndarray], list[PartyReport]]:
     """Run PEM in every party: its top-k items, their estimated frequencies and its
     report (estimated counts = frequency x party size)."""
     items, freqs, reports = [], [], []
-    for s in make_sessions(pop, cfg, rng):
+    for s in make_sessions(pop, cfg, rng, transport):
         hh, f, ts = local_pem(s, pop.bits, cfg)
         items.append(hh)
         freqs.append(f)
@@ -62,7 +65,8 @@ def _local_pem_everywhere(pop: Population, cfg: FederatedConfig, rng: np.random.
     return items, freqs, reports
 
 
-def fedpem(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> FederatedResult:
+def fedpem(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
+        transport: Transport | None = None) -> FederatedResult:
     """Run FedPEM (Algorithm 1): PEM per party, the server sums local top-k counts.
 
     PEM extends a fixed ``t = k`` prefixes per level (``cfg.extension`` is used only when
@@ -72,20 +76,21 @@ def fedpem(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> F
         FederatedError: on invalid inputs.
     """
     t0 = timer()
-    items, freqs, reports = _local_pem_everywhere(pop, cfg, rng)
+    items, freqs, reports = _local_pem_everywhere(pop, cfg, rng, transport)
     counts = [r.counts for r in reports]
     top, score = aggregate_counts(items, counts, cfg.k)
     return FederatedResult("fedpem", top, score, reports, timer() - t0, pop.bits)
 
 
-def gtf(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> FederatedResult:
+def gtf(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
+        transport: Transport | None = None) -> FederatedResult:
     """Run the GTF baseline (see the module docstring for how it was inferred).
 
     Raises:
         FederatedError: on invalid inputs.
     """
     t0 = timer()
-    items, freqs, reports = _local_pem_everywhere(pop, cfg, rng)
+    items, freqs, reports = _local_pem_everywhere(pop, cfg, rng, transport)
     allv = np.concatenate(items)
     uniq, inv = np.unique(allv, return_inverse=True)
     votes = np.bincount(inv, minlength=uniq.size)

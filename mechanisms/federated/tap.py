@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from protocol.core.contract import Transport
+
 from .common import (Communication, FederatedConfig, FederatedResult, PartyReport,
                      aggregate_counts, make_sessions, timer, walk_levels)
 from .core import PartySession, construct, level_lengths, top_indices
@@ -82,7 +84,8 @@ def _phase_two_sizes(remaining: int, n_levels: int) -> list[int]:
     return list(split_sizes(remaining, np.ones(n_levels)))
 
 
-def tap(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> FederatedResult:
+def tap(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
+        transport: Transport | None = None) -> FederatedResult:
     """Run TAP (Algorithm 3).
 
     With ``cfg.shared_trie = False`` Phase I is skipped and every party runs all ``g``
@@ -92,7 +95,7 @@ def tap(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> Fede
         FederatedError: on invalid inputs.
     """
     t0 = timer()
-    sessions = make_sessions(pop, cfg, rng)
+    sessions = make_sessions(pop, cfg, rng, transport)
     comms = [Communication() for _ in sessions]
     lengths = level_lengths(pop.bits, cfg.levels)
     if cfg.shared_trie:
@@ -155,7 +158,8 @@ def consensus_set(a: np.ndarray, b: np.ndarray, k: int, epsilon: float,
     return best_set, best_kp
 
 
-def taps(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> FederatedResult:
+def taps(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
+        transport: Transport | None = None) -> FederatedResult:
     """Run TAPS (Algorithm 4): TAP with sequential Phase II and consensus-based pruning.
 
     Raises:
@@ -163,7 +167,7 @@ def taps(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> Fed
     """
     t0 = timer()
     order = np.argsort(-pop.sizes, kind="stable")
-    sessions_all = make_sessions(pop, cfg, rng)
+    sessions_all = make_sessions(pop, cfg, rng, transport)
     sessions = [sessions_all[i] for i in order]
     comms = [Communication() for _ in sessions]
     lengths = level_lengths(pop.bits, cfg.levels)
