@@ -59,7 +59,7 @@ from protocol.core.contract import Cost, Transport
 __all__ = [
     "DEFAULT_BOUND", "TRANSPORTS", "LDPTransportError", "LDPRun", "support_vectors",
     "vector_modulus", "report_size", "encode_reports", "decode_reports", "estimate_from_counts",
-    "shuffled_guarantee", "run_ldp",
+    "shuffled_guarantee", "run_ldp", "support_vectors_fit", "sfp_privacy",
 ]
 
 DEFAULT_BOUND = "fmt23_numerical"
@@ -167,6 +167,43 @@ def shuffled_guarantee(n: int, epsilon0: float, delta: float | None = None,
         out["note"] = f"outside the bound's theorem ({exc}); trivial bound epsilon0"
     except ValueError as exc:
         raise LDPTransportError(str(exc)) from None
+    return out
+
+
+def sfp_privacy(local: Any, n: int, anonymous: bool, delta: float | None = None,
+                bounds: tuple[str, ...] = ("fmt23_numerical", "bbgn19_triehh")
+                ) -> dict[str, Any]:
+    """SFP's guarantee for the path its reports actually took.
+
+    Args:
+        local: the SFP's local guarantee (:meth:`mechanisms.sfp.SFP.privacy`).
+        n: users whose reports were aggregated.
+        anonymous: the reports reached the analyst as an anonymous multiset
+            (:attr:`mechanisms.sfp.SFPAggregate.anonymous`: a report round over the
+            shuffler). Only then is the amplified central epsilon reported, under
+            ``central_after_shuffling``; otherwise that entry is ``None`` and the
+            guarantee is the local epsilon alone.
+        delta: central delta of the amplified guarantee (default ``1/n^2``).
+        bounds: amplification bounds to evaluate.
+
+    Returns:
+        ``{"kind": "local", "mechanism", "epsilon", "effective_epsilon", "delta",
+        "source", "central_after_shuffling"}``.
+    """
+    out: dict[str, Any] = {"kind": "local", "mechanism": "sfp", "epsilon": local.epsilon,
+                           "effective_epsilon": local.effective_epsilon, "delta": 0.0,
+                           "source": local.source, "central_after_shuffling": None}
+    if not anonymous:
+        out["note"] = "reports not shuffled: local epsilon only"
+        return out
+    d = 1.0 / n ** 2 if delta is None else delta
+    central: dict[str, Any] = {"delta": d}
+    for bound in bounds:
+        try:
+            central[bound] = shuffled_guarantee(n, local.epsilon, d, bound)["epsilon"]
+        except LDPTransportError as exc:
+            central[bound] = f"unavailable: {exc}"
+    out["central_after_shuffling"] = central
     return out
 
 
