@@ -22,7 +22,7 @@ heavy hitters.
 Privacy: a user reports exactly once, with an epsilon-LDP oracle, over a domain that
 depends only on earlier groups' sanitised reports, so PEM is epsilon-LDP (post-processing;
 the group of a user is chosen independently of her item). The one-report rule is
-enforced by a ledger (:class:`mechanisms.federated.parties.ReportLedger`).
+enforced by a ledger (:class:`mechanisms.prefix_tree.levels.ReportLedger`).
 """
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ import numpy as np
 
 from protocol.core.contract import Transport
 
-from .federated.core import LevelResult, PartySession, level_lengths, top_indices
-from .federated.common import walk_levels
-from .federated.parties import FederatedError, Party, split_sizes
+from .federated.parties import FederatedError
+from .prefix_tree.levels import (LevelResult, Party, PartySession, level_lengths, split_sizes,
+                                 top_indices, walk_levels)
 
 __all__ = ["PEMResult", "pem", "pem_privacy"]
 
@@ -76,7 +76,7 @@ def pem(items: np.ndarray, bits: int, k: int, epsilon: float, *, oracle: str = "
         k: number of heavy hitters.
         epsilon: per-report privacy budget.
         oracle: "grr", "oue", "olh" or "aon" (any name known to
-            :func:`mechanisms.federated.oracle.make_oracle`).
+            :func:`mechanisms.prefix_tree.levels.make_oracle`).
         levels: number of groups ``g`` (default ``m / 2``: 2-bit steps).
         lengths: explicit increasing prefix lengths ending at ``bits`` (overrides
             ``levels``), e.g. start at ``ceil(log2 k)`` bits as in Wang et al.

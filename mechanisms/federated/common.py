@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from protocol.core.contract import Transport
 
 from .adaptive import extension_number
-from .core import LevelResult, PartySession, construct, top_indices
+from mechanisms.prefix_tree.levels import LevelResult, PartySession, top_indices
+
 from .parties import FederatedError, Population
 
 __all__ = ["FederatedConfig", "PartyReport", "FederatedResult", "aggregate_counts",
-           "walk_levels", "make_sessions", "Communication"]
+           "make_sessions", "Communication"]
 
 COUNT_BITS = 32
 
@@ -194,45 +195,6 @@ def make_sessions(pop: Population, cfg: FederatedConfig, rng: np.random.Generato
     seeds = rng.spawn(len(pop.parties))
     return [PartySession(p, pop.bits, cfg.epsilon, cfg.oracle, r, transport)
             for p, r in zip(pop.parties, seeds)]
-
-
-def walk_levels(session: PartySession, lengths: list[int], group_sizes: list[int],
-                kept: np.ndarray | None, prev_length: int,
-                choose_t: Callable[[LevelResult], int]) -> tuple[LevelResult, np.ndarray, list[int]]:
-    """Run consecutive levels of one party's trie (Construct + Estimate + extend).
-
-    Args:
-        session: the party.
-        lengths: prefix lengths of the levels to run.
-        group_sizes: users per level (disjoint groups drawn from the session's pool).
-        kept: prefixes kept at the previous level (``None``: start from the full
-            domain of the first length).
-        prev_length: prefix length of ``kept``.
-        choose_t: ``LevelResult -> int``, the extension number.
-
-    Returns:
-        ``(last level result, prefixes kept at the last level, t per level)``.
-
-    Raises:
-        FederatedError: if the lengths and group sizes disagree or a group is empty.
-        PrivacyBudgetError: if a user would report twice.
-    """
-    if len(lengths) != len(group_sizes) or not lengths:
-        raise FederatedError("need one group size per level")
-    ts = []
-    res = None
-    for length, n in zip(lengths, group_sizes):
-        if kept is None:
-            domain = np.arange(1 << length, dtype=np.uint64)
-        else:
-            domain = construct(kept, prev_length, length)
-        res = session.estimate(session.take(n), length, domain)
-        t = choose_t(res)
-        ts.append(int(t))
-        kept = res.domain[top_indices(res.freqs, t)]
-        prev_length = length
-    assert res is not None
-    return res, kept, ts
 
 
 def timer() -> float:

@@ -24,8 +24,8 @@ import numpy as np
 from protocol.core.contract import Transport
 
 from .common import (Communication, FederatedConfig, FederatedResult, PartyReport,
-                     aggregate_counts, make_sessions, timer, walk_levels)
-from .core import PartySession, level_lengths, top_indices
+                     aggregate_counts, make_sessions, timer)
+from mechanisms.prefix_tree.levels import PartySession, level_lengths, top_indices, walk_levels
 from .parties import Population, split_sizes
 
 __all__ = ["fedpem", "gtf", "local_pem"]

@@ -44,8 +44,8 @@ import numpy as np
 from protocol.core.contract import Transport
 
 from .common import (Communication, FederatedConfig, FederatedResult, PartyReport,
-                     aggregate_counts, make_sessions, timer, walk_levels)
-from .core import PartySession, construct, level_lengths, top_indices
+                     aggregate_counts, make_sessions, timer)
+from mechanisms.prefix_tree.levels import PartySession, construct, level_lengths, top_indices, walk_levels
 from .parties import FederatedError, Population, split_sizes
 
 __all__ = ["tap", "taps", "shared_shallow_trie", "consensus_set", "pruning_levels"]
