@@ -84,11 +84,6 @@ class Population:
         """The global top-``k`` items ``R^k_T`` (ties broken by the smaller item id)."""
         return top_k_counts(self.all_items(), k)[0]
 
-    def local_top_k(self, k: int) -> list[np.ndarray]:
-        """Each party's own top-``k`` items."""
-        return [top_k_counts(p.items, k)[0] for p in self.parties]
-
-
 def top_k_counts(items: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-``k`` items of a multiset and their counts, most frequent first.
 

@@ -120,11 +120,6 @@ class AoN(FrequencyOracle):
         pi, r = self.pi, self.r
         return pi, pi * pi + r * pi * (1.0 - pi)
 
-    @property
-    def report_probability(self) -> float:
-        """``P[a user sends a non-bottom report] = pi + (1 - pi) r``."""
-        return self.pi + (1.0 - self.pi) * self.r
-
     def respond(self, values: Any, keys: np.ndarray, rng: np.random.Generator) -> AoNReports:
         """Algorithm 1 with given keys (the step after drawing the keys; for tests).
 

@@ -153,11 +153,6 @@ class FrequencyOracle(abc.ABC):
         return int(self.domain_size) + int(bool(self.dummy))
 
     @property
-    def dummy_item(self) -> int | None:
-        """Index of the dummy item (``domain_size``) or ``None`` without one."""
-        return int(self.domain_size) if self.dummy else None
-
-    @property
     @abc.abstractmethod
     def support_probabilities(self) -> tuple[float, float]:
         """``(p*, q*)``: probability that a report supports its own value / another value."""

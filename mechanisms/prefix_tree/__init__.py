@@ -21,7 +21,7 @@ representations of the same tree:
 from __future__ import annotations
 
 from .levels import (ORACLES, LevelError, LevelResult, Party, PartySession, PrivacyBudgetError,
-                     ReportLedger, UserPool, construct, full_domain, level_lengths, make_oracle,
+                     ReportLedger, UserPool, construct, level_lengths, make_oracle,
                      prefixes, split_sizes, top_indices, walk_levels)
 from .trie import (DEFAULT_MAX_CANDIDATES, NO_NODE, NO_UNIT, ROOT, Candidates, CandidateSetTooLarge, PrefixTreeError,
                    PrefixTrie, UnitAlphabet)
@@ -30,6 +30,6 @@ __all__ = [
     "DEFAULT_MAX_CANDIDATES", "NO_UNIT", "NO_NODE", "ROOT", "PrefixTreeError", "CandidateSetTooLarge", "UnitAlphabet",
     "Candidates", "PrefixTrie",
     "ORACLES", "LevelError", "LevelResult", "Party", "PartySession", "PrivacyBudgetError",
-    "ReportLedger", "UserPool", "construct", "full_domain", "level_lengths", "make_oracle",
+    "ReportLedger", "UserPool", "construct", "level_lengths", "make_oracle",
     "prefixes", "split_sizes", "top_indices", "walk_levels",
 ]

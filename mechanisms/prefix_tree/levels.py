@@ -60,7 +60,7 @@ from .trie import PrefixTreeError
 
 __all__ = [
     "LevelError", "PrivacyBudgetError", "Party", "ReportLedger", "UserPool", "prefixes",
-    "split_sizes", "level_lengths", "construct", "full_domain", "LevelResult",
+    "split_sizes", "level_lengths", "construct", "LevelResult",
     "PartySession", "top_indices", "walk_levels", "make_oracle", "ORACLES",
 ]
 
@@ -233,17 +233,6 @@ def level_lengths(bits: int, levels: int) -> list[int]:
     if not 1 <= levels <= bits:
         raise LevelError(f"need 1 <= levels <= bits, got levels={levels}, bits={bits}")
     return [math.ceil(h * bits / levels) for h in range(1, levels + 1)]
-
-
-def full_domain(length: int) -> np.ndarray:
-    """All ``length``-bit prefixes (the first level's domain).
-
-    Raises:
-        LevelError: if the domain would exceed ``2**22`` prefixes.
-    """
-    if length < 0 or (1 << length) > MAX_DOMAIN:
-        raise LevelError(f"a full domain of {length} bits is too large")
-    return np.arange(1 << length, dtype=np.uint64)
 
 
 def construct(kept: np.ndarray, old_length: int, new_length: int) -> np.ndarray:

@@ -139,11 +139,6 @@ class UnitAlphabet:
             return (num_chars + self.unit_size) // self.unit_size
         return (int(num_chars) + self.unit_size) // self.unit_size
 
-    def valid_mask(self, words: Sequence[str]) -> np.ndarray:
-        """True for the words made only of alphabet symbols."""
-        allowed = set(self.symbols)
-        return np.fromiter((set(w) <= allowed for w in words), dtype=bool, count=len(words))
-
     def encode(self, words: Sequence[str], max_levels: int) -> np.ndarray:
         """Encode words into a unit matrix of shape ``(len(words), max_levels)``.
 
