@@ -2,7 +2,7 @@
 
 Sources: Apple Differential Privacy Team, "Learning with privacy at scale" (2017), as
 described in appendix C of Zhu, Kairouz, McMahan, Sun, Li, "Federated heavy hitters
-discovery with differential privacy" (AISTATS 2020; seeds 000/002), which compares
+discovery with differential privacy" (AISTATS 2020), which compares
 TrieHH with SFP at k = 2048, m = 1024, a 256-bucket word hash, fragments of 2 characters
 at positions 1, 3, 5, 7, 9 and T = 20 or 80.
 

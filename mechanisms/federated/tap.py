@@ -1,4 +1,4 @@
-"""TAP and TAPS: target-aligning prefix trees (Zhang, Ye, Hu; seed 004, sections 5-6).
+"""TAP and TAPS: target-aligning prefix trees (Zhang, Ye, Hu 2024, sections 5-6).
 
 TAP (Algorithm 3)
 -----------------
@@ -88,6 +88,9 @@ def tap(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
         transport: Transport | None = None) -> FederatedResult:
     """Run TAP (Algorithm 3).
 
+    Each party's oracle rounds travel over ``transport`` (default: plaintext; see
+    :class:`~mechanisms.prefix_tree.levels.PartySession`).
+
     With ``cfg.shared_trie = False`` Phase I is skipped and every party runs all ``g``
     levels on all its users (the "w/o shared trie" ablation).
 
@@ -161,6 +164,9 @@ def consensus_set(a: np.ndarray, b: np.ndarray, k: int, epsilon: float,
 def taps(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
         transport: Transport | None = None) -> FederatedResult:
     """Run TAPS (Algorithm 4): TAP with sequential Phase II and consensus-based pruning.
+
+    Each party's oracle rounds travel over ``transport`` (default: plaintext; see
+    :class:`~mechanisms.prefix_tree.levels.PartySession`).
 
     Raises:
         FederatedError: on invalid inputs.

@@ -6,7 +6,10 @@ A pure epsilon-LDP oracle (:mod:`mechanisms.fo`) is a client randomiser plus a l
 server estimator ``f_hat(v) = (C(v)/n - q*) / (p* - q*)``, where ``C(v)`` is the number
 of reports *supporting* ``v`` (Wang, Blocki, Li, Jha, USENIX Security 2017, sec. 3).
 Transports only carry the reports; whatever carries them, the server needs exactly
-``C`` and ``n``. Two encodings:
+``C`` and ``n``. Each oracle owns two encodings (:class:`mechanisms.fo.FrequencyOracle`)
+and :func:`mechanisms.fo.run_oracle_round` takes the first of the oracle's preferred
+kinds (reports, then vectors) that the transport declares in ``Transport.kinds``; this
+runner never looks at a transport's name or class:
 
 * **Vectors** (secure aggregation, Bonawitz et al. CCS 2017). Each client turns its
   own report into its *support indicator vector* ``s_i`` (entry ``v`` is 1 iff the
@@ -36,7 +39,8 @@ Because ``C`` is a sum of integers, the order of the reports and the transport d
 not change it, and the estimates are *identical* for every transport (the tests
 check this to the bit).
 
-Amplified central guarantee (shuffler path). The shuffled multiset of ``n``
+Amplified central guarantee (only for report rounds over a transport that declares
+``anonymous_reports``, i.e. the shuffler). The shuffled multiset of ``n``
 ``epsilon0``-LDP reports is central ``(epsilon, delta)``-DP with ``epsilon`` from
 :func:`shuffler.amplification.central_epsilon`; the default bound is
 ``fmt23_numerical`` (Feldman, McMillan, Talwar, SODA 2023: the clone reduction with
