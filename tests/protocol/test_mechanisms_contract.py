@@ -224,3 +224,20 @@ def test_quantile_sketch_identical_on_every_transport() -> None:
         sk = QuantileSketch.collect(values, enc, params, sr, tr, _transport(name))
         answers[name] = [a.value for a in sk.quantiles([0.25, 0.5, 0.75])]
     assert answers["shuffler"] == answers["plain"] == answers["secagg"]
+
+
+@pytest.mark.slow
+def test_pem_and_sfp_over_secagg_at_hundreds_of_clients() -> None:
+    rng = np.random.default_rng(7)
+    items = rng.choice(np.array([17, 17, 17, 200, 200, 91, 3], dtype=np.uint64), size=600)
+    ref = pem(items, 8, 3, 4.0, oracle="olh", lengths=[4, 8], rng=np.random.default_rng(2))
+    got = pem(items, 8, 3, 4.0, oracle="olh", lengths=[4, 8], rng=np.random.default_rng(2),
+              transport=_transport("secagg"))
+    np.testing.assert_array_equal(got.heavy_hitters, ref.heavy_hitters)
+    np.testing.assert_array_equal(got.frequencies, ref.frequencies)
+    assert set(ref.heavy_hitters.tolist()) == {17, 200, 91}
+    sfp, _ = _sfp()
+    codes = sfp.encode_words(["ab", "ca", "abc", "ab"] * 75)
+    a = sfp.run(codes, np.random.default_rng(1), _transport("secagg"))
+    b = sfp.run(codes, np.random.default_rng(1))
+    assert a.result.words == b.result.words and a.aggregate.n == 300
