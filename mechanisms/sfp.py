@@ -45,7 +45,8 @@ from protocol.core.contract import (ContractError, Cost, Kind, Reports, RoundSpe
                                     Vectors, pick_kind, plaintext_transport)
 
 from . import hashing
-from .fo.base import OracleInputError, PrivacyGuarantee, ReportError, split_payloads
+from .fo.base import (OracleInputError, PrivacyGuarantee, ReportError, check_payloads,
+                      split_payloads)
 from .fo.cms import CMSReports, CMSSketch, CountMeanSketch
 
 __all__ = ["SFP", "SFPReports", "SFPAggregate", "SFPResult", "SFPRun", "DEFAULT_ALPHABET",
@@ -301,8 +302,7 @@ class SFP:
             ReportError: a payload of the wrong size or a field out of range.
         """
         size = self.report_size
-        if any(not isinstance(p, bytes) or len(p) != size for p in payloads):
-            raise ReportError(f"every SFP report must be {size} bytes")
+        check_payloads(payloads, size, "SFP")
         raw = np.frombuffer(b"".join(payloads), dtype=np.uint8).reshape(len(payloads), size)
         position = raw[:, 0].astype(np.int64)
         if position.size and int(position.max()) >= len(self.positions):

@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import abc
 import math
+import struct
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
@@ -49,6 +50,7 @@ from protocol.core.contract import Kind
 __all__ = [
     "COIN_BITS", "OracleInputError", "ReportError", "PrivacyGuarantee", "FrequencyOracle",
     "coin_threshold", "coin", "coin_probability", "MAX_VECTOR_ENTRIES", "split_payloads",
+    "check_payloads",
 ]
 
 COIN_BITS = 32
@@ -335,8 +337,7 @@ class FrequencyOracle(abc.ABC):
             ReportError: a payload of the wrong size or a field out of range.
         """
         size = self.report_size
-        if any(not isinstance(p, bytes) or len(p) != size for p in payloads):
-            raise ReportError(f"every {self.name} report must be {size} bytes")
+        check_payloads(payloads, size, self.name)
         n = len(payloads)
         return self._decode_rows(np.frombuffer(b"".join(payloads), dtype=np.uint8
                                                ).reshape(n, size))
@@ -376,5 +377,16 @@ def check_int_array(name: str, a: Any, ndim: int = 1) -> np.ndarray:
 
 
 def split_payloads(blob: bytes, size: int) -> tuple[bytes, ...]:
-    """Cut a contiguous buffer into payloads of ``size`` bytes."""
-    return tuple(blob[i:i + size] for i in range(0, len(blob), size))
+    """Cut a contiguous buffer into payloads of ``size`` bytes (``len(blob)`` must be a
+    multiple of ``size``)."""
+    return tuple(t[0] for t in struct.iter_unpack(f"{size}s", blob))
+
+
+def check_payloads(payloads: Sequence[bytes], size: int, name: str) -> None:
+    """Every payload is a ``bytes`` of exactly ``size`` bytes.
+
+    Raises:
+        ReportError: otherwise.
+    """
+    if payloads and (set(map(type, payloads)) != {bytes} or set(map(len, payloads)) != {size}):
+        raise ReportError(f"every {name} report must be {size} bytes")

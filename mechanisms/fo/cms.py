@@ -61,7 +61,7 @@ from protocol.core.contract import (ContractError, Cost, Kind, Reports, RoundSpe
 
 from .. import hashing
 from .base import (MAX_VECTOR_ENTRIES, OracleInputError, PrivacyGuarantee, ReportError, coin,
-                   coin_probability, coin_threshold, split_payloads)
+                   check_payloads, coin_probability, coin_threshold, split_payloads)
 
 __all__ = ["CountMeanSketch", "CMSReports", "CMSSketch", "HadamardCountMeanSketch",
            "HCMSReports", "HCMSSketch", "SketchRound", "run_sketch_round"]
@@ -462,8 +462,7 @@ def _payload_rows(payloads: Sequence[bytes], size: int, name: str) -> np.ndarray
     Raises:
         ReportError: a payload of another size or type.
     """
-    if any(not isinstance(p, bytes) or len(p) != size for p in payloads):
-        raise ReportError(f"every {name} report must be {size} bytes")
+    check_payloads(payloads, size, name)
     return np.frombuffer(b"".join(payloads), dtype=np.uint8).reshape(len(payloads), size)
 
 
