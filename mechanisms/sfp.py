@@ -37,7 +37,7 @@ import functools
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 

@@ -16,7 +16,7 @@ import numpy as np
 from protocol.core.contract import Transport
 
 from .adaptive import extension_number
-from mechanisms.prefix_tree.levels import LevelResult, PartySession, top_indices
+from mechanisms.prefix_tree.levels import LevelResult, PartySession
 
 from .parties import FederatedError, Population
 
