@@ -19,9 +19,8 @@ deviation used by the adaptive extension (equation 3).
 When ``Lambda_h`` is the whole space ``{0,1}^(l_h)`` no value can be out of domain and
 the oracle runs without the dummy item.
 
-Which users report is decided by :class:`~mechanisms.federated.parties.UserPool`
-(disjoint groups) and recorded in a :class:`~mechanisms.federated.parties.ReportLedger`,
-which refuses a second report from any user.
+Which users report is decided by :class:`UserPool` (disjoint groups) and recorded in a
+:class:`ReportLedger`, which refuses a second report from any user.
 
 This is the prefix-tree engine of :mod:`mechanisms.prefix_tree` for items that are
 fixed-length bit strings: a level-``h`` node is its ``l_h``-bit prefix itself and its

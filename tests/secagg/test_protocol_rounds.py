@@ -200,7 +200,7 @@ def test_bench_command_small(capsys: pytest.CaptureFixture[str]) -> None:
 def test_thousand_clients_harary_with_dropouts_is_exact() -> None:
     """The acceptance configuration of the benchmark (correctness only; timing is
     reported by ``fedhh bench secagg``, not asserted, since CI machines are shared)."""
-    from protocol.cli.commands.bench_secagg import bench_secagg
+    from protocol.studies.runners.benchmarks import bench_secagg
 
     out = bench_secagg(1000, 200, graph="harary", dropout=0.1, seed=5, bare_sample=20)
     assert out["correct"] is True and out["survivors"] < 1000
