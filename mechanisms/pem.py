@@ -36,6 +36,7 @@ from protocol.core.contract import Transport
 from .federated.parties import FederatedError
 from .prefix_tree.levels import (LevelResult, Party, PartySession, level_lengths, split_sizes,
                                  top_indices, walk_levels)
+from .privacy import PrivacyGuarantee, local_guarantee
 
 __all__ = ["PEMResult", "pem", "pem_privacy"]
 
@@ -117,13 +118,13 @@ def pem(items: np.ndarray, bits: int, k: int, epsilon: float, *, oracle: str = "
                      sizes, session.ledger.counts, res, ts)
 
 
-def pem_privacy(epsilon: float, oracle: str = "grr") -> dict[str, object]:
-    """PEM's guarantee as data: pure epsilon-LDP per user (one report each).
+def pem_privacy(epsilon: float, oracle: str = "grr") -> PrivacyGuarantee:
+    """PEM's guarantee: pure epsilon-LDP per user (one report each, disjoint groups).
 
     Raises:
         FederatedError: if epsilon is not positive.
     """
     if not epsilon > 0:
         raise FederatedError("epsilon must be > 0")
-    return {"mechanism": "pem", "oracle": oracle, "epsilon": float(epsilon), "delta": 0.0,
-            "source": "Wang, Li, Jha, TDSC 2019: one epsilon-LDP report per user, disjoint groups"}
+    return local_guarantee("pem", float(epsilon), "Wang, Li, Jha, TDSC 2019: one epsilon-LDP "
+                           "report per user, disjoint groups", {"oracle": oracle})

@@ -45,8 +45,8 @@ from protocol.core.contract import (ContractError, Cost, Kind, Reports, RoundSpe
                                     Vectors, pick_kind, plaintext_transport)
 
 from . import hashing
-from .fo.base import (OracleInputError, PrivacyGuarantee, ReportError, check_payloads,
-                      split_payloads)
+from .privacy import PrivacyGuarantee, local_guarantee
+from .fo.base import OracleInputError, ReportError, check_payloads, split_payloads
 from .fo.cms import CMSReports, CMSSketch, CountMeanSketch
 
 __all__ = ["SFP", "SFPReports", "SFPAggregate", "SFPResult", "SFPRun", "DEFAULT_ALPHABET",
@@ -186,9 +186,11 @@ class SFP:
         eff = self.fragment_cms.privacy().effective_epsilon
         if self.word_cms is not None:
             eff += self.word_cms.privacy().effective_epsilon
-        return PrivacyGuarantee(self.name, float(self.epsilon_fragment + self.epsilon_word),
-                                0.0, eff, "Apple SFP via CMS; basic composition of the fragment "
-                                "and word reports")
+        return local_guarantee(self.name, float(self.epsilon_fragment + self.epsilon_word),
+                               "Apple SFP via CMS; basic composition of the fragment and word "
+                               "reports", {"effective_epsilon": eff,
+                                           "epsilon_fragment": float(self.epsilon_fragment),
+                                           "epsilon_word": float(self.epsilon_word)})
 
     # -- encoding ---------------------------------------------------------------------
     def encode_words(self, words: Sequence[str]) -> np.ndarray:

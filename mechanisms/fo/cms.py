@@ -60,8 +60,9 @@ from protocol.core.contract import (ContractError, Cost, Kind, Reports, RoundSpe
                                     Vectors, pick_kind)
 
 from .. import hashing
-from .base import (MAX_VECTOR_ENTRIES, OracleInputError, PrivacyGuarantee, ReportError, coin,
-                   check_payloads, coin_probability, coin_threshold, split_payloads)
+from ..privacy import PrivacyGuarantee, local_guarantee
+from .base import (MAX_VECTOR_ENTRIES, OracleInputError, ReportError, check_payloads, coin,
+                   coin_probability, coin_threshold, split_payloads)
 
 __all__ = ["CountMeanSketch", "CMSReports", "CMSSketch", "HadamardCountMeanSketch",
            "HCMSReports", "HCMSSketch", "SketchRound", "run_sketch_round"]
@@ -159,9 +160,8 @@ class _SketchCoins:
         """Effective epsilon of the rounded coins: ``ln((1 - phi)/phi) / f`` (CMS: ``2
         ln``, two of its ``m`` bits differ between inputs; HCMS: one bit)."""
         phi = self.flip_probability
-        return PrivacyGuarantee(self.name, float(self.epsilon), 0.0,
-                                math.log((1 - phi) / phi) / self._flip_exponent_factor,
-                                self.source)
+        return local_guarantee(self.name, float(self.epsilon), self.source, {
+            "effective_epsilon": math.log((1 - phi) / phi) / self._flip_exponent_factor})
 
     def _variance_terms(self, n: int, n_d: Any, sum_sq_others: Any
                         ) -> tuple[np.ndarray, np.ndarray, float]:

@@ -58,6 +58,8 @@ import numpy as np
 
 from mechanisms.fo import FrequencyOracle, ReportError, run_oracle_round, vector_modulus
 from mechanisms.fo.base import MAX_VECTOR_ENTRIES
+from mechanisms.privacy import (PrivacyGuarantee, PrivacyGuaranteeError, local_guarantee,
+                                shuffled)
 from protocol.core.contract import Cost, Transport
 
 __all__ = [
@@ -138,7 +140,8 @@ def estimate_from_counts(oracle: FrequencyOracle, counts: np.ndarray, n: int) ->
 
 
 def shuffled_guarantee(n: int, epsilon0: float, delta: float | None = None,
-                       bound: str = DEFAULT_BOUND) -> dict[str, Any]:
+                       bound: str = DEFAULT_BOUND,
+                       local: PrivacyGuarantee | None = None) -> dict[str, Any]:
     """Central ``(epsilon, delta)`` of ``n`` shuffled ``epsilon0``-LDP reports.
 
     Args:
@@ -146,11 +149,16 @@ def shuffled_guarantee(n: int, epsilon0: float, delta: float | None = None,
         epsilon0: local epsilon of one report.
         delta: central delta (default ``1/n^2``).
         bound: a key of :data:`shuffler.amplification.BOUNDS`.
+        local: the local guarantee of one report (default: a pure ``epsilon0``-LDP
+            randomiser), which the amplified :class:`mechanisms.privacy.PrivacyGuarantee`
+            wraps.
 
     Returns:
-        ``{"epsilon", "delta", "bound", "source", "local_epsilon", "n"}``; when the bound
-        does not cover the parameters, ``epsilon`` is ``epsilon0`` (the trivial bound)
-        and ``note`` says why.
+        ``{"n", "local_epsilon", "delta", "bound", "source", "epsilon"}`` (and ``note``)
+        followed by the remaining fields of the wrapped guarantee (``theorem``,
+        ``parameters``, ``model``, ``protects_against``, ...); when the bound does not
+        cover the parameters, ``epsilon`` is ``epsilon0`` (the trivial bound) and
+        ``note`` says why.
 
     Raises:
         LDPTransportError: bad ``n``, ``delta`` or bound name.
@@ -171,10 +179,18 @@ def shuffled_guarantee(n: int, epsilon0: float, delta: float | None = None,
         out["note"] = f"outside the bound's theorem ({exc}); trivial bound epsilon0"
     except ValueError as exc:
         raise LDPTransportError(str(exc)) from None
-    return out
+    try:
+        if local is None:
+            local = local_guarantee("shuffled reports", float(epsilon0),
+                                    "any pure epsilon0-LDP randomiser")
+        g = shuffled(local, int(n), out["epsilon"], d, bound, BOUNDS[bound].source,
+                     out.get("note"))
+    except PrivacyGuaranteeError as exc:
+        raise LDPTransportError(str(exc)) from None
+    return g.to_json(out)
 
 
-def sfp_privacy(local: Any, n: int, anonymous: bool, delta: float | None = None,
+def sfp_privacy(local: PrivacyGuarantee, n: int, anonymous: bool, delta: float | None = None,
                 bounds: tuple[str, ...] = ("fmt23_numerical", "bbgn19_triehh")
                 ) -> dict[str, Any]:
     """SFP's guarantee for the path its reports actually took.
@@ -192,14 +208,15 @@ def sfp_privacy(local: Any, n: int, anonymous: bool, delta: float | None = None,
 
     Returns:
         ``{"kind": "local", "mechanism", "epsilon", "effective_epsilon", "delta",
-        "source", "central_after_shuffling"}``.
+        "source", "central_after_shuffling"}`` followed by the remaining fields of
+        ``local`` (:meth:`mechanisms.privacy.PrivacyGuarantee.to_json`).
     """
     out: dict[str, Any] = {"kind": "local", "mechanism": "sfp", "epsilon": local.epsilon,
                            "effective_epsilon": local.effective_epsilon, "delta": 0.0,
-                           "source": local.source, "central_after_shuffling": None}
+                           "source": local.theorem, "central_after_shuffling": None}
     if not anonymous:
         out["note"] = "reports not shuffled: local epsilon only"
-        return out
+        return local.to_json(out)
     d = 1.0 / n ** 2 if delta is None else delta
     central: dict[str, Any] = {"delta": d}
     for bound in bounds:
@@ -208,7 +225,7 @@ def sfp_privacy(local: Any, n: int, anonymous: bool, delta: float | None = None,
         except LDPTransportError as exc:
             central[bound] = f"unavailable: {exc}"
     out["central_after_shuffling"] = central
-    return out
+    return local.to_json(out)
 
 
 # ----------------------------------------------------------------------------- driver
@@ -270,8 +287,9 @@ def run_ldp(oracle: FrequencyOracle, reports: Any, transport: str | Transport,
     if n < 1:
         raise ReportError("no reports")
     priv = oracle.privacy()
-    local = {"mechanism": priv.mechanism, "epsilon": priv.epsilon, "delta": priv.delta,
-             "effective_epsilon": priv.effective_epsilon, "source": priv.source}
+    local = priv.to_json({"mechanism": priv.mechanism, "epsilon": priv.epsilon,
+                          "delta": priv.delta, "effective_epsilon": priv.effective_epsilon,
+                          "source": priv.theorem})
     try:
         if pick_kind(transport, oracle.contribution_kinds) is Kind.VECTOR:
             support_vectors_fit(oracle, n)
@@ -280,6 +298,7 @@ def run_ldp(oracle: FrequencyOracle, reports: Any, transport: str | Transport,
         raise LDPTransportError(f"{oracle.name} reports cannot travel over {name}: {exc}") \
             from None
     # amplification only when the reports reached the analyst as an anonymous multiset
-    central = shuffled_guarantee(rnd.n, priv.epsilon, delta, bound) if rnd.anonymous else None
+    central = (shuffled_guarantee(rnd.n, priv.epsilon, delta, bound, local=priv)
+               if rnd.anonymous else None)
     return LDPRun(name, rnd.n, rnd.counts, rnd.estimates(oracle), local, central,
                   rnd.encoding, rnd.cost)

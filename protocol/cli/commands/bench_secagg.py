@@ -30,9 +30,10 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--seed", type=int, default=None,
                    help="deterministic simulation seed (INSECURE keys; default: OS randomness)")
     p.add_argument("--modulus", type=int, default=1 << 32, help="arithmetic modulus R")
-    p.add_argument("--grinding-bits", type=int, default=0, dest="grinding_bits",
+    p.add_argument("--grinding-bits", type=int, default=None, dest="grinding_bits",
                    help="parameters that keep their bound when the server may choose among "
-                        "2^B graph seeds (default 0)")
+                        "2^B graph seeds (default: secagg.params.default_grinding_bits, "
+                        "0 unless --graph harary --malicious)")
     p.add_argument("--bare-sample", type=int, default=2000,
                    help="operations per primitive replayed bare (0: all)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--modulus must be in [2, 2**64]")
     if not 0.0 <= args.dropout < 1.0:
         raise UsageError("--dropout must be in [0, 1)")
-    if not 0 <= args.grinding_bits <= 128:
+    if args.grinding_bits is not None and not 0 <= args.grinding_bits <= 128:
         raise UsageError("--grinding-bits must be in [0, 128]")
     from protocol.studies.runners.benchmarks import bench_secagg
 

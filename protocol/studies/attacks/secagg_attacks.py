@@ -67,6 +67,8 @@ class Eavesdropper:
     b_shares: dict[int, list[shamir.Share]] = field(default_factory=dict)
     s_shares: dict[int, list[shamir.Share]] = field(default_factory=dict)
     signatures: dict[int, bytes] = field(default_factory=dict)
+    #: root of the round-0 transcript tree (from the key lists)
+    transcript: bytes = b""
 
     def __call__(self, round_no: int, direction: str, envs: list[Envelope]) -> list[Envelope]:
         for e in envs:
@@ -76,6 +78,8 @@ class Eavesdropper:
                 continue
             if isinstance(m, AdvertiseKeys):
                 self.keys[m.sender] = m
+            elif isinstance(m, KeyList):
+                self.transcript = m.transcript
             elif isinstance(m, MaskedInput):
                 self.masked[m.sender] = m.vector().copy()
             elif isinstance(m, RoutedShares):
@@ -95,7 +99,11 @@ class Eavesdropper:
         if len(shares) < cfg.threshold:
             return None
         b = shamir.combine(shares, cfg.threshold)
-        return prg.expand_mask(self_mask_seed(cfg, b), cfg.dim, cfg.modulus)
+        return prg.expand_mask(self_mask_seed(self.session(cfg), b), cfg.dim, cfg.modulus)
+
+    def session(self, cfg: SessionConfig) -> bytes:
+        """The transcript-bound session id every round-1+ key derivation uses."""
+        return cfg.transcript_session(self.transcript)
 
     def mask_key(self, cfg: SessionConfig, u: int) -> bytes | None:
         shares = self.s_shares.get(u, [])
@@ -105,7 +113,8 @@ class Eavesdropper:
 
     def pair_mask(self, cfg: SessionConfig, secret: bytes, owner: int, peer: int) -> np.ndarray:
         seed = crypto.hkdf(crypto.x25519_shared(secret, self.keys[peer].s_pk),
-                           label=crypto.LABEL_MASK_SEED, context=cfg.pair_context(owner, peer))
+                           label=crypto.LABEL_MASK_SEED,
+                           context=cfg.pair_context(self.session(cfg), owner, peer))
         return prg.expand_mask(seed, cfg.dim, cfg.modulus)
 
 
@@ -196,7 +205,7 @@ def _rewrite_unmask(fn: Callable[[int, set[int], set[int]], tuple[set[int], set[
             if isinstance(m, UnmaskRequest):
                 alive, dropped = fn(e.recipient, _members(m.alive, m.n),
                                     _members(m.dropped, m.n))
-                m = UnmaskRequest(m.n, set_to_bitmap(sorted(alive), m.n),
+                m = UnmaskRequest(m.session, m.n, set_to_bitmap(sorted(alive), m.n),
                                   set_to_bitmap(sorted(dropped), m.n), m.signers, m.signatures)
                 e = Envelope.of(SERVER, e.recipient, e.round, m)
             out.append(e)
@@ -247,8 +256,9 @@ def split_views_malicious(seed: int) -> Outcome:
 
     def rewrite(round_no: int, direction: str, envs: list[Envelope]) -> list[Envelope]:
         if direction == "down" and round_no == 2:
+            sid = eve.session(cfg)
             return [Envelope.of(SERVER, e.recipient, 2,
-                                ConsistencyRequest(n, s2 if e.recipient in group_b else s1))
+                                ConsistencyRequest(sid, n, s2 if e.recipient in group_b else s1))
                     for e in envs]
         if direction == "down" and round_no == 3:
             out = []
@@ -256,8 +266,9 @@ def split_views_malicious(seed: int) -> Outcome:
                 group = group_b if c in group_b else everyone - group_b
                 signers = tuple(sorted(w for w in group if w in eve.signatures))
                 sigs = tuple(eve.signatures[w] for w in signers)
-                req = (UnmaskRequest(n, s2, d2, signers, sigs) if c in group_b
-                       else UnmaskRequest(n, s1, empty, signers, sigs))
+                sid = eve.session(cfg)
+                req = (UnmaskRequest(sid, n, s2, d2, signers, sigs) if c in group_b
+                       else UnmaskRequest(sid, n, s1, empty, signers, sigs))
                 out.append(Envelope.of(SERVER, c, 3, req))
             return out
         return envs
@@ -318,9 +329,9 @@ def key_substitution(seed: int) -> Outcome:
         for e in envs:
             m = e.message()
             if e.recipient in group_b and isinstance(m, KeyList):
-                ents = tuple(AdvertiseKeys(a.sender, fake_c, fake_s, a.signature)
+                ents = tuple(AdvertiseKeys(a.sender, fake_c, fake_s, a.nonce, a.signature)
                              if a.sender == VICTIM else a for a in m.entries)
-                e = Envelope.of(SERVER, e.recipient, 0, KeyList(ents))
+                e = Envelope.of(SERVER, e.recipient, 0, KeyList(ents, m.transcript, m.path))
             out.append(e)
         return out
 
@@ -456,7 +467,8 @@ def reordered(seed: int) -> Outcome:
     its round-1 shares, then the real shares."""
     cfg = make_config(8, DIM, graph="complete", threshold=3)
     n = cfg.n
-    early = Envelope.of(SERVER, VICTIM, 1, UnmaskRequest(n, set_to_bitmap(range(n), n),
+    early = Envelope.of(SERVER, VICTIM, 1, UnmaskRequest(bytes(32), n,
+                                                         set_to_bitmap(range(n), n),
                                                          set_to_bitmap([], n)))
     run = run_checked(cfg, _inputs(cfg, seed), seed, adversary=Eavesdropper(
         _victim_envelope(RoutedShares, lambda e: [early, e])))
@@ -574,13 +586,15 @@ def key_substitution_semi_honest(seed: int) -> Outcome:
     rand = insecure_deterministic_randomness(seed + 7, "mitm")
     fake = {w: crypto.x25519_keypair(rand) for w in [v] + middle}   # name -> (sk, pk)
     real_c: dict[int, bytes] = {}
+    root: list[bytes] = []   # the round-0 transcript root, seen in the key lists
     stolen: list[shamir.Share] = []
     stolen_s: list[shamir.Share] = []
 
     def key(fake_of: int, peer: int, u: int, w: int) -> bytes:
         """The key ``peer`` derived against the fake key published under ``fake_of``."""
         return crypto.hkdf(crypto.x25519_shared(fake[fake_of][0], real_c[peer]),
-                           label=crypto.LABEL_SHARE_KEY, context=cfg.pair_context(u, w))
+                           label=crypto.LABEL_SHARE_KEY,
+                           context=cfg.pair_context(cfg.transcript_session(root[0]), u, w))
 
     def rewrite(round_no: int, direction: str, envs: list[Envelope]) -> list[Envelope]:
         out = []
@@ -591,9 +605,12 @@ def key_substitution_semi_honest(seed: int) -> Outcome:
             if direction == "down" and isinstance(m, KeyList) and (
                     e.recipient == v or e.recipient in middle):
                 swap = middle if e.recipient == v else [v]
-                ents = tuple(AdvertiseKeys(a.sender, fake[a.sender][1], a.s_pk, a.signature)
+                root[:] = [m.transcript]
+                ents = tuple(AdvertiseKeys(a.sender, fake[a.sender][1], a.s_pk, a.nonce,
+                                           a.signature)
                              if a.sender in swap else a for a in m.entries)
-                e = Envelope.of(SERVER, e.recipient, e.round, KeyList(ents))
+                e = Envelope.of(SERVER, e.recipient, e.round,
+                                KeyList(ents, m.transcript, m.path))
             elif direction == "down" and isinstance(m, RoutedShares) and (
                     e.recipient == v or e.recipient in middle):
                 r = e.recipient
@@ -601,7 +618,7 @@ def key_substitution_semi_honest(seed: int) -> Outcome:
                 for i, s in enumerate(m.senders):
                     if not ((r == v and s in middle) or (r in middle and s == v)):
                         continue
-                    ad = crypto.routing_ad(cfg.session, 1, s, r)
+                    ad = crypto.routing_ad(cfg.transcript_session(root[0]), 1, s, r)
                     # s encrypted under the fake key of r; r decrypts with the fake key of s
                     pt = crypto.aead_decrypt(key(r, s, s, r), cts[i], ad)
                     if s == v:

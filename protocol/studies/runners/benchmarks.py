@@ -33,8 +33,11 @@ __all__ = ["bench_secagg", "bench_shuffler", "bench_blinded", "bench_fo"]
 
 def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: float = 0.0,
                  malicious: bool = False, seed: int | None = None, modulus: int = 1 << 32,
-                 bare_sample: int = 2000, grinding_bits: int = 0) -> dict[str, Any]:
+                 bare_sample: int = 2000, grinding_bits: int | None = None) -> dict[str, Any]:
     """Run one round and return the figures (see the module docstring).
+
+    ``grinding_bits=None`` takes :func:`secagg.params.default_grinding_bits` (0 unless
+    Harary under a malicious server).
 
     Raises:
         StudyError: no parameters satisfy the threat model for this ``n``.
@@ -50,18 +53,23 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     )
     from protocol.core.secagg_profile import primitive_table
     from secagg.errors import ParameterError
-    from secagg.params import find_params
+    from secagg.crypto import FRESH_NONCE_BYTES
+    from secagg.params import default_grinding_bits, find_params
     from secagg.state import ModAccumulator, SessionConfig
 
+    if grinding_bits is None:
+        grinding_bits = default_grinding_bits(clients, max(0.05, dropout), graph=graph,
+                                              malicious=malicious)
     try:
         params = find_params(clients, graph=graph, dropout_rate=max(0.05, dropout),
                              malicious=malicious, grinding_bits=grinding_bits)
     except ParameterError as exc:
         raise StudyError(f"no SecAgg parameters for this setting: {exc}") from None
-    config = SessionConfig(params, tuple(range(clients)), b"fedhh bench secagg", dim,
-                           modulus, malicious=malicious)
     data_seed = seed if seed is not None else secrets.randbits(64)
     rand = insecure_deterministic_randomness(seed) if seed is not None else OsRandom()
+    config = SessionConfig(params, tuple(range(clients)), b"fedhh bench secagg", dim,
+                           modulus, malicious=malicious,
+                           server_nonce=rand.token_bytes(FRESH_NONCE_BYTES))
 
     def input_of(i: int) -> np.ndarray:
         rng = np.random.default_rng([data_seed, i])
