@@ -223,8 +223,7 @@ class ShufflerTransport(Transport):
                 first = shuffler.close_blinded_batch(context, Blinder(s2_key.public, r_shuffler))
             else:
                 out = shuffler.close_batch(context)
-        except BatchTooSmall as exc:
-            shuffler.discard_batch(context)
+        except BatchTooSmall as exc:  # the shuffler dropped the whole batch
             raise AggregationAborted("too_few_participants", str(exc)) from None
         cpu["shuffler"] = time.process_time() - t0 + (pmap.cpu if pmap is not None else 0.0)
         first_view: dict[str, Any] = {}
