@@ -18,6 +18,7 @@ from protocol.core.contract import (
 
 class PlainTransport(Transport):
     name = "plain"
+    kinds = frozenset({Kind.VOTE, Kind.VECTOR, Kind.REPORT})
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:

@@ -135,6 +135,8 @@ class ShufflerTransport(Transport):
     """
 
     name = "shuffler"
+    kinds = frozenset({Kind.VOTE, Kind.VECTOR, Kind.REPORT})
+    anonymous_reports = True
 
     def __init__(self, simulate: bool = False, min_batch_size: int = 1, wire: bool = True,
                  workers: int = 1, client_chunk: int = CLIENT_CHUNK,
