@@ -1,6 +1,10 @@
 """``fedhh bench secagg``: one full secure-aggregation round on random inputs.
 
-Prints (``--json``) one object with the configuration, whether the unmasked result equals
+Prints (``--json``) one object with the configuration -- the threat model (``--threat
+malicious|semi-honest``, default ``malicious``; ``--malicious`` is an alias of
+``--threat malicious``), ``k``, ``t``, the minimum honest set ``min_honest`` (``alpha n``:
+the fewest honest clients in any sum the server can learn under that threat model,
+``alpha = min_honest / n``) and the ``log2`` failure bounds of the parameters --, whether the unmasked result equals
 the plaintext sum over the clients whose masked input arrived (``correct``), wall time of
 the round (``seconds``), CPU time of this process during the round (``cpu_seconds``; the
 wall time exceeds it when other processes share the cores), CPU time per party, bytes
@@ -24,8 +28,11 @@ def register(cli) -> None:  # noqa: ANN001
                    help="complete graph (SecAgg) or Harary graph (SecAgg+)")
     p.add_argument("--dropout", type=float, default=0.0,
                    help="probability that a client drops, before a uniformly random round")
-    p.add_argument("--malicious", action="store_true",
-                   help="malicious-server variant (signatures, consistency check)")
+    from protocol.cli.transport_options import add_threat_arg
+
+    add_threat_arg(p)
+    p.add_argument("--malicious", action="store_const", const="malicious", default=None,
+                   help="alias of --threat malicious (the default)")
     p.add_argument("--seed", type=int, default=None,
                    help="deterministic simulation seed (INSECURE keys; default: OS randomness)")
     p.add_argument("--modulus", type=int, default=1 << 32, help="arithmetic modulus R")
@@ -50,8 +57,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--dropout must be in [0, 1)")
     if not 0 <= args.grinding_bits <= 128:
         raise UsageError("--grinding-bits must be in [0, 128]")
+    if args.malicious and args.threat not in (None, "malicious"):
+        raise UsageError(f"--malicious contradicts --threat {args.threat}")
+    threat = args.threat or args.malicious or "malicious"
     out = bench_secagg(args.clients, args.dim, graph=args.graph, dropout=args.dropout,
-                       malicious=args.malicious, seed=args.seed, modulus=args.modulus,
+                       threat=threat, seed=args.seed, modulus=args.modulus,
                        bare_sample=args.bare_sample, grinding_bits=args.grinding_bits)
     if args.json:
         from protocol.cli.benchutil import print_json
@@ -63,12 +73,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: float = 0.0,
-                 malicious: bool = False, seed: int | None = None, modulus: int = 1 << 32,
-                 bare_sample: int = 2000, grinding_bits: int = 0) -> dict[str, Any]:
+                 threat: str = "malicious", seed: int | None = None,
+                 modulus: int = 1 << 32, bare_sample: int = 2000, grinding_bits: int = 0,
+                 malicious: bool | None = None) -> dict[str, Any]:
     """Run one round and return the figures (see the module docstring).
 
+    Args:
+        threat: ``"malicious"`` or ``"semi-honest"``; ``malicious`` is its boolean
+            alias (an error if they disagree).
+
     Raises:
-        protocol.cli.UsageError: no parameters satisfy the threat model for this ``n``.
+        protocol.cli.UsageError: no parameters satisfy the threat model for this
+            ``n``, or ``threat`` and ``malicious`` disagree.
     """
     import secrets
     import time
@@ -82,14 +98,17 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     )
     from protocol.core.secagg_profile import primitive_table
     from secagg.errors import ParameterError
-    from secagg.params import find_params
+    from secagg.params import DEFAULT_DROPOUT_RATE, find_params, threat_of
     from secagg.state import ModAccumulator, SessionConfig
 
     try:
-        params = find_params(clients, graph=graph, dropout_rate=max(0.05, dropout),
-                             malicious=malicious, grinding_bits=grinding_bits)
+        threat = threat_of(threat, malicious)
+        params = find_params(clients, graph=graph,
+                             dropout_rate=max(DEFAULT_DROPOUT_RATE, dropout),
+                             threat=threat, grinding_bits=grinding_bits)
     except ParameterError as exc:
         raise UsageError(f"no SecAgg parameters for this setting: {exc}") from None
+    malicious = threat == "malicious"
     config = SessionConfig(params, tuple(range(clients)), b"fedhh bench secagg", dim,
                            modulus, malicious=malicious)
     data_seed = seed if seed is not None else secrets.randbits(64)
@@ -123,9 +142,12 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     return {
         "clients": clients, "dim": dim, "graph": graph, "degree": config.degree,
         "threshold": config.threshold, "modulus": modulus, "dropout": dropout,
-        "malicious": malicious, "grinding_bits": grinding_bits, "seed": seed,
-        "correct": correct,
-        "log2_security_failure": config.params.log2_security_failure,
+        "threat": threat, "malicious": malicious, "grinding_bits": grinding_bits,
+        "seed": seed, "correct": correct,
+        "corrupt_fraction": params.corrupt_fraction, "dropout_budget": params.dropout_rate,
+        "min_honest": params.min_honest, "alpha": round(float(params.alpha or 0.0), 4),
+        "log2_security_failure": params.log2_security_failure,
+        "log2_correctness_failure": params.log2_correctness_failure,
         "aborted": not res.completed,
         "abort_reason": res.server_abort_reason.value if res.server_abort_reason else None,
         "survivors": len(res.survivors),
@@ -148,7 +170,11 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
 def _print_table(out: dict[str, Any]) -> None:
     print(f"secagg round: n={out['clients']} dim={out['dim']} graph={out['graph']} "
           f"k={out['degree']} t={out['threshold']} R={out['modulus']} "
-          f"dropout={out['dropout']} malicious={out['malicious']}")
+          f"dropout={out['dropout']} threat={out['threat']}")
+    print(f"  the server learns only sums over >= {out['min_honest']} honest clients "
+          f"(alpha = {out['alpha']}) with gamma = {out['corrupt_fraction']}, "
+          f"delta = {out['dropout_budget']}; log2 P(security fails) "
+          f"<= {out['log2_security_failure']}")
     print(f"  correct={out['correct']}  survivors={out['survivors']}  "
           f"abort={out['abort_reason']}")
     print(f"  wall {out['seconds']:.3f} s (process CPU {out['cpu_seconds']:.3f} s)   client CPU mean {out['client_seconds_mean']:.4f} s"

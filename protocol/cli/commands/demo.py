@@ -15,6 +15,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--epsilon", type=float, default=4.0, help="target epsilon (default 4)")
     p.add_argument("--seed", type=int, default=None,
                    help="simulation seed (default: drawn from the OS and printed)")
+    from protocol.cli.transport_options import add_threat_arg
+
+    add_threat_arg(p, default="malicious")
 
 
 def run(args: argparse.Namespace) -> int:
