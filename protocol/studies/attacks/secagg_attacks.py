@@ -786,6 +786,7 @@ def split_view_study(n: int, threat: str, colluders: int, seed: int = 0,
             "b_shares_of_victim": len(eve.b_shares.get(v, [])),
             "s_shares_of_victim": len(eve.s_shares.get(v, [])),
             "victim_input_recovered": exact, "aborts": _abort_counts(run),
+            "group_b_aborted": sum(c in run.client_abort_reasons for c in group_b),
             "server": run.server_state.value,
             "per_client_double_reveal": any(run.transcript.revealed_both(c, v)
                                             for c in range(n))}
@@ -895,8 +896,9 @@ def _split_outcome(name: str, threat: str, colluders: int, seed: int) -> Outcome
         exp = "limit: x_v recovered exactly, no client revealed both shares"
     return Outcome(name, exp,
                    f"n=100 k={r['degree']} t={r['threshold']}, {r['colluders']} colluders, "
-                   f"groups {r['group_a']}/{r['group_b']}: server holds {r['b_shares_of_victim']}"
-                   f" b- and {r['s_shares_of_victim']} s-shares of x_v; recovered: "
+                   f"groups {r['group_a']}/{r['group_b']} ({r['group_b_aborted']} of group B "
+                   f"aborted): server holds {r['b_shares_of_victim']} b- and "
+                   f"{r['s_shares_of_victim']} s-shares of x_v; recovered: "
                    f"{r['victim_input_recovered']}; aborts {r['aborts']}", ok,
                    {"server": r["server"], "aborts": r["aborts"]}, r)
 
