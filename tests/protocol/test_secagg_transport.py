@@ -181,3 +181,11 @@ def test_threat_model_is_malicious_by_default_and_named_in_the_view() -> None:
         SecAggTransport(threat="semi-honest", malicious=True)
     with pytest.raises(ValueError, match="threat must be one of"):
         SecAggTransport(threat="honest")
+
+
+def test_malicious_default_refuses_a_dropout_rate_it_cannot_survive() -> None:
+    spec = RoundSpec("t", 0, Kind.VOTE, candidates=CANDS, theta=2)
+    votes = Votes(np.random.default_rng(2).integers(0, len(CANDS), 60))
+    with pytest.raises(AggregationAborted, match="no_secagg_parameters") as exc:
+        SecAggTransport(dropout=0.6).run_round(spec, votes, np.random.default_rng(1))
+    assert "2t > (n - 1) + ceil(gamma n)" in str(exc.value)
