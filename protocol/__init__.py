@@ -1,4 +1,7 @@
-"""fedhh.protocol: the aggregation contract, transports, wire codec, engine and CLI.
+"""fedhh.protocol, in three layers (docs/architecture.md):
 
-This is the only package that knows about bytes on a wire, processes and time.
+* :mod:`protocol.core` -- the aggregation contract, randomness, wire codec, transports
+  and simulation engine; the only code that knows bytes on a wire, processes and time;
+* :mod:`protocol.studies` -- runners, datasets, evaluation, audits, the attack catalogue;
+* :mod:`protocol.cli` -- the ``fedhh`` command line (parsing and printing only).
 """

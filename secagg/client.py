@@ -5,10 +5,13 @@ Theory of operation (Bonawitz et al., CCS 2017, Fig. 4; SecAgg+ of Bell et al., 
 Client ``u`` (roster position) with input ``x_u`` in ``Z_R^m`` and neighbours ``N(u)``:
 
 * **Round 0, AdvertiseKeys.** Draw two X25519 key pairs ``(c_u^SK, c_u^PK)`` (share
-  encryption) and ``(s_u^SK, s_u^PK)`` (mask agreement) and a 32-byte self-mask seed
-  ``b_u``; send both public keys (signed with Ed25519 in the malicious-server variant).
-* **Round 1, ShareKeys.** On the key list of ``U1 & N(u)`` (at least ``t`` peers, all
-  neighbours, all keys distinct, signatures valid): derive for every peer ``v``
+  encryption) and ``(s_u^SK, s_u^PK)`` (mask agreement), a 32-byte self-mask seed
+  ``b_u`` and a fresh 32-byte nonce ``r_u``; send both public keys and ``r_u`` (signed
+  with Ed25519 over ``sid_0`` in the malicious-server variant).
+* **Round 1, ShareKeys.** On the key list of ``U1 & N(u)`` (its transcript root holds
+  ``u``'s own fresh leaf, else ``STALE_SESSION``; at least ``t`` peers, all neighbours,
+  all keys distinct, signatures valid): set ``sid = sid_1 = H(sid_0, root)`` (fresh
+  sessions, docs/secagg-primitives.md) and derive for every peer ``v``
   ``k_uv = HKDF(X25519(c_u^SK, c_v^PK), "share-encryption-key", sid || u,v)`` and the
   mask seed ``s_uv = HKDF(X25519(s_u^SK, s_v^PK), "pairwise-mask-seed", sid || u,v)``;
   Shamir-share ``b_u`` and ``s_u^SK`` t-out-of-``|U1 & N(u)|`` and send to each peer
@@ -16,10 +19,12 @@ Client ``u`` (roster position) with input ``x_u`` in ``Z_R^m`` and neighbours ``
 * **Round 2, MaskedInputCollection.** On the ciphertexts from ``U2 & N(u)`` (at least
   ``t``, all from peers of the key list, all authentic): send
   ``y_u = x_u + PRG(b_u) + sum_{v in U2&N(u), u<v} PRG(s_uv) - sum_{v<u} PRG(s_uv) mod R``.
-* **Round 3, ConsistencyCheck** (malicious variant). On ``U3``: check ``u in U3``,
-  ``U3 & N(u)`` is a subset of what ``u`` saw and has at least ``t`` members; sign
+* **Round 3, ConsistencyCheck** (malicious variant). On ``(sid_1, U3)``: check the
+  session id, ``u in U3``, ``U3 & N(u)`` only names peers still ``ALIVE`` and has at
+  least ``t`` members; mark the neighbours left out ``DROPPED_AT_ROUND_2``; sign
   ``(sid, U3)``.
-* **Round 4, Unmasking.** On ``(alive, dropped, signatures)``: check that no peer is
+* **Round 4, Unmasking.** On ``(sid_1, alive, dropped, signatures)``: check the
+  session id (a request of another attempt is ``STALE_SESSION``), that no peer is
   both alive and dropped, that ``alive`` is the set signed in round 3 with at least
   ``t`` valid neighbour signatures on it, that the neighbourhood part of both sets only
   names peers whose shares ``u`` holds, and that ``dropped`` equals the set ``u``
@@ -31,7 +36,8 @@ Client ``u`` (roster position) with input ``x_u`` in ``Z_R^m`` and neighbours ``
 Any failed check moves the client to the sticky ``ABORTED`` state with an
 :class:`~secagg.state.AbortReason`; it sends nothing afterwards. An event that the
 transition table does not list raises :class:`~secagg.state.UnexpectedEvent` and
-changes nothing. Each handler validates everything first and mutates last.
+changes nothing. Each handler validates everything first, mutates its own data last and
+returns what to send; the dispatcher sets the next state the table names.
 """
 from __future__ import annotations
 
@@ -47,8 +53,8 @@ from .messages import (
     RoutedShares, ServerAbort, ShareKeys, UnmaskRequest, UnmaskShares,
 )
 from .state import (
-    AbortReason, ClientState, ModAccumulator, SessionConfig, Start, UnexpectedEvent,
-    bitmap_to_mask,
+    AbortReason, ClientState, ModAccumulator, SessionConfig, Start, Transition,
+    UnexpectedEvent, bitmap_to_mask,
 )
 
 __all__ = ["SecAggClient", "PeerStatus", "CLIENT_TRANSITIONS"]
@@ -71,17 +77,32 @@ class _Abort(Exception):
 
 
 _S = ClientState
-#: (state, event type) -> handler name. Everything else is local misuse.
-CLIENT_TRANSITIONS: dict[tuple[ClientState, type], str] = {
-    (_S.INIT, Start): "_on_start",
-    (_S.AWAIT_KEYS, KeyList): "_on_keys",
-    (_S.AWAIT_SHARES, RoutedShares): "_on_shares",
-    (_S.AWAIT_CONSISTENCY, ConsistencyRequest): "_on_consistency",
-    (_S.AWAIT_UNMASK, UnmaskRequest): "_on_unmask",
-    (_S.AWAIT_KEYS, ServerAbort): "_on_server_abort",
-    (_S.AWAIT_SHARES, ServerAbort): "_on_server_abort",
-    (_S.AWAIT_CONSISTENCY, ServerAbort): "_on_server_abort",
-    (_S.AWAIT_UNMASK, ServerAbort): "_on_server_abort",
+_T = Transition
+_ABORT_ON_SERVER_ABORT = {(st, ServerAbort): _T("_on_server_abort", _S.ABORTED)
+                          for st in (_S.AWAIT_KEYS, _S.AWAIT_SHARES, _S.AWAIT_CONSISTENCY,
+                                     _S.AWAIT_UNMASK)}
+#: The client's state diagram, one table per variant: ``(state, event type) ->
+#: Transition(handler, next state)``. The dispatcher sets the next state when the
+#: handler returns; a handler that detects a remote inconsistency aborts instead (sticky
+#: ``ABORTED`` with an :class:`AbortReason`). Every pair not listed is local misuse
+#: (:class:`UnexpectedEvent`, state unchanged).
+CLIENT_TRANSITIONS: dict[bool, dict[tuple[ClientState, type], Transition]] = {
+    False: {   # honest-but-curious server: no consistency round
+        (_S.INIT, Start): _T("_on_start", _S.AWAIT_KEYS),
+        (_S.AWAIT_KEYS, KeyList): _T("_on_keys", _S.AWAIT_SHARES),
+        (_S.AWAIT_SHARES, RoutedShares): _T("_on_shares", _S.AWAIT_UNMASK),
+        (_S.AWAIT_UNMASK, UnmaskRequest): _T("_on_unmask", _S.COMPLETED),
+        **{k: v for k, v in _ABORT_ON_SERVER_ABORT.items()
+           if k[0] is not _S.AWAIT_CONSISTENCY},
+    },
+    True: {    # malicious server: signed keys and the round-3 consistency check
+        (_S.INIT, Start): _T("_on_start", _S.AWAIT_KEYS),
+        (_S.AWAIT_KEYS, KeyList): _T("_on_keys", _S.AWAIT_SHARES),
+        (_S.AWAIT_SHARES, RoutedShares): _T("_on_shares", _S.AWAIT_CONSISTENCY),
+        (_S.AWAIT_CONSISTENCY, ConsistencyRequest): _T("_on_consistency", _S.AWAIT_UNMASK),
+        (_S.AWAIT_UNMASK, UnmaskRequest): _T("_on_unmask", _S.COMPLETED),
+        **_ABORT_ON_SERVER_ABORT,
+    },
 }
 
 
@@ -122,13 +143,16 @@ class SecAggClient:
         self.neighbours: tuple[int, ...] = config.neighbours(index)
         # a set, not an n-entry mask: n clients x n entries would be O(n^2) memory
         self._neighbour_set = frozenset(self.neighbours)
+        self._table = CLIENT_TRANSITIONS[bool(config.malicious)]
         self.state = ClientState.INIT
         self.abort_reason: AbortReason | None = None
         self.server_abort_reason: AbortReason | None = None
         self.peer_status: dict[int, PeerStatus] = {}
         # secrets
         self._c_sk = self._s_sk = self._b = b""
-        self._c_pk = self._s_pk = b""
+        self._c_pk = self._s_pk = self._nonce = b""
+        #: the transcript-bound session id ``sid_1`` (set in round 1)
+        self.session = b""
         # per-peer material
         self._share_keys: dict[int, bytes] = {}
         self._mask_seeds: dict[int, bytes] = {}
@@ -164,19 +188,21 @@ class SecAggClient:
         return self.state is ClientState.ABORTED
 
     def _dispatch(self, event: Any) -> list[Any]:
-        name = CLIENT_TRANSITIONS.get((self.state, type(event)))
-        if name is None:
+        edge = self._table.get((self.state, type(event)))
+        if edge is None:
             raise UnexpectedEvent(
                 f"client {self.index}: {type(event).__name__} is not legal in state "
                 f"{self.state.value}")
-        handler: Callable[[Any], list[Any]] = getattr(self, name)
+        handler: Callable[[Any], list[Any]] = getattr(self, edge.handler)
         try:
-            return handler(event)
+            out = handler(event)
         except _Abort as a:
             self.state = ClientState.ABORTED
             self.abort_reason = a.reason
             self._forget(shares=True)
             return []
+        self.state = edge.next_state  # type: ignore[assignment]
+        return out
 
     def _forget(self, *, shares: bool) -> None:
         """Drop secrets no later step needs: the secret keys, the self-mask seed and the
@@ -195,20 +221,28 @@ class SecAggClient:
         c_sk, c_pk = crypto.x25519_keypair(self._rand)
         s_sk, s_pk = crypto.x25519_keypair(self._rand)
         b = self._rand.token_bytes(crypto.KEY_BYTES)
+        nonce = self._rand.token_bytes(crypto.FRESH_NONCE_BYTES)
         sig = b""
         if self.config.malicious:
             assert self._signing_key is not None
             sig = crypto.ed25519_sign(self._signing_key,
-                                      self.config.keys_message(self.index, c_pk, s_pk))
-        msg = AdvertiseKeys(self.index, c_pk, s_pk, sig)
+                                      self.config.keys_message(self.index, nonce, c_pk, s_pk))
+        msg = AdvertiseKeys(self.index, c_pk, s_pk, nonce, sig)
         self._c_sk, self._c_pk, self._s_sk, self._s_pk, self._b = c_sk, c_pk, s_sk, s_pk, b
-        self.state = ClientState.AWAIT_KEYS
+        self._nonce = nonce
         return [msg]
 
     # ------------------------------------------------------------------ round 1
 
     def _on_keys(self, msg: KeyList) -> list[Any]:
         cfg, u = self.config, self.index
+        # the transcript must hold this attempt's fresh nonce and keys of this client
+        if len(msg.path) != crypto.transcript_depth(cfg.n) or not crypto.constant_time_equal(
+                crypto.transcript_root_from_path(
+                    crypto.transcript_leaf(u, self._nonce, self._c_pk, self._s_pk), u,
+                    msg.path), msg.transcript):
+            raise _Abort(AbortReason.STALE_SESSION)
+        sid = cfg.transcript_session(msg.transcript)
         peers = tuple(e.sender for e in msg.entries)
         for e in msg.entries:
             if e.sender == u and (e.c_pk != self._c_pk or e.s_pk != self._s_pk):
@@ -227,7 +261,7 @@ class SecAggClient:
             for e in msg.entries:
                 try:
                     crypto.ed25519_verify(self._verify_keys[e.sender],
-                                          cfg.keys_message(e.sender, e.c_pk, e.s_pk),
+                                          cfg.keys_message(e.sender, e.nonce, e.c_pk, e.s_pk),
                                           e.signature)
                 except CryptoError:
                     raise _Abort(AbortReason.INVALID_KEY_SIGNATURE) from None
@@ -235,7 +269,7 @@ class SecAggClient:
         mask_seeds: dict[int, bytes] = {}
         try:
             for e in msg.entries:
-                pc = cfg.pair_context(u, e.sender)
+                pc = cfg.pair_context(sid, u, e.sender)
                 share_keys[e.sender] = crypto.hkdf(
                     crypto.x25519_shared(self._c_sk, e.c_pk), label=crypto.LABEL_SHARE_KEY,
                     context=pc)
@@ -249,16 +283,16 @@ class SecAggClient:
         s_shares = shamir.split(self._s_sk, xs, cfg.threshold, self._rand)
         cts = tuple(
             crypto.aead_encrypt(share_keys[v], bs.to_bytes() + ss.to_bytes(),
-                                crypto.routing_ad(cfg.session, 1, u, v), self._rand)
+                                crypto.routing_ad(sid, 1, u, v), self._rand)
             for v, bs, ss in zip(peers, b_shares, s_shares))
         out = ShareKeys(u, peers, cts)
         # mutate
+        self.session = sid
         self._share_keys, self._mask_seeds = share_keys, mask_seeds
         for v in self.neighbours:
             self.peer_status[v] = PeerStatus.DROPPED_AT_ROUND_0
         for v in peers:
             self.peer_status[v] = PeerStatus.ALIVE
-        self.state = ClientState.AWAIT_SHARES
         return [out]
 
     # ------------------------------------------------------------------ round 2
@@ -276,7 +310,7 @@ class SecAggClient:
         for v, ct in zip(msg.senders, msg.ciphertexts):
             try:
                 pt = crypto.aead_decrypt(self._share_keys[v], ct,
-                                         crypto.routing_ad(cfg.session, 1, v, u))
+                                         crypto.routing_ad(self.session, 1, v, u))
             except CryptoError:
                 raise _Abort(AbortReason.DECRYPTION_FAILED) from None
             if len(pt) != _SHARE_PLAINTEXT:
@@ -295,8 +329,6 @@ class SecAggClient:
         for v, st in self.peer_status.items():
             if st is PeerStatus.ALIVE and v not in held_b:
                 self.peer_status[v] = PeerStatus.DROPPED_AT_ROUND_1
-        self.state = (ClientState.AWAIT_CONSISTENCY if cfg.malicious
-                      else ClientState.AWAIT_UNMASK)
         self._forget(shares=False)
         return [out]
 
@@ -309,7 +341,7 @@ class SecAggClient:
         cfg, u = self.config, self.index
         acc = ModAccumulator(cfg.dim, cfg.modulus)
         acc.add(self._input())
-        acc.add(prg.expand_mask(self_mask_seed(cfg, self._b), cfg.dim, cfg.modulus))
+        acc.add(prg.expand_mask(self_mask_seed(self.session, self._b), cfg.dim, cfg.modulus))
         for v in peers:
             mask = prg.expand_mask(self._mask_seeds[v], cfg.dim, cfg.modulus)
             if u < v:
@@ -322,36 +354,61 @@ class SecAggClient:
 
     def _on_consistency(self, msg: ConsistencyRequest) -> list[Any]:
         cfg, u = self.config, self.index
+        self._check_session(msg.session)
         alive = self._decode_set(msg.n, msg.alive)
-        self._check_alive(alive)
+        status = self._status_after(alive)
         assert self._signing_key is not None
-        sig = crypto.ed25519_sign(self._signing_key, cfg.consistency_message(msg.alive))
+        sig = crypto.ed25519_sign(self._signing_key,
+                                  cfg.consistency_message(self.session, msg.alive))
         out = ConsistencySignature(u, sig)
+        # mutate: the peers left out of the signed U3 are dead from now on
+        self.peer_status = status
         self._signed_alive = msg.alive
-        self.state = ClientState.AWAIT_UNMASK
         return [out]
+
+    def _check_session(self, session: bytes) -> None:
+        """A request names the transcript-bound session id it belongs to; another id is
+        a message of another attempt (a replay)."""
+        if not crypto.constant_time_equal(session, self.session):
+            raise _Abort(AbortReason.STALE_SESSION)
 
     def _decode_set(self, n: int, bitmap: bytes) -> np.ndarray:
         if n != self.config.n:
             raise _Abort(AbortReason.UNKNOWN_PEER_IN_SET)
         return bitmap_to_mask(bitmap, n)
 
-    def _check_alive(self, alive: np.ndarray) -> list[int]:
-        """Checks on a survivor set; returns the alive neighbours."""
+    def _status_after(self, alive: np.ndarray) -> dict[int, PeerStatus]:
+        """The per-peer status once the server announced the survivor set ``alive``.
+
+        Status only ever moves from ``ALIVE`` to a ``DROPPED_AT_ROUND_k``, never back:
+        a neighbour named alive must still be ``ALIVE`` here (it sent us its shares and
+        was never announced dropped), and an ``ALIVE`` neighbour left out of ``alive``
+        becomes ``DROPPED_AT_ROUND_2`` (shares received, no masked input).
+
+        Raises:
+            _Abort: ``u`` itself is not alive; a neighbour named alive is already
+                dead for this client; fewer than ``t`` neighbours alive.
+        """
         if not alive[self.index]:
             raise _Abort(AbortReason.SELF_NOT_ALIVE)
-        alive_n = [v for v in self.neighbours if alive[v]]
-        for v in alive_n:
-            if v not in self._held_b:
-                raise _Abort(AbortReason.UNKNOWN_PEER_IN_SET)
-        if len(alive_n) < self.config.threshold:
+        status = dict(self.peer_status)
+        survivors = 0
+        for v in self.neighbours:
+            if alive[v]:
+                if status[v] is not PeerStatus.ALIVE:
+                    raise _Abort(AbortReason.UNKNOWN_PEER_IN_SET)
+                survivors += 1
+            elif status[v] is PeerStatus.ALIVE:
+                status[v] = PeerStatus.DROPPED_AT_ROUND_2
+        if survivors < self.config.threshold:
             raise _Abort(AbortReason.TOO_FEW_SURVIVORS)
-        return alive_n
+        return status
 
     # ------------------------------------------------------------------ round 4
 
     def _on_unmask(self, msg: UnmaskRequest) -> list[Any]:
         cfg, u = self.config, self.index
+        self._check_session(msg.session)
         alive = self._decode_set(msg.n, msg.alive)
         dropped = self._decode_set(msg.n, msg.dropped)
         if (alive & dropped).any():
@@ -366,35 +423,40 @@ class SecAggClient:
                     raise _Abort(AbortReason.SIGNER_NOT_ALLOWED)
                 try:
                     crypto.ed25519_verify(self._verify_keys[w],
-                                          cfg.consistency_message(msg.alive), sig)
+                                          cfg.consistency_message(self.session, msg.alive),
+                                          sig)
                 except CryptoError:
                     raise _Abort(AbortReason.INVALID_CONSISTENCY_SIGNATURE) from None
                 if w != u:
                     valid += 1
             if valid < cfg.threshold:
                 raise _Abort(AbortReason.TOO_FEW_SIGNATURES)
-        alive_n = self._check_alive(alive)
-        dropped_n = [v for v in self.neighbours if dropped[v]]
-        # the dropped set is computed here, from what this client saw
-        my_dropped = [v for v in self.neighbours if v in self._held_s and not alive[v]]
-        if dropped_n != my_dropped:
-            if any(v not in self._held_s for v in dropped_n):
-                raise _Abort(AbortReason.UNKNOWN_PEER_IN_SET)
+        status = self._status_after(alive)
+        # the server's dropped set must be exactly the peers now DROPPED_AT_ROUND_2
+        named = [v for v in self.neighbours if dropped[v]]
+        if named != [v for v in self.neighbours if status[v] is PeerStatus.DROPPED_AT_ROUND_2]:
+            if any(status[v] is not PeerStatus.DROPPED_AT_ROUND_2 for v in named):
+                raise _Abort(AbortReason.UNKNOWN_PEER_IN_SET)  # dropped before sharing
             raise _Abort(AbortReason.DROPPED_SET_MISMATCH)
-        # per-peer status decides the single share revealed for each peer
-        status = dict(self.peer_status)
-        for v in my_dropped:
-            status[v] = PeerStatus.DROPPED_AT_ROUND_2
-        b_owners = tuple(v for v in alive_n if status[v] is PeerStatus.ALIVE)
-        s_owners = tuple(v for v in my_dropped if status[v] is PeerStatus.DROPPED_AT_ROUND_2)
-        out = UnmaskShares(u, b_owners, tuple(self._held_b[v] for v in b_owners),
-                           s_owners, tuple(self._held_s[v] for v in s_owners))
+        out = self._unmask_shares(status)
         # mutate
         self.peer_status = status
-        self.revealed_b, self.revealed_s = frozenset(b_owners), frozenset(s_owners)
-        self.state = ClientState.COMPLETED
+        self.revealed_b, self.revealed_s = frozenset(out.b_owners), frozenset(out.s_owners)
         self._forget(shares=True)
         return [out]
+
+    def _unmask_shares(self, status: dict[int, PeerStatus]) -> UnmaskShares:
+        """The round-4 answer, decided by per-peer status alone (the single decision
+        point, as in Google's fcp/secagg client): the ``b``-share of an ``ALIVE`` peer,
+        the ``s^SK``-share of a ``DROPPED_AT_ROUND_2`` peer, nothing for a peer dropped
+        earlier (this client holds no share of it). Status never returns to ``ALIVE``,
+        so a peer once dead never gets its self-mask share revealed, and a surviving
+        peer never gets its mask-key share revealed."""
+        b_owners = tuple(v for v in self.neighbours if status[v] is PeerStatus.ALIVE)
+        s_owners = tuple(v for v in self.neighbours
+                         if status[v] is PeerStatus.DROPPED_AT_ROUND_2)
+        return UnmaskShares(self.index, b_owners, tuple(self._held_b[v] for v in b_owners),
+                            s_owners, tuple(self._held_s[v] for v in s_owners))
 
     # ------------------------------------------------------------------ abort
 
@@ -403,9 +465,10 @@ class SecAggClient:
         raise _Abort(AbortReason.SERVER_ABORTED)
 
 
-def self_mask_seed(config: SessionConfig, b: bytes) -> bytes:
-    """PRG seed of the self mask: ``HKDF(b_u, "self-mask", sid)``."""
-    return crypto.hkdf(b, label=crypto.LABEL_SELF_MASK, context=config.session)
+def self_mask_seed(session: bytes, b: bytes) -> bytes:
+    """PRG seed of the self mask: ``HKDF(b_u, "self-mask", sid_1)`` (``session`` is the
+    transcript-bound session id of the attempt)."""
+    return crypto.hkdf(b, label=crypto.LABEL_SELF_MASK, context=session)
 
 
 def _check_input(config: SessionConfig, value: Any) -> np.ndarray:

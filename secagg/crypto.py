@@ -53,7 +53,9 @@ __all__ = [
     "LABEL_MASK_SEED", "LABEL_SHARE_KEY", "LABEL_SELF_MASK", "LABEL_SESSION",
     "x25519_keypair", "x25519_public", "x25519_shared", "hkdf", "hkdf_info", "session_id",
     "aead_encrypt", "aead_decrypt", "routing_ad", "ed25519_keypair", "ed25519_public",
-    "ed25519_sign", "ed25519_verify", "constant_time_equal",
+    "ed25519_sign", "ed25519_verify", "constant_time_equal", "FRESH_NONCE_BYTES",
+    "attempt_session_id", "transcript_leaf", "transcript_depth", "transcript_tree",
+    "transcript_path", "transcript_root_from_path", "transcript_session_id",
 ]
 
 KEY_BYTES = 32
@@ -366,3 +368,74 @@ def constant_time_equal(a: bytes, b: bytes) -> bool:
         CryptoError: an argument is not bytes-like.
     """
     return hmac.compare_digest(_as_bytes(a, "a"), _as_bytes(b, "b"))
+
+
+# ------------------------------------------------------------------ per-attempt freshness
+
+#: bytes of the server's and each client's per-attempt nonce
+FRESH_NONCE_BYTES = 32
+_ABSENT_LEAF = bytes(32)
+
+
+def _tagged_hash(tag: bytes, *parts: bytes) -> bytes:
+    h = hashlib.sha256(PROTOCOL_PREFIX + tag + b"\x00")
+    for p in parts:
+        h.update(struct.pack(">Q", len(p)))
+        h.update(p)
+    return h.digest()
+
+
+def attempt_session_id(base_session: bytes, server_nonce: bytes) -> bytes:
+    """Round-0 id of one attempt: ``H("attempt", base sid, server nonce)``.
+
+    Raises:
+        ParameterError: an argument of the wrong length.
+    """
+    if len(base_session) != 32 or len(server_nonce) != FRESH_NONCE_BYTES:
+        raise ParameterError("base session must be 32 bytes, server nonce 32 bytes")
+    return _tagged_hash(b"attempt", base_session, server_nonce)
+
+
+def transcript_leaf(position: int, nonce: bytes, c_pk: bytes, s_pk: bytes) -> bytes:
+    """Leaf of the round-0 transcript tree: ``H("transcript-leaf", u64(u), r_u, c_pk, s_pk)``."""
+    return _tagged_hash(b"transcript-leaf", struct.pack(">Q", position), nonce, c_pk, s_pk)
+
+
+def _node(left: bytes, right: bytes) -> bytes:
+    return _tagged_hash(b"transcript-node", left, right)
+
+
+def transcript_depth(n: int) -> int:
+    """Height of the transcript tree over ``n`` positions (``ceil(log2 n)``, at least 1)."""
+    return max(1, (n - 1).bit_length())
+
+
+def transcript_tree(n: int, leaves: dict[int, bytes]) -> list[list[bytes]]:
+    """All levels of the Merkle tree over positions ``0..n-1`` (``2**depth`` slots;
+    an absent position holds 32 zero bytes). ``levels[0]`` are the leaves,
+    ``levels[-1] == [root]``."""
+    width = 1 << transcript_depth(n)
+    level = [leaves.get(i, _ABSENT_LEAF) for i in range(width)]
+    levels = [level]
+    while len(level) > 1:
+        level = [_node(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+        levels.append(level)
+    return levels
+
+
+def transcript_path(levels: list[list[bytes]], position: int) -> tuple[bytes, ...]:
+    """The authentication path (siblings, leaf level first) of ``position``."""
+    return tuple(levels[h][(position >> h) ^ 1] for h in range(len(levels) - 1))
+
+
+def transcript_root_from_path(leaf: bytes, position: int, path: Sequence[bytes]) -> bytes:
+    """The root implied by ``leaf`` at ``position`` and its authentication path."""
+    node = leaf
+    for h, sibling in enumerate(path):
+        node = _node(sibling, node) if (position >> h) & 1 else _node(node, sibling)
+    return node
+
+
+def transcript_session_id(attempt_session: bytes, root: bytes) -> bytes:
+    """The session id used from round 1 on: ``H("transcript", sid_0, root)``."""
+    return _tagged_hash(b"transcript", attempt_session, root)

@@ -13,20 +13,26 @@ Participants are roster positions ``0..n-1``; sets of participants travel as bit
 (``secagg.state.set_to_bitmap``), lists of addressed items as strictly increasing
 position tuples with parallel payload tuples.
 
-=====  ==========================  ===============================================
- tag    message                     content
-=====  ==========================  ===============================================
-  1     AdvertiseKeys (u->S, r0)    c_pk, s_pk (X25519), Ed25519 signature (malicious)
-  2     ShareKeys (u->S, r1)        one AEAD ciphertext per neighbour in U1
-  3     MaskedInput (u->S, r2)      y_u packed at the bit width of R-1
-  4     ConsistencySignature (r3)   Ed25519 signature over (session, U3)
-  5     UnmaskShares (u->S, r4)     b-shares of survivors, s_sk-shares of dropped
- 11     KeyList (S->u, r0)          the AdvertiseKeys of u's neighbours in U1
- 12     RoutedShares (S->u, r1)     the ciphertexts addressed to u
- 13     ConsistencyRequest (r2)     U3 as a bitmap (malicious variant)
- 14     UnmaskRequest (S->u, r3)    U3 (alive) and U2 minus U3 (dropped); signatures
- 15     ServerAbort (S->u)          the server's abort reason
-=====  ==========================  ===============================================
+=====  =====  ==========================  ==========================================
+ tag   ROUND   message                     content
+=====  =====  ==========================  ==========================================
+  1      0     AdvertiseKeys (u->S)        c_pk, s_pk (X25519), nonce, Ed25519 signature
+  2      1     ShareKeys (u->S)            one AEAD ciphertext per neighbour in U1
+  3      2     MaskedInput (u->S)          y_u packed at the bit width of R-1
+  4      3     ConsistencySignature (u->S) Ed25519 signature over (session, U3)
+  5      4     UnmaskShares (u->S)         b-shares of survivors, s_sk-shares of dropped
+ 11      1     KeyList (S->u)              the AdvertiseKeys of u's neighbours in U1; root, path
+ 12      2     RoutedShares (S->u)         the ciphertexts addressed to u
+ 13      3     ConsistencyRequest (S->u)   sid_1, U3 as a bitmap (malicious variant)
+ 14      4     UnmaskRequest (S->u)        sid_1, U3 (alive), U2 minus U3 (dropped); signatures
+ 15      --    ServerAbort (S->u)          the server's abort reason
+=====  =====  ==========================  ==========================================
+
+``ROUND`` (a class attribute, the one source of round numbers: the engine, the
+invariants and the tests derive theirs from it) is, for a client message, the protocol
+round in which the client sends it and, for a server message, the round whose client
+message it asks for (the client answers a ``KeyList`` with its round-1 ``ShareKeys``).
+``ServerAbort`` belongs to no round. A test checks this table against the attributes.
 """
 from __future__ import annotations
 
@@ -47,6 +53,10 @@ __all__ = [
 ]
 
 PUBLIC_KEY_BYTES = 32
+#: per-attempt client nonce, and hashes (transcript root, path nodes, session ids)
+NONCE_BYTES = HASH_BYTES = 32
+#: transcript tree height for MAX_PARTICIPANTS positions
+MAX_DEPTH = 16
 SIGNATURE_BYTES = 64
 #: nonce (12) + two encoded shares (2 * 35) + tag (16) = 98; generous bound, exact check by AEAD
 MAX_CIPHERTEXT_BYTES = 256
@@ -105,30 +115,35 @@ def _bitmap(value: Any, n: int, name: str) -> bytes:
 class AdvertiseKeys:
     """Round 0: ``u`` advertises ``c_pk`` (share encryption) and ``s_pk`` (masks).
 
-    ``signature`` is empty (honest-but-curious) or an Ed25519 signature over
-    ``SessionConfig.keys_message`` (malicious-server variant).
+    ``nonce`` is 32 bytes of fresh randomness of this client for this attempt (hashed
+    into the transcript-bound session id). ``signature`` is empty (honest-but-curious)
+    or an Ed25519 signature over ``SessionConfig.keys_message`` (malicious-server
+    variant).
     """
 
     TAG: ClassVar[int] = 1
+    ROUND: ClassVar[int] = 0
     sender: int
     c_pk: bytes
     s_pk: bytes
+    nonce: bytes
     signature: bytes = b""
 
     def __post_init__(self) -> None:
         _pos(self.sender, "sender")
         _bytes(self.c_pk, "c_pk", PUBLIC_KEY_BYTES)
         _bytes(self.s_pk, "s_pk", PUBLIC_KEY_BYTES)
+        _bytes(self.nonce, "nonce", NONCE_BYTES)
         _bytes(self.signature, "signature")
         if len(self.signature) not in (0, SIGNATURE_BYTES):
             raise ValueError("signature must be empty or 64 bytes")
 
     def to_wire(self) -> list[Any]:
-        return [self.sender, self.c_pk, self.s_pk, self.signature]
+        return [self.sender, self.c_pk, self.s_pk, self.nonce, self.signature]
 
     @classmethod
     def from_wire(cls, fields: list[Any]) -> "AdvertiseKeys":
-        return cls(*_fields(fields, 4))
+        return cls(*_fields(fields, 5))
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +151,7 @@ class ShareKeys:
     """Round 1: one ciphertext per recipient (``recipients`` strictly increasing)."""
 
     TAG: ClassVar[int] = 2
+    ROUND: ClassVar[int] = 1
     sender: int
     recipients: tuple[int, ...]
     ciphertexts: tuple[bytes, ...]
@@ -167,6 +183,7 @@ class MaskedInput:
     """
 
     TAG: ClassVar[int] = 3
+    ROUND: ClassVar[int] = 2
     sender: int
     dim: int
     modulus: int
@@ -214,6 +231,7 @@ class ConsistencySignature:
     """Round 3 (malicious variant): Ed25519 signature over ``(session, U3)``."""
 
     TAG: ClassVar[int] = 4
+    ROUND: ClassVar[int] = 3
     sender: int
     signature: bytes
 
@@ -238,6 +256,7 @@ class UnmaskShares:
     """
 
     TAG: ClassVar[int] = 5
+    ROUND: ClassVar[int] = 4
     sender: int
     b_owners: tuple[int, ...]
     b_shares: tuple[bytes, ...]
@@ -268,10 +287,16 @@ class UnmaskShares:
 
 @dataclass(frozen=True, slots=True)
 class KeyList:
-    """Round 0 broadcast: the advertised keys of the recipient's neighbours in U1."""
+    """Closes round 0, opens round 1: the advertised keys of the recipient's neighbours
+    in U1, the root of the round-0 transcript tree (``crypto.transcript_tree`` over every
+    client of U1: position, nonce, keys) and the recipient's authentication path in it
+    (siblings, leaf level first; ``crypto.transcript_depth(n)`` of them)."""
 
     TAG: ClassVar[int] = 11
+    ROUND: ClassVar[int] = 1
     entries: tuple[AdvertiseKeys, ...]
+    transcript: bytes
+    path: tuple[bytes, ...]
 
     def __post_init__(self) -> None:
         if not isinstance(self.entries, (tuple, list)):
@@ -282,23 +307,30 @@ class KeyList:
                 raise TypeError("entries must be AdvertiseKeys")
         _positions([e.sender for e in ents], "entry senders")
         object.__setattr__(self, "entries", ents)
+        _bytes(self.transcript, "transcript", HASH_BYTES)
+        if not isinstance(self.path, (tuple, list)) or not 1 <= len(self.path) <= MAX_DEPTH:
+            raise ValueError(f"path must be a sequence of 1..{MAX_DEPTH} hashes")
+        object.__setattr__(self, "path", _blobs(self.path, "path", len(self.path),
+                                                length=HASH_BYTES))
 
     def to_wire(self) -> list[Any]:
-        return [[e.to_wire() for e in self.entries]]
+        return [[e.to_wire() for e in self.entries], self.transcript, list(self.path)]
 
     @classmethod
     def from_wire(cls, fields: list[Any]) -> "KeyList":
-        (raw,) = _fields(fields, 1)
+        raw, transcript, path = _fields(fields, 3)
         if not isinstance(raw, list):
             raise TypeError("entries must be a list")
-        return cls(tuple(AdvertiseKeys.from_wire(e) for e in raw))
+        return cls(tuple(AdvertiseKeys.from_wire(e) for e in raw), transcript, path)
 
 
 @dataclass(frozen=True, slots=True)
 class RoutedShares:
-    """Round 1 routing: the ciphertexts addressed to the recipient, by sender."""
+    """Closes round 1, opens round 2: the ciphertexts addressed to the recipient, by
+    sender."""
 
     TAG: ClassVar[int] = 12
+    ROUND: ClassVar[int] = 2
     senders: tuple[int, ...]
     ciphertexts: tuple[bytes, ...]
 
@@ -318,31 +350,40 @@ class RoutedShares:
 
 @dataclass(frozen=True, slots=True)
 class ConsistencyRequest:
-    """Round 3 request (malicious variant): the survivor set U3 to be signed."""
+    """Closes round 2, opens round 3 (malicious variant): the survivor set U3 to be
+    signed, and the transcript-bound session id ``sid_1`` of the attempt (the client
+    aborts with ``stale_session`` on any other)."""
 
     TAG: ClassVar[int] = 13
+    ROUND: ClassVar[int] = 3
+    session: bytes
     n: int
     alive: bytes
 
     def __post_init__(self) -> None:
+        _bytes(self.session, "session", HASH_BYTES)
         if type(self.n) is not int or not 1 <= self.n <= MAX_PARTICIPANTS:
             raise ValueError("n out of range")
         _bitmap(self.alive, self.n, "alive")
 
     def to_wire(self) -> list[Any]:
-        return [self.n, self.alive]
+        return [self.session, self.n, self.alive]
 
     @classmethod
     def from_wire(cls, fields: list[Any]) -> "ConsistencyRequest":
-        return cls(*_fields(fields, 2))
+        return cls(*_fields(fields, 3))
 
 
 @dataclass(frozen=True, slots=True)
 class UnmaskRequest:
-    """Round 4 request: survivors U3 (``alive``), ``dropped`` = U2 minus U3, and (malicious
-    variant) the round-3 signatures of the recipient's neighbours, by signer."""
+    """Closes round 2 (round 3 in the malicious variant), opens round 4: survivors U3
+    (``alive``), ``dropped`` = U2 minus U3, and (malicious variant) the round-3
+    signatures of the recipient's neighbours, by signer; ``session`` is the
+    transcript-bound session id ``sid_1`` of the attempt."""
 
     TAG: ClassVar[int] = 14
+    ROUND: ClassVar[int] = 4
+    session: bytes
     n: int
     alive: bytes
     dropped: bytes
@@ -350,6 +391,7 @@ class UnmaskRequest:
     signatures: tuple[bytes, ...] = ()
 
     def __post_init__(self) -> None:
+        _bytes(self.session, "session", HASH_BYTES)
         if type(self.n) is not int or not 1 <= self.n <= MAX_PARTICIPANTS:
             raise ValueError("n out of range")
         _bitmap(self.alive, self.n, "alive")
@@ -362,11 +404,12 @@ class UnmaskRequest:
                                                       length=SIGNATURE_BYTES))
 
     def to_wire(self) -> list[Any]:
-        return [self.n, self.alive, self.dropped, list(self.signers), list(self.signatures)]
+        return [self.session, self.n, self.alive, self.dropped, list(self.signers),
+                list(self.signatures)]
 
     @classmethod
     def from_wire(cls, fields: list[Any]) -> "UnmaskRequest":
-        return cls(*_fields(fields, 5))
+        return cls(*_fields(fields, 6))
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +417,7 @@ class ServerAbort:
     """The server gave up; ``reason`` is an :class:`~secagg.state.AbortReason` value."""
 
     TAG: ClassVar[int] = 15
+    ROUND: ClassVar[int | None] = None
     reason: str
 
     def __post_init__(self) -> None:

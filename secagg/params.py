@@ -96,7 +96,8 @@ from .errors import ParameterError
 __all__ = ["SecAggParams", "find_params", "GRAPHS", "THREATS", "DEFAULT_THREAT",
            "DEFAULT_CORRUPT_FRACTION", "DEFAULT_DROPOUT_RATE", "log2_hypergeom_sf",
            "log2_disconnect_probability", "min_honest_clients", "parameter_table",
-           "threat_of"]
+           "threat_of", "subset_grinding_bits", "seed_grinding_bits",
+           "GRINDING_WORK_BITS", "default_grinding_bits"]
 
 GRAPHS = ("complete", "harary")
 #: threat models by name; the first one is the default everywhere
@@ -451,8 +452,9 @@ def parameter_table(rows: tuple[tuple[int, str, float], ...] = TABLE_ROWS) -> st
     """The Markdown table of default parameters in ``docs/secagg.md``, from the code.
 
     One line per ``(n, graph, delta)`` and threat model, with ``gamma`` =
-    :data:`DEFAULT_CORRUPT_FRACTION`, ``sigma = 40``, ``eta = 20``. A test compares it
-    with the table in the document.
+    :data:`DEFAULT_CORRUPT_FRACTION`, ``sigma = 40``, ``eta = 20`` and the graph-seed
+    grinding the transport and ``fedhh bench secagg`` grant by default
+    (:func:`default_grinding_bits`). A test compares it with the table in the document.
 
     Raises:
         ParameterError: a row with no parameters.
@@ -460,18 +462,85 @@ def parameter_table(rows: tuple[tuple[int, str, float], ...] = TABLE_ROWS) -> st
     def log2(v: float | None) -> str:
         return "-inf" if v is None or v == -math.inf else f"{v:.1f}"
 
-    lines = ["| n | graph | delta | threat | k | t | min honest (alpha n) | alpha "
-             "| min honest if the server deviates | log2 P(security fails) "
+    lines = ["| n | graph | delta | threat | grinding bits | k | t | min honest (alpha n) "
+             "| alpha | min honest if the server deviates | log2 P(security fails) "
              "| log2 P(correctness fails) |",
-             "| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| ---: |"]
     for n, graph, delta in rows:
         for threat in THREATS:
-            p = find_params(n, graph=graph, dropout_rate=delta, threat=threat)
+            g = default_grinding_bits(n, delta, graph=graph, malicious=threat == "malicious")
+            p = find_params(n, graph=graph, dropout_rate=delta, threat=threat,
+                            grinding_bits=g)
             # a semi-honest session gives no guarantee against a server that deviates:
             # a split view recovers one input (secagg.split_view_no_colluders)
             deviating = p.min_honest if threat == "malicious" else 1
-            lines.append(f"| {n:,} | {graph} | {delta:g} | {threat} | {p.degree} | "
+            lines.append(f"| {n:,} | {graph} | {delta:g} | {threat} | {g} | {p.degree} | "
                          f"{p.threshold} | {p.min_honest:,} | {p.alpha:.3f} | {deviating:,} | "
                          f"{log2(p.log2_security_failure)} | "
                          f"{log2(p.log2_correctness_failure)} |")
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ grinding accounting
+# (added for fresh sessions / the graph seed; see docs/secagg-primitives.md,
+# "Grinding the graph seed". Separate from find_params on purpose.)
+
+#: default work bound of a grinding server: it evaluates at most ``2^40`` candidate
+#: graph seeds (each costs it a hash and a graph evaluation; ``2^40`` is days on a
+#: cluster, ``2^64`` is out of reach)
+GRINDING_WORK_BITS = 40
+
+
+def subset_grinding_bits(n: int, dropout_rate: float) -> float:
+    """``log2`` of the number of survivor subsets a server can choose among.
+
+    If the graph seed is derived from the revealed nonces of the round-0 survivors
+    (commit-then-reveal), a server that decides whose reveal counts can still pick
+    the subset: any set of at most ``floor(delta n)`` clients may be declared dropped
+    without breaking correctness, so it chooses among
+    ``sum_{i <= floor(delta n)} C(n, i)`` seeds, about ``2^(n H(delta))`` (``H`` the
+    binary entropy).
+
+    Raises:
+        ParameterError: ``n < 2`` or ``dropout_rate`` outside ``[0, 1)``.
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+        raise ParameterError(f"n must be an int >= 2, got {n!r}")
+    delta = _check_fraction(dropout_rate, "dropout_rate")
+    m = int(math.floor(delta * n))
+    lf = _log_factorials(n)
+    ln_terms = lf[n] - lf[: m + 1] - lf[n - m: n + 1][::-1]   # ln C(n, i), i = 0..m
+    return float(np.logaddexp.reduce(ln_terms) / _LN2)
+
+
+def seed_grinding_bits(n: int, dropout_rate: float, *,
+                       work_bits: int = GRINDING_WORK_BITS) -> int:
+    """The ``grinding_bits`` to hand :func:`find_params` for a Harary graph whose seed a
+    server can influence only by choosing the survivor subset (commit-then-reveal) or,
+    today, by re-choosing the session context offline: the smaller of the subset count
+    (:func:`subset_grinding_bits`, rounded up) and the server's work bound.
+
+    Raises:
+        ParameterError: bad ``n``, ``dropout_rate`` or ``work_bits``.
+    """
+    if not isinstance(work_bits, int) or isinstance(work_bits, bool) or work_bits < 0:
+        raise ParameterError(f"work_bits must be an int >= 0, got {work_bits!r}")
+    return min(int(math.ceil(subset_grinding_bits(n, dropout_rate) - 1e-9)), work_bits)
+
+
+def default_grinding_bits(n: int, dropout_rate: float, *, graph: str, malicious: bool) -> int:
+    """The grinding a session's parameters should absorb when the caller states none:
+    :func:`seed_grinding_bits` for a Harary graph under a malicious server, 0 otherwise
+    (the complete graph has no seed; a semi-honest server follows the protocol and does
+    not grind).
+
+    Raises:
+        ParameterError: bad ``n`` or ``dropout_rate``, or an unknown graph.
+    """
+    if graph not in GRAPHS:
+        raise ParameterError(f"graph must be one of {GRAPHS}, got {graph!r}")
+    if graph == "complete" or not malicious:
+        _check_fraction(dropout_rate, "dropout_rate")
+        return 0
+    return seed_grinding_bits(n, dropout_rate)

@@ -8,7 +8,9 @@ are named as in the paper: ``U1`` advertised keys, ``U2`` sent shares, ``U3`` se
 masked input, ``U4`` signed ``U3`` (malicious variant; ``U4 = U3`` otherwise), ``U5``
 sent unmasking shares.
 
-* close round 0: send every ``u`` in ``U1`` the keys of ``U1 & N(u)``.
+* close round 0: build the transcript tree over ``(v, r_v, c_v^PK, s_v^PK)`` of ``U1``
+  (``crypto.transcript_tree``), fix ``sid_1 = H(sid_0, root)`` and send every ``u`` in
+  ``U1`` the keys of ``U1 & N(u)``, the root and ``u``'s authentication path.
 * close round 1: send every ``u`` in ``U2`` the ciphertexts addressed to it by
   ``U2 & N(u)``.
 * close round 2: ``U3`` must leave every secret to be rebuilt (``b_u`` of ``u`` in
@@ -43,30 +45,51 @@ from . import crypto, prg, shamir
 from .client import self_mask_seed
 from .errors import CryptoError, ParameterError
 from .messages import (
-    AdvertiseKeys, ConsistencyRequest, ConsistencySignature, KeyList, MaskedInput,
-    RoutedShares, ServerAbort, ShareKeys, UnmaskRequest, UnmaskShares,
+    CLIENT_MESSAGES, AdvertiseKeys, ConsistencyRequest, ConsistencySignature, KeyList,
+    MaskedInput, RoutedShares, ServerAbort, ShareKeys, UnmaskRequest, UnmaskShares,
 )
 from .state import (
     AbortReason, CloseRound, InvalidMessage, ModAccumulator, ServerState, SessionConfig,
-    UnexpectedEvent, set_to_bitmap,
+    Transition, UnexpectedEvent, set_to_bitmap,
 )
 
-__all__ = ["SecAggServer", "SERVER_TRANSITIONS"]
+__all__ = ["SecAggServer", "SERVER_TRANSITIONS", "COLLECTING_ROUND"]
 
 _S = ServerState
-#: (state, event type) -> handler name. Everything else is local misuse.
-SERVER_TRANSITIONS: dict[tuple[ServerState, type], str] = {
-    (_S.COLLECT_KEYS, AdvertiseKeys): "_on_keys",
-    (_S.COLLECT_SHARES, ShareKeys): "_on_shares",
-    (_S.COLLECT_INPUTS, MaskedInput): "_on_input",
-    (_S.COLLECT_SIGNATURES, ConsistencySignature): "_on_signature",
-    (_S.COLLECT_UNMASK, UnmaskShares): "_on_unmask",
-    (_S.COLLECT_KEYS, CloseRound): "_close_keys",
-    (_S.COLLECT_SHARES, CloseRound): "_close_shares",
-    (_S.COLLECT_INPUTS, CloseRound): "_close_inputs",
-    (_S.COLLECT_SIGNATURES, CloseRound): "_close_signatures",
-    (_S.COLLECT_UNMASK, CloseRound): "_close_unmask",
+_T = Transition
+_COMMON: dict[tuple[ServerState, type], Transition] = {
+    (_S.COLLECT_KEYS, AdvertiseKeys): _T("_on_keys", _S.COLLECT_KEYS),
+    (_S.COLLECT_KEYS, CloseRound): _T("_close_keys", _S.COLLECT_SHARES),
+    (_S.COLLECT_SHARES, ShareKeys): _T("_on_shares", _S.COLLECT_SHARES),
+    (_S.COLLECT_SHARES, CloseRound): _T("_close_shares", _S.COLLECT_INPUTS),
+    (_S.COLLECT_INPUTS, MaskedInput): _T("_on_input", _S.COLLECT_INPUTS),
+    (_S.COLLECT_UNMASK, UnmaskShares): _T("_on_unmask", _S.COLLECT_UNMASK),
+    (_S.COLLECT_UNMASK, CloseRound): _T("_close_unmask", _S.COMPLETED),
 }
+#: The server's state diagram, one table per variant: ``(state, event type) ->
+#: Transition(handler, next state)``. A client message keeps the state (the round stays
+#: open until the caller closes it); ``CloseRound`` moves on, or aborts (sticky
+#: ``ABORTED`` with an :class:`AbortReason`) when too few clients answered. Every pair not
+#: listed is local misuse (:class:`UnexpectedEvent`, state unchanged).
+SERVER_TRANSITIONS: dict[bool, dict[tuple[ServerState, type], Transition]] = {
+    False: {
+        **_COMMON,
+        (_S.COLLECT_INPUTS, CloseRound): _T("_close_inputs", _S.COLLECT_UNMASK),
+    },
+    True: {
+        **_COMMON,
+        (_S.COLLECT_INPUTS, CloseRound): _T("_close_inputs", _S.COLLECT_SIGNATURES),
+        (_S.COLLECT_SIGNATURES, ConsistencySignature): _T("_on_signature",
+                                                          _S.COLLECT_SIGNATURES),
+        (_S.COLLECT_SIGNATURES, CloseRound): _T("_close_signatures", _S.COLLECT_UNMASK),
+    },
+}
+
+#: the round each collecting state collects, derived from the tables: the ``ROUND`` of
+#: the client message the state takes (the terminal states collect nothing)
+COLLECTING_ROUND: dict[ServerState, int] = {
+    state: event.ROUND for table in SERVER_TRANSITIONS.values() for (state, event) in table
+    if event in CLIENT_MESSAGES}
 
 Outgoing = list[tuple[int, Any]]
 
@@ -98,6 +121,7 @@ class SecAggServer:
         self._verify_keys = tuple(verify_keys) if verify_keys is not None else None
         n = config.n
         self.neighbours: list[tuple[int, ...]] = config.all_neighbours()
+        self._table = SERVER_TRANSITIONS[bool(config.malicious)]
         self.state = ServerState.COLLECT_KEYS
         self.abort_reason: AbortReason | None = None
         self.result: np.ndarray | None = None
@@ -112,6 +136,8 @@ class SecAggServer:
         self.input_digests: dict[int, bytes] = {}
         self._signatures: dict[int, bytes] = {}
         self._alive_bitmap = b""
+        #: the transcript-bound session id ``sid_1`` (fixed when round 0 closes)
+        self.session = b""
         self._needed_s: list[int] = []
         self._b_shares: dict[int, list[shamir.Share]] = {}
         self._s_shares: dict[int, list[shamir.Share]] = {}
@@ -142,18 +168,25 @@ class SecAggServer:
         """
         return self._dispatch(CloseRound())
 
+    @property
+    def round(self) -> int | None:
+        """The round being collected (``COLLECTING_ROUND``), ``None`` once finished."""
+        return COLLECTING_ROUND.get(self.state)
+
     def _dispatch(self, event: Any) -> Any:
-        name = SERVER_TRANSITIONS.get((self.state, type(event)))
-        if name is None:
+        edge = self._table.get((self.state, type(event)))
+        if edge is None:
             raise UnexpectedEvent(f"server: {type(event).__name__} is not legal in state "
                                   f"{self.state.value}")
-        handler: Callable[[Any], Any] = getattr(self, name)
+        handler: Callable[[Any], Any] = getattr(self, edge.handler)
         try:
-            return handler(event)
+            out = handler(event)
         except _Abort as a:
             self.state = ServerState.ABORTED
             self.abort_reason = a.reason
             return [(u, ServerAbort(a.reason.value)) for u in a.recipients]
+        self.state = edge.next_state  # type: ignore[assignment]
+        return out
 
     def _enough(self, owners: list[int], holders: np.ndarray) -> bool:
         """Does every owner have at least ``t`` neighbours in ``holders``?"""
@@ -183,7 +216,8 @@ class SecAggServer:
             assert self._verify_keys is not None
             try:
                 crypto.ed25519_verify(self._verify_keys[u],
-                                      self.config.keys_message(u, msg.c_pk, msg.s_pk),
+                                      self.config.keys_message(u, msg.nonce, msg.c_pk,
+                                                               msg.s_pk),
                                       msg.signature)
             except CryptoError:
                 raise InvalidMessage(f"bad key signature from {u}") from None
@@ -196,10 +230,15 @@ class SecAggServer:
         u1 = self._members(self._in_u1)
         if len(u1) < self.config.threshold + 1:
             raise _Abort(AbortReason.TOO_FEW_ADVERTISED, u1)
-        out = [(u, KeyList(tuple(self._keys[v] for v in self.neighbours[u] if self._in_u1[v])))
+        # the round-0 transcript: one leaf per client of U1 (position, nonce, keys)
+        levels = crypto.transcript_tree(self.config.n, {
+            v: crypto.transcript_leaf(v, k.nonce, k.c_pk, k.s_pk) for v, k in self._keys.items()})
+        root = levels[-1][0]
+        out = [(u, KeyList(tuple(self._keys[v] for v in self.neighbours[u] if self._in_u1[v]),
+                           root, crypto.transcript_path(levels, u)))
                for u in u1]
+        self.session = self.config.transcript_session(root)
         self.sets["U1"] = frozenset(u1)
-        self.state = ServerState.COLLECT_SHARES
         return out
 
     # ------------------------------------------------------------------ round 1
@@ -224,7 +263,6 @@ class SecAggServer:
                                         tuple(ct for _, ct in routed))))
         self._routes = {}
         self.sets["U2"] = frozenset(u2)
-        self.state = ServerState.COLLECT_INPUTS
         return out
 
     # ------------------------------------------------------------------ round 2
@@ -250,13 +288,11 @@ class SecAggServer:
         self._needed_s = needed
         self.sets["U3"] = frozenset(u3)
         if cfg.malicious:
-            self.state = ServerState.COLLECT_SIGNATURES
-            return [(u, ConsistencyRequest(cfg.n, alive)) for u in u3]
+            return [(u, ConsistencyRequest(self.session, cfg.n, alive)) for u in u3]
         self._in_u4 = self._in_u3.copy()
         self.sets["U4"] = frozenset(u3)
         drop_map = set_to_bitmap(dropped, cfg.n)
-        self.state = ServerState.COLLECT_UNMASK
-        return [(u, UnmaskRequest(cfg.n, alive, drop_map)) for u in u3]
+        return [(u, UnmaskRequest(self.session, cfg.n, alive, drop_map)) for u in u3]
 
     # ------------------------------------------------------------------ round 3
 
@@ -265,7 +301,8 @@ class SecAggServer:
         assert self._verify_keys is not None
         try:
             crypto.ed25519_verify(self._verify_keys[u],
-                                  self.config.consistency_message(self._alive_bitmap),
+                                  self.config.consistency_message(self.session,
+                                                                  self._alive_bitmap),
                                   msg.signature)
         except CryptoError:
             raise InvalidMessage(f"bad consistency signature from {u}") from None
@@ -282,10 +319,9 @@ class SecAggServer:
         out = []
         for u in u4:
             signers = tuple(sorted([u] + [w for w in self.neighbours[u] if self._in_u4[w]]))
-            out.append((u, UnmaskRequest(cfg.n, self._alive_bitmap, dropped, signers,
-                                         tuple(self._signatures[w] for w in signers))))
+            out.append((u, UnmaskRequest(self.session, cfg.n, self._alive_bitmap, dropped,
+                                         signers, tuple(self._signatures[w] for w in signers))))
         self.sets["U4"] = frozenset(u4)
-        self.state = ServerState.COLLECT_UNMASK
         return out
 
     # ------------------------------------------------------------------ round 4
@@ -322,7 +358,7 @@ class SecAggServer:
         try:
             for u in u3:
                 b = shamir.combine(self._b_shares[u], t)
-                acc.sub(prg.expand_mask(self_mask_seed(cfg, b), cfg.dim, cfg.modulus))
+                acc.sub(prg.expand_mask(self_mask_seed(self.session, b), cfg.dim, cfg.modulus))
             for v in dropped:
                 s_sk = shamir.combine(self._s_shares[v], t)
                 if not crypto.constant_time_equal(crypto.x25519_public(s_sk),
@@ -333,7 +369,7 @@ class SecAggServer:
                         continue
                     seed = crypto.hkdf(crypto.x25519_shared(s_sk, self._keys[w].s_pk),
                                        label=crypto.LABEL_MASK_SEED,
-                                       context=cfg.pair_context(v, w))
+                                       context=cfg.pair_context(self.session, v, w))
                     mask = prg.expand_mask(seed, cfg.dim, cfg.modulus)
                     if w < v:   # w added +PRG(s_wv)
                         acc.sub(mask)
@@ -343,5 +379,4 @@ class SecAggServer:
             raise _Abort(AbortReason.RECONSTRUCTION_FAILED, []) from None
         self.result = acc.value()
         self.sets["U5"] = frozenset(u5)
-        self.state = ServerState.COMPLETED
         return []

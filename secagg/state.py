@@ -13,11 +13,16 @@ the caller must handle: the client moves to the sticky ``ABORTED`` state with an
 This module holds what both sides share:
 
 * the states and abort reasons (string enums, so they survive the wire and JSON);
-* :class:`SessionConfig`: parameters, the ordered roster, the caller context and the
-  session id ``sid = SHA-256(params || roster || context)`` (``crypto.session_id``)
-  that every key derivation and every signature is bound to;
+* :class:`Transition`, one table entry: the handler and the next state. The dispatcher,
+  not the handler, sets the state, so each side's table reads as its state diagram;
+* :class:`SessionConfig`: parameters, the ordered roster, the caller context, the
+  server's per-attempt nonce and the round-0 session id
+  ``sid_0 = H(SHA-256(params || roster || context), server nonce)``; from round 1 on
+  every key derivation, ciphertext and signature is bound to the transcript-bound
+  ``sid_1 = H(sid_0, root)``, where ``root`` commits to every client's fresh round-0
+  nonce and keys (:meth:`SessionConfig.transcript_session`);
 * the public neighbour graph (SecAgg+, Bell et al. CCS 2020): a pure function of the
-  parameters and the session id, so every client recomputes and checks its own
+  parameters and the base session id, so every client recomputes and checks its own
   neighbourhood. With the complete graph the protocol is plain SecAgg (Bonawitz et al.
   CCS 2017). Shamir shares of a client's secrets go to its neighbours ``N(u)`` (as in
   Bell et al.; the client keeps no share of its own), and the threshold ``t`` of
@@ -35,7 +40,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -45,7 +50,7 @@ from .errors import ParameterError, SecAggError
 __all__ = [
     "ClientState", "ServerState", "AbortReason", "UnexpectedEvent", "InvalidMessage",
     "SessionConfig", "set_to_bitmap", "bitmap_to_mask", "bitmap_bytes", "ModAccumulator",
-    "Start", "CloseRound", "MAX_PARTICIPANTS",
+    "Start", "CloseRound", "MAX_PARTICIPANTS", "Transition",
 ]
 
 #: Shamir evaluation points are ``position + 1 < shamir.MAX_X``
@@ -109,6 +114,10 @@ class AbortReason(str, enum.Enum):
     INVALID_CONSISTENCY_SIGNATURE = "invalid_consistency_signature"
     SIGNER_NOT_ALLOWED = "signer_not_allowed"
     TOO_FEW_SIGNATURES = "too_few_signatures"
+    # a message bound to another attempt of this session: a key list whose transcript
+    # does not hold this client's fresh nonce and keys, or a request naming another
+    # transcript-bound session id (a replay from an earlier attempt)
+    STALE_SESSION = "stale_session"
     # raised by the server
     TOO_FEW_ADVERTISED = "too_few_advertised"            # |U1| < t
     TOO_FEW_SHARE_SENDERS = "too_few_share_senders"      # |U2| < t
@@ -116,6 +125,17 @@ class AbortReason(str, enum.Enum):
     TOO_FEW_CONSISTENCY_SIGNATURES = "too_few_consistency_signatures"  # |U4| < t
     TOO_FEW_UNMASK_RESPONSES = "too_few_unmask_responses"  # some secret below t shares
     RECONSTRUCTION_FAILED = "reconstruction_failed"      # shares do not match a public key
+
+
+class Transition(NamedTuple):
+    """One edge of a state diagram: the handler that validates the event and computes
+    what to send, and the state the dispatcher moves to when the handler returns.
+
+    A handler that finds a remote inconsistency raises the side's abort exception
+    instead; the dispatcher then moves to the sticky ``ABORTED`` state."""
+
+    handler: str
+    next_state: enum.Enum
 
 
 class Start:
@@ -173,6 +193,13 @@ class SessionConfig:
         modulus: ``R``, inputs and the output are integers mod ``R``, ``2 <= R <= 2**64``.
         malicious: enable the malicious-server variant (signed keys, round 3
             consistency check); needs a PKI of Ed25519 verification keys.
+        server_nonce: 32 bytes of fresh randomness the server draws for this attempt
+            (from its injected randomness source) and sends with the configuration.
+        base_session: ``SHA-256(params || roster || context)``, the same for every
+            attempt of one round specification (derived; seeds the neighbour graph).
+        session: ``sid_0 = H("attempt", base_session, server_nonce)`` (derived), the id
+            round 0 is bound to. From round 1 on both sides use the transcript-bound
+            id :meth:`transcript_session` that also holds every client's nonce.
     """
 
     params: object
@@ -181,6 +208,8 @@ class SessionConfig:
     dim: int
     modulus: int
     malicious: bool = False
+    server_nonce: bytes = b""
+    base_session: bytes = field(init=False, repr=False)
     session: bytes = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -210,8 +239,13 @@ class SessionConfig:
         if (not isinstance(self.modulus, int) or isinstance(self.modulus, bool)
                 or not 2 <= self.modulus <= 1 << 64):
             raise ParameterError("modulus must be an int in [2, 2**64]")
-        object.__setattr__(self, "session",
-                           crypto.session_id(self.params_encoding(), parts, bytes(self.context)))
+        if (type(self.server_nonce) is not bytes
+                or len(self.server_nonce) != crypto.FRESH_NONCE_BYTES):
+            raise ParameterError(f"server_nonce must be {crypto.FRESH_NONCE_BYTES} bytes of "
+                                 "fresh randomness (one per attempt)")
+        base = crypto.session_id(self.params_encoding(), parts, bytes(self.context))
+        object.__setattr__(self, "base_session", base)
+        object.__setattr__(self, "session", crypto.attempt_session_id(base, self.server_nonce))
 
     @property
     def n(self) -> int:
@@ -241,8 +275,12 @@ class SessionConfig:
 
     @property
     def graph_seed(self) -> bytes:
-        """The public seed of the neighbour graph, derived from the session id."""
-        return crypto.hkdf(self.session, label=b"neighbour-graph", context=b"")
+        """The public seed of the neighbour graph, derived from the base session id.
+
+        It deliberately leaves out the server's nonce: a seed the server could re-draw
+        freely would let it grind for a graph it likes (see docs/secagg-primitives.md,
+        "Fresh sessions")."""
+        return crypto.hkdf(self.base_session, label=b"neighbour-graph", context=b"")
 
     def neighbours(self, i: int) -> tuple[int, ...]:
         """Open neighbourhood ``N(i)`` (sorted, without ``i``), recomputed locally."""
@@ -257,19 +295,30 @@ class SessionConfig:
         return [tuple(sorted(x)) for x in graph_mod.harary_graph(self.n, self.degree,
                                                                   self.graph_seed)]
 
-    def pair_context(self, u: int, v: int) -> bytes:
-        """HKDF context of the pair ``{u, v}``: session id and the ordered pair."""
+    def transcript_session(self, root: bytes) -> bytes:
+        """``sid_1 = H("transcript", sid_0, root)``: the id of this attempt from round 1
+        on, where ``root`` is the Merkle root over the round-0 contributions
+        (``crypto.transcript_leaf``: position, nonce and keys of every client in U1)."""
+        return crypto.transcript_session_id(self.session, root)
+
+    @staticmethod
+    def pair_context(session: bytes, u: int, v: int) -> bytes:
+        """HKDF context of the pair ``{u, v}``: the (transcript-bound) session id and
+        the ordered pair."""
         a, b = (u, v) if u < v else (v, u)
-        return self.session + struct.pack(">QQ", a, b)
+        return session + struct.pack(">QQ", a, b)
 
-    def keys_message(self, sender: int, c_pk: bytes, s_pk: bytes) -> bytes:
-        """What a client signs in round 0 (malicious variant)."""
+    def keys_message(self, sender: int, nonce: bytes, c_pk: bytes, s_pk: bytes) -> bytes:
+        """What a client signs in round 0 (malicious variant): ``sid_0``, its position,
+        its fresh nonce and its two public keys."""
         return (b"secagg-advertise-keys\x00" + self.session + struct.pack(">Q", sender)
-                + c_pk + s_pk)
+                + nonce + c_pk + s_pk)
 
-    def consistency_message(self, alive_bitmap: bytes) -> bytes:
-        """What a client signs in round 3: the session and the survivor set U3."""
-        return b"secagg-consistency\x00" + self.session + alive_bitmap
+    @staticmethod
+    def consistency_message(session: bytes, alive_bitmap: bytes) -> bytes:
+        """What a client signs in round 3: the transcript-bound session ``sid_1`` and
+        the survivor set U3."""
+        return b"secagg-consistency\x00" + session + alive_bitmap
 
 
 class ModAccumulator:

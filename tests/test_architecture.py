@@ -1,4 +1,18 @@
-"""The dependency direction of ../shared/ARCHITECTURE.md, checked by parsing imports."""
+"""The layering of docs/architecture.md, checked by parsing every module's imports.
+
+Layers, lowest first (a layer imports only from itself and the layers it names):
+
+* ``secagg``, ``shuffler``: pure cryptographic cores -- the standard library without
+  I/O, clock or global randomness, ``cryptography``, ``nacl``, ``numpy``;
+* ``mechanisms``: ``numpy``, ``scipy`` and, from ``protocol``, the contract module only;
+* ``protocol.core``: the cores, ``msgpack`` and its own modules -- never mechanisms,
+  studies or the CLI;
+* ``protocol.studies``: mechanisms, the core and the cores -- never the CLI;
+* ``protocol.cli``: everything below; a command module never imports another command
+  module (what two commands share lives in the studies or in a CLI helper module).
+
+Imports inside functions count (``ast.walk`` sees every node).
+"""
 from __future__ import annotations
 
 import ast
@@ -9,23 +23,57 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 STDLIB = set(sys.stdlib_module_names)
+PACKAGES = ("secagg", "shuffler", "mechanisms", "protocol")
 
-ALLOWED = {
-    # pure cryptographic cores: no wire, no I/O, no clock, no global randomness
+# layer -> top-level names (third-party or first-party packages) it may import
+ALLOWED_TOP = {
     "secagg": {"secagg", "cryptography", "nacl", "numpy"},
     "shuffler": {"shuffler", "cryptography", "nacl", "numpy"},
-    "protocol": {"protocol", "secagg", "shuffler", "mechanisms", "msgpack", "numpy", "scipy",
-                 "cryptography", "nacl", "tqdm", "matplotlib", "wordfreq"},
     "mechanisms": {"mechanisms", "numpy", "scipy", "protocol"},
+    "protocol.core": {"protocol", "secagg", "shuffler", "msgpack", "numpy", "cryptography",
+                      "nacl"},
+    "protocol.studies": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "scipy",
+                         "cryptography", "nacl", "matplotlib", "wordfreq"},
+    "protocol.cli": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "tqdm"},
 }
-# what mechanisms may take from protocol: the contract only
-MECHANISMS_FROM_PROTOCOL = {"protocol.core.contract"}
+# layer -> the parts of protocol/ it may import (prefixes of dotted module names)
+ALLOWED_PROTOCOL = {
+    "secagg": (),
+    "shuffler": (),
+    "mechanisms": ("protocol.core.contract",),
+    "protocol.core": ("protocol.core",),
+    "protocol.studies": ("protocol.core", "protocol.studies"),
+    "protocol.cli": ("protocol.core", "protocol.studies", "protocol.cli"),
+}
 # the pure cores must not reach the outside world even through the standard library
 FORBIDDEN_STDLIB_IN_CORES = {"socket", "asyncio", "time", "random", "subprocess", "threading",
                              "multiprocessing", "urllib", "http", "select", "selectors"}
+COMMANDS = "protocol.cli.commands"
 
 
-def _imports(path: pathlib.Path) -> list[tuple[str, int]]:
+def module_name(path: pathlib.Path, root: pathlib.Path) -> str:
+    """Dotted module name of ``path`` under ``root`` (``pkg/__init__.py`` -> ``pkg``)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> str:
+    """The layer a module belongs to (``protocol/__init__.py`` counts as the core)."""
+    for layer in ("protocol.core", "protocol.studies", "protocol.cli"):
+        if module == layer or module.startswith(layer + "."):
+            return layer
+    top = module.split(".")[0]
+    if top == "protocol":
+        if module != "protocol":
+            raise AssertionError(f"{module}: protocol/ holds only core/, studies/ and cli/")
+        return "protocol.core"
+    return top
+
+
+def imports(path: pathlib.Path) -> list[tuple[str, int]]:
+    """Every absolute import of ``path`` (module level and inside functions)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     out = []
     for node in ast.walk(tree):
@@ -38,34 +86,90 @@ def _imports(path: pathlib.Path) -> list[tuple[str, int]]:
     return out
 
 
-def _files(pkg: str) -> list[pathlib.Path]:
-    return sorted((ROOT / pkg).rglob("*.py"))
-
-
-@pytest.mark.parametrize("pkg", sorted(ALLOWED))
-def test_import_direction(pkg: str) -> None:
-    files = _files(pkg)
-    assert files, f"package {pkg} has no modules"
+def violations(path: pathlib.Path, module: str) -> list[str]:
+    """The imports of ``path`` (module ``module``) against the layering."""
+    layer = layer_of(module)
     bad = []
-    for f in files:
-        for name, line in _imports(f):
-            top = name.split(".")[0]
-            if top in STDLIB and top != "__future__":
-                if pkg in ("secagg", "shuffler") and top in FORBIDDEN_STDLIB_IN_CORES:
-                    bad.append(f"{f.relative_to(ROOT)}:{line} imports {name}")
-                continue
-            if top == "__future__":
-                continue
-            if top not in ALLOWED[pkg]:
-                bad.append(f"{f.relative_to(ROOT)}:{line} imports {name}")
-            if pkg == "mechanisms" and top == "protocol" and name not in MECHANISMS_FROM_PROTOCOL:
-                bad.append(f"{f.relative_to(ROOT)}:{line} imports {name} (only the contract)")
+    for name, line in imports(path):
+        where = f"{module} (line {line}) imports {name}"
+        top = name.split(".")[0]
+        if top == "__future__":
+            continue
+        if top in STDLIB:
+            if layer in ("secagg", "shuffler") and top in FORBIDDEN_STDLIB_IN_CORES:
+                bad.append(f"{where}: no I/O, clock or global randomness in a pure core")
+            continue
+        if top not in ALLOWED_TOP[layer]:
+            bad.append(f"{where}: {layer} may not import {top}")
+            continue
+        if top == "protocol" and not any(name == p or name.startswith(p + ".")
+                                         for p in ALLOWED_PROTOCOL[layer]):
+            bad.append(f"{where}: {layer} may take only {ALLOWED_PROTOCOL[layer]} from protocol")
+        if (module.startswith(COMMANDS + ".") and name.startswith(COMMANDS + ".")
+                and name != module):
+            bad.append(f"{where}: a command module never imports another command module")
+    return bad
+
+
+def check_tree(root: pathlib.Path) -> list[str]:
+    """Every violation in the packages under ``root``."""
+    bad = []
+    for pkg in PACKAGES:
+        for f in sorted((root / pkg).rglob("*.py")):
+            bad.extend(violations(f, module_name(f, root)))
+    return bad
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_import_direction(pkg: str) -> None:
+    files = sorted((ROOT / pkg).rglob("*.py"))
+    assert files, f"package {pkg} has no modules"
+    bad = [v for f in files for v in violations(f, module_name(f, ROOT))]
     assert not bad, "imports against the architecture:\n" + "\n".join(bad)
 
 
-def test_checker_catches_a_violation(tmp_path: pathlib.Path) -> None:
-    src = tmp_path / "x.py"
-    src.write_text("import socket\nfrom protocol.core.codec import encode\nimport msgpack\n")
-    names = [n for n, _ in _imports(src)]
-    assert names == ["socket", "protocol.core.codec", "msgpack"]
-    assert "msgpack" not in ALLOWED["secagg"] and "socket" in FORBIDDEN_STDLIB_IN_CORES
+def test_every_layer_of_protocol_exists() -> None:
+    layers = {layer_of(module_name(f, ROOT)) for f in (ROOT / "protocol").rglob("*.py")}
+    assert layers == {"protocol.core", "protocol.studies", "protocol.cli"}
+
+
+def _plant(root: pathlib.Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for parent in path.relative_to(root).parents:
+        if str(parent) != ".":
+            (root / parent / "__init__.py").touch()
+    path.write_text(text)
+
+
+def test_the_rules_catch_planted_violations(tmp_path: pathlib.Path) -> None:
+    """The real checker, on a fake tree with one violation of each rule and clean files."""
+    lazy = "def f():\n    from {} import x\n    return x\n"
+    _plant(tmp_path, "protocol/core/a.py", "import numpy\nfrom protocol.core import codec\n")
+    _plant(tmp_path, "protocol/core/b.py", lazy.format("protocol.studies.runners"))
+    _plant(tmp_path, "protocol/core/c.py", "import mechanisms.triehh\n")
+    _plant(tmp_path, "protocol/core/d.py", "from protocol.cli import main\n")
+    _plant(tmp_path, "protocol/studies/e.py", lazy.format("protocol.cli.output"))
+    _plant(tmp_path, "protocol/studies/f.py", "from mechanisms import fo\nimport matplotlib\n")
+    _plant(tmp_path, "protocol/cli/commands/g.py", lazy.format("protocol.cli.commands.h"))
+    _plant(tmp_path, "protocol/cli/commands/h.py", "from protocol.cli.args import x\n")
+    _plant(tmp_path, "mechanisms/m.py", "from protocol.core.codec import encode\n")
+    _plant(tmp_path, "mechanisms/ok.py", "from protocol.core.contract import Transport\n")
+    _plant(tmp_path, "mechanisms/n.py", lazy.format("secagg.state"))
+    _plant(tmp_path, "secagg/s.py", "import socket\nimport msgpack\n")
+    _plant(tmp_path, "shuffler/t.py", lazy.format("time"))
+    found = check_tree(tmp_path)
+    expected = {
+        "protocol.core.b (line 2) imports protocol.studies.runners",
+        "protocol.core.c (line 1) imports mechanisms.triehh",
+        "protocol.core.d (line 1) imports protocol.cli",
+        "protocol.studies.e (line 2) imports protocol.cli.output",
+        "protocol.cli.commands.g (line 2) imports protocol.cli.commands.h",
+        "mechanisms.m (line 1) imports protocol.core.codec",
+        "mechanisms.n (line 2) imports secagg.state",
+        "secagg.s (line 1) imports socket",
+        "secagg.s (line 2) imports msgpack",
+        "shuffler.t (line 2) imports time",
+    }
+    assert {v.split(":")[0] for v in found} == expected, found
+    assert len(found) == len(expected)

@@ -4,6 +4,13 @@ Commands live in ``protocol/cli/commands/<name>.py``; each module defines
 ``register(cli: CommandRegistry) -> None`` and is discovered automatically, so a new
 command never edits this file. A command's parser sets ``func(args) -> int``.
 Heavy imports belong inside ``func`` so that ``fedhh --help`` stays fast.
+
+The CLI parses and prints only: what a command runs lives in :mod:`protocol.studies`
+(one runner per mechanism in :mod:`protocol.studies.runners`). Printing helpers that
+several commands share are in :mod:`protocol.cli.output`, shared argument sets in
+:mod:`protocol.cli.args` and :mod:`protocol.cli.transport_options`. A study refuses bad
+input with :class:`protocol.studies.errors.StudyError`; :func:`main` prints it like a
+:class:`UsageError`.
 """
 from __future__ import annotations
 
@@ -16,22 +23,6 @@ from typing import Callable, Sequence
 
 class UsageError(Exception):
     """Bad command-line input; printed without a traceback, exit status 2."""
-
-
-def output_dir(path: str) -> "pathlib.Path":
-    """Create the output directory ``path`` (and its parents) if needed.
-
-    Raises:
-        UsageError: it cannot be created (a file in the way, no permission).
-    """
-    import pathlib
-
-    out = pathlib.Path(path)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create {out}: {exc.strerror}") from None
-    return out
 
 
 class CommandRegistry:
@@ -78,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from protocol.studies.errors import StudyError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -85,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except UsageError as exc:
+    except (UsageError, StudyError) as exc:
         print(f"fedhh: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

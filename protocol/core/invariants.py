@@ -13,8 +13,10 @@ after sharing it). The security argument rests on three per-run facts that hold
    impossible): for every client ``c`` and peer ``v``, ``c`` never sent a ``b``-share
    and an ``s^SK``-share of ``v`` (Fig. 4, round 4: "abort if U4 and U2-U3 intersect").
 2. **No honest client sends after aborting**: an aborted client's messages are a
-   prefix of its round sequence ``0, 1, 2, (3,) 4`` that stops *before* the answer to
-   the message that made it abort (the abort reason names that message); an aborted
+   prefix of its round sequence ``0, 1, 2, (3,) 4`` (:func:`client_rounds`, from the
+   messages' ``ROUND``) that stops *before* the answer to the message that made it
+   abort (the abort reason names that message; the answer's round is that message's
+   ``ROUND``); an aborted
    client never sends its round-4 shares; a completed client sent every round once.
 3. **Releases equal the plaintext reference on the surviving set**: a completed
    session's result is ``sum_{u in U3} x_u mod R`` (correctness, Theorem 1 of
@@ -35,11 +37,15 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from secagg.messages import (
+    CLIENT_MESSAGES, ConsistencyRequest, KeyList, RoutedShares, UnmaskRequest,
+)
+from secagg.server import SERVER_TRANSITIONS
 from secagg.state import AbortReason, ClientState
 
 __all__ = ["InvariantViolation", "check_secagg_transcript", "check_no_double_reveal",
            "check_no_send_after_abort", "check_release_matches_reference",
-           "check_no_unmaskable_peer", "TRIGGER_OF_REASON", "RESPONSE_ROUND"]
+           "check_no_unmaskable_peer", "TRIGGER_OF_REASON", "client_rounds"]
 
 
 class InvariantViolation(Exception):
@@ -58,24 +64,29 @@ class InvariantViolation(Exception):
 
 R = AbortReason
 #: which server message a client abort reason is raised on
-TRIGGER_OF_REASON: dict[AbortReason, tuple[str, ...]] = {
-    R.TOO_FEW_KEYS: ("KeyList",), R.KEY_FROM_NON_NEIGHBOUR: ("KeyList",),
-    R.DUPLICATE_KEYS: ("KeyList",), R.INVALID_PUBLIC_KEY: ("KeyList",),
-    R.INVALID_KEY_SIGNATURE: ("KeyList",), R.OWN_KEYS_ALTERED: ("KeyList",),
-    R.TOO_FEW_SHARES: ("RoutedShares",), R.SHARES_FROM_UNKNOWN_PEER: ("RoutedShares",),
-    R.DECRYPTION_FAILED: ("RoutedShares",), R.MALFORMED_SHARE: ("RoutedShares",),
-    R.SELF_NOT_ALIVE: ("ConsistencyRequest", "UnmaskRequest"),
-    R.UNKNOWN_PEER_IN_SET: ("ConsistencyRequest", "UnmaskRequest"),
-    R.TOO_FEW_SURVIVORS: ("ConsistencyRequest", "UnmaskRequest"),
-    R.ALIVE_AND_DROPPED: ("UnmaskRequest",), R.DROPPED_SET_MISMATCH: ("UnmaskRequest",),
-    R.CONSISTENCY_SET_CHANGED: ("UnmaskRequest",),
-    R.INVALID_CONSISTENCY_SIGNATURE: ("UnmaskRequest",),
-    R.SIGNER_NOT_ALLOWED: ("UnmaskRequest",), R.TOO_FEW_SIGNATURES: ("UnmaskRequest",),
-    R.SERVER_ABORTED: ("KeyList", "RoutedShares", "ConsistencyRequest", "UnmaskRequest"),
+TRIGGER_OF_REASON: dict[AbortReason, tuple[type, ...]] = {
+    R.TOO_FEW_KEYS: (KeyList,), R.KEY_FROM_NON_NEIGHBOUR: (KeyList,),
+    R.DUPLICATE_KEYS: (KeyList,), R.INVALID_PUBLIC_KEY: (KeyList,),
+    R.INVALID_KEY_SIGNATURE: (KeyList,), R.OWN_KEYS_ALTERED: (KeyList,),
+    R.TOO_FEW_SHARES: (RoutedShares,), R.SHARES_FROM_UNKNOWN_PEER: (RoutedShares,),
+    R.DECRYPTION_FAILED: (RoutedShares,), R.MALFORMED_SHARE: (RoutedShares,),
+    R.SELF_NOT_ALIVE: (ConsistencyRequest, UnmaskRequest),
+    R.UNKNOWN_PEER_IN_SET: (ConsistencyRequest, UnmaskRequest),
+    R.TOO_FEW_SURVIVORS: (ConsistencyRequest, UnmaskRequest),
+    R.ALIVE_AND_DROPPED: (UnmaskRequest,), R.DROPPED_SET_MISMATCH: (UnmaskRequest,),
+    R.CONSISTENCY_SET_CHANGED: (UnmaskRequest,),
+    R.INVALID_CONSISTENCY_SIGNATURE: (UnmaskRequest,),
+    R.SIGNER_NOT_ALLOWED: (UnmaskRequest,), R.TOO_FEW_SIGNATURES: (UnmaskRequest,),
+    R.STALE_SESSION: (KeyList, ConsistencyRequest, UnmaskRequest),
+    R.SERVER_ABORTED: (KeyList, RoutedShares, ConsistencyRequest, UnmaskRequest),
 }
-#: the round of the client message that answers each server message
-RESPONSE_ROUND = {"KeyList": 1, "RoutedShares": 2, "ConsistencyRequest": 3,
-                  "UnmaskRequest": 4}
+
+
+def client_rounds(malicious: bool) -> list[int]:
+    """The rounds a client sends in, in order: the ``ROUND`` of every client message
+    the server's transition table of that variant collects."""
+    table = SERVER_TRANSITIONS[malicious]
+    return sorted({event.ROUND for (_, event) in table if event in CLIENT_MESSAGES})
 
 
 def check_no_double_reveal(run: Any) -> None:
@@ -103,8 +114,7 @@ def check_no_send_after_abort(run: Any) -> None:
             on (or anything later), sent a round twice or out of order, or a completed
             client skipped a round.
     """
-    malicious = bool(run.config.malicious)
-    sequence = [0, 1, 2, 3, 4] if malicious else [0, 1, 2, 4]
+    sequence = client_rounds(bool(run.config.malicious))
     sent = _rounds_sent(run)
     for c, state in enumerate(run.client_states):
         rounds = sent.get(c, [])
@@ -120,11 +130,13 @@ def check_no_send_after_abort(run: Any) -> None:
                     "round-4 shares")
             triggers = TRIGGER_OF_REASON.get(reason) if reason is not None else None
             if triggers:
-                limit = max(RESPONSE_ROUND[k] for k in triggers)
+                # a server message's ROUND is the round of the answer it asks for
+                limit = max(k.ROUND for k in triggers)
                 if rounds and rounds[-1] >= limit:
                     raise InvariantViolation(
                         "no_send_after_abort", f"client {c} aborted with {reason.value} (on "
-                        f"{'/'.join(triggers)}) but sent round {rounds[-1]}")
+                        f"{'/'.join(k.__name__ for k in triggers)}) but sent round "
+                        f"{rounds[-1]}")
         elif state is ClientState.COMPLETED and rounds != sequence:
             raise InvariantViolation(
                 "no_send_after_abort", f"completed client {c} sent rounds {rounds}")

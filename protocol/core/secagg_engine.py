@@ -50,9 +50,7 @@ from protocol.core.randomness import OsRandom
 from secagg import crypto, prg, shamir
 from secagg.client import SecAggClient
 from secagg.errors import ParameterError, SecAggError
-from secagg.messages import (
-    AdvertiseKeys, ConsistencySignature, MaskedInput, ShareKeys, UnmaskShares,
-)
+from secagg.messages import UnmaskShares
 from secagg.server import SecAggServer
 from secagg.state import AbortReason, ClientState, ServerState, SessionConfig
 
@@ -62,11 +60,6 @@ __all__ = ["Envelope", "EnvelopeRecord", "Dropout", "Transcript", "SecAggRun", "
 #: the sender/recipient name of the server in envelopes
 SERVER = -1
 
-_CLIENT_ROUND = {AdvertiseKeys: 0, ShareKeys: 1, MaskedInput: 2, ConsistencySignature: 3,
-                 UnmaskShares: 4}
-_SERVER_NEXT_ROUND = {ServerState.COLLECT_SHARES: 1, ServerState.COLLECT_INPUTS: 2,
-                      ServerState.COLLECT_SIGNATURES: 3, ServerState.COLLECT_UNMASK: 4}
-_SERVER_ROUND = {ServerState.COLLECT_KEYS: 0, **_SERVER_NEXT_ROUND}
 
 
 @dataclass(frozen=True)
@@ -386,7 +379,7 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
         out = []
         for m in msgs:
             t0 = time.process_time()
-            env = Envelope(c, SERVER, _CLIENT_ROUND[type(m)], codec.encode(m))
+            env = Envelope(c, SERVER, type(m).ROUND, codec.encode(m))
             codec_cpu += time.process_time() - t0
             up[c] += len(env.data)
             if isinstance(m, UnmaskShares):
@@ -447,7 +440,7 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
             else:
                 pending.extend(envs)
     while srv.state not in (ServerState.COMPLETED, ServerState.ABORTED):
-        round_no = _SERVER_ROUND[srv.state]
+        round_no = srv.round  # the round being closed (messages' ROUND, see secagg.messages)
         if adversary is not None:
             for e in adversary(round_no, "up", pending):
                 deliver_up(e)
@@ -455,7 +448,7 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
         t0 = time.process_time()
         out = srv.close_round()
         srv_cpu += time.process_time() - t0
-        next_round = _SERVER_NEXT_ROUND.get(srv.state)
+        next_round = srv.round
         if next_round is not None:
             drop(next_round)
         downs = []
@@ -493,12 +486,15 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
 def make_config(n: int, dim: int, *, graph: str = "complete", degree: int | None = None,
                 threshold: int | None = None, modulus: int = 1 << 32,
                 malicious: bool = False, context: bytes = b"fedhh test session",
-                participants: Sequence[int] | None = None) -> SessionConfig:
+                participants: Sequence[int] | None = None, rand: Any = None,
+                server_nonce: bytes | None = None) -> SessionConfig:
     """A session with explicit parameters (tests, small simulations).
 
     ``degree`` defaults to ``n - 1`` (complete) and ``threshold`` to a strict majority
     of the degree; use :func:`secagg.params.find_params` for parameters derived from a
-    threat model.
+    threat model. Every call is a fresh attempt: the server nonce is drawn from ``rand``
+    (default ``OsRandom``) unless ``server_nonce`` is given (tests that replay an
+    attempt).
 
     Raises:
         ParameterError: inconsistent parameters.
@@ -508,5 +504,9 @@ def make_config(n: int, dim: int, *, graph: str = "complete", degree: int | None
     k = n - 1 if degree is None else degree
     t = k // 2 + 1 if threshold is None else threshold
     params = SecAggParams(n=n, degree=k, threshold=t, graph=graph, malicious=malicious)
+    if server_nonce is None:
+        server_nonce = (rand if rand is not None else OsRandom()).token_bytes(
+            crypto.FRESH_NONCE_BYTES)
     return SessionConfig(params, tuple(participants) if participants is not None
-                         else tuple(range(n)), context, dim, modulus, malicious=malicious)
+                         else tuple(range(n)), context, dim, modulus, malicious=malicious,
+                         server_nonce=server_nonce)

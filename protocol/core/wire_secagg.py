@@ -13,6 +13,8 @@ __all__ = ["SECAGG_MESSAGES"]
 
 for _cls in ALL_MESSAGES:
     assert 1 <= _cls.TAG <= 99, _cls
+    # round numbers are the messages' own ROUND (no table of rounds here)
+    assert _cls.ROUND is None or 0 <= _cls.ROUND <= 4, _cls
     codec.register(_cls)
 
 SECAGG_MESSAGES = ALL_MESSAGES

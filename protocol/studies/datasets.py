@@ -38,6 +38,9 @@ Speer et al., English ``large`` list: about 321,000 words with frequency >= 1e-8
 * ``zipf``: a synthetic vocabulary of ``vocab_size`` distinct random words over
   ``a-z`` (lengths 1..8, generated from a fixed public seed), word of rank ``r``
   with probability proportional to ``r^-s``.
+* ``zipf32`` (:func:`zipf32_population`, ``fedhh hh`` and ``eval compare``): Zipf(``s``)
+  over ``support`` distinct random 32-bit items drawn from a fixed public seed; an
+  item's word is its 8 hex digits.
 
 Files: a text file with one user per line and words separated by whitespace
 (blank lines are skipped), or a ``.csv`` file of ``user,item`` rows (an optional
@@ -48,6 +51,7 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import math
 import pathlib
 import re
 import string
@@ -59,7 +63,7 @@ import numpy as np
 __all__ = [
     "DatasetError", "Population", "EN_ALPHABET", "OOV_ALPHABET", "FILE_ALPHABET",
     "english", "english_oov", "oov_vocabulary", "zipf", "zipf_vocabulary", "from_user_words", "load_file", "load_dataset",
-    "sample_population", "DATASET_NAMES",
+    "sample_population", "DATASET_NAMES", "zipf32_population", "ZIPF32_SEED", "HEX",
 ]
 
 EN_ALPHABET = string.ascii_lowercase + "'"
@@ -68,6 +72,8 @@ FILE_ALPHABET = "".join(c for c in string.printable if not c.isspace() and c != 
 DICTIONARY_SIZE = 100_000
 ZIPF_VOCAB_SEED = 20200826  # public: the synthetic vocabulary is the same for every run
 DATASET_NAMES = ("en", "en-oov", "zipf")
+ZIPF32_SEED = 0x32F1  # public: the 32-bit support is the same for every run
+HEX = "0123456789abcdef"
 
 
 class DatasetError(ValueError):
@@ -452,3 +458,24 @@ def load_dataset(name: str, n: int | None, rng: np.random.Generator, multi_word:
             raise DatasetError(f"{p}: {several.size} users hold more than one word; "
                                "use --multi-word (Algorithm 3)")
     return pop
+
+
+def zipf32_population(n: int, rng: np.random.Generator, support: int = 10_000,
+                      s: float = 1.1) -> Population:
+    """``n`` users, one 32-bit item each, rank ``r`` with probability proportional to
+    ``r^-s`` over ``support`` distinct items (fixed public seed); words are 8 hex digits.
+
+    Raises:
+        DatasetError: bad sizes or exponent.
+    """
+    if not 1 <= support <= 1 << 24:
+        raise DatasetError("support must be in [1, 2^24]")
+    if not (math.isfinite(s) and s > 0):
+        raise DatasetError("the Zipf exponent must be > 0")
+    g = np.random.default_rng(ZIPF32_SEED)
+    items = np.unique(g.integers(0, 1 << 32, 2 * support + 64, dtype=np.uint64))
+    items = g.permutation(items)[:support]
+    vocab = [f"{int(x):08x}" for x in items]
+    probs = np.arange(1, support + 1, dtype=float) ** -s
+    return sample_population("zipf32", vocab, probs, n, rng, HEX,
+                             f"Zipf(s={s:g}) over {support} random 32-bit items", False, 1.0)

@@ -1,7 +1,8 @@
 """Multi-party populations for the federated heavy-hitter mechanisms.
 
-SYN (seed 004, section 7.1 and Table 2), regenerated from its description
---------------------------------------------------------------------------
+SYN (Zhang, Ye, Hu, "Federated Heavy Hitter Analytics with Local Differential Privacy",
+section 7.1 and Table 2), regenerated from its description
+-----------------------------------------------------------------------------------
 The paper draws item domains for eight parties from the Tmall logs with a Dirichlet
 split: all items are sorted into ``N = 6`` groups; each party samples
 ``q ~ Dir_N(beta = 0.5)`` and takes a ``q_j`` proportion of the items of group ``j``; the

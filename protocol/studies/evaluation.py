@@ -25,7 +25,7 @@ import numpy as np
 
 __all__ = [
     "TopKMetrics", "topk_metrics", "precision", "rank_of", "plot_discovery_rate",
-    "plot_recall_at_k", "pyplot",
+    "plot_recall_at_k", "pyplot", "output_dir",
 ]
 
 
@@ -80,6 +80,23 @@ def rank_of(words: Sequence[str], truth: Sequence[str]) -> dict[str, int | None]
     """1-based true rank of each word (``None`` when it does not occur)."""
     pos = {w: i + 1 for i, w in enumerate(truth)}
     return {w: pos.get(w) for w in words}
+
+
+def output_dir(path: str | pathlib.Path) -> pathlib.Path:
+    """Create the output directory ``path`` (and its parents) if needed.
+
+    Raises:
+        protocol.studies.errors.StudyError: it cannot be created (a file in the way,
+            no permission).
+    """
+    from protocol.studies.errors import StudyError
+
+    out = pathlib.Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StudyError(f"cannot create {out}: {exc.strerror}") from None
+    return out
 
 
 def pyplot():  # noqa: ANN201

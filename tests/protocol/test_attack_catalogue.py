@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from protocol.studies.attacks import ATTACKS, Outcome, UnknownAttack, _load, run_attack
+from protocol.studies.attacks import ATTACKS, Outcome, UnknownAttack, load_catalogue, run_attack
 from protocol.studies.attacks.secagg_attacks import closed_set_around
 from protocol.studies.attacks.sybil import sybil_row, sybil_table, zipf_prior
 from protocol.cli import main
 
-_load()
+load_catalogue()
 NAMES = list(ATTACKS)
 
 

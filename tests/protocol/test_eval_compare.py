@@ -9,7 +9,8 @@ import pytest
 from scipy import stats
 
 from protocol.cli import UsageError, main
-from protocol.cli.commands.eval_compare import _floats, mean_ci
+from protocol.cli.commands.eval_compare import _floats
+from protocol.studies.runners.compare import mean_ci
 
 
 def test_mean_ci_is_student_t() -> None:

@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from protocol.cli import UsageError, main
-from protocol.cli.commands.hh import (decode_word, discover, score, truncated_truth, word_codes,
-                                  zipf32_population)
-from protocol.studies.datasets import from_user_words
+from protocol.cli import main
+from protocol.studies.datasets import from_user_words, zipf32_population
+from protocol.studies.errors import StudyError
+from protocol.studies.runners.hh import decode_word, discover, score, truncated_truth, word_codes
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -21,7 +21,7 @@ def test_word_codes_roundtrip_and_truncation() -> None:
     codes = word_codes(["the", "internationally", "a'b"], 6)
     assert int(codes[0]) == int.from_bytes(b"the\0\0\0", "big")
     assert [decode_word(int(c), 6) for c in codes] == ["the", "intern", "a'b"]
-    with pytest.raises(UsageError):
+    with pytest.raises(StudyError):
         word_codes(["x"], 9)
 
 

@@ -22,12 +22,14 @@ key = st.binary(min_size=32, max_size=32)
 sig = st.binary(min_size=64, max_size=64)
 share = st.binary(min_size=SHARE_WIRE_BYTES, max_size=SHARE_WIRE_BYTES)
 ct = st.binary(min_size=1, max_size=120)
+_N = b"n" * 32
 positions = st.lists(pos, max_size=12, unique=True).map(sorted).map(tuple)
 
 
 @st.composite
 def advertise(draw):
-    return AdvertiseKeys(draw(pos), draw(key), draw(key), draw(st.sampled_from([b""]) | sig))
+    return AdvertiseKeys(draw(pos), draw(key), draw(key), draw(key),
+                         draw(st.sampled_from([b""]) | sig))
 
 
 @st.composite
@@ -58,7 +60,8 @@ def unmask_shares(draw):
 @st.composite
 def key_list(draw):
     ents = {e.sender: e for e in draw(st.lists(advertise(), max_size=6))}
-    return KeyList(tuple(ents[k] for k in sorted(ents)))
+    path = tuple(draw(st.lists(key, min_size=1, max_size=16)))
+    return KeyList(tuple(ents[k] for k in sorted(ents)), draw(key), path)
 
 
 @st.composite
@@ -74,10 +77,12 @@ def bitmap_msgs(draw):
     alive = set_to_bitmap(members, n)
     dropped = set_to_bitmap([m for m in range(n) if m not in members][:5], n)
     signers = tuple(sorted(set(members)))[:4]
+    sid = draw(key)
     return draw(st.sampled_from([
-        ConsistencyRequest(n, alive),
-        UnmaskRequest(n, alive, dropped),
-        UnmaskRequest(n, alive, dropped, signers, tuple(bytes([i % 256]) * 64 for i in signers)),
+        ConsistencyRequest(sid, n, alive),
+        UnmaskRequest(sid, n, alive, dropped),
+        UnmaskRequest(sid, n, alive, dropped, signers,
+                      tuple(bytes([i % 256]) * 64 for i in signers)),
     ]))
 
 
@@ -135,21 +140,29 @@ def test_fuzzed_fields_raise_only_codec_error(tag, fields) -> None:
     lambda: ShareKeys(2, (2, 3), (b"a", b"b")),                 # to itself
     lambda: ShareKeys(1, (2,), (b"a", b"b")),                   # arity
     lambda: ShareKeys(1, (2,), (b"x" * 300,)),                  # oversized ciphertext
-    lambda: AdvertiseKeys(1, b"x" * 31, b"y" * 32),
-    lambda: AdvertiseKeys(-1, b"x" * 32, b"y" * 32),
-    lambda: AdvertiseKeys(True, b"x" * 32, b"y" * 32),
-    lambda: AdvertiseKeys(1, b"x" * 32, b"y" * 32, b"s" * 10),
+    lambda: AdvertiseKeys(1, b"x" * 31, b"y" * 32, _N),
+    lambda: AdvertiseKeys(-1, b"x" * 32, b"y" * 32, _N),
+    lambda: AdvertiseKeys(True, b"x" * 32, b"y" * 32, _N),
+    lambda: AdvertiseKeys(1, b"x" * 32, b"y" * 32, _N, b"s" * 10),
+    lambda: AdvertiseKeys(1, b"x" * 32, b"y" * 32, b"n" * 31),   # short nonce
+    lambda: AdvertiseKeys(1, b"x" * 32, b"y" * 32, "n" * 32),    # nonce not bytes
     lambda: UnmaskShares(1, (2,), (b"s" * SHARE_WIRE_BYTES,), (2,), (b"s" * SHARE_WIRE_BYTES,)),
     lambda: UnmaskShares(1, (2,), (b"s" * 10,), (), ()),
-    lambda: ConsistencyRequest(7, b"\xff"),                     # padding bit
-    lambda: ConsistencyRequest(9, b"\xff"),                     # short bitmap
-    lambda: UnmaskRequest(8, b"\x01", b"\x00", (9,), (b"s" * 64,)),
+    lambda: ConsistencyRequest(_N, 7, b"\xff"),                 # padding bit
+    lambda: ConsistencyRequest(_N, 9, b"\xff"),                 # short bitmap
+    lambda: ConsistencyRequest(b"s" * 31, 8, b"\x01"),          # short session id
+    lambda: UnmaskRequest(_N, 8, b"\x01", b"\x00", (9,), (b"s" * 64,)),
+    lambda: UnmaskRequest(b"s" * 33, 8, b"\x01", b"\x00"),      # long session id
     lambda: ServerAbort("no such reason"),
     lambda: MaskedInput(1, 4, 1 << 8, b"\x00" * 3),             # wrong packed length
     lambda: MaskedInput(1, 1, 3, b"\x03"),                      # entry >= modulus
     lambda: MaskedInput(1, 1, 1, b"\x00"),                      # modulus < 2
-    lambda: KeyList((AdvertiseKeys(2, b"x" * 32, b"y" * 32),
-                     AdvertiseKeys(1, b"x" * 32, b"y" * 32))),  # unsorted
+    lambda: KeyList((AdvertiseKeys(2, b"x" * 32, b"y" * 32, _N),
+                     AdvertiseKeys(1, b"x" * 32, b"y" * 32, _N)), _N, (_N,)),  # unsorted
+    lambda: KeyList((), b"t" * 31, (_N,)),                      # short root
+    lambda: KeyList((), _N, ()),                                # empty path
+    lambda: KeyList((), _N, (_N,) * 17),                        # path too long
+    lambda: KeyList((), _N, (b"p" * 31,)),                      # short path node
 ])
 def test_constructors_validate(build) -> None:
     with pytest.raises((ValueError, TypeError)):

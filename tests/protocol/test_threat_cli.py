@@ -8,7 +8,7 @@ import pytest
 
 from protocol.cli import UsageError, main
 from protocol.cli.transport_options import add_transport_args, transport_from_args
-from protocol.studies.demo import _server_guarantee
+from protocol.studies.runners.demo import server_guarantee as _server_guarantee
 
 
 def _args(argv: list[str]) -> argparse.Namespace:

@@ -92,7 +92,7 @@ def test_consistency_signatures_on_another_set_are_rejected() -> None:
             for e in envs:
                 m = e.message()
                 alive = _members(m.alive, m.n) - {VICTIM}
-                forged = UnmaskRequest(m.n, set_to_bitmap(sorted(alive), m.n),
+                forged = UnmaskRequest(m.session, m.n, set_to_bitmap(sorted(alive), m.n),
                                        set_to_bitmap([VICTIM], m.n), m.signers, m.signatures)
                 out.append(Envelope.of(SERVER, e.recipient, 3, forged))
             return out
@@ -169,8 +169,9 @@ def test_substituted_key_is_caught_by_signature_in_malicious_variant() -> None:
                 ents = list(m.entries)
                 first = ents[0]
                 ents[0] = type(first)(first.sender, bytes(32 * [7]), first.s_pk,
-                                      first.signature)
-                out.append(Envelope.of(SERVER, e.recipient, 0, KeyList(tuple(ents))))
+                                      first.nonce, first.signature)
+                out.append(Envelope.of(SERVER, e.recipient, 0,
+                                       KeyList(tuple(ents), m.transcript, m.path)))
             return out
         return envs
 
@@ -192,7 +193,7 @@ def test_second_unmask_request_is_refused_and_reveals_nothing_more() -> None:
             for e in envs:
                 m = e.message()
                 extra.append(Envelope.of(SERVER, e.recipient, 2, UnmaskRequest(
-                    m.n, set_to_bitmap(sorted(_members(m.alive, m.n) - {VICTIM}), m.n),
+                    m.session, m.n, set_to_bitmap(sorted(_members(m.alive, m.n) - {VICTIM}), m.n),
                     set_to_bitmap([VICTIM], m.n))))
             return envs + extra
         return envs

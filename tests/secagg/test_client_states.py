@@ -2,12 +2,14 @@
 reason the client raises on a server message."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from protocol.core.randomness import insecure_deterministic_randomness
+from protocol.studies.attacks.secagg_attacks import _rewrite_unmask
 from protocol.core.secagg_engine import SERVER, Envelope, make_config, run_secagg
 from secagg import crypto
 from secagg.client import CLIENT_TRANSITIONS, PeerStatus, SecAggClient
@@ -100,7 +102,8 @@ def test_every_state_event_pair(malicious: bool, state: S, event: type) -> None:
         pytest.skip("state unreachable in the honest-but-curious variant")
     client, honest_next = drive(state, malicious)
     before = fingerprint(client)
-    legal = (state, event) in CLIENT_TRANSITIONS
+    table = CLIENT_TRANSITIONS[malicious]
+    legal = (state, event) in table
     if not legal:
         msg = Start() if event is Start else SAMPLES[event]
         with pytest.raises(UnexpectedEvent):
@@ -111,20 +114,38 @@ def test_every_state_event_pair(malicious: bool, state: S, event: type) -> None:
         assert client.receive(SAMPLES[ServerAbort]) == []
         assert client.state is S.ABORTED and client.abort_reason is R.SERVER_ABORTED
         assert client.server_abort_reason is R.TOO_FEW_ADVERTISED
+        assert table[(state, event)].next_state is S.ABORTED
         return
     assert type(honest_next) is event
     out = client.start() if event is Start else client.receive(honest_next)
     assert len(out) == 1 and client.abort_reason is None
     expected = NEXT[state] or (S.AWAIT_CONSISTENCY if malicious else S.AWAIT_UNMASK)
-    assert client.state is expected
+    # the table is the state diagram: the dispatcher moved to the listed next state
+    assert client.state is expected is table[(state, event)].next_state
 
 
-def test_transition_table_shape() -> None:
-    # every non-terminal state accepts exactly one protocol message (+ ServerAbort)
-    for state in (S.AWAIT_KEYS, S.AWAIT_SHARES, S.AWAIT_CONSISTENCY, S.AWAIT_UNMASK):
-        events = {e for (s, e) in CLIENT_TRANSITIONS if s is state}
+@pytest.mark.parametrize("malicious", [False, True])
+def test_transition_table_shape(malicious: bool) -> None:
+    table = CLIENT_TRANSITIONS[malicious]
+    waiting = [S.AWAIT_KEYS, S.AWAIT_SHARES, S.AWAIT_UNMASK] + (
+        [S.AWAIT_CONSISTENCY] if malicious else [])
+    # every waiting state accepts exactly one protocol message (+ ServerAbort)
+    for state in waiting:
+        events = {e for (s, e) in table if s is state}
         assert ServerAbort in events and len(events) == 2
-    assert not any(s in (S.COMPLETED, S.ABORTED) for s, _ in CLIENT_TRANSITIONS)
+        assert table[(state, ServerAbort)].next_state is S.ABORTED
+    assert not any(s in (S.COMPLETED, S.ABORTED) for s, _ in table)
+    if not malicious:
+        assert not any(s is S.AWAIT_CONSISTENCY or e is ConsistencyRequest for s, e in table)
+    # following the protocol messages from INIT visits every state once, ending COMPLETED
+    path, state = [], S.INIT
+    while state is not S.COMPLETED:
+        (edge,) = [t for (s, e), t in table.items() if s is state and e is not ServerAbort]
+        path.append(state)
+        state = edge.next_state
+    assert path == [S.INIT] + sorted(waiting, key=list(S).index)
+    # every handler named in the table exists
+    assert all(callable(getattr(SecAggClient, t.handler, None)) for t in table.values())
 
 
 # --------------------------------------------------------------- abort reasons
@@ -141,42 +162,42 @@ def _aborts_with(client: SecAggClient, msg: Any, reason: R) -> None:
 
 def test_too_few_keys() -> None:
     c, kl = drive(S.AWAIT_KEYS, False)
-    _aborts_with(c, KeyList(kl.entries[:1]), R.TOO_FEW_KEYS)
+    _aborts_with(c, replace(kl, entries=kl.entries[:1]), R.TOO_FEW_KEYS)
 
 
 def test_key_from_non_neighbour() -> None:
     c, kl = drive(S.AWAIT_KEYS, False, graph="harary")
     outsider = next(v for v in range(1, N) if v not in c.neighbours)
-    fake = AdvertiseKeys(outsider, bytes(range(32)), bytes(range(1, 33)))
+    fake = AdvertiseKeys(outsider, bytes(range(32)), bytes(range(1, 33)), bytes(32))
     entries = tuple(sorted(kl.entries + (fake,), key=lambda e: e.sender))
-    _aborts_with(c, KeyList(entries), R.KEY_FROM_NON_NEIGHBOUR)
+    _aborts_with(c, replace(kl, entries=entries), R.KEY_FROM_NON_NEIGHBOUR)
 
 
 def test_duplicate_keys() -> None:
     c, kl = drive(S.AWAIT_KEYS, False)
     e0, e1 = kl.entries[0], kl.entries[1]
-    ents = (e0, AdvertiseKeys(e1.sender, e0.c_pk, e1.s_pk)) + kl.entries[2:]
-    _aborts_with(c, KeyList(ents), R.DUPLICATE_KEYS)
+    ents = (e0, replace(e1, c_pk=e0.c_pk)) + kl.entries[2:]
+    _aborts_with(c, replace(kl, entries=ents), R.DUPLICATE_KEYS)
 
 
 def test_own_keys_altered() -> None:
     c, kl = drive(S.AWAIT_KEYS, False)
-    me = AdvertiseKeys(0, bytes(32), bytes([1]) * 32)
-    _aborts_with(c, KeyList((me,) + kl.entries), R.OWN_KEYS_ALTERED)
+    me = AdvertiseKeys(0, bytes(32), bytes([1]) * 32, bytes(32))
+    _aborts_with(c, replace(kl, entries=(me,) + kl.entries), R.OWN_KEYS_ALTERED)
 
 
 def test_low_order_public_key() -> None:
     c, kl = drive(S.AWAIT_KEYS, False)
     e = kl.entries[0]
-    ents = (AdvertiseKeys(e.sender, bytes(32), e.s_pk),) + kl.entries[1:]
-    _aborts_with(c, KeyList(ents), R.INVALID_PUBLIC_KEY)
+    ents = (replace(e, c_pk=bytes(32)),) + kl.entries[1:]
+    _aborts_with(c, replace(kl, entries=ents), R.INVALID_PUBLIC_KEY)
 
 
 def test_invalid_key_signature() -> None:
     c, kl = drive(S.AWAIT_KEYS, True)
     e = kl.entries[0]
-    bad = AdvertiseKeys(e.sender, e.c_pk, e.s_pk, bytes(64))
-    _aborts_with(c, KeyList((bad,) + kl.entries[1:]), R.INVALID_KEY_SIGNATURE)
+    bad = replace(e, signature=bytes(64))
+    _aborts_with(c, replace(kl, entries=(bad,) + kl.entries[1:]), R.INVALID_KEY_SIGNATURE)
 
 
 def test_shares_from_unknown_peer_and_too_few_shares() -> None:
@@ -202,7 +223,8 @@ def _unmask_parts(req: UnmaskRequest) -> tuple[set[int], set[int]]:
 
 
 def _req(alive: set[int], dropped: set[int], like: UnmaskRequest) -> UnmaskRequest:
-    return UnmaskRequest(N, set_to_bitmap(sorted(alive), N), set_to_bitmap(sorted(dropped), N),
+    return UnmaskRequest(like.session, N, set_to_bitmap(sorted(alive), N),
+                         set_to_bitmap(sorted(dropped), N),
                          like.signers, like.signatures)
 
 
@@ -230,15 +252,15 @@ def test_unknown_peer_in_set() -> None:
     c.receive(RoutedShares(rs.senders[:-1], rs.ciphertexts[:-1]))
     assert c.peer_status[4] is PeerStatus.DROPPED_AT_ROUND_1
     full = set(range(N))
-    req = UnmaskRequest(N, set_to_bitmap(sorted(full), N), set_to_bitmap([], N))
+    req = UnmaskRequest(c.session, N, set_to_bitmap(sorted(full), N), set_to_bitmap([], N))
     _aborts_with(c, req, R.UNKNOWN_PEER_IN_SET)
 
 
 def test_consistency_checks() -> None:
     c, creq = drive(S.AWAIT_CONSISTENCY, True)
-    _aborts_with(c, ConsistencyRequest(N, set_to_bitmap([1, 2, 3, 4], N)), R.SELF_NOT_ALIVE)
+    _aborts_with(c, replace(creq, alive=set_to_bitmap([1, 2, 3, 4], N)), R.SELF_NOT_ALIVE)
     c, creq = drive(S.AWAIT_CONSISTENCY, True)
-    _aborts_with(c, ConsistencyRequest(N, set_to_bitmap([0, 1], N)), R.TOO_FEW_SURVIVORS)
+    _aborts_with(c, replace(creq, alive=set_to_bitmap([0, 1], N)), R.TOO_FEW_SURVIVORS)
 
 
 @pytest.mark.parametrize("case,reason", [
@@ -250,13 +272,13 @@ def test_signature_checks(case: str, reason: R) -> None:
     c, req = drive(S.AWAIT_UNMASK, True)
     alive, dropped = _unmask_parts(req)
     if case == "changed":
-        msg = UnmaskRequest(N, set_to_bitmap(sorted(alive - {3}), N),
-                            set_to_bitmap([3], N), req.signers, req.signatures)
+        msg = replace(req, alive=set_to_bitmap(sorted(alive - {3}), N),
+                      dropped=set_to_bitmap([3], N))
     elif case == "bad_sig":
         sigs = (bytes(64),) + req.signatures[1:]
-        msg = UnmaskRequest(N, req.alive, req.dropped, req.signers, sigs)
+        msg = replace(req, signatures=sigs)
     else:
-        msg = UnmaskRequest(N, req.alive, req.dropped, req.signers[:2], req.signatures[:2])
+        msg = replace(req, signers=req.signers[:2], signatures=req.signatures[:2])
     _aborts_with(c, msg, reason)
 
 
@@ -279,3 +301,79 @@ def test_bad_inputs_rejected() -> None:
         SecAggClient(cfg, 0, np.full(DIM, 1 << 32, dtype=np.uint64), None)
     with pytest.raises(ParameterError):  # malicious variant needs the PKI
         SecAggClient(make_config(N, DIM, malicious=True), 0, np.zeros(DIM, np.uint64), None)
+
+
+# --------------------------------------------------------------- per-peer status decides
+
+def _reveal_matches_status(c: SecAggClient) -> None:
+    """What the client revealed is exactly what its per-peer status dictates."""
+    st = c.peer_status
+    assert c.revealed_b == {v for v in c.neighbours if st[v] is PeerStatus.ALIVE}
+    assert c.revealed_s == {v for v in c.neighbours if st[v] is PeerStatus.DROPPED_AT_ROUND_2}
+    assert not c.revealed_b & c.revealed_s
+
+
+def test_status_decides_the_reveal_after_a_drop() -> None:
+    c, req = drive(S.AWAIT_UNMASK, False)
+    alive, _ = _unmask_parts(req)
+    (out,) = c.receive(_req(alive - {3}, {3}, req))
+    assert c.peer_status[3] is PeerStatus.DROPPED_AT_ROUND_2
+    assert out.s_owners == (3,) and 3 not in out.b_owners
+    _reveal_matches_status(c)
+
+
+@pytest.mark.parametrize("dead", [PeerStatus.DROPPED_AT_ROUND_0, PeerStatus.DROPPED_AT_ROUND_1,
+                                  PeerStatus.DROPPED_AT_ROUND_2])
+def test_a_dead_peer_is_never_revived(dead: PeerStatus) -> None:
+    # status never goes back to ALIVE: an announcement naming a dead peer alive aborts
+    c, _ = drive(S.AWAIT_UNMASK, False)
+    c.peer_status[3] = dead
+    from secagg.client import _Abort
+
+    with pytest.raises(_Abort) as exc:
+        c._status_after(np.ones(N, dtype=bool))
+    assert exc.value.reason is R.UNKNOWN_PEER_IN_SET
+    _aborts_with(c, UnmaskRequest(c.session, N, set_to_bitmap(range(N), N),
+                                  set_to_bitmap([], N)),
+                 R.UNKNOWN_PEER_IN_SET)
+    assert not c.revealed_b and not c.revealed_s
+
+
+def test_unmask_shares_follow_status_alone() -> None:
+    c, _ = drive(S.AWAIT_UNMASK, False)
+    status = {1: PeerStatus.ALIVE, 2: PeerStatus.DROPPED_AT_ROUND_2,
+              3: PeerStatus.DROPPED_AT_ROUND_1, 4: PeerStatus.DROPPED_AT_ROUND_0}
+    out = c._unmask_shares(status)
+    assert out.b_owners == (1,) and out.s_owners == (2,)
+    assert out.b_shares == (c._held_b[1],) and out.s_shares == (c._held_s[2],)
+
+
+def test_consistency_round_marks_the_left_out_peers_dead() -> None:
+    c, _ = drive(S.AWAIT_CONSISTENCY, True)
+    c.receive(ConsistencyRequest(c.session, N, set_to_bitmap([0, 1, 2, 4], N)))
+    assert c.state is S.AWAIT_UNMASK
+    assert c.peer_status[3] is PeerStatus.DROPPED_AT_ROUND_2
+    assert all(c.peer_status[v] is PeerStatus.ALIVE for v in (1, 2, 4))
+
+
+def test_split_view_regression_no_double_reveal_and_status_decides() -> None:
+    """The split view of the honest-but-curious variant: each client is shown its own
+    survivor set; whatever it is shown, its reveal follows its own per-peer status and
+    never names one peer twice."""
+    cfg = make_config(7, DIM, graph="complete", threshold=3)
+    victim, group_b = 0, {4, 5, 6}
+
+    def split(r, alive, dropped):
+        if r in group_b:
+            return alive - {victim}, dropped | {victim}
+        return alive, dropped
+
+    run = run_secagg(cfg, np.zeros((7, DIM), dtype=np.uint64),
+                     rand=insecure_deterministic_randomness(3),
+                     adversary=_rewrite_unmask(split))
+    for c in run.clients:
+        if c.index == victim or c.state is not S.COMPLETED:
+            continue
+        _reveal_matches_status(c)
+        want = (PeerStatus.DROPPED_AT_ROUND_2 if c.index in group_b else PeerStatus.ALIVE)
+        assert c.peer_status[victim] is want

@@ -140,7 +140,8 @@ def test_larger_sessions_with_random_dropouts(graph: str, round_no: int) -> None
 
     n = 60
     params = find_params(n, graph=graph, dropout_rate=0.1, malicious=False)
-    cfg = SessionConfig(params, tuple(range(n)), b"slow", 500, 1 << 32)
+    cfg = SessionConfig(params, tuple(range(n)), b"slow", 500, 1 << 32,
+                        server_nonce=bytes(32))
     rng = np.random.default_rng(round_no)
     drop = set(int(c) for c in rng.choice(n, 5, replace=False))
     run, x = _run(cfg, {round_no: drop}, seed=round_no)

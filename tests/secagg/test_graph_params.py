@@ -357,3 +357,45 @@ def test_grinding_bits_hold_each_seed_to_a_stricter_bound() -> None:
         find_params(100, grinding_bits=-1)
     # it does not enter the session encoding: only the protocol's own fields do
     assert find_params(1_000, grinding_bits=10).encode() == find_params(1_000, sigma=50).encode()
+
+
+# --------------------------------------------------------------- grinding by subset choice
+
+@pytest.mark.parametrize("n,delta", [(2, 0.0), (10, 0.3), (30, 0.1), (100, 0.05), (1000, 0.1),
+                                     (777, 0.13)])
+def test_subset_grinding_bits_counts_the_subsets(n: int, delta: float) -> None:
+    import math
+
+    from secagg.params import subset_grinding_bits
+
+    m = math.floor(delta * n)
+    exact = math.log2(sum(math.comb(n, i) for i in range(m + 1)))
+    assert subset_grinding_bits(n, delta) == pytest.approx(exact, abs=1e-9)
+
+
+def test_seed_grinding_bits_is_capped_by_the_work_bound() -> None:
+    from secagg.params import GRINDING_WORK_BITS, seed_grinding_bits
+
+    assert seed_grinding_bits(10, 0.3) == 8                       # ceil(7.46): subset-bound
+    assert seed_grinding_bits(1000, 0.1) == GRINDING_WORK_BITS    # 464.6 bits of subsets
+    assert seed_grinding_bits(1000, 0.1, work_bits=80) == 80
+    assert seed_grinding_bits(100, 0.0) == 0                      # no drop allowed, no choice
+    with pytest.raises(ParameterError):
+        seed_grinding_bits(100, 0.1, work_bits=-1)
+    with pytest.raises(ParameterError):
+        seed_grinding_bits(1, 0.1)
+    # accounted for in the search: a larger degree for the Harary graph
+    g = seed_grinding_bits(1000, 0.1)
+    assert find_params(1000, dropout_rate=0.1, grinding_bits=g).degree > find_params(
+        1000, dropout_rate=0.1).degree
+
+
+def test_default_grinding_bits_only_for_a_malicious_server_on_harary() -> None:
+    from secagg.params import default_grinding_bits, seed_grinding_bits
+
+    assert default_grinding_bits(1000, 0.1, graph="harary", malicious=True) == (
+        seed_grinding_bits(1000, 0.1))
+    assert default_grinding_bits(1000, 0.1, graph="harary", malicious=False) == 0
+    assert default_grinding_bits(1000, 0.1, graph="complete", malicious=True) == 0
+    with pytest.raises(ParameterError):
+        default_grinding_bits(1000, 0.1, graph="ring", malicious=True)

@@ -39,7 +39,7 @@ def test_full_round_with_found_parameters(graph: str, malicious: bool) -> None:
     n = 24
     params = find_params(n, graph=graph, malicious=malicious)
     cfg = SessionConfig(params, tuple(range(1000, 1000 + n)), b"ctx", 16, 1 << 32,
-                        malicious=malicious)
+                        malicious=malicious, server_nonce=bytes(range(32)))
     x = _inputs(n, 16, 1 << 32, 1)
     run = run_secagg(cfg, x, rand=insecure_deterministic_randomness(2))
     assert run.completed and all(s is ClientState.COMPLETED for s in run.client_states)
@@ -200,7 +200,7 @@ def test_bench_command_small(capsys: pytest.CaptureFixture[str]) -> None:
 def test_thousand_clients_harary_with_dropouts_is_exact() -> None:
     """The acceptance configuration of the benchmark (correctness only; timing is
     reported by ``fedhh bench secagg``, not asserted, since CI machines are shared)."""
-    from protocol.cli.commands.bench_secagg import bench_secagg
+    from protocol.studies.runners.benchmarks import bench_secagg
 
     out = bench_secagg(1000, 200, graph="harary", dropout=0.1, seed=5, bare_sample=20)
     assert out["correct"] is True and out["survivors"] < 1000
@@ -223,3 +223,48 @@ def test_clients_forget_their_secrets_when_done() -> None:
             assert c._held_b and c._held_s
         else:
             assert not c._held_b and not c._held_s
+
+
+# --------------------------------------------------------------- round numbers: one source
+
+def test_message_table_in_the_docstring_matches_tag_and_round() -> None:
+    import re
+
+    import secagg.messages as mm
+
+    rows = {m.group(3): (int(m.group(1)), None if m.group(2) == "--" else int(m.group(2)))
+            for m in re.finditer(r"^\s*(\d+)\s+(\d|--)\s+(\w+) \(", mm.__doc__, re.M)}
+    assert rows == {c.__name__: (c.TAG, c.ROUND) for c in mm.ALL_MESSAGES}
+
+
+def test_rounds_are_derived_from_the_messages() -> None:
+    from protocol.core.invariants import client_rounds
+    from secagg.messages import CLIENT_MESSAGES, ConsistencySignature, SERVER_MESSAGES
+    from secagg.server import COLLECTING_ROUND
+
+    assert [c.ROUND for c in CLIENT_MESSAGES] == [0, 1, 2, 3, 4]
+    # a server message asks for the client message of its ROUND
+    assert [c.ROUND for c in SERVER_MESSAGES[:-1]] == [1, 2, 3, 4]
+    assert client_rounds(True) == [0, 1, 2, 3, 4]
+    assert client_rounds(False) == [0, 1, 2, 4]
+    assert ConsistencySignature.ROUND not in client_rounds(False)
+    assert sorted(COLLECTING_ROUND.values()) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("malicious", [False, True])
+def test_engine_envelopes_carry_the_message_round(malicious: bool) -> None:
+    from secagg import messages as mm
+
+    cfg = make_config(6, 3, threshold=3, malicious=malicious)
+    run = run_secagg(cfg, np.ones((6, 3), dtype=np.uint64),
+                     rand=insecure_deterministic_randomness(5))
+    assert run.completed
+    by_name = {c.__name__: c for c in mm.ALL_MESSAGES}
+    for e in run.transcript.envelopes:
+        cls = by_name[e.kind]
+        if e.sender >= 0:
+            assert e.round == cls.ROUND
+        else:  # the server's messages are sent as the round before their answer closes
+            assert e.round < cls.ROUND
+    assert sorted({e.round for e in run.transcript.envelopes if e.sender >= 0}) == (
+        [0, 1, 2, 3, 4] if malicious else [0, 1, 2, 4])

@@ -85,7 +85,8 @@ def test_every_state_event_pair(malicious: bool, state: S, event: type) -> None:
         pytest.skip("round 3 exists only in the malicious variant")
     server, honest = drive(state, malicious)
     before = fingerprint(server)
-    legal = (state, event) in SERVER_TRANSITIONS
+    table = SERVER_TRANSITIONS[malicious]
+    legal = (state, event) in table
     if not legal:
         with pytest.raises(UnexpectedEvent):
             if event is CloseRound:
@@ -105,16 +106,30 @@ def test_every_state_event_pair(malicious: bool, state: S, event: type) -> None:
             assert np.array_equal(server.result, want)
         else:
             assert server.state is not state and len(out) == N
+        assert server.state is table[(state, event)].next_state
         return
     assert ROUND_MESSAGE[state] is event
     server.receive(honest[0])
     assert fingerprint(server) != before
+    assert server.state is state is table[(state, event)].next_state
 
 
-def test_transition_table_shape() -> None:
-    for state, msg in ROUND_MESSAGE.items():
-        assert (state, msg) in SERVER_TRANSITIONS and (state, CloseRound) in SERVER_TRANSITIONS
-    assert len(SERVER_TRANSITIONS) == 2 * len(ROUND_MESSAGE)
+@pytest.mark.parametrize("malicious", [False, True])
+def test_transition_table_shape(malicious: bool) -> None:
+    table = SERVER_TRANSITIONS[malicious]
+    rounds = {s: m for s, m in ROUND_MESSAGE.items()
+              if malicious or s is not S.COLLECT_SIGNATURES}
+    for state, msg in rounds.items():
+        assert table[(state, msg)].next_state is state   # a message keeps the round open
+        assert (state, CloseRound) in table
+    assert len(table) == 2 * len(rounds)
+    # closing round after round from COLLECT_KEYS visits every collecting state once
+    path, state = [], S.COLLECT_KEYS
+    while state is not S.COMPLETED:
+        path.append(state)
+        state = table[(state, CloseRound)].next_state
+    assert path == sorted(rounds, key=list(S).index)
+    assert all(callable(getattr(SecAggServer, t.handler, None)) for t in table.values())
 
 
 # --------------------------------------------------------------- invalid messages

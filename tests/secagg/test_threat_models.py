@@ -13,7 +13,8 @@ import pytest
 from secagg.errors import ParameterError
 from secagg.graph import harary_graph, ring_order
 from secagg.params import (
-    DEFAULT_THREAT, THREATS, find_params, min_honest_clients, parameter_table, threat_of,
+    DEFAULT_THREAT, THREATS, default_grinding_bits, find_params, min_honest_clients,
+    parameter_table, threat_of,
 )
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "secagg.md"
@@ -133,6 +134,8 @@ def test_parameter_table_rows_agree_with_find_params() -> None:
     rows = [r.split("|")[1:-1] for r in table.splitlines()[2:]]
     assert [r[3].strip() for r in rows] == list(THREATS)
     for r in rows:
-        p = find_params(1000, dropout_rate=0.1, threat=r[3].strip())
-        assert (int(r[4]), int(r[5]), int(r[6].replace(",", ""))) == \
-            (p.degree, p.threshold, p.min_honest)
+        threat = r[3].strip()
+        g = default_grinding_bits(1000, 0.1, graph="harary", malicious=threat == "malicious")
+        p = find_params(1000, dropout_rate=0.1, threat=threat, grinding_bits=g)
+        assert (int(r[4]), int(r[5]), int(r[6]), int(r[7].replace(",", ""))) == \
+            (g, p.degree, p.threshold, p.min_honest)

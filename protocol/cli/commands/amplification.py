@@ -4,14 +4,14 @@ Forward: ``fedhh privacy shuffle --n 659380 --epsilon0 4.96 --delta 1/n^2`` prin
 central epsilon each bound in :mod:`shuffler.amplification` certifies.
 Inverse: ``fedhh privacy shuffle --n 659380 --inverse --central-epsilon 1 --delta 1/n^2``
 prints the largest local epsilon0 each bound allows for that central target.
-See docs/amplification.md.
+See docs/amplification.md; the table is
+:func:`protocol.studies.runners.amplification.bound_table`.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
-import time
 
 
 def register(cli) -> None:  # noqa: ANN001
@@ -50,6 +50,7 @@ def _parse_delta(text: str, n: int) -> float:
 
 def run(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
+    from protocol.studies.runners.amplification import bound_table
     from shuffler import amplification as amp
 
     if args.n is None or args.n < 1:
@@ -64,34 +65,16 @@ def run(args: argparse.Namespace) -> int:
         if args.epsilon0 is not None:
             raise UsageError("--epsilon0 is the output of --inverse; do not pass it")
         x, x_name, y_name = args.central_epsilon, "central_epsilon", "epsilon0"
-        call = amp.local_epsilon
     else:
         if args.epsilon0 is None:
             raise UsageError("give --epsilon0 (or --inverse --central-epsilon E)")
         if args.central_epsilon is not None:
             raise UsageError("--central-epsilon is only used with --inverse")
         x, x_name, y_name = args.epsilon0, "epsilon0", "central_epsilon"
-        call = amp.central_epsilon
     if not math.isfinite(x) or x < 0:
         raise UsageError(f"--{x_name.replace('_', '-')} must be finite and >= 0, got {x!r}")
 
-    rows = []
-    for name in names:
-        info = amp.BOUNDS[name]
-        t0 = time.perf_counter()
-        try:
-            value, error = call(args.n, x, delta, bound=name), None
-        except amp.AmplificationDomainError as exc:
-            value, error = None, f"outside the theorem: {exc}"
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        # "trivial": the bound certifies nothing beyond the (epsilon0, 0) post-processing
-        # guarantee that every shuffled epsilon0-LDP protocol has anyway
-        trivial = value is not None and (value <= x if args.inverse else value >= x)
-        rows.append({"bound": name, "source": info.source, "validity": info.validity,
-                     y_name: value, "trivial": trivial, "error": error,
-                     "seconds": round(time.perf_counter() - t0, 4)})
-
+    rows = bound_table(args.n, x, delta, names, inverse=args.inverse)
     if args.json:
         print(json.dumps({"n": args.n, "delta": delta, x_name: x,
                           "direction": "inverse" if args.inverse else "forward",

@@ -20,9 +20,9 @@ def register(cli) -> None:  # noqa: ANN001
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from protocol.studies.attacks import ATTACKS, _load
+    from protocol.studies.attacks import ATTACKS, load_catalogue
 
-    _load()
+    load_catalogue()
     width = max(len(n) for n in ATTACKS)
     for name, info in ATTACKS.items():
         print(f"{name:<{width}}  [{info.kind}] {info.summary}")
@@ -32,12 +32,12 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_attack(args: argparse.Namespace) -> int:
-    from protocol.studies.attacks import ATTACKS, UnknownAttack, _load, run_all
+    from protocol.studies.attacks import ATTACKS, UnknownAttack, load_catalogue, run_all
     from protocol.studies.attacks import run_attack as run_one
-    from protocol.cli.benchutil import print_json
+    from protocol.cli.output import print_json
     from protocol.cli import UsageError
 
-    _load()
+    load_catalogue()
     if args.name == "all":
         outcomes = run_all(args.seed)
     else:

@@ -1,7 +1,7 @@
 """``fedhh audit MECHANISM``: empirical lower bound on a mechanism's epsilon.
 
 Runs the mechanism's own randomiser on two neighbouring inputs and reports a
-Clopper-Pearson lower bound on epsilon (:mod:`protocol.studies.audits`), which must never
+Clopper-Pearson lower bound on epsilon (:mod:`protocol.studies.audit`), which must never
 exceed the claimed epsilon; the exit status is 1 if it does. For TrieHH the claim is
 Theorem 1 for one level (``--theta``, ``--gamma``, ``--n``) and the exact tight value
 is reported too.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-AUDITABLE = ("grr", "oue", "olh", "aon", "triehh")  # protocol.studies.audits.AUDITABLE (lazy import)
+AUDITABLE = ("grr", "oue", "olh", "aon", "triehh")  # protocol.studies.audit.AUDITABLE (lazy import)
 
 
 def register(cli) -> None:  # noqa: ANN001
@@ -32,26 +32,19 @@ def register(cli) -> None:  # noqa: ANN001
 
 
 def run(args: argparse.Namespace) -> int:
-    from protocol.studies.audits import audit_oracle, audit_triehh
-    from protocol.cli.benchutil import Timer, print_json
     from protocol.cli import UsageError
+    from protocol.cli.output import print_json
+    from protocol.studies.audit import audit_mechanism
+    from protocol.studies.measure import Timer
 
     samples = args.samples if args.samples is not None else 1_000_000
     timer = Timer()
     try:
         with timer.phase("audit"):
-            if args.mechanism == "triehh":
-                t = audit_triehh(args.n, args.theta, args.gamma, samples, args.seed,
-                                 args.confidence)
-                out = t.as_dict()
-                out.pop("scan")
-                bound, claim, ok = t.sampled.epsilon_lower_bound, t.claimed_epsilon, \
-                    out["consistent"]
-            else:
-                r = audit_oracle(args.mechanism, args.epsilon, samples, args.seed, args.domain,
-                                 args.confidence)
-                out = r.as_dict()
-                bound, claim, ok = r.epsilon_lower_bound, r.claimed_epsilon, r.consistent
+            out, bound, claim, ok = audit_mechanism(
+                args.mechanism, epsilon=args.epsilon, samples=samples, seed=args.seed,
+                domain_size=args.domain, confidence=args.confidence, theta=args.theta,
+                gamma=args.gamma, n=args.n)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     out = {"mechanism": args.mechanism, **out, "seconds": timer.seconds.get("audit")}

@@ -3,12 +3,12 @@
 Clients encrypt their item's crowd point to shuffler 2, shuffler 1 blinds and shuffles,
 shuffler 2 decrypts to crowd ids and thresholds (:mod:`shuffler.blinded`). Prints the
 CPU seconds of each party, per client, whether the forwarded crowd sizes equal the
-plaintext counts of the items at or above the threshold (``correct``), and peak memory.
+plaintext counts of the items at or above the threshold (``correct``), and peak memory
+(:func:`protocol.studies.runners.benchmarks.bench_blinded`).
 """
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 
 def register(cli) -> None:  # noqa: ANN001
@@ -22,8 +22,9 @@ def register(cli) -> None:  # noqa: ANN001
 
 
 def run(args: argparse.Namespace) -> int:
-    from protocol.cli.benchutil import print_json
     from protocol.cli import UsageError
+    from protocol.cli.output import print_json
+    from protocol.studies.runners.benchmarks import bench_blinded
 
     if args.clients < 1 or args.items < 1 or args.threshold < 1:
         raise UsageError("--clients, --items and --threshold must be >= 1")
@@ -37,45 +38,3 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {party:<10} {sec:8.3f} s CPU  "
                   f"({1e6 * out['cpu_seconds_per_client'][party]:.0f} us per client)")
     return 0
-
-
-def bench_blinded(clients: int, items: int, threshold: int, seed: int | None
-                  ) -> dict[str, Any]:
-    import collections
-    import time
-
-    import numpy as np
-
-    from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
-    from shuffler.blinded import Blinder, DecryptorKey, encrypt_crowd
-
-    rand = insecure_deterministic_randomness(seed) if seed is not None else OsRandom()
-    rng = np.random.default_rng(seed)
-    p = 1.0 / np.arange(1, items + 1) ** 1.1
-    draws = rng.choice(items, size=clients, p=p / p.sum())
-    values = [int(v).to_bytes(4, "big") for v in draws]
-    ctx = b"fedhh bench blinded"
-    cpu: dict[str, float] = {}
-    t = time.process_time()
-    key = DecryptorKey.generate(rand)
-    blinder = Blinder(key.public, rand)
-    cts = [encrypt_crowd(v, ctx, key.public, rand) for v in values]
-    cpu["clients"] = time.process_time() - t
-    t = time.process_time()
-    blinded, dropped = blinder.blind_and_shuffle(cts, ctx)
-    cpu["shuffler1"] = time.process_time() - t
-    t = time.process_time()
-    sizes = collections.Counter(key.crowd_id(c) for c in blinded)
-    kept = sorted(k for k in sizes.values() if k >= threshold)
-    cpu["shuffler2"] = time.process_time() - t
-    plain = collections.Counter(values)
-    expected = sorted(k for k in plain.values() if k >= threshold)
-    return {
-        "clients": clients, "items": items, "threshold": threshold, "seed": seed,
-        "crowds": len(sizes), "forwarded_crowds": len(kept), "dropped": dropped,
-        "correct": kept == expected and len(sizes) == len(plain),
-        "cpu_seconds": {k: round(v, 3) for k, v in cpu.items()},
-        "cpu_seconds_per_client": {k: v / clients for k, v in cpu.items()},
-        # one process plays every party, so the run's time is their CPU time summed
-        "seconds": round(sum(cpu.values()), 3),
-    }

@@ -1,13 +1,14 @@
 """``fedhh bench fo``: time a frequency oracle's randomisation and its estimation over
-the whole domain on a synthetic Zipf(1.1) population."""
+the whole domain on a synthetic Zipf(1.1) population
+(:func:`protocol.studies.runners.benchmarks.bench_fo`)."""
 from __future__ import annotations
 
 import argparse
 
-from protocol.cli.commands.ldp import MECHANISMS
-
 
 def register(cli) -> None:  # noqa: ANN001
+    from protocol.studies.runners.ldp import MECHANISMS
+
     p = cli.subcommand("bench", "fo", "time a local-DP frequency oracle", run)
     p.add_argument("--mechanism", choices=MECHANISMS, default="olh")
     p.add_argument("--users", type=int, default=100_000)
@@ -19,38 +20,13 @@ def register(cli) -> None:  # noqa: ANN001
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
+    from protocol.cli.output import print_json
+    from protocol.studies.runners.benchmarks import bench_fo
 
-    from mechanisms.fo import OracleInputError, make_oracle
-    from protocol.cli.benchutil import Timer, print_json
-    from protocol.cli import UsageError
-    from protocol.cli.commands.ldp import zipf_population
-
-    try:
-        oracle = make_oracle(args.mechanism, args.epsilon, args.domain)
-        rng = np.random.default_rng(args.seed)
-        values = zipf_population(args.users, args.domain, 1.1, rng)
-    except (OracleInputError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
-    timer = Timer()
-    with timer.phase("randomize"):
-        reports = oracle.randomize(values, rng)
-    with timer.phase("estimate"):
-        est = oracle.estimate(reports)
-    truth = np.bincount(values, minlength=args.domain) / args.users
-    z = (est - truth) / np.sqrt(oracle.variance(args.users, truth))
-    out = {
-        "bench": "fo", "mechanism": oracle.name, "users": args.users, "domain": args.domain,
-        "epsilon": args.epsilon,
-        "params": {k: getattr(oracle, k) for k in ("g", "B") if hasattr(oracle, k)},
-        "randomize_seconds": round(timer.seconds["randomize"], 4),
-        "estimate_seconds": round(timer.seconds["estimate"], 4),
-        "seconds": round(sum(timer.seconds.values()), 4),
-        "max_abs_z": round(float(np.max(np.abs(z))), 3),
-    }
+    out = bench_fo(args.mechanism, args.users, args.domain, args.epsilon, args.seed)
     if args.json:
         print_json(out)
     else:
-        print(f"{oracle.name}: randomize {out['randomize_seconds']} s, estimate "
+        print(f"{out['mechanism']}: randomize {out['randomize_seconds']} s, estimate "
               f"{out['estimate_seconds']} s, total {out['seconds']} s")
     return 0

@@ -5,7 +5,8 @@ Takes the same dataset and privacy options as ``fedhh triehh`` and prints one ob
 the wall and CPU time of loading and of the run, per-round sizes and times, peak memory,
 the run's metrics at K, and -- with ``--transport secagg`` -- the time spent inside each
 primitive family over all rounds next to the bare library cost of the same operations
-(:mod:`protocol.core.secagg_profile`), with X25519 singled out: its share of the run's CPU
+(:mod:`protocol.core.secagg_profile`; the run is
+:func:`protocol.studies.runners.triehh.benchmark`), with X25519 singled out: its share of the run's CPU
 time and the share the bare scalar multiplications alone would take.
 """
 from __future__ import annotations
@@ -16,91 +17,32 @@ from typing import Any
 
 
 def register(cli) -> None:  # noqa: ANN001
-    from protocol.cli.commands.triehh import add_common_args
+    from protocol.cli.args import add_triehh_args
 
     p = cli.subcommand("bench", "triehh", "benchmark one whole TrieHH run", run,
                        description="One TrieHH run with timing, memory and (over secure "
                        "aggregation) the per-primitive CPU profile.")
-    add_common_args(p)
+    add_triehh_args(p)
     p.add_argument("--bare-sample", type=int, default=2000, dest="bare_sample",
                    help="operations per primitive replayed bare (0: all)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def run(args: argparse.Namespace) -> int:
-    from protocol.cli.benchutil import print_json
+    from protocol.cli.args import options_from
+    from protocol.cli.output import print_json, progress_bar
+    from protocol.cli.transport_options import transport_from_args
+    from protocol.studies.runners import triehh
 
-    out = bench_triehh(args, show_progress=not args.json)
+    transport = transport_from_args(args)  # refuse bad options before loading data
+    opts = options_from(triehh.TrieHHOptions, args)
+    out = triehh.benchmark(opts, transport, args.bare_sample,
+                           progress_bar(opts.max_length, "TrieHH rounds", enabled=not args.json))
     if args.json:
         print_json(out)
     else:
         _print_human(out)
     return 0
-
-
-def bench_triehh(args: argparse.Namespace, show_progress: bool = False) -> dict[str, Any]:
-    """Run TrieHH once as ``fedhh triehh`` would and return the figures.
-
-    Raises:
-        protocol.cli.UsageError: as ``fedhh triehh`` (bad dataset, target, abort).
-    """
-    import contextlib
-    import time
-
-    from protocol.cli.commands.triehh import prepare, run_once, summarize
-    from protocol.cli.transport_options import transport_from_args
-
-    wall0, cpu0 = time.perf_counter(), time.process_time()
-    transport = transport_from_args(args)  # refuse bad options before loading data
-    prep, rng = prepare(args)
-    wall1, cpu1 = time.perf_counter(), time.process_time()
-    profiling = args.transport == "secagg"
-    if profiling:
-        from protocol.core.secagg_engine import profile_primitives
-
-        ctx: Any = profile_primitives()
-    else:
-        ctx = contextlib.nullcontext(None)
-    with ctx as prof:
-        result = run_once(prep, transport, rng, show_progress=show_progress)
-    wall2, cpu2 = time.perf_counter(), time.process_time()
-    summary = summarize(prep, result)
-    run_wall, run_cpu = wall2 - wall1, cpu2 - cpu1
-    out: dict[str, Any] = {
-        "dataset": summary["dataset"], "n": summary["n"], "transport": args.transport,
-        "multi_word": summary["multi_word"], "unit_size": summary["unit_size"],
-        "seed": args.seed, "privacy": summary["privacy"],
-        "rounds": [{k: r[k] for k in ("round", "candidates", "sampled", "released",
-                                      "seconds", "bytes_up")} for r in summary["rounds"]],
-        "clients_per_round": result.m,
-        "heavy_hitters": len(summary["heavy_hitters"]),
-        "precision": summary["precision"], "at_k": summary["at_k"],
-        "seconds": round(run_wall, 3),
-        "cpu_seconds": round(run_cpu, 3),
-        "load_seconds": round(wall1 - wall0, 3),
-        "load_cpu_seconds": round(cpu1 - cpu0, 3),
-        "primitives": None, "x25519": None,
-    }
-    if prof is not None:
-        from protocol.core.secagg_profile import primitive_table
-
-        table = primitive_table(prof, args.bare_sample)
-        ka = table["key_agreement"]
-        out["primitives"] = table
-        out["primitive_seconds_total"] = round(sum(v["seconds"] for v in table.values()), 3)
-        out["x25519"] = {
-            "operations": ka["calls"],
-            "shared_secrets": prof.calls.get("x25519_shared", 0),
-            "key_generations": prof.calls.get("x25519_keypair", 0)
-            + prof.calls.get("x25519_public", 0),
-            "seconds": ka["seconds"],
-            "bare_seconds": ka["bare_seconds"],
-            "overhead_ratio": ka["overhead_ratio"],
-            "share_of_run_cpu": round(ka["seconds"] / run_cpu, 4) if run_cpu > 0 else None,
-            "bare_share_of_run_cpu":
-                round(ka["bare_seconds"] / run_cpu, 4) if run_cpu > 0 else None,
-        }
-    return out
 
 
 def _print_human(out: dict[str, Any]) -> None:

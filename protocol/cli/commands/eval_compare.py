@@ -1,43 +1,12 @@
 """``fedhh eval compare``: TrieHH against Apple's SFP, in the style of Zhu et al. (2020),
-Table 2 and Figure 5.
-
-Both mechanisms run on the same population (drawn once from ``--seed``) at each
-central target ``(epsilon, delta = 1/n^2)``:
-
-* TrieHH (:mod:`protocol.cli.commands.triehh` helpers): ``theta`` and ``gamma`` from
-  Corollary 1, plain transport, membership-only release; its guarantee is central.
-* SFP (:mod:`protocol.cli.commands.sfp` helpers) with ``T = 20`` and ``T = 80``: every user
-  sends one Count-Mean-Sketch fragment report at the local epsilon that amplification by
-  shuffling turns into the central target, by the closed form the TrieHH authors used
-  (:func:`shuffler.amplification.triehh_blanket_epsilon0`). The local epsilon that the
-  stronger, fully verified FMT23 numerical bound would allow is reported beside it (it is
-  *not* used, to stay comparable with the paper). The two T values share each run's
-  reports (a paired comparison: only the server's threshold differs).
-
-Metrics (:mod:`protocol.studies.evaluation`): recall at ``--k`` (default 50) of the true top-K,
-precision = fraction of discovered words that occur in the population (Table 2), and
-F1 at K for K = 1..``--kmax`` (Figure 5). SFP words are truncated to its ``L = 10``
-characters, so its truth is the truncated vocabulary. Means over ``--runs`` runs with
-95% confidence intervals (Student t).
-
-Writes into ``--out DIR``: ``runs.csv`` (one row per run, mechanism and epsilon),
-``f1_at_k.csv``, ``table.md`` (the Table 2 analogue), ``summary.json`` and
-``f1_at_k.png``.
-"""
+Table 2 and Figure 5 (:mod:`protocol.studies.runners.compare`, whose docstring says what
+is compared and which files are written)."""
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import math
+import pathlib
 import sys
-import time
-from typing import Any
-
-PAPER_TABLE2 = {  # Zhu et al. 2020, Table 2, OOV, n ~ 6e6: (recall@50, precision)
-    ("triehh", 1.0): (0.65, 1.0), ("triehh", 4.0): (0.76, 1.0),
-    ("sfp_T20", 1.0): (0.17, 0.853), ("sfp_T20", 4.0): (0.19, 0.867),
-}
 
 
 def register(cli) -> None:  # noqa: ANN001
@@ -70,192 +39,17 @@ def _floats(text: str, name: str) -> list[float]:
     return vals
 
 
-def mean_ci(values: Any) -> tuple[float, float]:
-    """Mean and half-width of the 95% Student-t confidence interval (0 for one run)."""
-    import numpy as np
-    from scipy import stats
-
-    v = np.asarray(values, dtype=float)
-    if v.size < 2:
-        return float(v.mean()), 0.0
-    half = stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
-    return float(v.mean()), float(half)
-
-
-def triehh_args(dataset: str, users: int, epsilon: float, delta: float,
-                max_length: int) -> argparse.Namespace:
-    """The argument set :func:`protocol.cli.commands.triehh.prepare` expects (defaults)."""
-    return argparse.Namespace(dataset=dataset, users=users, epsilon=epsilon, delta=delta,
-                              max_length=max_length, transport="plain", multi_word=False,
-                              unit_size=1, seed=0, theta=None, gamma=None, alphabet=None,
-                              release_counts=False, max_candidates=1 << 21)
-
-
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
+    from protocol.cli.args import options_from
+    from protocol.cli.output import print_json
+    from protocol.studies.runners.compare import CompareOptions, compare
 
-    from protocol.cli.benchutil import print_json
-    from protocol.cli import UsageError, output_dir
-    from protocol.cli.commands import sfp as sfp_cmd
-    from protocol.cli.commands import triehh as triehh_cmd
-    from protocol.cli.commands.hh import load_population
-    from protocol.studies.evaluation import precision, topk_metrics
-    from shuffler.amplification import local_epsilon
-
-    epsilons = _floats(args.epsilons, "--epsilons")
-    Ts = [int(t) for t in _floats(args.Ts, "--Ts")]
-    if args.runs < 1 or args.k < 1 or args.kmax < 1 or args.users < 2:
-        raise UsageError("--runs, --k and --kmax must be >= 1 and --users >= 2")
-    out_dir = output_dir(args.out)
-
-    t_start = time.perf_counter()
-    root = np.random.default_rng(args.seed)
-    data_rng, run_root = root.spawn(2)
-    pop = load_population(args.dataset, args.users, data_rng)
-    word_of_user = sfp_cmd.users_words(pop)
-    n = pop.n
-    delta = 1.0 / float(n) ** 2
-    truth = pop.top(len(pop.vocabulary))
-    words_in_pop = set(truth)
-    trunc_truth = list(dict.fromkeys(w[:10] for w in truth))
-    trunc_set = set(trunc_truth)
-    kmax = args.kmax
-    transport = triehh_cmd.load_transport("plain")
-
-    rows: list[dict[str, Any]] = []
-    f1_rows: list[dict[str, Any]] = []
-    privacy: dict[str, Any] = {}
-    for eps in epsilons:
-        prep, _ = triehh_cmd.prepare(triehh_args(args.dataset, n, eps, delta, args.max_length),
-                                     population=pop)
-        eps0, conversion = sfp_cmd.fragment_epsilon(n, eps, delta, None)
-        try:
-            eps0_fmt23 = local_epsilon(n, eps, delta, "fmt23_numerical")
-        except ValueError as exc:  # outside the bound: report, do not fail
-            eps0_fmt23 = None
-            print(f"FMT23 inverse failed at epsilon {eps}: {exc}", file=sys.stderr)
-        g = prep.params
-        privacy[f"{eps:g}"] = {
-            "central_epsilon": eps, "delta": delta,
-            "triehh": {"theta": int(prep.config.theta), "gamma": float(prep.config.gamma),
-                       "epsilon": g.guarantee.epsilon if g else None,
-                       "delta": g.guarantee.delta if g else None,
-                       "theorem": "Zhu et al. 2020, Corollary 1 / Theorem 1"},
-            "sfp_local_epsilon": eps0, "sfp_conversion": conversion,
-            "sfp_local_epsilon_fmt23": eps0_fmt23,
-        }
-        run_rngs = run_root.spawn(args.runs)
-        for r, rng in enumerate(run_rngs):
-            t_rng, s_rng = rng.spawn(2)
-            t0 = time.perf_counter()
-            result = triehh_cmd.run_once(prep, transport, t_rng, show_progress=False)
-            found = dict(result.heavy_hitters)
-            sec = time.perf_counter() - t0
-            per_mech = [("triehh", found, truth, words_in_pop, sec)]
-            # SFP: the same reports (same seed) at every T -- a paired comparison
-            sfp_seed = int(s_rng.integers(0, 1 << 63))
-            for T in Ts:
-                t0 = time.perf_counter()
-                _, res, _, _ = sfp_cmd.discover_words(pop, word_of_user, eps0,
-                                                      np.random.default_rng(sfp_seed), T=T)
-                sec = time.perf_counter() - t0
-                disc = {w: float(c) for w, c in zip(res.words, res.counts)}
-                per_mech.append((f"sfp_T{T}", disc, trunc_truth, trunc_set, sec))
-            for mech, disc, tr, tset, sec in per_mech:
-                m = topk_metrics(disc, tr, args.k)
-                rows.append({"epsilon": eps, "mechanism": mech, "run": r,
-                             "discovered": len(disc), f"recall_at_{args.k}": m.recall,
-                             f"f1_at_{args.k}": m.f1, "precision": precision(disc, tset),
-                             "seconds": round(sec, 3)})
-                for K in range(1, kmax + 1):
-                    f1_rows.append({"epsilon": eps, "mechanism": mech, "run": r, "k": K,
-                                    "f1": topk_metrics(disc, tr, K).f1})
-            print(f"epsilon {eps:g} run {r + 1}/{args.runs} done "
-                  f"({time.perf_counter() - t_start:.0f} s)", file=sys.stderr)
-    return _write(args, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,
-                  time.perf_counter() - t_start, print_json)
-
-
-def _write(args, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,  # noqa: ANN001
-           seconds, print_json) -> int:
-    import numpy as np
-
-    from protocol.studies.evaluation import pyplot
-
-    k = args.k
-    with open(out_dir / "runs.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    with open(out_dir / "f1_at_k.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(f1_rows[0]))
-        w.writeheader()
-        w.writerows(f1_rows)
-    mechs = ["triehh"] + [f"sfp_T{T}" for T in Ts]
-    table: list[dict[str, Any]] = []
-    for eps in epsilons:
-        for mech in mechs:
-            sel = [r for r in rows if r["epsilon"] == eps and r["mechanism"] == mech]
-            rec, rec_ci = mean_ci([r[f"recall_at_{k}"] for r in sel])
-            pre, pre_ci = mean_ci([r["precision"] for r in sel])
-            f1, f1_ci = mean_ci([r[f"f1_at_{k}"] for r in sel])
-            paper = PAPER_TABLE2.get((mech, eps))
-            table.append({"epsilon": eps, "mechanism": mech, "runs": len(sel),
-                          "recall": rec, "recall_ci95": rec_ci, "precision": pre,
-                          "precision_ci95": pre_ci, "f1": f1, "f1_ci95": f1_ci,
-                          "discovered": float(np.mean([r["discovered"] for r in sel])),
-                          "paper_recall": paper[0] if paper else None,
-                          "paper_precision": paper[1] if paper else None})
-    lines = [f"Dataset {pop.name}, n = {n:,} users, delta = 1/n^2 = {delta:.3g}, "
-             f"{args.runs} runs, seed {args.seed}; mean +- 95% CI.", "",
-             f"| central eps | mechanism | recall@{k} | precision | F1@{k} | discovered "
-             "| paper recall / precision (n ~ 6e6) |",
-             "|---|---|---|---|---|---|---|"]
-    for t in table:
-        paper = ("-" if t["paper_recall"] is None
-                 else f"{t['paper_recall']:.2f} / {t['paper_precision']:.3f}")
-        lines.append(f"| {t['epsilon']:g} | {t['mechanism']} | {t['recall']:.3f} +- "
-                     f"{t['recall_ci95']:.3f} | {t['precision']:.3f} +- {t['precision_ci95']:.3f}"
-                     f" | {t['f1']:.3f} +- {t['f1_ci95']:.3f} | {t['discovered']:.1f} | {paper} |")
-    lines.append("")
-    for eps in epsilons:
-        pv = privacy[f"{eps:g}"]
-        fmt = pv["sfp_local_epsilon_fmt23"]
-        lines.append(f"- eps {eps:g}: TrieHH theta = {pv['triehh']['theta']}, gamma = "
-                     f"{pv['triehh']['gamma']:.3f}; SFP local epsilon {pv['sfp_local_epsilon']:.3f} "
-                     f"(TrieHH authors' closed form), FMT23 numerical would allow "
-                     f"{'-' if fmt is None else format(fmt, '.3f')}")
-    (out_dir / "table.md").write_text("\n".join(lines) + "\n")
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(epsilons), figsize=(6 * len(epsilons), 4.2), dpi=110,
-                             squeeze=False)
-    ks = np.arange(1, args.kmax + 1)
-    for ax, eps in zip(axes[0], epsilons):
-        for mech in mechs:
-            runs = sorted({r["run"] for r in f1_rows if r["mechanism"] == mech
-                           and r["epsilon"] == eps})
-            arr = np.array([[r["f1"] for r in f1_rows if r["mechanism"] == mech
-                             and r["epsilon"] == eps and r["run"] == run] for run in runs])
-            mean = arr.mean(axis=0)
-            ax.plot(ks, mean, label=mech.replace("_", " "))
-            ax.fill_between(ks, arr.min(axis=0), arr.max(axis=0), alpha=0.2)
-        ax.set_title(f"{pop.name}, n = {n:,}, central epsilon = {eps:g}", fontsize=10)
-        ax.set_xlabel("K")
-        ax.set_ylabel("F1 at K (mean, min-max band)")
-        ax.set_ylim(-0.03, 1.03)
-        ax.grid(True, alpha=0.3)
-        ax.legend(loc="upper right")
-    fig.tight_layout()
-    fig.savefig(out_dir / "f1_at_k.png")
-    plt.close(fig)
-    summary = {"dataset": pop.name, "n": n, "delta": delta, "runs": args.runs,
-               "seed": args.seed, "k": k, "table": table, "privacy": privacy,
-               "seconds": round(seconds, 1),
-               "files": ["runs.csv", "f1_at_k.csv", "table.md", "summary.json", "f1_at_k.png"]}
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    opts = options_from(CompareOptions, args, epsilons=_floats(args.epsilons, "--epsilons"),
+                        Ts=_floats(args.Ts, "--Ts"))
+    summary, lines = compare(opts, lambda msg: print(msg, file=sys.stderr))
     if args.json:
         print_json(summary)
     else:
         print("\n".join(lines))
-        print(f"written to {out_dir} in {seconds:.0f} s")
+        print(f"written to {pathlib.Path(args.out)} in {summary['seconds']:.0f} s")
     return 0

@@ -1,4 +1,5 @@
-"""``fedhh federated``: one run of TAPS, TAP, FedPEM or GTF on a multi-party population."""
+"""``fedhh federated``: one run of TAPS, TAP, FedPEM or GTF on a multi-party population
+(:mod:`protocol.studies.runners.federated`)."""
 from __future__ import annotations
 
 import argparse
@@ -27,61 +28,18 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def config_from_args(args: argparse.Namespace):  # noqa: ANN201
-    """Build a FederatedConfig from parsed arguments (raises UsageError on bad values)."""
-    from mechanisms.federated import FederatedConfig, FederatedError
-    from protocol.cli import UsageError
-
-    ext: str | int = args.extension
-    if ext != "adaptive":
-        try:
-            ext = int(ext)
-        except ValueError:
-            raise UsageError("--extension must be 'adaptive' or an integer") from None
-    try:
-        return FederatedConfig(epsilon=args.epsilon, k=args.k, levels=args.levels,
-                               oracle=args.oracle, extension=ext,
-                               shared_trie=not args.no_shared_trie,
-                               shared_fraction=getattr(args, "phase_one_fraction", None))
-    except FederatedError as exc:
-        raise UsageError(str(exc)) from None
-
-
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
+    from protocol.cli.args import options_from
+    from protocol.cli.output import print_json
+    from protocol.studies.runners.federated import FederatedOptions
+    from protocol.studies.runners.federated import run as run_federated
 
-    from mechanisms.federated import FederatedError, f1_at_k, local_recall, ncr
-    from mechanisms.federated import run as run_mechanism
-    from protocol.cli.benchutil import print_json
-    from protocol.cli import UsageError
-    from protocol.studies.datasets_federated import decode_item, load_population
-
-    cfg = config_from_args(args)
-    try:
-        pop = load_population(args.dataset, seed=args.data_seed, beta=args.beta, scale=args.scale)
-        rng = np.random.default_rng(args.seed)
-        res = run_mechanism(args.mechanism, pop, cfg, rng)
-    except FederatedError as exc:
-        raise UsageError(str(exc)) from None
-    truth = pop.true_top_k(cfg.k)
-    out = {
-        "mechanism": args.mechanism, "dataset": args.dataset, "epsilon": cfg.epsilon,
-        "k": cfg.k, "oracle": cfg.oracle, "parties": len(pop.parties), "users": pop.total_users,
-        "f1": round(f1_at_k(truth, res.heavy_hitters), 4),
-        "ncr": round(ncr(truth, res.heavy_hitters), 4),
-        "local_recall": round(local_recall(truth, [p.heavy_hitters for p in res.parties]), 4),
-        "max_reports_per_user": res.max_reports_per_user(),
-        "seconds": round(res.seconds, 3),
-        "communication": res.communication(),
-        "heavy_hitters": [f"{int(x):012x}" for x in res.heavy_hitters],
-    }
-    if args.dataset == "words" or args.dataset.endswith(".csv"):
-        out["heavy_hitter_words"] = [decode_item(int(x)) for x in res.heavy_hitters]
+    out = run_federated(options_from(FederatedOptions, args))
     if args.json:
         print_json(out)
         return 0
     print(f"{out['mechanism']} on {out['dataset']}: {out['parties']} parties, {out['users']} users, "
-          f"epsilon={cfg.epsilon}, k={cfg.k}, oracle={cfg.oracle}")
+          f"epsilon={out['epsilon']}, k={out['k']}, oracle={out['oracle']}")
     print(f"F1={out['f1']}  NCR={out['ncr']}  local recall={out['local_recall']}  "
           f"time={out['seconds']} s  max reports/user={out['max_reports_per_user']}")
     print("communication per party (pairs up/down, kbit up/down):")

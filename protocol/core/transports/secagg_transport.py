@@ -55,9 +55,11 @@ from protocol.core.contract import (
 )
 from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
 from protocol.core.secagg_engine import Dropout, SecAggRun, run_secagg
+from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.errors import ParameterError
 from secagg.params import (
-    DEFAULT_CORRUPT_FRACTION, DEFAULT_DROPOUT_RATE, DEFAULT_THREAT, find_params, threat_of,
+    DEFAULT_CORRUPT_FRACTION, DEFAULT_DROPOUT_RATE, DEFAULT_THREAT, default_grinding_bits,
+    find_params, threat_of,
 )
 from secagg.state import SessionConfig
 
@@ -103,7 +105,9 @@ class SecAggTransport(Transport):
             insecure); ``False`` (the default) uses OS randomness.
         corrupt_fraction, sigma, eta, grinding_bits: threat model handed to
             :func:`secagg.params.find_params` (``grinding_bits``: how many bits of
-            graph-seed choice the server is granted). ``gamma`` defaults to
+            graph-seed choice the server is granted; ``None``, the default:
+            :func:`secagg.params.default_grinding_bits`, i.e. 0 unless Harary under a
+            malicious server). ``gamma`` defaults to
             :data:`secagg.params.DEFAULT_CORRUPT_FRACTION`; ``delta`` is
             ``max(DEFAULT_DROPOUT_RATE, dropout)``.
 
@@ -116,7 +120,8 @@ class SecAggTransport(Transport):
     def __init__(self, graph: str = "harary", malicious: bool | None = None,
                  dropout: float = 0.0, simulate: bool = False,
                  corrupt_fraction: float = DEFAULT_CORRUPT_FRACTION, sigma: int = 40,
-                 eta: int = 20, grinding_bits: int = 0, threat: str | None = None) -> None:
+                 eta: int = 20, grinding_bits: int | None = None,
+                 threat: str | None = None) -> None:
         if graph not in ("harary", "complete"):
             raise ValueError("graph must be 'harary' or 'complete'")
         if not 0.0 <= dropout < 1.0:
@@ -170,16 +175,21 @@ class SecAggTransport(Transport):
                                  dropout_rate=max(DEFAULT_DROPOUT_RATE, self.dropout),
                                  corrupt_fraction=self.corrupt_fraction, sigma=self.sigma,
                                  eta=self.eta, threat=self.threat,
-                                 grinding_bits=self.grinding_bits)
+                                 grinding_bits=self.grinding_bits
+                                 if self.grinding_bits is not None else default_grinding_bits(
+                                     n, max(DEFAULT_DROPOUT_RATE, self.dropout),
+                                     graph=self.graph, malicious=self.malicious))
         except ParameterError as exc:
             raise AggregationAborted("no_secagg_parameters", str(exc)) from None
-        config = SessionConfig(params, tuple(range(n)), spec_context(spec), dim, modulus,
-                               malicious=self.malicious)
         if self.simulate:
             rand: Any = insecure_deterministic_randomness(
                 int(rng.integers(0, 1 << 63)), "secagg-transport")
         else:
             rand = OsRandom()
+        # every attempt draws a fresh server nonce (see docs/secagg-primitives.md)
+        config = SessionConfig(params, tuple(range(n)), spec_context(spec), dim, modulus,
+                               malicious=self.malicious,
+                               server_nonce=rand.token_bytes(FRESH_NONCE_BYTES))
         dropout = (Dropout.random(n, self.dropout, rng,
                                   rounds=(0, 1, 2, 3, 4) if self.malicious else (0, 1, 2, 4))
                    if self.dropout > 0 else None)

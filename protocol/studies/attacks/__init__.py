@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 __all__ = ["Outcome", "AttackInfo", "attack", "ATTACKS", "run_attack", "run_all",
-           "UnknownAttack"]
+           "UnknownAttack", "load_catalogue"]
 
 
 class UnknownAttack(KeyError):
@@ -103,7 +103,8 @@ def attack(name: str, *, system: str, target: str, expected: str,
     return deco
 
 
-def _load() -> None:
+def load_catalogue() -> None:
+    """Import every attack module, so that :data:`ATTACKS` lists the whole catalogue."""
     import importlib
     for mod in ("secagg_attacks", "shuffler_attacks", "triehh_attacks", "sybil"):
         try:
@@ -119,7 +120,7 @@ def run_attack(name: str, seed: int = 0) -> Outcome:
     Raises:
         UnknownAttack: no attack of that name.
     """
-    _load()
+    load_catalogue()
     info = ATTACKS.get(name)
     if info is None:
         raise UnknownAttack(f"unknown attack {name!r}; see 'fedhh attack list'")
@@ -135,5 +136,5 @@ def run_attack(name: str, seed: int = 0) -> Outcome:
 
 def run_all(seed: int = 0) -> list[Outcome]:
     """Run every registered attack in registration order."""
-    _load()
+    load_catalogue()
     return [run_attack(name, seed) for name in list(ATTACKS)]

@@ -36,6 +36,7 @@ from protocol.core.randomness import insecure_deterministic_randomness
 from protocol.core.secagg_engine import SERVER, Dropout, Envelope, make_config, run_secagg
 from secagg import crypto, prg, shamir
 from secagg.client import self_mask_seed
+from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.graph import ring_order
 from secagg.params import DEFAULT_CORRUPT_FRACTION, find_params
 from secagg.messages import (
@@ -72,6 +73,8 @@ class Eavesdropper:
     b_shares: dict[int, list[shamir.Share]] = field(default_factory=dict)
     s_shares: dict[int, list[shamir.Share]] = field(default_factory=dict)
     signatures: dict[int, bytes] = field(default_factory=dict)
+    #: root of the round-0 transcript tree (from the key lists)
+    transcript: bytes = b""
 
     def __call__(self, round_no: int, direction: str, envs: list[Envelope]) -> list[Envelope]:
         for e in envs:
@@ -81,6 +84,8 @@ class Eavesdropper:
                 continue
             if isinstance(m, AdvertiseKeys):
                 self.keys[m.sender] = m
+            elif isinstance(m, KeyList):
+                self.transcript = m.transcript
             elif isinstance(m, MaskedInput):
                 self.masked[m.sender] = m.vector().copy()
             elif isinstance(m, RoutedShares):
@@ -100,7 +105,11 @@ class Eavesdropper:
         if len(shares) < cfg.threshold:
             return None
         b = shamir.combine(shares, cfg.threshold)
-        return prg.expand_mask(self_mask_seed(cfg, b), cfg.dim, cfg.modulus)
+        return prg.expand_mask(self_mask_seed(self.session(cfg), b), cfg.dim, cfg.modulus)
+
+    def session(self, cfg: SessionConfig) -> bytes:
+        """The transcript-bound session id every round-1+ key derivation uses."""
+        return cfg.transcript_session(self.transcript)
 
     def mask_key(self, cfg: SessionConfig, u: int) -> bytes | None:
         shares = self.s_shares.get(u, [])
@@ -110,7 +119,8 @@ class Eavesdropper:
 
     def pair_mask(self, cfg: SessionConfig, secret: bytes, owner: int, peer: int) -> np.ndarray:
         seed = crypto.hkdf(crypto.x25519_shared(secret, self.keys[peer].s_pk),
-                           label=crypto.LABEL_MASK_SEED, context=cfg.pair_context(owner, peer))
+                           label=crypto.LABEL_MASK_SEED,
+                           context=cfg.pair_context(self.session(cfg), owner, peer))
         return prg.expand_mask(seed, cfg.dim, cfg.modulus)
 
 
@@ -201,7 +211,7 @@ def _rewrite_unmask(fn: Callable[[int, set[int], set[int]], tuple[set[int], set[
             if isinstance(m, UnmaskRequest):
                 alive, dropped = fn(e.recipient, _members(m.alive, m.n),
                                     _members(m.dropped, m.n))
-                m = UnmaskRequest(m.n, set_to_bitmap(sorted(alive), m.n),
+                m = UnmaskRequest(m.session, m.n, set_to_bitmap(sorted(alive), m.n),
                                   set_to_bitmap(sorted(dropped), m.n), m.signers, m.signatures)
                 e = Envelope.of(SERVER, e.recipient, e.round, m)
             out.append(e)
@@ -252,8 +262,9 @@ def split_views_malicious(seed: int) -> Outcome:
 
     def rewrite(round_no: int, direction: str, envs: list[Envelope]) -> list[Envelope]:
         if direction == "down" and round_no == 2:
+            sid = eve.session(cfg)
             return [Envelope.of(SERVER, e.recipient, 2,
-                                ConsistencyRequest(n, s2 if e.recipient in group_b else s1))
+                                ConsistencyRequest(sid, n, s2 if e.recipient in group_b else s1))
                     for e in envs]
         if direction == "down" and round_no == 3:
             out = []
@@ -261,8 +272,9 @@ def split_views_malicious(seed: int) -> Outcome:
                 group = group_b if c in group_b else everyone - group_b
                 signers = tuple(sorted(w for w in group if w in eve.signatures))
                 sigs = tuple(eve.signatures[w] for w in signers)
-                req = (UnmaskRequest(n, s2, d2, signers, sigs) if c in group_b
-                       else UnmaskRequest(n, s1, empty, signers, sigs))
+                sid = eve.session(cfg)
+                req = (UnmaskRequest(sid, n, s2, d2, signers, sigs) if c in group_b
+                       else UnmaskRequest(sid, n, s1, empty, signers, sigs))
                 out.append(Envelope.of(SERVER, c, 3, req))
             return out
         return envs
@@ -323,9 +335,9 @@ def key_substitution(seed: int) -> Outcome:
         for e in envs:
             m = e.message()
             if e.recipient in group_b and isinstance(m, KeyList):
-                ents = tuple(AdvertiseKeys(a.sender, fake_c, fake_s, a.signature)
+                ents = tuple(AdvertiseKeys(a.sender, fake_c, fake_s, a.nonce, a.signature)
                              if a.sender == VICTIM else a for a in m.entries)
-                e = Envelope.of(SERVER, e.recipient, 0, KeyList(ents))
+                e = Envelope.of(SERVER, e.recipient, 0, KeyList(ents, m.transcript, m.path))
             out.append(e)
         return out
 
@@ -461,7 +473,8 @@ def reordered(seed: int) -> Outcome:
     its round-1 shares, then the real shares."""
     cfg = make_config(8, DIM, graph="complete", threshold=3)
     n = cfg.n
-    early = Envelope.of(SERVER, VICTIM, 1, UnmaskRequest(n, set_to_bitmap(range(n), n),
+    early = Envelope.of(SERVER, VICTIM, 1, UnmaskRequest(bytes(32), n,
+                                                         set_to_bitmap(range(n), n),
                                                          set_to_bitmap([], n)))
     run = run_checked(cfg, _inputs(cfg, seed), seed, adversary=Eavesdropper(
         _victim_envelope(RoutedShares, lambda e: [early, e])))
@@ -579,13 +592,15 @@ def key_substitution_semi_honest(seed: int) -> Outcome:
     rand = insecure_deterministic_randomness(seed + 7, "mitm")
     fake = {w: crypto.x25519_keypair(rand) for w in [v] + middle}   # name -> (sk, pk)
     real_c: dict[int, bytes] = {}
+    root: list[bytes] = []   # the round-0 transcript root, seen in the key lists
     stolen: list[shamir.Share] = []
     stolen_s: list[shamir.Share] = []
 
     def key(fake_of: int, peer: int, u: int, w: int) -> bytes:
         """The key ``peer`` derived against the fake key published under ``fake_of``."""
         return crypto.hkdf(crypto.x25519_shared(fake[fake_of][0], real_c[peer]),
-                           label=crypto.LABEL_SHARE_KEY, context=cfg.pair_context(u, w))
+                           label=crypto.LABEL_SHARE_KEY,
+                           context=cfg.pair_context(cfg.transcript_session(root[0]), u, w))
 
     def rewrite(round_no: int, direction: str, envs: list[Envelope]) -> list[Envelope]:
         out = []
@@ -596,9 +611,12 @@ def key_substitution_semi_honest(seed: int) -> Outcome:
             if direction == "down" and isinstance(m, KeyList) and (
                     e.recipient == v or e.recipient in middle):
                 swap = middle if e.recipient == v else [v]
-                ents = tuple(AdvertiseKeys(a.sender, fake[a.sender][1], a.s_pk, a.signature)
+                root[:] = [m.transcript]
+                ents = tuple(AdvertiseKeys(a.sender, fake[a.sender][1], a.s_pk, a.nonce,
+                                           a.signature)
                              if a.sender in swap else a for a in m.entries)
-                e = Envelope.of(SERVER, e.recipient, e.round, KeyList(ents))
+                e = Envelope.of(SERVER, e.recipient, e.round,
+                                KeyList(ents, m.transcript, m.path))
             elif direction == "down" and isinstance(m, RoutedShares) and (
                     e.recipient == v or e.recipient in middle):
                 r = e.recipient
@@ -606,7 +624,7 @@ def key_substitution_semi_honest(seed: int) -> Outcome:
                 for i, s in enumerate(m.senders):
                     if not ((r == v and s in middle) or (r in middle and s == v)):
                         continue
-                    ad = crypto.routing_ad(cfg.session, 1, s, r)
+                    ad = crypto.routing_ad(cfg.transcript_session(root[0]), 1, s, r)
                     # s encrypted under the fake key of r; r decrypts with the fake key of s
                     pt = crypto.aead_decrypt(key(r, s, s, r), cts[i], ad)
                     if s == v:
@@ -645,15 +663,23 @@ def colluders_decrypt(cfg: SessionConfig, colluders: set[int]
     recorded (the colluders run the honest client code and give away what it
     decrypts). Yields ``colluder -> {owner: (b share, s^SK share)}``. Not thread-safe.
     """
-    ads = {crypto.routing_ad(cfg.session, 1, s, r): (s, r)
-           for r in colluders for s in cfg.neighbours(r)}
+    # routing_ad ends with u32(round) || u64(sender) || u64(recipient) (secagg.crypto);
+    # the session id before it is the client's own, so it is not matched here
+    prefix_len = len(crypto.routing_ad(bytes(32), 1, 0, 0)) - 20
+
+    def route(ad: bytes) -> tuple[int, int] | None:
+        if len(ad) != prefix_len + 20 or int.from_bytes(ad[-20:-16], "big") != 1:
+            return None
+        s, r = int.from_bytes(ad[-16:-8], "big"), int.from_bytes(ad[-8:], "big")
+        return (s, r) if r in colluders else None
+
     held: dict[int, dict[int, tuple[shamir.Share, shamir.Share]]] = {r: {} for r in colluders}
     orig = crypto.aead_decrypt
     width = shamir.SHARE_WIRE_BYTES
 
     def spy(key: bytes, blob: bytes, associated_data: bytes) -> bytes:
         pt = orig(key, blob, associated_data)
-        who = ads.get(bytes(associated_data))
+        who = route(bytes(associated_data))
         if who is not None and len(pt) == 2 * width:
             held[who[1]][who[0]] = (shamir.Share.from_bytes(pt[:width]),
                                     shamir.Share.from_bytes(pt[width:]))
@@ -679,10 +705,15 @@ def _pool(eve: Eavesdropper, held: dict[int, dict[int, tuple[shamir.Share, shami
                     lst.append(sh)
 
 
-def _threat_config(n: int, threat: str, graph: str, context: bytes) -> SessionConfig:
+def _threat_config(n: int, threat: str, graph: str, context: bytes,
+                   seed: int = 0) -> SessionConfig:
+    """A session with the parameters ``find_params`` gives the named threat model (the
+    server nonce from the seed: a reproducible simulation)."""
     params = find_params(n, graph=graph, threat=threat)
+    nonce = insecure_deterministic_randomness(seed, "attack-server-nonce").token_bytes(
+        FRESH_NONCE_BYTES)
     return SessionConfig(params, tuple(range(n)), context, DIM, 1 << 32,
-                         malicious=params.malicious)
+                         malicious=params.malicious, server_nonce=nonce)
 
 
 def _pki(cfg: SessionConfig, seed: int) -> tuple[list[bytes], list[bytes]]:
@@ -714,7 +745,7 @@ def split_view_study(n: int, threat: str, colluders: int, seed: int = 0,
         The parameters, the groups, every client's abort reason (counted), and whether
         the server recovered ``x_v`` exactly.
     """
-    cfg = _threat_config(n, threat, graph, b"fedhh attack: split view")
+    cfg = _threat_config(n, threat, graph, b"fedhh attack: split view", seed)
     t, v = cfg.threshold, VICTIM
     x = _inputs(cfg, seed)
     nb = sorted(cfg.neighbours(v))
@@ -733,7 +764,8 @@ def split_view_study(n: int, threat: str, colluders: int, seed: int = 0,
         """The unmasking request for ``c`` in the view ``alive``, with every signature
         the server holds or can forge on that view from ``c``'s alive neighbours."""
         bits = set_to_bitmap(sorted(alive), n)
-        msg = cfg.consistency_message(bits)
+        sid = full_u3["session"]
+        msg = cfg.consistency_message(sid, bits)
         in_b_view = v not in alive
         signers, sigs = [], []
         for w in sorted(set(cfg.neighbours(c)) & alive):
@@ -743,8 +775,8 @@ def split_view_study(n: int, threat: str, colluders: int, seed: int = 0,
             elif w in eve.signatures and (w in group_b) == in_b_view:
                 signers.append(w)
                 sigs.append(eve.signatures[w])
-        return UnmaskRequest(n, bits, set_to_bitmap(sorted(dropped), n), tuple(signers),
-                             tuple(sigs))
+        return UnmaskRequest(sid, n, bits, set_to_bitmap(sorted(dropped), n),
+                             tuple(signers), tuple(sigs))
 
     def rewrite(round_no: int, direction: str, envs: list[Envelope]) -> list[Envelope]:
         if direction != "down":
@@ -762,12 +794,13 @@ def split_view_study(n: int, threat: str, colluders: int, seed: int = 0,
         for e in envs:
             m = e.message()
             if isinstance(m, ConsistencyRequest):
-                full_u3["alive"] = m.alive
+                full_u3["alive"], full_u3["session"] = m.alive, m.session
                 if e.recipient in group_b:
                     e = Envelope.of(SERVER, e.recipient, e.round,
-                                    ConsistencyRequest(n, b_view(m.alive)))
+                                    ConsistencyRequest(m.session, n, b_view(m.alive)))
             elif isinstance(m, UnmaskRequest) and e.recipient in group_b:
-                m = UnmaskRequest(n, set_to_bitmap(sorted(_members(m.alive, n) - {v}), n),
+                m = UnmaskRequest(m.session, n,
+                                  set_to_bitmap(sorted(_members(m.alive, n) - {v}), n),
                                   set_to_bitmap(sorted(_members(m.dropped, n) | {v}), n))
                 e = Envelope.of(SERVER, e.recipient, e.round, m)
             out.append(e)
@@ -806,7 +839,7 @@ def drop_window_study(n: int, threat: str, seed: int = 0,
         Set size, drops (and the model's dropout budget), whether the sum over ``C``
         was recovered exactly, and the threat model's ``min_honest``.
     """
-    cfg = _threat_config(n, threat, graph, b"fedhh attack: drop window")
+    cfg = _threat_config(n, threat, graph, b"fedhh attack: drop window", seed)
     t = cfg.threshold
     x = _inputs(cfg, seed)
     neigh = cfg.all_neighbours()
@@ -848,7 +881,7 @@ def pooled_shares_study(n: int, threat: str, colluders: int, seed: int = 0,
         Parameters, coalition size, and how many honest inputs the pool recovers
         exactly (also with the coalition cut to ``ceil(gamma n)``, the model's size).
     """
-    cfg = _threat_config(n, threat, graph, b"fedhh attack: pooled shares")
+    cfg = _threat_config(n, threat, graph, b"fedhh attack: pooled shares", seed)
     x = _inputs(cfg, seed)
     corrupt = set(range(n - colluders, n))
     kw: dict[str, Any] = {}
@@ -862,7 +895,8 @@ def pooled_shares_study(n: int, threat: str, colluders: int, seed: int = 0,
     in_model = math.ceil(round(cfg.params.corrupt_fraction * n, 9))
 
     def recovered(coalition: set[int]) -> int:
-        pool = Eavesdropper(keys=eve.keys, masked=eve.masked, routed=eve.routed)
+        pool = Eavesdropper(keys=eve.keys, masked=eve.masked, routed=eve.routed,
+                            transcript=eve.transcript)
         _pool(pool, {r: held[r] for r in coalition})
         got = 0
         for u in honest:

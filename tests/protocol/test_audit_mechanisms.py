@@ -12,8 +12,8 @@ import json
 import numpy as np
 import pytest
 
-from protocol.studies.audit import exact_epsilon
-from protocol.studies.audits import ORACLE_AUDITS, audit_oracle, audit_triehh, oracle_sampler
+from protocol.studies.audit import (ORACLE_AUDITS, audit_oracle, audit_triehh, exact_epsilon,
+                                    oracle_sampler)
 from protocol.cli import main
 
 

@@ -1,0 +1,86 @@
+"""Argument sets that several commands share, and the bridge from parsed arguments to a
+runner's options.
+
+* :func:`add_triehh_args`: dataset, privacy target and transport of a TrieHH run
+  (``fedhh triehh``, ``bench triehh``, ``eval triehh``);
+* :func:`add_privacy_args`: TrieHH++'s privacy target (``fedhh triehhpp``,
+  ``quantiles``, ``privacy triehhpp``);
+* :func:`options_from`: a runner's options dataclass filled from the parsed
+  arguments of the same names.
+
+The transport options live in :mod:`protocol.cli.transport_options`.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+__all__ = ["add_triehh_args", "add_privacy_args", "options_from"]
+
+
+def options_from(cls: type[T], args: argparse.Namespace, **overrides: Any) -> T:
+    """An instance of the dataclass ``cls`` whose fields come from the arguments of the
+    same name (fields the command does not define keep their defaults)."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+              if hasattr(args, f.name)}
+    values.update(overrides)
+    return cls(**values)
+
+
+def add_triehh_args(p: argparse.ArgumentParser) -> None:
+    """Dataset, target and transport of one TrieHH run
+    (:class:`protocol.studies.runners.triehh.TrieHHOptions`)."""
+    p.add_argument("--dataset", default="en",
+                   help="en (embedded English, default), en-oov, zipf, or a PATH (text: "
+                   "one user per line, words separated by spaces; .csv: user,item rows)")
+    p.add_argument("--users", type=int, default=None,
+                   help="population size n (embedded default 100000; a file: all its users)")
+    p.add_argument("--epsilon", type=float, default=4.0, help="target epsilon (default 4)")
+    p.add_argument("--delta", type=float, default=None, help="target delta (default 1/n^2)")
+    p.add_argument("--max-length", type=int, default=10, dest="max_length",
+                   help="L, the maximum number of trie levels/rounds (default 10)")
+    p.add_argument("--multi-word", action="store_true", dest="multi_word",
+                   help="several words per user (Algorithm 3)")
+    p.add_argument("--unit-size", type=int, default=1, dest="unit_size",
+                   help="characters per trie level, 1-4 (default 1)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="simulation seed (default: fresh OS randomness)")
+    p.add_argument("--theta", type=int, default=None,
+                   help="override theta (the guarantee is then Theorem 1 at these values)")
+    p.add_argument("--gamma", type=float, default=None, help="override gamma")
+    p.add_argument("--alphabet", default=None,
+                   help="public alphabet for a file dataset (default: printable ASCII "
+                   "without whitespace and '$'); words with other characters are dropped")
+    from protocol.cli.transport_options import add_transport_args
+
+    add_transport_args(p)
+    p.add_argument("--release-counts", action="store_true", dest="release_counts",
+                   help="also release each prefix's vote count (diagnostics only: Theorem 1 "
+                        "does not cover counts)")
+    p.add_argument("--max-candidates", type=int, default=1 << 21, dest="max_candidates",
+                   help="cap on one round's candidate set (default 2097152)")
+
+
+def add_privacy_args(p: argparse.ArgumentParser, epsilon: float = 1.0,
+                     delta: float | None = None) -> None:
+    """TrieHH++'s privacy target
+    (:class:`protocol.studies.runners.triehhpp.PrivacyTarget`)."""
+    p.add_argument("--epsilon", type=float, default=epsilon,
+                   help=f"target epsilon (default {epsilon:g})")
+    p.add_argument("--delta", type=float, default=None,
+                   help="target delta (default " + ("1/n^2" if delta is None else f"{delta:g}")
+                   + "; with --theta and no --delta: whatever delta theta gives)")
+    p.add_argument("--max-length", type=int, default=10, dest="max_length",
+                   help="L, the number of trie levels (default 10)")
+    p.add_argument("--composition", choices=("basic", "advanced"), default="basic",
+                   help="composition over levels (default basic)")
+    p.add_argument("--bound", choices=("paper", "eq3"), default="paper",
+                   help="per-level epsilon: paper = Lemma 3 eq. (4), needs m <= n/(10 theta); "
+                   "eq3 = the tight ratio n/(n - theta m) of eq. (3) (default paper)")
+    p.add_argument("--theta", type=int, default=None,
+                   help="fix theta instead of the smallest one meeting delta")
+    p.add_argument("--slack", type=float, default=10.0,
+                   help="c in s = m + c sqrt(m) contacted clients (default 10)")

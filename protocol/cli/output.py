@@ -1,0 +1,87 @@
+"""Printing shared by several commands: one JSON object, a progress bar, and the
+human-readable TrieHH report (``fedhh triehh`` and ``fedhh demo``)."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Callable, Iterable, TypeVar
+
+T = TypeVar("T")
+
+__all__ = ["print_json", "progress", "progress_bar", "print_triehh"]
+
+
+def print_json(obj: dict[str, Any]) -> None:
+    """Print one JSON object with the peak memory added (``peak_rss_mb``)."""
+    from protocol.studies.measure import peak_rss_mb
+
+    out = dict(obj)
+    out.setdefault("peak_rss_mb", round(peak_rss_mb(), 1))
+    print(json.dumps(out, indent=2, sort_keys=False, default=_default))
+
+
+def _default(o: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(o, np.integer):
+            return int(o)
+        if isinstance(o, np.floating):
+            return float(o)
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def progress(iterable: Iterable[T], total: int | None = None, desc: str = "",
+             enabled: bool = True) -> Iterable[T]:
+    """A tqdm progress bar on stderr, shown only when stderr is a terminal and enabled."""
+    if not enabled or not sys.stderr.isatty():
+        return iterable
+    from tqdm import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, file=sys.stderr, leave=False)
+
+
+def progress_bar(total: int | None, desc: str, enabled: bool = True
+                 ) -> Callable[[Iterable[T]], Iterable[T]]:
+    """The ``progress`` callable a runner takes: wraps an iterable in :func:`progress`."""
+    return lambda it: progress(it, total=total, desc=desc, enabled=enabled)
+
+
+def print_triehh(out: dict[str, Any], show: int) -> None:
+    """The human-readable report of one TrieHH run
+    (:func:`protocol.studies.runners.triehh.summarize` plus ``seconds``)."""
+    w = sys.stdout.write
+    pv = out["privacy"]
+    w(f"TrieHH on {out['dataset']}: n = {out['n']:,} users "
+      f"({'several words' if out['multi_word'] else 'one word'} each), "
+      f"unit size {out['unit_size']}, transport {out['transport']}\n")
+    if pv["epsilon"] is not None:
+        w(f"privacy: ({pv['epsilon']:.4f}, {pv['delta']:.3g})-DP, {pv['theorem']}; "
+          f"target epsilon {pv['target_epsilon']:g}, delta {pv['target_delta']:.3g}\n")
+    else:
+        w(f"privacy: {pv['theorem']}\n")
+    w(f"parameters: theta = {pv['theta']}, gamma = {pv['gamma']:.4f}, m = {pv['m']}, "
+      f"L = {pv['L']}\n\n")
+    w(f"{'round':>5} {'candidates':>10} {'sampled':>8} {'released':>8} {'seconds':>8} "
+      f"{'bytes up':>12}\n")
+    for r in out["rounds"]:
+        w(f"{r['round']:>5} {r['candidates']:>10} {r['sampled']:>8} {r['released']:>8} "
+          f"{r['seconds']:>8.3f} {r['bytes_up']:>12,}\n")
+    hh = out["heavy_hitters"]
+    w(f"\n{len(hh)} heavy hitters discovered (+ {out['frequent_prefixes']} frequent prefixes)"
+      f"; showing {min(show, len(hh))}\n")
+    w(f"{'word':<16} {'votes':>6} {'true rank':>9} {'true freq':>10}\n")
+    for d in hh[:show]:
+        rank = "-" if d["true_rank"] is None else str(d["true_rank"])
+        votes = "-" if d["released_count"] is None else str(d["released_count"])
+        w(f"{d['word']:<16} {votes:>6} {rank:>9} {d['true_frequency']:>10.2e}\n")
+    w(f"\nprecision (discovered words that occur): {out['precision']:.3f}\n")
+    w(f"{'K':>5} {'precision@K':>12} {'recall@K':>9} {'F1@K':>6}\n")
+    for m in out["at_k"]:
+        w(f"{m['k']:>5} {m['precision']:>12.3f} {m['recall']:>9.3f} {m['f1']:>6.3f}\n")
+    s = out["seconds"]
+    w(f"\ntime: load {s['load']:.2f} s, run {s['run']:.2f} s\n")

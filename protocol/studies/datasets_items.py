@@ -1,0 +1,61 @@
+"""Populations of integer items for the frequency oracles: synthetic Zipf and item files.
+
+A population here is one array of item values in ``[0, domain)``, one per user (the
+oracles of :mod:`mechanisms.fo` take it as is); ``-1`` marks a value outside the
+domain, which an oracle with a dummy item maps to it. Word populations for the
+heavy-hitter mechanisms are in :mod:`protocol.studies.datasets`.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["zipf_population", "file_population"]
+
+
+def zipf_population(users: int, domain: int, s: float, rng: np.random.Generator) -> np.ndarray:
+    """``users`` values in ``[0, domain)`` with ``P[i] proportional to 1/(i+1)^s``.
+
+    Raises:
+        ValueError: on non-positive sizes or a negative exponent.
+    """
+    if users < 1 or domain < 1:
+        raise ValueError(f"need users >= 1 and domain >= 1, got {users}, {domain}")
+    if s < 0 or not math.isfinite(s):
+        raise ValueError(f"Zipf exponent must be finite and >= 0, got {s}")
+    w = 1.0 / np.arange(1, domain + 1, dtype=float) ** s
+    cdf = np.cumsum(w / w.sum())
+    cdf[-1] = 1.0
+    return np.searchsorted(cdf, rng.random(users), side="right").astype(np.int64)
+
+
+def file_population(path: str, domain: int | None, users: int | None,
+                    rng: np.random.Generator) -> tuple[np.ndarray, list[str], int]:
+    """Read one item per line; return (values, names of the domain items, domain size).
+
+    Items are ranked by frequency; values outside the top ``domain`` become ``-1``.
+
+    Raises:
+        ValueError: on an empty file or bad sizes.
+        OSError: if the file cannot be read.
+    """
+    with open(path, encoding="utf-8") as fh:
+        items = [line.rstrip("\n") for line in fh if line.strip()]
+    if not items:
+        raise ValueError(f"{path}: no items")
+    names, inverse, counts = np.unique(np.array(items, dtype=object), return_inverse=True,
+                                       return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    values = rank[inverse].astype(np.int64)
+    d = int(names.size) if domain is None else int(domain)
+    if d < 1:
+        raise ValueError("domain must be >= 1")
+    values[values >= d] = -1
+    if users is not None:
+        if users < 1:
+            raise ValueError("users must be >= 1")
+        values = rng.choice(values, size=users, replace=users > values.size)
+    return values, [str(names[i]) for i in order[:d]], d

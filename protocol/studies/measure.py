@@ -1,0 +1,35 @@
+"""Time and memory measurement for runners and benchmarks.
+
+``seconds`` and ``cpu_seconds`` in a runner's output come from :class:`Timer` or
+:func:`time.perf_counter`; ``peak_rss_mb`` is the process's peak resident set size
+(``getrusage``; Linux reports KiB).
+"""
+from __future__ import annotations
+
+import resource
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+__all__ = ["Timer", "peak_rss_mb"]
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+class Timer:
+    """Accumulates wall time per named phase."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Add the wall time of the ``with`` body to phase ``name``."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0

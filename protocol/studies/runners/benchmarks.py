@@ -1,0 +1,350 @@
+"""Benchmarks: one secure-aggregation round, the shuffler pipeline, blinded crowd ids
+and a frequency oracle. Each returns one JSON-ready dictionary with at least
+``seconds``; the CLI (``fedhh bench ...``) adds the peak memory when it prints.
+
+* :func:`bench_secagg` -- one full round on random inputs: whether the unmasked result
+  equals the plaintext sum over the clients whose masked input arrived (``correct``),
+  wall and process CPU time, CPU time per party, bytes per client, and for each
+  primitive family the CPU time inside it next to the bare cost of the same operations
+  (:mod:`protocol.core.secagg_profile`), timed on up to ``bare_sample`` operations of
+  each kind and scaled (``0`` replays every operation).
+* :func:`bench_shuffler` -- the three ESA stages (encode: two seals per report;
+  shuffle: open the outer layer, check, dedupe, threshold, shuffle, forward; analyze:
+  open the inner layer, strip padding, dedupe, build the multiset) against the *bare*
+  primitives: the same number of seal and open operations on plaintexts of the same
+  sizes, with no framing, parsing, padding, deduplication, thresholding or shuffling.
+  Each stage runs between the two halves of its bare counterpart, so drift of a shared
+  machine affects both alike. ``overhead_ratio = bare_seconds / pipeline_seconds``;
+  the acceptance bar is 0.75 (``overhead_ratio_cpu`` is the same over process CPU time).
+* :func:`bench_blinded` -- clients encrypt their item's crowd point to shuffler 2,
+  shuffler 1 blinds and shuffles, shuffler 2 decrypts to crowd ids and thresholds
+  (:mod:`shuffler.blinded`); CPU seconds per party and whether the forwarded crowd
+  sizes equal the plaintext counts at or above the threshold.
+* :func:`bench_fo` -- a frequency oracle's randomisation and estimation.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.studies.errors import StudyError
+
+__all__ = ["bench_secagg", "bench_shuffler", "bench_blinded", "bench_fo"]
+
+
+def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: float = 0.0,
+                 threat: str = "malicious", seed: int | None = None, modulus: int = 1 << 32,
+                 bare_sample: int = 2000, grinding_bits: int | None = None,
+                 malicious: bool | None = None) -> dict[str, Any]:
+    """Run one round and return the figures (see the module docstring).
+
+    ``threat`` names the threat model (``"malicious"``, the default, or
+    ``"semi-honest"``; ``malicious`` is its boolean alias); the result reports it with
+    ``k``, ``t``, ``min_honest`` (``alpha n``), ``alpha`` and the ``log2`` failure bounds.
+    ``grinding_bits=None`` takes :func:`secagg.params.default_grinding_bits` (0 unless
+    Harary under a malicious server).
+
+    Raises:
+        StudyError: no parameters satisfy the threat model for this ``n``, or
+            ``threat`` and ``malicious`` disagree.
+    """
+    import secrets
+    import time
+
+    import numpy as np
+
+    from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
+    from protocol.core.secagg_engine import (
+        Dropout, category_seconds, profile_primitives, run_secagg,
+    )
+    from protocol.core.secagg_profile import primitive_table
+    from secagg.errors import ParameterError
+    from secagg.crypto import FRESH_NONCE_BYTES
+    from secagg.params import (
+        DEFAULT_DROPOUT_RATE, default_grinding_bits, find_params, threat_of,
+    )
+    from secagg.state import ModAccumulator, SessionConfig
+
+    try:
+        threat = threat_of(threat, malicious)
+        malicious = threat == "malicious"
+        if grinding_bits is None:
+            grinding_bits = default_grinding_bits(
+                clients, max(DEFAULT_DROPOUT_RATE, dropout), graph=graph, malicious=malicious)
+        params = find_params(clients, graph=graph,
+                             dropout_rate=max(DEFAULT_DROPOUT_RATE, dropout),
+                             threat=threat, grinding_bits=grinding_bits)
+    except ParameterError as exc:
+        raise StudyError(f"no SecAgg parameters for this setting: {exc}") from None
+    data_seed = seed if seed is not None else secrets.randbits(64)
+    rand = insecure_deterministic_randomness(seed) if seed is not None else OsRandom()
+    config = SessionConfig(params, tuple(range(clients)), b"fedhh bench secagg", dim,
+                           modulus, malicious=malicious,
+                           server_nonce=rand.token_bytes(FRESH_NONCE_BYTES))
+
+    def input_of(i: int) -> np.ndarray:
+        rng = np.random.default_rng([data_seed, i])
+        if modulus == 1 << 64:
+            return rng.integers(0, 1 << 64, dim, dtype=np.uint64, endpoint=False)
+        return rng.integers(0, modulus, dim, dtype=np.uint64)
+
+    rounds = (0, 1, 2, 3, 4) if malicious else (0, 1, 2, 4)
+    drop = Dropout.random(clients, dropout, np.random.default_rng([data_seed, 1 << 40]),
+                          rounds=rounds)
+    cpu0 = time.process_time()
+    with profile_primitives() as prof:
+        res = run_secagg(config, input_of, rand=rand, dropout=drop)
+    cpu_round = time.process_time() - cpu0
+    correct = False
+    if res.completed and res.result is not None:
+        acc = ModAccumulator(dim, modulus)
+        for i in sorted(res.survivors):
+            acc.add(input_of(i))
+        correct = bool(np.array_equal(acc.value(), res.result))
+    took_part = res.bytes_up > 0
+    cats = category_seconds(prof)
+    primitives = primitive_table(prof, bare_sample)
+    bits = (modulus - 1).bit_length()
+    plain_bytes = dim * bits / 8
+    up_mean = float(res.bytes_up[took_part].mean()) if took_part.any() else 0.0
+    return {
+        "clients": clients, "dim": dim, "graph": graph, "degree": config.degree,
+        "threshold": config.threshold, "modulus": modulus, "dropout": dropout,
+        "threat": threat, "malicious": malicious, "grinding_bits": grinding_bits,
+        "seed": seed, "correct": correct,
+        "corrupt_fraction": params.corrupt_fraction, "dropout_budget": params.dropout_rate,
+        "min_honest": params.min_honest, "alpha": round(float(params.alpha or 0.0), 4),
+        "log2_security_failure": params.log2_security_failure,
+        "log2_correctness_failure": params.log2_correctness_failure,
+        "aborted": not res.completed,
+        "abort_reason": res.server_abort_reason.value if res.server_abort_reason else None,
+        "survivors": len(res.survivors),
+        "dropped": clients - len(res.survivors),
+        "seconds": round(res.wall_seconds, 3),
+        "cpu_seconds": round(cpu_round, 3),
+        "client_seconds_mean": round(float(res.client_seconds[took_part].mean()), 5),
+        "client_seconds_max": round(float(res.client_seconds.max()), 5),
+        "server_seconds": round(res.server_seconds, 3),
+        "codec_seconds": round(res.codec_seconds, 3),
+        "bytes_up_per_client": round(up_mean, 1),
+        "bytes_down_per_client": round(float(res.bytes_down[took_part].mean()), 1),
+        "expansion_up": round(up_mean / plain_bytes, 3),
+        "primitives": primitives,
+        "primitive_seconds_total": round(sum(cats.values()), 3),
+    }
+
+
+def bench_shuffler(reports_count: int, payload_bytes: int = 32, crowds: int = 100,
+                   seed: int | None = None) -> dict[str, Any]:
+    """Time encode, shuffle and analyze on ``reports_count`` reports against the bare
+    seal and open primitives (see the module docstring).
+
+    Raises:
+        StudyError: a bad count, payload size or crowd count.
+    """
+    import time
+
+    from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
+    from shuffler import (
+        Analyzer, CrowdKey, Encoder, HardThreshold, KeyPair, Shuffler,
+    )
+    from shuffler.keys import KEY_BYTES, open_sealed, seal
+    from shuffler.messages import CROWD_ID_BYTES, LABEL_INNER, LABEL_OUTER, MAX_PAYLOAD
+
+    n, psize = reports_count, payload_bytes
+    if n < 1:
+        raise StudyError("--reports must be >= 1")
+    if not 0 <= psize <= MAX_PAYLOAD:
+        raise StudyError(f"--payload-bytes must be in [0, {MAX_PAYLOAD}]")
+    if crowds < 1:
+        raise StudyError("--crowds must be >= 1")
+    rand = (insecure_deterministic_randomness(seed, "bench-shuffler")
+            if seed is not None else OsRandom())
+
+    s_keys, a_keys = KeyPair.generate(rand), KeyPair.generate(rand)
+    blob = rand.token_bytes(n * psize)
+    reports = [blob[i * psize:(i + 1) * psize] for i in range(n)]
+    ck = CrowdKey(rand.token_bytes(32), "bench", 0)
+    crowd_of = [ck.crowd_id(i.to_bytes(4, "big")) for i in range(crowds)]
+    crowd_ids = [crowd_of[i % crowds] for i in range(n)]
+
+    # ---- bare primitives: same count and sizes, no framing -------------------------
+    inner_pt = bytes(psize + 2)
+    outer_pt = bytes(CROWD_ID_BYTES + KEY_BYTES + psize + 2 + 16)
+    ad_i, ad_o = b"a" * 40, b"b" * 40  # associated data of header-like size
+    bare_t = {"seal": 0.0, "open_outer": 0.0, "open_inner": 0.0}
+    cpu = {"bare": 0.0, "pipeline": 0.0}
+    sealed: list[tuple[bytes, bytes, bytes, bytes]] = []
+
+    def bare_seal(count: int) -> None:
+        c0, t0 = time.process_time(), time.perf_counter()
+        secrets = rand.token_bytes(2 * KEY_BYTES * count)
+        for j in range(count):
+            o = 2 * KEY_BYTES * j
+            ei, ci = seal(a_keys.public_key, secrets[o:o + KEY_BYTES], LABEL_INNER, inner_pt, ad_i)
+            eo, co = seal(s_keys.public_key, secrets[o + KEY_BYTES:o + 2 * KEY_BYTES],
+                          LABEL_OUTER, outer_pt, ad_o)
+            sealed.append((ei, ci, eo, co))
+        bare_t["seal"] += time.perf_counter() - t0
+        cpu["bare"] += time.process_time() - c0
+
+    def bare_open(part: slice, outer: bool) -> None:
+        c0, t0 = time.process_time(), time.perf_counter()
+        if outer:
+            for _, _, eo, co in sealed[part]:
+                open_sealed(s_keys, LABEL_OUTER, eo, co, ad_o)
+        else:
+            for ei, ci, _, _ in sealed[part]:
+                open_sealed(a_keys, LABEL_INNER, ei, ci, ad_i)
+        bare_t["open_outer" if outer else "open_inner"] += time.perf_counter() - t0
+        cpu["bare"] += time.process_time() - c0
+
+    def stage(fn):  # noqa: ANN001, ANN202
+        c0, t0 = time.process_time(), time.perf_counter()
+        out = fn()
+        cpu["pipeline"] += time.process_time() - c0
+        return out, time.perf_counter() - t0
+
+    first = n // 2
+    lo, hi = slice(0, first), slice(first, n)
+    # each pipeline stage runs between the two halves of its bare counterpart
+    encoder = Encoder(s_keys.public_key, a_keys.public_key, "bench", 0, psize, rand)
+    bare_seal(first)
+    envelopes, enc_s = stage(lambda: encoder.encode_batch(reports, crowd_ids))
+    bare_seal(n - first)
+
+    shuffler = Shuffler(s_keys, rand, min_batch_size=1, threshold=HardThreshold(1))
+    shuffler.open_batch(encoder.context)
+    bare_open(lo, outer=True)
+    (accepted, out), shuf_s = stage(
+        lambda: (shuffler.submit_many(envelopes), shuffler.close_batch(encoder.context)))
+    bare_open(hi, outer=True)
+
+    analyzer = Analyzer(a_keys)
+    bare_open(lo, outer=False)
+    multiset, an_s = stage(lambda: analyzer.open_batch(out.batch).multiset())
+    bare_open(hi, outer=False)
+
+    if accepted != n or out.receipt.forwarded != n or sum(multiset.values()) != n:
+        raise RuntimeError("benchmark pipeline lost reports")  # pragma: no cover
+
+    pipe_s = enc_s + shuf_s + an_s
+    bare_seal_s = bare_t["seal"]
+    bare_open_s = bare_t["open_outer"] + bare_t["open_inner"]
+    bare_s = bare_seal_s + bare_open_s
+    ratio = bare_s / pipe_s
+    result = {
+        "benchmark": "shuffler",
+        "reports": n,
+        "payload_bytes": psize,
+        "envelope_bytes": len(envelopes[0]),
+        "crowds": crowds,
+        "seed": seed,
+        "encode_seconds": round(enc_s, 4),
+        "shuffle_seconds": round(shuf_s, 4),
+        "analyze_seconds": round(an_s, 4),
+        "pipeline_seconds": round(pipe_s, 4),
+        "bare_seal_seconds": round(bare_seal_s, 4),
+        "bare_open_outer_seconds": round(bare_t["open_outer"], 4),
+        "bare_open_inner_seconds": round(bare_t["open_inner"], 4),
+        "bare_open_seconds": round(bare_open_s, 4),
+        "bare_seconds": round(bare_s, 4),
+        "encode_reports_per_s": round(n / enc_s, 1),
+        "shuffle_reports_per_s": round(n / shuf_s, 1),
+        "analyze_reports_per_s": round(n / an_s, 1),
+        "pipeline_reports_per_s": round(n / pipe_s, 1),
+        "bare_seals_per_s": round(2 * n / bare_seal_s, 1),
+        "bare_opens_per_s": round(2 * n / bare_open_s, 1),
+        "bare_reports_per_s": round(n / bare_s, 1),
+        "overhead_ratio": round(ratio, 4),
+        "overhead_ratio_definition": "bare (2 seals + 2 opens per report) seconds / "
+                                     "pipeline (encode + shuffle + analyze) seconds",
+        "pipeline_cpu_seconds": round(cpu["pipeline"], 4),
+        "bare_cpu_seconds": round(cpu["bare"], 4),
+        "overhead_ratio_cpu": round(cpu["bare"] / cpu["pipeline"], 4),
+        "acceptance_min_ratio": 0.75,
+        "acceptance_met": ratio >= 0.75,
+        "seconds": round(pipe_s + bare_s, 4),
+    }
+    return result
+
+
+def bench_blinded(clients: int, items: int, threshold: int, seed: int | None
+                  ) -> dict[str, Any]:
+    """Run the blinded crowd-id pipeline once (see the module docstring)."""
+    import collections
+    import time
+
+    import numpy as np
+
+    from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
+    from shuffler.blinded import Blinder, DecryptorKey, encrypt_crowd
+
+    rand = insecure_deterministic_randomness(seed) if seed is not None else OsRandom()
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, items + 1) ** 1.1
+    draws = rng.choice(items, size=clients, p=p / p.sum())
+    values = [int(v).to_bytes(4, "big") for v in draws]
+    ctx = b"fedhh bench blinded"
+    cpu: dict[str, float] = {}
+    t = time.process_time()
+    key = DecryptorKey.generate(rand)
+    blinder = Blinder(key.public, rand)
+    cts = [encrypt_crowd(v, ctx, key.public, rand) for v in values]
+    cpu["clients"] = time.process_time() - t
+    t = time.process_time()
+    blinded, dropped = blinder.blind_and_shuffle(cts, ctx)
+    cpu["shuffler1"] = time.process_time() - t
+    t = time.process_time()
+    sizes = collections.Counter(key.crowd_id(c) for c in blinded)
+    kept = sorted(k for k in sizes.values() if k >= threshold)
+    cpu["shuffler2"] = time.process_time() - t
+    plain = collections.Counter(values)
+    expected = sorted(k for k in plain.values() if k >= threshold)
+    return {
+        "clients": clients, "items": items, "threshold": threshold, "seed": seed,
+        "crowds": len(sizes), "forwarded_crowds": len(kept), "dropped": dropped,
+        "correct": kept == expected and len(sizes) == len(plain),
+        "cpu_seconds": {k: round(v, 3) for k, v in cpu.items()},
+        "cpu_seconds_per_client": {k: v / clients for k, v in cpu.items()},
+        # one process plays every party, so the run's time is their CPU time summed
+        "seconds": round(sum(cpu.values()), 3),
+    }
+
+
+def bench_fo(mechanism: str = "olh", users: int = 100_000, domain: int = 1000,
+             epsilon: float = 2.0, seed: int | None = None) -> dict[str, Any]:
+    """Time a frequency oracle's randomisation and its estimation over the whole domain
+    on a synthetic Zipf(1.1) population; ``max_abs_z`` checks the estimates.
+
+    Raises:
+        StudyError: bad oracle parameters or sizes.
+    """
+    import numpy as np
+
+    from mechanisms.fo import OracleInputError, make_oracle
+    from protocol.studies.datasets_items import zipf_population
+    from protocol.studies.measure import Timer
+
+    try:
+        oracle = make_oracle(mechanism, epsilon, domain)
+        rng = np.random.default_rng(seed)
+        values = zipf_population(users, domain, 1.1, rng)
+    except (OracleInputError, ValueError) as exc:
+        raise StudyError(str(exc)) from None
+    timer = Timer()
+    with timer.phase("randomize"):
+        reports = oracle.randomize(values, rng)
+    with timer.phase("estimate"):
+        est = oracle.estimate(reports)
+    truth = np.bincount(values, minlength=domain) / users
+    z = (est - truth) / np.sqrt(oracle.variance(users, truth))
+    out = {
+        "bench": "fo", "mechanism": oracle.name, "users": users, "domain": domain,
+        "epsilon": epsilon,
+        "params": {k: getattr(oracle, k) for k in ("g", "B") if hasattr(oracle, k)},
+        "randomize_seconds": round(timer.seconds["randomize"], 4),
+        "estimate_seconds": round(timer.seconds["estimate"], 4),
+        "seconds": round(sum(timer.seconds.values()), 4),
+        "max_abs_z": round(float(np.max(np.abs(z))), 3),
+    }
+    return out

@@ -1,0 +1,247 @@
+"""Federated heavy hitters under LDP -- TAPS, TAP, FedPEM and GTF
+(:mod:`mechanisms.federated`; Zhang, Ye, Hu, "Federated Heavy Hitter Analytics with
+Local Differential Privacy", section 7) -- one run (``fedhh federated``) and the
+experiments of ``fedhh eval federated``, which repeat runs and write CSV files and plots:
+
+* ``figures``: F1 and NCR against epsilon for TAPS, TAP, FedPEM and GTF (Figures 4, 5
+  and 7); writes ``federated_runs.csv``, ``federated_summary.csv``,
+  ``federated_f1.png`` and ``federated_ncr.png``;
+* ``extension``: TAPS with fixed extension numbers ``floor(k/2), k, 2k, 3k`` and the
+  adaptive one at one epsilon (Table 5); ``federated_extension.csv``;
+* ``shared``: TAPS with and without the shared shallow trie (Table 6);
+  ``federated_shared.csv``;
+* ``beta``: the four mechanisms on SYN with Dirichlet beta 0.2, 0.5, 0.8 (Table 8);
+  ``federated_beta.csv``;
+* ``all``: everything above.
+
+Each cell is the mean over ``runs`` runs (simulation seeds ``seed .. seed+runs-1``)
+on one fixed population (``data_seed``).
+"""
+from __future__ import annotations
+
+import csv
+import pathlib
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from protocol.studies.errors import StudyError
+
+__all__ = ["MECHS", "FederatedOptions", "config", "run", "experiments"]
+
+MECHS = ("taps", "tap", "fedpem", "gtf")
+
+
+@dataclass(frozen=True)
+class FederatedOptions:
+    """One ``fedhh federated`` run (options of the same names)."""
+
+    mechanism: str = "taps"
+    dataset: str = "syn"
+    epsilon: float = 4.0
+    k: int = 10
+    oracle: str = "grr"
+    levels: int = 24
+    extension: str | int = "adaptive"
+    no_shared_trie: bool = False
+    phase_one_fraction: float | None = None
+    beta: float = 0.5
+    scale: float = 1.0
+    data_seed: int = 0
+    seed: int | None = None
+
+
+def config(opts: FederatedOptions):  # noqa: ANN201
+    """The :class:`mechanisms.federated.FederatedConfig` of the options.
+
+    Raises:
+        StudyError: a bad extension or configuration.
+    """
+    from mechanisms.federated import FederatedConfig, FederatedError
+
+    ext: str | int = opts.extension
+    if ext != "adaptive":
+        try:
+            ext = int(ext)
+        except ValueError:
+            raise StudyError("--extension must be 'adaptive' or an integer") from None
+    try:
+        return FederatedConfig(epsilon=opts.epsilon, k=opts.k, levels=opts.levels,
+                               oracle=opts.oracle, extension=ext,
+                               shared_trie=not opts.no_shared_trie,
+                               shared_fraction=opts.phase_one_fraction)
+    except FederatedError as exc:
+        raise StudyError(str(exc)) from None
+
+
+def run(opts: FederatedOptions) -> dict[str, Any]:
+    """One run: F1, NCR, local recall, reports per user, time, communication and the
+    heavy hitters (as words too for the ``words`` and CSV datasets).
+
+    Raises:
+        StudyError: a bad configuration or dataset.
+    """
+    import numpy as np
+
+    from mechanisms.federated import FederatedError, f1_at_k, local_recall, ncr
+    from mechanisms.federated import run as run_mechanism
+    from protocol.studies.datasets_federated import decode_item, load_population
+
+    cfg = config(opts)
+    try:
+        pop = load_population(opts.dataset, seed=opts.data_seed, beta=opts.beta, scale=opts.scale)
+        rng = np.random.default_rng(opts.seed)
+        res = run_mechanism(opts.mechanism, pop, cfg, rng)
+    except FederatedError as exc:
+        raise StudyError(str(exc)) from None
+    truth = pop.true_top_k(cfg.k)
+    out = {
+        "mechanism": opts.mechanism, "dataset": opts.dataset, "epsilon": cfg.epsilon,
+        "k": cfg.k, "oracle": cfg.oracle, "parties": len(pop.parties), "users": pop.total_users,
+        "f1": round(f1_at_k(truth, res.heavy_hitters), 4),
+        "ncr": round(ncr(truth, res.heavy_hitters), 4),
+        "local_recall": round(local_recall(truth, [p.heavy_hitters for p in res.parties]), 4),
+        "max_reports_per_user": res.max_reports_per_user(),
+        "seconds": round(res.seconds, 3),
+        "communication": res.communication(),
+        "heavy_hitters": [f"{int(x):012x}" for x in res.heavy_hitters],
+    }
+    if opts.dataset == "words" or opts.dataset.endswith(".csv"):
+        out["heavy_hitter_words"] = [decode_item(int(x)) for x in res.heavy_hitters]
+    return out
+
+
+def _evaluate(pop, name, cfg, runs, seed):  # noqa: ANN001, ANN202
+    import numpy as np
+
+    from mechanisms.federated import f1_at_k, local_recall, ncr
+    from mechanisms.federated import run as run_mechanism
+
+    truth = pop.true_top_k(cfg.k)
+    rows = []
+    for r in range(runs):
+        res = run_mechanism(name, pop, cfg, np.random.default_rng(seed + r))
+        up = sum(c["upload_bits"] for c in res.communication().values())
+        rows.append({"f1": f1_at_k(truth, res.heavy_hitters), "ncr": ncr(truth, res.heavy_hitters),
+                     "local_recall": local_recall(truth, [p.heavy_hitters for p in res.parties]),
+                     "seconds": res.seconds, "upload_bits": up, "run": r})
+    return rows
+
+
+def _mean(rows, key):  # noqa: ANN001, ANN202
+    return sum(r[key] for r in rows) / len(rows)
+
+
+def _write(path: pathlib.Path, header: list[str], rows: list[list]) -> None:
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def _plot(path: pathlib.Path, eps: list[float], series: dict[str, list[float]], ylabel: str,
+          title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    marks = {"taps": "o-", "tap": "s--", "fedpem": "^-.", "gtf": "v:"}
+    for name, ys in series.items():
+        ax.plot(eps, ys, marks.get(name, "o-"), label=name.upper() if name != "fedpem" else "FedPEM",
+                linewidth=1.8, markersize=6)
+    ax.set_xlabel("privacy budget epsilon")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 1.02)
+    ax.set_xticks(eps)
+    ax.grid(True, alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    ax.legend(loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
+                dataset: str = "syn", epsilons: Sequence[float] = (1, 2, 3, 4, 5),
+                epsilon: float = 4.0, k: int = 10, oracle: str = "grr", runs: int = 10,
+                seed: int = 0, data_seed: int = 0, scale: float = 1.0,
+                say: Callable[[str], None] = lambda _msg: None) -> pathlib.Path:
+    """Run the experiment(s) above and write their files into ``out_dir`` (created if
+    missing); ``say`` receives one line per cell. Returns the directory.
+
+    Raises:
+        StudyError: ``runs < 1``, an output directory that cannot be created, a bad
+            configuration, or ``beta`` on another dataset than ``syn``.
+    """
+    from dataclasses import replace
+
+    from mechanisms.federated import FederatedConfig, FederatedError
+    from protocol.studies.datasets_federated import load_population
+    from protocol.studies.evaluation import output_dir
+
+    if runs < 1:
+        raise StudyError("--runs must be >= 1")
+    eps = list(epsilons)
+    out = output_dir(out_dir)
+    try:
+        base = FederatedConfig(epsilon=epsilon, k=k, oracle=oracle)
+        pop = load_population(dataset, seed=data_seed, scale=scale)
+        exps = ["figures", "extension", "shared", "beta"] if experiment == "all" else [experiment]
+        tag = f"{dataset if dataset in ('syn', 'words') else pathlib.Path(dataset).stem}"
+        for exp in exps:
+            if exp == "figures":
+                runs_rows, summary = [], []
+                f1s = {m: [] for m in MECHS}
+                ncrs = {m: [] for m in MECHS}
+                for e in eps:
+                    cfg = replace(base, epsilon=e)
+                    for m in MECHS:
+                        rows = _evaluate(pop, m, cfg, runs, seed)
+                        for r in rows:
+                            runs_rows.append([m, e, r["run"], r["f1"], r["ncr"], r["local_recall"],
+                                              r["seconds"], r["upload_bits"]])
+                        f1s[m].append(_mean(rows, "f1"))
+                        ncrs[m].append(_mean(rows, "ncr"))
+                        summary.append([m, e, _mean(rows, "f1"), _mean(rows, "ncr"),
+                                        _mean(rows, "local_recall"), _mean(rows, "seconds"),
+                                        _mean(rows, "upload_bits")])
+                        say(f"{m:>7} eps={e:g}: F1={f1s[m][-1]:.3f} NCR={ncrs[m][-1]:.3f}")
+                _write(out / "federated_runs.csv", ["mechanism", "epsilon", "run", "f1", "ncr",
+                                                    "local_recall", "seconds", "upload_bits"], runs_rows)
+                _write(out / "federated_summary.csv", ["mechanism", "epsilon", "f1", "ncr", "local_recall",
+                                                       "seconds", "upload_bits"], summary)
+                title = f"{tag}, k={k}, {oracle.upper()}, mean of {runs} runs"
+                _plot(out / "federated_f1.png", eps, f1s, "F1", title)
+                _plot(out / "federated_ncr.png", eps, ncrs, "NCR", title)
+            elif exp == "extension":
+                k = k
+                rows = []
+                for label, ext in [("k/2", max(1, k // 2)), ("k", k), ("2k", 2 * k), ("3k", 3 * k),
+                                   ("adaptive", "adaptive")]:
+                    r = _evaluate(pop, "taps", replace(base, extension=ext), runs, seed)
+                    rows.append([label, ext, _mean(r, "f1"), _mean(r, "ncr")])
+                    say(f"TAPS extension {label:>8}: F1={rows[-1][2]:.3f}")
+                _write(out / "federated_extension.csv", ["extension", "t", "f1", "ncr"], rows)
+            elif exp == "shared":
+                rows = []
+                for label, flag in [("without shared trie", False), ("with shared trie", True)]:
+                    for m in ("taps", "tap"):
+                        r = _evaluate(pop, m, replace(base, shared_trie=flag), runs, seed)
+                        rows.append([m, label, _mean(r, "f1"), _mean(r, "ncr")])
+                        say(f"{m:>5} {label}: F1={rows[-1][2]:.3f}")
+                _write(out / "federated_shared.csv", ["mechanism", "variant", "f1", "ncr"], rows)
+            elif exp == "beta":
+                if dataset != "syn":
+                    raise StudyError("the beta experiment needs --dataset syn")
+                rows = []
+                for b in (0.2, 0.5, 0.8):
+                    pb = load_population("syn", seed=data_seed, beta=b, scale=scale)
+                    for m in MECHS:
+                        r = _evaluate(pb, m, base, runs, seed)
+                        rows.append([b, m, _mean(r, "f1"), _mean(r, "ncr"), _mean(r, "local_recall")])
+                        say(f"beta={b}: {m:>7} F1={rows[-1][2]:.3f}")
+                _write(out / "federated_beta.csv", ["beta", "mechanism", "f1", "ncr", "local_recall"], rows)
+    except FederatedError as exc:
+        raise StudyError(str(exc)) from None
+    return out

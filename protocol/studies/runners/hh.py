@@ -1,0 +1,289 @@
+"""Heavy hitters by PEM, AoN, Apple's SFP or TrieHH on the same one-word populations,
+each scored against the truth it can reach (``fedhh hh``).
+
+Reports what each mechanism discovered with its true rank, precision (fraction of discovered items that occur), recall, precision and F1 at
+K (:mod:`protocol.studies.evaluation`) and the privacy guarantee:
+
+* ``pem`` -- Wang, Li, Jha (TDSC 2019): prefix extension with a frequency oracle
+  (``oracle`` grr, oue, olh or aon, default olh); pure local ``epsilon``-LDP (one report
+  per user).
+* ``aon`` -- the All-or-Nothing heavy-hitter algorithm ("A distributed algorithm
+  for differentially private heavy hitters"): the same prefix
+  search with the AoN oracle (PEM with ``oracle = aon``); local ``epsilon``-LDP.
+* ``sfp`` -- Apple's Sequence Fragment Puzzle (one Count-Mean-Sketch fragment report of
+  local ``epsilon``); the central equivalent after shuffling the ``n`` reports is
+  printed too (FMT23 numerical bound, and the TrieHH authors' closed form).
+* ``triehh`` -- Zhu et al. (AISTATS 2020); ``epsilon``/``delta`` is the central
+  target (Corollary 1), plain transport.
+
+Item encodings. PEM and AoN work on fixed-length bit strings: a word is its first
+``word_bytes`` (default 6) bytes of ASCII, zero-padded on the right, as a
+``8 * word-bytes``-bit big-endian integer (the datasets' alphabets are ASCII without
+NUL, so the mapping is injective on truncated words and decodes by dropping the zero
+bytes). SFP truncates words to its ``L = 10`` characters. The truth each mechanism is
+scored against is the population's ranking of *truncated* words (frequencies of
+words that share a truncation are added).
+
+Datasets: ``en``, ``en-oov``, ``zipf`` (words), a file, and ``zipf32``: a synthetic
+Zipf(``s``, default 1.1) population over ``support`` (default 10,000) distinct
+32-bit items drawn from a fixed public seed; an item's word is its 8 hex digits, and
+PEM/AoN use the 32-bit value itself.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.studies.errors import StudyError
+
+__all__ = ["MECHANISMS", "HHOptions", "HHResult", "load_population", "truncated_truth",
+           "word_codes", "decode_word", "run_pem", "run_sfp", "run_triehh", "score",
+           "discover", "run"]
+
+MECHANISMS = ("pem", "sfp", "triehh", "aon")
+
+
+@dataclass(frozen=True)
+class HHOptions:
+    """One ``fedhh hh`` run (options of the same names; see the module docstring)."""
+
+    mechanism: str = "pem"
+    dataset: str = "zipf32"
+    users: int | None = None
+    epsilon: float = 4.0
+    delta: float | None = None
+    oracle: str | None = None
+    k: int = 10
+    levels: int | None = None
+    extension: int | None = None
+    word_bytes: int = 6
+    T: int = 20
+    support: int = 10_000
+    zipf_s: float = 1.1
+    seed: int | None = None
+
+
+def load_population(dataset: str, users: int | None, rng, support: int = 10_000,  # noqa: ANN001, ANN201
+                    s: float = 1.1):
+    """A one-word-per-user population (``zipf32`` or any :func:`load_dataset` name).
+
+    Raises:
+        StudyError: bad dataset or a user with several words.
+    """
+    from protocol.studies.datasets import DatasetError, load_dataset, zipf32_population
+
+    try:
+        if dataset == "zipf32":
+            pop = zipf32_population(100_000 if users is None else users, rng, support, s)
+        else:
+            pop = load_dataset(dataset, users, rng)
+    except DatasetError as exc:
+        raise StudyError(str(exc)) from None
+    if (pop.words_per_user > 1).any():
+        raise StudyError("fedhh hh takes one word per user")
+    return pop.compact()
+
+
+def truncated_truth(pop, length: int) -> list[str]:  # noqa: ANN001
+    """Words truncated to ``length`` characters, most frequent first (frequencies of
+    words sharing a truncation added; ties alphabetical)."""
+    freq = pop.frequency()
+    agg: dict[str, float] = {}
+    for w, f in zip(pop.vocabulary, freq):
+        if f > 0:
+            key = w[:length]
+            agg[key] = agg.get(key, 0.0) + float(f)
+    return sorted(agg, key=lambda w: (-agg[w], w))
+
+
+def word_codes(vocabulary, nbytes: int):  # noqa: ANN001, ANN201
+    """Each word's first ``nbytes`` ASCII bytes, zero-padded, as a uint64.
+
+    Raises:
+        StudyError: ``nbytes`` outside [1, 8] or a non-ASCII word.
+    """
+    import numpy as np
+
+    if not 1 <= nbytes <= 8:
+        raise StudyError("--word-bytes must be between 1 and 8")
+    try:
+        return np.array([int.from_bytes(w.encode("ascii")[:nbytes].ljust(nbytes, b"\0"), "big")
+                         for w in vocabulary], dtype=np.uint64)
+    except UnicodeEncodeError:
+        raise StudyError("PEM/AoN encode words as ASCII bytes; the dataset has others") from None
+
+
+def decode_word(code: int, nbytes: int) -> str:
+    """Inverse of :func:`word_codes` on one item (zero bytes dropped)."""
+    return int(code).to_bytes(nbytes, "big").rstrip(b"\0").decode("ascii", errors="replace")
+
+
+# ----------------------------------------------------------------------------- runs
+@dataclass
+class HHResult:
+    """What one mechanism discovered: word -> released count (``None``: membership only),
+    the truth it is scored against, and its privacy statement."""
+
+    mechanism: str
+    discovered: dict[str, float | None]
+    truth: list[str]
+    privacy: dict[str, Any]
+    details: dict[str, Any]
+
+
+def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None = None,  # noqa: ANN001
+            word_bytes: int = 6, extension: int | None = None) -> HHResult:
+    """PEM (or AoN's heavy hitters with ``oracle='aon'``) on a one-word population.
+
+    Raises:
+        StudyError: invalid parameters.
+    """
+    import numpy as np
+
+    from mechanisms.federated.parties import FederatedError
+    from mechanisms.pem import pem, pem_privacy
+    from protocol.studies.datasets import HEX
+
+    if pop.alphabet == HEX and all(len(w) == 8 for w in pop.vocabulary[:50]):
+        bits, codes = 32, np.array([int(w, 16) for w in pop.vocabulary], dtype=np.uint64)
+        decode = lambda c: f"{int(c):08x}"  # noqa: E731
+        truth, encoding = pop.top(len(pop.vocabulary)), "32-bit items"
+    else:
+        bits, codes = 8 * word_bytes, word_codes(pop.vocabulary, word_bytes)
+        decode = lambda c: decode_word(int(c), word_bytes)  # noqa: E731
+        truth = truncated_truth(pop, word_bytes)
+        encoding = f"first {word_bytes} ASCII bytes of the word, zero-padded ({bits} bits)"
+    items = codes[pop.items]
+    g = levels if levels is not None else max(1, bits // 8)
+    try:
+        res = pem(items, bits, k, epsilon, oracle=oracle, levels=g, extension=extension,
+                  rng=rng)
+        priv = pem_privacy(epsilon, oracle)
+    except FederatedError as exc:
+        raise StudyError(str(exc)) from None
+    found = {decode(c): float(cnt) for c, cnt in zip(res.heavy_hitters, res.counts)}
+    priv = dict(priv, kind="local", note="one report per user over disjoint groups")
+    return HHResult("aon" if oracle == "aon" else "pem", found, truth, priv,
+                    {"oracle": oracle, "bits": bits, "levels": len(res.lengths),
+                     "extension": extension or k, "group_sizes": res.group_sizes[:3],
+                     "encoding": encoding})
+
+
+def run_sfp(pop, epsilon: float, rng, *, delta: float | None = None, T: int = 20) -> HHResult:  # noqa: ANN001
+    """SFP at local ``epsilon`` (fragment report only), with its amplified central
+    equivalent.
+
+    Raises:
+        StudyError: invalid parameters.
+    """
+    from protocol.studies.ldp_runner import LDPTransportError, shuffled_guarantee
+    from protocol.studies.runners.sfp import discover_words, users_words
+
+    word_of_user = users_words(pop)
+    n = int(word_of_user.shape[0])
+    sfp, res, t_rand, t_disc = discover_words(pop, word_of_user, epsilon, rng, T=T)
+    found = {w: float(c) for w, c in zip(res.words, res.counts)}
+    pr = sfp.privacy()
+    d = 1.0 / n ** 2 if delta is None else delta
+    central: dict[str, Any] = {}
+    for bound in ("fmt23_numerical", "bbgn19_triehh"):
+        try:
+            central[bound] = shuffled_guarantee(n, epsilon, d, bound)["epsilon"]
+        except LDPTransportError as exc:
+            central[bound] = f"unavailable: {exc}"
+    priv = {"kind": "local", "mechanism": "sfp", "epsilon": pr.epsilon,
+            "effective_epsilon": pr.effective_epsilon, "delta": 0.0, "source": pr.source,
+            "central_after_shuffling": {"delta": d, **central}}
+    return HHResult("sfp", found, truncated_truth(pop, sfp.length), priv,
+                    {"T": T, "k": sfp.k, "m": sfp.m, "length": sfp.length,
+                     "seconds": {"randomize": round(t_rand, 3), "discover": round(t_disc, 3)}})
+
+
+def run_triehh(pop, epsilon: float, rng, *, delta: float | None = None) -> HHResult:  # noqa: ANN001
+    """TrieHH with Corollary 1's parameters for the central target, plain transport.
+
+    Raises:
+        StudyError: invalid parameters or target.
+    """
+    from protocol.studies.runners import default_transport
+    from protocol.studies.runners import triehh
+
+    d = 1.0 / float(pop.n) ** 2 if delta is None else delta
+    prep, _ = triehh.prepare(triehh.plain_options(pop.name, pop.n, epsilon, d, 10),
+                             population=pop)
+    result = triehh.run_once(prep, default_transport("plain"), rng)
+    s = triehh.summarize(prep, result)
+    priv = dict(s["privacy"], kind="central", mechanism="triehh")
+    return HHResult("triehh", dict(result.heavy_hitters), pop.top(len(pop.vocabulary)), priv,
+                    {"rounds": len(s["rounds"])})
+
+
+def score(res: HHResult, k: int) -> dict[str, Any]:
+    """Precision, recall@K, F1@K and the discovered items with their true ranks."""
+    from protocol.studies.evaluation import precision, rank_of, topk_metrics
+
+    ranks = rank_of(list(res.discovered), res.truth)
+    items = sorted(res.discovered.items(), key=lambda kv: (
+        -kv[1] if kv[1] is not None else 0,
+        ranks[kv[0]] if ranks[kv[0]] is not None else math.inf, kv[0]))
+    m = topk_metrics(res.discovered, res.truth, k)
+    return {"precision": precision(res.discovered, set(res.truth)),
+            "precision_at_k": m.precision, "recall_at_k": m.recall, "f1_at_k": m.f1,
+            "discovered": [{"item": w, "count": c, "true_rank": ranks[w]} for w, c in items]}
+
+
+def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: ANN001
+             oracle: str | None = None, delta: float | None = None, levels: int | None = None,
+             word_bytes: int = 6, T: int = 20, extension: int | None = None) -> HHResult:
+    """Run one mechanism by name (``pem``, ``aon``, ``sfp``, ``triehh``).
+
+    Raises:
+        StudyError: invalid parameters.
+    """
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise StudyError("--epsilon must be > 0")
+    if k < 1:
+        raise StudyError("--k must be >= 1")
+    if mechanism in ("pem", "aon"):
+        if mechanism == "aon" and oracle not in (None, "aon"):
+            raise StudyError("--mechanism aon uses the AoN oracle")
+        name = "aon" if mechanism == "aon" else (oracle or "olh")
+        return run_pem(pop, epsilon, k, name, rng, levels=levels, word_bytes=word_bytes,
+                       extension=extension)
+    if mechanism == "sfp":
+        return run_sfp(pop, epsilon, rng, delta=delta, T=T)
+    if mechanism == "triehh":
+        return run_triehh(pop, epsilon, rng, delta=delta)
+    raise StudyError(f"unknown mechanism {mechanism!r}")
+
+
+def run(opts: HHOptions) -> dict[str, Any]:
+    """Draw the population, run the mechanism, score it at ``k``.
+
+    Raises:
+        StudyError: bad population size, dataset or parameters.
+    """
+    import numpy as np
+
+    if opts.users is not None and opts.users < 2:
+        raise StudyError("--users must be >= 2")
+    root = np.random.default_rng(opts.seed)
+    data_rng, run_rng = root.spawn(2)
+    t0 = time.perf_counter()
+    pop = load_population(opts.dataset, opts.users, data_rng, opts.support, opts.zipf_s)
+    t1 = time.perf_counter()
+    res = discover(opts.mechanism, pop, opts.epsilon, run_rng, k=opts.k, oracle=opts.oracle,
+                   delta=opts.delta, levels=opts.levels, word_bytes=opts.word_bytes, T=opts.T,
+                   extension=opts.extension)
+    t2 = time.perf_counter()
+    sc = score(res, opts.k)
+    k = opts.k
+    return {"mechanism": res.mechanism, "dataset": pop.name, "n": pop.n, "k": k,
+            "privacy": res.privacy, "details": res.details,
+            "precision": sc["precision"], f"precision_at_{k}": sc["precision_at_k"],
+            f"recall_at_{k}": sc["recall_at_k"], f"f1_at_{k}": sc["f1_at_k"],
+            "true_top": res.truth[:k], "discovered": sc["discovered"],
+            "seconds": {"load": round(t1 - t0, 3), "run": round(t2 - t1, 3)},
+            "seed": opts.seed}

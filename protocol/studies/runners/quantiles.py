@@ -1,0 +1,149 @@
+"""Quantiles and range queries from the TrieHH++ trie (Cormode 2021, section 4).
+
+Values in a public range ``[lo, hi]`` become base-``alpha`` prefixes of length ``L``;
+TrieHH++ releases the trie with counts; quantiles and the rank of every grid point are
+answered from it and compared with the truth. The embedded default population is
+log-normal "session lengths in seconds" (median 300 s, sigma 1, range [0, 3600],
+generated from a fixed public seed so it is the same on every run).
+"""
+from __future__ import annotations
+
+import pathlib
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from protocol.studies.errors import StudyError
+from protocol.studies.runners.triehhpp import PrivacyTarget, solve
+
+__all__ = ["SYNTHETIC_SEED", "QuantileOptions", "synthetic_sessions", "load_values", "run"]
+
+SYNTHETIC_SEED = 20210714  # public: the embedded population is the same for every run
+SESSION_MEDIAN_SECONDS = 300.0
+SESSION_SIGMA = 1.0
+SESSION_RANGE = (0.0, 3600.0)
+
+
+@dataclass(frozen=True)
+class QuantileOptions(PrivacyTarget):
+    """The TrieHH++ target (``delta`` defaults to 1e-6 here) plus the values and queries.
+
+    ``values`` is a file of numbers (one per line, or ``.npy``) that needs the public
+    range ``lo``/``hi``; without it the embedded log-normal population of ``users``
+    (default 1,000,000) values.
+    """
+
+    values: str | None = None
+    users: int | None = None
+    lo: float | None = None
+    hi: float | None = None
+    alpha: int = 4
+    quantiles: Sequence[float] = (0.1, 0.25, 0.5, 0.75, 0.9)
+    grid: int = 2001
+    seed: int | None = None
+
+
+def synthetic_sessions(n: int) -> np.ndarray:
+    """The embedded population: ``n`` log-normal session lengths (seconds)."""
+    rng = np.random.default_rng(SYNTHETIC_SEED)
+    return rng.lognormal(np.log(SESSION_MEDIAN_SECONDS), SESSION_SIGMA, n)
+
+
+def load_values(opts: QuantileOptions) -> tuple[np.ndarray, float, float, str]:
+    """The values, the public range and a description of the source.
+
+    Raises:
+        StudyError: a bad size, a missing range, an unreadable or empty file.
+    """
+    if opts.values is None:
+        n = 1_000_000 if opts.users is None else opts.users
+        if n < 1:
+            raise StudyError("--users must be >= 1")
+        lo = SESSION_RANGE[0] if opts.lo is None else opts.lo
+        hi = SESSION_RANGE[1] if opts.hi is None else opts.hi
+        return synthetic_sessions(n), lo, hi, "synthetic log-normal session lengths (s)"
+    if opts.lo is None or opts.hi is None:
+        raise StudyError("--values needs the public range --lo and --hi (deriving it from "
+                         "the data would leak the minimum and maximum)")
+    path = pathlib.Path(opts.values)
+    try:
+        v = np.load(path) if path.suffix == ".npy" else np.loadtxt(path, dtype=np.float64, ndmin=1)
+    except (OSError, ValueError) as exc:
+        raise StudyError(f"cannot read {path}: {exc}") from None
+    v = np.asarray(v, dtype=np.float64).ravel()
+    if v.size == 0 or not np.isfinite(v).all():
+        raise StudyError(f"{path}: need at least one value, all finite")
+    if opts.users is not None:
+        if not 1 <= opts.users <= v.size:
+            raise StudyError(f"--users must be in [1, {v.size}]")
+        v = np.random.default_rng(SYNTHETIC_SEED).choice(v, opts.users, replace=False)
+    return v, opts.lo, opts.hi, f"file {path}"
+
+
+def run(opts: QuantileOptions,
+        progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None) -> dict[str, Any]:
+    """Release the TrieHH++ trie over the plaintext transport, answer the quantiles and
+    the range queries at ``grid`` points, and compare with the truth.
+
+    Raises:
+        StudyError: bad quantiles, grid, values, range, target, or an aborted round.
+    """
+    from mechanisms.quantiles import AlphaAdicEncoder, QuantileError, QuantileSketch
+    from mechanisms.triehhpp import TrieHHPPParams, run_triehhpp, spawn_rngs
+    from protocol.core.contract import AggregationAborted
+    from protocol.core.transports.plain import PlainTransport
+
+    t0 = time.perf_counter()
+    qs = list(opts.quantiles)
+    if not qs or any(not 0 <= q <= 1 for q in qs):
+        raise StudyError("--quantiles must be in [0, 1]")
+    if opts.grid < 2:
+        raise StudyError("--grid must be >= 2")
+    values, lo, hi, source = load_values(opts)
+    n = int(values.size)
+    try:
+        enc = AlphaAdicEncoder(float(lo), float(hi), opts.alpha, opts.max_length)
+    except QuantileError as exc:
+        raise StudyError(str(exc)) from None
+    sol = solve(opts, n, flat=False, default_delta=1e-6)
+    params = TrieHHPPParams(n, float(sol.m), sol.theta, opts.max_length, c=opts.slack,
+                            task="quantiles")
+    um = enc.unit_matrix(values)
+    sr, tr = spawn_rngs(opts.seed)
+    t1 = time.perf_counter()
+    try:
+        res = run_triehhpp(um, enc.alpha, enc.unit_labels, params, PlainTransport(), sr, tr,
+                           progress=progress)
+    except AggregationAborted as exc:
+        raise StudyError(f"a round aborted: {exc}") from None
+    sketch = QuantileSketch(res, enc)
+    answers = sketch.quantiles(qs)
+    t2 = time.perf_counter()
+    sv = np.sort(np.clip(values, lo, hi))
+    grid = np.linspace(lo, hi, opts.grid)
+    err = np.abs(sketch.ranks(grid) - np.searchsorted(sv, grid, side="right") / n)
+    rows = []
+    for a in answers:
+        true_rank = float(np.searchsorted(sv, a.value, side="right") / n)
+        rows.append({"q": a.q, "estimate": a.value, "true_quantile": float(np.quantile(sv, a.q)),
+                     "true_rank_of_estimate": true_rank, "rank_error": true_rank - a.q,
+                     "error_bound": a.error_bound})
+    g = sol.guarantee
+    return {
+        "source": source, "n": n, "range": [lo, hi], "alpha": opts.alpha, "L": opts.max_length,
+        "privacy": g.as_dict(), "m": sol.m, "theta": sol.theta,
+        "contacted": params.plan().contacted,
+        "error_bound": sketch.error_bound,
+        "trie_nodes": len(res.trie) - 1,
+        "levels": [{"level": s.level, "candidates": s.candidates, "released": s.released}
+                   for s in res.levels],
+        "quantiles": rows,
+        "range_query_rank_error": {
+            "points": int(opts.grid), "median": float(np.median(err)),
+            "p95": float(np.quantile(err, 0.95)), "max": float(err.max()),
+            "fraction_within_bound": float((err <= sketch.error_bound).mean()),
+        },
+        "seconds": {"load": round(t1 - t0, 3), "run_and_query": round(t2 - t1, 3)},
+    }

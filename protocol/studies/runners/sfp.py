@@ -1,0 +1,149 @@
+"""Apple's Sequence Fragment Puzzle (Apple Differential Privacy Team, "Learning with
+Privacy at Scale", 2017) on a word population.
+
+The local epsilon of the fragment report is either given or derived from a central
+target ``(epsilon, delta)`` by amplification by shuffling, with the closed form the
+TrieHH authors used for their SFP comparison
+(:func:`shuffler.amplification.triehh_blanket_epsilon0`; central 1 and 4 at
+n = 659,380, delta = 1/n^2 give local 4.29 and 4.96). The optional word report adds
+its own local epsilon by basic composition; amplification is applied to the fragment
+report only, as in the paper's discovery-only comparison.
+
+Used by ``fedhh sfp``, ``hh --mechanism sfp`` and ``eval compare``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from protocol.studies.errors import StudyError
+
+__all__ = ["SFPOptions", "users_words", "fragment_epsilon", "discover_words", "run"]
+
+
+@dataclass(frozen=True)
+class SFPOptions:
+    """One ``fedhh sfp`` run (options of the same names).
+
+    ``epsilon``/``delta``: the central target after shuffling (``delta`` defaults to
+    ``1/n^2``); ``local_epsilon`` skips the conversion; ``word_epsilon`` 0 sends no word
+    report; ``T`` tuples kept per position; ``k``/``m`` the Count-Mean-Sketch hash
+    functions and buckets; ``top`` the K of recall at K.
+    """
+
+    dataset: str = "zipf"
+    users: int | None = None
+    epsilon: float = 4.0
+    delta: float | None = None
+    local_epsilon: float | None = None
+    word_epsilon: float = 0.0
+    T: int = 20
+    k: int = 2048
+    m: int = 1024
+    top: int = 50
+    seed: int | None = None
+
+
+def users_words(pop) -> np.ndarray:  # noqa: ANN001
+    """Word id of every user holding a word (SFP takes one word per user).
+
+    Raises:
+        StudyError: a user holds several words, or fewer than 2 users hold one.
+    """
+    per_user = pop.words_per_user
+    if np.any(per_user > 1):
+        raise StudyError("SFP here takes one word per user")
+    holders = per_user == 1
+    word_of_user = np.full(pop.n, -1, dtype=np.int64)
+    word_of_user[holders] = pop.items
+    word_of_user = word_of_user[holders]
+    if word_of_user.shape[0] < 2:
+        raise StudyError("need at least 2 users holding a word")
+    return word_of_user
+
+
+def fragment_epsilon(n: int, epsilon: float, delta: float,
+                     local_epsilon: float | None) -> tuple[float, str]:
+    """The fragment report's local epsilon: given, or from the central target by the
+    TrieHH authors' closed form of amplification by shuffling.
+
+    Raises:
+        StudyError: the conversion fails.
+    """
+    if local_epsilon is not None:
+        return local_epsilon, "given"
+    try:
+        from shuffler.amplification import triehh_blanket_epsilon0
+        eps0 = triehh_blanket_epsilon0(n, epsilon, delta)
+    except (ImportError, ValueError) as exc:
+        raise StudyError(f"cannot convert central to local epsilon: {exc}") from None
+    return eps0, "triehh_blanket_epsilon0 (amplification by shuffling)"
+
+
+def discover_words(pop, word_of_user: np.ndarray, eps0: float, rng: np.random.Generator, *,  # noqa: ANN001, ANN201
+                   word_epsilon: float = 0.0, T: int = 20, k: int = 2048, m: int = 1024):
+    """One SFP run on the users' words: returns ``(sfp, result, randomize_s, discover_s)``.
+
+    Raises:
+        StudyError: invalid SFP parameters or words outside the alphabet.
+    """
+    from mechanisms.fo import OracleInputError
+    from mechanisms.sfp import PAD, SFP
+
+    try:
+        sfp = SFP(eps0, epsilon_word=word_epsilon, threshold=T, k=k, m=m,
+                  alphabet=PAD + "".join(sorted(set(pop.alphabet))))
+        codes = sfp.encode_words(list(pop.vocabulary))
+    except OracleInputError as exc:
+        raise StudyError(str(exc)) from None
+    t0 = time.perf_counter()
+    reports = sfp.randomize(codes[word_of_user], rng)
+    t1 = time.perf_counter()
+    result = sfp.discover(reports)
+    t2 = time.perf_counter()
+    return sfp, result, t1 - t0, t2 - t1
+
+
+def run(opts: SFPOptions) -> dict[str, Any]:
+    """Load the population, choose the local epsilon, run SFP and score it: recall at
+    ``top`` of the true top words (truncated to SFP's length) and precision.
+
+    Raises:
+        StudyError: bad dataset, population, parameters or conversion.
+    """
+    from protocol.studies.datasets import DatasetError, load_dataset
+
+    rng = np.random.default_rng(opts.seed)
+    try:
+        pop = load_dataset(opts.dataset, opts.users, rng)
+    except DatasetError as exc:
+        raise StudyError(str(exc)) from None
+    word_of_user = users_words(pop)
+    n = int(word_of_user.shape[0])
+    delta = opts.delta if opts.delta is not None else 1.0 / n ** 2
+    eps0, conversion = fragment_epsilon(n, opts.epsilon, delta, opts.local_epsilon)
+    sfp, result, t_rand, t_disc = discover_words(pop, word_of_user, eps0, rng,
+                                                 word_epsilon=opts.word_epsilon, T=opts.T,
+                                                 k=opts.k, m=opts.m)
+    truncated = {w[: sfp.length] for w in pop.vocabulary}
+    top_k = [w[: sfp.length] for w in pop.top(opts.top)]
+    found = set(result.words)
+    recall = len(found & set(top_k)) / max(1, len(top_k))
+    precision = len(found & truncated) / len(found) if found else 0.0
+    pr = sfp.privacy()
+    return {
+        "mechanism": "sfp", "dataset": pop.name, "users": n,
+        "central_epsilon": None if opts.local_epsilon is not None else opts.epsilon,
+        "central_delta": None if opts.local_epsilon is not None else delta,
+        "local_epsilon_fragment": eps0, "local_epsilon_word": opts.word_epsilon,
+        "local_epsilon_total": pr.epsilon, "conversion": conversion,
+        "T": opts.T, "k": opts.k, "m": opts.m, "discovered": len(result.words),
+        f"recall_at_{opts.top}": recall, "precision": precision,
+        "seconds": {"randomize": round(t_rand, 3), "discover": round(t_disc, 3)},
+        "words": [[w, float(c)] for w, c in zip(result.words[:opts.top],
+                                                result.counts[:opts.top])],
+        "seed": opts.seed,
+    }

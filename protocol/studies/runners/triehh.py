@@ -1,0 +1,330 @@
+"""TrieHH (Zhu et al., "Federated Heavy Hitters Discovery with Differential Privacy",
+AISTATS 2020): prepare a run (population, Corollary 1's parameters), run it over a
+transport, summarise it against the ground truth; time it; and the parameter
+calculator (Theorem 1, Corollaries 1-2, Proposition 1).
+
+Used by ``fedhh triehh``, ``bench triehh``, ``privacy triehh``, ``eval triehh``
+(:mod:`.triehh_eval`), ``eval compare``, ``hh`` and ``demo``.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from protocol.core.contract import Transport
+from protocol.studies.errors import StudyError
+
+__all__ = ["KS", "TrieHHOptions", "plain_options", "Prepared", "prepare", "run_once", "summarize", "run",
+           "benchmark", "parameters"]
+
+KS = (10, 50, 100)
+Progress = Callable[[Iterable[Any]], Iterable[Any]]
+
+
+@dataclass(frozen=True)
+class TrieHHOptions:
+    """What one TrieHH run needs (``fedhh triehh`` options of the same names).
+
+    ``dataset`` is ``en``, ``en-oov``, ``zipf`` or a file path
+    (:func:`protocol.studies.datasets.load_dataset`); ``delta`` defaults to ``1/n^2``;
+    ``theta``/``gamma`` override Corollary 1; ``transport`` is the transport's name as
+    reported in the summary.
+    """
+
+    dataset: str = "en"
+    users: int | None = None
+    epsilon: float = 4.0
+    delta: float | None = None
+    max_length: int = 10
+    multi_word: bool = False
+    unit_size: int = 1
+    seed: int | None = None
+    theta: int | None = None
+    gamma: float | None = None
+    alphabet: str | None = None
+    transport: str = "plain"
+    release_counts: bool = False
+    max_candidates: int = 1 << 21
+
+
+def plain_options(dataset: str, users: int, epsilon: float, delta: float,
+                  max_length: int) -> TrieHHOptions:
+    """The options of a default TrieHH run over the plaintext transport (seed 0, the
+    sampling comes from the caller's rng) -- as ``fedhh hh`` and ``eval compare`` run it."""
+    return TrieHHOptions(dataset=dataset, users=users, epsilon=epsilon, delta=delta,
+                         max_length=max_length, transport="plain", seed=0)
+
+
+@dataclass
+class Prepared:
+    """A population encoded for TrieHH with the parameters of its target."""
+
+    population: Any
+    alphabet: Any
+    data: Any
+    config: Any
+    n: int
+    delta: float
+    params: Any  # TrieHHParameters or None when overridden
+    transport_name: str
+    target_epsilon: float
+
+
+def prepare(opts: TrieHHOptions, population=None):  # noqa: ANN001, ANN201
+    """Load the population (or use ``population``, e.g. from ``fedhh hh``) and choose
+    the parameters; returns ``(prepared, run_rng)``.
+
+    Raises:
+        StudyError: bad dataset, parameters or privacy target.
+    """
+    import numpy as np
+
+    from mechanisms.prefix_tree import PrefixTreeError, UnitAlphabet
+    from mechanisms.triehh import TrieHHConfig, TrieHHError, encode_population
+    from mechanisms.triehh_privacy import TrieHHPrivacyError, corollary1
+    from protocol.studies.datasets import DatasetError, load_dataset
+
+    if not 1 <= opts.unit_size <= 4:
+        raise StudyError("--unit-size must be between 1 and 4")
+    if opts.max_length < 1:
+        raise StudyError("--max-length must be >= 1")
+    if opts.users is not None and opts.users < 1:
+        raise StudyError("--users must be >= 1")
+    root = np.random.default_rng(opts.seed)
+    data_rng, run_rng = root.spawn(2)
+    try:
+        pop = (population if population is not None else
+               load_dataset(opts.dataset, opts.users, data_rng, opts.multi_word,
+                            opts.alphabet)).compact()
+    except DatasetError as exc:
+        raise StudyError(str(exc)) from None
+    n = pop.n
+    delta = opts.delta if opts.delta is not None else 1.0 / float(n) ** 2
+    params = None
+    try:
+        if opts.theta is None or opts.gamma is None:
+            params = corollary1(opts.epsilon, delta, n, opts.max_length, opts.multi_word)
+        theta = opts.theta if opts.theta is not None else params.theta
+        gamma = opts.gamma if opts.gamma is not None else params.gamma
+        alphabet = UnitAlphabet(pop.alphabet, opts.unit_size)
+        config = TrieHHConfig(theta, gamma, opts.max_length, max_candidates=opts.max_candidates,
+                              release_counts=bool(opts.release_counts))
+        data = encode_population(pop.vocabulary, pop.offsets, pop.items, pop.counts, alphabet,
+                                 opts.max_length)
+    except (TrieHHPrivacyError, TrieHHError, PrefixTreeError) as exc:
+        raise StudyError(str(exc)) from None
+    return Prepared(pop, alphabet, data, config, n, delta, params, opts.transport,
+                    opts.epsilon), run_rng
+
+
+def run_once(prep: Prepared, transport: Transport, rng,  # noqa: ANN001, ANN201
+             progress: Progress | None = None):
+    """One TrieHH run; returns the mechanism's result. ``progress`` wraps the rounds.
+
+    Raises:
+        StudyError: the candidate set exceeds the cap or the transport aborts.
+    """
+    from mechanisms.triehh import TrieHH, TrieHHError
+    from protocol.core.contract import AggregationAborted
+
+    mech = TrieHH(prep.data, prep.alphabet, prep.config, transport, rng)
+    try:
+        rounds = mech.rounds()
+        for _ in (progress(rounds) if progress is not None else rounds):
+            pass
+        return mech.result()
+    except TrieHHError as exc:
+        raise StudyError(str(exc)) from None
+    except AggregationAborted as exc:
+        raise StudyError(f"the {prep.transport_name} transport aborted a round: {exc}") from None
+
+
+def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
+    """Metrics and per-word details of one run as a JSON-ready dict."""
+    from protocol.studies.evaluation import precision, rank_of, topk_metrics
+
+    pop = prep.population
+    ranking = pop.ranking()
+    truth = [pop.vocabulary[i] for i in ranking]
+    freq = pop.frequency()
+    words_in_pop = set(truth)
+    hh = result.heavy_hitters
+    ranks = rank_of(list(hh), truth)
+    index = {w: i for i, w in enumerate(pop.vocabulary)}
+    discovered = [
+        {"word": w, "released_count": c, "true_rank": ranks[w],
+         "true_frequency": float(freq[index[w]]) if w in index else 0.0}
+        # by released count when counts were released, else by true rank
+        for w, c in sorted(hh.items(), key=lambda kv: (
+            -kv[1] if kv[1] is not None else 0,
+            ranks[kv[0]] if ranks[kv[0]] is not None else math.inf, kv[0]))
+    ]
+    g = result.guarantee
+    total = result.total_cost
+    return {
+        "dataset": pop.name,
+        "description": pop.description,
+        "n": prep.n,
+        "multi_word": not prep.data.one_per_user,
+        "unit_size": prep.alphabet.unit_size,
+        "transport": prep.transport_name,
+        "privacy": {
+            "epsilon": g.epsilon if g else None, "delta": g.delta if g else None,
+            "theorem": g.theorem if g else result.guarantee_note,
+            "target_epsilon": prep.target_epsilon,
+            "theta": int(prep.config.theta), "gamma": float(prep.config.gamma),
+            "m": result.m, "L": int(prep.config.max_levels),
+            "target_delta": prep.delta,
+        },
+        "rounds": [
+            {"round": r.round, "candidates": r.candidates, "sampled": r.sampled,
+             "released": r.released, "seconds": round(r.seconds, 6),
+             "cpu_seconds": {k: round(v, 6) for k, v in r.cost.cpu_seconds.items()},
+             "bytes_up": r.cost.bytes_up, "bytes_down": r.cost.bytes_down}
+            for r in result.rounds
+        ],
+        "total_bytes_up": total.bytes_up,
+        "total_bytes_down": total.bytes_down,
+        "heavy_hitters": discovered,
+        "frequent_prefixes": len(result.prefixes),
+        "precision": precision(hh, words_in_pop),
+        "at_k": [topk_metrics(hh, truth, k).as_dict() for k in ks],
+    }
+
+
+def run(opts: TrieHHOptions, transport: Transport,
+        progress: Progress | None = None) -> dict[str, Any]:
+    """Prepare, run and summarise one TrieHH run, with ``seconds`` of load and run.
+
+    Raises:
+        StudyError: as :func:`prepare` and :func:`run_once`.
+    """
+    t0 = time.perf_counter()
+    prep, rng = prepare(opts)
+    t1 = time.perf_counter()
+    result = run_once(prep, transport, rng, progress)
+    t2 = time.perf_counter()
+    out = summarize(prep, result)
+    out["seconds"] = {"load": round(t1 - t0, 3), "run": round(t2 - t1, 3),
+                      "total": round(t2 - t0, 3)}
+    return out
+
+
+def benchmark(opts: TrieHHOptions, transport: Transport, bare_sample: int = 2000,
+              progress: Progress | None = None) -> dict[str, Any]:
+    """Run TrieHH once as :func:`run` does and return wall and CPU time of loading and
+    of the run, per-round sizes and times, the metrics at K and -- over secure
+    aggregation -- the time inside each primitive family next to its bare cost
+    (:mod:`protocol.core.secagg_profile`), with X25519 singled out.
+
+    Raises:
+        StudyError: as :func:`prepare` and :func:`run_once`.
+    """
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    prep, rng = prepare(opts)
+    wall1, cpu1 = time.perf_counter(), time.process_time()
+    profiling = opts.transport == "secagg"
+    if profiling:
+        from protocol.core.secagg_engine import profile_primitives
+
+        ctx: Any = profile_primitives()
+    else:
+        ctx = contextlib.nullcontext(None)
+    with ctx as prof:
+        result = run_once(prep, transport, rng, progress)
+    wall2, cpu2 = time.perf_counter(), time.process_time()
+    summary = summarize(prep, result)
+    run_wall, run_cpu = wall2 - wall1, cpu2 - cpu1
+    out: dict[str, Any] = {
+        "dataset": summary["dataset"], "n": summary["n"], "transport": opts.transport,
+        "multi_word": summary["multi_word"], "unit_size": summary["unit_size"],
+        "seed": opts.seed, "privacy": summary["privacy"],
+        "rounds": [{k: r[k] for k in ("round", "candidates", "sampled", "released",
+                                      "seconds", "bytes_up")} for r in summary["rounds"]],
+        "clients_per_round": result.m,
+        "heavy_hitters": len(summary["heavy_hitters"]),
+        "precision": summary["precision"], "at_k": summary["at_k"],
+        "seconds": round(run_wall, 3),
+        "cpu_seconds": round(run_cpu, 3),
+        "load_seconds": round(wall1 - wall0, 3),
+        "load_cpu_seconds": round(cpu1 - cpu0, 3),
+        "primitives": None, "x25519": None,
+    }
+    if prof is not None:
+        from protocol.core.secagg_profile import primitive_table
+
+        table = primitive_table(prof, bare_sample)
+        ka = table["key_agreement"]
+        out["primitives"] = table
+        out["primitive_seconds_total"] = round(sum(v["seconds"] for v in table.values()), 3)
+        out["x25519"] = {
+            "operations": ka["calls"],
+            "shared_secrets": prof.calls.get("x25519_shared", 0),
+            "key_generations": prof.calls.get("x25519_keypair", 0)
+            + prof.calls.get("x25519_public", 0),
+            "seconds": ka["seconds"],
+            "bare_seconds": ka["bare_seconds"],
+            "overhead_ratio": ka["overhead_ratio"],
+            "share_of_run_cpu": round(ka["seconds"] / run_cpu, 4) if run_cpu > 0 else None,
+            "bare_share_of_run_cpu":
+                round(ka["bare_seconds"] / run_cpu, 4) if run_cpu > 0 else None,
+        }
+    return out
+
+
+def parameters(n: int, *, epsilon: float | None = None, delta: float | None = None,
+               max_length: int = 10, theta: int | None = None, gamma: float | None = None,
+               multi_word: bool = False, frequency: float | None = None) -> dict[str, Any]:
+    """TrieHH's parameters and guarantee: Corollary 1 for a target ``(epsilon, delta)``
+    (``delta`` defaults to ``1/n^2``), or Theorem 1 at given ``theta`` and ``gamma``;
+    with ``frequency``, Proposition 1's worst-case discovery rate of a word held by
+    that fraction of the users and Figure 2's minimum population for a rate of 0.9.
+
+    Raises:
+        StudyError: ``theta`` without ``gamma`` (or the reverse), no target, a
+            frequency outside (0, 1], or parameters outside the theorems.
+    """
+    from mechanisms.triehh_privacy import (
+        TrieHHPrivacyError, batch_size, corollary1, discovery_rate,
+        min_population_for_discovery, theorem1,
+    )
+
+    delta = delta if delta is not None else (1.0 / float(n) ** 2 if n > 0 else 0.0)
+    out: dict[str, Any] = {"n": n, "L": max_length}
+    try:
+        if theta is not None or gamma is not None:
+            if theta is None or gamma is None:
+                raise StudyError("--theta and --gamma go together")
+            g = theorem1(theta, gamma, n, max_length, multi_word)
+            m = batch_size(gamma, n)
+            out.update({"mode": "theorem1", "theta": theta, "gamma": gamma, "m": m})
+        else:
+            if epsilon is None:
+                raise StudyError("give --epsilon (Corollary 1) or --theta and --gamma "
+                                 "(Theorem 1)")
+            p = corollary1(epsilon, delta, n, max_length, multi_word)
+            g = p.guarantee
+            theta, gamma, m = p.theta, p.gamma, p.m
+            out.update({"mode": "corollary1", "target_epsilon": epsilon,
+                        "target_delta": delta, "theta": theta, "gamma": gamma,
+                        "gamma_2dp": math.floor(gamma * 100) / 100, "m": m})
+        out.update({"epsilon": g.epsilon, "delta": g.delta, "theorem": g.theorem,
+                    "conditions": {"theta_min": 4, "theta_max": math.sqrt(n), "gamma_min": 1,
+                                   "gamma_max": math.sqrt(n) / (theta + 1)}})
+        if frequency is not None:
+            if not 0 < frequency <= 1:
+                raise StudyError("--frequency must be in (0, 1]")
+            w = int(round(frequency * n))
+            rate = discovery_rate(w, n, m, theta, max_length)
+            eps = epsilon if epsilon is not None else g.epsilon
+            out["proposition1"] = {
+                "frequency": frequency, "holders": w, "worst_case_discovery_rate": rate,
+                "min_population_rate_0.9": min_population_for_discovery(
+                    frequency, eps, max_length),
+            }
+    except TrieHHPrivacyError as exc:
+        raise StudyError(str(exc)) from None
+    return out

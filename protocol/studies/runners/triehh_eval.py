@@ -1,0 +1,166 @@
+"""Repeated TrieHH runs (Zhu et al. 2020) with CSV results and plots (``fedhh eval triehh``).
+
+Writes into the output directory:
+
+* ``discovery.csv``: one row per run and per word (the ``csv_top`` most frequent
+  words plus every discovered word): true rank, holders, true frequency, whether it
+  was discovered, its released count, and the Proposition 1 worst-case bound;
+* ``metrics.csv``: precision, recall and F1 at K for every run and K = 1..``kmax``;
+* ``summary.json``: parameters, guarantee, mean metrics at K = 10, 50, 100 and the
+  checks (every released word occurs; words with a worst-case rate >= 0.9 found);
+* ``discovery.png`` (Figure 3 style) and ``recall.png`` (Figure 4 style).
+
+The population is drawn once (from the seed); the runs use independent streams.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import pathlib
+import time
+from typing import Any, Callable, Iterable
+
+from protocol.core.contract import Transport
+from protocol.studies.errors import StudyError
+from protocol.studies.runners.triehh import TrieHHOptions, prepare, run_once
+
+__all__ = ["evaluate"]
+
+
+def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path, *,
+             runs: int = 10, csv_top: int = 2000, kmax: int = 200,
+             progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None
+             ) -> dict[str, Any]:
+    """Run TrieHH ``runs`` times on one population, write the files above into ``out``
+    (created if missing) and return the summary. ``progress`` wraps the runs.
+
+    Raises:
+        StudyError: bad counts, an output directory that cannot be created, or as
+            :func:`protocol.studies.runners.triehh.prepare` and ``run_once``.
+    """
+    import numpy as np
+
+    from mechanisms.triehh_privacy import discovery_rate
+    from protocol.studies.evaluation import (
+        output_dir, plot_discovery_rate, plot_recall_at_k, precision, topk_metrics,
+    )
+
+    if runs < 1:
+        raise StudyError("--runs must be >= 1")
+    if kmax < 1 or csv_top < 1:
+        raise StudyError("--kmax and --csv-top must be >= 1")
+    out_dir = output_dir(out)
+    prep, run_rng = prepare(opts)
+    pop = prep.population
+    n, theta, L = prep.n, int(prep.config.theta), int(prep.config.max_levels)
+    ranking = pop.ranking()
+    truth = [pop.vocabulary[i] for i in ranking]
+    words_in_pop = set(truth)
+    freq = pop.frequency()
+    holders = pop.holders()
+    single = prep.data.one_per_user
+    U = prep.alphabet.unit_size
+
+    results = []
+    seconds = []
+    rngs = run_rng.spawn(runs)
+    for rng in (progress(rngs) if progress is not None else rngs):
+        t0 = time.perf_counter()
+        results.append(run_once(prep, transport, rng))
+        seconds.append(time.perf_counter() - t0)
+    m = results[0].m
+
+    def bound_for(word_ids: np.ndarray) -> np.ndarray:
+        if not single:
+            return np.full(word_ids.size, np.nan)
+        lengths = np.array([len(pop.vocabulary[i]) for i in word_ids])
+        fits = (lengths + U) // U <= L
+        b = np.asarray(discovery_rate(holders[word_ids], n, m, theta, L), dtype=float)
+        return np.where(fits, b, 0.0)
+
+    index = {w: i for i, w in enumerate(pop.vocabulary)}
+    top_ids = ranking[:csv_top]
+    rank_pos = {int(w): r + 1 for r, w in enumerate(ranking)}
+    extra = sorted({w for r in results for w in r.heavy_hitters if w in index}
+                   - {pop.vocabulary[i] for i in top_ids})
+    ids = np.concatenate([top_ids, np.array([index[w] for w in extra], dtype=np.int64)])
+    bounds = bound_for(ids)
+    found = np.array([[pop.vocabulary[i] in r.heavy_hitters for i in ids] for r in results])
+    with open(out_dir / "discovery.csv", "w", newline="") as fh:
+        wr = csv.writer(fh)
+        wr.writerow(["run", "word", "true_rank", "holders", "true_frequency", "discovered",
+                     "released_count", "prop1_bound"])
+        for r_i, res in enumerate(results):
+            for j, wid in enumerate(ids):
+                word = pop.vocabulary[wid]
+                wr.writerow([r_i, word, rank_pos.get(int(wid), ""), int(holders[wid]),
+                             f"{freq[wid]:.6g}", int(found[r_i, j]),
+                             _count(res.heavy_hitters.get(word)),
+                             "" if math.isnan(bounds[j]) else f"{bounds[j]:.6g}"])
+            for word in res.heavy_hitters:  # released words absent from the population
+                if word not in index:
+                    wr.writerow([r_i, word, "", 0, 0, 1, _count(res.heavy_hitters[word]), ""])
+
+    ks = np.arange(1, kmax + 1)
+    rec = np.zeros((len(results), ks.size))
+    f1 = np.zeros_like(rec)
+    prec = np.zeros_like(rec)
+    with open(out_dir / "metrics.csv", "w", newline="") as fh:
+        wr = csv.writer(fh)
+        wr.writerow(["run", "k", "precision", "recall", "f1"])
+        for r_i, res in enumerate(results):
+            for j, k in enumerate(ks):
+                mt = topk_metrics(res.heavy_hitters, truth, int(k))
+                prec[r_i, j], rec[r_i, j], f1[r_i, j] = mt.precision, mt.recall, mt.f1
+                wr.writerow([r_i, int(k), f"{mt.precision:.6g}", f"{mt.recall:.6g}",
+                             f"{mt.f1:.6g}"])
+
+    rate = found.mean(axis=0)
+    g = results[0].guarantee
+    title = (f"TrieHH on {pop.name}, n={n:,}, eps={g.epsilon:.2f}, theta={theta}, m={m}, "
+             f"L={L}, U={U}, {runs} runs" if g else f"TrieHH on {pop.name}, n={n:,}")
+    top_mask = np.arange(ids.size) < top_ids.size
+    fr = freq[ids][top_mask]
+    if single and fr.size:
+        grid = np.logspace(math.log10(max(fr.min(), 1.0 / n)), math.log10(fr.max()), 200)
+        curve = np.asarray(discovery_rate(np.round(grid * n).astype(np.int64), n, m, theta, L))
+    else:
+        grid, curve = None, None
+    plot_discovery_rate(out_dir / "discovery.png", fr, rate[top_mask], grid, curve, title)
+    plot_recall_at_k(out_dir / "recall.png", ks, rec, f1, title)
+
+    def at(k: int) -> dict[str, float]:
+        j = min(k, kmax) - 1
+        return {"k": k, "precision": float(prec[:, j].mean()), "recall": float(rec[:, j].mean()),
+                "f1": float(f1[:, j].mean()), "recall_min": float(rec[:, j].min())}
+
+    all_real = all(w in words_in_pop for r in results for w in r.heavy_hitters)
+    summary: dict[str, object] = {
+        "dataset": pop.name, "n": n, "runs": runs, "unit_size": U,
+        "multi_word": not single, "transport": opts.transport,
+        "privacy": g.as_dict() if g else results[0].guarantee_note,
+        "theta": theta, "gamma": float(prep.config.gamma), "m": m, "L": L,
+        "seconds_per_run_mean": float(np.mean(seconds)),
+        "discovered_per_run_mean": float(np.mean([len(r.heavy_hitters) for r in results])),
+        "precision_mean": float(np.mean([precision(r.heavy_hitters, words_in_pop)
+                                         for r in results])),
+        "all_released_in_population": all_real,
+        "at_k": [at(k) for k in (10, 50, 100) if k <= kmax],
+        "out": str(out_dir),
+    }
+    if single:
+        sure = np.flatnonzero(top_mask & (bounds >= 0.9))
+        summary["prop1_bound_ge_0.9"] = {
+            "words": int(sure.size),
+            "min_discovery_rate": float(rate[sure].min()) if sure.size else None,
+            "words_below_0.85": [pop.vocabulary[ids[j]] for j in sure if rate[j] < 0.85],
+        }
+    with open(out_dir / "summary.json", "w") as fh:
+        json.dump(summary, fh, indent=2)
+    return summary
+
+
+def _count(c: int | None) -> str | int:
+    """A released count for the CSV: empty when counts were not released."""
+    return "" if c is None else c

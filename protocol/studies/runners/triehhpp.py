@@ -1,0 +1,230 @@
+"""TrieHH++ (Cormode, "Frequency Estimation under Multiparty Differential Privacy: One-shot
+and Streaming", 2021 -- the TrieHH++ variant with sampled counts): solve the sample size
+``m`` and threshold ``theta`` for a target (Lemmas 1 and 3, the Remark after Lemma 3),
+run the trie (or one flat round over public candidates) over a transport and compare
+every released heavy hitter with the truth.
+
+Used by ``fedhh triehhpp``, ``privacy triehhpp`` and (the solver) ``quantiles``.
+"""
+from __future__ import annotations
+
+import pathlib
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from protocol.core.contract import Transport
+from protocol.studies.errors import StudyError
+
+__all__ = ["KS", "PrivacyTarget", "TrieHHPPOptions", "solve", "run", "parameters"]
+
+KS = (10, 50, 100)
+Progress = Callable[[Iterable[Any]], Iterable[Any]]
+
+
+@dataclass(frozen=True)
+class PrivacyTarget:
+    """The target TrieHH++'s parameters are solved for (``--epsilon`` ... ``--slack``).
+
+    ``delta`` defaults to ``1/n^2`` (or the caller's default); with ``theta`` fixed and
+    no ``delta``, whatever delta that theta gives. ``composition`` is ``basic`` or
+    ``advanced``; ``bound`` is ``paper`` (Lemma 3 eq. (4)) or ``eq3``; ``slack`` is the
+    ``c`` of ``s = m + c sqrt(m)`` contacted clients.
+    """
+
+    epsilon: float = 1.0
+    delta: float | None = None
+    max_length: int = 10
+    composition: str = "basic"
+    bound: str = "paper"
+    theta: int | None = None
+    slack: float = 10.0
+
+
+@dataclass(frozen=True)
+class TrieHHPPOptions(PrivacyTarget):
+    """One TrieHH++ run: the target plus dataset, flat mode and seed."""
+
+    dataset: str = "en"
+    users: int | None = None
+    flat: bool = False
+    candidates: str | None = None
+    alphabet: str | None = None
+    seed: int | None = None
+    transport: str = "plain"
+
+
+def solve(target: PrivacyTarget, n: int, flat: bool,
+          default_delta: float | None = None):  # noqa: ANN201
+    """Solve (m, theta) for the target (``delta`` defaults to ``default_delta`` or
+    ``1/n^2``; with ``theta`` and no ``delta`` any delta).
+
+    Raises:
+        StudyError: a condition of the theorem fails (the message names it).
+    """
+    from mechanisms.triehhpp_privacy import PrivacyConditionError, solve_sample_size
+
+    if target.max_length < 1:
+        raise StudyError("--max-length must be >= 1")
+    delta = target.delta
+    if delta is None and target.theta is None:
+        delta = default_delta if default_delta is not None else 1.0 / float(n) ** 2
+    try:
+        return solve_sample_size(n, target.epsilon, delta, target.max_length, flat=flat,
+                                 composition=target.composition, bound=target.bound,
+                                 c=target.slack, theta=target.theta)
+    except PrivacyConditionError as exc:
+        raise StudyError(str(exc)) from None
+
+
+def parameters(target: PrivacyTarget, n: int, flat: bool = False) -> dict[str, Any]:
+    """The solved parameters, their guarantee and the sampling plan's figures
+    (``fedhh privacy triehhpp``).
+
+    Raises:
+        StudyError: ``n < 1`` or a condition of the theorem fails.
+    """
+    from mechanisms.sampling import plan_poisson_sampling
+    from mechanisms.triehhpp_privacy import lemma1_theta, p_theta
+
+    if n < 1:
+        raise StudyError("--users must be >= 1")
+    sol = solve(target, n, flat)
+    g = sol.guarantee
+    plan = plan_poisson_sampling(n, float(sol.m), target.slack)
+    target_delta = target.delta if target.delta is not None or target.theta is not None \
+        else 1.0 / float(n) ** 2
+    levels = 1 if flat else target.max_length
+    return {
+        "n": n, "target_epsilon": target.epsilon, "target_delta": target_delta,
+        "L": levels, "flat": flat,
+        "m": sol.m, "theta": sol.theta, "sampling_rate": sol.rate,
+        "contacted": plan.contacted,
+        "epsilon": g.epsilon, "delta": g.delta, "theorem": g.theorem,
+        "p_theta": p_theta(sol.theta),
+        "lemma1_theta": lemma1_theta(target_delta) if target_delta else None,
+        "truncation_probability": plan.truncation_probability,
+        "cormode_scheme_tv_distance": plan.cormode_tv_distance(),
+        "quantile_rank_error_bound_alpha4": levels * 3 * sol.theta / sol.m,
+        "parameters": dict(g.parameters),
+    }
+
+
+def run(opts: TrieHHPPOptions, transport: Transport,
+        progress: Progress | None = None) -> dict[str, Any]:
+    """Load the population, solve the parameters, run TrieHH++ (or its flat round) and
+    summarise it (guarantee, per-level figures, estimates against the truth, metrics
+    at K, ``seconds``). ``progress`` wraps the trie's levels.
+
+    Raises:
+        StudyError: bad dataset or population, a failing theorem condition, bad
+            candidates, or a transport that aborts a round.
+    """
+    import numpy as np
+
+    from mechanisms.prefix_tree import PrefixTreeError, UnitAlphabet
+    from mechanisms.triehhpp import TrieHHPPParams, run_flat, run_triehhpp, spawn_rngs
+    from protocol.core.contract import AggregationAborted
+    from protocol.studies.datasets import DatasetError, load_dataset
+
+    t0 = time.perf_counter()
+    if opts.users is not None and opts.users < 1:
+        raise StudyError("--users must be >= 1")
+    data_seq, run_seq = np.random.SeedSequence(opts.seed).spawn(2)
+    try:
+        pop = load_dataset(opts.dataset, opts.users, np.random.default_rng(data_seq),
+                           False, opts.alphabet)
+    except DatasetError as exc:
+        raise StudyError(str(exc)) from None
+    if not pop.single_word:
+        raise StudyError("TrieHH++ takes exactly one item per client; this population has "
+                         "users with several (or no) words")
+    n = pop.n
+    sol = solve(opts, n, opts.flat)
+    params = TrieHHPPParams(n, float(sol.m), sol.theta, 1 if opts.flat else opts.max_length,
+                            c=opts.slack)
+    sr, tr = spawn_rngs(int(np.random.default_rng(run_seq).integers(2**63)))
+    user_item = pop.items  # single word per user: entry i is user i's word
+    t1 = time.perf_counter()
+    try:
+        if opts.flat:
+            cands = flat_candidates(opts.dataset, opts.candidates, pop)
+            pos = {w: i for i, w in enumerate(cands)}
+            vocab_pos = np.array([pos.get(w, -1) for w in pop.vocabulary], dtype=np.int64)
+            res = run_flat(vocab_pos[user_item], cands, params, transport, sr, tr)
+            hh = res.heavy_hitters()
+            levels = [res.stats]
+        else:
+            alpha = UnitAlphabet(pop.alphabet)
+            um = alpha.encode(list(pop.vocabulary), opts.max_length)[user_item]
+            res = run_triehhpp(um, alpha.num_units, alpha.labels, params, transport, sr, tr,
+                               terminal=alpha.terminal, progress=progress)
+            hh = res.heavy_hitters(strip=alpha.eos)
+            levels = res.levels
+    except (PrefixTreeError, ValueError) as exc:
+        raise StudyError(str(exc)) from None
+    except AggregationAborted as exc:
+        raise StudyError(f"the {opts.transport} transport aborted a round: {exc}") from None
+    t2 = time.perf_counter()
+    out = _summary(opts, pop, sol, params, hh, levels)
+    out["seconds"] = {"load": round(t1 - t0, 3), "run": round(t2 - t1, 3)}
+    return out
+
+
+def flat_candidates(dataset: str, candidates: str | None, pop) -> tuple[str, ...]:  # noqa: ANN001
+    """The public candidate list of a flat run: the file ``candidates`` (one item per
+    line), or an embedded dataset's public vocabulary.
+
+    Raises:
+        StudyError: the file cannot be read, or a file dataset without a list.
+    """
+    if candidates:
+        try:
+            lines = pathlib.Path(candidates).read_text(encoding="utf-8").split()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StudyError(f"cannot read --candidates: {exc}") from None
+        return tuple(dict.fromkeys(lines))
+    if dataset not in ("en", "en-oov", "zipf"):
+        raise StudyError("--flat on a file dataset needs a public --candidates list "
+                         "(the file's own vocabulary is private)")
+    return tuple(pop.vocabulary)
+
+
+def _summary(opts, pop, sol, params, hh, levels) -> dict[str, Any]:  # noqa: ANN001
+    import numpy as np
+
+    from protocol.studies.evaluation import topk_metrics
+
+    holders = pop.holders()
+    index = {w: i for i, w in enumerate(pop.vocabulary)}
+    ranking = [pop.vocabulary[i] for i in pop.ranking()]
+    rank = {w: r + 1 for r, w in enumerate(ranking[:100_000])}
+    rows = []
+    for e in hh:
+        true = int(holders[index[e.label]]) if e.label in index else 0
+        rows.append({"item": e.label, "count": e.count, "estimate": round(e.estimate, 1),
+                     "estimate_se": round(e.estimate_se, 1), "true": true,
+                     "true_rank": rank.get(e.label),
+                     "relative_error": (e.estimate - true) / true if true else None,
+                     "z": (e.estimate - true) / e.estimate_se if e.estimate_se > 0 else None})
+    rel = np.array([abs(r["relative_error"]) for r in rows if r["relative_error"] is not None])
+    z = np.array([abs(r["z"]) for r in rows if r["z"] is not None])
+    discovered = {e.label: float(e.count) for e in hh}
+    g = sol.guarantee
+    return {
+        "dataset": pop.name, "n": pop.n, "transport": opts.transport, "flat": opts.flat,
+        "privacy": g.as_dict(),
+        "parameters": {"m": sol.m, "theta": sol.theta, "rate": sol.rate,
+                       "contacted": params.plan().contacted, "L": params.max_levels,
+                       "slack_c": params.c},
+        "levels": [{"level": s.level, "candidates": s.candidates, "released": s.released,
+                    "contacted": s.contacted, "participants_sim_only": s.participants,
+                    "voters_sim_only": s.voters, "truncated": s.truncated} for s in levels],
+        "heavy_hitters": rows,
+        "estimation": {
+            "median_abs_relative_error": float(np.median(rel)) if rel.size else None,
+            "max_abs_relative_error": float(rel.max()) if rel.size else None,
+            "within_2se": float((z <= 2).mean()) if z.size else None,
+        },
+        "at_k": [topk_metrics(discovered, ranking, k).as_dict() for k in KS],
+    }
