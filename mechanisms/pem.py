@@ -34,6 +34,7 @@ import numpy as np
 from .federated.core import LevelResult, PartySession, level_lengths, top_indices
 from .federated.common import walk_levels
 from .federated.parties import FederatedError, Party, split_sizes
+from .privacy import PrivacyGuarantee, local_guarantee
 
 __all__ = ["PEMResult", "pem", "pem_privacy"]
 
@@ -108,13 +109,13 @@ def pem(items: np.ndarray, bits: int, k: int, epsilon: float, *, oracle: str = "
                      sizes, session.ledger.counts, res, ts)
 
 
-def pem_privacy(epsilon: float, oracle: str = "grr") -> dict[str, object]:
-    """PEM's guarantee as data: pure epsilon-LDP per user (one report each).
+def pem_privacy(epsilon: float, oracle: str = "grr") -> PrivacyGuarantee:
+    """PEM's guarantee: pure epsilon-LDP per user (one report each, disjoint groups).
 
     Raises:
         FederatedError: if epsilon is not positive.
     """
     if not epsilon > 0:
         raise FederatedError("epsilon must be > 0")
-    return {"mechanism": "pem", "oracle": oracle, "epsilon": float(epsilon), "delta": 0.0,
-            "source": "Wang, Li, Jha, TDSC 2019: one epsilon-LDP report per user, disjoint groups"}
+    return local_guarantee("pem", float(epsilon), "Wang, Li, Jha, TDSC 2019: one epsilon-LDP "
+                           "report per user, disjoint groups", {"oracle": oracle})

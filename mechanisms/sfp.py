@@ -71,7 +71,8 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from . import hashing
-from .fo.base import (OracleInputError, PrivacyGuarantee, ReportError, coin, coin_probability,
+from .privacy import PrivacyGuarantee, local_guarantee
+from .fo.base import (OracleInputError, ReportError, coin, coin_probability,
                       coin_threshold)
 
 __all__ = ["CountMeanSketch", "CMSReports", "CMSSketch", "HadamardCountMeanSketch",
@@ -172,9 +173,8 @@ class _SketchCoins:
         """Effective epsilon of the rounded coins: ``ln((1 - phi)/phi) / f`` (CMS: ``2
         ln``, two of its ``m`` bits differ between inputs; HCMS: one bit)."""
         phi = self.flip_probability
-        return PrivacyGuarantee(self.name, float(self.epsilon), 0.0,
-                                math.log((1 - phi) / phi) / self._flip_exponent_factor,
-                                self.source)
+        return local_guarantee(self.name, float(self.epsilon), self.source, {
+            "effective_epsilon": math.log((1 - phi) / phi) / self._flip_exponent_factor})
 
     def _variance_terms(self, n: int, n_d: Any, sum_sq_others: Any
                         ) -> tuple[np.ndarray, np.ndarray, float]:
@@ -576,9 +576,11 @@ class SFP:
         eff = self.fragment_cms.privacy().effective_epsilon
         if self.word_cms is not None:
             eff += self.word_cms.privacy().effective_epsilon
-        return PrivacyGuarantee(self.name, float(self.epsilon_fragment + self.epsilon_word),
-                                0.0, eff, "Apple SFP via CMS; basic composition of the fragment "
-                                "and word reports")
+        return local_guarantee(self.name, float(self.epsilon_fragment + self.epsilon_word),
+                               "Apple SFP via CMS; basic composition of the fragment and word "
+                               "reports", {"effective_epsilon": eff,
+                                           "epsilon_fragment": float(self.epsilon_fragment),
+                                           "epsilon_word": float(self.epsilon_word)})
 
     # -- encoding ---------------------------------------------------------------------
     def encode_words(self, words: Sequence[str]) -> np.ndarray:

@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import abc
 import math
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+
+from ..privacy import PrivacyGuarantee, local_guarantee
 
 __all__ = [
     "COIN_BITS", "OracleInputError", "ReportError", "PrivacyGuarantee", "FrequencyOracle",
@@ -60,26 +61,6 @@ class OracleInputError(ValueError):
 
 class ReportError(ValueError):
     """A report batch that is malformed for the oracle that should read it."""
-
-
-@dataclass(frozen=True, slots=True)
-class PrivacyGuarantee:
-    """What an oracle guarantees for one report of one user.
-
-    Attributes:
-        mechanism: short name ("grr", "oue", ...).
-        epsilon: nominal local epsilon (the parameter).
-        delta: always 0 here (pure LDP).
-        effective_epsilon: the exact worst-case log-ratio of the implemented
-            probabilities (after 32-bit rounding); never above ``epsilon``.
-        source: where the guarantee is proved.
-    """
-
-    mechanism: str
-    epsilon: float
-    delta: float
-    effective_epsilon: float
-    source: str
 
 
 def coin_threshold(prob: float, round_up: bool) -> int:
@@ -283,9 +264,10 @@ class FrequencyOracle(abc.ABC):
         """Exact worst-case log-ratio of the implemented output probabilities."""
 
     def privacy(self) -> PrivacyGuarantee:
-        """The pure local-DP guarantee of one report."""
-        return PrivacyGuarantee(self.name, float(self.epsilon), 0.0,
-                                float(self._effective_epsilon()), self.source)
+        """The pure local-DP guarantee of one report: nominal ``epsilon``, with the exact
+        ``effective_epsilon`` of the rounded coins in its parameters."""
+        return local_guarantee(self.name, float(self.epsilon), self.source,
+                               {"effective_epsilon": float(self._effective_epsilon())})
 
 
 def check_int_array(name: str, a: Any, ndim: int = 1) -> np.ndarray:

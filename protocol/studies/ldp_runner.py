@@ -55,6 +55,8 @@ import numpy as np
 from mechanisms import hashing
 from mechanisms.fo import (AoN, AoNReports, FrequencyOracle, GRR, GRRReports, OLH, OLHReports,
                            OUE, OUEReports, ReportError)
+from mechanisms.privacy import (PrivacyGuarantee, PrivacyGuaranteeError, local_guarantee,
+                                shuffled)
 from protocol.core.contract import Cost, Kind, Reports, RoundSpec, Transport, Vectors
 
 __all__ = [
@@ -243,7 +245,8 @@ def estimate_from_counts(oracle: FrequencyOracle, counts: np.ndarray, n: int) ->
 
 
 def shuffled_guarantee(n: int, epsilon0: float, delta: float | None = None,
-                       bound: str = DEFAULT_BOUND) -> dict[str, Any]:
+                       bound: str = DEFAULT_BOUND,
+                       local: PrivacyGuarantee | None = None) -> dict[str, Any]:
     """Central ``(epsilon, delta)`` of ``n`` shuffled ``epsilon0``-LDP reports.
 
     Args:
@@ -251,11 +254,16 @@ def shuffled_guarantee(n: int, epsilon0: float, delta: float | None = None,
         epsilon0: local epsilon of one report.
         delta: central delta (default ``1/n^2``).
         bound: a key of :data:`shuffler.amplification.BOUNDS`.
+        local: the local guarantee of one report (default: a pure ``epsilon0``-LDP
+            randomiser), which the amplified :class:`mechanisms.privacy.PrivacyGuarantee`
+            wraps.
 
     Returns:
-        ``{"epsilon", "delta", "bound", "source", "local_epsilon", "n"}``; when the bound
-        does not cover the parameters, ``epsilon`` is ``epsilon0`` (the trivial bound)
-        and ``note`` says why.
+        ``{"n", "local_epsilon", "delta", "bound", "source", "epsilon"}`` (and ``note``)
+        followed by the remaining fields of the wrapped guarantee (``theorem``,
+        ``parameters``, ``model``, ``protects_against``, ...); when the bound does not
+        cover the parameters, ``epsilon`` is ``epsilon0`` (the trivial bound) and
+        ``note`` says why.
 
     Raises:
         LDPTransportError: bad ``n``, ``delta`` or bound name.
@@ -276,7 +284,15 @@ def shuffled_guarantee(n: int, epsilon0: float, delta: float | None = None,
         out["note"] = f"outside the bound's theorem ({exc}); trivial bound epsilon0"
     except ValueError as exc:
         raise LDPTransportError(str(exc)) from None
-    return out
+    try:
+        if local is None:
+            local = local_guarantee("shuffled reports", float(epsilon0),
+                                    "any pure epsilon0-LDP randomiser")
+        g = shuffled(local, int(n), out["epsilon"], d, bound, BOUNDS[bound].source,
+                     out.get("note"))
+    except PrivacyGuaranteeError as exc:
+        raise LDPTransportError(str(exc)) from None
+    return g.to_json(out)
 
 
 # ----------------------------------------------------------------------------- driver
@@ -339,8 +355,9 @@ def run_ldp(oracle: FrequencyOracle, reports: Any, transport: str | Transport,
         raise ReportError("no reports")
     d = int(oracle.domain_size)
     priv = oracle.privacy()
-    local = {"mechanism": priv.mechanism, "epsilon": priv.epsilon, "delta": priv.delta,
-             "effective_epsilon": priv.effective_epsilon, "source": priv.source}
+    local = priv.to_json({"mechanism": priv.mechanism, "epsilon": priv.epsilon,
+                          "delta": priv.delta, "effective_epsilon": priv.effective_epsilon,
+                          "source": priv.theorem})
     central = None
     try:
         if name == "secagg":
@@ -362,7 +379,7 @@ def run_ldp(oracle: FrequencyOracle, reports: Any, transport: str | Transport,
             counts = oracle.support_counts(received)
             encoding = f"reports of {size} bytes"
             if name == "shuffler":
-                central = shuffled_guarantee(n, priv.epsilon, delta, bound)
+                central = shuffled_guarantee(n, priv.epsilon, delta, bound, local=priv)
     except ContractError as exc:
         raise LDPTransportError(f"{oracle.name} reports cannot travel over {name}: {exc}") \
             from None

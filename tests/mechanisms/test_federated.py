@@ -11,7 +11,7 @@ from mechanisms.federated import (FederatedConfig, FederatedError, Party, Popula
 from mechanisms.federated.adaptive import anchor, drift, extension_number
 from mechanisms.federated.common import aggregate_counts
 from mechanisms.federated.core import construct, level_lengths
-from mechanisms.federated.metrics import MetricError
+from mechanisms.metrics import MetricError
 from mechanisms.federated.parties import (PrivacyBudgetError, ReportLedger, UserPool, prefixes,
                                           split_sizes)
 from mechanisms.federated.tap import consensus_set, pruning_levels

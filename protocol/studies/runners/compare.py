@@ -82,7 +82,8 @@ def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
     """
     import numpy as np
 
-    from protocol.studies.evaluation import output_dir, precision, topk_metrics
+    from mechanisms.metrics import precision, topk_metrics
+    from protocol.studies.evaluation import output_dir
     from protocol.studies.runners import default_transport
     from protocol.studies.runners.hh import load_population
     from protocol.studies.runners.sfp import discover_words, fragment_epsilon, users_words
@@ -127,7 +128,8 @@ def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
             "triehh": {"theta": int(prep.config.theta), "gamma": float(prep.config.gamma),
                        "epsilon": g.guarantee.epsilon if g else None,
                        "delta": g.guarantee.delta if g else None,
-                       "theorem": "Zhu et al. 2020, Corollary 1 / Theorem 1"},
+                       "theorem": "Zhu et al. 2020, Corollary 1 / Theorem 1",
+                       "guarantee": g.guarantee.to_json() if g else None},
             "sfp_local_epsilon": eps0, "sfp_conversion": conversion,
             "sfp_local_epsilon_fmt23": eps0_fmt23,
         }

@@ -114,6 +114,8 @@ def run(opts: SFPOptions) -> dict[str, Any]:
     Raises:
         StudyError: bad dataset, population, parameters or conversion.
     """
+    from mechanisms.metrics import precision as precision_of
+    from mechanisms.metrics import recall_at_k
     from protocol.studies.datasets import DatasetError, load_dataset
 
     rng = np.random.default_rng(opts.seed)
@@ -131,8 +133,8 @@ def run(opts: SFPOptions) -> dict[str, Any]:
     truncated = {w[: sfp.length] for w in pop.vocabulary}
     top_k = [w[: sfp.length] for w in pop.top(opts.top)]
     found = set(result.words)
-    recall = len(found & set(top_k)) / max(1, len(top_k))
-    precision = len(found & truncated) / len(found) if found else 0.0
+    recall = recall_at_k(found, top_k)
+    precision = precision_of(found, truncated, empty=0.0)
     pr = sfp.privacy()
     return {
         "mechanism": "sfp", "dataset": pop.name, "users": n,
@@ -146,4 +148,5 @@ def run(opts: SFPOptions) -> dict[str, Any]:
         "words": [[w, float(c)] for w, c in zip(result.words[:opts.top],
                                                 result.counts[:opts.top])],
         "seed": opts.seed,
+        "guarantee": pr.to_json(),
     }
