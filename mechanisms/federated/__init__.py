@@ -6,6 +6,8 @@ Mechanisms: :func:`tap`, :func:`taps` (the paper's), :func:`fedpem` and :func:`g
 """
 from __future__ import annotations
 
+from protocol.core.contract import Transport
+
 from .common import FederatedConfig, FederatedResult, PartyReport, aggregate_counts
 from .fedpem import fedpem, gtf
 from ..metrics import f1_at_k, local_recall, ncr
@@ -20,8 +22,10 @@ __all__ = ["FederatedConfig", "FederatedResult", "PartyReport", "aggregate_count
            "Population", "PrivacyBudgetError", "MECHANISMS", "run", "privacy"]
 
 
-def run(name: str, pop: Population, cfg: FederatedConfig, rng) -> FederatedResult:  # noqa: ANN001
-    """Run the mechanism ``name`` ("taps", "tap", "fedpem", "gtf").
+def run(name: str, pop: Population, cfg: FederatedConfig, rng,  # noqa: ANN001
+        transport: Transport | None = None) -> FederatedResult:
+    """Run the mechanism ``name`` ("taps", "tap", "fedpem", "gtf"), each party's oracle
+    rounds over ``transport`` (default: plaintext).
 
     Raises:
         FederatedError: for an unknown name or invalid inputs.
@@ -30,13 +34,14 @@ def run(name: str, pop: Population, cfg: FederatedConfig, rng) -> FederatedResul
         fn = MECHANISMS[name]
     except KeyError:
         raise FederatedError(f"unknown mechanism {name!r}; choose from {sorted(MECHANISMS)}") from None
-    return fn(pop, cfg, rng)
+    return fn(pop, cfg, rng, transport)
 
 
 def privacy(name: str, cfg: FederatedConfig) -> PrivacyGuarantee:
     """The guarantee of mechanism ``name``: every user sends exactly one ``cfg.epsilon``-LDP
     report of ``cfg.oracle`` (the parties' ledgers refuse a second), and everything else is
-    post-processing of those reports.
+    post-processing of those reports. It is the same on every transport (no
+    amplification is claimed).
 
     Raises:
         FederatedError: for an unknown name.

@@ -3,7 +3,9 @@
 One set of options for every command that runs a mechanism over a transport
 (``fedhh triehh``, ``eval triehh``, ``bench triehh``, ``triehhpp``, ``ldp``):
 
-* ``--transport plain|secagg|shuffler``;
+* ``--transport plain|secagg|shuffler|threshold`` (``threshold``: secure aggregation
+  into a three-member committee that opens only the release, ``docs/threshold.md``;
+  it takes the secure-aggregation options);
 * secure aggregation: ``--secagg-graph harary|complete`` (SecAgg+ or Bonawitz et al.),
   ``--threat malicious|semi-honest`` (the threat model the session is built for;
   ``malicious``, the default, means Ed25519-signed keys, the consistency round and the
@@ -51,18 +53,18 @@ def add_threat_arg(p: argparse.ArgumentParser | Any, default: str | None = None)
     p.add_argument("--threat", choices=THREATS, default=default, dest="threat",
                    help=_THREAT_HELP)
 
-TRANSPORTS = ("plain", "secagg", "shuffler")
+TRANSPORTS = ("plain", "secagg", "shuffler", "threshold")
 # option attribute -> (transports that take it, transport keyword, command-line flag)
 _OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
-    "secagg_graph": (("secagg",), "graph", "--secagg-graph"),
-    "threat": (("secagg",), "threat", "--threat"),
-    "secagg_malicious": (("secagg",), "threat", "--secagg-malicious"),
-    "dropout": (("secagg",), "dropout", "--dropout"),
-    "secagg_grinding_bits": (("secagg",), "grinding_bits", "--secagg-grinding-bits"),
+    "secagg_graph": (("secagg", "threshold"), "graph", "--secagg-graph"),
+    "threat": (("secagg", "threshold"), "threat", "--threat"),
+    "secagg_malicious": (("secagg", "threshold"), "threat", "--secagg-malicious"),
+    "dropout": (("secagg", "threshold"), "dropout", "--dropout"),
+    "secagg_grinding_bits": (("secagg", "threshold"), "grinding_bits", "--secagg-grinding-bits"),
     "min_batch": (("shuffler",), "min_batch_size", "--min-batch"),
     "workers": (("shuffler",), "workers", "--workers"),
     "blinded_crowds": (("shuffler",), "blinded_crowds", "--blinded-crowds"),
-    "os_keys": (("secagg", "shuffler"), "simulate", "--os-keys"),
+    "os_keys": (("secagg", "shuffler", "threshold"), "simulate", "--os-keys"),
 }
 
 
@@ -126,6 +128,10 @@ def transport_options(args: argparse.Namespace) -> dict[str, Any]:
     if name in _OPTIONS["os_keys"][0] and "simulate" not in opts:
         # seeded keys only behind the explicit switch --seed
         opts["simulate"] = getattr(args, "seed", None) is not None
+    if name == "threshold":
+        # the committee transport takes the boolean; the command line defaults it to
+        # the malicious threat model like every other secure-aggregation session
+        opts["malicious"] = opts.pop("threat", "malicious") == "malicious"
     if "dropout" in opts and not 0.0 <= opts["dropout"] < 1.0:
         raise UsageError("--dropout must be in [0, 1)")
     for key, flag in (("min_batch_size", "--min-batch"), ("workers", "--workers")):

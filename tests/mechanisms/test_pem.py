@@ -89,7 +89,7 @@ def test_pem_privacy_is_data() -> None:
 
 
 def test_second_report_is_refused() -> None:
-    from mechanisms.federated.core import PartySession
+    from mechanisms.prefix_tree import PartySession
     from mechanisms.federated.parties import Party
 
     s = PartySession(Party("p", np.arange(100, dtype=np.uint64)), 8, 1.0, "grr",

@@ -29,10 +29,16 @@ def test_transport_threat_option_default_and_alias() -> None:
     assert t.threat == "malicious"
 
 
+def test_threshold_committee_transport_defaults_to_malicious() -> None:
+    assert transport_from_args(_args(["--transport", "threshold"])).malicious is True
+    t = transport_from_args(_args(["--transport", "threshold", "--threat", "semi-honest"]))
+    assert t.malicious is False
+
+
 @pytest.mark.parametrize("argv, msg", [
     (["--transport", "secagg", "--threat", "semi-honest", "--secagg-malicious"],
      "--secagg-malicious contradicts --threat semi-honest"),
-    (["--threat", "malicious"], "--threat applies to --transport secagg, not plain"),
+    (["--threat", "malicious"], "--threat applies to --transport secagg or threshold, not plain"),
     (["--transport", "shuffler", "--threat", "semi-honest"], "--threat applies"),
 ])
 def test_threat_refusals(argv: list[str], msg: str) -> None:

@@ -116,6 +116,7 @@ class SecAggTransport(Transport):
     """
 
     name = "secagg"
+    kinds = frozenset({Kind.VOTE, Kind.VECTOR})
 
     def __init__(self, graph: str = "harary", malicious: bool | None = None,
                  dropout: float = 0.0, simulate: bool = False,

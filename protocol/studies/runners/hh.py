@@ -174,30 +174,22 @@ def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None
 
 
 def run_sfp(pop, epsilon: float, rng, *, delta: float | None = None, T: int = 20) -> HHResult:  # noqa: ANN001
-    """SFP at local ``epsilon`` (fragment report only), with its amplified central
-    equivalent.
+    """SFP at local ``epsilon`` (fragment report only). The reports are summed in
+    process, not shuffled, so no amplified central equivalent is claimed
+    (``central_after_shuffling`` is ``None``).
 
     Raises:
         StudyError: invalid parameters.
     """
-    from protocol.studies.ldp_runner import LDPTransportError, shuffled_guarantee
+    from protocol.studies.ldp_runner import sfp_privacy
     from protocol.studies.runners.sfp import discover_words, users_words
 
     word_of_user = users_words(pop)
     n = int(word_of_user.shape[0])
     sfp, res, t_rand, t_disc = discover_words(pop, word_of_user, epsilon, rng, T=T)
     found = {w: float(c) for w, c in zip(res.words, res.counts)}
-    pr = sfp.privacy()
-    d = 1.0 / n ** 2 if delta is None else delta
-    central: dict[str, Any] = {}
-    for bound in ("fmt23_numerical", "bbgn19_triehh"):
-        try:
-            central[bound] = shuffled_guarantee(n, epsilon, d, bound)["epsilon"]
-        except LDPTransportError as exc:
-            central[bound] = f"unavailable: {exc}"
-    priv = pr.to_json({"kind": "local", "mechanism": "sfp", "epsilon": pr.epsilon,
-                       "effective_epsilon": pr.effective_epsilon, "delta": 0.0,
-                       "source": pr.theorem, "central_after_shuffling": {"delta": d, **central}})
+    # discover_words sums the reports in-process (no shuffler): local epsilon only
+    priv = sfp_privacy(sfp.privacy(), n, anonymous=False, delta=delta)
     return HHResult("sfp", found, truncated_truth(pop, sfp.length), priv,
                     {"T": T, "k": sfp.k, "m": sfp.m, "length": sfp.length,
                      "seconds": {"randomize": round(t_rand, 3), "discover": round(t_disc, 3)}})
