@@ -20,7 +20,7 @@ def test_demo_rejects_tiny_population(capsys: pytest.CaptureFixture[str]) -> Non
 def test_demo_learned_lines_come_from_the_views(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--users", "2000", "--seed", "5"]) == 0
     out = capsys.readouterr().out
-    assert "over SecAgg+ secure aggregation into a thresholding committee" in out
+    assert "into a thresholding committee" in out
     assert "transport threshold" in out
     for party in ("server:", "helper1:", "helper2:"):
         assert f"  {party}" in out

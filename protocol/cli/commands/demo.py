@@ -20,11 +20,15 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--epsilon", type=float, default=4.0, help="target epsilon (default 4)")
     p.add_argument("--seed", type=int, default=None,
                    help="simulation seed (default: drawn from the OS and printed)")
+    from protocol.cli.transport_options import add_threat_arg
+
+    add_threat_arg(p, default="malicious")
 
 
 def run(args: argparse.Namespace) -> int:
     import secrets
     import sys
+    import textwrap
 
     from protocol.cli import UsageError
     from protocol.cli.output import print_triehh, progress_bar
@@ -34,14 +38,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--users must be at least 100")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     w = sys.stdout.write
-    w(f"fedhh demo (seed {seed}): TrieHH over SecAgg+ secure aggregation into a "
-      f"thresholding committee (server + 2 helpers), {args.users:,} simulated users "
-      f"holding English words\n\n")
-    res = run_demo(args.users, args.epsilon, seed, progress_bar(10, "TrieHH rounds"))
+    w(f"fedhh demo (seed {seed}): TrieHH over SecAgg+ secure aggregation ({args.threat} "
+      f"server) into a thresholding committee (server + 2 helpers), {args.users:,} "
+      f"simulated users holding English words\n\n")
+    res = run_demo(args.users, args.epsilon, seed, progress_bar(10, "TrieHH rounds"),
+                   threat=args.threat)
     print_triehh(res["threshold"], show=20)
     w("\nwhat each party learned (from the recorded views):\n")
     for line in res["learned"]:
         w(f"  {line}\n")
+    w(textwrap.fill("secure aggregation: " + res["guarantee"], 88, initial_indent="  ",
+                    subsequent_indent="    ") + "\n")
     w(f"  check: a plaintext trusted aggregator with the same seed releases "
       f"{'the same' if res['same'] else 'a DIFFERENT'} trie "
       f"({res['plain_heavy_hitters']} heavy hitters, {res['plain_prefixes']} prefixes)\n")

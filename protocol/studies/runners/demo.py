@@ -8,6 +8,14 @@ secure aggregation into a committee (the server and two helpers) that opens only
 prefixes reach theta (:mod:`protocol.core.transports.threshold`). The same seed then
 drives a plaintext trusted aggregator, whose release must equal the committee's.
 
+The secure aggregation runs under a named threat model (``threat``, default
+``malicious``: signed keys, the consistency round, and parameters for a server that may
+equivocate, choose which clients drop and collude with 5% of the sampled users);
+:func:`server_guarantee` states what that model lets the server learn about the vote
+totals (:attr:`secagg.params.SecAggParams.min_honest`), which the demo prints. Over
+the committee the server unmasks only the blinded totals; the guarantee bounds which
+subsets a total can cover.
+
 "What each party learned" is computed from each round's ``RoundResult.views`` (the
 server's secure-aggregation and committee views, each helper's share and committee view,
 the clients' aborts), summarised round by round as the run goes (:class:`ViewRecorder`),
@@ -26,7 +34,7 @@ from protocol.studies.errors import StudyError
 from protocol.studies.runners import default_transport
 from protocol.studies.runners.triehh import TrieHHOptions, prepare, run_once, summarize
 
-__all__ = ["run_demo", "ViewRecorder", "DEMO_TRANSPORT"]
+__all__ = ["run_demo", "server_guarantee", "ViewRecorder", "DEMO_TRANSPORT"]
 
 #: the transport the demo runs TrieHH over
 DEMO_TRANSPORT = "threshold"
@@ -124,16 +132,18 @@ def learned_lines(parties: dict[str, dict[str, Any]], thetas: set[int]) -> list[
     return lines
 
 
-def run_demo(users: int, epsilon: float, seed: int, progress=None) -> dict[str, Any]:  # noqa: ANN001
+def run_demo(users: int, epsilon: float, seed: int, progress=None,  # noqa: ANN001
+             threat: str = "malicious") -> dict[str, Any]:
     """Run TrieHH over the threshold transport and over plaintext with the same ``seed``.
 
     Returns ``{"threshold": summary of the committee run (with seconds), "learned":
     lines per party from the recorded views, "views": the per-party summary,
     "plain_heavy_hitters", "plain_prefixes", "same": whether both released the same
-    trie}``.
+    trie, "threat", "guarantee": what the threat model lets the server learn (text)}``.
 
     Raises:
-        StudyError: fewer than 100 users, or as the TrieHH runner.
+        StudyError: fewer than 100 users, an unknown threat model, or as the TrieHH
+            runner.
     """
     if users < 100:
         raise StudyError("--users must be at least 100")
@@ -141,7 +151,14 @@ def run_demo(users: int, epsilon: float, seed: int, progress=None) -> dict[str, 
     t0 = time.perf_counter()
     prep, rng = prepare(opts)
     rng_plain = copy.deepcopy(rng)
-    recorder = ViewRecorder(default_transport(DEMO_TRANSPORT))
+    from secagg.params import THREATS
+
+    if threat not in THREATS:
+        raise StudyError(f"unknown threat model {threat!r} (expected one of {THREATS})")
+    from protocol.core.transports import get_transport
+
+    recorder = ViewRecorder(get_transport(DEMO_TRANSPORT, simulate=False,
+                                          malicious=threat == "malicious"))
     t1 = time.perf_counter()
     secure = run_once(prep, recorder, rng, progress)
     t2 = time.perf_counter()
@@ -153,4 +170,38 @@ def run_demo(users: int, epsilon: float, seed: int, progress=None) -> dict[str, 
             and set(plain.prefixes) == set(secure.prefixes))
     return {"threshold": out, "learned": learned_lines(recorder.parties, recorder.thetas),
             "views": recorder.parties, "plain_heavy_hitters": len(plain.heavy_hitters),
-            "plain_prefixes": len(plain.prefixes), "same": same}
+            "plain_prefixes": len(plain.prefixes), "same": same, "threat": threat,
+            "guarantee": server_guarantee(threat, secure.m)}
+
+
+def server_guarantee(threat: str, m: int) -> str:
+    """What secure aggregation guarantees about a round's vote totals, for ``m``
+    sampled users under ``threat`` (one sentence, printed by the demo).
+
+    Raises:
+        StudyError: an unknown threat model.
+    """
+    from secagg.errors import ParameterError
+    from secagg.params import (
+        DEFAULT_CORRUPT_FRACTION, DEFAULT_DROPOUT_RATE, default_grinding_bits, find_params,
+    )
+
+    if m < 3:
+        return "(rounds too small for secure aggregation)"
+    try:
+        # the parameters the transport uses: its default graph, dropout budget and grinding
+        g = default_grinding_bits(m, DEFAULT_DROPOUT_RATE, graph="harary",
+                                  malicious=threat == "malicious")
+        p = find_params(m, threat=threat, grinding_bits=g)
+    except ParameterError as exc:
+        raise StudyError(str(exc)) from None
+    gamma = f"{100 * DEFAULT_CORRUPT_FRACTION:g}%"
+    if threat == "malicious":
+        return (f"any total it can learn covers at least {p.min_honest:,} honest users of the "
+                f"{m:,} sampled (k = {p.degree}, t = {p.threshold}), even if it equivocates, "
+                f"chooses who drops and colludes with {gamma} of them; with more colluders "
+                f"or sybils a total over few users can reveal a vote")
+    return (f"while it follows the protocol and dropouts are random, each total covers at "
+            f"least {p.min_honest:,} honest users of the {m:,} sampled (k = {p.degree}, "
+            f"t = {p.threshold}); a server that sends different survivor lists to different "
+            f"users can recover an individual vote (use --threat malicious)")
