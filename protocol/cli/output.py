@@ -59,6 +59,8 @@ def print_triehh(out: dict[str, Any], show: int) -> None:
     w(f"TrieHH on {out['dataset']}: n = {out['n']:,} users "
       f"({'several words' if out['multi_word'] else 'one word'} each), "
       f"unit size {out['unit_size']}, transport {out['transport']}\n")
+    if out.get("dropped_words"):
+        w(f"warning: {out['description'].split('; ', 1)[-1]}\n")
     if pv["epsilon"] is not None:
         w(f"privacy: ({pv['epsilon']:.4f}, {pv['delta']:.3g})-DP, {pv['theorem']}; "
           f"target epsilon {pv['target_epsilon']:g}, delta {pv['target_delta']:.3g}\n")
@@ -74,12 +76,22 @@ def print_triehh(out: dict[str, Any], show: int) -> None:
     hh = out["heavy_hitters"]
     w(f"\n{len(hh)} heavy hitters discovered (+ {out['frequent_prefixes']} frequent prefixes)"
       f"; showing {min(show, len(hh))}\n")
-    w(f"{'word':<16} {'votes':>6} {'true rank':>9} {'true freq':>10}\n")
+    counts = any(d["released_count"] is not None for d in hh)
+    if hh and not counts:
+        w("(vote counts are not released: Theorem 1 covers which words pass theta, not "
+          "their counts; --release-counts shows them for diagnostics)\n")
+    votes_head = f" {'votes':>6}" if counts else ""
+    w(f"{'word':<16}{votes_head} {'true rank':>9} {'true freq':>10}\n")
     for d in hh[:show]:
         rank = "-" if d["true_rank"] is None else str(d["true_rank"])
-        votes = "-" if d["released_count"] is None else str(d["released_count"])
-        w(f"{d['word']:<16} {votes:>6} {rank:>9} {d['true_frequency']:>10.2e}\n")
-    w(f"\nprecision (discovered words that occur): {out['precision']:.3f}\n")
+        votes = (" " + format("-" if d["released_count"] is None else d["released_count"], ">6")
+                 if counts else "")
+        w(f"{d['word']:<16}{votes} {rank:>9} {d['true_frequency']:>10.2e}\n")
+    w(f"\nprecision = discovered words that occur in the data at all: "
+      f"{out['precision']:.3f}\n")
+    w("precision@K = discovered words among the true top K / discovered words"
+      + (" (the K with the largest counts)" if counts else "") + "; recall@K = discovered "
+      "words among the true top K / K\n")
     w(f"{'K':>5} {'precision@K':>12} {'recall@K':>9} {'F1@K':>6}\n")
     for m in out["at_k"]:
         w(f"{m['k']:>5} {m['precision']:>12.3f} {m['recall']:>9.3f} {m['f1']:>6.3f}\n")

@@ -48,6 +48,7 @@ class TrieHHOptions:
     transport: str = "plain"
     release_counts: bool = False
     max_candidates: int = 1 << 21
+    drop_unencodable: bool = False
 
 
 def plain_options(dataset: str, users: int, epsilon: float, delta: float,
@@ -98,7 +99,7 @@ def prepare(opts: TrieHHOptions, population=None):  # noqa: ANN001, ANN201
     try:
         pop = (population if population is not None else
                load_dataset(opts.dataset, opts.users, data_rng, opts.multi_word,
-                            opts.alphabet)).compact()
+                            opts.alphabet, opts.drop_unencodable)).compact()
     except DatasetError as exc:
         raise StudyError(str(exc)) from None
     n = pop.n
@@ -167,6 +168,7 @@ def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
     return {
         "dataset": pop.name,
         "description": pop.description,
+        "dropped_words": int(pop.dropped),
         "n": prep.n,
         "multi_word": not prep.data.one_per_user,
         "unit_size": prep.alphabet.unit_size,
@@ -292,7 +294,9 @@ def parameters(n: int, *, epsilon: float | None = None, delta: float | None = No
         min_population_for_discovery, theorem1,
     )
 
-    delta = delta if delta is not None else (1.0 / float(n) ** 2 if n > 0 else 0.0)
+    if n < 1:
+        raise StudyError("--users must be >= 1")
+    delta = delta if delta is not None else 1.0 / float(n) ** 2
     out: dict[str, Any] = {"n": n, "L": max_length}
     try:
         if theta is not None or gamma is not None:
