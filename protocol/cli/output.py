@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["print_json", "progress", "progress_bar", "print_triehh"]
+__all__ = ["print_json", "progress", "progress_bar", "print_triehh", "ClientProgress", "say"]
 
 
 def print_json(obj: dict[str, Any]) -> None:
@@ -43,6 +43,61 @@ def progress(iterable: Iterable[T], total: int | None = None, desc: str = "",
     from tqdm import tqdm
 
     return tqdm(iterable, total=total, desc=desc, file=sys.stderr, leave=False)
+
+
+def say(enabled: bool = True) -> Callable[[str], None]:
+    """A ``say`` callable for runners: one line on stderr (nothing when disabled)."""
+    def _say(line: str) -> None:
+        if enabled:
+            print(line, file=sys.stderr, flush=True)
+    return _say
+
+
+class ClientProgress:
+    """``client_progress(step, done, total)`` for secure aggregation: clients served in
+    the current protocol step, their rate and the step's time left, on stderr.
+
+    On a terminal the line is redrawn at most every ``interval`` seconds; otherwise
+    (a log file) one line is written at most every ``log_interval`` seconds, so a long
+    run is never silent while a short one prints nothing. Disabled, it does nothing.
+    """
+
+    def __init__(self, enabled: bool = True, stream: Any = None, interval: float = 0.5,
+                 log_interval: float = 15.0) -> None:
+        import time
+
+        self.enabled = enabled
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval if self.tty else log_interval
+        self._clock = time.monotonic
+        self._step = -1
+        self._start = 0.0
+        self._last = self._clock()
+
+    def line(self, step: int, done: int, total: int, elapsed: float) -> str:
+        """The progress line for ``done`` of ``total`` clients after ``elapsed`` s."""
+        rate = done / elapsed if elapsed > 0 else 0.0
+        left = (total - done) / rate if rate > 0 else float("nan")
+        eta = f"~{left:.0f} s left" if left == left else "time left unknown"
+        return (f"secure aggregation step {step}: {done}/{total} clients, "
+                f"{rate:.0f} clients/s, {eta} in this step")
+
+    def __call__(self, step: int, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = self._clock()
+        if step != self._step:
+            self._step, self._start = step, now
+        if now - self._last < self.interval:
+            return
+        self._last = now
+        text = self.line(step, done, total, now - self._start)
+        if self.tty:
+            self.stream.write("\r\x1b[K" + text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
 
 
 def progress_bar(total: int | None, desc: str, enabled: bool = True

@@ -295,7 +295,8 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
                signing_keys: Sequence[bytes] | None = None,
                verify_keys: Sequence[bytes] | None = None,
                server: SecAggServer | None = None,
-               check_invariants: bool = True) -> SecAggRun:
+               check_invariants: bool = True,
+               progress: Callable[[int, int, int], None] | None = None) -> SecAggRun:
     """Run one full session in this process.
 
     Args:
@@ -313,6 +314,9 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
         check_invariants: check, before returning, the per-client invariants that hold
             whatever the server does (:func:`protocol.core.invariants.check_no_double_reveal`
             and :func:`~protocol.core.invariants.check_no_send_after_abort`).
+        progress: called as ``progress(step, done, total)`` after each client has been
+            served in protocol step ``step`` (0: advertise keys, then one step per
+            server round), ``total`` being the clients served in that step.
 
     Returns:
         A :class:`SecAggRun`; an aborted session is a normal outcome, not an exception.
@@ -431,6 +435,8 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
     # round 0
     drop(0)
     pending: list[Envelope] = []
+    starting = int(alive.sum())
+    done = 0
     for c in range(n):
         if alive[c]:
             envs = encode_up(c, client_call(c, clients[c].start))
@@ -439,6 +445,9 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
                     deliver_up(e)
             else:
                 pending.extend(envs)
+            done += 1
+            if progress is not None:
+                progress(0, done, starting)
     while srv.state not in (ServerState.COMPLETED, ServerState.ABORTED):
         round_no = srv.round  # the round being closed (messages' ROUND, see secagg.messages)
         if adversary is not None:
@@ -452,7 +461,7 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
         if next_round is not None:
             drop(next_round)
         downs = []
-        for recipient, msg in out:
+        for served, (recipient, msg) in enumerate(out, start=1):
             t0 = time.process_time()
             env = Envelope(SERVER, recipient, round_no, codec.encode(msg))
             codec_cpu += time.process_time() - t0
@@ -462,6 +471,8 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
                     deliver_up(e)
             else:
                 downs.append(env)
+            if progress is not None:
+                progress(round_no + 1, served, len(out))
         if adversary is not None:
             for env in adversary(round_no, "down", downs):
                 pending.extend(deliver_down(env))

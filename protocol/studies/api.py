@@ -330,7 +330,8 @@ def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
            transport: str | Transport = "plain", seed: int | None = None,
            max_length: int = 10, alphabet: str = DEFAULT_ALPHABET, unit_size: int = 1,
            release_counts: bool = False, on_unencodable: OnUnencodable = "error",
-           progress: Progress | None = None) -> HeavyHitters:
+           progress: Progress | None = None,
+           client_progress: Callable[[int, int, int], None] | None = None) -> HeavyHitters:
     """TrieHH (Zhu, Kairouz, McMahan, Sun, Li, "Federated Heavy Hitters Discovery with
     Differential Privacy", AISTATS 2020) on the caller's items.
 
@@ -347,6 +348,8 @@ def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
         release_counts: also release each prefix's count (Theorem 1 does not cover it).
         on_unencodable: ``error`` (default) or ``drop`` (counted in ``dropped``).
         progress: wraps the iterable of rounds (e.g. ``tqdm``).
+        client_progress: ``client_progress(step, done, total)`` inside each secure-
+            aggregation session (e.g. ``protocol.cli.output.ClientProgress()``).
 
     Raises:
         StudyError: bad items or parameters, a target outside Corollary 1, or a
@@ -363,6 +366,8 @@ def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
     prep, rng = runner.prepare(opts, population=pop)
     rec = _Recording(tr)
     t0 = time.perf_counter()
+    if client_progress is not None and hasattr(tr, "client_progress"):
+        tr.client_progress = client_progress
     res = runner.run_once(prep, rec, rng, progress)
     seconds = time.perf_counter() - t0
     rounds, costs = _rounds_and_costs(res.rounds, seconds)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -115,6 +115,8 @@ class SecAggTransport(Transport):
         self.sigma = sigma
         self.eta = eta
         self.grinding_bits = grinding_bits
+        #: ``progress(step, done, total)`` inside each session (see ``run_secagg``)
+        self.client_progress: Callable[[int, int, int], None] | None = None
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:
@@ -168,7 +170,8 @@ class SecAggTransport(Transport):
         dropout = (Dropout.random(n, self.dropout, rng,
                                   rounds=(0, 1, 2, 3, 4) if self.malicious else (0, 1, 2, 4))
                    if self.dropout > 0 else None)
-        run = run_secagg(config, input_of, rand=rand, dropout=dropout)
+        run = run_secagg(config, input_of, rand=rand, dropout=dropout,
+                         progress=self.client_progress)
         if not run.completed or run.result is None:
             reason = run.server_abort_reason.value if run.server_abort_reason else "aborted"
             raise AggregationAborted(f"secagg_{reason}",
