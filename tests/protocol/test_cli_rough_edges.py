@@ -130,3 +130,35 @@ def test_the_readme_attack_forms_parse(capsys: pytest.CaptureFixture[str]) -> No
     assert "`fedhh attack run NAME` (or `run all`)" in readme
     code, _, _ = _run(["attack", "run", "--help"], capsys)
     assert code == 0
+
+
+@pytest.mark.slow
+def test_triehhpp_at_its_defaults_finds_words(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["triehhpp", "--seed", "1", "--json"], capsys)
+    res = json.loads(out)
+    assert code == 0 and res["n"] == 1_000_000 and len(res["heavy_hitters"]) >= 5
+
+
+def test_an_empty_triehhpp_result_says_what_to_raise(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["triehhpp", "--seed", "1", "--users", "1e5"], capsys)
+    assert code == 0 and "0 heavy hitters" in out
+    assert "raise --users, or --epsilon with --bound eq3" in out
+    assert "precision@K = found words among the true top K" in out
+
+
+def test_a_vacuous_quantile_bound_is_called_so(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["quantiles", "--users", "100000", "--seed", "1"], capsys)
+    assert code == 0 and "rank error bound L(alpha-1)theta/m = 1.145" in out
+    assert "vacuous" in out and "raise --users or --epsilon" in out
+
+
+def test_the_triehh_report_explains_its_precisions(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["triehh", "--dataset", "zipf", "--users", "5000", "--seed", "1"],
+                        capsys)
+    assert code == 0
+    assert "vote counts are not released" in out and " votes " not in out
+    assert "precision@K = discovered words among the true top K" in out
+    code, out, _ = _run(["triehh", "--dataset", "zipf", "--users", "5000", "--seed", "1",
+                         "--release-counts"], capsys)
+    assert code == 0 and " votes " in out and "vote counts are not released" not in out
