@@ -1,7 +1,7 @@
 """PEM: the prefix extending method for heavy hitters under local differential privacy.
 
 Wang, Li, Jha, "Locally differentially private heavy hitter identification", IEEE TDSC
-2019 (and seed 004, section 3.3, which uses it inside every party as FedPEM).
+2019 (and Zhang, Ye, Hu 2024, section 3.3, which uses it inside every party as FedPEM).
 
 Theory of operation
 -------------------

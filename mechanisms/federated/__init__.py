@@ -1,4 +1,5 @@
-"""Federated heavy hitters under local differential privacy (seed 004: Zhang, Ye, Hu).
+"""Federated heavy hitters under local differential privacy (Zhang, Ye, Hu, "Federated Heavy Hitter
+Analytics with Local Differential Privacy", 2024).
 
 Mechanisms: :func:`tap`, :func:`taps` (the paper's), :func:`fedpem` and :func:`gtf`
 (its baselines). Every user sends exactly one epsilon-LDP frequency-oracle report.

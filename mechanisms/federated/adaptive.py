@@ -1,4 +1,4 @@
-"""Adaptive trie extension (seed 004, section 5.4, equations 2 and 3).
+"""Adaptive trie extension (Zhang, Ye, Hu 2024, section 5.4, equations 2 and 3).
 
 Given the estimated frequencies of the ``pi`` candidates of a level sorted in
 decreasing order ``f_1 >= f_2 >= ... >= f_pi`` (1-based ranks), the query ``k`` and the

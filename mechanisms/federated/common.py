@@ -1,6 +1,6 @@
 """Results, configuration and server-side aggregation shared by the federated mechanisms.
 
-Communication is counted the way Table 1 of seed 004 counts it: in (prefix, count)
+Communication is counted the way Table 1 of Zhang, Ye, Hu (2024) counts it: in (prefix, count)
 pairs of ``b`` bits each exchanged between a party and the server (user-to-party
 reports are not counted). We take ``b = m + 32``: an ``m``-bit prefix and a 32-bit
 count.

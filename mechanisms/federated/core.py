@@ -3,14 +3,14 @@
 Theory of operation
 -------------------
 Items are ``m``-bit strings (``uint64``). The prefix tree has ``g`` levels; level ``h``
-holds prefixes of ``l_h = ceil(h * m / g)`` bits (seed 004, Algorithm 2 line 8). A
+holds prefixes of ``l_h = ceil(h * m / g)`` bits (Zhang, Ye, Hu 2024, Algorithm 2 line 8). A
 candidate domain ``Lambda_h`` is a sorted ``uint64`` array of ``l_h``-bit prefixes; it is
 built from the kept prefixes of the previous level by ``Construct``:
 ``Lambda_h = C_{h-1} x {0,1}^(l_h - l_{h-1})`` (Algorithm 2, line 23).
 
 ``Estimate`` (Algorithm 2, lines 26-33): each user of the level's group maps the
 ``l_h``-bit prefix of her item to its index in ``Lambda_h`` -- or, when the prefix is not
-a candidate, to the oracle's dummy item (seed 004, section 7.1: "For k-RR, we assign a
+a candidate, to the oracle's dummy item (Zhang, Ye, Hu 2024, section 7.1: "For k-RR, we assign a
 dummy item to out-of-domain items") -- and sends ONE frequency-oracle report. The party
 estimates every candidate's frequency (a fraction of the group) with the oracle's
 unbiased estimator; ``sigma = sqrt(Var[f_hat])`` at ``f = 0`` is the oracle's standard

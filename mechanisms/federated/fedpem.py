@@ -1,4 +1,4 @@
-"""FedPEM (seed 004, Algorithm 1) and the GTF baseline.
+"""FedPEM (Zhang, Ye, Hu 2024, Algorithm 1) and the GTF baseline.
 
 FedPEM: every party runs PEM (Wang, Li, Jha, TDSC 2019) on its own users -- ``g``
 disjoint random groups, group ``h`` reports its ``l_h``-bit prefix over
@@ -6,7 +6,7 @@ disjoint random groups, group ``h`` reports its ``l_h``-bit prefix over
 extended -- and uploads its local top-k items with their estimated counts
 ``f_hat * |U^i|``. The server sums the counts per item and releases the top k.
 
-GTF: the LDP variant of Shao, Han, He, Luo (2023) used as a baseline in seed 004: the
+GTF: the LDP variant of Shao, Han, He, Luo (2023) used as a baseline by Zhang, Ye, Hu (2024): the
 authors' GRR-X (a random item X added to the domain from the user's own data, which
 breaks LDP) is replaced by k-RR with a dummy item for out-of-domain prefixes. Seed 004
 says only that GTF is hierarchical (local heavy hitters, then global ones), costs

@@ -1,4 +1,4 @@
-"""Utility metrics of seed 004, section 7.1 (after Wang et al., PEM, TDSC 2019).
+"""Utility metrics of Zhang, Ye, Hu (2024), section 7.1 (after Wang et al., PEM, TDSC 2019).
 
 * F1 at k: ``p = |R_T ∩ R| / |R|``, ``r = |R_T ∩ R| / |R_T|``, ``F1 = 2pr / (p + r)``
   (0 when nothing is right), where ``R_T`` is the true top-k and ``R`` the estimate.

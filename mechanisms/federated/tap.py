@@ -1,4 +1,5 @@
-"""TAP and TAPS: target-aligning prefix trees (Zhang, Ye, Hu; seed 004, sections 5-6).
+"""TAP and TAPS: target-aligning prefix trees (Zhang, Ye, Hu, "Federated Heavy Hitter
+Analytics with Local Differential Privacy", 2024, sections 5-6).
 
 TAP (Algorithm 3)
 -----------------

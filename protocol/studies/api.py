@@ -387,8 +387,7 @@ def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
              theta: int | None = None, bound: Literal["paper", "eq3"] = "paper",
              on_unencodable: OnUnencodable = "error",
              progress: Progress | None = None) -> HeavyHitters:
-    """TrieHH++ (Cormode, "Frequency Estimation under Multiparty Differential Privacy:
-    One-shot and Streaming", 2021) on the caller's items: a Poisson sample of the users
+    """TrieHH++ (Cormode, "Federated Heavy Hitters Revisited", 2021) on the caller's items: a Poisson sample of the users
     votes on each trie level, counts at or above theta are released with an unbiased
     estimate of the number of holders.
 

@@ -1,4 +1,4 @@
-"""Catalogue of attacks on the honest state machines and transports (issue 8).
+"""Catalogue of attacks on the honest state machines and transports.
 
 Theory of operation
 -------------------

@@ -1,5 +1,5 @@
-"""TrieHH++ (Cormode, "Frequency Estimation under Multiparty Differential Privacy: One-shot
-and Streaming", 2021 -- the TrieHH++ variant with sampled counts): solve the sample size
+"""TrieHH++ (Cormode, "Federated Heavy Hitters Revisited", 2021 -- the TrieHH++ variant
+with sampled counts): solve the sample size
 ``m`` and threshold ``theta`` for a target (Lemmas 1 and 3, the Remark after Lemma 3),
 run the trie (or one flat round over public candidates) over a transport and compare
 every released heavy hitter with the truth.
