@@ -54,3 +54,23 @@ def test_five_lines_from_install_to_triehh_over_secagg() -> None:
     lines = [ln for ln in code.splitlines() if ln.strip() and not ln.strip().startswith("#")]
     assert len(lines) <= 5, lines
     assert 'transport="secagg"' in code and "api.triehh(" in code
+
+
+def test_every_page_has_a_limits_section() -> None:
+    missing = [p.name for p in sorted(DOCS.glob("*.md"))
+               if not re.search(r"^#+ Limits", p.read_text(encoding="utf-8"), re.M)]
+    assert not missing, missing
+
+
+def test_sources_are_cited_by_paper_not_by_outside_file_or_number() -> None:
+    root = DOCS.parent
+    bad = re.compile(r"seeds?/|\bseed 0\d\d\b|\bissue #?\d+|shared/|SEED-NOTES", re.I)
+    hits = []
+    for path in sorted(root.rglob("*")):
+        if path.suffix not in (".py", ".md") or ".venv" in path.parts \
+                or path.name == "test_docs_snippets.py" or not path.is_file():
+            continue
+        for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if bad.search(line):
+                hits.append(f"{path.relative_to(root)}:{no}: {line.strip()}")
+    assert not hits, hits
