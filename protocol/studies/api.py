@@ -8,7 +8,9 @@
     print(hh.items, hh.guarantee.epsilon)
     print(hh.to_table())
 
-Each function takes the users' items (a list with one item per user, or a list of
+:func:`frequencies` runs a local-DP frequency oracle on integer items the same way.
+
+Each heavy-hitters function takes the users' items (a list with one item per user, or a list of
 lists with several items per user where the mechanism allows it), a privacy target and
 a transport (``"plain"``, ``"secagg"``, ``"shuffler"`` or any
 :class:`protocol.core.contract.Transport`), and returns a frozen :class:`HeavyHitters`:
@@ -28,6 +30,7 @@ deployment).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -40,7 +43,8 @@ import numpy as np
 from protocol.core.contract import Contributions, Cost, RoundResult, RoundSpec, Transport
 from protocol.studies.errors import StudyError
 
-__all__ = ["HeavyHitter", "Round", "Costs", "PartyViews", "HeavyHitters", "triehh",
+__all__ = ["HeavyHitter", "Round", "Costs", "PartyViews", "HeavyHitters", "Frequencies",
+           "frequencies", "triehh",
            "triehhpp", "DEFAULT_ALPHABET", "Items"]
 
 #: The public alphabet used unless the caller names one: printable ASCII without
@@ -217,12 +221,14 @@ def _plain(x: Any) -> Any:
 
 
 class _Recording(Transport):
-    """Delegates to ``inner`` and keeps every round's views."""
+    """Delegates to ``inner`` and keeps every round's views and costs."""
 
-    name = "recording"
+    name = "recording"  # replaced by the inner transport's name on each instance
 
     def __init__(self, inner: Transport) -> None:
         self.inner = inner
+        # callers that dispatch on the transport's name see the inner one
+        setattr(self, "name", getattr(inner, "name", type(inner).__name__))  # noqa: B010
         self.views: list[PartyViews] = []
         self.costs: list[tuple[float, Cost]] = []
 
@@ -454,3 +460,147 @@ def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
         rounds=levels, costs=Costs(seconds, dict(total.cpu_seconds), total.bytes_up,
                                   total.bytes_down), views=tuple(rec.views),
         dropped=int(pop.dropped))
+
+
+@dataclass(frozen=True)
+class Frequencies:
+    """The result of a local-DP frequency oracle.
+
+    Attributes:
+        oracle: ``grr``, ``oue``, ``olh`` or ``aon``.
+        transport: ``none`` (estimated in process) or the transport's name.
+        n: number of users (reports).
+        estimates: the unbiased estimated frequency of every item ``0..domain_size-1``.
+        std: the oracle's exact standard deviation of each estimate, evaluated at the
+            estimate clipped to ``[0, 1]`` (the true frequency is unknown).
+        guarantee: the local guarantee of one report (the oracle's own object:
+            ``epsilon``, ``delta``, ``effective_epsilon``, ``source``).
+        central: the shuffler's amplified central guarantee (a dict), else ``None``.
+        costs: totals of the transport (zero in process).
+        views: what each party of the transport saw, one entry per round.
+    """
+
+    oracle: str
+    transport: str
+    n: int
+    estimates: tuple[float, ...]
+    std: tuple[float, ...]
+    guarantee: Any
+    central: Mapping[str, Any] | None
+    costs: Costs
+    views: tuple[PartyViews, ...] = field(repr=False)
+
+    def top(self, k: int = 10) -> list[tuple[int, float]]:
+        """The ``k`` items with the largest estimates, as ``(item, estimate)``."""
+        order = np.argsort(-np.asarray(self.estimates), kind="stable")[: max(0, k)]
+        return [(int(i), float(self.estimates[i])) for i in order]
+
+    def as_dict(self, views: bool = False) -> dict[str, Any]:
+        """A JSON-ready dict; ``views`` includes every party's view."""
+        out: dict[str, Any] = {
+            "oracle": self.oracle, "transport": self.transport, "n": self.n,
+            "estimates": list(self.estimates), "std": list(self.std),
+            "guarantee": _plain(dataclasses.asdict(self.guarantee))
+            if dataclasses.is_dataclass(self.guarantee)
+            and not isinstance(self.guarantee, type) else _plain(self.guarantee),
+            "central": _plain(self.central) if self.central is not None else None,
+            "costs": {"seconds": self.costs.seconds,
+                      "cpu_seconds": dict(self.costs.cpu_seconds),
+                      "bytes_up": self.costs.bytes_up, "bytes_down": self.costs.bytes_down},
+        }
+        if views:
+            out["views"] = [{"task": v.task, "round": v.round, "views": _plain(v.views)}
+                            for v in self.views]
+        return out
+
+    def to_json(self, views: bool = False, indent: int | None = 2) -> str:
+        """The result as JSON (see :meth:`as_dict`)."""
+        return json.dumps(self.as_dict(views), indent=indent)
+
+    def to_table(self, k: int | None = None, fmt: Literal["csv", "markdown"] = "csv") -> str:
+        """``item,estimate,std`` for the ``k`` largest estimates (all items by default),
+        as CSV or Markdown.
+
+        Raises:
+            ValueError: an unknown format.
+        """
+        items = self.top(len(self.estimates) if k is None else k)
+        rows = [(str(i), f"{e:.6g}", f"{self.std[i]:.3g}") for i, e in items]
+        header = ("item", "estimate", "std")
+        if fmt == "csv":
+            buf = io.StringIO()
+            w = csv.writer(buf, lineterminator="\n")
+            w.writerow(header)
+            w.writerows(rows)
+            return buf.getvalue()
+        if fmt == "markdown":
+            lines = ["| " + " | ".join(header) + " |", "|---:|---:|---:|"]
+            lines += ["| " + " | ".join(r) + " |" for r in rows]
+            return "\n".join(lines) + "\n"
+        raise ValueError(f"unknown table format {fmt!r} (csv or markdown)")
+
+
+def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "olh",
+                epsilon: float = 2.0, domain_size: int | None = None,
+                transport: str | Transport | None = None, seed: int | None = None,
+                delta: float | None = None) -> Frequencies:
+    """A local-DP frequency oracle (GRR, OUE, OLH or All-or-Nothing; see
+    ``docs/ldp.md`` for each one's source) on the caller's integer items.
+
+    Args:
+        values: one item per user, integers in ``[0, domain_size)``.
+        oracle: ``grr``, ``oue``, ``olh`` or ``aon``.
+        epsilon: the local epsilon of each report.
+        domain_size: the public domain size (default: the largest value + 1 -- pass
+            it explicitly when the domain is public, as it should be).
+        transport: ``None`` estimates in process; ``plain``, ``secagg``, ``shuffler``
+            or a transport object carries the reports (the shuffler adds the
+            amplified central guarantee in ``central``).
+        seed: reproducible simulation (without it, the OS's randomness).
+        delta: central delta for the shuffler's guarantee (default ``1/n^2``).
+
+    Raises:
+        StudyError: values that are not integers in the domain, bad oracle
+            parameters, or a transport failure.
+    """
+    from mechanisms.fo import OracleInputError, ReportError, make_oracle
+    from protocol.core.contract import AggregationAborted
+    from protocol.studies.ldp_runner import LDPTransportError, run_ldp
+
+    v = np.asarray(values)
+    if v.ndim != 1 or v.size == 0 or not np.issubdtype(v.dtype, np.integer):
+        raise StudyError("values must be a non-empty 1-d sequence of integers")
+    d = int(v.max()) + 1 if domain_size is None else int(domain_size)
+    if v.min() < 0 or v.max() >= d:
+        bad = int(v[(v < 0) | (v >= d)][0])
+        raise StudyError(f"value {bad} is outside the domain [0, {d})")
+    rng = np.random.default_rng(seed)
+    try:
+        orc = make_oracle(oracle, epsilon, d)
+    except (OracleInputError, ValueError) as exc:
+        raise StudyError(str(exc)) from None
+    t0 = time.perf_counter()
+    reports = orc.randomize(v.astype(np.int64), rng)
+    central: Mapping[str, Any] | None = None
+    views: tuple[PartyViews, ...] = ()
+    if transport is None:
+        est = np.asarray(orc.estimate(reports), dtype=np.float64)
+        name, cost = "none", Cost()
+    else:
+        tr, name = _transport(transport, seed)
+        rec = _Recording(tr)
+        try:
+            carried = run_ldp(orc, reports, rec, rng, delta=delta)
+        except (LDPTransportError, AggregationAborted, ReportError) as exc:
+            raise StudyError(str(exc)) from None
+        est = np.asarray(carried.estimates, dtype=np.float64)
+        central, views, cost = carried.central, tuple(rec.views), carried.cost
+    seconds = time.perf_counter() - t0
+    std = np.sqrt(np.asarray(orc.variance(int(v.size), np.clip(est, 0.0, 1.0)),
+                             dtype=np.float64))
+    return Frequencies(
+        oracle=oracle, transport=name, n=int(v.size),
+        estimates=tuple(float(x) for x in est[:d]), std=tuple(float(x) for x in std[:d]),
+        guarantee=orc.privacy(), central=central,
+        costs=Costs(seconds, dict(cost.cpu_seconds), cost.bytes_up, cost.bytes_down),
+        views=views)

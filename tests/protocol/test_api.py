@@ -120,3 +120,31 @@ def test_the_api_module_passes_mypy_strict() -> None:
                            "--no-incremental", "--cache-dir=/dev/null", str(path)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_frequencies_in_process_and_over_the_shuffler() -> None:
+    values = np.random.default_rng(0).zipf(1.5, 20_000) % 100
+    truth = np.bincount(values, minlength=100) / values.size
+    local = api.frequencies(values, oracle="grr", epsilon=2, domain_size=100, seed=1)
+    assert local.transport == "none" and local.n == 20_000 and len(local.estimates) == 100
+    assert local.top(1)[0][0] == int(np.argmax(truth))
+    z = (np.asarray(local.estimates) - truth) / np.asarray(local.std)
+    assert np.mean(np.abs(z) < 4) > 0.95  # the stated std describes the error
+    assert local.guarantee.epsilon == 2 and local.central is None and local.views == ()
+    shuf = api.frequencies(values, oracle="grr", epsilon=2, domain_size=100, seed=1,
+                           transport="shuffler")
+    assert shuf.estimates == local.estimates  # the same reports, carried
+    assert shuf.central is not None and shuf.central["epsilon"] < 2
+    assert len(shuf.views) == 1 and shuf.costs.bytes_up > 0
+    data = json.loads(shuf.to_json())
+    assert data["central"]["epsilon"] == shuf.central["epsilon"]
+    rows = list(csv.DictReader(io.StringIO(shuf.to_table(5))))
+    assert [int(r["item"]) for r in rows] == [i for i, _ in shuf.top(5)]
+
+
+@pytest.mark.parametrize("bad", [[], [1.5, 2.0], [-1, 3], [[1], [2]]])
+def test_frequencies_refuse_values_outside_the_domain(bad: list[object]) -> None:
+    with pytest.raises(StudyError):
+        api.frequencies(bad, domain_size=10)  # type: ignore[arg-type]
+    with pytest.raises(StudyError, match="outside the domain"):
+        api.frequencies([1, 2, 12], domain_size=10)
