@@ -18,7 +18,7 @@ def test_mean_ci_is_student_t() -> None:
     m, h = mean_ci(v)
     assert m == pytest.approx(0.25)
     assert h == pytest.approx(stats.t.ppf(0.975, 3) * np.std(v, ddof=1) / 2)
-    assert mean_ci([0.5]) == (0.5, 0.0)
+    assert mean_ci([0.5]) == (0.5, None)  # printed as n/a, never as +- 0
 
 
 def test_floats_rejects_garbage() -> None:
@@ -49,3 +49,15 @@ def test_small_comparison_writes_table_csv_and_png(tmp_path) -> None:
     table = (out / "table.md").read_text()
     assert "| 4 | triehh |" in table and "| 4 | sfp_T20 |" in table
     assert (out / "f1_at_k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_one_run_prints_its_ci_as_n_a(tmp_path) -> None:
+    out = tmp_path / "one"
+    assert main(["eval", "compare", "--dataset", "zipf32", "--users", "3000", "--runs", "1",
+                 "--epsilons", "4", "--Ts", "20", "--kmax", "10", "--k", "5", "--seed", "1",
+                 "--out", str(out)]) == 0
+    table = (out / "table.md").read_text()
+    assert "+- n/a" in table and "+- 0.000" not in table
+    summary = json.loads((out / "summary.json").read_text())
+    assert all(t["recall_ci95"] is None for t in summary["table"])

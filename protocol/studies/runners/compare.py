@@ -59,16 +59,21 @@ class CompareOptions:
     seed: int | None = None
 
 
-def mean_ci(values: Any) -> tuple[float, float]:
-    """Mean and half-width of the 95% Student-t confidence interval (0 for one run)."""
+def mean_ci(values: Any) -> tuple[float, float | None]:
+    """Mean and half-width of the 95% Student-t confidence interval (``None`` for one
+    run: one run says nothing about the spread, and 0 would claim certainty)."""
     import numpy as np
     from scipy import stats
 
     v = np.asarray(values, dtype=float)
     if v.size < 2:
-        return float(v.mean()), 0.0
+        return float(v.mean()), None
     half = stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
     return float(v.mean()), float(half)
+
+
+def _half(ci: float | None) -> str:
+    return "n/a" if ci is None else f"{ci:.3f}"
 
 
 def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
@@ -203,8 +208,9 @@ def _write(opts, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,  
         paper = ("-" if t["paper_recall"] is None
                  else f"{t['paper_recall']:.2f} / {t['paper_precision']:.3f}")
         lines.append(f"| {t['epsilon']:g} | {t['mechanism']} | {t['recall']:.3f} +- "
-                     f"{t['recall_ci95']:.3f} | {t['precision']:.3f} +- {t['precision_ci95']:.3f}"
-                     f" | {t['f1']:.3f} +- {t['f1_ci95']:.3f} | {t['discovered']:.1f} | {paper} |")
+                     f"{_half(t['recall_ci95'])} | {t['precision']:.3f} +- "
+                     f"{_half(t['precision_ci95'])} | {t['f1']:.3f} +- {_half(t['f1_ci95'])}"
+                     f" | {t['discovered']:.1f} | {paper} |")
     lines.append("")
     for eps in epsilons:
         pv = privacy[f"{eps:g}"]
