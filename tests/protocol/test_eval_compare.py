@@ -61,3 +61,45 @@ def test_one_run_prints_its_ci_as_n_a(tmp_path) -> None:
     assert "+- n/a" in table and "+- 0.000" not in table
     summary = json.loads((out / "summary.json").read_text())
     assert all(t["recall_ci95"] is None for t in summary["table"])
+
+
+SMALL = ["eval", "compare", "--dataset", "zipf32", "--users", "2000", "--runs", "2",
+         "--epsilons", "4", "--Ts", "20", "--kmax", "5", "--k", "5", "--seed", "3"]
+
+
+@pytest.mark.slow
+def test_an_interrupted_comparison_keeps_its_runs_and_resumes(tmp_path, monkeypatch,
+                                                              capsys) -> None:
+    whole = tmp_path / "whole"
+    assert main(SMALL + ["--out", str(whole)]) == 0
+    # kill after the first run: the tables are drawn from it, the journal holds it
+    from protocol.studies.runners import triehh
+
+    real, calls = triehh.run_once, []
+
+    def flaky(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    part = tmp_path / "part"
+    monkeypatch.setattr(triehh, "run_once", flaky)
+    assert main(SMALL + ["--out", str(part)]) == 130
+    monkeypatch.setattr(triehh, "run_once", real)
+    lines = (part / "runs.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and json.loads(lines[1])["run"] == 0
+    assert "+- n/a" in (part / "table.md").read_text()  # one run: no CI
+    assert (part / "f1_at_k.png").stat().st_size > 0
+    with open(part / "runs.jsonl", "a") as fh:
+        fh.write('{"epsilon": 4.0, "run": 1, "rows": [')  # a line cut by a kill
+    capsys.readouterr()
+    assert main(SMALL + ["--out", str(part), "--resume"]) == 0
+    assert "resuming: 1 of 2 runs" in capsys.readouterr().err
+    strip = lambda p: [{k: v for k, v in r.items() if k != "seconds"}  # noqa: E731
+                       for r in csv.DictReader(open(p / "runs.csv"))]
+    assert strip(part) == strip(whole)  # the resumed evaluation equals the whole one
+    assert len((part / "runs.jsonl").read_text().splitlines()) == 3  # cut line dropped
+    assert main(SMALL + ["--out", str(part), "--resume"]) == 0  # nothing left to run
+    assert main(SMALL[:-2] + ["--seed", "4", "--out", str(part), "--resume"]) == 2
+    assert main(SMALL[:-2] + ["--out", str(part), "--resume"]) == 2  # no seed

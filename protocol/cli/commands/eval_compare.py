@@ -24,6 +24,9 @@ def register(cli) -> None:  # noqa: ANN001
                    help="TrieHH's L (default 10, SFP's word length)")
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--seed", type=int, default=None, help="simulation seed")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the runs already in OUT/runs.jsonl (same options and "
+                        "--seed); every run is appended there as it finishes")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
