@@ -22,7 +22,7 @@ heavy hitters.
 Privacy: a user reports exactly once, with an epsilon-LDP oracle, over a domain that
 depends only on earlier groups' sanitised reports, so PEM is epsilon-LDP (post-processing;
 the group of a user is chosen independently of her item). The one-report rule is
-enforced by a ledger (:class:`mechanisms.federated.parties.ReportLedger`).
+enforced by a ledger (:class:`mechanisms.prefix_tree.levels.ReportLedger`).
 """
 from __future__ import annotations
 
@@ -31,9 +31,12 @@ from typing import Sequence
 
 import numpy as np
 
-from .federated.core import LevelResult, PartySession, level_lengths, top_indices
-from .federated.common import walk_levels
-from .federated.parties import FederatedError, Party, split_sizes
+from protocol.core.contract import Transport
+
+from .federated.parties import FederatedError
+from .prefix_tree.levels import (LevelResult, Party, PartySession, level_lengths, split_sizes,
+                                 top_indices, walk_levels)
+from .privacy import PrivacyGuarantee, local_guarantee
 
 __all__ = ["PEMResult", "pem", "pem_privacy"]
 
@@ -64,7 +67,8 @@ class PEMResult:
 
 def pem(items: np.ndarray, bits: int, k: int, epsilon: float, *, oracle: str = "grr",
         levels: int | None = None, lengths: Sequence[int] | None = None,
-        extension: int | None = None, rng: np.random.Generator) -> PEMResult:
+        extension: int | None = None, rng: np.random.Generator,
+        transport: Transport | None = None) -> PEMResult:
     """Run PEM on one population of ``bits``-bit items.
 
     Args:
@@ -73,15 +77,21 @@ def pem(items: np.ndarray, bits: int, k: int, epsilon: float, *, oracle: str = "
         k: number of heavy hitters.
         epsilon: per-report privacy budget.
         oracle: "grr", "oue", "olh" or "aon" (any name known to
-            :func:`mechanisms.federated.oracle.make_oracle`).
+            :func:`mechanisms.prefix_tree.levels.make_oracle`).
         levels: number of groups ``g`` (default ``m / 2``: 2-bit steps).
         lengths: explicit increasing prefix lengths ending at ``bits`` (overrides
             ``levels``), e.g. start at ``ceil(log2 k)`` bits as in Wang et al.
         extension: prefixes kept per level (default ``k``).
         rng: randomness for grouping and for the users' coins.
+        transport: carries each level's reports to the server (default: plaintext);
+            any transport whose kinds fit the oracle (reports: plaintext, shuffler;
+            support vectors: secure aggregation). The release is the same on every
+            transport for the same ``rng`` (the transport's randomness is spawned
+            from ``rng`` without drawing from it).
 
     Raises:
-        FederatedError: on invalid parameters.
+        FederatedError: on invalid parameters, or reports the transport cannot carry.
+        protocol.core.contract.AggregationAborted: the transport aborted a level.
     """
     if k < 1:
         raise FederatedError("k must be >= 1")
@@ -97,7 +107,7 @@ def pem(items: np.ndarray, bits: int, k: int, epsilon: float, *, oracle: str = "
         raise FederatedError(f"{party.size} users cannot fill {len(lengths)} groups")
     if bits < 64 and np.any(party.items >= np.uint64(1) << np.uint64(bits)):
         raise FederatedError(f"an item has more than {bits} bits")
-    session = PartySession(party, bits, epsilon, oracle, rng)
+    session = PartySession(party, bits, epsilon, oracle, rng, transport)
     sizes = [int(s) for s in split_sizes(party.size, np.ones(len(lengths)))]
     t = k if extension is None else int(extension)
     if t < 1:
@@ -108,13 +118,13 @@ def pem(items: np.ndarray, bits: int, k: int, epsilon: float, *, oracle: str = "
                      sizes, session.ledger.counts, res, ts)
 
 
-def pem_privacy(epsilon: float, oracle: str = "grr") -> dict[str, object]:
-    """PEM's guarantee as data: pure epsilon-LDP per user (one report each).
+def pem_privacy(epsilon: float, oracle: str = "grr") -> PrivacyGuarantee:
+    """PEM's guarantee: pure epsilon-LDP per user (one report each, disjoint groups).
 
     Raises:
         FederatedError: if epsilon is not positive.
     """
     if not epsilon > 0:
         raise FederatedError("epsilon must be > 0")
-    return {"mechanism": "pem", "oracle": oracle, "epsilon": float(epsilon), "delta": 0.0,
-            "source": "Wang, Li, Jha, TDSC 2019: one epsilon-LDP report per user, disjoint groups"}
+    return local_guarantee("pem", float(epsilon), "Wang, Li, Jha, TDSC 2019: one epsilon-LDP "
+                           "report per user, disjoint groups", {"oracle": oracle})

@@ -46,7 +46,8 @@ from typing import Sequence
 import numpy as np
 
 from mechanisms.prefix_tree import PrefixTrie
-from mechanisms.triehhpp import TrieHHPPResult
+from mechanisms.triehhpp import TrieHHPPParams, TrieHHPPResult, run_triehhpp
+from protocol.core.contract import Transport, plaintext_transport
 
 __all__ = [
     "QuantileError", "AlphaAdicEncoder", "RangeAnswer", "QuantileAnswer", "QuantileSketch",
@@ -198,6 +199,30 @@ class QuantileSketch:
             self._cells.append(c)
             self._counts.append(k)
             self._cum.append(np.concatenate([[0.0], np.cumsum(k)]))
+
+    @classmethod
+    def collect(cls, values: np.ndarray, encoder: AlphaAdicEncoder, params: TrieHHPPParams,
+                sampling_rng: np.random.Generator, transport_rng: np.random.Generator,
+                transport: Transport | None = None) -> "QuantileSketch":
+        """Build the sketch from the clients' values: TrieHH++ vote rounds over
+        ``transport`` (default: plaintext; any transport that takes votes: plaintext,
+        secure aggregation, shuffler), then the sketch of the released trie.
+
+        The release depends only on ``sampling_rng`` (the samples) and the vote
+        counts, so it is the same on every transport without dropouts.
+
+        Raises:
+            QuantileError: ``params.population`` is not the number of values.
+            mechanisms.triehhpp.TrieHHPPError: parameters that do not fit.
+            protocol.core.contract.AggregationAborted: a round could not complete.
+        """
+        values = np.asarray(values, dtype=float)
+        if values.ndim != 1 or params.population != values.size:
+            raise QuantileError("params.population must equal the number of values")
+        result = run_triehhpp(encoder.unit_matrix(values), encoder.alpha, encoder.unit_labels,
+                              params, transport if transport is not None
+                              else plaintext_transport(), sampling_rng, transport_rng)
+        return cls(result, encoder)
 
     # -- released cells --------------------------------------------------------
     def _sum_cells(self, level: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:

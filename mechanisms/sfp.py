@@ -2,38 +2,9 @@
 
 Sources: Apple Differential Privacy Team, "Learning with privacy at scale" (2017), as
 described in appendix C of Zhu, Kairouz, McMahan, Sun, Li, "Federated heavy hitters
-discovery with differential privacy" (AISTATS 2020; seeds 000/002), which compares
+discovery with differential privacy" (AISTATS 2020), which compares
 TrieHH with SFP at k = 2048, m = 1024, a 256-bucket word hash, fragments of 2 characters
 at positions 1, 3, 5, 7, 9 and T = 20 or 80.
-
-Count Mean Sketch (client, epsilon-LDP)
----------------------------------------
-A public family of ``k`` hash functions ``h_1..h_k : items -> [m]``. The client draws
-``j`` uniformly from ``[k]``, builds ``v = -1^m`` with ``v[h_j(d)] = +1``, flips every
-coordinate independently with probability ``phi = 1/(1 + e^(eps/2))`` and sends
-``(j, v~)``. Two items change at most two coordinates, each by a factor at most
-``(1-phi)/phi = e^(eps/2)``, and ``j`` does not depend on the item: eps-LDP. ``phi`` is
-rounded *up* to a multiple of 2^-32 (lower privacy loss); ``c = 1/(1 - 2 phi)`` uses
-the rounded value, so ``c v~`` is an unbiased estimate of ``v``.
-
-Count Mean Sketch (server)
---------------------------
-``M[j, :] += k (c v~ / 2 + 1/2)`` over the reports; for an item ``d``
-
-    n_hat(d) = m/(m-1) * ( (1/k) sum_l M[l, h_l(d)] - n/m )
-
-Averaged over the (pairwise independent, here exactly ``1/m``-colliding) hash family
-this is unbiased, with variance (see :meth:`CountMeanSketch.variance`)
-
-    Var[n_hat(d)] = (m/(m-1))^2 * ( n (c^2 - 1)/4 + (n - n_d)(m-1)/m^2 )
-
-when every other user holds a distinct item (more when other items are heavy: their
-collisions with ``d`` move together).
-
-(The paper asks for three-wise independent functions; unbiasedness and this variance
-need only pairwise independence, which :mod:`mechanisms.hashing` provides exactly.)
-The server keeps ``T[l, b] = sum over reports with j = l of v~[b]`` and ``N_l``, from
-which ``M = k (c T / 2 + N / 2)``.
 
 Sequence Fragment Puzzle
 ------------------------
@@ -66,418 +37,23 @@ import functools
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 
-from . import hashing
-from .fo.base import (OracleInputError, PrivacyGuarantee, ReportError, coin, coin_probability,
-                      coin_threshold)
+from protocol.core.contract import (ContractError, Cost, Kind, Reports, RoundSpec, Transport,
+                                    Vectors, pick_kind, plaintext_transport)
 
-__all__ = ["CountMeanSketch", "CMSReports", "CMSSketch", "HadamardCountMeanSketch",
-           "HCMSReports", "SFP", "SFPReports", "SFPResult",
-           "DEFAULT_ALPHABET", "PAD"]
+from . import hashing
+from .privacy import PrivacyGuarantee, local_guarantee
+from .fo.base import OracleInputError, ReportError, check_payloads, split_payloads
+from .fo.cms import CMSReports, CMSSketch, CountMeanSketch
+
+__all__ = ["SFP", "SFPReports", "SFPAggregate", "SFPResult", "SFPRun", "DEFAULT_ALPHABET",
+           "PAD"]
 
 PAD = "$"
 DEFAULT_ALPHABET = PAD + "abcdefghijklmnopqrstuvwxyz"
-_BLOCK_BITS = 1 << 23
-
-
-@dataclass(frozen=True, slots=True)
-class CMSReports:
-    """``j``: hash index per user; ``bits``: packed ``v~`` (bit 1 = +1), ``(n, m/8)``."""
-
-    j: np.ndarray
-    bits: np.ndarray
-    m: int
-
-    def __post_init__(self) -> None:
-        j = np.asarray(self.j)
-        b = np.asarray(self.bits)
-        if j.ndim != 1 or (j.size and j.dtype.kind not in "iu"):
-            raise ReportError("CMS hash indices must be a 1-D integer array")
-        if b.ndim != 2 or b.dtype != np.uint8 or b.shape != (j.shape[0], (self.m + 7) // 8):
-            raise ReportError(f"CMS bits must be ({j.shape[0]}, {(self.m + 7) // 8}) uint8")
-        object.__setattr__(self, "j", j)
-        object.__setattr__(self, "bits", b)
-
-    @property
-    def n(self) -> int:
-        return int(self.j.shape[0])
-
-    def take(self, mask: np.ndarray) -> "CMSReports":
-        return CMSReports(self.j[mask], self.bits[mask], self.m)
-
-
-@dataclass(frozen=True, slots=True)
-class CMSSketch:
-    """Server state: ``T[l, b]`` (sum of ``v~`` over reports using ``h_l``), ``N_l``, ``n``."""
-
-    T: np.ndarray
-    N: np.ndarray
-
-    @property
-    def n(self) -> int:
-        return int(self.N.sum())
-
-
-def _item_ids(item_ids: Any) -> np.ndarray:
-    """The ids as a 1-D non-negative integer array.
-
-    Raises:
-        OracleInputError: another shape, dtype or a negative id.
-    """
-    x = np.asarray(item_ids)
-    if x.ndim != 1 or (x.size and x.dtype.kind not in "iu"):
-        raise OracleInputError("item ids must be a 1-D integer array")
-    if x.dtype.kind == "i" and x.size and int(x.min()) < 0:
-        raise OracleInputError("item ids must be non-negative")
-    return x
-
-
-class _SketchCoins:
-    """Hash keys and flip coins shared by CMS and HCMS (both have ``epsilon``, ``k``,
-    ``hash_seed``); the flip probability is ``1/(1 + e^(f eps))`` rounded up, with
-    ``f = _flip_exponent_factor``."""
-
-    epsilon: float
-    k: int
-    m: int
-    hash_seed: int
-    name: ClassVar[str]
-    source: ClassVar[str]
-    _flip_exponent_factor: ClassVar[float]
-
-    @functools.cached_property
-    def keys(self) -> np.ndarray:
-        """The ``k`` public hash keys, derived from ``hash_seed``."""
-        return hashing.keys_from_seed(self.hash_seed, self.k)
-
-    @property
-    def flip_threshold(self) -> int:
-        """Coin threshold of a flip, ``1/(1 + e^(f eps))`` rounded up."""
-        return coin_threshold(1.0 / (1.0 + math.exp(self.epsilon * self._flip_exponent_factor)),
-                              round_up=True)
-
-    @property
-    def flip_probability(self) -> float:
-        return coin_probability(self.flip_threshold)
-
-    @property
-    def c(self) -> float:
-        """Debiasing constant ``1/(1 - 2 phi)``."""
-        return 1.0 / (1.0 - 2.0 * self.flip_probability)
-
-    def privacy(self) -> PrivacyGuarantee:
-        """Effective epsilon of the rounded coins: ``ln((1 - phi)/phi) / f`` (CMS: ``2
-        ln``, two of its ``m`` bits differ between inputs; HCMS: one bit)."""
-        phi = self.flip_probability
-        return PrivacyGuarantee(self.name, float(self.epsilon), 0.0,
-                                math.log((1 - phi) / phi) / self._flip_exponent_factor,
-                                self.source)
-
-    def _variance_terms(self, n: int, n_d: Any, sum_sq_others: Any
-                        ) -> tuple[np.ndarray, np.ndarray, float]:
-        """``(n_d, sum_{d' != d} n_{d'}^2, (1/m)(1 - 1/m))`` for the variance formulas;
-        the sum defaults to ``n - n_d`` (every other user holds a distinct item).
-
-        Raises:
-            OracleInputError: if ``n < 1``.
-        """
-        if n < 1:
-            raise OracleInputError("n must be >= 1")
-        n_d = np.asarray(n_d, dtype=float)
-        S = n - n_d if sum_sq_others is None else np.asarray(sum_sq_others, dtype=float)
-        m = self.m
-        return n_d, S, (1.0 / m) * (1.0 - 1.0 / m)
-
-
-@dataclass(frozen=True)
-class CountMeanSketch(_SketchCoins):
-    """Apple's CMS frequency oracle over 64-bit item ids."""
-
-    epsilon: float
-    k: int = 2048
-    m: int = 1024
-    hash_seed: int = 0x5F9_C35
-
-    name: ClassVar[str] = "cms"
-    source: ClassVar[str] = ("Apple DP team, 'Learning with privacy at scale' (2017); "
-                             "appendix C of Zhu et al., AISTATS 2020")
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.epsilon, (int, float)) and math.isfinite(self.epsilon)
-                and self.epsilon > 0):
-            raise OracleInputError(f"epsilon must be a finite number > 0, got {self.epsilon!r}")
-        if not 1 <= self.k <= (1 << 20):
-            raise OracleInputError(f"k must be in [1, 2^20], got {self.k}")
-        if not 2 <= self.m <= (1 << 20) or self.m & (self.m - 1):
-            raise OracleInputError(f"m must be a power of two in [2, 2^20], got {self.m}")
-
-    #: a coordinate flips with probability 1/(1 + e^(eps/2)) (m bits change, 2 of them
-    #: between neighbouring inputs)
-    _flip_exponent_factor: ClassVar[float] = 0.5
-
-    # -- client -----------------------------------------------------------------------
-    def randomize(self, item_ids: Any, rng: np.random.Generator) -> CMSReports:
-        """Client algorithm for a batch of item ids (non-negative integers < 2^64).
-
-        Raises:
-            OracleInputError: if the ids are not a 1-D non-negative integer array.
-        """
-        x = _item_ids(item_ids)
-        n, m = x.shape[0], self.m
-        j = rng.integers(0, self.k, size=n)
-        pos = hashing.hash_to_range(self.keys[j], x, m)
-        out = np.empty((n, (m + 7) // 8), dtype=np.uint8)
-        rows = max(1, _BLOCK_BITS // m)
-        for r0 in range(0, n, rows):
-            r1 = min(n, r0 + rows)
-            flips = coin(rng, self.flip_threshold, (r1 - r0) * m).reshape(r1 - r0, m)
-            v = np.zeros((r1 - r0, m), dtype=bool)
-            v[np.arange(r1 - r0), pos[r0:r1]] = True
-            out[r0:r1] = np.packbits(v ^ flips, axis=1)
-        return CMSReports(j, out, m)
-
-    # -- server -----------------------------------------------------------------------
-    def sketch(self, reports: CMSReports) -> CMSSketch:
-        """Aggregate reports into ``T`` and ``N``.
-
-        Raises:
-            ReportError: on malformed reports.
-        """
-        if not isinstance(reports, CMSReports) or reports.m != self.m:
-            raise ReportError(f"expected CMSReports with m = {self.m}")
-        j = reports.j
-        if j.size and (int(j.min()) < 0 or int(j.max()) >= self.k):
-            raise ReportError(f"CMS hash index outside [0, {self.k})")
-        N = np.bincount(j, minlength=self.k).astype(np.int64)
-        ones = np.zeros((self.k, self.m), dtype=np.int64)
-        order = np.argsort(j, kind="stable")
-        bounds = np.r_[0, np.cumsum(N)]
-        # one group of rows per hash function (rows sorted by j): a plain column sum
-        # (np.add.reduceat along axis 0 is ~100x slower)
-        for l in np.flatnonzero(N):
-            rows = order[bounds[l]:bounds[l + 1]]
-            for r0 in range(0, rows.shape[0], 1 << 14):
-                block = np.unpackbits(reports.bits[rows[r0:r0 + (1 << 14)]], axis=1,
-                                      count=self.m)
-                ones[l] += block.sum(axis=0, dtype=np.int64)
-        return CMSSketch(2 * ones - N[:, None], N)
-
-    def estimate_counts(self, sketch: CMSSketch | CMSReports, candidates: Any,
-                        block: int = 8192) -> np.ndarray:
-        """Unbiased count estimates ``n_hat(d)`` for the candidate ids.
-
-        Raises:
-            ReportError: on malformed reports.
-            OracleInputError: on malformed candidates.
-        """
-        return self.estimate_counts_multi([sketch], candidates, block)[0]
-
-    def estimate_counts_multi(self, sketches: Sequence[CMSSketch | CMSReports],
-                              candidates: Any, block: int = 8192) -> np.ndarray:
-        """Count estimates of the same candidates in several sketches that share this
-        hash family (hashing once, gathering from all): shape ``(len(sketches), c)``.
-
-        Raises:
-            ReportError: on malformed reports.
-            OracleInputError: on malformed candidates.
-        """
-        sk = [s if isinstance(s, CMSSketch) else self.sketch(s) for s in sketches]
-        for s in sk:
-            if s.T.shape != (self.k, self.m):
-                raise ReportError(f"sketch shape {s.T.shape} != ({self.k}, {self.m})")
-        cand = np.asarray(candidates)
-        if cand.ndim != 1 or (cand.size and cand.dtype.kind not in "iu"):
-            raise OracleInputError("candidates must be a 1-D integer array")
-        S = len(sk)
-        # one small table per hash function (m x S int32, cache resident); loop over the
-        # k functions, vectorised over all candidates at once (in blocks)
-        tables = np.stack([s.T for s in sk], axis=2).astype(np.int32)  # (k, m, S)
-        lo, hi = hashing.split_ids(cand.ravel())
-        use_hi = bool(hi.any())
-        shift = np.uint64(64 - (self.m.bit_length() - 1))  # m = 2^b: h = u >> (64 - b)
-        keys = self.keys
-        sums = np.zeros((cand.shape[0], S), dtype=np.int64)
-        u = np.empty(min(block, cand.shape[0]), dtype=np.uint64)
-        for c0 in range(0, cand.shape[0], block):
-            c1 = min(cand.shape[0], c0 + block)
-            uu = u[: c1 - c0]
-            acc = np.zeros((c1 - c0, S), dtype=np.int64)
-            for l in range(self.k):
-                np.multiply(keys[l, 0], lo[c0:c1], out=uu)
-                uu += keys[l, 2]
-                if use_hi:
-                    uu += keys[l, 1] * hi[c0:c1]
-                uu >>= shift
-                acc += tables[l][uu.view(np.int64)]
-            sums[c0:c1] = acc
-        sums = sums.T
-        n = np.array([s.n for s in sk], dtype=float)[:, None]
-        mean_row = self.c * sums / 2.0 + n / 2.0  # (1/k) sum_l M[l, h_l(d)]
-        return self.m / (self.m - 1.0) * (mean_row - n / self.m)
-
-    def variance(self, n: int, n_d: Any = 0, sum_sq_others: Any = None) -> Any:
-        """Variance of :meth:`estimate_counts` over the client coins, the clients' choice
-        of ``j`` and the draw of the public hash family:
-
-            (m/(m-1))^2 [ n (c^2-1)/4 + (n - n_d)(1/m)(1-1/m)(1-1/k)
-                          + (1/k)(1/m)(1-1/m) sum_{d' != d} n_{d'}^2 ]
-
-        The last term is the hash-collision noise shared by all holders of one item;
-        it assumes three-wise independence (the paper's family) so that collisions of
-        two other items with ``d`` are uncorrelated. Our family is only pairwise
-        independent, so treat the formula as the paper's model (the tests measure it).
-
-        Args:
-            n: number of reports in the sketch.
-            n_d: true count of the queried item(s).
-            sum_sq_others: ``sum n_{d'}^2`` over the other items; default ``n - n_d``
-                (every other user holds a distinct item).
-
-        Raises:
-            OracleInputError: if ``n < 1``.
-        """
-        n_d, S, coll = self._variance_terms(n, n_d, sum_sq_others)
-        m, k = self.m, self.k
-        v = (m / (m - 1.0)) ** 2 * (n * (self.c ** 2 - 1) / 4.0
-                                    + (n - n_d) * coll * (1.0 - 1.0 / k) + coll * S / k)
-        return float(v) if v.ndim == 0 else v
-
-
-
-@dataclass(frozen=True, slots=True)
-class HCMSReports:
-    """Hadamard CMS reports: hash index ``j``, coefficient index ``l``, one bit
-    (1 = +1, 0 = -1) per user."""
-
-    j: np.ndarray
-    l: np.ndarray
-    bit: np.ndarray
-
-    def __post_init__(self) -> None:
-        arrs = [np.asarray(a) for a in (self.j, self.l, self.bit)]
-        if any(a.ndim != 1 or a.shape != arrs[0].shape for a in arrs):
-            raise ReportError("HCMS reports need three 1-D arrays of one length")
-        if any(a.size and a.dtype.kind not in "iub" for a in arrs):
-            raise ReportError("HCMS report fields must be integers")
-        object.__setattr__(self, "j", arrs[0])
-        object.__setattr__(self, "l", arrs[1])
-        object.__setattr__(self, "bit", arrs[2].astype(bool))
-
-    @property
-    def n(self) -> int:
-        return int(self.j.shape[0])
-
-
-def _walsh_hadamard_rows(a: np.ndarray) -> np.ndarray:
-    """``a @ H_m`` for every row (Sylvester ``H_m``, entries ``(-1)^popcount(r & c)``)."""
-    a = np.array(a, dtype=np.float64, copy=True)
-    rows, m = a.shape
-    h = 1
-    while h < m:
-        v = a.reshape(rows, m // (2 * h), 2, h)
-        x, y = v[:, :, 0, :].copy(), v[:, :, 1, :]
-        v[:, :, 0, :] += y
-        v[:, :, 1, :] = x - y
-        h *= 2
-    return a
-
-
-@dataclass(frozen=True)
-class HadamardCountMeanSketch(_SketchCoins):
-    """Apple's Hadamard Count Mean Sketch (HCMS): one bit per report.
-
-    Client: ``j`` uniform in ``[k]``; ``w = H_m e_{h_j(d)}`` (column ``h_j(d)`` of the
-    Sylvester Hadamard matrix, entries +-1); ``l`` uniform in ``[m]``; send ``(j, l, w_l)``
-    with ``w_l`` flipped with probability ``phi = 1/(1 + e^eps)`` (rounded up). The pair
-    ``(j, l)`` is independent of ``d`` and the bit's ratio is ``(1-phi)/phi <= e^eps``:
-    eps-LDP. Server: ``M[j, l] += k c w~`` with ``c = 1/(1-2 phi)``, then
-    ``M <- M H_m`` row by row, then the CMS estimate
-    ``n_hat(d) = m/(m-1) ((1/k) sum_l M[l, h_l(d)] - n/m)``, unbiased over the family
-    because ``H_m H_m = m I``.
-    """
-
-    epsilon: float
-    k: int = 2048
-    m: int = 1024
-    hash_seed: int = 0x5F9_C35
-
-    name: ClassVar[str] = "hcms"
-    source: ClassVar[str] = "Apple DP team, 'Learning with privacy at scale' (2017), HCMS"
-
-    def __post_init__(self) -> None:
-        CountMeanSketch(self.epsilon, self.k, self.m, self.hash_seed)  # same validation
-
-    #: the single bit flips with probability 1/(1 + e^eps)
-    _flip_exponent_factor: ClassVar[float] = 1.0
-
-    def randomize(self, item_ids: Any, rng: np.random.Generator) -> HCMSReports:
-        """Client algorithm for a batch of item ids.
-
-        Raises:
-            OracleInputError: if the ids are not a 1-D non-negative integer array.
-        """
-        x = _item_ids(item_ids)
-        n = x.shape[0]
-        j = rng.integers(0, self.k, size=n)
-        col = hashing.hash_to_range(self.keys[j], x, self.m)
-        l = rng.integers(0, self.m, size=n)
-        plus = (np.bitwise_count(l & col) & 1) == 0
-        return HCMSReports(j, l, plus ^ coin(rng, self.flip_threshold, n))
-
-    def rows(self, reports: HCMSReports) -> np.ndarray:
-        """``M / k`` after the inverse transform, shape ``(k, m)``.
-
-        Raises:
-            ReportError: on malformed reports.
-        """
-        if not isinstance(reports, HCMSReports):
-            raise ReportError("expected HCMSReports")
-        j, l = reports.j, reports.l
-        if j.size and (int(j.min()) < 0 or int(j.max()) >= self.k or int(l.min()) < 0
-                       or int(l.max()) >= self.m):
-            raise ReportError("HCMS report index out of range")
-        signs = np.where(reports.bit, 1.0, -1.0)
-        S = np.bincount(j.astype(np.int64) * self.m + l, weights=signs,
-                        minlength=self.k * self.m).reshape(self.k, self.m)
-        return _walsh_hadamard_rows(self.c * S)
-
-    def estimate_counts(self, reports: HCMSReports, candidates: Any) -> np.ndarray:
-        """Unbiased count estimates for the candidate ids.
-
-        Raises:
-            ReportError: on malformed reports.
-            OracleInputError: on malformed candidates.
-        """
-        R = self.rows(reports)
-        cand = np.asarray(candidates)
-        if cand.ndim != 1 or (cand.size and cand.dtype.kind not in "iu"):
-            raise OracleInputError("candidates must be a 1-D integer array")
-        total = np.zeros(cand.shape[0])
-        for c0 in range(0, cand.shape[0], 4096):
-            idx = hashing.hash_outer(self.keys, cand[c0:c0 + 4096], self.m)
-            total[c0:c0 + 4096] = np.take_along_axis(R, idx, axis=1).sum(axis=0)
-        n = reports.n
-        return self.m / (self.m - 1.0) * (total - n / self.m)
-
-    def variance(self, n: int, n_d: Any = 0, sum_sq_others: Any = None) -> Any:
-        """Variance over coins, ``(j, l)`` and the hash family (three-wise model as for
-        :meth:`CountMeanSketch.variance`): each report adds ``+-c`` to the sum, so
-
-            (m/(m-1))^2 [ n_d (c^2-1) + (n-n_d)(c^2 - 1/m^2 - (1/m)(1-1/m)/k)
-                          + (1/k)(1/m)(1-1/m) sum_{d' != d} n_{d'}^2 ]
-
-        Raises:
-            OracleInputError: if ``n < 1``.
-        """
-        n_d, S, coll = self._variance_terms(n, n_d, sum_sq_others)
-        m, k, c2 = self.m, self.k, self.c ** 2
-        v = (m / (m - 1.0)) ** 2 * (n_d * (c2 - 1) + (n - n_d) * (c2 - 1.0 / m ** 2 - coll / k)
-                                    + coll * S / k)
-        return float(v) if v.ndim == 0 else v
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,6 +78,29 @@ class SFPReports:
         return int(self.position.shape[0])
 
 
+@dataclass
+class SFPAggregate:
+    """What the server holds after one round of SFP reports.
+
+    Attributes:
+        fragments: one fragment CMS state per position.
+        word: the word CMS state (``None`` without word reports).
+        n: contributions aggregated.
+        kind: how they travelled (``None``: summed in-process, no transport).
+        anonymous: the reports reached the analyst as an anonymous multiset (a report
+            round over a transport declaring ``anonymous_reports``); only then does
+            amplification by shuffling apply.
+        cost: the transport's CPU seconds and bytes.
+    """
+
+    fragments: list[CMSSketch]
+    word: CMSSketch | None
+    n: int
+    kind: Kind | None = None
+    anonymous: bool = False
+    cost: Cost = field(default_factory=Cost)
+
+
 @dataclass(frozen=True, slots=True)
 class SFPResult:
     """Discovered words, best first, with their estimated counts (word CMS if available,
@@ -511,6 +110,17 @@ class SFPResult:
     words: list[str]
     counts: np.ndarray
     top_tuples: list[list[tuple[int, str]]] = field(default_factory=list)
+
+
+@dataclass
+class SFPRun:
+    """One SFP run over a transport: the release, the server state and the local
+    guarantee; ``aggregate.anonymous`` says whether amplification by shuffling may be
+    claimed on top of it."""
+
+    result: SFPResult
+    aggregate: SFPAggregate
+    privacy: PrivacyGuarantee
 
 
 @dataclass(frozen=True)
@@ -576,9 +186,11 @@ class SFP:
         eff = self.fragment_cms.privacy().effective_epsilon
         if self.word_cms is not None:
             eff += self.word_cms.privacy().effective_epsilon
-        return PrivacyGuarantee(self.name, float(self.epsilon_fragment + self.epsilon_word),
-                                0.0, eff, "Apple SFP via CMS; basic composition of the fragment "
-                                "and word reports")
+        return local_guarantee(self.name, float(self.epsilon_fragment + self.epsilon_word),
+                               "Apple SFP via CMS; basic composition of the fragment and word "
+                               "reports", {"effective_epsilon": eff,
+                                           "epsilon_fragment": float(self.epsilon_fragment),
+                                           "epsilon_word": float(self.epsilon_word)})
 
     # -- encoding ---------------------------------------------------------------------
     def encode_words(self, words: Sequence[str]) -> np.ndarray:
@@ -654,13 +266,158 @@ class SFP:
         word = self.word_cms.randomize(ids, rng) if self.word_cms is not None else None
         return SFPReports(pos, fragment, word)
 
-    # -- server -----------------------------------------------------------------------
-    def discover(self, reports: SFPReports, max_candidates: int = 100_000) -> SFPResult:
-        """Server algorithm: top-``T`` tuples per position, puzzle assembly, ranking.
+    # -- contributions to an aggregation round -----------------------------------------
+    #: a report round carries each user's reports as one payload; a vector round her
+    #: share of every sketch (``k m`` entries per sketch: small sketches only)
+    contribution_kinds: ClassVar[tuple[Kind, ...]] = (Kind.REPORT, Kind.VECTOR)
+
+    @property
+    def report_size(self) -> int:
+        """The position (1 byte), the fragment CMS report and, with word reports, the
+        word CMS report."""
+        word = self.word_cms.report_size if self.word_cms is not None else 0
+        return 1 + self.fragment_cms.report_size + word
+
+    def encode_reports(self, reports: SFPReports) -> tuple[bytes, ...]:
+        """One fixed-size payload per user.
+
+        Raises:
+            ReportError: reports of the wrong type.
+        """
+        if not isinstance(reports, SFPReports):
+            raise ReportError("expected SFPReports")
+        if (reports.word is None) != (self.word_cms is None):
+            raise ReportError("word reports present/absent contrary to epsilon_word")
+        f = self.fragment_cms.report_size
+        rows = np.empty((reports.n, self.report_size), dtype=np.uint8)
+        rows[:, 0] = reports.position
+        rows[:, 1:1 + f] = _rows(self.fragment_cms.encode_reports(reports.fragment), f)
+        if self.word_cms is not None and reports.word is not None:
+            rows[:, 1 + f:] = _rows(self.word_cms.encode_reports(reports.word),
+                                    self.word_cms.report_size)
+        return split_payloads(rows.tobytes(), self.report_size)
+
+    def decode_reports(self, payloads: Sequence[bytes]) -> SFPReports:
+        """Parse payloads back into reports, validating every field.
+
+        Raises:
+            ReportError: a payload of the wrong size or a field out of range.
+        """
+        size = self.report_size
+        check_payloads(payloads, size, "SFP")
+        raw = np.frombuffer(b"".join(payloads), dtype=np.uint8).reshape(len(payloads), size)
+        position = raw[:, 0].astype(np.int64)
+        if position.size and int(position.max()) >= len(self.positions):
+            raise ReportError(f"SFP position outside [0, {len(self.positions)})")
+        f = self.fragment_cms.report_size
+        fragment = self.fragment_cms.decode_reports(split_payloads(raw[:, 1:1 + f].tobytes(), f))
+        word = None
+        if self.word_cms is not None:
+            w = self.word_cms.report_size
+            word = self.word_cms.decode_reports(split_payloads(raw[:, 1 + f:].tobytes(), w))
+        return SFPReports(position, fragment, word)
+
+    @property
+    def vector_dim(self) -> int:
+        """A fragment sketch share per position, then the word sketch share."""
+        word = self.word_cms.vector_dim if self.word_cms is not None else 0
+        return len(self.positions) * self.fragment_cms.vector_dim + word
+
+    def sketch_vectors(self, reports: SFPReports, modulus: int) -> np.ndarray:
+        """Each user's share of every sketch, ``(n, vector_dim)`` uint64 (her fragment
+        share sits in her position's block; the others are zero).
+
+        Raises:
+            ReportError: malformed reports, or more than 2^26 entries.
+        """
+        self._check(reports)
+        cms = self.fragment_cms
+        d = cms.vector_dim
+        if reports.n * self.vector_dim > (1 << 26):
+            raise ReportError(f"{reports.n} SFP vectors of {self.vector_dim} entries are "
+                              "too many")
+        out = np.zeros((reports.n, self.vector_dim), dtype=np.uint64)
+        share = cms.sketch_vectors(reports.fragment, modulus)
+        cols = reports.position.astype(np.int64)[:, None] * d + np.arange(d)[None, :]
+        out[np.arange(reports.n)[:, None], cols] = share
+        if self.word_cms is not None and reports.word is not None:
+            out[:, len(self.positions) * d:] = self.word_cms.sketch_vectors(reports.word, modulus)
+        return out
+
+    def collect(self, reports: SFPReports, transport: Transport, rng: np.random.Generator,
+                *, task: str = "fedhh-sfp", round: int = 0) -> SFPAggregate:
+        """Carry the users' reports over ``transport`` (the first of
+        :attr:`contribution_kinds` it declares) and build the server state.
+
+        Raises:
+            ContractError: the transport takes none of SFP's kinds, or the
+                contributions do not fit it.
+            ReportError: malformed reports, or fewer reports released than sent.
+            protocol.core.contract.AggregationAborted: the transport aborted.
+        """
+        self._check(reports)
+        n = reports.n
+        kind = pick_kind(transport, self.contribution_kinds)
+        if kind is Kind.VECTOR:
+            modulus = self.fragment_cms.vector_modulus(n)
+            spec = RoundSpec(task, round, Kind.VECTOR, dim=self.vector_dim, modulus=modulus)
+            res = transport.run_round(spec, Vectors(self.sketch_vectors(reports, modulus)), rng)
+            if res.release.vector is None:
+                raise ContractError("a vector round released no vector")
+            total = np.asarray(res.release.vector)
+            d = self.fragment_cms.vector_dim
+            P = len(self.positions)
+            frags = [self.fragment_cms.sketch_from_vector(total[l * d:(l + 1) * d], modulus)
+                     for l in range(P)]
+            word = (self.word_cms.sketch_from_vector(total[P * d:], modulus)
+                    if self.word_cms is not None else None)
+            return SFPAggregate(frags, word, int(res.release.contributions), kind, False,
+                                res.cost)
+        spec = RoundSpec(task, round, Kind.REPORT, report_size=self.report_size)
+        res = transport.run_round(spec, Reports(self.encode_reports(reports)), rng)
+        received = self.decode_reports(res.release.reports or ())
+        if received.n != n:
+            raise ReportError(f"{received.n} reports arrived, {n} sent")
+        agg = self.aggregate(received)
+        agg.kind, agg.anonymous, agg.cost = kind, bool(transport.anonymous_reports), res.cost
+        return agg
+
+    def aggregate(self, reports: SFPReports) -> SFPAggregate:
+        """The server state summed in-process from reports the server holds.
 
         Raises:
             ReportError: on malformed reports.
         """
+        self._check(reports)
+        cms = self.fragment_cms
+        frags = [cms.sketch(reports.fragment.take(reports.position == l))
+                 for l in range(len(self.positions))]
+        word = (self.word_cms.sketch(reports.word)
+                if self.word_cms is not None and reports.word is not None else None)
+        return SFPAggregate(frags, word, reports.n)
+
+    def run(self, codes: np.ndarray, rng: np.random.Generator,
+            transport: Transport | None = None, *, task: str = "fedhh-sfp",
+            max_candidates: int = 100_000) -> SFPRun:
+        """Randomise the users' words, carry the reports over ``transport`` (default:
+        plaintext) and discover the heavy hitters.
+
+        The transport's randomness is a child spawned from ``rng`` (no draw from
+        ``rng``'s own stream), so the release is the same on every transport.
+
+        Raises:
+            OracleInputError: on invalid codes.
+            ContractError: a transport that cannot carry SFP's contributions.
+            ReportError: reports lost in transit.
+            protocol.core.contract.AggregationAborted: the transport aborted.
+        """
+        reports = self.randomize(codes, rng)
+        agg = self.collect(reports, transport if transport is not None
+                           else plaintext_transport(), rng.spawn(1)[0], task=task)
+        return SFPRun(self.discover(agg, max_candidates), agg, self.privacy())
+
+    def _check(self, reports: SFPReports) -> None:
+        """Raises ReportError unless ``reports`` fit this SFP."""
         if not isinstance(reports, SFPReports):
             raise ReportError("expected SFPReports")
         P = len(self.positions)
@@ -668,8 +425,26 @@ class SFP:
             raise ReportError(f"SFP position outside [0, {P})")
         if (reports.word is None) != (self.word_cms is None):
             raise ReportError("word reports present/absent contrary to epsilon_word")
+
+    # -- server -----------------------------------------------------------------------
+    def discover(self, reports: SFPReports | SFPAggregate,
+                 max_candidates: int = 100_000) -> SFPResult:
+        """Server algorithm: top-``T`` tuples per position, puzzle assembly, ranking.
+
+        Args:
+            reports: the users' reports (summed in-process) or the server state a
+                transport delivered (:meth:`collect`).
+            max_candidates: cap on assembled candidate words.
+
+        Raises:
+            ReportError: on malformed reports.
+        """
+        agg = reports if isinstance(reports, SFPAggregate) else self.aggregate(reports)
+        P = len(self.positions)
+        if len(agg.fragments) != P or (agg.word is None) != (self.word_cms is None):
+            raise ReportError("server state does not fit this SFP")
         cms = self.fragment_cms
-        sketches = [cms.sketch(reports.fragment.take(reports.position == l)) for l in range(P)]
+        sketches = agg.fragments
         A = len(self.alphabet)
         n_frag = A ** self.fragment_length
         all_tuples = np.arange(self.word_buckets * n_frag, dtype=np.int64)
@@ -711,8 +486,13 @@ class SFP:
         if not words:
             return SFPResult([], np.zeros(0), top_tuples)
         if self.word_cms is not None:
-            counts = self.word_cms.estimate_counts(reports.word, ids[ok])  # type: ignore[arg-type]
+            counts = self.word_cms.estimate_counts(agg.word, ids[ok])  # type: ignore[arg-type]
         else:
             counts = np.array(cand_score)[ok] * P  # a fragment is sent by ~1/P of the holders
         order = np.argsort(-counts, kind="stable")
         return SFPResult([words[i] for i in order], counts[order], top_tuples)
+
+
+def _rows(payloads: tuple[bytes, ...], size: int) -> np.ndarray:
+    """Payloads of ``size`` bytes as an ``(n, size)`` uint8 matrix."""
+    return np.frombuffer(b"".join(payloads), dtype=np.uint8).reshape(len(payloads), size)

@@ -34,13 +34,14 @@ never larger than the requested one, so the reported epsilon is never larger.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Callable, Mapping
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from scipy.special import lambertw
 from scipy.stats import hypergeom
+
+from .privacy import ANALYST, CENTRAL, ZHU_2020, PrivacyGuarantee
 
 __all__ = [
     "PrivacyGuarantee", "TrieHHPrivacyError", "TrieHHParameters", "check_conditions",
@@ -51,32 +52,6 @@ __all__ = [
 
 class TrieHHPrivacyError(ValueError):
     """Parameters outside the range where the TrieHH theorems hold."""
-
-
-@dataclass(frozen=True)
-class PrivacyGuarantee:
-    """A mechanism's privacy guarantee as data.
-
-    Attributes:
-        epsilon: the epsilon of (epsilon, delta)-DP.
-        delta: the delta.
-        theorem: where the guarantee comes from (e.g. "Zhu et al. 2020, Theorem 1").
-        parameters: the mechanism parameters the guarantee was computed for.
-        unit: the neighbouring relation ("user": add/remove one user).
-    """
-
-    epsilon: float
-    delta: float
-    theorem: str
-    parameters: Mapping[str, float | int] = field(default_factory=dict)
-    unit: str = "user"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "parameters", MappingProxyType(dict(self.parameters)))
-
-    def as_dict(self) -> dict[str, object]:
-        return {"epsilon": self.epsilon, "delta": self.delta, "theorem": self.theorem,
-                "unit": self.unit, "parameters": dict(self.parameters)}
 
 
 @dataclass(frozen=True)
@@ -164,9 +139,10 @@ def theorem1(theta: int, gamma: float, n: int, max_levels: int,
     ratio = math.sqrt(n) / (gamma * theta)
     epsilon = max_levels * math.log1p(1.0 / (ratio - 1.0))
     name = "Zhu et al. 2020, Corollary 2" if multi_word else "Zhu et al. 2020, Theorem 1"
-    return PrivacyGuarantee(epsilon, theorem1_delta(theta), name,
+    return PrivacyGuarantee("triehh", epsilon, theorem1_delta(theta), name, CENTRAL, ANALYST,
                             {"theta": int(theta), "gamma": float(gamma), "n": int(n),
-                             "m": float(gamma * math.sqrt(n)), "L": int(max_levels)})
+                             "m": float(gamma * math.sqrt(n)), "L": int(max_levels)},
+                            ZHU_2020)
 
 
 def batch_size(gamma: float, n: int) -> int:

@@ -59,11 +59,12 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from scipy import optimize, stats
+
+from .privacy import ANALYST, CENTRAL, CORMODE_2021, PrivacyGuarantee
 
 __all__ = [
     "PrivacyConditionError", "PrivacyGuarantee", "SampleSizeSolution", "p_theta",
@@ -80,23 +81,6 @@ _MAX_THETA = 10_000
 class PrivacyConditionError(ValueError):
     """A parameter violates a condition of the theorem being applied; the message
     names the condition."""
-
-
-@dataclass(frozen=True, slots=True)
-class PrivacyGuarantee:
-    """An (epsilon, delta) guarantee, the theorem it comes from and its parameters."""
-
-    epsilon: float
-    delta: float
-    theorem: str
-    parameters: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "parameters", MappingProxyType(dict(self.parameters)))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "delta": self.delta, "theorem": self.theorem,
-                "parameters": dict(self.parameters)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,9 +197,9 @@ def triehhpp_privacy(n: int, m: float, theta: float, max_length: int,
         "truncation_probability": eta, "sampling_rate": m / n,
     }
     if composition == "basic":
-        return PrivacyGuarantee(L * eps_i, min(1.0, L * delta_i),
-                                f"Cormode 2021 Lemma 3 ({_bound_name(bound)}), basic composition",
-                                params)
+        return _guarantee(L * eps_i, min(1.0, L * delta_i),
+                          f"Cormode 2021 Lemma 3 ({_bound_name(bound)}), basic composition",
+                          params)
     if eps_i >= 1.0:
         raise PrivacyConditionError(
             f"advanced composition (Lemma 3) needs per-level epsilon < 1, got {eps_i:.6g}")
@@ -228,9 +212,9 @@ def triehhpp_privacy(n: int, m: float, theta: float, max_length: int,
     params["paper_literal_epsilon"] = (L * eps_i ** 2
                                        + eps_i * math.sqrt(L * math.log(1.0 / delta_prime)))
     params["basic_epsilon"] = L * eps_i
-    return PrivacyGuarantee(eps, min(1.0, L * delta_i + delta_prime),
-                            f"Cormode 2021 Lemma 3 ({_bound_name(bound)}), advanced composition "
-                            f"(Dwork-Rothblum-Vadhan 2010)", params)
+    return _guarantee(eps, min(1.0, L * delta_i + delta_prime),
+                      f"Cormode 2021 Lemma 3 ({_bound_name(bound)}), advanced composition "
+                      f"(Dwork-Rothblum-Vadhan 2010)", params)
 
 
 def flat_privacy(n: int, m: float, theta: float, bound: str = "paper",
@@ -247,10 +231,10 @@ def flat_privacy(n: int, m: float, theta: float, bound: str = "paper",
     eps_for_trunc = eps if bound == "eq3" else math.log1p(10.0 * theta * m / n)
     delta = pt + (1.0 + math.exp(eps_for_trunc)) * eta
     name = "Remark after Lemma 3" if bound == "paper" else "Remark after Lemma 3 with eq. (3)"
-    return PrivacyGuarantee(eps, min(1.0, delta), f"Cormode 2021 {name} (flat heavy hitters)",
-                            {"n": n, "m": m, "theta": theta, "max_length": 1, "flat": True,
-                             "bound": bound, "c": c, "p_theta": pt,
-                             "truncation_probability": eta, "sampling_rate": m / n})
+    return _guarantee(eps, min(1.0, delta), f"Cormode 2021 {name} (flat heavy hitters)",
+                      {"n": n, "m": m, "theta": theta, "max_length": 1, "flat": True,
+                       "bound": bound, "c": c, "p_theta": pt,
+                       "truncation_probability": eta, "sampling_rate": m / n})
 
 
 def theta_for_delta(delta: float, levels: int = 1, factor: float = 1.0) -> int:
@@ -373,6 +357,13 @@ def _m_for_level_epsilon(n: int, eps_i: float, theta: int, bound: str, flat: boo
     if bound == "eq3" and theta * m_int >= n:
         m_int = (n - 1) // theta
     return m_int
+
+
+def _guarantee(epsilon: float, delta: float, theorem: str,
+               params: dict[str, Any]) -> PrivacyGuarantee:
+    """TrieHH++'s release is central DP: it protects against the analyst."""
+    return PrivacyGuarantee("triehhpp", epsilon, delta, theorem, CENTRAL, ANALYST, params,
+                            CORMODE_2021)
 
 
 def _bound_name(bound: str) -> str:

@@ -391,6 +391,8 @@ class SecAggClient:
         """
         if not alive[self.index]:
             raise _Abort(AbortReason.SELF_NOT_ALIVE)
+        if any(not alive[r] for r in self.config.required):
+            raise _Abort(AbortReason.REQUIRED_PARTICIPANT_MISSING)
         status = dict(self.peer_status)
         survivors = 0
         for v in self.neighbours:

@@ -26,7 +26,7 @@ server variant signs messages with Ed25519 (RFC 8032).
 
 All checks raise :class:`~secagg.errors.CryptoError`; none returns ``False``. Secrets are
 compared with :func:`hmac.compare_digest`. Randomness is injected: every function that
-needs it takes an object with ``token_bytes(n)`` (``protocol.core.randomness.OsRandom`` in
+needs it takes an object with ``token_bytes(n)`` (``secagg.randomness.OsRandom`` in
 production).
 """
 from __future__ import annotations
@@ -37,7 +37,6 @@ import hashlib
 import hmac
 import struct
 from collections.abc import Sequence
-from typing import Protocol
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -47,6 +46,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from .errors import CryptoError, ParameterError
+from .randomness import RandomSource
 
 __all__ = [
     "KEY_BYTES", "NONCE_BYTES", "TAG_BYTES", "SIGNATURE_BYTES", "PROTOCOL_PREFIX",
@@ -73,12 +73,6 @@ _LABEL_ROUTING = b"routing-ad"
 
 _U64 = 1 << 64
 _HKDF_MAX = 255 * 32
-
-
-class RandomSource(Protocol):
-    """Anything with ``token_bytes(n)`` returning ``n`` uniformly random bytes."""
-
-    def token_bytes(self, n: int) -> bytes: ...
 
 
 def _as_bytes(value: object, name: str, length: int | None = None) -> bytes:

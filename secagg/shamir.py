@@ -31,11 +31,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
 from .errors import ParameterError
+from .randomness import RandomSource
 
 __all__ = ["PRIME", "SECRET_BYTES", "SHARE_BYTES", "SHARE_WIRE_BYTES", "MAX_X", "Share",
            "split", "combine"]
@@ -46,12 +46,6 @@ SHARE_BYTES = 33  # bytes of the y coordinate
 SHARE_WIRE_BYTES = 2 + SHARE_BYTES
 MAX_X = 1 << 16  # x in [1, MAX_X)
 _HORNER_REDUCE_EVERY = 16  # 16 steps of a 16-bit multiplier grow a value by <= 256 bits
-
-
-class RandomSource(Protocol):
-    """Anything with ``token_bytes(n)`` returning ``n`` uniformly random bytes."""
-
-    def token_bytes(self, n: int) -> bytes: ...
 
 
 @dataclass(frozen=True, slots=True)

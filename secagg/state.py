@@ -110,6 +110,7 @@ class AbortReason(str, enum.Enum):
     UNKNOWN_PEER_IN_SET = "unknown_peer_in_set"
     DROPPED_SET_MISMATCH = "dropped_set_mismatch"
     TOO_FEW_SURVIVORS = "too_few_survivors"
+    REQUIRED_PARTICIPANT_MISSING = "required_participant_missing"  # a required position dropped
     CONSISTENCY_SET_CHANGED = "consistency_set_changed"  # unmask set != the one signed
     INVALID_CONSISTENCY_SIGNATURE = "invalid_consistency_signature"
     SIGNER_NOT_ALLOWED = "signer_not_allowed"
@@ -193,6 +194,10 @@ class SessionConfig:
         modulus: ``R``, inputs and the output are integers mod ``R``, ``2 <= R <= 2**64``.
         malicious: enable the malicious-server variant (signed keys, round 3
             consistency check); needs a PKI of Ed25519 verification keys.
+        required: positions that must be in every survivor set: a client aborts with
+            ``REQUIRED_PARTICIPANT_MISSING`` rather than help unmask a sum without
+            them (a committee whose members' blinding inputs must be in the sum).
+            Bound into ``base_session`` (hence every session id) when non-empty.
         server_nonce: 32 bytes of fresh randomness the server draws for this attempt
             (from its injected randomness source) and sends with the configuration.
         base_session: ``SHA-256(params || roster || context)``, the same for every
@@ -208,6 +213,7 @@ class SessionConfig:
     dim: int
     modulus: int
     malicious: bool = False
+    required: frozenset[int] = frozenset()
     server_nonce: bytes = b""
     base_session: bytes = field(init=False, repr=False)
     session: bytes = field(init=False, repr=False)
@@ -239,6 +245,10 @@ class SessionConfig:
         if (not isinstance(self.modulus, int) or isinstance(self.modulus, bool)
                 or not 2 <= self.modulus <= 1 << 64):
             raise ParameterError("modulus must be an int in [2, 2**64]")
+        req = frozenset(self.required)
+        if any(not isinstance(r, int) or not 0 <= r < n for r in req):
+            raise ParameterError("required positions must be in [0, n)")
+        object.__setattr__(self, "required", req)
         if (type(self.server_nonce) is not bytes
                 or len(self.server_nonce) != crypto.FRESH_NONCE_BYTES):
             raise ParameterError(f"server_nonce must be {crypto.FRESH_NONCE_BYTES} bytes of "
@@ -271,7 +281,9 @@ class SessionConfig:
         return (b"secagg-session-params-v1" + struct.pack(">Q", len(base)) + base + struct.pack(
             ">IIIB", self.n, self.degree, self.threshold, len(g)) + g
             + struct.pack(">Q", self.dim) + (self.modulus - 1).to_bytes(8, "big")
-            + bytes([1 if self.malicious else 0]))
+            + bytes([1 if self.malicious else 0])
+            + (b"required" + set_to_bitmap(sorted(self.required), self.n)
+               if self.required else b""))
 
     @property
     def graph_seed(self) -> bytes:

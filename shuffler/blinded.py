@@ -62,7 +62,11 @@ from nacl import exceptions as _na_exc
 
 from .errors import BatchTooSmall, RejectReason, ShufflerError
 from .keys import OsRandom, RandomSource
-from .messages import BlindedBatch
+from .lifecycle import (
+    BatchEvent, BatchRecord, BatchState, close_event, dropped_receipt, release_rule, step,
+)
+from .messages import BlindedBatch, Context, ShuffleReceipt
+from .shuffle import ShuffleOutput, threshold_and_shuffle, uniform_permutation
 
 __all__ = [
     "BlindedCrowdError", "CIPHERTEXT_BYTES", "CROWD_ID_BYTES", "DecryptorKey", "Blinder",
@@ -241,8 +245,6 @@ class Blinder:
         Returns:
             ``(blinded ciphertexts in a uniformly random order, number dropped)``.
         """
-        from .shuffler import uniform_permutation
-
         out: list[bytes] = []
         dropped = 0
         for ct in ciphertexts:
@@ -288,13 +290,18 @@ def two_shuffler_crowd_counts(items: Iterable[bytes], context: bytes, threshold:
 class CrowdShuffler:
     """Shuffler 2 of the blinded pipeline: decrypts crowd ids, thresholds, shuffles.
 
+    Each batch from shuffler 1 follows the lifecycle table of :mod:`shuffler.lifecycle`:
+    decrypted, it is ``received``; then ``forwarded`` or, below ``min_batch_size``,
+    ``dropped`` whole (the same too-small rule as :class:`shuffler.shuffler.Shuffler`).
+
     Args:
         key: shuffler 2's ElGamal key.
         rand: randomness for shuffling and noise (OS by default).
-        min_batch_size: fewer accepted reports raise :class:`BatchTooSmall` (nothing
-            is released; the batch cannot be resubmitted).
-        threshold: a :class:`~shuffler.shuffler.HardThreshold` or
-            :class:`~shuffler.shuffler.NoisyThreshold` (default ``HardThreshold(1)``).
+        min_batch_size: fewer accepted reports drop the whole batch and raise
+            :class:`BatchTooSmall` carrying the receipt (the context is final: the batch
+            cannot be resubmitted).
+        threshold: a :class:`~shuffler.thresholds.HardThreshold` or
+            :class:`~shuffler.thresholds.NoisyThreshold` (default ``HardThreshold(1)``).
 
     Raises:
         ShufflerError: invalid arguments.
@@ -302,16 +309,25 @@ class CrowdShuffler:
 
     def __init__(self, key: DecryptorKey, rand: RandomSource | None = None,
                  min_batch_size: int = 1, threshold: object = None) -> None:
-        from .shuffler import release_rule
-
         if not isinstance(key, DecryptorKey):
             raise ShufflerError("key must be a DecryptorKey")
         self.key = key
         self.min_batch_size, self.threshold = release_rule(min_batch_size, threshold)
         self._rand = rand or OsRandom()
-        self._done: set[bytes] = set()  # contexts processed: a batch is never replayed
+        self._final: dict[bytes, BatchRecord] = {}  # a context is processed once, never replayed
 
-    def process(self, batch: BlindedBatch) -> "ShuffleOutput":  # noqa: F821
+    def state(self, context: Context) -> BatchState:
+        """The lifecycle state of ``context``'s batch here.
+
+        Raises:
+            ShufflerError: this context was never processed.
+        """
+        b = self._final.get(context.header) if isinstance(context, Context) else None
+        if b is None:
+            raise ShufflerError("no batch for this context")
+        return b.state
+
+    def process(self, batch: BlindedBatch) -> ShuffleOutput:
         """Decrypt, check, threshold and shuffle one batch from shuffler 1.
 
         Pairs whose ciphertext does not decrypt are counted as ``invalid_crowd``, a
@@ -319,36 +335,45 @@ class CrowdShuffler:
 
         Raises:
             ShufflerError: not a :class:`BlindedBatch`, or its context was processed
-                before.
-            BatchTooSmall: fewer accepted reports than ``min_batch_size``.
+                before (nothing changes).
+            BatchTooSmall: fewer accepted reports than ``min_batch_size``: the batch was
+                dropped whole (the exception carries the receipt).
         """
-        from collections import Counter
-
-        from .shuffler import threshold_and_shuffle
-
         if not isinstance(batch, BlindedBatch):
             raise ShufflerError("shuffler 2 takes a BlindedBatch")
         header = batch.context.header
-        if header in self._done:
-            raise ShufflerError("this context was already processed")
-        rejected: Counter = Counter()
-        crowds: list[bytes] = []
-        inner: list[bytes] = []
-        seen: set[bytes] = set()
+        if header in self._final:
+            raise ShufflerError("this context was already processed "
+                                f"({self._final[header].state.value})")
+        b = BatchRecord(batch.context, BatchState.RECEIVED)
         for ct, layer in zip(batch.crowds, batch.inner):
             try:
                 cid = self.key.crowd_id(ct)
             except BlindedCrowdError:
-                rejected[RejectReason.INVALID_CROWD] += 1
+                b.rejected[RejectReason.INVALID_CROWD] += 1
                 continue
-            if layer in seen:
-                rejected[RejectReason.DUPLICATE_INNER] += 1
+            if layer in b.seen_inner:
+                b.rejected[RejectReason.DUPLICATE_INNER] += 1
                 continue
-            seen.add(layer)
-            crowds.append(cid)
-            inner.append(layer)
-        self._done.add(header)
-        if len(inner) < self.min_batch_size:
-            raise BatchTooSmall(len(inner), self.min_batch_size)
-        return threshold_and_shuffle(batch.context, crowds, inner, rejected, self.threshold,
-                                     self._rand)
+            b.seen_inner.add(layer)
+            b.crowds.append(cid)
+            b.inner.append(layer)
+        accepted = len(b.inner)
+        event = close_event(b, BatchEvent.CLOSE, self.min_batch_size)
+        out = step(self, b, event)
+        if event is BatchEvent.BELOW_MINIMUM:
+            raise BatchTooSmall(accepted, self.min_batch_size, out)
+        return out
+
+    # -- lifecycle handlers (named by shuffler.lifecycle.TRANSITIONS) -------------
+    def _threshold_and_shuffle(self, b: BatchRecord) -> ShuffleOutput:
+        return threshold_and_shuffle(b.context, b.crowds, b.inner, b.rejected,
+                                     self.threshold, self._rand)
+
+    def _drop(self, b: BatchRecord) -> ShuffleReceipt:
+        return dropped_receipt(b, len(set(b.crowds)), self.threshold)
+
+    def _finished(self, b: BatchRecord) -> None:
+        """Lifecycle hook: ``b`` is final; its context is never processed again."""
+        self._final[b.context.header] = b
+        b.free()

@@ -7,6 +7,7 @@ envelope. Nothing else escapes the public API for malformed or hostile input.
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 __all__ = ["RejectReason", "ShufflerError", "EnvelopeRejected", "BatchTooSmall"]
 
@@ -40,9 +41,19 @@ class EnvelopeRejected(ShufflerError):
 
 
 class BatchTooSmall(ShufflerError):
-    """A batch below the minimum batch size was asked to be released (it is held)."""
+    """A batch below the minimum batch size was asked to be released: it was dropped
+    whole (nothing released, its context final), as ``receipt`` records.
 
-    def __init__(self, accepted: int, minimum: int) -> None:
-        super().__init__(f"batch holds {accepted} envelopes, minimum is {minimum}; it is held")
+    Attributes:
+        accepted: reports the batch held.
+        minimum: the shuffler's ``min_batch_size``.
+        receipt: the :class:`shuffler.messages.ShuffleReceipt` of the dropped batch
+            (``batch_discarded`` counts the accepted reports, nothing forwarded).
+    """
+
+    def __init__(self, accepted: int, minimum: int, receipt: Any = None) -> None:
+        super().__init__(f"batch holds {accepted} reports, minimum is {minimum}; "
+                         "it was dropped whole")
         self.accepted = accepted
         self.minimum = minimum
+        self.receipt = receipt

@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from nacl import bindings as _sodium
 from nacl import exceptions as _sodium_exc
+
+from secagg.randomness import OsRandom, RandomSource
 
 from .errors import EnvelopeRejected, RejectReason, ShufflerError
 
@@ -52,21 +52,6 @@ KEY_BYTES = 32
 TAG_BYTES = 16
 KEY_ID_BYTES = 8
 _ZERO_NONCE = bytes(12)
-
-
-class RandomSource(Protocol):
-    """Anything with ``token_bytes(n)`` returning ``n`` uniformly random bytes."""
-
-    def token_bytes(self, n: int) -> bytes: ...
-
-
-class OsRandom:
-    """Default randomness: the operating system CSPRNG."""
-
-    deterministic = False
-
-    def token_bytes(self, n: int) -> bytes:
-        return os.urandom(n)
 
 
 def key_id(public: bytes) -> bytes:

@@ -3,7 +3,9 @@
 Layers, lowest first (a layer imports only from itself and the layers it names):
 
 * ``secagg``, ``shuffler``: pure cryptographic cores -- the standard library without
-  I/O, clock or global randomness, ``cryptography``, ``nacl``, ``numpy``;
+  I/O, clock or global randomness, ``cryptography``, ``nacl``, ``numpy``; ``shuffler``
+  also takes the one ``RandomSource`` from ``secagg.randomness`` and nothing else of
+  ``secagg``;
 * ``mechanisms``: ``numpy``, ``scipy`` and, from ``protocol``, the contract module only;
 * ``protocol.core``: the cores, ``msgpack`` and its own modules -- never mechanisms,
   studies or the CLI;
@@ -28,7 +30,7 @@ PACKAGES = ("secagg", "shuffler", "mechanisms", "protocol")
 # layer -> top-level names (third-party or first-party packages) it may import
 ALLOWED_TOP = {
     "secagg": {"secagg", "cryptography", "nacl", "numpy"},
-    "shuffler": {"shuffler", "cryptography", "nacl", "numpy"},
+    "shuffler": {"shuffler", "secagg", "cryptography", "nacl", "numpy"},
     "mechanisms": {"mechanisms", "numpy", "scipy", "protocol"},
     "protocol.core": {"protocol", "secagg", "shuffler", "msgpack", "numpy", "cryptography",
                       "nacl"},
@@ -49,6 +51,8 @@ ALLOWED_PROTOCOL = {
 FORBIDDEN_STDLIB_IN_CORES = {"socket", "asyncio", "time", "random", "subprocess", "threading",
                              "multiprocessing", "urllib", "http", "select", "selectors"}
 COMMANDS = "protocol.cli.commands"
+# what shuffler may take from secagg: the one RandomSource / OsRandom (docs/architecture.md)
+SHUFFLER_FROM_SECAGG = ("secagg.randomness",)
 
 
 def module_name(path: pathlib.Path, root: pathlib.Path) -> str:
@@ -102,6 +106,8 @@ def violations(path: pathlib.Path, module: str) -> list[str]:
         if top not in ALLOWED_TOP[layer]:
             bad.append(f"{where}: {layer} may not import {top}")
             continue
+        if layer == "shuffler" and top == "secagg" and name not in SHUFFLER_FROM_SECAGG:
+            bad.append(f"{where}: shuffler may take only {SHUFFLER_FROM_SECAGG} from secagg")
         if top == "protocol" and not any(name == p or name.startswith(p + ".")
                                          for p in ALLOWED_PROTOCOL[layer]):
             bad.append(f"{where}: {layer} may take only {ALLOWED_PROTOCOL[layer]} from protocol")
@@ -158,6 +164,8 @@ def test_the_rules_catch_planted_violations(tmp_path: pathlib.Path) -> None:
     _plant(tmp_path, "mechanisms/n.py", lazy.format("secagg.state"))
     _plant(tmp_path, "secagg/s.py", "import socket\nimport msgpack\n")
     _plant(tmp_path, "shuffler/t.py", lazy.format("time"))
+    _plant(tmp_path, "shuffler/u.py", "from secagg.randomness import OsRandom\n"
+           "from secagg import crypto\n")
     found = check_tree(tmp_path)
     expected = {
         "protocol.core.b (line 2) imports protocol.studies.runners",
@@ -170,6 +178,26 @@ def test_the_rules_catch_planted_violations(tmp_path: pathlib.Path) -> None:
         "secagg.s (line 1) imports socket",
         "secagg.s (line 2) imports msgpack",
         "shuffler.t (line 2) imports time",
+        "shuffler.u (line 2) imports secagg",
     }
     assert {v.split(":")[0] for v in found} == expected, found
     assert len(found) == len(expected)
+
+
+@pytest.mark.parametrize("cls", ["RandomSource", "OsRandom", "PrivacyGuarantee"])
+def test_one_definition_of_each(cls: str) -> None:
+    where = [f"{f.relative_to(ROOT)}" for pkg in PACKAGES for f in sorted((ROOT / pkg).rglob("*.py"))
+             if any(isinstance(node, ast.ClassDef) and node.name == cls
+                    for node in ast.walk(ast.parse(f.read_text())))]
+    assert len(where) == 1, f"{cls} defined in {where}"
+
+
+def test_randomness_is_shared() -> None:
+    import protocol.core.randomness as core
+    import secagg.randomness as one
+    import shuffler.keys as keys
+
+    assert core.OsRandom is one.OsRandom is keys.OsRandom
+    assert core.RandomSource is one.RandomSource is keys.RandomSource
+    a, b = one.OsRandom().token_bytes(32), one.OsRandom().token_bytes(32)
+    assert len(a) == 32 and a != b

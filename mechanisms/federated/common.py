@@ -1,6 +1,6 @@
 """Results, configuration and server-side aggregation shared by the federated mechanisms.
 
-Communication is counted the way Table 1 of Zhang, Ye, Hu (2024) counts it: in (prefix, count)
+Communication is counted the way Table 1 of Zhang, Ye, Hu 2024 counts it: in (prefix, count)
 pairs of ``b`` bits each exchanged between a party and the server (user-to-party
 reports are not counted). We take ``b = m + 32``: an ``m``-bit prefix and a 32-bit
 count.
@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from protocol.core.contract import Transport
+
 from .adaptive import extension_number
-from .core import LevelResult, PartySession, construct, top_indices
+from mechanisms.prefix_tree.levels import LevelResult, PartySession
+
 from .parties import FederatedError, Population
 
 __all__ = ["FederatedConfig", "PartyReport", "FederatedResult", "aggregate_counts",
-           "walk_levels", "make_sessions", "Communication"]
+           "make_sessions", "Communication"]
 
 COUNT_BITS = 32
 
@@ -181,54 +184,17 @@ def aggregate_counts(items: Sequence[np.ndarray], counts: Sequence[np.ndarray],
     return uniq[order], tot[order]
 
 
-def make_sessions(pop: Population, cfg: FederatedConfig,
-                  rng: np.random.Generator) -> list[PartySession]:
-    """One :class:`PartySession` per party, each with its own child generator.
+def make_sessions(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
+                  transport: Transport | None = None) -> list[PartySession]:
+    """One :class:`PartySession` per party, each with its own child generator, all
+    carrying their oracle rounds over ``transport`` (default: plaintext).
 
     Raises:
         FederatedError: never for a valid population (kept for the interface).
     """
     seeds = rng.spawn(len(pop.parties))
-    return [PartySession(p, pop.bits, cfg.epsilon, cfg.oracle, r) for p, r in zip(pop.parties, seeds)]
-
-
-def walk_levels(session: PartySession, lengths: list[int], group_sizes: list[int],
-                kept: np.ndarray | None, prev_length: int,
-                choose_t: Callable[[LevelResult], int]) -> tuple[LevelResult, np.ndarray, list[int]]:
-    """Run consecutive levels of one party's trie (Construct + Estimate + extend).
-
-    Args:
-        session: the party.
-        lengths: prefix lengths of the levels to run.
-        group_sizes: users per level (disjoint groups drawn from the session's pool).
-        kept: prefixes kept at the previous level (``None``: start from the full
-            domain of the first length).
-        prev_length: prefix length of ``kept``.
-        choose_t: ``LevelResult -> int``, the extension number.
-
-    Returns:
-        ``(last level result, prefixes kept at the last level, t per level)``.
-
-    Raises:
-        FederatedError: if the lengths and group sizes disagree or a group is empty.
-        PrivacyBudgetError: if a user would report twice.
-    """
-    if len(lengths) != len(group_sizes) or not lengths:
-        raise FederatedError("need one group size per level")
-    ts = []
-    res = None
-    for length, n in zip(lengths, group_sizes):
-        if kept is None:
-            domain = np.arange(1 << length, dtype=np.uint64)
-        else:
-            domain = construct(kept, prev_length, length)
-        res = session.estimate(session.take(n), length, domain)
-        t = choose_t(res)
-        ts.append(int(t))
-        kept = res.domain[top_indices(res.freqs, t)]
-        prev_length = length
-    assert res is not None
-    return res, kept, ts
+    return [PartySession(p, pop.bits, cfg.epsilon, cfg.oracle, r, transport)
+            for p, r in zip(pop.parties, seeds)]
 
 
 def timer() -> float:

@@ -6,7 +6,7 @@ disjoint random groups, group ``h`` reports its ``l_h``-bit prefix over
 extended -- and uploads its local top-k items with their estimated counts
 ``f_hat * |U^i|``. The server sums the counts per item and releases the top k.
 
-GTF: the LDP variant of Shao, Han, He, Luo (2023) used as a baseline by Zhang, Ye, Hu (2024): the
+GTF: the LDP variant of Shao, Han, He, Luo (2023) used as a baseline in Zhang, Ye, Hu 2024: the
 authors' GRR-X (a random item X added to the domain from the user's own data, which
 breaks LDP) is replaced by k-RR with a dummy item for out-of-domain prefixes. Zhang, Ye, Hu
 say only that GTF is hierarchical (local heavy hitters, then global ones), costs
@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from protocol.core.contract import Transport
+
 from .common import (Communication, FederatedConfig, FederatedResult, PartyReport,
-                     aggregate_counts, make_sessions, timer, walk_levels)
-from .core import PartySession, level_lengths, top_indices
+                     aggregate_counts, make_sessions, timer)
+from mechanisms.prefix_tree.levels import PartySession, level_lengths, top_indices, walk_levels
 from .parties import Population, split_sizes
 
 __all__ = ["fedpem", "gtf", "local_pem"]
@@ -47,12 +49,13 @@ def local_pem(session: PartySession, bits: int,
     return res.domain[top], res.freqs[top], ts
 
 
-def _local_pem_everywhere(pop: Population, cfg: FederatedConfig, rng: np.random.Generator
+def _local_pem_everywhere(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
+                          transport: Transport | None
                           ) -> tuple[list[np.ndarray], list[np.ndarray], list[PartyReport]]:
     """Run PEM in every party: its top-k items, their estimated frequencies and its
     report (estimated counts = frequency x party size)."""
     items, freqs, reports = [], [], []
-    for s in make_sessions(pop, cfg, rng):
+    for s in make_sessions(pop, cfg, rng, transport):
         hh, f, ts = local_pem(s, pop.bits, cfg)
         items.append(hh)
         freqs.append(f)
@@ -62,8 +65,12 @@ def _local_pem_everywhere(pop: Population, cfg: FederatedConfig, rng: np.random.
     return items, freqs, reports
 
 
-def fedpem(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> FederatedResult:
+def fedpem(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
+        transport: Transport | None = None) -> FederatedResult:
     """Run FedPEM (Algorithm 1): PEM per party, the server sums local top-k counts.
+
+    Each party's oracle rounds travel over ``transport`` (default: plaintext; see
+    :class:`~mechanisms.prefix_tree.levels.PartySession`).
 
     PEM extends a fixed ``t = k`` prefixes per level (``cfg.extension`` is used only when
     it is an integer).
@@ -72,20 +79,24 @@ def fedpem(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> F
         FederatedError: on invalid inputs.
     """
     t0 = timer()
-    items, freqs, reports = _local_pem_everywhere(pop, cfg, rng)
+    items, freqs, reports = _local_pem_everywhere(pop, cfg, rng, transport)
     counts = [r.counts for r in reports]
     top, score = aggregate_counts(items, counts, cfg.k)
     return FederatedResult("fedpem", top, score, reports, timer() - t0, pop.bits)
 
 
-def gtf(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> FederatedResult:
+def gtf(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
+        transport: Transport | None = None) -> FederatedResult:
     """Run the GTF baseline (see the module docstring for how it was inferred).
+
+    Each party's oracle rounds travel over ``transport`` (default: plaintext; see
+    :class:`~mechanisms.prefix_tree.levels.PartySession`).
 
     Raises:
         FederatedError: on invalid inputs.
     """
     t0 = timer()
-    items, freqs, reports = _local_pem_everywhere(pop, cfg, rng)
+    items, freqs, reports = _local_pem_everywhere(pop, cfg, rng, transport)
     allv = np.concatenate(items)
     uniq, inv = np.unique(allv, return_inverse=True)
     votes = np.bincount(inv, minlength=uniq.size)

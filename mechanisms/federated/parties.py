@@ -13,97 +13,29 @@ Every mechanism in this package splits a party's users into *disjoint* groups, o
 user sends exactly one frequency-oracle report. A user's only output is therefore one
 epsilon-LDP report, which is what Theorems 5.1 and 6.1 of the paper rest on.
 
-This is enforced structurally: :class:`UserPool` hands out consecutive slices of one
-random permutation of the party's users and never hands a user out twice, and
-:class:`ReportLedger` counts reports per user and raises :class:`PrivacyBudgetError` at
-the first user that would report a second time (tests read the counts back).
+This is enforced structurally by the level engine (:mod:`mechanisms.prefix_tree.levels`):
+:class:`UserPool` hands out consecutive slices of one random permutation of the party's
+users and never hands a user out twice, and :class:`ReportLedger` counts reports per
+user and raises :class:`PrivacyBudgetError` at the first user that would report a
+second time (tests read the counts back).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from mechanisms.prefix_tree.levels import (LevelError, Party, PrivacyBudgetError, ReportLedger,
+                                           UserPool, prefixes, split_sizes)
+
 __all__ = [
     "FederatedError", "PrivacyBudgetError", "Party", "Population", "UserPool",
-    "ReportLedger", "prefixes", "split_sizes",
+    "ReportLedger", "prefixes", "split_sizes", "top_k_counts",
 ]
 
-
-class FederatedError(ValueError):
-    """Invalid input to a federated heavy-hitter mechanism (bad sizes, bad items...)."""
-
-
-class PrivacyBudgetError(RuntimeError):
-    """A user was asked for a second report, which would break epsilon-LDP."""
-
-
-def prefixes(items: np.ndarray, bits: int, length: int) -> np.ndarray:
-    """The ``length``-bit prefixes of ``bits``-bit items.
-
-    Args:
-        items: unsigned integer items, each below ``2**bits``.
-        bits: item length ``m`` in bits (1..64).
-        length: prefix length ``l`` (0..bits).
-
-    Returns:
-        ``items >> (bits - length)`` as ``uint64``.
-
-    Raises:
-        FederatedError: if ``length`` is outside ``[0, bits]``.
-    """
-    if not 0 <= length <= bits:
-        raise FederatedError(f"prefix length {length} outside [0, {bits}]")
-    items = np.asarray(items, dtype=np.uint64)
-    return items >> np.uint64(bits - length)
-
-
-def split_sizes(n: int, weights: np.ndarray | list[float]) -> np.ndarray:
-    """Split ``n`` users into groups proportional to ``weights`` (sizes sum to ``n``).
-
-    Largest-remainder rounding, so sizes differ from ``n * w / sum(w)`` by less than one.
-
-    Raises:
-        FederatedError: on negative ``n`` or non-positive total weight.
-    """
-    w = np.asarray(weights, dtype=float)
-    if n < 0 or w.size == 0 or np.any(w < 0) or w.sum() <= 0:
-        raise FederatedError("split_sizes needs n >= 0 and non-negative weights with a positive sum")
-    exact = n * w / w.sum()
-    sizes = np.floor(exact).astype(np.int64)
-    rest = int(n - sizes.sum())
-    if rest:
-        order = np.argsort(-(exact - sizes), kind="stable")
-        sizes[order[:rest]] += 1
-    return sizes
-
-
-@dataclass(frozen=True)
-class Party:
-    """One party: a name and the items of its users (one item per user).
-
-    Attributes:
-        name: party label.
-        items: ``uint64`` array, ``items[u]`` is user ``u``'s item.
-    """
-
-    name: str
-    items: np.ndarray
-
-    def __post_init__(self) -> None:
-        arr = np.asarray(self.items)
-        if arr.ndim != 1 or arr.size == 0:
-            raise FederatedError(f"party {self.name!r} needs a non-empty 1-d item array")
-        if arr.dtype.kind not in "ui":
-            raise FederatedError(f"party {self.name!r}: items must be integers")
-        if arr.dtype.kind == "i" and np.any(arr < 0):
-            raise FederatedError(f"party {self.name!r}: negative item")
-        object.__setattr__(self, "items", arr.astype(np.uint64, copy=False))
-
-    @property
-    def size(self) -> int:
-        """Number of users."""
-        return int(self.items.size)
+#: invalid input to a federated heavy-hitter mechanism (bad sizes, bad items...): the
+#: level engine's error, so that one ``except`` covers the engine and the mechanisms
+FederatedError = LevelError
 
 
 @dataclass(frozen=True)
@@ -152,11 +84,6 @@ class Population:
         """The global top-``k`` items ``R^k_T`` (ties broken by the smaller item id)."""
         return top_k_counts(self.all_items(), k)[0]
 
-    def local_top_k(self, k: int) -> list[np.ndarray]:
-        """Each party's own top-``k`` items."""
-        return [top_k_counts(p.items, k)[0] for p in self.parties]
-
-
 def top_k_counts(items: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-``k`` items of a multiset and their counts, most frequent first.
 
@@ -165,66 +92,3 @@ def top_k_counts(items: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     vals, counts = np.unique(np.asarray(items, dtype=np.uint64), return_counts=True)
     order = np.lexsort((vals, -counts))[:k]
     return vals[order], counts[order]
-
-
-@dataclass
-class ReportLedger:
-    """Counts oracle reports per user of one party; a second report raises.
-
-    Attributes:
-        party: party name (for messages).
-        counts: ``counts[u]`` is the number of reports user ``u`` has sent (0 or 1).
-    """
-
-    party: str
-    n_users: int
-    counts: np.ndarray = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.counts = np.zeros(self.n_users, dtype=np.int64)
-
-    def record(self, users: np.ndarray) -> None:
-        """Record one report from each user in ``users``.
-
-        Raises:
-            PrivacyBudgetError: if a user appears twice in ``users`` or has reported
-                before. The ledger is left unchanged in that case.
-        """
-        users = np.asarray(users, dtype=np.int64)
-        if users.size == 0:
-            return
-        if users.min() < 0 or users.max() >= self.n_users:
-            raise FederatedError(f"party {self.party!r}: user index out of range")
-        if np.unique(users).size != users.size or np.any(self.counts[users] > 0):
-            raise PrivacyBudgetError(
-                f"party {self.party!r}: a user would send a second report")
-        self.counts[users] += 1
-
-
-class UserPool:
-    """Disjoint random groups of one party's users.
-
-    A pool holds one random permutation of ``range(n_users)``; :meth:`take` returns the
-    next ``size`` users and never returns a user twice.
-    """
-
-    def __init__(self, n_users: int, rng: np.random.Generator) -> None:
-        self._perm = rng.permutation(n_users)
-        self._next = 0
-
-    @property
-    def remaining(self) -> int:
-        """Users not yet handed out."""
-        return int(self._perm.size - self._next)
-
-    def take(self, size: int) -> np.ndarray:
-        """Take ``size`` fresh users.
-
-        Raises:
-            FederatedError: if fewer than ``size`` users remain or ``size`` is negative.
-        """
-        if size < 0 or size > self.remaining:
-            raise FederatedError(f"cannot take {size} users, {self.remaining} remain")
-        out = self._perm[self._next:self._next + size]
-        self._next += size
-        return out

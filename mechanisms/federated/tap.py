@@ -1,5 +1,4 @@
-"""TAP and TAPS: target-aligning prefix trees (Zhang, Ye, Hu, "Federated Heavy Hitter
-Analytics with Local Differential Privacy", 2024, sections 5-6).
+"""TAP and TAPS: target-aligning prefix trees (Zhang, Ye, Hu 2024, sections 5-6).
 
 TAP (Algorithm 3)
 -----------------
@@ -42,9 +41,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from protocol.core.contract import Transport
+
 from .common import (Communication, FederatedConfig, FederatedResult, PartyReport,
-                     aggregate_counts, make_sessions, timer, walk_levels)
-from .core import PartySession, construct, level_lengths, top_indices
+                     aggregate_counts, make_sessions, timer)
+from mechanisms.prefix_tree.levels import PartySession, construct, level_lengths, top_indices, walk_levels
 from .parties import FederatedError, Population, split_sizes
 
 __all__ = ["tap", "taps", "shared_shallow_trie", "consensus_set", "pruning_levels"]
@@ -83,8 +84,12 @@ def _phase_two_sizes(remaining: int, n_levels: int) -> list[int]:
     return list(split_sizes(remaining, np.ones(n_levels)))
 
 
-def tap(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> FederatedResult:
+def tap(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
+        transport: Transport | None = None) -> FederatedResult:
     """Run TAP (Algorithm 3).
+
+    Each party's oracle rounds travel over ``transport`` (default: plaintext; see
+    :class:`~mechanisms.prefix_tree.levels.PartySession`).
 
     With ``cfg.shared_trie = False`` Phase I is skipped and every party runs all ``g``
     levels on all its users (the "w/o shared trie" ablation).
@@ -93,7 +98,7 @@ def tap(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> Fede
         FederatedError: on invalid inputs.
     """
     t0 = timer()
-    sessions = make_sessions(pop, cfg, rng)
+    sessions = make_sessions(pop, cfg, rng, transport)
     comms = [Communication() for _ in sessions]
     lengths = level_lengths(pop.bits, cfg.levels)
     if cfg.shared_trie:
@@ -156,15 +161,19 @@ def consensus_set(a: np.ndarray, b: np.ndarray, k: int, epsilon: float,
     return best_set, best_kp
 
 
-def taps(pop: Population, cfg: FederatedConfig, rng: np.random.Generator) -> FederatedResult:
+def taps(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
+        transport: Transport | None = None) -> FederatedResult:
     """Run TAPS (Algorithm 4): TAP with sequential Phase II and consensus-based pruning.
+
+    Each party's oracle rounds travel over ``transport`` (default: plaintext; see
+    :class:`~mechanisms.prefix_tree.levels.PartySession`).
 
     Raises:
         FederatedError: on invalid inputs.
     """
     t0 = timer()
     order = np.argsort(-pop.sizes, kind="stable")
-    sessions_all = make_sessions(pop, cfg, rng)
+    sessions_all = make_sessions(pop, cfg, rng, transport)
     sessions = [sessions_all[i] for i in order]
     comms = [Communication() for _ in sessions]
     lengths = level_lengths(pop.bits, cfg.levels)

@@ -44,7 +44,7 @@ import numpy as np
 
 from .. import hashing
 from .base import (FrequencyOracle, OracleInputError, ReportError, coin, coin_probability,
-                   coin_threshold)
+                   coin_threshold, split_payloads)
 
 __all__ = ["AoN", "AoNReports"]
 
@@ -121,11 +121,6 @@ class AoN(FrequencyOracle):
         pi, r = self.pi, self.r
         return pi, pi * pi + r * pi * (1.0 - pi)
 
-    @property
-    def report_probability(self) -> float:
-        """``P[a user sends a non-bottom report] = pi + (1 - pi) r``."""
-        return self.pi + (1.0 - self.pi) * self.r
-
     def respond(self, values: Any, keys: np.ndarray, rng: np.random.Generator) -> AoNReports:
         """Algorithm 1 with given keys (the step after drawing the keys; for tests).
 
@@ -173,6 +168,47 @@ class AoN(FrequencyOracle):
             raise OracleInputError("need n >= 1 and 0 < delta < 1")
         p, q = self.support_probabilities
         return math.sqrt(math.log(2 * self.n_categories / delta) / (2 * n)) / (p - q)
+
+    # -- contributions (see FrequencyOracle) ------------------------------------------
+    def _support_vectors(self, reports: AoNReports) -> np.ndarray:
+        """``s[v] = [h(v) = 0]`` over the domain items (the zero vector for a bottom)."""
+        if not isinstance(reports, AoNReports):
+            raise ReportError("expected AoNReports")
+        domain = np.arange(int(self.domain_size), dtype=np.int64)
+        hit = hashing.hash_outer(reports.keys, domain, self.B) == 0
+        return (hit & reports.reported[:, None]).astype(np.uint64)
+
+    @property
+    def report_size(self) -> int:
+        """A flag byte (1 = function reported, 0 = bottom) and the three key words
+        (all zero for a bottom): 25 bytes."""
+        return 1 + 8 * hashing.KEY_WORDS
+
+    def encode_reports(self, reports: AoNReports) -> tuple[bytes, ...]:
+        """See :meth:`FrequencyOracle.encode_reports` (bottoms included).
+
+        Raises:
+            ReportError: reports of the wrong type.
+        """
+        if not isinstance(reports, AoNReports):
+            raise ReportError("expected AoNReports")
+        size = self.report_size
+        rows = np.empty((reports.n, size), dtype=np.uint8)
+        rows[:, 0] = reports.reported
+        keys = np.where(reports.reported[:, None], reports.keys, np.uint64(0))
+        rows[:, 1:] = keys.astype(">u8").view(np.uint8).reshape(reports.n, 24)
+        return split_payloads(rows.tobytes(), size)
+
+    def _decode_rows(self, raw: np.ndarray) -> AoNReports:
+        n = raw.shape[0]
+        flag = raw[:, 0]
+        if n and int(flag.max()) > 1:
+            raise ReportError("AoN flag must be 0 (bottom) or 1")
+        reported = flag == 1
+        keys = raw[:, 1:].copy().view(">u8").reshape(n, 3).astype(np.uint64)
+        if np.any(keys[~reported]):
+            raise ReportError("an AoN bottom must not carry a key")
+        return AoNReports(keys, reported)
 
     def _effective_epsilon(self) -> float:
         return -math.log(self.r)

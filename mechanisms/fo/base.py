@@ -39,19 +39,25 @@ from __future__ import annotations
 
 import abc
 import math
-from dataclasses import dataclass
-from typing import Any, ClassVar
+import struct
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
+from protocol.core.contract import Kind
+
+from ..privacy import PrivacyGuarantee, local_guarantee
+
 __all__ = [
     "COIN_BITS", "OracleInputError", "ReportError", "PrivacyGuarantee", "FrequencyOracle",
-    "coin_threshold", "coin", "coin_probability",
+    "coin_threshold", "coin", "coin_probability", "MAX_VECTOR_ENTRIES", "split_payloads",
+    "check_payloads",
 ]
 
 COIN_BITS = 32
 _COIN_ONE = 1 << COIN_BITS
 MAX_DEFAULT_CANDIDATES = 1 << 24
+MAX_VECTOR_ENTRIES = 1 << 26  #: n x dim cap for building support vectors in memory
 
 
 class OracleInputError(ValueError):
@@ -60,26 +66,6 @@ class OracleInputError(ValueError):
 
 class ReportError(ValueError):
     """A report batch that is malformed for the oracle that should read it."""
-
-
-@dataclass(frozen=True, slots=True)
-class PrivacyGuarantee:
-    """What an oracle guarantees for one report of one user.
-
-    Attributes:
-        mechanism: short name ("grr", "oue", ...).
-        epsilon: nominal local epsilon (the parameter).
-        delta: always 0 here (pure LDP).
-        effective_epsilon: the exact worst-case log-ratio of the implemented
-            probabilities (after 32-bit rounding); never above ``epsilon``.
-        source: where the guarantee is proved.
-    """
-
-    mechanism: str
-    epsilon: float
-    delta: float
-    effective_epsilon: float
-    source: str
 
 
 def coin_threshold(prob: float, round_up: bool) -> int:
@@ -148,11 +134,6 @@ class FrequencyOracle(abc.ABC):
     def n_categories(self) -> int:
         """Number of perturbed categories: the domain plus the dummy item, if any."""
         return int(self.domain_size) + int(bool(self.dummy))
-
-    @property
-    def dummy_item(self) -> int | None:
-        """Index of the dummy item (``domain_size``) or ``None`` without one."""
-        return int(self.domain_size) if self.dummy else None
 
     @property
     @abc.abstractmethod
@@ -283,9 +264,85 @@ class FrequencyOracle(abc.ABC):
         """Exact worst-case log-ratio of the implemented output probabilities."""
 
     def privacy(self) -> PrivacyGuarantee:
-        """The pure local-DP guarantee of one report."""
-        return PrivacyGuarantee(self.name, float(self.epsilon), 0.0,
-                                float(self._effective_epsilon()), self.source)
+        """The pure local-DP guarantee of one report: nominal ``epsilon``, with the exact
+        ``effective_epsilon`` of the rounded coins in its parameters."""
+        return local_guarantee(self.name, float(self.epsilon), self.source,
+                               {"effective_epsilon": float(self._effective_epsilon())})
+
+    # -- contributions to an aggregation round ----------------------------------------
+    #: the contribution kinds a report batch can travel as, preferred first: a report
+    #: round carries the reports themselves; a vector round carries each client's
+    #: support indicator vector (a post-processing of her report, exactly as private)
+    contribution_kinds: ClassVar[tuple[Kind, ...]] = (Kind.REPORT, Kind.VECTOR)
+
+    @property
+    def vector_dim(self) -> int:
+        """Length of a support vector: the domain items (GRR and OUE: every category)."""
+        return int(self.domain_size)
+
+    def support_vectors(self, reports: Any) -> np.ndarray:
+        """Each client's support indicator vector, ``(n, vector_dim)`` uint64 of 0/1:
+        entry ``v`` is 1 iff the report supports ``v``, so their sum is the support
+        counts (Wang, Blocki, Li, Jha, USENIX Security 2017, sec. 3).
+
+        Raises:
+            ReportError: reports of the wrong type, or a matrix above
+                ``MAX_VECTOR_ENTRIES`` entries.
+        """
+        n = int(reports.n)
+        if n * self.vector_dim > MAX_VECTOR_ENTRIES:
+            raise ReportError(f"{n} support vectors of {self.vector_dim} entries exceed "
+                              f"{MAX_VECTOR_ENTRIES} entries")
+        return self._support_vectors(reports)
+
+    def counts_from_vector(self, total: np.ndarray) -> np.ndarray:
+        """Support counts of the domain items from the sum of support vectors."""
+        return np.asarray(total, dtype=np.int64)[:int(self.domain_size)]
+
+    @property
+    @abc.abstractmethod
+    def report_size(self) -> int:
+        """Bytes of one report encoded by :meth:`encode_reports`."""
+
+    @abc.abstractmethod
+    def encode_reports(self, reports: Any) -> tuple[bytes, ...]:
+        """One fixed-size payload of :attr:`report_size` bytes per report (vectorised).
+
+        Raises:
+            ReportError: reports of the wrong type.
+        """
+
+    def decode_reports(self, payloads: tuple[bytes, ...] | list[bytes]) -> Any:
+        """Parse payloads back into a report batch, validating every field.
+
+        Raises:
+            ReportError: a payload of the wrong size or a field out of range.
+        """
+        size = self.report_size
+        check_payloads(payloads, size, self.name)
+        n = len(payloads)
+        return self._decode_rows(np.frombuffer(b"".join(payloads), dtype=np.uint8
+                                               ).reshape(n, size))
+
+    @abc.abstractmethod
+    def _support_vectors(self, reports: Any) -> np.ndarray:
+        """See :meth:`support_vectors` (size already checked)."""
+
+    @abc.abstractmethod
+    def _decode_rows(self, raw: np.ndarray) -> Any:
+        """Reports from an ``(n, report_size)`` uint8 matrix; raises ReportError."""
+
+    def estimate_from_counts(self, counts: np.ndarray, n: int) -> np.ndarray:
+        """The unbiased estimator from support counts of ``n`` reports (the same
+        expression as :meth:`estimate`).
+
+        Raises:
+            ReportError: ``n < 1``.
+        """
+        if n < 1:
+            raise ReportError("cannot estimate from zero reports")
+        p, q = self.support_probabilities
+        return (np.asarray(counts, dtype=np.int64) / n - q) / (p - q)
 
 
 def check_int_array(name: str, a: Any, ndim: int = 1) -> np.ndarray:
@@ -299,3 +356,19 @@ def check_int_array(name: str, a: Any, ndim: int = 1) -> np.ndarray:
         raise ReportError(f"{name} must be a {ndim}-D integer array, got shape {a.shape} "
                           f"dtype {a.dtype}")
     return a
+
+
+def split_payloads(blob: bytes, size: int) -> tuple[bytes, ...]:
+    """Cut a contiguous buffer into payloads of ``size`` bytes (``len(blob)`` must be a
+    multiple of ``size``)."""
+    return tuple(t[0] for t in struct.iter_unpack(f"{size}s", blob))
+
+
+def check_payloads(payloads: Sequence[bytes], size: int, name: str) -> None:
+    """Every payload is a ``bytes`` of exactly ``size`` bytes.
+
+    Raises:
+        ReportError: otherwise.
+    """
+    if payloads and (set(map(type, payloads)) != {bytes} or set(map(len, payloads)) != {size}):
+        raise ReportError(f"every {name} report must be {size} bytes")

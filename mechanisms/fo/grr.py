@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .base import (FrequencyOracle, OracleInputError, ReportError, check_int_array, coin,
-                   coin_probability, coin_threshold)
+                   coin_probability, coin_threshold, split_payloads)
 
 __all__ = ["GRR", "GRRReports"]
 
@@ -113,6 +113,46 @@ class GRR(FrequencyOracle):
         ys = np.sort(y.astype(np.int64))
         return (np.searchsorted(ys, c, side="right") - np.searchsorted(ys, c, side="left")
                 ).astype(np.int64)
+
+    # -- contributions (see FrequencyOracle) ------------------------------------------
+    @property
+    def vector_dim(self) -> int:
+        """Every category, the dummy item included (its count is dropped)."""
+        return self.n_categories
+
+    def _support_vectors(self, reports: GRRReports) -> np.ndarray:
+        """The one-hot vector of the reported category."""
+        if not isinstance(reports, GRRReports):
+            raise ReportError("expected GRRReports")
+        out = np.zeros((reports.n, self.n_categories), dtype=np.uint64)
+        out[np.arange(reports.n), reports.values.astype(np.int64)] = 1
+        return out
+
+    @property
+    def report_size(self) -> int:
+        """The reported category, big-endian, ``ceil(log2(categories)/8)`` bytes."""
+        return max(1, ((self.n_categories - 1).bit_length() + 7) // 8)
+
+    def encode_reports(self, reports: GRRReports) -> tuple[bytes, ...]:
+        """See :meth:`FrequencyOracle.encode_reports`.
+
+        Raises:
+            ReportError: reports of the wrong type.
+        """
+        if not isinstance(reports, GRRReports):
+            raise ReportError("expected GRRReports")
+        size = self.report_size
+        be = reports.values.astype(">u8").view(np.uint8).reshape(reports.n, 8)
+        return split_payloads(np.ascontiguousarray(be[:, 8 - size:]).tobytes(), size)
+
+    def _decode_rows(self, raw: np.ndarray) -> GRRReports:
+        n, size = raw.shape
+        full = np.zeros((n, 8), dtype=np.uint8)
+        full[:, 8 - size:] = raw
+        values = full.view(">u8").reshape(n).astype(np.uint64)
+        if n and int(values.max()) >= self.n_categories:
+            raise ReportError(f"GRR report outside [0, {self.n_categories})")
+        return GRRReports(values.astype(np.int64))
 
     def _effective_epsilon(self) -> float:
         return math.log(self.p_keep / self.q_other)

@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import hashing
 from .base import (FrequencyOracle, OracleInputError, ReportError, check_int_array, coin,
-                   coin_probability, coin_threshold)
+                   coin_probability, coin_threshold, split_payloads)
 
 __all__ = ["OLH", "OLHReports"]
 
@@ -139,6 +139,42 @@ class OLH(FrequencyOracle):
                                          self.chunk_elements)
         except hashing.HashInputError as exc:
             raise ReportError(f"malformed OLH reports: {exc}") from exc
+
+    # -- contributions (see FrequencyOracle) ------------------------------------------
+    def _support_vectors(self, reports: OLHReports) -> np.ndarray:
+        """``s[v] = [H(v) = y]`` over the domain items."""
+        if not isinstance(reports, OLHReports):
+            raise ReportError("expected OLHReports")
+        domain = np.arange(int(self.domain_size), dtype=np.int64)
+        return (hashing.hash_outer(reports.keys, domain, self.g)
+                == reports.y[:, None]).astype(np.uint64)
+
+    @property
+    def report_size(self) -> int:
+        """The three 64-bit key words and the 32-bit hashed value: 28 bytes."""
+        return 8 * hashing.KEY_WORDS + 4
+
+    def encode_reports(self, reports: OLHReports) -> tuple[bytes, ...]:
+        """See :meth:`FrequencyOracle.encode_reports`.
+
+        Raises:
+            ReportError: reports of the wrong type.
+        """
+        if not isinstance(reports, OLHReports):
+            raise ReportError("expected OLHReports")
+        size = self.report_size
+        rows = np.empty((reports.n, size), dtype=np.uint8)
+        rows[:, :24] = reports.keys.astype(">u8").view(np.uint8).reshape(reports.n, 24)
+        rows[:, 24:] = reports.y.astype(">u4").view(np.uint8).reshape(reports.n, 4)
+        return split_payloads(rows.tobytes(), size)
+
+    def _decode_rows(self, raw: np.ndarray) -> OLHReports:
+        n = raw.shape[0]
+        keys = raw[:, :24].copy().view(">u8").reshape(n, 3).astype(np.uint64)
+        y = raw[:, 24:].copy().view(">u4").reshape(n).astype(np.int64)
+        if n and int(y.max()) >= self.g:
+            raise ReportError(f"OLH hashed value outside [0, {self.g})")
+        return OLHReports(keys, y)
 
     def _effective_epsilon(self) -> float:
         return math.log(self.p_keep / self.q_other)

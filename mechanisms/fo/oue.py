@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .base import (COIN_BITS, FrequencyOracle, OracleInputError, ReportError, coin,
-                   coin_probability, coin_threshold)
+                   coin_probability, coin_threshold, split_payloads)
 
 __all__ = ["OUE", "OUEReports"]
 
@@ -119,6 +119,40 @@ class OUE(FrequencyOracle):
             block = np.unpackbits(reports.bits[r0:r0 + rows], axis=1, count=self.n_categories)
             totals += block.sum(axis=0, dtype=np.int64)
         return totals[c]
+
+    # -- contributions (see FrequencyOracle) ------------------------------------------
+    @property
+    def vector_dim(self) -> int:
+        """Every category, the dummy item included (its count is dropped)."""
+        return self.n_categories
+
+    def _support_vectors(self, reports: OUEReports) -> np.ndarray:
+        """The perturbed bit vector itself."""
+        if not isinstance(reports, OUEReports):
+            raise ReportError("expected OUEReports")
+        return reports.unpacked().astype(np.uint64)
+
+    @property
+    def report_size(self) -> int:
+        """The packed perturbed bits, ``ceil(categories/8)`` bytes (MSB first)."""
+        return (self.n_categories + 7) // 8
+
+    def encode_reports(self, reports: OUEReports) -> tuple[bytes, ...]:
+        """See :meth:`FrequencyOracle.encode_reports`.
+
+        Raises:
+            ReportError: reports of the wrong type.
+        """
+        if not isinstance(reports, OUEReports):
+            raise ReportError("expected OUEReports")
+        return split_payloads(np.ascontiguousarray(reports.bits).tobytes(), self.report_size)
+
+    def _decode_rows(self, raw: np.ndarray) -> OUEReports:
+        n, size = raw.shape
+        pad = 8 * size - self.n_categories
+        if pad and n and np.any(raw[:, -1] & np.uint8((1 << pad) - 1)):
+            raise ReportError("OUE report with nonzero padding bits")
+        return OUEReports(raw.copy(), self.n_categories)
 
     def _effective_epsilon(self) -> float:
         p, q = self.support_probabilities

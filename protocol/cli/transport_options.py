@@ -3,7 +3,9 @@
 One set of options for every command that runs a mechanism over a transport
 (``fedhh triehh``, ``eval triehh``, ``bench triehh``, ``triehhpp``, ``ldp``):
 
-* ``--transport plain|secagg|shuffler``;
+* ``--transport plain|secagg|shuffler|threshold`` (``threshold``: secure aggregation
+  into a three-member committee that opens only the release, ``docs/threshold.md``;
+  it takes the secure-aggregation options);
 * secure aggregation: ``--secagg-graph harary|complete`` (SecAgg+ or Bonawitz et al.),
   ``--secagg-malicious`` (malicious-server variant: signatures and the consistency
   round), ``--dropout P`` (each sampled client drops before a random round),
@@ -29,17 +31,17 @@ from protocol.core.contract import Transport
 
 __all__ = ["TRANSPORTS", "add_transport_args", "transport_from_args", "transport_options"]
 
-TRANSPORTS = ("plain", "secagg", "shuffler")
+TRANSPORTS = ("plain", "secagg", "shuffler", "threshold")
 # option attribute -> (transports that take it, transport keyword, command-line flag)
 _OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
-    "secagg_graph": (("secagg",), "graph", "--secagg-graph"),
-    "secagg_malicious": (("secagg",), "malicious", "--secagg-malicious"),
-    "dropout": (("secagg",), "dropout", "--dropout"),
-    "secagg_grinding_bits": (("secagg",), "grinding_bits", "--secagg-grinding-bits"),
+    "secagg_graph": (("secagg", "threshold"), "graph", "--secagg-graph"),
+    "secagg_malicious": (("secagg", "threshold"), "malicious", "--secagg-malicious"),
+    "dropout": (("secagg", "threshold"), "dropout", "--dropout"),
+    "secagg_grinding_bits": (("secagg", "threshold"), "grinding_bits", "--secagg-grinding-bits"),
     "min_batch": (("shuffler",), "min_batch_size", "--min-batch"),
     "workers": (("shuffler",), "workers", "--workers"),
     "blinded_crowds": (("shuffler",), "blinded_crowds", "--blinded-crowds"),
-    "os_keys": (("secagg", "shuffler"), "simulate", "--os-keys"),
+    "os_keys": (("secagg", "shuffler", "threshold"), "simulate", "--os-keys"),
 }
 
 

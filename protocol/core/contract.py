@@ -44,7 +44,7 @@ ABSTAIN = -1
 __all__ = [
     "ABSTAIN", "ContractError", "AggregationAborted", "Kind", "RoundSpec", "Votes",
     "Vectors", "Reports", "Release", "Cost", "RoundResult", "Transport",
-    "threshold_counts",
+    "threshold_counts", "pick_kind", "plaintext_transport",
 ]
 
 
@@ -173,10 +173,12 @@ class Reports:
     def validate(self, spec: RoundSpec) -> tuple[bytes, ...]:
         if spec.kind is not Kind.REPORT:
             raise ContractError("reports given to a non-report round")
-        for p in self.payloads:
-            if not isinstance(p, bytes) or len(p) != spec.report_size:
-                raise ContractError(f"every report must be {spec.report_size} bytes")
-        return tuple(self.payloads)
+        payloads = tuple(self.payloads)
+        # C-level passes over the batch (10^6 reports): exact type bytes, one size
+        if payloads and (set(map(type, payloads)) != {bytes}
+                         or set(map(len, payloads)) != {spec.report_size}):
+            raise ContractError(f"every report must be {spec.report_size} bytes")
+        return payloads
 
 
 Contributions = Votes | Vectors | Reports
@@ -278,6 +280,14 @@ class Transport(abc.ABC):
     ``protocol.core.transports``; mechanisms only ever see this interface."""
 
     name: ClassVar[str]
+    #: the contribution kinds :meth:`run_round` accepts; a mechanism chooses its
+    #: encoding from this declaration (:func:`pick_kind`), never from the name
+    kinds: ClassVar[frozenset[Kind]] = frozenset()
+    #: report rounds reach the analyst as an anonymous multiset: no party that sees
+    #: which client sent which report is needed to compute the release (a shuffler
+    #: that does not collude with the analyst). Only then may a mechanism claim
+    #: privacy amplification by shuffling for its report rounds.
+    anonymous_reports: ClassVar[bool] = False
 
     @abc.abstractmethod
     def run_round(self, spec: RoundSpec, contributions: Contributions,
@@ -294,3 +304,28 @@ class Transport(abc.ABC):
             ContractError: the contributions do not fit the spec.
             AggregationAborted: the round could not complete.
         """
+
+
+def pick_kind(transport: Transport, preferred: "tuple[Kind, ...] | list[Kind]") -> Kind:
+    """The first of a mechanism's ``preferred`` contribution kinds that ``transport``
+    declares in :attr:`Transport.kinds`.
+
+    Raises:
+        ContractError: the transport takes none of them.
+    """
+    for kind in preferred:
+        if kind in transport.kinds:
+            return kind
+    offered = ", ".join(sorted(k.value for k in transport.kinds)) or "none"
+    wanted = ", ".join(k.value for k in preferred)
+    raise ContractError(f"transport {transport.name!r} takes {offered}; "
+                        f"the mechanism can send {wanted}")
+
+
+def plaintext_transport() -> Transport:
+    """The plaintext reference transport (a trusted aggregator that sees every
+    contribution): the default of every mechanism that takes a transport, so that
+    mechanisms need import nothing from ``protocol`` but this contract."""
+    from protocol.core.transports.plain import PlainTransport
+
+    return PlainTransport()

@@ -1,6 +1,7 @@
 """Randomness sources injected into the sans-I/O state machines.
 
-Production code uses :class:`OsRandom` (``os.urandom``). Simulations that must be
+The interface :class:`RandomSource` and the production :class:`OsRandom` (``os.urandom``)
+are defined once, in :mod:`secagg.randomness`, and re-exported here. Simulations that must be
 reproducible opt in, explicitly and by name, to :func:`insecure_deterministic_randomness`,
 a ChaCha20 keystream keyed by SHA-256 of the seed. It must never be used to protect
 real data: anyone who knows the seed knows every key.
@@ -8,26 +9,13 @@ real data: anyone who knows the seed knows every key.
 from __future__ import annotations
 
 import hashlib
-import os
-from typing import Protocol
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
+from secagg.randomness import OsRandom, RandomSource
 
-class RandomSource(Protocol):
-    """Anything that yields uniformly random bytes."""
-
-    def token_bytes(self, n: int) -> bytes: ...
-
-
-class OsRandom:
-    """The operating system's CSPRNG. The default everywhere."""
-
-    deterministic = False
-
-    def token_bytes(self, n: int) -> bytes:
-        return os.urandom(n)
+__all__ = ["RandomSource", "OsRandom", "insecure_deterministic_randomness"]
 
 
 class _DeterministicRandom:

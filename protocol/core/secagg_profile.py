@@ -1,7 +1,8 @@
 """Where a secure-aggregation run spends its time, next to what the bare primitives cost.
 
-:func:`protocol.core.secagg_engine.profile_primitives` counts the calls and CPU seconds spent
-inside each primitive the state machines use. :func:`bare_costs` replays the same
+:func:`profile_primitives` counts the calls and CPU seconds spent inside each primitive
+the state machines use (:class:`PrimitiveProfile`; it is re-exported by
+:mod:`protocol.core.secagg_engine`). :func:`bare_costs` replays the same
 operations (same counts and sizes) directly on the libraries -- one libsodium X25519
 scalar multiplication per key agreement, the raw AES-256-CTR keystream for the mask
 bytes, ``shamir.split``/``combine`` called directly, ChaCha20-Poly1305, Ed25519 and
@@ -19,13 +20,104 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from protocol.core.secagg_engine import PrimitiveProfile, category_seconds
+from secagg import crypto, prg, shamir
 
-__all__ = ["FAMILIES", "bare_costs", "primitive_table"]
+__all__ = ["PrimitiveProfile", "profile_primitives", "category_seconds", "FAMILIES",
+           "bare_costs", "primitive_table"]
+
+
+@dataclass
+class PrimitiveProfile:
+    """Calls and CPU seconds (``time.process_time``) spent inside each wrapped primitive
+    during a run. A primitive called from inside another wrapped one (``x25519_keypair``
+    computing its public key with ``x25519_public``) counts as part of the outer call
+    only."""
+
+    calls: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    #: argument shapes needed to replay the same work bare (kept small)
+    shapes: dict[str, dict[Any, int]] = field(default_factory=dict)
+
+
+_CATEGORY = {
+    ("crypto", "x25519_shared"): "key_agreement", ("crypto", "x25519_keypair"): "key_agreement",
+    ("crypto", "x25519_public"): "key_agreement", ("prg", "expand_mask"): "prg",
+    ("shamir", "split"): "shamir", ("shamir", "combine"): "shamir",
+    ("crypto", "aead_encrypt"): "aead", ("crypto", "aead_decrypt"): "aead",
+    ("crypto", "ed25519_sign"): "signature", ("crypto", "ed25519_verify"): "signature",
+    ("crypto", "hkdf"): "kdf",
+}
+
+
+def _shape(name: str, args: tuple[Any, ...]) -> Any:
+    if name == "expand_mask":
+        return (args[1], args[2])
+    if name == "split":
+        return (len(args[1]), args[2])
+    if name == "combine":
+        return args[1]
+    if name in ("aead_encrypt", "aead_decrypt"):
+        return (len(args[1]), len(args[2]))
+    return None
+
+
+@contextmanager
+def profile_primitives() -> Iterator[PrimitiveProfile]:
+    """Wrap the secagg primitives with timers for the duration of the block.
+
+    The state machines call the primitives through their modules
+    (``crypto.x25519_shared(...)``), so replacing the module attributes is enough.
+    Not thread-safe; meant for benchmarks.
+    """
+    prof = PrimitiveProfile()
+    mods = {"crypto": crypto, "prg": prg, "shamir": shamir}
+    saved = []
+    # only the outermost wrapped call is counted: x25519_keypair calls x25519_public
+    # through the module, and counting both would count its time twice
+    depth = [0]
+    for (mod_name, fn_name), cat in _CATEGORY.items():
+        mod = mods[mod_name]
+        orig = getattr(mod, fn_name)
+        saved.append((mod, fn_name, orig))
+
+        def wrapper(*args: Any, __orig: Callable[..., Any] = orig, __name: str = fn_name,
+                    **kw: Any) -> Any:
+            if depth[0]:
+                return __orig(*args, **kw)
+            depth[0] += 1
+            t0 = time.process_time()
+            try:
+                return __orig(*args, **kw)
+            finally:
+                dt = time.process_time() - t0
+                depth[0] -= 1
+                prof.calls[__name] = prof.calls.get(__name, 0) + 1
+                prof.seconds[__name] = prof.seconds.get(__name, 0.0) + dt
+                sh = _shape(__name, args)
+                if sh is not None:
+                    d = prof.shapes.setdefault(__name, {})
+                    d[sh] = d.get(sh, 0) + 1
+
+        setattr(mod, fn_name, wrapper)
+    try:
+        yield prof
+    finally:
+        for mod, fn_name, orig in saved:
+            setattr(mod, fn_name, orig)
+
+
+def category_seconds(prof: PrimitiveProfile) -> dict[str, float]:
+    """Seconds per category (key_agreement, prg, shamir, aead, signature, kdf)."""
+    out: dict[str, float] = {}
+    for (_, fn), cat in _CATEGORY.items():
+        out[cat] = out.get(cat, 0.0) + prof.seconds.get(fn, 0.0)
+    return out
 
 #: primitive family -> the wrapped functions that belong to it
 FAMILIES: dict[str, tuple[str, ...]] = {

@@ -165,7 +165,7 @@ class HeavyHitters:
             "mechanism": self.mechanism, "transport": self.transport, "n": self.n,
             "heavy_hitters": [_plain(h.__dict__) for h in self.heavy_hitters],
             "released_prefixes": dict(self.released_prefixes),
-            "guarantee": _plain(g.as_dict()) if g is not None else None,
+            "guarantee": _guarantee_dict(g),
             "guarantee_note": self.guarantee_note,
             "parameters": dict(self.parameters),
             "rounds": [r.__dict__ for r in self.rounds],
@@ -205,6 +205,18 @@ class HeavyHitters:
         raise ValueError(f"unknown table format {fmt!r} (csv or markdown)")
 
 
+def _guarantee_dict(g: Any) -> Any:
+    """A guarantee object as JSON types, whichever of the guarantee types it is."""
+    if g is None:
+        return None
+    for method in ("to_json", "as_dict"):
+        if callable(getattr(g, method, None)):
+            return _plain(getattr(g, method)())
+    if dataclasses.is_dataclass(g) and not isinstance(g, type):
+        return _plain({f.name: getattr(g, f.name) for f in dataclasses.fields(g)})
+    return _plain(g)
+
+
 def _plain(x: Any) -> Any:
     """``x`` with numpy values, tuples and mappings turned into JSON types."""
     if isinstance(x, np.ndarray):
@@ -227,8 +239,10 @@ class _Recording(Transport):
 
     def __init__(self, inner: Transport) -> None:
         self.inner = inner
-        # callers that dispatch on the transport's name see the inner one
-        setattr(self, "name", getattr(inner, "name", type(inner).__name__))  # noqa: B010
+        # callers that dispatch on the transport's declarations see the inner ones
+        for attr in ("name", "kinds", "anonymous_reports"):
+            if hasattr(inner, attr):
+                setattr(self, attr, getattr(inner, attr))
         self.views: list[PartyViews] = []
         self.costs: list[tuple[float, Cost]] = []
 
@@ -246,8 +260,9 @@ def _transport(transport: str | Transport, seed: int | None) -> tuple[Transport,
         return transport, str(getattr(transport, "name", type(transport).__name__))
     from protocol.core.transports import get_transport
 
-    if transport not in ("plain", "secagg", "shuffler"):
-        raise StudyError(f"unknown transport {transport!r} (plain, secagg or shuffler)")
+    if transport not in ("plain", "secagg", "shuffler", "threshold"):
+        raise StudyError(f"unknown transport {transport!r} "
+                         "(plain, secagg, shuffler or threshold)")
     opts: dict[str, object] = {} if transport == "plain" else {"simulate": seed is not None}
     try:
         return get_transport(transport, **opts), transport
@@ -500,9 +515,7 @@ class Frequencies:
         out: dict[str, Any] = {
             "oracle": self.oracle, "transport": self.transport, "n": self.n,
             "estimates": list(self.estimates), "std": list(self.std),
-            "guarantee": _plain(dataclasses.asdict(self.guarantee))
-            if dataclasses.is_dataclass(self.guarantee)
-            and not isinstance(self.guarantee, type) else _plain(self.guarantee),
+            "guarantee": _guarantee_dict(self.guarantee),
             "central": _plain(self.central) if self.central is not None else None,
             "costs": {"seconds": self.costs.seconds,
                       "cpu_seconds": dict(self.costs.cpu_seconds),

@@ -1,15 +1,8 @@
-"""Utility metrics for heavy-hitter discovery and the plots of Zhu et al. (2020).
+"""Plots (and output directories) of heavy-hitter discovery after Zhu, Kairouz, McMahan, Sun, Li, "Federated Heavy
+Hitters Discovery with Differential Privacy" (AISTATS 2020).
 
-Definitions (``T_K``: the ``K`` most frequent words of the population by
-population frequency, ties broken alphabetically; ``D``: the discovered words;
-``D_K``: the ``K`` discovered words with the largest released counts):
-
-* recall at K     = ``|D ∩ T_K| / K``  (the fraction of the true top K found;
-  "recall of the top K words", Figures 4 and 7);
-* precision at K  = ``|D_K ∩ T_K| / |D_K|`` (1 when nothing is discovered);
-* F1 at K         = harmonic mean of the two (Figures 4 and 5);
-* precision       = ``|D ∩ population| / |D|``: the fraction of discovered words that
-  really occur (Table 2's "precision"; TrieHH's is 1 by construction).
+The metrics themselves (precision, recall and F1 at K, precision, ranks) are defined once,
+in :mod:`mechanisms.metrics`.
 
 Plots use matplotlib with the Agg backend (no display needed): discovery rate
 against true frequency with the Proposition 1 worst-case curve (Figure 3 style) and
@@ -18,68 +11,10 @@ recall/F1 at K against K (Figure 4 style).
 from __future__ import annotations
 
 import pathlib
-from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = [
-    "TopKMetrics", "topk_metrics", "precision", "rank_of", "plot_discovery_rate",
-    "plot_recall_at_k", "pyplot", "output_dir",
-]
-
-
-@dataclass(frozen=True)
-class TopKMetrics:
-    k: int
-    precision: float
-    recall: float
-    f1: float
-
-    def as_dict(self) -> dict[str, float]:
-        return {"k": self.k, "precision": self.precision, "recall": self.recall, "f1": self.f1}
-
-
-def topk_metrics(discovered: Mapping[str, float | None], truth: Sequence[str], k: int) -> TopKMetrics:
-    """Precision, recall and F1 at ``k``.
-
-    Recall is ``|D & T_K| / K``. Precision is taken over ``D_K``, the ``K``
-    discovered words with the largest released counts; when the mechanism released
-    no counts (any value ``None``, as TrieHH by default), ``D_K`` is the whole
-    discovered set, as in the TrieHH paper's evaluation.
-
-    Args:
-        discovered: discovered word -> released count, or ``None`` when unknown.
-        truth: the population's words, most frequent first.
-        k: the cut-off (>= 1).
-
-    Raises:
-        ValueError: ``k < 1``.
-    """
-    if k < 1:
-        raise ValueError("k must be >= 1")
-    top = set(truth[:k])
-    found = sum(1 for w in discovered if w in top)
-    recall = found / k
-    if any(v is None for v in discovered.values()):
-        dk = list(discovered)
-    else:
-        dk = sorted(discovered, key=lambda w: (-discovered[w], w))[:k]
-    prec = (sum(1 for w in dk if w in top) / len(dk)) if dk else 1.0
-    f1 = 0.0 if prec + recall == 0 else 2 * prec * recall / (prec + recall)
-    return TopKMetrics(k, prec, recall, f1)
-
-
-def precision(discovered: Sequence[str] | Mapping[str, float], population_words: set[str]) -> float:
-    """Fraction of discovered words that occur in the population (1 if none)."""
-    d = list(discovered)
-    return sum(1 for w in d if w in population_words) / len(d) if d else 1.0
-
-
-def rank_of(words: Sequence[str], truth: Sequence[str]) -> dict[str, int | None]:
-    """1-based true rank of each word (``None`` when it does not occur)."""
-    pos = {w: i + 1 for i, w in enumerate(truth)}
-    return {w: pos.get(w) for w in words}
+__all__ = ["plot_discovery_rate", "plot_recall_at_k", "pyplot", "output_dir"]
 
 
 def output_dir(path: str | pathlib.Path) -> pathlib.Path:

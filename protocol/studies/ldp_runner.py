@@ -6,7 +6,10 @@ A pure epsilon-LDP oracle (:mod:`mechanisms.fo`) is a client randomiser plus a l
 server estimator ``f_hat(v) = (C(v)/n - q*) / (p* - q*)``, where ``C(v)`` is the number
 of reports *supporting* ``v`` (Wang, Blocki, Li, Jha, USENIX Security 2017, sec. 3).
 Transports only carry the reports; whatever carries them, the server needs exactly
-``C`` and ``n``. Two encodings:
+``C`` and ``n``. Each oracle owns two encodings (:class:`mechanisms.fo.FrequencyOracle`)
+and :func:`mechanisms.fo.run_oracle_round` takes the first of the oracle's preferred
+kinds (reports, then vectors) that the transport declares in ``Transport.kinds``; this
+runner never looks at a transport's name or class:
 
 * **Vectors** (secure aggregation, Bonawitz et al. CCS 2017). Each client turns its
   own report into its *support indicator vector* ``s_i`` (entry ``v`` is 1 iff the
@@ -36,7 +39,8 @@ Because ``C`` is a sum of integers, the order of the reports and the transport d
 not change it, and the estimates are *identical* for every transport (the tests
 check this to the bit).
 
-Amplified central guarantee (shuffler path). The shuffled multiset of ``n``
+Amplified central guarantee (only for report rounds over a transport that declares
+``anonymous_reports``, i.e. the shuffler). The shuffled multiset of ``n``
 ``epsilon0``-LDP reports is central ``(epsilon, delta)``-DP with ``epsilon`` from
 :func:`shuffler.amplification.central_epsilon`; the default bound is
 ``fmt23_numerical`` (Feldman, McMillan, Talwar, SODA 2023: the clone reduction with
@@ -52,180 +56,76 @@ from typing import Any
 
 import numpy as np
 
-from mechanisms import hashing
-from mechanisms.fo import (AoN, AoNReports, FrequencyOracle, GRR, GRRReports, OLH, OLHReports,
-                           OUE, OUEReports, ReportError)
-from protocol.core.contract import Cost, Kind, Reports, RoundSpec, Transport, Vectors
+from mechanisms.fo import FrequencyOracle, ReportError, run_oracle_round, vector_modulus
+from mechanisms.fo.base import MAX_VECTOR_ENTRIES
+from mechanisms.privacy import (PrivacyGuarantee, PrivacyGuaranteeError, local_guarantee,
+                                shuffled)
+from protocol.core.contract import Cost, Transport
 
 __all__ = [
     "DEFAULT_BOUND", "TRANSPORTS", "LDPTransportError", "LDPRun", "support_vectors",
     "vector_modulus", "report_size", "encode_reports", "decode_reports", "estimate_from_counts",
-    "shuffled_guarantee", "run_ldp",
+    "shuffled_guarantee", "run_ldp", "support_vectors_fit", "sfp_privacy",
 ]
 
 DEFAULT_BOUND = "fmt23_numerical"
 TRANSPORTS = ("plain", "secagg", "shuffler")
-MAX_VECTOR_ENTRIES = 1 << 26  #: n x dim cap for building support vectors in memory
 
 
 class LDPTransportError(ValueError):
     """An oracle / transport combination that cannot carry the reports, or bad options."""
 
 
-# ----------------------------------------------------------------------------- vectors
-def _vector_domain(oracle: FrequencyOracle) -> int:
-    """Length of the support vector: every category for GRR/OUE, the domain otherwise."""
-    return oracle.n_categories if isinstance(oracle, (GRR, OUE)) else int(oracle.domain_size)
-
-
+# ----------------------------------------------------------------------------- encodings
+# Each oracle owns its encodings (mechanisms.fo.base.FrequencyOracle); these wrappers
+# keep the runner's public names.
 def support_vectors(oracle: FrequencyOracle, reports: Any) -> np.ndarray:
-    """Each client's support indicator vector, ``(n, dim)`` uint64 of 0/1.
-
-    Args:
-        oracle: the oracle that produced ``reports``.
-        reports: its report batch.
+    """Each client's support indicator vector, ``(n, dim)`` uint64 of 0/1
+    (:meth:`mechanisms.fo.base.FrequencyOracle.support_vectors`).
 
     Raises:
-        LDPTransportError: the matrix would exceed ``MAX_VECTOR_ENTRIES`` entries or the
-            oracle is unknown.
+        LDPTransportError: the matrix would exceed ``MAX_VECTOR_ENTRIES`` entries.
         ReportError: reports of the wrong type.
     """
-    dim = _vector_domain(oracle)
-    if reports.n * dim > MAX_VECTOR_ENTRIES:
-        raise LDPTransportError(f"{reports.n} support vectors of {dim} entries exceed "
+    support_vectors_fit(oracle, int(reports.n))
+    return oracle.support_vectors(reports)
+
+
+def support_vectors_fit(oracle: FrequencyOracle, n: int) -> None:
+    """Check that ``n`` support vectors fit in memory.
+
+    Raises:
+        LDPTransportError: they would exceed ``MAX_VECTOR_ENTRIES`` entries.
+    """
+    if n * oracle.vector_dim > MAX_VECTOR_ENTRIES:
+        raise LDPTransportError(f"{n} support vectors of {oracle.vector_dim} entries exceed "
                                 f"{MAX_VECTOR_ENTRIES} entries")
-    if isinstance(oracle, GRR):
-        if not isinstance(reports, GRRReports):
-            raise ReportError("expected GRRReports")
-        out = np.zeros((reports.n, dim), dtype=np.uint64)
-        out[np.arange(reports.n), reports.values.astype(np.int64)] = 1
-        return out
-    if isinstance(oracle, OUE):
-        if not isinstance(reports, OUEReports):
-            raise ReportError("expected OUEReports")
-        return reports.unpacked().astype(np.uint64)
-    domain = np.arange(dim, dtype=np.int64)
-    if isinstance(oracle, OLH):
-        if not isinstance(reports, OLHReports):
-            raise ReportError("expected OLHReports")
-        return (hashing.hash_outer(reports.keys, domain, oracle.g)
-                == reports.y[:, None]).astype(np.uint64)
-    if isinstance(oracle, AoN):
-        if not isinstance(reports, AoNReports):
-            raise ReportError("expected AoNReports")
-        hit = hashing.hash_outer(reports.keys, domain, oracle.B) == 0
-        return (hit & reports.reported[:, None]).astype(np.uint64)
-    raise LDPTransportError(f"no vector encoding for oracle {type(oracle).__name__}")
-
-
-def vector_modulus(n: int) -> int:
-    """Smallest power of two above ``n`` (at least ``2^8``): a count never wraps."""
-    return max(1 << 8, 1 << int(n).bit_length())
-
-
-# ----------------------------------------------------------------------------- reports
-def _grr_width(oracle: GRR) -> int:
-    return max(1, ((oracle.n_categories - 1).bit_length() + 7) // 8)
 
 
 def report_size(oracle: FrequencyOracle) -> int:
-    """Fixed payload size in bytes of one encoded report (see the module table).
-
-    Raises:
-        LDPTransportError: unknown oracle.
-    """
-    if isinstance(oracle, GRR):
-        return _grr_width(oracle)
-    if isinstance(oracle, OUE):
-        return (oracle.n_categories + 7) // 8
-    if isinstance(oracle, OLH):
-        return 8 * hashing.KEY_WORDS + 4
-    if isinstance(oracle, AoN):
-        return 1 + 8 * hashing.KEY_WORDS
-    raise LDPTransportError(f"no report encoding for oracle {type(oracle).__name__}")
-
-
-def _split(blob: bytes, size: int) -> tuple[bytes, ...]:
-    return tuple(blob[i:i + size] for i in range(0, len(blob), size))
+    """Fixed payload size in bytes of one encoded report (see the module table)."""
+    return oracle.report_size
 
 
 def encode_reports(oracle: FrequencyOracle, reports: Any) -> tuple[bytes, ...]:
-    """One fixed-size payload per report (vectorised; see the module table).
+    """One fixed-size payload per report (:meth:`FrequencyOracle.encode_reports`).
 
     Raises:
-        LDPTransportError: unknown oracle.
         ReportError: reports of the wrong type.
     """
-    size = report_size(oracle)
-    if isinstance(oracle, GRR):
-        if not isinstance(reports, GRRReports):
-            raise ReportError("expected GRRReports")
-        be = reports.values.astype(">u8").view(np.uint8).reshape(reports.n, 8)
-        return _split(np.ascontiguousarray(be[:, 8 - size:]).tobytes(), size)
-    if isinstance(oracle, OUE):
-        if not isinstance(reports, OUEReports):
-            raise ReportError("expected OUEReports")
-        return _split(np.ascontiguousarray(reports.bits).tobytes(), size)
-    if isinstance(oracle, OLH):
-        if not isinstance(reports, OLHReports):
-            raise ReportError("expected OLHReports")
-        rows = np.empty((reports.n, size), dtype=np.uint8)
-        rows[:, :24] = reports.keys.astype(">u8").view(np.uint8).reshape(reports.n, 24)
-        rows[:, 24:] = reports.y.astype(">u4").view(np.uint8).reshape(reports.n, 4)
-        return _split(rows.tobytes(), size)
-    if isinstance(oracle, AoN):
-        if not isinstance(reports, AoNReports):
-            raise ReportError("expected AoNReports")
-        rows = np.empty((reports.n, size), dtype=np.uint8)
-        rows[:, 0] = reports.reported
-        keys = np.where(reports.reported[:, None], reports.keys, np.uint64(0))
-        rows[:, 1:] = keys.astype(">u8").view(np.uint8).reshape(reports.n, 24)
-        return _split(rows.tobytes(), size)
-    raise LDPTransportError(f"no report encoding for oracle {type(oracle).__name__}")
+    return oracle.encode_reports(reports)
 
 
 def decode_reports(oracle: FrequencyOracle, payloads: tuple[bytes, ...] | list[bytes]) -> Any:
-    """Parse payloads back into the oracle's report batch, validating every field.
+    """Parse payloads back into the oracle's report batch, validating every field
+    (:meth:`FrequencyOracle.decode_reports`).
 
     Raises:
         ReportError: a payload of the wrong size, a GRR category or OLH value out of
             range, nonzero OUE padding bits, an AoN flag other than 0/1 or a bottom
             carrying a key.
-        LDPTransportError: unknown oracle.
     """
-    size = report_size(oracle)
-    if any(not isinstance(p, bytes) or len(p) != size for p in payloads):
-        raise ReportError(f"every {oracle.name} report must be {size} bytes")
-    n = len(payloads)
-    raw = np.frombuffer(b"".join(payloads), dtype=np.uint8).reshape(n, size)
-    if isinstance(oracle, GRR):
-        full = np.zeros((n, 8), dtype=np.uint8)
-        full[:, 8 - size:] = raw
-        values = full.view(">u8").reshape(n).astype(np.uint64)
-        if n and int(values.max()) >= oracle.n_categories:
-            raise ReportError(f"GRR report outside [0, {oracle.n_categories})")
-        return GRRReports(values.astype(np.int64))
-    if isinstance(oracle, OUE):
-        pad = 8 * size - oracle.n_categories
-        if pad and n and np.any(raw[:, -1] & np.uint8((1 << pad) - 1)):
-            raise ReportError("OUE report with nonzero padding bits")
-        return OUEReports(raw.copy(), oracle.n_categories)
-    if isinstance(oracle, OLH):
-        keys = raw[:, :24].copy().view(">u8").reshape(n, 3).astype(np.uint64)
-        y = raw[:, 24:].copy().view(">u4").reshape(n).astype(np.int64)
-        if n and int(y.max()) >= oracle.g:
-            raise ReportError(f"OLH hashed value outside [0, {oracle.g})")
-        return OLHReports(keys, y)
-    if isinstance(oracle, AoN):
-        flag = raw[:, 0]
-        if n and int(flag.max()) > 1:
-            raise ReportError("AoN flag must be 0 (bottom) or 1")
-        reported = flag == 1
-        keys = raw[:, 1:].copy().view(">u8").reshape(n, 3).astype(np.uint64)
-        if np.any(keys[~reported]):
-            raise ReportError("an AoN bottom must not carry a key")
-        return AoNReports(keys, reported)
-    raise LDPTransportError(f"no report encoding for oracle {type(oracle).__name__}")
+    return oracle.decode_reports(payloads)
 
 
 # ----------------------------------------------------------------------------- estimates
@@ -236,14 +136,12 @@ def estimate_from_counts(oracle: FrequencyOracle, counts: np.ndarray, n: int) ->
     Raises:
         ReportError: ``n < 1``.
     """
-    if n < 1:
-        raise ReportError("cannot estimate from zero reports")
-    p, q = oracle.support_probabilities
-    return (np.asarray(counts, dtype=np.int64) / n - q) / (p - q)
+    return oracle.estimate_from_counts(counts, n)
 
 
 def shuffled_guarantee(n: int, epsilon0: float, delta: float | None = None,
-                       bound: str = DEFAULT_BOUND) -> dict[str, Any]:
+                       bound: str = DEFAULT_BOUND,
+                       local: PrivacyGuarantee | None = None) -> dict[str, Any]:
     """Central ``(epsilon, delta)`` of ``n`` shuffled ``epsilon0``-LDP reports.
 
     Args:
@@ -251,11 +149,16 @@ def shuffled_guarantee(n: int, epsilon0: float, delta: float | None = None,
         epsilon0: local epsilon of one report.
         delta: central delta (default ``1/n^2``).
         bound: a key of :data:`shuffler.amplification.BOUNDS`.
+        local: the local guarantee of one report (default: a pure ``epsilon0``-LDP
+            randomiser), which the amplified :class:`mechanisms.privacy.PrivacyGuarantee`
+            wraps.
 
     Returns:
-        ``{"epsilon", "delta", "bound", "source", "local_epsilon", "n"}``; when the bound
-        does not cover the parameters, ``epsilon`` is ``epsilon0`` (the trivial bound)
-        and ``note`` says why.
+        ``{"n", "local_epsilon", "delta", "bound", "source", "epsilon"}`` (and ``note``)
+        followed by the remaining fields of the wrapped guarantee (``theorem``,
+        ``parameters``, ``model``, ``protects_against``, ...); when the bound does not
+        cover the parameters, ``epsilon`` is ``epsilon0`` (the trivial bound) and
+        ``note`` says why.
 
     Raises:
         LDPTransportError: bad ``n``, ``delta`` or bound name.
@@ -276,7 +179,53 @@ def shuffled_guarantee(n: int, epsilon0: float, delta: float | None = None,
         out["note"] = f"outside the bound's theorem ({exc}); trivial bound epsilon0"
     except ValueError as exc:
         raise LDPTransportError(str(exc)) from None
-    return out
+    try:
+        if local is None:
+            local = local_guarantee("shuffled reports", float(epsilon0),
+                                    "any pure epsilon0-LDP randomiser")
+        g = shuffled(local, int(n), out["epsilon"], d, bound, BOUNDS[bound].source,
+                     out.get("note"))
+    except PrivacyGuaranteeError as exc:
+        raise LDPTransportError(str(exc)) from None
+    return g.to_json(out)
+
+
+def sfp_privacy(local: PrivacyGuarantee, n: int, anonymous: bool, delta: float | None = None,
+                bounds: tuple[str, ...] = ("fmt23_numerical", "bbgn19_triehh")
+                ) -> dict[str, Any]:
+    """SFP's guarantee for the path its reports actually took.
+
+    Args:
+        local: the SFP's local guarantee (:meth:`mechanisms.sfp.SFP.privacy`).
+        n: users whose reports were aggregated.
+        anonymous: the reports reached the analyst as an anonymous multiset
+            (:attr:`mechanisms.sfp.SFPAggregate.anonymous`: a report round over the
+            shuffler). Only then is the amplified central epsilon reported, under
+            ``central_after_shuffling``; otherwise that entry is ``None`` and the
+            guarantee is the local epsilon alone.
+        delta: central delta of the amplified guarantee (default ``1/n^2``).
+        bounds: amplification bounds to evaluate.
+
+    Returns:
+        ``{"kind": "local", "mechanism", "epsilon", "effective_epsilon", "delta",
+        "source", "central_after_shuffling"}`` followed by the remaining fields of
+        ``local`` (:meth:`mechanisms.privacy.PrivacyGuarantee.to_json`).
+    """
+    out: dict[str, Any] = {"kind": "local", "mechanism": "sfp", "epsilon": local.epsilon,
+                           "effective_epsilon": local.effective_epsilon, "delta": 0.0,
+                           "source": local.theorem, "central_after_shuffling": None}
+    if not anonymous:
+        out["note"] = "reports not shuffled: local epsilon only"
+        return local.to_json(out)
+    d = 1.0 / n ** 2 if delta is None else delta
+    central: dict[str, Any] = {"delta": d}
+    for bound in bounds:
+        try:
+            central[bound] = shuffled_guarantee(n, local.epsilon, d, bound)["epsilon"]
+        except LDPTransportError as exc:
+            central[bound] = f"unavailable: {exc}"
+    out["central_after_shuffling"] = central
+    return local.to_json(out)
 
 
 # ----------------------------------------------------------------------------- driver
@@ -326,7 +275,7 @@ def run_ldp(oracle: FrequencyOracle, reports: Any, transport: str | Transport,
         ReportError: malformed reports.
         protocol.core.contract.AggregationAborted: the transport aborted.
     """
-    from protocol.core.contract import ContractError
+    from protocol.core.contract import ContractError, Kind, pick_kind
     from protocol.core.transports import get_transport
 
     if isinstance(transport, str):
@@ -337,35 +286,19 @@ def run_ldp(oracle: FrequencyOracle, reports: Any, transport: str | Transport,
     n = int(reports.n)
     if n < 1:
         raise ReportError("no reports")
-    d = int(oracle.domain_size)
     priv = oracle.privacy()
-    local = {"mechanism": priv.mechanism, "epsilon": priv.epsilon, "delta": priv.delta,
-             "effective_epsilon": priv.effective_epsilon, "source": priv.source}
-    central = None
+    local = priv.to_json({"mechanism": priv.mechanism, "epsilon": priv.epsilon,
+                          "delta": priv.delta, "effective_epsilon": priv.effective_epsilon,
+                          "source": priv.theorem})
     try:
-        if name == "secagg":
-            vectors = support_vectors(oracle, reports)
-            modulus = vector_modulus(n)
-            spec = RoundSpec(task, 0, Kind.VECTOR, dim=vectors.shape[1], modulus=modulus)
-            result = transport.run_round(spec, Vectors(vectors), rng)
-            counts = np.asarray(result.release.vector, dtype=np.int64)[:d]
-            # with dropouts the sum covers only the survivors: estimate over them
-            n = int(result.release.contributions)
-            encoding = f"support vectors of {vectors.shape[1]} entries mod 2^{modulus.bit_length() - 1}"
-        else:
-            size = report_size(oracle)
-            spec = RoundSpec(task, 0, Kind.REPORT, report_size=size)
-            result = transport.run_round(spec, Reports(encode_reports(oracle, reports)), rng)
-            received = decode_reports(oracle, result.release.reports or ())
-            if received.n != n:
-                raise ReportError(f"{received.n} reports arrived, {n} sent")
-            counts = oracle.support_counts(received)
-            encoding = f"reports of {size} bytes"
-            if name == "shuffler":
-                central = shuffled_guarantee(n, priv.epsilon, delta, bound)
+        if pick_kind(transport, oracle.contribution_kinds) is Kind.VECTOR:
+            support_vectors_fit(oracle, n)
+        rnd = run_oracle_round(oracle, reports, transport, rng, task=task)
     except ContractError as exc:
         raise LDPTransportError(f"{oracle.name} reports cannot travel over {name}: {exc}") \
             from None
-    counts = np.asarray(counts, dtype=np.int64)
-    return LDPRun(name, n, counts, estimate_from_counts(oracle, counts, n), local, central,
-                  encoding, result.cost)
+    # amplification only when the reports reached the analyst as an anonymous multiset
+    central = (shuffled_guarantee(rnd.n, priv.epsilon, delta, bound, local=priv)
+               if rnd.anonymous else None)
+    return LDPRun(name, rnd.n, rnd.counts, rnd.estimates(oracle), local, central,
+                  rnd.encoding, rnd.cost)

@@ -10,8 +10,8 @@ from mechanisms.federated import (FederatedConfig, FederatedError, Party, Popula
                                   local_recall, ncr, run)
 from mechanisms.federated.adaptive import anchor, drift, extension_number
 from mechanisms.federated.common import aggregate_counts
-from mechanisms.federated.core import construct, level_lengths
-from mechanisms.federated.metrics import MetricError
+from mechanisms.prefix_tree import construct, level_lengths
+from mechanisms.metrics import MetricError
 from mechanisms.federated.parties import (PrivacyBudgetError, ReportLedger, UserPool, prefixes,
                                           split_sizes)
 from mechanisms.federated.tap import consensus_set, pruning_levels

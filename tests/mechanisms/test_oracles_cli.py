@@ -62,7 +62,10 @@ def test_sfp_command(capsys: pytest.CaptureFixture[str]) -> None:
                          "--word-epsilon", "4", "--k", "64", "--m", "256", "--top", "5",
                          "--seed", "4", "--json"])
     assert out["local_epsilon_total"] == 12.0 and out["conversion"] == "given"
+    assert out["transport"] == "in process"  # a local epsilon claims no shuffling
     assert out["discovered"] >= 1 and out["precision"] > 0.5
     conv = _json(capsys, ["sfp", "--dataset", "zipf", "--users", "2000", "--epsilon", "4",
                           "--k", "16", "--m", "64", "--seed", "5", "--json"])
     assert conv["local_epsilon_fragment"] > 0 and conv["central_delta"] == pytest.approx(1 / 2000**2)
+    # a central target holds only for shuffled reports: they went through the shuffler
+    assert conv["transport"] == "shuffler"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mechanisms.federated.metrics import f1_at_k
+from mechanisms.metrics import f1_at_k
 from mechanisms.federated.parties import FederatedError, PrivacyBudgetError, top_k_counts
 from mechanisms.pem import pem, pem_privacy
 
@@ -81,13 +81,15 @@ def test_pem_rejects_oversized_items() -> None:
 
 def test_pem_privacy_is_data() -> None:
     g = pem_privacy(2.0, "olh")
-    assert g["epsilon"] == 2.0 and g["delta"] == 0.0
+    assert g.epsilon_delta() == (2.0, 0.0) and g.parameters["oracle"] == "olh"
+    assert g.model == "local" and g.protects_against == "any party"
+    assert g.to_json()["citation"]["title"].startswith("Locally Differentially Private Heavy")
     with pytest.raises(FederatedError):
         pem_privacy(0.0)
 
 
 def test_second_report_is_refused() -> None:
-    from mechanisms.federated.core import PartySession
+    from mechanisms.prefix_tree import PartySession
     from mechanisms.federated.parties import Party
 
     s = PartySession(Party("p", np.arange(100, dtype=np.uint64)), 8, 1.0, "grr",

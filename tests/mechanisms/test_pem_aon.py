@@ -52,7 +52,7 @@ def test_pem_aon_matches_other_oracles_interface() -> None:
 
 def test_pem_aon_privacy_and_bad_oracle() -> None:
     p = pem_privacy(2.0, "aon")
-    assert p["oracle"] == "aon" and p["epsilon"] == 2.0 and p["delta"] == 0.0
+    assert p.parameters["oracle"] == "aon" and p.epsilon == 2.0 and p.delta == 0.0
     from mechanisms.federated.parties import FederatedError
 
     with pytest.raises(FederatedError):

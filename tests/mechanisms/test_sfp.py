@@ -15,7 +15,8 @@ from scipy import stats
 
 from mechanisms import hashing
 from mechanisms.fo import OracleInputError, ReportError
-from mechanisms.sfp import PAD, SFP, CMSReports, CountMeanSketch
+from mechanisms.fo.cms import CMSReports, CountMeanSketch
+from mechanisms.sfp import PAD, SFP
 
 
 # -- CMS privacy -----------------------------------------------------------------------
@@ -187,7 +188,7 @@ def test_sfp_paper_parameters_one_million_users() -> None:
 
 # -- Hadamard CMS ----------------------------------------------------------------------
 def test_walsh_hadamard_matches_matrix() -> None:
-    from mechanisms.sfp import _walsh_hadamard_rows
+    from mechanisms.fo.cms import _walsh_hadamard_rows
     m = 8
     r, c = np.meshgrid(np.arange(m), np.arange(m), indexing="ij")
     H = np.where(np.bitwise_count(r & c) % 2 == 0, 1.0, -1.0)
@@ -211,7 +212,7 @@ def _hcms_output_probs(h, item: int) -> np.ndarray:
 @pytest.mark.parametrize("eps", [0.5, 2.0, 6.0])
 def test_hcms_exact_privacy_and_sampling(eps: float) -> None:
     """Exact ratio over all outputs; chi-square (failure probability 1e-6) on randomize."""
-    from mechanisms.sfp import HadamardCountMeanSketch
+    from mechanisms.fo.cms import HadamardCountMeanSketch
     h = HadamardCountMeanSketch(eps, k=3, m=8, hash_seed=9)
     P = np.stack([_hcms_output_probs(h, x) for x in range(10)])
     ratio = float(np.max(P.max(axis=0) / P.min(axis=0)))
@@ -226,7 +227,7 @@ def test_hcms_exact_privacy_and_sampling(eps: float) -> None:
 def test_hcms_unbiased_over_hash_families() -> None:
     """Mean of 60 runs within 5.5 sd (failure < 1e-7 per item); variance in the chi-square
     band at 1e-6."""
-    from mechanisms.sfp import HadamardCountMeanSketch
+    from mechanisms.fo.cms import HadamardCountMeanSketch
     items = np.concatenate([np.full(3000, 1), np.repeat(np.arange(2, 32), 200),
                             np.arange(1000, 5000)])
     n, runs = items.shape[0], 60

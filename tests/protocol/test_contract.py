@@ -18,9 +18,10 @@ from protocol.core.contract import (
 )
 from protocol.core.transports import get_transport
 
-TRANSPORTS = ["plain", "secagg", "shuffler", "shuffler-blinded"]
+TRANSPORTS = ["plain", "secagg", "shuffler", "shuffler-blinded", "threshold"]
 # the parties that must not see an individual vote, per transport name
-PRIVATE_PARTIES = {"secagg": ("server",), "shuffler": ("shuffler", "shuffler2")}
+PRIVATE_PARTIES = {"secagg": ("server",), "shuffler": ("shuffler", "shuffler2"),
+                   "threshold": ("server", "helper1", "helper2")}
 
 
 @pytest.fixture(params=TRANSPORTS)
@@ -78,7 +79,7 @@ def test_vector_sum(transport: Transport) -> None:
 def test_reports(transport: Transport) -> None:
     spec = RoundSpec("contract", 3, Kind.REPORT, report_size=8)
     payloads = Reports(tuple(bytes([i % 7]) * 8 for i in range(30)))
-    if transport.name == "secagg":
+    if transport.name in ("secagg", "threshold"):
         with pytest.raises(ContractError):
             _run(transport, spec, payloads)
         return

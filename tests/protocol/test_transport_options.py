@@ -50,7 +50,7 @@ def test_shuffler_options_reach_the_transport() -> None:
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["--dropout", "0.1"], "--dropout applies to --transport secagg, not plain"),
+    (["--dropout", "0.1"], "--dropout applies to --transport secagg or threshold, not plain"),
     (["--transport", "shuffler", "--secagg-malicious"], "--secagg-malicious applies"),
     (["--transport", "secagg", "--workers", "2"], "--workers applies to --transport shuffler"),
     (["--os-keys"], "--os-keys applies to --transport secagg or shuffler"),

@@ -113,7 +113,7 @@ def test_eval_triehh(tmp_path, capsys) -> None:
     assert json.loads((out_dir / "summary.json").read_text())["n"] == 20000
 
 
-@pytest.mark.parametrize("name", ["secagg", "shuffler"])
+@pytest.mark.parametrize("name", ["secagg", "shuffler", "threshold"])
 def test_same_release_over_transports(name: str) -> None:
     """A TrieHH run with one seed releases the same trie over every transport."""
     import numpy as np

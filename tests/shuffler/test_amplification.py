@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from shuffler import amplification as A
+from shuffler.amplification.clones import _log_blanket_divergence
+from shuffler.amplification.search import _largest_epsilon0
 
 N_SENTIMENT = 659_380
 
@@ -279,7 +281,7 @@ def test_inverse_search_that_never_stops_raises() -> None:
     # Realistic parameters never get there (at epsilon0 = 50 no report is hidden); the
     # guard is exercised through the search helper with a target that always holds.
     with pytest.raises(A.AmplificationDomainError, match="every epsilon0 up to"):
-        A._largest_epsilon0(lambda e0: True, 1.0, 1e-6)
+        _largest_epsilon0(lambda e0: True, 1.0, 1e-6)
 
 
 def test_tail_budget_default_is_adaptive_not_a_floor() -> None:
@@ -357,6 +359,6 @@ def test_conditional_divergence_does_not_increase_with_clones(eps0: float, eps: 
     w1 = (e_eps0 - e_eps) / (e_eps0 + 1)
     w2abs = (e_eps0 * e_eps - 1) / (e_eps0 + 1)
     c = np.arange(0, 3000)
-    log_b = A._log_blanket_divergence(c, w1, w2abs)
+    log_b = _log_blanket_divergence(c, w1, w2abs)
     assert np.all(np.diff(log_b) <= 1e-12)
     assert log_b[0] == pytest.approx(math.log(w1), rel=1e-12)     # B_0 = w1

@@ -93,9 +93,10 @@ def test_tampered_truncated_replayed_cross_task_are_rejected_and_counted(setup: 
     assert r.rejected == {"authentication_failed": 4, "wrong_length": 2, "duplicate_envelope": 1}
     assert r.received == 2 + 7
     assert s.unattributed == {RejectReason.UNKNOWN_CONTEXT: 2, RejectReason.MALFORMED: 2}
-    with pytest.raises(BatchTooSmall):
+    with pytest.raises(BatchTooSmall) as e:
         s.close_batch(other_ctx)
-    assert s.discard_batch(other_ctx).rejected == {"authentication_failed": 1}
+    assert e.value.receipt.rejected == {"authentication_failed": 1}
+    assert e.value.receipt.forwarded == 0
 
 
 def test_rewrapped_inner_is_a_duplicate(setup: Setup) -> None:
@@ -123,23 +124,41 @@ def test_wrong_shuffler_key(setup: Setup) -> None:
         s.open_batch(enc.context)
 
 
-def test_minimum_batch_is_held_then_released(setup: Setup) -> None:
+def test_minimum_batch_drops_the_whole_batch(setup: Setup) -> None:
     s = _shuffler(setup, min_batch_size=3)
     envs = setup.encoder.encode_batch([b"a"] * 3, [bytes(16)] * 3)
     s.submit_many(envs[:2])
-    with pytest.raises(BatchTooSmall):
+    with pytest.raises(BatchTooSmall) as e:
         s.close_batch(setup.context)
-    assert s.pending(setup.context) == 2  # held, unchanged
-    s.submit(envs[2])
-    assert s.close_batch(setup.context).receipt.forwarded == 3
-    with pytest.raises(ShufflerError):  # closed: no second release
+    r = e.value.receipt
+    assert (e.value.accepted, e.value.minimum) == (2, 3)
+    assert r.forwarded == 0 and r.dropped_by_threshold == {"batch_discarded": 2}
+    assert r.received == 2 and r.crowds == 1 and r.crowds_forwarded == 0
+    with pytest.raises(ShufflerError, match="not open|no open batch"):
+        s.pending(setup.context)  # dropped, not held
+    # the third envelope cannot revive the batch, and nothing is ever released
+    assert _reject(s, envs[2]) is RejectReason.UNKNOWN_CONTEXT
+    with pytest.raises(ShufflerError, match="'dropped'"):
         s.close_batch(setup.context)
-    assert _reject(s, envs[0]) is RejectReason.UNKNOWN_CONTEXT
     with pytest.raises(ShufflerError, match="closed"):  # no reopening, so no replay
         s.open_batch(setup.context)
 
 
-def test_discard_held_batch(setup: Setup) -> None:
+def test_closed_batch_is_final(setup: Setup) -> None:
+    s = _shuffler(setup)
+    envs = setup.encoder.encode_batch([b"a"] * 3, [bytes(16)] * 3)
+    s.submit_many(envs)
+    assert s.close_batch(setup.context).receipt.forwarded == 3
+    with pytest.raises(ShufflerError, match="'forwarded'"):  # no second release
+        s.close_batch(setup.context)
+    with pytest.raises(ShufflerError, match="'forwarded'"):
+        s.discard_batch(setup.context)
+    assert _reject(s, envs[0]) is RejectReason.UNKNOWN_CONTEXT
+    with pytest.raises(ShufflerError, match="closed"):
+        s.open_batch(setup.context)
+
+
+def test_discard_open_batch(setup: Setup) -> None:
     s = _shuffler(setup, min_batch_size=5)
     s.submit_many(setup.encoder.encode_batch([b"a"] * 2, [bytes(16)] * 2))
     r = s.discard_batch(setup.context)
@@ -199,7 +218,7 @@ def test_noisy_threshold_privacy_and_its_floor() -> None:
     assert noisy_threshold_delta(10.0, 2.0, eps) <= 1e-5 < noisy_threshold_delta(10.0, 2.0,
                                                                                eps * 0.99)
     # brute-force check of the hockey-stick divergence on the count c+1-d vs c-d
-    from shuffler.shuffler import _drop_pmf
+    from shuffler.thresholds import _drop_pmf
 
     p = _drop_pmf(10.0, 2.0)
     e1 = math.exp(1.0)

@@ -5,7 +5,8 @@ from protocol.core.contract import Transport
 
 
 def get_transport(name: str, **options: object) -> Transport:
-    """Look up a transport by name: ``plain``, ``secagg`` or ``shuffler``.
+    """Look up a transport by name: ``plain``, ``secagg``, ``shuffler`` or
+    ``threshold``.
 
     Raises:
         ValueError: for an unknown name.
@@ -22,4 +23,8 @@ def get_transport(name: str, **options: object) -> Transport:
         from protocol.core.transports.shuffler_transport import ShufflerTransport
 
         return ShufflerTransport(**options)  # type: ignore[arg-type]
-    raise ValueError(f"unknown transport {name!r} (expected plain, secagg or shuffler)")
+    if name == "threshold":
+        from protocol.core.transports.threshold import ThresholdTransport
+
+        return ThresholdTransport(**options)  # type: ignore[arg-type]
+    raise ValueError(f"unknown transport {name!r} (expected plain, secagg, shuffler or threshold)")

@@ -18,6 +18,7 @@ from protocol.core.contract import (
 
 class PlainTransport(Transport):
     name = "plain"
+    kinds = frozenset({Kind.VOTE, Kind.VECTOR, Kind.REPORT})
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:
@@ -46,7 +47,7 @@ class PlainTransport(Transport):
             payloads = contributions.validate(spec)
             _check_participants(spec, len(payloads))
             order = rng.permutation(len(payloads))
-            release = Release(spec, len(payloads), reports=tuple(payloads[i] for i in order))
+            release = Release(spec, len(payloads), reports=tuple([payloads[i] for i in order.tolist()]))
             views = {"server": {"individual_reports": payloads}}
             up = len(payloads) * spec.report_size
         cost = Cost({"server": time.process_time() - t0}, bytes_up=up, bytes_down=0)

@@ -99,6 +99,7 @@ class SecAggTransport(Transport):
     """
 
     name = "secagg"
+    kinds = frozenset({Kind.VOTE, Kind.VECTOR})
 
     def __init__(self, graph: str = "harary", malicious: bool = False, dropout: float = 0.0,
                  simulate: bool = False, corrupt_fraction: float = 0.05, sigma: int = 40,

@@ -135,6 +135,8 @@ class ShufflerTransport(Transport):
     """
 
     name = "shuffler"
+    kinds = frozenset({Kind.VOTE, Kind.VECTOR, Kind.REPORT})
+    anonymous_reports = True
 
     def __init__(self, simulate: bool = False, min_batch_size: int = 1, wire: bool = True,
                  workers: int = 1, client_chunk: int = CLIENT_CHUNK,
@@ -221,8 +223,7 @@ class ShufflerTransport(Transport):
                 first = shuffler.close_blinded_batch(context, Blinder(s2_key.public, r_shuffler))
             else:
                 out = shuffler.close_batch(context)
-        except BatchTooSmall as exc:
-            shuffler.discard_batch(context)
+        except BatchTooSmall as exc:  # the shuffler dropped the whole batch
             raise AggregationAborted("too_few_participants", str(exc)) from None
         cpu["shuffler"] = time.process_time() - t0 + (pmap.cpu if pmap is not None else 0.0)
         first_view: dict[str, Any] = {}

@@ -206,8 +206,8 @@ def crowd_of_one(seed: int) -> Outcome:
 
 @attack("shuffler.small_batch", system="shuffler",
         target="Prochlo section 3.5: minimum batch size",
-        expected="a batch below the minimum (9 of 10) is held (BatchTooSmall), nothing "
-                 "forwarded; it is released only when a tenth honest report arrives")
+        expected="a batch below the minimum (9 of 10) is dropped whole (BatchTooSmall with a "
+                 "receipt), nothing forwarded; a tenth report cannot revive it")
 def small_batch(seed: int) -> Outcome:
     """Small batches: the network delivers only 9 envelopes to a shuffler with a minimum of
     10 (an attempt to make one sender's report stand out)."""
@@ -215,18 +215,23 @@ def small_batch(seed: int) -> Outcome:
     sh = st.shuffler(min_batch=10)
     for e in st.envelopes[:9]:
         sh.submit(e)
-    held = False
+    receipt = None
     try:
         sh.close_batch(st.encoder.context)
-    except BatchTooSmall:
-        held = True
-    pending = sh.pending(st.encoder.context)
-    sh.submit(st.envelopes[9])
-    out = sh.close_batch(st.encoder.context)
-    ok = held and pending == 9 and out.receipt.forwarded == 10
-    return Outcome("shuffler.small_batch", "held (BatchTooSmall), released at 10",
-                   f"held: {held} with {pending} pending; after the 10th: forwarded "
-                   f"{out.receipt.forwarded}", ok, {"shuffler": "held" if held else "released"},
+    except BatchTooSmall as exc:
+        receipt = exc.receipt
+    try:
+        sh.submit(st.envelopes[9])
+        late = "accepted"
+    except EnvelopeRejected as exc:
+        late = exc.reason.value
+    dropped = receipt is not None and receipt.forwarded == 0 and dict(
+        receipt.dropped_by_threshold) == {"batch_discarded": 9}
+    ok = dropped and late == "unknown_context"
+    return Outcome("shuffler.small_batch", "dropped whole (BatchTooSmall), nothing forwarded",
+                   f"receipt: forwarded {receipt.forwarded if receipt else None}, dropped "
+                   f"{dict(receipt.dropped_by_threshold) if receipt else None}; the 10th "
+                   f"envelope: {late}", ok, {"shuffler": "dropped" if dropped else "released"},
                    {})
 
 

@@ -19,11 +19,14 @@ def bound_table(n: int, x: float, delta: float, names: Sequence[str], *,
     A row holds the bound, its source and validity, the value (key ``central_epsilon``
     forward, ``epsilon0`` inverse; ``None`` with an ``error`` outside the theorem's
     domain), ``trivial`` (the bound certifies nothing beyond the (epsilon0, 0)
-    guarantee every shuffled epsilon0-LDP protocol has anyway) and ``seconds``.
+    guarantee every shuffled epsilon0-LDP protocol has anyway), ``seconds`` and
+    ``guarantee`` (the central guarantee as a :class:`mechanisms.privacy.PrivacyGuarantee`
+    in JSON form, ``None`` without a value).
 
     Raises:
         StudyError: an argument the bound refuses.
     """
+    from mechanisms.privacy import local_guarantee, shuffled
     from shuffler import amplification as amp
 
     call = amp.local_epsilon if inverse else amp.central_epsilon
@@ -41,7 +44,13 @@ def bound_table(n: int, x: float, delta: float, names: Sequence[str], *,
         # "trivial": the bound certifies nothing beyond the (epsilon0, 0) post-processing
         # guarantee that every shuffled epsilon0-LDP protocol has anyway
         trivial = value is not None and (value <= x if inverse else value >= x)
+        seconds = round(time.perf_counter() - t0, 4)
+        guarantee = None
+        if value is not None:  # the central guarantee of n shuffled epsilon0-LDP reports
+            eps0, central = (value, x) if inverse else (x, value)
+            local = local_guarantee("shuffled reports", eps0, "any pure epsilon0-LDP randomiser")
+            guarantee = shuffled(local, n, central, delta, name, info.source).to_json()
         rows.append({"bound": name, "source": info.source, "validity": info.validity,
                      y_name: value, "trivial": trivial, "error": error,
-                     "seconds": round(time.perf_counter() - t0, 4)})
+                     "seconds": seconds, "guarantee": guarantee})
     return rows

@@ -197,7 +197,7 @@ def _loop(opts, epsilons, Ts, pop, word_of_user, n, delta, truth, words_in_pop, 
           privacy, say, t_start, total_runs) -> None:
     import numpy as np
 
-    from protocol.studies.evaluation import precision, topk_metrics
+    from mechanisms.metrics import precision, topk_metrics
     from protocol.studies.runners.sfp import discover_words, fragment_epsilon
     from protocol.studies.runners.triehh import plain_options, prepare, run_once
     from shuffler.amplification import local_epsilon
@@ -219,7 +219,8 @@ def _loop(opts, epsilons, Ts, pop, word_of_user, n, delta, truth, words_in_pop, 
             "triehh": {"theta": int(prep.config.theta), "gamma": float(prep.config.gamma),
                        "epsilon": g.guarantee.epsilon if g else None,
                        "delta": g.guarantee.delta if g else None,
-                       "theorem": "Zhu et al. 2020, Corollary 1 / Theorem 1"},
+                       "theorem": "Zhu et al. 2020, Corollary 1 / Theorem 1",
+                       "guarantee": g.guarantee.to_json() if g else None},
             "sfp_local_epsilon": eps0, "sfp_conversion": conversion,
             "sfp_local_epsilon_fmt23": eps0_fmt23,
         }

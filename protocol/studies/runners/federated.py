@@ -82,7 +82,7 @@ def run(opts: FederatedOptions) -> dict[str, Any]:
     """
     import numpy as np
 
-    from mechanisms.federated import FederatedError, f1_at_k, local_recall, ncr
+    from mechanisms.federated import FederatedError, f1_at_k, local_recall, ncr, privacy
     from mechanisms.federated import run as run_mechanism
     from protocol.studies.datasets_federated import decode_item, load_population
 
@@ -104,6 +104,7 @@ def run(opts: FederatedOptions) -> dict[str, Any]:
         "seconds": round(res.seconds, 3),
         "communication": res.communication(),
         "heavy_hitters": [f"{int(x):012x}" for x in res.heavy_hitters],
+        "privacy": privacy(opts.mechanism, cfg).to_json(),
     }
     if opts.dataset == "words" or opts.dataset.endswith(".csv"):
         out["heavy_hitter_words"] = [decode_item(int(x)) for x in res.heavy_hitters]

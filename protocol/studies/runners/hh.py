@@ -2,7 +2,7 @@
 each scored against the truth it can reach (``fedhh hh``).
 
 Reports what each mechanism discovered with its true rank, precision (fraction of discovered items that occur), recall, precision and F1 at
-K (:mod:`protocol.studies.evaluation`) and the privacy guarantee:
+K (:mod:`mechanisms.metrics`) and the privacy guarantee:
 
 * ``pem`` -- Wang, Li, Jha (TDSC 2019): prefix extension with a frequency oracle
   (``oracle`` grr, oue, olh or aon, default olh); pure local ``epsilon``-LDP (one report
@@ -164,7 +164,9 @@ def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None
     except FederatedError as exc:
         raise StudyError(str(exc)) from None
     found = {decode(c): float(cnt) for c, cnt in zip(res.heavy_hitters, res.counts)}
-    priv = dict(priv, kind="local", note="one report per user over disjoint groups")
+    priv = priv.to_json({"mechanism": "pem", "oracle": oracle, "epsilon": priv.epsilon,
+                         "delta": priv.delta, "source": priv.theorem, "kind": "local",
+                         "note": "one report per user over disjoint groups"})
     return HHResult("aon" if oracle == "aon" else "pem", found, truth, priv,
                     {"oracle": oracle, "bits": bits, "levels": len(res.lengths),
                      "extension": extension or k, "group_sizes": res.group_sizes[:3],
@@ -172,30 +174,22 @@ def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None
 
 
 def run_sfp(pop, epsilon: float, rng, *, delta: float | None = None, T: int = 20) -> HHResult:  # noqa: ANN001
-    """SFP at local ``epsilon`` (fragment report only), with its amplified central
-    equivalent.
+    """SFP at local ``epsilon`` (fragment report only). The reports are summed in
+    process, not shuffled, so no amplified central equivalent is claimed
+    (``central_after_shuffling`` is ``None``).
 
     Raises:
         StudyError: invalid parameters.
     """
-    from protocol.studies.ldp_runner import LDPTransportError, shuffled_guarantee
+    from protocol.studies.ldp_runner import sfp_privacy
     from protocol.studies.runners.sfp import discover_words, users_words
 
     word_of_user = users_words(pop)
     n = int(word_of_user.shape[0])
     sfp, res, t_rand, t_disc = discover_words(pop, word_of_user, epsilon, rng, T=T)
     found = {w: float(c) for w, c in zip(res.words, res.counts)}
-    pr = sfp.privacy()
-    d = 1.0 / n ** 2 if delta is None else delta
-    central: dict[str, Any] = {}
-    for bound in ("fmt23_numerical", "bbgn19_triehh"):
-        try:
-            central[bound] = shuffled_guarantee(n, epsilon, d, bound)["epsilon"]
-        except LDPTransportError as exc:
-            central[bound] = f"unavailable: {exc}"
-    priv = {"kind": "local", "mechanism": "sfp", "epsilon": pr.epsilon,
-            "effective_epsilon": pr.effective_epsilon, "delta": 0.0, "source": pr.source,
-            "central_after_shuffling": {"delta": d, **central}}
+    # discover_words sums the reports in-process (no shuffler): local epsilon only
+    priv = sfp_privacy(sfp.privacy(), n, anonymous=False, delta=delta)
     return HHResult("sfp", found, truncated_truth(pop, sfp.length), priv,
                     {"T": T, "k": sfp.k, "m": sfp.m, "length": sfp.length,
                      "seconds": {"randomize": round(t_rand, 3), "discover": round(t_disc, 3)}})
@@ -222,7 +216,7 @@ def run_triehh(pop, epsilon: float, rng, *, delta: float | None = None) -> HHRes
 
 def score(res: HHResult, k: int) -> dict[str, Any]:
     """Precision, recall@K, F1@K and the discovered items with their true ranks."""
-    from protocol.studies.evaluation import precision, rank_of, topk_metrics
+    from mechanisms.metrics import precision, rank_of, topk_metrics
 
     ranks = rank_of(list(res.discovered), res.truth)
     items = sorted(res.discovered.items(), key=lambda kv: (

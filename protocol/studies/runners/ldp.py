@@ -115,7 +115,7 @@ def run(opts: LDPOptions, transport: Transport | None = None) -> tuple[dict[str,
     summary = {
         "mechanism": oracle.name, "epsilon": priv.epsilon,
         "effective_epsilon": priv.effective_epsilon, "delta": priv.delta,
-        "source": priv.source, "users": n, "domain": domain, "dummy": oracle.dummy,
+        "source": priv.theorem, "users": n, "domain": domain, "dummy": oracle.dummy,
         "params": params, "support_probabilities": list(oracle.support_probabilities),
         "mse": mse, "mean_analytical_variance": float(np.mean(std ** 2)),
         "variance_at_f0": oracle.variance(n, 0.0),
@@ -123,6 +123,7 @@ def run(opts: LDPOptions, transport: Transport | None = None) -> tuple[dict[str,
         "seconds": {"randomize": t1 - t0, "estimate": t2 - t1},
         "seed": opts.seed, "top": rows,
         "transport": opts.transport,
+        "guarantee": priv.to_json(),
     }
     if carried is not None:
         summary["transport_encoding"] = carried.encoding

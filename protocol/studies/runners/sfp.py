@@ -84,8 +84,13 @@ def fragment_epsilon(n: int, epsilon: float, delta: float,
 
 
 def discover_words(pop, word_of_user: np.ndarray, eps0: float, rng: np.random.Generator, *,  # noqa: ANN001, ANN201
-                   word_epsilon: float = 0.0, T: int = 20, k: int = 2048, m: int = 1024):
+                   word_epsilon: float = 0.0, T: int = 20, k: int = 2048, m: int = 1024,
+                   transport: Any = None):
     """One SFP run on the users' words: returns ``(sfp, result, randomize_s, discover_s)``.
+
+    ``transport`` (a :class:`protocol.core.contract.Transport`) carries the reports to
+    the server (:meth:`mechanisms.sfp.SFP.collect`; its randomness is spawned from
+    ``rng``, so the release is the same); ``None`` sums them in process.
 
     Raises:
         StudyError: invalid SFP parameters or words outside the alphabet.
@@ -102,7 +107,8 @@ def discover_words(pop, word_of_user: np.ndarray, eps0: float, rng: np.random.Ge
     t0 = time.perf_counter()
     reports = sfp.randomize(codes[word_of_user], rng)
     t1 = time.perf_counter()
-    result = sfp.discover(reports)
+    result = sfp.discover(reports if transport is None
+                          else sfp.collect(reports, transport, rng.spawn(1)[0]))
     t2 = time.perf_counter()
     return sfp, result, t1 - t0, t2 - t1
 
@@ -114,6 +120,8 @@ def run(opts: SFPOptions) -> dict[str, Any]:
     Raises:
         StudyError: bad dataset, population, parameters or conversion.
     """
+    from mechanisms.metrics import precision as precision_of
+    from mechanisms.metrics import recall_at_k
     from protocol.studies.datasets import DatasetError, load_dataset
 
     rng = np.random.default_rng(opts.seed)
@@ -125,14 +133,23 @@ def run(opts: SFPOptions) -> dict[str, Any]:
     n = int(word_of_user.shape[0])
     delta = opts.delta if opts.delta is not None else 1.0 / n ** 2
     eps0, conversion = fragment_epsilon(n, opts.epsilon, delta, opts.local_epsilon)
+    transport = None
+    if opts.local_epsilon is None:
+        # the central target holds only for shuffled reports: send them through the
+        # shuffler (the transport declares anonymous report rounds)
+        from protocol.core.transports import get_transport
+
+        transport = get_transport("shuffler", simulate=opts.seed is not None)
+        if not transport.anonymous_reports:
+            raise StudyError("the shuffler transport does not declare anonymous reports")
     sfp, result, t_rand, t_disc = discover_words(pop, word_of_user, eps0, rng,
                                                  word_epsilon=opts.word_epsilon, T=opts.T,
-                                                 k=opts.k, m=opts.m)
+                                                 k=opts.k, m=opts.m, transport=transport)
     truncated = {w[: sfp.length] for w in pop.vocabulary}
     top_k = [w[: sfp.length] for w in pop.top(opts.top)]
     found = set(result.words)
-    recall = len(found & set(top_k)) / max(1, len(top_k))
-    precision = len(found & truncated) / len(found) if found else 0.0
+    recall = recall_at_k(found, top_k)
+    precision = precision_of(found, truncated, empty=0.0)
     pr = sfp.privacy()
     return {
         "mechanism": "sfp", "dataset": pop.name, "users": n,
@@ -142,8 +159,10 @@ def run(opts: SFPOptions) -> dict[str, Any]:
         "local_epsilon_total": pr.epsilon, "conversion": conversion,
         "T": opts.T, "k": opts.k, "m": opts.m, "discovered": len(result.words),
         f"recall_at_{opts.top}": recall, "precision": precision,
+        "transport": "in process" if transport is None else transport.name,
         "seconds": {"randomize": round(t_rand, 3), "discover": round(t_disc, 3)},
         "words": [[w, float(c)] for w, c in zip(result.words[:opts.top],
                                                 result.counts[:opts.top])],
         "seed": opts.seed,
+        "guarantee": pr.to_json(),
     }

@@ -153,7 +153,7 @@ def run_once(prep: Prepared, transport: Transport, rng,  # noqa: ANN001, ANN201
 
 def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
     """Metrics and per-word details of one run as a JSON-ready dict."""
-    from protocol.studies.evaluation import precision, rank_of, topk_metrics
+    from mechanisms.metrics import precision, rank_of, topk_metrics
 
     pop = prep.population
     ranking = pop.ranking()
@@ -181,14 +181,14 @@ def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
         "multi_word": not prep.data.one_per_user,
         "unit_size": prep.alphabet.unit_size,
         "transport": prep.transport_name,
-        "privacy": {
+        "privacy": _with_guarantee(g, {
             "epsilon": g.epsilon if g else None, "delta": g.delta if g else None,
             "theorem": g.theorem if g else result.guarantee_note,
             "target_epsilon": prep.target_epsilon,
             "theta": int(prep.config.theta), "gamma": float(prep.config.gamma),
             "m": result.m, "L": int(prep.config.max_levels),
             "target_delta": prep.delta,
-        },
+        }),
         "rounds": [
             {"round": r.round, "candidates": r.candidates, "sampled": r.sampled,
              "released": r.released, "seconds": round(r.seconds, 6),
@@ -241,6 +241,11 @@ def estimate_seconds(prep: Prepared, transport: Transport, sample: int = 24) -> 
     except Exception:  # noqa: BLE001 - the estimate never stops a run
         scale = 1.0
     return per_client * scale * m * int(prep.config.max_levels)
+
+
+def _with_guarantee(g, legacy: dict[str, Any]) -> dict[str, Any]:  # noqa: ANN001
+    """The privacy block: the keys printed so far, then the guarantee's own fields."""
+    return g.to_json(legacy) if g is not None else legacy
 
 
 def run(opts: TrieHHOptions, transport: Transport,
@@ -387,7 +392,8 @@ def parameters(n: int, *, epsilon: float | None = None, delta: float | None = No
                         "gamma_2dp": math.floor(gamma * 100) / 100, "m": m})
         out.update({"epsilon": g.epsilon, "delta": g.delta, "theorem": g.theorem,
                     "conditions": {"theta_min": 4, "theta_max": math.sqrt(n), "gamma_min": 1,
-                                   "gamma_max": math.sqrt(n) / (theta + 1)}})
+                                   "gamma_max": math.sqrt(n) / (theta + 1)},
+                    "guarantee": g.to_json()})
         if frequency is not None:
             if not 0 < frequency <= 1:
                 raise StudyError("--frequency must be in (0, 1]")

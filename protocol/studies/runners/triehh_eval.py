@@ -42,9 +42,8 @@ def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path,
     import numpy as np
 
     from mechanisms.triehh_privacy import discovery_rate
-    from protocol.studies.evaluation import (
-        output_dir, plot_discovery_rate, plot_recall_at_k, precision, topk_metrics,
-    )
+    from mechanisms.metrics import precision, topk_metrics
+    from protocol.studies.evaluation import output_dir, plot_discovery_rate, plot_recall_at_k
 
     if runs < 1:
         raise StudyError("--runs must be >= 1")

@@ -113,6 +113,7 @@ def parameters(target: PrivacyTarget, n: int, flat: bool = False) -> dict[str, A
         "cormode_scheme_tv_distance": plan.cormode_tv_distance(),
         "quantile_rank_error_bound_alpha4": levels * 3 * sol.theta / sol.m,
         "parameters": dict(g.parameters),
+        "guarantee": g.to_json(),
     }
 
 
@@ -202,7 +203,7 @@ def flat_candidates(dataset: str, candidates: str | None, pop) -> tuple[str, ...
 def _summary(opts, pop, sol, params, hh, levels) -> dict[str, Any]:  # noqa: ANN001
     import numpy as np
 
-    from protocol.studies.evaluation import topk_metrics
+    from mechanisms.metrics import topk_metrics
 
     holders = pop.holders()
     index = {w: i for i, w in enumerate(pop.vocabulary)}

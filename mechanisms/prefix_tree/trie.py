@@ -1,4 +1,4 @@
-"""The shared prefix-tree engine: units, a trie of released prefixes, candidates.
+"""The prefix-tree engine for unit strings: units, a trie of released prefixes, candidates.
 
 Theory of operation
 -------------------
@@ -12,8 +12,8 @@ is the length-``i`` prefix of their sequence, or abstain. Released candidates be
 nodes of the next level.
 
 PEM and TAP/TAPS work on fixed-length binary items, whose prefixes are their own
-keys; they keep candidate sets as sorted integer arrays instead
-(:mod:`mechanisms.federated.core`), which needs no node table.
+keys; the engine's other half (:mod:`mechanisms.prefix_tree.levels`) keeps their
+candidate sets as sorted integer arrays, which needs no node table.
 
 This module holds only the bookkeeping, as numpy arrays so that 10^6-client
 simulations never loop in Python:
@@ -138,11 +138,6 @@ class UnitAlphabet:
         if isinstance(num_chars, np.ndarray):
             return (num_chars + self.unit_size) // self.unit_size
         return (int(num_chars) + self.unit_size) // self.unit_size
-
-    def valid_mask(self, words: Sequence[str]) -> np.ndarray:
-        """True for the words made only of alphabet symbols."""
-        allowed = set(self.symbols)
-        return np.fromiter((set(w) <= allowed for w in words), dtype=bool, count=len(words))
 
     def encode(self, words: Sequence[str], max_levels: int) -> np.ndarray:
         """Encode words into a unit matrix of shape ``(len(words), max_levels)``.

@@ -1,0 +1,285 @@
+"""Thresholding-committee transport: secure aggregation whose sum is never unmasked in one
+place, followed by a secure comparison of every count with ``theta``.
+
+Theory of operation
+-------------------
+One round (:meth:`ThresholdTransport.run_round`):
+
+1. **Secure aggregation with two blinding participants.** The session has the ``n``
+   clients at positions ``0..n-1`` and the two committee helpers at positions ``n`` and
+   ``n+1`` (:func:`protocol.core.secagg_engine.run_secagg`, every message through the
+   codec, the same threat-model parameters as :mod:`~protocol.core.transports.
+   secagg_transport`). Helper ``h`` inputs a fresh uniform vector ``R_h`` mod ``2^k``
+   drawn from its own randomness, so the server unmasks only the *blinded* sum
+   ``S = sum + R_1 + R_2`` and helper ``h`` keeps ``-R_h``: the three hold an additive
+   sharing of the sum over ``Z_{2^k}``, the committee's ring. The helpers' positions are
+   the session's ``required`` set (:class:`secagg.state.SessionConfig`), bound into the
+   session id: a client refuses (``REQUIRED_PARTICIPANT_MISSING``) to reveal shares for a
+   survivor set without both helpers, so the server cannot drop a helper to unmask the
+   sum with a blinding vector left out; with both helpers in, the sum it unmasks
+   always carries ``R_1 + R_2``. Helpers never drop (dropouts are drawn for
+   clients only); client dropouts keep Bonawitz et al.'s behaviour.
+2. **Comparison.** The server and the helpers run :func:`protocol.core.committee.
+   run_committee` on ``(S, -R_1, -R_2)``: only the pass bits are opened and, when the
+   round reveals counts (TrieHH++), only the counts of the passing candidates.
+   ``k`` is :func:`protocol.core.committee.ring_bits` of ``(n, theta)``, so counts
+   never wrap and ``x - theta`` keeps its sign.
+3. **Vector rounds** (modulus ``spec.modulus``): the release is the whole sum, so the
+   helpers hand their shares to the server, which adds them. **Report rounds** are not
+   supported (:class:`~protocol.core.contract.ContractError`).
+
+Failures: a helper that fails or sends something malformed aborts the round with
+``AggregationAborted("committee_<reason>")`` naming the check; a session whose survivor
+set lacks a helper aborts as ``threshold_helper_missing`` (or with the secure-aggregation
+abort reason). There is never a partial release.
+
+Views (``RoundResult.views``): ``server`` -- the secure-aggregation server's view with the
+*blinded* sum, and its committee view; ``helper1``, ``helper2`` -- the share ``-R_h`` and
+the committee view (keys received, every received message, the opened bits and counts);
+``clients`` -- as for secure aggregation. The trust model -- semi-honest committee with
+an honest majority -- is in ``docs/threshold.md``.
+
+Randomness: OS randomness by default; ``simulate=True`` (the explicit switch) derives
+every key, every ``R_h`` and the committee's keys from the ``rng`` of ``run_round``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from protocol.core.committee import CommitteeAborted, Hook, ring_bits, run_committee
+from protocol.core.contract import (
+    AggregationAborted, ContractError, Contributions, Cost, Kind, Release, RoundResult,
+    RoundSpec, Transport, Vectors, Votes,
+)
+from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
+from protocol.core.secagg_engine import Dropout, SecAggRun, run_secagg
+from protocol.core.transports.secagg_transport import spec_context
+from secagg.crypto import FRESH_NONCE_BYTES
+from secagg.errors import ParameterError
+from secagg.params import default_grinding_bits, find_params
+from secagg.state import AbortReason, SessionConfig
+
+__all__ = ["ThresholdTransport", "HELPERS"]
+
+#: the committee's helper names, in committee order after the server
+HELPERS = ("helper1", "helper2")
+
+
+def _uniform(rand: Any, dim: int, modulus: int) -> np.ndarray:
+    """``dim`` uniform integers mod ``modulus`` (rejection sampling, no bias)."""
+    if modulus & (modulus - 1) == 0:
+        w = np.frombuffer(rand.token_bytes(8 * dim), dtype=np.uint64)
+        return (w & np.uint64(modulus - 1)) if modulus < 1 << 64 else w.copy()
+    out = np.empty(0, dtype=np.uint64)
+    limit = ((1 << 64) // modulus) * modulus
+    while out.size < dim:
+        w = np.frombuffer(rand.token_bytes(8 * dim), dtype=np.uint64)
+        out = np.concatenate([out, w[w < np.uint64(limit)] % np.uint64(modulus)])
+    return out[:dim].copy()
+
+
+class ThresholdTransport(Transport):
+    """Secure aggregation into a three-member committee that opens only the release.
+
+    Args:
+        graph: ``"harary"`` (SecAgg+) or ``"complete"`` (Bonawitz et al.).
+        malicious: malicious-server secure-aggregation variant.
+        dropout: per-client dropout probability (clients only; helpers never drop).
+        simulate: derive all keys and blinding vectors from the ``rng`` of
+            ``run_round`` (reproducible, insecure); ``False`` uses OS randomness.
+        corrupt_fraction, sigma, eta, grinding_bits: secure-aggregation threat model
+            (:func:`secagg.params.find_params`; ``grinding_bits=None`` takes
+            :func:`secagg.params.default_grinding_bits`, as the secagg transport does).
+        committee_hook: ``hook(step, sender, recipient, payload)`` on every committee
+            message (attack studies and tests model a faulty helper with it).
+
+    Raises:
+        ValueError: bad option values.
+    """
+
+    name = "threshold"
+    kinds = frozenset({Kind.VOTE, Kind.VECTOR})
+
+    def __init__(self, graph: str = "harary", malicious: bool = False, dropout: float = 0.0,
+                 simulate: bool = False, corrupt_fraction: float = 0.05, sigma: int = 40,
+                 eta: int = 20, grinding_bits: int | None = None,
+                 committee_hook: Hook | None = None) -> None:
+        if graph not in ("harary", "complete"):
+            raise ValueError("graph must be 'harary' or 'complete'")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError("dropout must be in [0, 1)")
+        self.graph = graph
+        self.malicious = bool(malicious)
+        self.dropout = float(dropout)
+        self.simulate = bool(simulate)
+        self.corrupt_fraction = corrupt_fraction
+        self.sigma = sigma
+        self.eta = eta
+        self.grinding_bits = grinding_bits
+        self.committee_hook = committee_hook
+
+    def run_round(self, spec: RoundSpec, contributions: Contributions,
+                  rng: np.random.Generator) -> RoundResult:
+        if spec.kind is Kind.VOTE:
+            if not isinstance(contributions, Votes):
+                raise ContractError(f"a vote round cannot take {type(contributions).__name__}")
+            choice = contributions.validate(spec)
+            n, dim = int(choice.size), spec.domain_size
+            k = ring_bits(n, spec.theta)
+            modulus = 1 << k
+
+            def client_input(i: int) -> np.ndarray:
+                v = np.zeros(dim, dtype=np.uint64)
+                if choice[i] >= 0:
+                    v[choice[i]] = 1
+                return v
+        elif spec.kind is Kind.VECTOR:
+            if not isinstance(contributions, Vectors):
+                raise ContractError(
+                    f"a vector round cannot take {type(contributions).__name__}")
+            values = contributions.validate(spec)
+            n, dim, modulus, k = int(values.shape[0]), spec.dim, spec.modulus, 0
+
+            def client_input(i: int) -> np.ndarray:
+                return values[i]
+        else:
+            raise ContractError("the threshold committee sums vectors; it cannot carry "
+                                "opaque reports (use the shuffler transport)")
+        if n < max(spec.min_participants, 3):
+            raise AggregationAborted("too_few_participants",
+                                     f"{n} contributions, secure aggregation needs "
+                                     f"{max(spec.min_participants, 3)}")
+        total = n + len(HELPERS)
+        helper_pos = tuple(range(n, total))
+        try:
+            params = find_params(total, graph=self.graph,
+                                 dropout_rate=max(0.05, self.dropout),
+                                 corrupt_fraction=self.corrupt_fraction, sigma=self.sigma,
+                                 eta=self.eta, malicious=self.malicious,
+                                 grinding_bits=self.grinding_bits
+                                 if self.grinding_bits is not None else default_grinding_bits(
+                                     total, max(0.05, self.dropout), graph=self.graph,
+                                     malicious=self.malicious))
+        except ParameterError as exc:
+            raise AggregationAborted("no_secagg_parameters", str(exc)) from None
+        if self.simulate:
+            base = insecure_deterministic_randomness(int(rng.integers(0, 1 << 63)),
+                                                     "threshold-transport")
+            secagg_rand: Any = base.child("secagg")
+            helper_rand: list[Any] = [base.child(h) for h in HELPERS]
+            committee_rand: list[Any] = [base.child(f"committee-{i}") for i in range(3)]
+        else:
+            secagg_rand, helper_rand = OsRandom(), [OsRandom(), OsRandom()]
+            committee_rand = [OsRandom(), OsRandom(), OsRandom()]
+        blinds = [_uniform(r, dim, modulus) for r in helper_rand]
+        # every attempt draws a fresh server nonce (see docs/secagg-primitives.md)
+        config = SessionConfig(params, tuple(range(total)), spec_context(spec), dim, modulus,
+                               malicious=self.malicious, required=frozenset(helper_pos),
+                               server_nonce=secagg_rand.token_bytes(FRESH_NONCE_BYTES))
+
+        def input_of(i: int) -> np.ndarray:
+            return blinds[i - n] if i >= n else client_input(i)
+
+        dropout = (Dropout.random(n, self.dropout, rng,
+                                  rounds=(0, 1, 2, 3, 4) if self.malicious else (0, 1, 2, 4))
+                   if self.dropout > 0 else None)
+        run = run_secagg(config, input_of, rand=secagg_rand, dropout=dropout)
+        if any(r is AbortReason.REQUIRED_PARTICIPANT_MISSING
+               for r in run.client_abort_reasons.values()):
+            raise AggregationAborted("threshold_helper_missing",
+                                     "clients refused to unmask a sum without both helpers")
+        if not run.completed or run.result is None:
+            reason = run.server_abort_reason.value if run.server_abort_reason else "aborted"
+            raise AggregationAborted(f"secagg_{reason}",
+                                     f"survivors {len(run.survivors)} of {total}")
+        if not set(helper_pos) <= run.survivors:
+            raise AggregationAborted("threshold_helper_missing",
+                                     "a helper's blinding input is not in the sum")
+        contributed = len(run.survivors) - len(HELPERS)
+        if contributed < spec.min_participants:
+            raise AggregationAborted("too_few_participants",
+                                     f"{contributed} contributions survived, "
+                                     f"{spec.min_participants} required")
+        blinded = run.result.astype(np.uint64)
+        helper_shares = [_negate(b, modulus) for b in blinds]
+        if spec.kind is Kind.VECTOR:
+            total_sum = _add_mod([blinded, *helper_shares], modulus)
+            release = Release(spec, contributed, vector=total_sum)
+            views = _views(run, blinded, helper_shares, None)
+            views["server"]["helper_shares_received"] = [s.copy() for s in helper_shares]
+            return RoundResult(release, views, _cost(run, None))
+        try:
+            out = run_committee([blinded, *helper_shares], k, spec.theta,
+                                reveal_counts=spec.reveal_counts, rands=committee_rand,
+                                hook=self.committee_hook)
+        except CommitteeAborted as exc:
+            raise AggregationAborted(f"committee_{exc.reason}", str(exc)) from None
+        passed = np.flatnonzero(out.passed)
+        if spec.reveal_counts:
+            assert out.counts is not None
+            counts = {spec.candidates[i]: int(c) for i, c in zip(passed, out.counts)}
+        else:
+            # membership only: the count field is a placeholder at theta, which the
+            # release drops (reveal_counts is false), never a real count
+            counts = {spec.candidates[i]: int(spec.theta or 0) for i in passed}
+        release = Release(spec, contributed, counts=counts)
+        return RoundResult(release, _views(run, blinded, helper_shares, out),
+                           _cost(run, out))
+
+
+def _add_mod(vectors: list[np.ndarray], modulus: int) -> np.ndarray:
+    """Exact sum mod ``modulus`` (Python integers: three summands may pass 2^64)."""
+    acc = sum(v.astype(object) for v in vectors) % modulus
+    return np.asarray(acc, dtype=np.uint64)
+
+
+def _negate(v: np.ndarray, modulus: int) -> np.ndarray:
+    """``-v mod modulus`` for ``v`` in ``[0, modulus)``."""
+    if modulus == 1 << 64:
+        return np.uint64(0) - v
+    return (np.uint64(modulus) - v) % np.uint64(modulus)
+
+
+def _views(run: SecAggRun, blinded: np.ndarray, helper_shares: list[np.ndarray],
+           out: Any) -> dict[str, dict[str, Any]]:
+    sets = {k: sorted(v) for k, v in run.sets.items()}
+    server: dict[str, Any] = {
+        "session": run.config.session.hex(),
+        "masked_input_digests": {u: d.hex() for u, d in sorted(run.input_digests.items())},
+        "blinded_sum": blinded.copy(),
+        **sets,
+        "message_sizes": [(e.sender, e.recipient, e.round, e.kind, e.size)
+                          for e in run.transcript.envelopes],
+    }
+    if out is not None:
+        server["committee"] = out.views[0]
+    views: dict[str, dict[str, Any]] = {"server": server}
+    for h, name in enumerate(HELPERS):
+        views[name] = {"share": helper_shares[h].copy(),
+                       "committee": out.views[h + 1] if out is not None else None}
+    views["clients"] = {
+        "aborted": {i: r.value for i, r in run.client_abort_reasons.items()},
+        "revealed_b_shares_of": {c: sorted(b) for c, (b, _) in run.transcript.reveals.items()},
+        "revealed_s_shares_of": {c: sorted(s) for c, (_, s) in run.transcript.reveals.items()},
+        "degree": run.config.degree,
+        "threshold": run.config.threshold,
+    }
+    return views
+
+
+def _cost(run: SecAggRun, out: Any) -> Cost:
+    n = run.config.n - len(HELPERS)
+    cpu = {"server": run.server_seconds, "clients": float(run.client_seconds[:n].sum()),
+           "codec": run.codec_seconds}
+    for h, name in enumerate(HELPERS):
+        cpu[name] = float(run.client_seconds[n + h])
+    up, down = int(run.bytes_up.sum()), int(run.bytes_down.sum())
+    if out is not None:
+        cpu["server"] += out.seconds[0]
+        cpu["committee"] = float(sum(out.seconds))
+        for h, name in enumerate(HELPERS):
+            cpu[name] += out.seconds[h + 1]
+        up += int(sum(out.bytes_sent))
+    return Cost(cpu, bytes_up=up, bytes_down=down)
