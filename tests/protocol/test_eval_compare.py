@@ -100,6 +100,8 @@ def test_an_interrupted_comparison_keeps_its_runs_and_resumes(tmp_path, monkeypa
                        for r in csv.DictReader(open(p / "runs.csv"))]
     assert strip(part) == strip(whole)  # the resumed evaluation equals the whole one
     assert len((part / "runs.jsonl").read_text().splitlines()) == 3  # cut line dropped
-    assert main(SMALL + ["--out", str(part), "--resume"]) == 0  # nothing left to run
+    capsys.readouterr()
+    assert main(SMALL + ["--out", str(part), "--resume", "--quiet"]) == 0  # nothing to run
+    assert capsys.readouterr().err == ""
     assert main(SMALL[:-2] + ["--seed", "4", "--out", str(part), "--resume"]) == 2
     assert main(SMALL[:-2] + ["--out", str(part), "--resume"]) == 2  # no seed
