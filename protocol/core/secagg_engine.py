@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from protocol.core import codec
-from protocol.core import wire_secagg  # noqa: F401  (registers the message types)
+from protocol.core import wire_secagg  # registers the message types; session limits
 from protocol.core.randomness import OsRandom
 from protocol.core.secagg_profile import (  # noqa: F401  (re-exported)
     PrimitiveProfile, category_seconds, profile_primitives,
@@ -233,6 +233,8 @@ class SecAggSimulation:
         self.down = np.zeros(n, dtype=np.int64)
         self.srv_cpu = 0.0
         self.codec_cpu = 0.0
+        self.up_limits = wire_secagg.server_limits(config)
+        self.down_limits = wire_secagg.client_limits(config)
         self.alive = np.ones(n, dtype=bool)
         #: upward envelopes held for the adversary hook until the round closes
         self.pending: list[Envelope] = []
@@ -281,7 +283,7 @@ class SecAggSimulation:
         transcript, srv = self.transcript, self.server
         t0 = time.process_time()
         try:
-            msg = codec.decode(env.data)
+            msg = codec.decode(env.data, limits=self.up_limits)
         except codec.CodecError as exc:
             transcript.rejected.append((SERVER, env.round, f"CodecError: {exc}"))
             return
@@ -307,7 +309,7 @@ class SecAggSimulation:
         self.down[c] += len(env.data)
         t0 = time.process_time()
         try:
-            msg = codec.decode(env.data)
+            msg = codec.decode(env.data, limits=self.down_limits)
         except codec.CodecError as exc:
             self.transcript.rejected.append((c, env.round, f"CodecError: {exc}"))
             return []

@@ -5,7 +5,8 @@
     FUZZ_TARGET=codec python tests/fuzz/fuzz_decoders.py corpus_dir/ -max_total_time=600
 
 Targets (``FUZZ_TARGET``; default: every target, chosen by the input's first byte):
-``codec`` (protocol.core.codec.decode, every registered tag), ``shuffler_submit``,
+``codec`` (protocol.core.codec.decode, every registered tag), ``codec_session`` (the
+same with the seed session's limits), ``shuffler_submit``,
 ``shuffler_parsers``, ``share``, ``unpack_uints``. A target may raise only the
 library's own exception types (the same contract as tests/protocol/test_fuzz_decoders.py);
 anything else is reported by libFuzzer as a crash with the input saved.

@@ -2,7 +2,8 @@
 
 Targets and the only exception each may raise:
 
-* ``protocol.core.codec.decode`` for every registered tag (secagg 1-15, shuffler 100-104):
+* ``protocol.core.codec.decode`` for every registered tag (secagg 1-15, shuffler 100-105),
+  without a session and with the session's limits (memory at most 4x the frame + 16 KiB):
   ``CodecError``;
 * the shuffler's envelope opening -- ``Shuffler.submit``, ``Context.parse_header``,
   ``ShufflerEnvelope.from_bytes``, ``AnalyzerEnvelope.from_bytes``,
@@ -129,6 +130,13 @@ def _codec(data: bytes) -> None:
         pass
 
 
+def _codec_session(data: bytes) -> None:
+    try:
+        codec.decode(data, limits=_corpus_limits())
+    except codec.CodecError:
+        pass
+
+
 def _fresh_shuffler() -> Shuffler:
     s = shuffler_setup()
     sh = Shuffler(s["setup"].s_keys, insecure_deterministic_randomness(0))
@@ -187,13 +195,13 @@ def _dataset(tmp_path_factory: Any) -> Callable[[bytes], None]:
 
 
 BYTE_TARGETS: dict[str, Callable[[bytes], None]] = {
-    "codec": _codec, "shuffler_submit": _shuffler_submit, "shuffler_parsers": _shuffler_parsers,
+    "codec": _codec, "codec_session": _codec_session, "shuffler_submit": _shuffler_submit, "shuffler_parsers": _shuffler_parsers,
     "share": _share, "unpack_uints": _unpack,
 }
 
 
 def _seeds_for(target: str) -> list[bytes]:
-    if target == "codec":
+    if target in ("codec", "codec_session"):
         return [m for ms in corpus().values() for m in ms]
     s = shuffler_setup()
     if target in ("shuffler_submit", "shuffler_parsers"):
@@ -335,8 +343,8 @@ def test_slow_codec_every_tag(tag):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target", ["shuffler_submit", "shuffler_parsers", "share",
-                                    "unpack_uints"])
+@pytest.mark.parametrize("target", ["codec_session", "shuffler_submit", "shuffler_parsers",
+                                    "share", "unpack_uints"])
 def test_slow_byte_parsers(target):
     assert _loop(BYTE_TARGETS[target], _seeds_for(target), SLOW_N, 7) == SLOW_N
 
@@ -345,3 +353,47 @@ def test_slow_byte_parsers(target):
 def test_slow_dataset_loader(tmp_path_factory):
     run = _dataset(tmp_path_factory)
     assert _loop(run, _seeds_for("dataset"), SLOW_N, 3) == SLOW_N
+
+
+# ------------------------------------------------------------------ bounded decoding
+@functools.lru_cache(maxsize=1)
+def _corpus_limits() -> codec.SessionLimits:
+    """The session limits of the seed corpus: its secagg session and shuffler batch."""
+    from protocol.core.wire_secagg import session_limits as secagg_limits
+    from protocol.core.wire_shuffler import session_limits as shuffler_limits
+    cfg = make_config(5, 3, graph="complete", threshold=3, malicious=True)
+    s = shuffler_setup()
+    return secagg_limits(cfg).merged(shuffler_limits(s["context"], 16))
+
+
+nested = st.recursive(st.just([]) | st.none() | st.binary(max_size=4),
+                      lambda inner: st.lists(inner, max_size=40), max_leaves=150)
+
+
+@pytest.mark.parametrize("tag", _tags())
+@settings(max_examples=12, deadline=4000, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_decoding_allocates_at_most_a_constant_times_the_frame(tag, data):
+    """With the session's limits, a valid message of ``tag`` with a field replaced by
+    nested arrays, or mutated bytes, is decoded or refused (CodecError only) within
+    4x its frame (+ 16 KiB) of memory and in bounded time."""
+    from protocol.studies.attacks.decode_attacks import (
+        MAX_FIXED_BYTES, MAX_MEMORY_RATIO, measure_decode,
+    )
+    limits = _corpus_limits()
+    valid = corpus()[tag][0]
+    if data.draw(st.booleans()):
+        fields = list(msgpack.unpackb(valid, raw=False)[2:])
+        i = data.draw(st.integers(0, len(fields) - 1))
+        fields[i] = data.draw(nested)
+        blob = msgpack.packb([1, tag, *fields], use_bin_type=True)
+    else:
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+        blob = valid
+        for _ in range(data.draw(st.integers(1, 4))):
+            blob = mutate(blob, rng)
+    cost = measure_decode(blob, limits, collect=False)
+    assert cost.error is None or cost.refused_by_codec, cost.error
+    assert cost.peak_bytes <= MAX_MEMORY_RATIO * len(blob) + MAX_FIXED_BYTES, (cost, blob[:40])
+    assert cost.cpu_seconds < 0.05

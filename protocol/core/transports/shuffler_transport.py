@@ -52,7 +52,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from protocol.core import codec
-from protocol.core import wire_shuffler  # noqa: F401  (registers tags 100..105)
+from protocol.core import wire_shuffler  # registers tags 100..105; session limits
 from protocol.core.contract import (
     AggregationAborted, ContractError, Contributions, Cost, Kind, Release, Reports,
     RoundResult, RoundSpec, Transport, Vectors, Votes, threshold_counts,
@@ -212,8 +212,10 @@ class ShufflerTransport(Transport):
                             HardThreshold(threshold))
         context = encoder.context
         shuffler.open_batch(context)
+        wire_limits = wire_shuffler.session_limits(context, n)
         if self.wire:
-            received = [codec.decode(e, ShufflerEnvelope).to_bytes() for e in envelopes]
+            received = [codec.decode(e, ShufflerEnvelope, wire_limits).to_bytes()
+                        for e in envelopes]
         else:
             received = envelopes
         pmap = _Map(pool) if pool is not None else None
@@ -231,7 +233,8 @@ class ShufflerTransport(Transport):
             # ---- shuffler 2: decrypt crowd ids, threshold, shuffle again -----------
             t0 = time.process_time()
             wire1 = codec.encode(first.batch) if self.wire else b""
-            blinded_batch = codec.decode(wire1, BlindedBatch) if self.wire else first.batch
+            blinded_batch = (codec.decode(wire1, BlindedBatch, wire_limits) if self.wire
+                             else first.batch)
             out = CrowdShuffler(s2_key, r_shuffler, 1, HardThreshold(threshold)).process(
                 blinded_batch)
             first_view = {"receipt": first.receipt, "bytes_forwarded": len(wire1)}
@@ -240,12 +243,12 @@ class ShufflerTransport(Transport):
         batch_wire = codec.encode(out.batch) if self.wire else b""
         receipt = out.receipt
         if self.wire:
-            receipt = codec.decode(codec.encode(receipt), ShuffleReceipt)
+            receipt = codec.decode(codec.encode(receipt), ShuffleReceipt, wire_limits)
         cpu["shuffler2" if self.blinded_crowds else "shuffler"] += time.process_time() - t0
 
         # ---- analyzer ---------------------------------------------------------
         t0 = time.process_time()
-        batch = codec.decode(batch_wire, ShuffledBatch) if self.wire else out.batch
+        batch = codec.decode(batch_wire, ShuffledBatch, wire_limits) if self.wire else out.batch
         pmap = _Map(pool) if pool is not None else None
         analyzed = Analyzer(a_keys).open_batch(batch, map_fn=pmap)
         release, analyzer_view = self._release(spec, receipt, analyzed.reports)
