@@ -8,7 +8,8 @@
     print(hh.items, hh.guarantee.epsilon)
     print(hh.to_table())
 
-:func:`frequencies` runs a local-DP frequency oracle on integer items the same way.
+:func:`frequencies` runs a local-DP frequency oracle on integer items the same way;
+:func:`pem` runs PEM on integer items.
 
 Each heavy-hitters function takes the users' items (a list with one item per user, or a list of
 lists with several items per user where the mechanism allows it), a privacy target and
@@ -44,7 +45,7 @@ from protocol.core.contract import Contributions, Cost, RoundResult, RoundSpec, 
 from protocol.studies.errors import StudyError
 
 __all__ = ["HeavyHitter", "Round", "Costs", "PartyViews", "HeavyHitters", "Frequencies",
-           "frequencies", "triehh",
+           "frequencies", "pem", "triehh",
            "triehhpp", "DEFAULT_ALPHABET", "Items"]
 
 #: The public alphabet used unless the caller names one: printable ASCII without
@@ -617,3 +618,70 @@ def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "
         guarantee=orc.privacy(), central=central,
         costs=Costs(seconds, dict(cost.cpu_seconds), cost.bytes_up, cost.bytes_down),
         views=views)
+
+
+def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int = 10,
+        epsilon: float = 4.0, oracle: str = "grr", transport: str | Transport = "plain",
+        seed: int | None = None) -> HeavyHitters:
+    """PEM (Wang, Li, Jha, "Locally Differentially Private Heavy Hitter Identification",
+    IEEE TDSC 2019) on the caller's ``bits``-bit integer items: users split into groups,
+    each group reports one longer prefix with an epsilon-LDP frequency oracle, the top
+    prefixes are extended level by level; the top ``k`` items of the last level are
+    released with their estimated counts (``estimate``; ``count`` is ``None``: PEM
+    releases estimates, not counts).
+
+    Args:
+        values: one unsigned item per user, below ``2**bits``.
+        bits: item length.
+        k: number of heavy hitters.
+        epsilon: the local epsilon of each user's one report.
+        oracle: ``grr``, ``oue``, ``olh`` or ``aon``.
+        transport: carries each level's reports (``plain``, ``shuffler``: reports;
+            ``secagg``: support vectors) or a transport object.
+        seed: reproducible simulation.
+
+    Raises:
+        StudyError: items that are not ``bits``-bit unsigned integers, bad parameters,
+            reports the transport cannot carry, or an aborted level.
+    """
+    from mechanisms.pem import pem as run_pem
+    from mechanisms.pem import pem_privacy
+    from protocol.core.contract import AggregationAborted
+
+    v = np.asarray(values)
+    if v.ndim != 1 or v.size == 0 or not np.issubdtype(v.dtype, np.integer):
+        raise StudyError("values must be a non-empty 1-d sequence of integers")
+    if v.min() < 0 or (bits < 64 and int(v.max()) >= 1 << bits):
+        bad = int(v[(v < 0) | (v >= (1 << bits))][0]) if bits < 64 else int(v.min())
+        raise StudyError(f"value {bad} is not a {bits}-bit unsigned integer")
+    tr, name = _transport(transport, seed)
+    rec = _Recording(tr)
+    t0 = time.perf_counter()
+    try:
+        res = run_pem(v.astype(np.uint64), bits, k, epsilon, oracle=oracle,
+                      rng=np.random.default_rng(seed), transport=rec)
+        guarantee = pem_privacy(epsilon, oracle)
+    except AggregationAborted as exc:
+        raise StudyError(f"the {name} transport aborted a level: {exc}") from None
+    except ValueError as exc:  # FederatedError and the oracles' input errors
+        raise StudyError(str(exc)) from None
+    seconds = time.perf_counter() - t0
+    total = Cost()
+    rounds = []
+    lengths, ext = list(res.lengths), list(res.extension)
+    for h, (sec, c) in enumerate(rec.costs):
+        total.add(c)
+        cand = (1 << lengths[0]) if h == 0 else \
+            (ext[h - 1] if h - 1 < len(ext) else k) << (lengths[h] - lengths[h - 1])
+        kept = min(ext[h] if h < len(ext) else len(res.heavy_hitters), cand)
+        rounds.append(Round(h + 1, int(cand), int(res.group_sizes[h]), int(kept), float(sec),
+                            int(c.bytes_up), int(c.bytes_down)))
+    return HeavyHitters(
+        mechanism="pem", transport=name, n=int(v.size),
+        heavy_hitters=tuple(HeavyHitter(str(int(i)), None, float(c))
+                            for i, c in zip(res.heavy_hitters, res.counts)),
+        released_prefixes={}, guarantee=guarantee, guarantee_note="",
+        parameters={"bits": bits, "k": k, "levels": len(lengths)},
+        rounds=tuple(rounds), costs=Costs(seconds, dict(total.cpu_seconds), total.bytes_up,
+                                          total.bytes_down),
+        views=tuple(rec.views))

@@ -148,3 +148,17 @@ def test_frequencies_refuse_values_outside_the_domain(bad: list[object]) -> None
         api.frequencies(bad, domain_size=10)  # type: ignore[arg-type]
     with pytest.raises(StudyError, match="outside the domain"):
         api.frequencies([1, 2, 12], domain_size=10)
+
+
+def test_pem_finds_the_top_items_with_estimates() -> None:
+    values = np.random.default_rng(0).zipf(1.5, 50_000) % 2**32
+    top = api.pem(values, bits=32, k=5, epsilon=4, seed=1)
+    assert top.mechanism == "pem" and top.items == ["1", "2", "3", "4", "5"]
+    true = int((values == 1).sum())
+    assert abs(top.heavy_hitters[0].estimate - true) < 0.1 * true  # type: ignore[operator]
+    assert top.guarantee.epsilon == 4 and top.guarantee.delta == 0
+    assert len(top.rounds) == len(top.views) == 16
+    assert all(r.released <= r.candidates for r in top.rounds)
+    assert sum(r.contacted for r in top.rounds) == 50_000  # disjoint groups
+    with pytest.raises(StudyError, match="not a 8-bit unsigned integer"):
+        api.pem([1, 2, 300], bits=8)
