@@ -9,7 +9,8 @@ Client ``u`` (roster position) with input ``x_u`` in ``Z_R^m`` and neighbours ``
   ``b_u`` and a fresh 32-byte nonce ``r_u``; send both public keys and ``r_u`` (signed
   with Ed25519 over ``sid_0`` in the malicious-server variant).
 * **Round 1, ShareKeys.** On the key list of ``U1 & N(u)`` (its transcript root holds
-  ``u``'s own fresh leaf, else ``STALE_SESSION``; at least ``t`` peers, all neighbours,
+  ``u``'s own fresh leaf, else ``STALE_SESSION``; ``N(u)`` recomputed from the graph
+  seeded by ``sid_1``, so fixed only now; at least ``t`` peers, all neighbours,
   all keys distinct, signatures valid): set ``sid = sid_1 = H(sid_0, root)`` (fresh
   sessions, docs/secagg-primitives.md) and derive for every peer ``v``
   ``k_uv = HKDF(X25519(c_u^SK, c_v^PK), "share-encryption-key", sid || u,v)`` and the
@@ -140,9 +141,11 @@ class SecAggClient:
         self._rand = rand
         self._signing_key = signing_key
         self._verify_keys = tuple(verify_keys) if verify_keys is not None else None
-        self.neighbours: tuple[int, ...] = config.neighbours(index)
+        #: ``N(u)``: fixed in round 1 from the key list's transcript root (the graph
+        #: seed is derived from ``sid_1``, see :meth:`SessionConfig.graph_seed`)
+        self.neighbours: tuple[int, ...] = ()
         # a set, not an n-entry mask: n clients x n entries would be O(n^2) memory
-        self._neighbour_set = frozenset(self.neighbours)
+        self._neighbour_set: frozenset[int] = frozenset()
         self._table = CLIENT_TRANSITIONS[bool(config.malicious)]
         self.state = ClientState.INIT
         self.abort_reason: AbortReason | None = None
@@ -243,11 +246,16 @@ class SecAggClient:
                     msg.path), msg.transcript):
             raise _Abort(AbortReason.STALE_SESSION)
         sid = cfg.transcript_session(msg.transcript)
+        # the graph of this attempt follows from the root just checked: a key list
+        # routed by any other graph (one the server fixed before round 0, or derived
+        # from another root) names a non-neighbour
+        neighbours = cfg.neighbours(u, msg.transcript)
+        neighbour_set = frozenset(neighbours)
         peers = tuple(e.sender for e in msg.entries)
         for e in msg.entries:
             if e.sender == u and (e.c_pk != self._c_pk or e.s_pk != self._s_pk):
                 raise _Abort(AbortReason.OWN_KEYS_ALTERED)
-            if e.sender not in self._neighbour_set:
+            if e.sender not in neighbour_set:
                 raise _Abort(AbortReason.KEY_FROM_NON_NEIGHBOUR)
         if len(peers) < cfg.threshold:
             raise _Abort(AbortReason.TOO_FEW_KEYS)
@@ -288,6 +296,7 @@ class SecAggClient:
         out = ShareKeys(u, peers, cts)
         # mutate
         self.session = sid
+        self.neighbours, self._neighbour_set = neighbours, neighbour_set
         self._share_keys, self._mask_seeds = share_keys, mask_seeds
         for v in self.neighbours:
             self.peer_status[v] = PeerStatus.DROPPED_AT_ROUND_0

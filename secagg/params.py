@@ -315,19 +315,22 @@ def find_params(n: int, *, corrupt_fraction: float = 0.05, dropout_rate: float =
 # "Grinding the graph seed". Separate from find_params on purpose.)
 
 #: default work bound of a grinding server: it evaluates at most ``2^40`` candidate
-#: graph seeds (each costs it a hash and a graph evaluation; ``2^40`` is days on a
-#: cluster, ``2^64`` is out of reach)
+#: graph seeds, summed over every attempt of a round specification that clients join.
+#: The seed is fixed only when round 0 closes, so this work must be done online, between
+#: the last ``AdvertiseKeys`` and the key lists (one round deadline per attempt); each
+#: candidate costs it a Merkle root update, two hashes and a ring order over ``n``
+#: clients. ``2^40`` is far above what fits in round deadlines of seconds to minutes.
 GRINDING_WORK_BITS = 40
 
 
 def subset_grinding_bits(n: int, dropout_rate: float) -> float:
     """``log2`` of the number of survivor subsets a server can choose among.
 
-    If the graph seed is derived from the revealed nonces of the round-0 survivors
-    (commit-then-reveal), a server that decides whose reveal counts can still pick
-    the subset: any set of at most ``floor(delta n)`` clients may be declared dropped
+    The graph seed is derived from the round-0 transcript root, which commits to the
+    round-0 clients ``U1``. A server that decides whose contribution counts can pick
+    ``U1``: any set of at most ``floor(delta n)`` clients may be declared dropped
     without breaking correctness, so it chooses among
-    ``sum_{i <= floor(delta n)} C(n, i)`` seeds, about ``2^(n H(delta))`` (``H`` the
+    ``sum_{i <= floor(delta n)} C(n, i)`` roots, about ``2^(n H(delta))`` (``H`` the
     binary entropy).
 
     Raises:
@@ -342,33 +345,58 @@ def subset_grinding_bits(n: int, dropout_rate: float) -> float:
     return float(np.logaddexp.reduce(ln_terms) / _LN2)
 
 
-def seed_grinding_bits(n: int, dropout_rate: float, *,
-                       work_bits: int = GRINDING_WORK_BITS) -> int:
-    """The ``grinding_bits`` to hand :func:`find_params` for a Harary graph whose seed a
-    server can influence only by choosing the survivor subset (commit-then-reveal) or,
-    today, by re-choosing the session context offline: the smaller of the subset count
-    (:func:`subset_grinding_bits`, rounded up) and the server's work bound.
+def seed_grinding_bits(n: int, dropout_rate: float, *, corrupt_fraction: float = 0.05,
+                       attempts: int = 1, work_bits: int = GRINDING_WORK_BITS) -> int:
+    """The ``grinding_bits`` to hand :func:`find_params` for a Harary graph whose seed is
+    the round-0 transcript root (``SessionConfig.graph_seed``).
+
+    The server sees the honest clients' fresh nonces before it fixes the root, and it
+    can still change the root by (a) choosing ``U1`` among the subsets of
+    :func:`subset_grinding_bits` and (b) choosing the nonces (or keys) of the
+    ``ceil(corrupt_fraction n)`` clients it controls, which may answer last: ``2^256``
+    choices each, so with one corrupt client the count is unbounded in practice. Each
+    further attempt the clients join (with fresh nonces) multiplies the count by the
+    candidates of that attempt. The bits are therefore
+    ``min(log2(attempts) + subset bits, work_bits)`` without corrupt clients and
+    ``work_bits`` with any, rounded up.
+
+    Args:
+        n: clients.
+        dropout_rate: ``delta``.
+        corrupt_fraction: ``gamma`` (default: :func:`find_params`'s).
+        attempts: attempts of one round specification the clients may join.
+        work_bits: ``log2`` of the candidate evaluations the server can do online
+            over all those attempts (:data:`GRINDING_WORK_BITS`).
 
     Raises:
-        ParameterError: bad ``n``, ``dropout_rate`` or ``work_bits``.
+        ParameterError: bad ``n``, ``dropout_rate``, ``corrupt_fraction``,
+            ``attempts`` or ``work_bits``.
     """
     if not isinstance(work_bits, int) or isinstance(work_bits, bool) or work_bits < 0:
         raise ParameterError(f"work_bits must be an int >= 0, got {work_bits!r}")
-    return min(int(math.ceil(subset_grinding_bits(n, dropout_rate) - 1e-9)), work_bits)
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
+        raise ParameterError(f"attempts must be an int >= 1, got {attempts!r}")
+    subset = subset_grinding_bits(n, dropout_rate)
+    if _count(_check_fraction(corrupt_fraction, "corrupt_fraction"), n) > 0:
+        return work_bits
+    return min(int(math.ceil(subset + math.log2(attempts) - 1e-9)), work_bits)
 
 
-def default_grinding_bits(n: int, dropout_rate: float, *, graph: str, malicious: bool) -> int:
+def default_grinding_bits(n: int, dropout_rate: float, *, graph: str, malicious: bool,
+                          corrupt_fraction: float = 0.05) -> int:
     """The grinding a session's parameters should absorb when the caller states none:
     :func:`seed_grinding_bits` for a Harary graph under a malicious server, 0 otherwise
     (the complete graph has no seed; a semi-honest server follows the protocol and does
     not grind).
 
     Raises:
-        ParameterError: bad ``n`` or ``dropout_rate``, or an unknown graph.
+        ParameterError: bad ``n``, ``dropout_rate`` or ``corrupt_fraction``, or an
+            unknown graph.
     """
     if graph not in GRAPHS:
         raise ParameterError(f"graph must be one of {GRAPHS}, got {graph!r}")
     if graph == "complete" or not malicious:
         _check_fraction(dropout_rate, "dropout_rate")
+        _check_fraction(corrupt_fraction, "corrupt_fraction")
         return 0
-    return seed_grinding_bits(n, dropout_rate)
+    return seed_grinding_bits(n, dropout_rate, corrupt_fraction=corrupt_fraction)

@@ -9,8 +9,9 @@ masked input, ``U4`` signed ``U3`` (malicious variant; ``U4 = U3`` otherwise), `
 sent unmasking shares.
 
 * close round 0: build the transcript tree over ``(v, r_v, c_v^PK, s_v^PK)`` of ``U1``
-  (``crypto.transcript_tree``), fix ``sid_1 = H(sid_0, root)`` and send every ``u`` in
-  ``U1`` the keys of ``U1 & N(u)``, the root and ``u``'s authentication path.
+  (``crypto.transcript_tree``), fix ``sid_1 = H(sid_0, root)`` and with it the
+  neighbour graph (seeded by ``sid_1``; round 0 does not depend on it), and send every
+  ``u`` in ``U1`` the keys of ``U1 & N(u)``, the root and ``u``'s authentication path.
 * close round 1: send every ``u`` in ``U2`` the ciphertexts addressed to it by
   ``U2 & N(u)``.
 * close round 2: ``U3`` must leave every secret to be rebuilt (``b_u`` of ``u`` in
@@ -120,7 +121,9 @@ class SecAggServer:
         self.config = config
         self._verify_keys = tuple(verify_keys) if verify_keys is not None else None
         n = config.n
-        self.neighbours: list[tuple[int, ...]] = config.all_neighbours()
+        #: ``N(u)`` for every ``u``: fixed when round 0 closes, from the transcript
+        #: root (the graph seed is derived from ``sid_1``); empty before
+        self.neighbours: list[tuple[int, ...]] = []
         self._table = SERVER_TRANSITIONS[bool(config.malicious)]
         self.state = ServerState.COLLECT_KEYS
         self.abort_reason: AbortReason | None = None
@@ -136,8 +139,10 @@ class SecAggServer:
         self.input_digests: dict[int, bytes] = {}
         self._signatures: dict[int, bytes] = {}
         self._alive_bitmap = b""
-        #: the transcript-bound session id ``sid_1`` (fixed when round 0 closes)
+        #: the transcript-bound session id ``sid_1`` and the round-0 transcript root
+        #: (fixed when round 0 closes)
         self.session = b""
+        self.transcript_root = b""
         self._needed_s: list[int] = []
         self._b_shares: dict[int, list[shamir.Share]] = {}
         self._s_shares: dict[int, list[shamir.Share]] = {}
@@ -234,10 +239,13 @@ class SecAggServer:
         levels = crypto.transcript_tree(self.config.n, {
             v: crypto.transcript_leaf(v, k.nonce, k.c_pk, k.s_pk) for v, k in self._keys.items()})
         root = levels[-1][0]
+        # the graph of this attempt: fixed only now, by the root over the fresh nonces
+        self.neighbours = self.config.all_neighbours(root)
         out = [(u, KeyList(tuple(self._keys[v] for v in self.neighbours[u] if self._in_u1[v]),
                            root, crypto.transcript_path(levels, u)))
                for u in u1]
         self.session = self.config.transcript_session(root)
+        self.transcript_root = root
         self.sets["U1"] = frozenset(u1)
         return out
 

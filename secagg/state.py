@@ -22,8 +22,9 @@ This module holds what both sides share:
   ``sid_1 = H(sid_0, root)``, where ``root`` commits to every client's fresh round-0
   nonce and keys (:meth:`SessionConfig.transcript_session`);
 * the public neighbour graph (SecAgg+, Bell et al. CCS 2020): a pure function of the
-  parameters and the base session id, so every client recomputes and checks its own
-  neighbourhood. With the complete graph the protocol is plain SecAgg (Bonawitz et al.
+  parameters and the transcript-bound ``sid_1``, so it is fixed only when round 0
+  closes (round 0 does not depend on it) and every client recomputes and checks its own
+  neighbourhood from the root it received. With the complete graph the protocol is plain SecAgg (Bonawitz et al.
   CCS 2017). Shamir shares of a client's secrets go to its neighbours ``N(u)`` (as in
   Bell et al.; the client keeps no share of its own), and the threshold ``t`` of
   :mod:`secagg.params` counts shares held by *neighbours*: every secret the server has
@@ -96,6 +97,8 @@ class AbortReason(str, enum.Enum):
     # raised by the client on the server's messages
     SERVER_ABORTED = "server_aborted"
     TOO_FEW_KEYS = "too_few_keys"                        # round 0 list below threshold
+    # a key-list entry outside N(u) of the graph seeded by this key list's own
+    # transcript root (also: a graph the server fixed before round 0)
     KEY_FROM_NON_NEIGHBOUR = "key_from_non_neighbour"
     DUPLICATE_KEYS = "duplicate_keys"                    # two equal public keys
     INVALID_PUBLIC_KEY = "invalid_public_key"            # low-order X25519 point
@@ -201,7 +204,7 @@ class SessionConfig:
         server_nonce: 32 bytes of fresh randomness the server draws for this attempt
             (from its injected randomness source) and sends with the configuration.
         base_session: ``SHA-256(params || roster || context)``, the same for every
-            attempt of one round specification (derived; seeds the neighbour graph).
+            attempt of one round specification (derived).
         session: ``sid_0 = H("attempt", base_session, server_nonce)`` (derived), the id
             round 0 is bound to. From round 1 on both sides use the transcript-bound
             id :meth:`transcript_session` that also holds every client's nonce.
@@ -285,27 +288,48 @@ class SessionConfig:
             + (b"required" + set_to_bitmap(sorted(self.required), self.n)
                if self.required else b""))
 
-    @property
-    def graph_seed(self) -> bytes:
-        """The public seed of the neighbour graph, derived from the base session id.
+    def graph_seed(self, root: bytes) -> bytes:
+        """The public seed of the neighbour graph of this attempt:
+        ``HKDF(sid_1, "neighbour-graph")`` with ``sid_1 = H(sid_0, root)``.
 
-        It deliberately leaves out the server's nonce: a seed the server could re-draw
-        freely would let it grind for a graph it likes (see docs/secagg-primitives.md,
-        "Fresh sessions")."""
-        return crypto.hkdf(self.base_session, label=b"neighbour-graph", context=b"")
+        ``root`` is the round-0 transcript root, which commits to every round-0 client's
+        fresh nonce and keys, so the graph is fixed only when round 0 closes: a server
+        cannot choose (or grind offline for) a graph before the honest clients' nonces
+        are in. What it can still do online (choose which round-0 clients count, pick
+        its corrupt clients' nonces) is accounted for by
+        :func:`secagg.params.seed_grinding_bits` (docs/secagg-primitives.md,
+        "Grinding the graph seed").
 
-    def neighbours(self, i: int) -> tuple[int, ...]:
-        """Open neighbourhood ``N(i)`` (sorted, without ``i``), recomputed locally."""
+        Raises:
+            ParameterError: ``root`` is not 32 bytes.
+        """
+        if type(root) is not bytes or len(root) != 32:
+            raise ParameterError("the transcript root must be 32 bytes")
+        return crypto.hkdf(self.transcript_session(root), label=b"neighbour-graph",
+                           context=b"")
+
+    def neighbours(self, i: int, root: bytes) -> tuple[int, ...]:
+        """Open neighbourhood ``N(i)`` (sorted, without ``i``) in the graph of the
+        attempt whose round-0 transcript root is ``root``, recomputed locally.
+
+        Raises:
+            ParameterError: ``root`` is not 32 bytes.
+        """
         if self.graph == "complete":
             return tuple(j for j in range(self.n) if j != i)
-        return tuple(sorted(graph_mod.neighbours_of(i, self.n, self.degree, self.graph_seed)))
+        return tuple(sorted(graph_mod.neighbours_of(i, self.n, self.degree,
+                                                    self.graph_seed(root))))
 
-    def all_neighbours(self) -> list[tuple[int, ...]]:
-        """``N(i)`` for every ``i`` (what the server uses)."""
+    def all_neighbours(self, root: bytes) -> list[tuple[int, ...]]:
+        """``N(i)`` for every ``i`` (what the server uses once round 0 closed).
+
+        Raises:
+            ParameterError: ``root`` is not 32 bytes.
+        """
         if self.graph == "complete":
             return [tuple(j for j in range(self.n) if j != i) for i in range(self.n)]
         return [tuple(sorted(x)) for x in graph_mod.harary_graph(self.n, self.degree,
-                                                                  self.graph_seed)]
+                                                                  self.graph_seed(root))]
 
     def transcript_session(self, root: bytes) -> bytes:
         """``sid_1 = H("transcript", sid_0, root)``: the id of this attempt from round 1

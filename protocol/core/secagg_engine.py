@@ -13,7 +13,9 @@ through the wire format: encoded with :func:`protocol.core.codec.encode` into an
 recipient, so every simulation exercises the codec.
 
 * **Dropouts** (:class:`Dropout`): a client listed for round ``r`` stops before it would
-  send its round-``r`` message (it computes nothing more and receives nothing more).
+  send its round-``r`` message (it computes nothing more and receives nothing more). A
+  schedule that names neighbours is a function of the graph, evaluated once round 0 has
+  fixed it (the graph seed comes from the round-0 transcript).
   Without the consistency check there is no round 3; clients listed for it drop
   before round 4.
 * **Adversary hook**: a callable ``hook(round_no, direction, envelopes) -> envelopes``
@@ -60,7 +62,7 @@ from secagg.messages import UnmaskShares
 from secagg.server import SecAggServer
 from secagg.state import AbortReason, ClientState, ServerState, SessionConfig
 
-__all__ = ["Envelope", "EnvelopeRecord", "Dropout", "Transcript", "SecAggRun", "make_config",
+__all__ = ["Envelope", "EnvelopeRecord", "Dropout", "GraphRule", "Transcript", "SecAggRun", "make_config",
            "SecAggSimulation", "run_secagg", "SERVER", "PrimitiveProfile", "profile_primitives"]
 
 #: the sender/recipient name of the server in envelopes
@@ -90,15 +92,24 @@ class Envelope:
         return dataclasses.replace(self, **changes)
 
 
+#: a dropout rule that names clients through the neighbour graph: called with the
+#: server's ``N(u)`` for every ``u`` once round 0 has fixed the graph
+GraphRule = Callable[[Sequence[tuple[int, ...]]], Iterable[int]]
+
+
 @dataclass
 class Dropout:
     """Which clients drop before each round.
 
     Attributes:
-        schedule: round -> clients that stop before sending that round's message.
+        schedule: round -> clients that stop before sending that round's message, or
+            (rounds ``>= 1`` only) a :data:`GraphRule` returning them: the neighbour
+            graph is derived from the round-0 transcript (``SessionConfig.graph_seed``),
+            so a schedule that names neighbours can only be evaluated once round 0 has
+            closed.
     """
 
-    schedule: Mapping[int, Iterable[int]] = field(default_factory=dict)
+    schedule: Mapping[int, Iterable[int] | GraphRule] = field(default_factory=dict)
 
     @classmethod
     def none(cls) -> "Dropout":
@@ -121,8 +132,25 @@ class Dropout:
             sched.setdefault(int(r), set()).add(int(c))
         return cls(sched)
 
-    def before(self, round_no: int) -> set[int]:
-        return {int(c) for c in self.schedule.get(round_no, ())}
+    def before(self, round_no: int,
+               neighbours: Sequence[tuple[int, ...]] | None = None) -> set[int]:
+        """The clients that drop before ``round_no``.
+
+        Args:
+            round_no: the round.
+            neighbours: the session's graph (``N(u)`` for every ``u``), needed by a
+                :data:`GraphRule`.
+
+        Raises:
+            ParameterError: a graph rule for round 0, or without the graph.
+        """
+        entry = self.schedule.get(round_no, ())
+        if callable(entry):
+            if round_no < 1 or not neighbours:
+                raise ParameterError("a dropout rule that names neighbours needs the graph, "
+                                     "which exists only once round 0 has closed")
+            entry = entry(neighbours)
+        return {int(c) for c in entry}
 
 
 @dataclass
@@ -155,9 +183,6 @@ class SecAggRun:
     def survivors(self) -> frozenset[int]:
         """``U3``: the clients whose masked input is in the sum."""
         return self.sets.get("U3", frozenset())
-
-
-Hook = Callable[[int, str, list[Envelope]], list[Envelope]]
 
 
 Hook = Callable[[int, str, list[Envelope]], list[Envelope]]
@@ -243,9 +268,10 @@ class SecAggSimulation:
     def drop(self, round_no: int) -> None:
         """Mark the clients scheduled to drop before ``round_no`` as gone."""
         dropout, config, alive, n = self.dropout, self.config, self.alive, self.config.n
-        scheduled = dropout.before(round_no)
+        graph = self.server.neighbours if round_no >= 1 else None
+        scheduled = dropout.before(round_no, graph)
         if round_no == 4 and not config.malicious:
-            scheduled |= dropout.before(3)  # no round 3 without the consistency check
+            scheduled |= dropout.before(3, graph)  # no round 3 without the consistency check
         for c in scheduled:
             if 0 <= c < n:
                 alive[c] = False

@@ -48,7 +48,7 @@ def test_unknown_attack():
 def test_closed_set_every_member_has_t_inside():
     from protocol.core.secagg_engine import make_config
     cfg = make_config(30, 2, graph="harary", degree=8, threshold=4)
-    neigh = cfg.all_neighbours()
+    neigh = cfg.all_neighbours(bytes(32))   # the graph of an attempt with this root
     c = closed_set_around(neigh, 0, 4)
     assert 0 in c and len(c) >= 5
     assert all(len(set(neigh[u]) & c) >= 4 for u in c)

@@ -167,7 +167,8 @@ def test_too_few_keys() -> None:
 
 def test_key_from_non_neighbour() -> None:
     c, kl = drive(S.AWAIT_KEYS, False, graph="harary")
-    outsider = next(v for v in range(1, N) if v not in c.neighbours)
+    # N(0) of the graph seeded by this key list's own transcript root
+    outsider = next(v for v in range(1, N) if v not in c.config.neighbours(0, kl.transcript))
     fake = AdvertiseKeys(outsider, bytes(range(32)), bytes(range(1, 33)), bytes(32))
     entries = tuple(sorted(kl.entries + (fake,), key=lambda e: e.sender))
     _aborts_with(c, replace(kl, entries=entries), R.KEY_FROM_NON_NEIGHBOUR)

@@ -4,22 +4,39 @@ in both variants. Either the result is the exact sum over U3 or the parties abor
 the specific reason."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from protocol.core.randomness import insecure_deterministic_randomness
-from protocol.core.secagg_engine import Dropout, SecAggRun, make_config, run_secagg
+from protocol.core.secagg_engine import (
+    Dropout, SecAggRun, SecAggSimulation, make_config, run_secagg,
+)
 from secagg.state import AbortReason as R, ClientState, SessionConfig
 
 DIM = 6
 
 
-def _run(cfg: SessionConfig, schedule: dict[int, set[int]], seed: int = 0) -> tuple[SecAggRun, np.ndarray]:
+def _run(cfg: SessionConfig, schedule: dict[int, Any], seed: int = 0) -> tuple[SecAggRun, np.ndarray]:
     rng = np.random.default_rng(seed)
     x = rng.integers(0, cfg.modulus, (cfg.n, cfg.dim), dtype=np.uint64)
     run = run_secagg(cfg, x, rand=insecure_deterministic_randomness(seed),
                      dropout=Dropout(schedule))
     return run, x
+
+
+def _seed_with(cfg: SessionConfig, drop: set[int], want: Any, victim: int = 0) -> int:
+    """The first seed whose round 0 (``drop`` gone) yields a graph with ``want(N(victim))``."""
+    for seed in range(2000):
+        sim = SecAggSimulation(cfg, np.zeros((cfg.n, cfg.dim), dtype=np.uint64),
+                               rand=insecure_deterministic_randomness(seed),
+                               dropout=Dropout({0: drop}))
+        sim.start()
+        sim.step()
+        if want(sorted(sim.server.neighbours[victim])):
+            return seed
+    raise AssertionError("no seed found")
 
 
 def _exact(run: SecAggRun, x: np.ndarray, expected_u3: set[int]) -> None:
@@ -87,12 +104,25 @@ def test_harary_graph_matrix(malicious: bool, round_no: int, case: str) -> None:
     cfg = _harary(malicious)
     k, t = cfg.degree, cfg.threshold
     victim = 0
-    nb = list(cfg.neighbours(victim))
-    assert len(nb) == k
-    # "exact": the victim keeps exactly t live neighbours; "too_many": none at all
-    drop = {"none": set(), "one": {nb[0]}, "exact": set(nb[:k - t]),
-            "too_many": set(nb)}[case]
-    run, x = _run(cfg, {round_no: drop})
+
+    def pick(nb: list[int]) -> set[int]:
+        # "exact": the victim keeps exactly t live neighbours; "too_many": none at all
+        return {"none": set(), "one": {nb[0]}, "exact": set(nb[:k - t]),
+                "too_many": set(nb)}[case]
+
+    if round_no == 0:
+        # The graph is seeded by the round-0 transcript, so it cannot name who drops
+        # before round 0: fix the drop set and search the clients' randomness for an
+        # attempt whose graph puts it where the case needs it.
+        drop = pick(list(range(1, k + 1)))
+        seed = _seed_with(cfg, drop, lambda nb: pick(nb) == drop)
+        run, x = _run(cfg, {0: drop}, seed)
+        nb = sorted(run.server.neighbours[victim])
+    else:
+        run, x = _run(cfg, {round_no: lambda g: pick(sorted(g[victim]))})
+        nb = sorted(run.server.neighbours[victim])
+        drop = pick(nb)
+    assert len(nb) == k and pick(nb) == drop
     round_no = _effective(round_no, malicious)
     everyone = set(range(cfg.n))
     if case != "too_many":

@@ -55,7 +55,9 @@ def test_every_attempt_has_its_own_session_id() -> None:
     a, b = make_config(N, DIM, threshold=T), make_config(N, DIM, threshold=T)
     assert a.base_session == b.base_session          # same round specification
     assert a.session != b.session                    # fresh server nonce each attempt
-    assert a.graph_seed == b.graph_seed              # the graph does not follow the nonce
+    # the graph follows the transcript-bound id, never the base id alone
+    root = bytes(range(32))
+    assert a.graph_seed(root) != b.graph_seed(root)
     # a server that reuses its nonce still gets a new transcript-bound id: clients' nonces
     r1, r2 = _run(_cfg(), 1), _run(_cfg(), 2)
     assert r1.completed and r2.completed

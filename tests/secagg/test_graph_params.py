@@ -376,12 +376,21 @@ def test_subset_grinding_bits_counts_the_subsets(n: int, delta: float) -> None:
 def test_seed_grinding_bits_is_capped_by_the_work_bound() -> None:
     from secagg.params import GRINDING_WORK_BITS, seed_grinding_bits
 
-    assert seed_grinding_bits(10, 0.3) == 8                       # ceil(7.46): subset-bound
-    assert seed_grinding_bits(1000, 0.1) == GRINDING_WORK_BITS    # 464.6 bits of subsets
-    assert seed_grinding_bits(1000, 0.1, work_bits=80) == 80
-    assert seed_grinding_bits(100, 0.0) == 0                      # no drop allowed, no choice
-    with pytest.raises(ParameterError):
-        seed_grinding_bits(100, 0.1, work_bits=-1)
+    # no corrupt client: the server grinds only by choosing U1 (and by attempts)
+    assert seed_grinding_bits(10, 0.3, corrupt_fraction=0.0) == 8         # ceil(7.46)
+    assert seed_grinding_bits(10, 0.3, corrupt_fraction=0.0, attempts=16) == 12
+    assert seed_grinding_bits(10, 0.3, corrupt_fraction=0.0, attempts=3) == 10  # 7.46+1.58
+    assert seed_grinding_bits(1000, 0.1, corrupt_fraction=0.0) == GRINDING_WORK_BITS
+    assert seed_grinding_bits(1000, 0.1, corrupt_fraction=0.0, work_bits=80) == 80
+    assert seed_grinding_bits(100, 0.0, corrupt_fraction=0.0) == 0   # no drop, no choice
+    # one corrupt client picks its nonce after seeing the honest ones: only work bounds it
+    assert seed_grinding_bits(10, 0.0, corrupt_fraction=0.1) == GRINDING_WORK_BITS
+    assert seed_grinding_bits(10, 0.3) == GRINDING_WORK_BITS          # default gamma 0.05
+    assert seed_grinding_bits(10, 0.3, work_bits=20) == 20
+    for bad in ({"work_bits": -1}, {"attempts": 0}, {"attempts": 1.5},
+                {"corrupt_fraction": 1.0}):
+        with pytest.raises(ParameterError):
+            seed_grinding_bits(100, 0.1, **bad)
     with pytest.raises(ParameterError):
         seed_grinding_bits(1, 0.1)
     # accounted for in the search: a larger degree for the Harary graph
@@ -397,5 +406,9 @@ def test_default_grinding_bits_only_for_a_malicious_server_on_harary() -> None:
         seed_grinding_bits(1000, 0.1))
     assert default_grinding_bits(1000, 0.1, graph="harary", malicious=False) == 0
     assert default_grinding_bits(1000, 0.1, graph="complete", malicious=True) == 0
+    # small n: the subset count alone would allow 5 bits, a corrupt client's nonce more
+    assert default_grinding_bits(20, 0.05, graph="harary", malicious=True) == 40
+    assert default_grinding_bits(20, 0.05, graph="harary", malicious=True,
+                                 corrupt_fraction=0.0) == 5
     with pytest.raises(ParameterError):
         default_grinding_bits(1000, 0.1, graph="ring", malicious=True)

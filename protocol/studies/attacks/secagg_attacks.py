@@ -545,11 +545,18 @@ def isolation_study(n: int, k: int, t: int, seed: int = 0) -> dict[str, Any]:
     """
     cfg = make_config(n, DIM, graph="harary", degree=k, threshold=t)
     x = _inputs(cfg, seed)
-    neigh = cfg.all_neighbours()
-    c = closed_set_around(neigh, VICTIM, t)
-    boundary = set().union(*(set(neigh[u]) for u in c)) - c
+    found: dict[str, Any] = {}
+
+    def boundary_of(neigh: Any) -> set[int]:
+        """The graph exists once round 0 closed (its seed is the transcript's)."""
+        found["neigh"] = neigh
+        found["c"] = c = closed_set_around(neigh, VICTIM, t)
+        return set().union(*(set(neigh[u]) for u in c)) - c
+
     eve = Eavesdropper()
-    run = run_checked(cfg, x, seed, adversary=eve, dropout=Dropout({2: boundary}))
+    run = run_checked(cfg, x, seed, adversary=eve, dropout=Dropout({2: boundary_of}))
+    neigh, c = found["neigh"], found["c"]
+    boundary = set().union(*(set(neigh[u]) for u in c)) - c
     partial = unmask_subset(eve, cfg, c) if run.completed else None
     ref = np.array([int(s) % cfg.modulus for s in x[sorted(c)].astype(object).sum(axis=0)],
                    dtype=np.uint64)
@@ -582,7 +589,7 @@ def key_substitution_semi_honest(seed: int) -> Outcome:
     cfg = make_config(8, DIM, graph="complete", threshold=3)
     x = _inputs(cfg, seed)
     t, v = cfg.threshold, VICTIM
-    middle = [w for w in cfg.neighbours(v)][:t]
+    middle = [w for w in range(cfg.n) if w != v][:t]   # complete graph: N(v)
     rand = insecure_deterministic_randomness(seed + 7, "mitm")
     fake = {w: crypto.x25519_keypair(rand) for w in [v] + middle}   # name -> (sk, pk)
     real_c: dict[int, bytes] = {}
