@@ -43,6 +43,36 @@ needing its mask key rebuilt) has at least ``t`` surviving neighbours:
 ``n * P(D >= k - t + 1) <= 2^-eta`` (genuine dropouts only: a malicious server can always
 abort).
 
+Threat models by name (``threat=``): ``"malicious"`` (the default) is the server above
+that may also equivocate (split views) and choose which clients drop; ``"semi-honest"``
+follows the protocol and its dropouts are random (the bounds with ``a = t`` and random
+removals). ``malicious=`` is kept as a boolean alias.
+
+Minimum honest set (Bell et al.'s ``alpha``: the server learns only sums over at least
+``alpha n`` honest clients), :attr:`SecAggParams.min_honest`:
+
+* malicious server, any drop schedule, any split view: let ``S`` be a set of honest
+  clients whose sum the server learns. Pairwise masks between members of ``S`` and
+  honest clients outside ``S`` that the same view lists as alive cannot be removed, and
+  every member of ``S`` accepted its view only with ``t`` neighbours that signed the same
+  view (honest members of ``S`` or corrupt clients), so every member has ``>= t``
+  neighbours in ``S`` or corrupt. A run of ``>= k/2`` ring positions without a member,
+  next to a member, therefore holds ``>= t - k/2`` corrupt clients in that member's
+  ``k/2``-window; the (S2) event (no two disjoint ``k/2``-windows with ``2t - k`` corrupt
+  clients together) leaves at most one such run, and it is shorter than ``k``. Walking
+  around the ring and picking the first member more than ``k`` positions after the last
+  pick gives ``m`` pairwise disjoint windows of ``k + 1`` positions, each centred on a
+  member with ``>= t - C_i`` honest members among its neighbours, for every
+  ``m < 2n / (3k)``. Hence ``|S| >= m (t + 1) - ceil(gamma n)``; and per member
+  ``|S| >= t + 1 - C >= k - t + 2`` by (S1). For the complete graph (``m = 1``,
+  ``C = ceil(gamma n)``) this is ``t + 1 - ceil(gamma n)``: every client requires ``t``
+  signers of the survivor set besides itself (Bonawitz et al., 2017, section 6).
+* semi-honest server: it learns the sum over ``U3``, whose honest part is at least
+  ``n - ceil(gamma n) - ceil(delta n)`` when at most ``ceil(delta n)`` clients drop at
+  random; a server that drops more, or chooses whom, is outside this model.
+
+Both hold except with probability ``2^-sigma`` (the security bound above).
+
 :func:`find_params` scans every even ``k`` upwards (feasibility is not monotone in
 ``k``: ``t`` moves in integer steps); for each ``k`` it takes the *smallest* ``t``
 meeting security (which leaves the most room for dropouts) and accepts ``k`` if that
@@ -63,11 +93,20 @@ import numpy as np
 
 from .errors import ParameterError
 
-__all__ = ["SecAggParams", "find_params", "GRAPHS", "log2_hypergeom_sf",
-           "log2_disconnect_probability", "subset_grinding_bits", "seed_grinding_bits",
+__all__ = ["SecAggParams", "find_params", "GRAPHS", "THREATS", "DEFAULT_THREAT",
+           "DEFAULT_CORRUPT_FRACTION", "DEFAULT_DROPOUT_RATE", "log2_hypergeom_sf",
+           "log2_disconnect_probability", "min_honest_clients", "parameter_table",
+           "threat_of", "subset_grinding_bits", "seed_grinding_bits",
            "GRINDING_WORK_BITS", "default_grinding_bits"]
 
 GRAPHS = ("complete", "harary")
+#: threat models by name; the first one is the default everywhere
+THREATS = ("malicious", "semi-honest")
+DEFAULT_THREAT = "malicious"
+#: ``gamma``: clients colluding with the server (5%, the setting of Bell et al.'s abstract)
+DEFAULT_CORRUPT_FRACTION = 0.05
+#: ``delta``: the dropout budget (callers raise it to their expected dropout rate)
+DEFAULT_DROPOUT_RATE = 0.05
 _LN2 = math.log(2.0)
 
 
@@ -94,6 +133,9 @@ class SecAggParams:
             probability, grinding included (``-inf`` if it is zero; ``None`` if not
             computed).
         log2_correctness_failure: same for correctness.
+        min_honest: the fewest honest clients in any sum the server can learn under
+            the threat model (``alpha n``, module docstring); ``None`` if not computed
+            (explicit parameters built without :func:`find_params`).
 
     Raises:
         ParameterError: inconsistent fields.
@@ -111,6 +153,17 @@ class SecAggParams:
     log2_security_failure: float | None = None
     log2_correctness_failure: float | None = None
     grinding_bits: int = 0
+    min_honest: int | None = None
+
+    @property
+    def threat(self) -> str:
+        """``"malicious"`` or ``"semi-honest"``."""
+        return "malicious" if self.malicious else "semi-honest"
+
+    @property
+    def alpha(self) -> float | None:
+        """``min_honest / n`` (Bell et al.'s ``alpha``), ``None`` if not computed."""
+        return None if self.min_honest is None else self.min_honest / self.n
 
     def __post_init__(self) -> None:
         for name in ("n", "degree", "threshold", "sigma", "eta", "grinding_bits"):
@@ -134,6 +187,10 @@ class SecAggParams:
                                  f"got {self.threshold}")
         _check_fraction(self.corrupt_fraction, "corrupt_fraction")
         _check_fraction(self.dropout_rate, "dropout_rate")
+        if self.min_honest is not None and (
+                not isinstance(self.min_honest, int) or isinstance(self.min_honest, bool)
+                or not 0 <= self.min_honest <= self.n):
+            raise ParameterError(f"min_honest must be an int in [0, n], got {self.min_honest!r}")
 
     def encode(self) -> bytes:
         """Canonical bytes of the fields that define the protocol (for the session id).
@@ -243,9 +300,65 @@ def _evaluate(n: int, k: int, gamma: float, delta: float, sigma: int, eta: int,
     return t, min(float(sec[2 * t - k if malicious else t]), 0.0), min(cor, 0.0)
 
 
-def find_params(n: int, *, corrupt_fraction: float = 0.05, dropout_rate: float = 0.05,
-                sigma: int = 40, eta: int = 20, graph: str = "harary",
-                malicious: bool = True, grinding_bits: int = 0) -> SecAggParams:
+def threat_of(threat: str | None = None, malicious: bool | None = None) -> str:
+    """The threat model named by ``threat`` or the older boolean ``malicious``.
+
+    ``None`` for both gives :data:`DEFAULT_THREAT`.
+
+    Raises:
+        ParameterError: an unknown name, a non-boolean ``malicious``, or the two
+            disagree.
+    """
+    if threat is not None and threat not in THREATS:
+        raise ParameterError(f"threat must be one of {THREATS}, got {threat!r}")
+    if malicious is not None and not isinstance(malicious, (bool, np.bool_)):
+        raise ParameterError(f"malicious must be a bool, got {malicious!r}")
+    if malicious is not None:
+        named = "malicious" if malicious else "semi-honest"
+        if threat is not None and threat != named:
+            raise ParameterError(f"threat={threat!r} contradicts malicious={bool(malicious)}")
+        return named
+    return threat if threat is not None else DEFAULT_THREAT
+
+
+def min_honest_clients(n: int, degree: int, threshold: int, *, corrupt_fraction: float,
+                       dropout_rate: float, threat: str = DEFAULT_THREAT) -> int:
+    """The fewest honest clients in any sum the server can learn (``alpha n``).
+
+    Valid on the event that the security bound of :func:`find_params` holds (module
+    docstring, "Minimum honest set"): for ``"malicious"`` under any drop schedule and
+    split view, ``max(m (t + 1) - K, k - t + 2, t + 1 - K if complete)`` with
+    ``K = ceil(gamma n)`` and ``m`` the largest integer below ``2n / (3k)`` (at least 1);
+    for ``"semi-honest"`` with at most ``ceil(delta n)`` random dropouts,
+    ``n - K - ceil(delta n)``. Never below 1 (a completed session sums at least one
+    honest input, unless every participant is corrupt) and never above ``n - K``.
+
+    Raises:
+        ParameterError: bad arguments.
+    """
+    for name, v in (("n", n), ("degree", degree), ("threshold", threshold)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ParameterError(f"{name} must be an int >= 1, got {v!r}")
+    gamma = _check_fraction(corrupt_fraction, "corrupt_fraction")
+    delta = _check_fraction(dropout_rate, "dropout_rate")
+    threat = threat_of(threat)
+    kc, kd = min(_count(gamma, n), n), min(_count(delta, n), n)
+    if threat == "semi-honest":
+        honest = n - kc - kd
+    else:
+        k, t = min(degree, n - 1), threshold
+        m = max(1, -(-2 * n // (3 * k)) - 1)  # largest integer < 2n / 3k, at least 1
+        honest = max(m * (t + 1) - kc, k - t + 2)
+        if k == n - 1:
+            honest = max(honest, t + 1 - kc)
+    return int(max(1, min(honest, n - kc)))
+
+
+def find_params(n: int, *, corrupt_fraction: float = DEFAULT_CORRUPT_FRACTION,
+                dropout_rate: float = DEFAULT_DROPOUT_RATE, sigma: int = 40, eta: int = 20,
+                graph: str = "harary", malicious: bool | None = None,
+                grinding_bits: int = 0, threat: str | None = None,
+                alpha: float = 0.0) -> SecAggParams:
     """Smallest degree ``k`` and its threshold ``t`` meeting the stated failure bounds.
 
     Args:
@@ -255,18 +368,22 @@ def find_params(n: int, *, corrupt_fraction: float = 0.05, dropout_rate: float =
         sigma: security failure probability ``<= 2^-sigma``.
         eta: correctness failure probability ``<= 2^-eta``.
         graph: ``"harary"`` (SecAgg+) or ``"complete"`` (Bonawitz et al.).
-        malicious: assume a malicious server (``2t > k + C``) rather than a semi-honest
-            one (``t > C``).
+        malicious: boolean alias of ``threat`` (``True``: ``"malicious"``).
         grinding_bits: the server may pick the Harary graph's seed among up to
             ``2^grinding_bits`` candidates; every seed is then held to
             ``2^-(sigma + grinding_bits)`` so that the chosen one still fails with
             probability at most ``2^-sigma`` (union bound).
+        threat: ``"malicious"`` (default: ``2t > k + C`` per neighbourhood, adaptive
+            removals) or ``"semi-honest"`` (``t > C``, random removals).
+        alpha: required minimum honest fraction: a degree is accepted only if
+            :func:`min_honest_clients` is at least ``alpha n`` (``0``: no requirement;
+            the value the parameters give is reported either way).
 
     Returns:
-        The :class:`SecAggParams` with the computed ``log2`` failure bounds. For
-        ``"harary"`` the degree may come out as ``n - 1`` (the complete graph) for small
-        ``n``; the graph field stays ``"harary"`` and :func:`secagg.graph.harary_graph`
-        then returns the complete graph.
+        The :class:`SecAggParams` with the computed ``log2`` failure bounds and
+        ``min_honest``. For ``"harary"`` the degree may come out as ``n - 1`` (the
+        complete graph) for small ``n``; the graph field stays ``"harary"`` and
+        :func:`secagg.graph.harary_graph` then returns the complete graph.
 
     Raises:
         ParameterError: bad arguments, or no ``k <= n - 1`` meets both bounds (the
@@ -276,38 +393,93 @@ def find_params(n: int, *, corrupt_fraction: float = 0.05, dropout_rate: float =
         raise ParameterError(f"n must be an int >= 2, got {n!r}")
     gamma = _check_fraction(corrupt_fraction, "corrupt_fraction")
     delta = _check_fraction(dropout_rate, "dropout_rate")
+    want = _check_fraction(alpha, "alpha")
     for name, v in (("sigma", sigma), ("eta", eta), ("grinding_bits", grinding_bits)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise ParameterError(f"{name} must be an int >= 0, got {v!r}")
     if graph not in GRAPHS:
         raise ParameterError(f"graph must be one of {GRAPHS}, got {graph!r}")
+    threat = threat_of(threat, malicious)
+    mal = threat == "malicious"
+
+    def honest(k: int, t: int) -> int:
+        return min_honest_clients(n, k, t, corrupt_fraction=gamma, dropout_rate=delta,
+                                  threat=threat)
 
     def build(k: int, res: tuple[int, float, float], g: int) -> SecAggParams:
         return SecAggParams(n=n, degree=k, threshold=res[0], graph=graph,
                             corrupt_fraction=gamma, dropout_rate=delta, sigma=sigma, eta=eta,
-                            malicious=malicious, log2_security_failure=min(res[1] + g, 0.0),
-                            log2_correctness_failure=res[2], grinding_bits=grinding_bits)
+                            malicious=mal, log2_security_failure=min(res[1] + g, 0.0),
+                            log2_correctness_failure=res[2], grinding_bits=grinding_bits,
+                            min_honest=honest(k, res[0]))
 
     full = n - 1
+    need_honest = math.ceil(round(want * n, 9))
     # the complete graph has no seed to grind; the bound of any other degree is held
     # to 2^-(sigma + g) per seed
-    full_res = _evaluate(n, full, gamma, delta, sigma, eta, malicious)
+    full_res = _evaluate(n, full, gamma, delta, sigma, eta, mal)
     if full_res is None:
         kc, kd = _count(gamma, n), _count(delta, n)
-        need = (f"2t > (n - 1) + ceil(gamma n) = {full + kc}" if malicious
+        need = (f"2t > (n - 1) + ceil(gamma n) = {full + kc}" if mal
                 else f"t > ceil(gamma n) = {kc}")
         raise ParameterError(
             f"infeasible even with the complete graph: security needs {need} but "
             f"correctness needs t <= (n - 1) - ceil(delta n) = {full - kd}")
+    if honest(full, full_res[0]) < need_honest:
+        raise ParameterError(
+            f"infeasible even with the complete graph: the server may learn sums over "
+            f"{honest(full, full_res[0])} honest clients, fewer than alpha n = {need_honest}")
     if graph == "complete":
         return build(full, full_res, 0)
 
     # feasibility is not monotone in k (t moves in integer steps), so scan every even k
     for k in range(2, full, 2):
-        res = _evaluate(n, k, gamma, delta, sigma + grinding_bits, eta, malicious)
-        if res is not None:
+        res = _evaluate(n, k, gamma, delta, sigma + grinding_bits, eta, mal)
+        if res is not None and honest(k, res[0]) >= need_honest:
             return build(k, res, grinding_bits)
     return build(full, full_res, 0)
+
+
+#: the rows of the generated table in docs/secagg.md: (n, graph, dropout rate)
+TABLE_ROWS: tuple[tuple[int, str, float], ...] = (
+    (100, "complete", 0.05), (100, "harary", 0.05), (1000, "complete", 0.1),
+    (1000, "harary", 0.05), (1000, "harary", 0.1), (10_000, "harary", 0.05),
+    (100_000, "harary", 0.05),
+)
+
+
+def parameter_table(rows: tuple[tuple[int, str, float], ...] = TABLE_ROWS) -> str:
+    """The Markdown table of default parameters in ``docs/secagg.md``, from the code.
+
+    One line per ``(n, graph, delta)`` and threat model, with ``gamma`` =
+    :data:`DEFAULT_CORRUPT_FRACTION`, ``sigma = 40``, ``eta = 20`` and the graph-seed
+    grinding the transport and ``fedhh bench secagg`` grant by default
+    (:func:`default_grinding_bits`). A test compares it with the table in the document.
+
+    Raises:
+        ParameterError: a row with no parameters.
+    """
+    def log2(v: float | None) -> str:
+        return "-inf" if v is None or v == -math.inf else f"{v:.1f}"
+
+    lines = ["| n | graph | delta | threat | grinding bits | k | t | min honest (alpha n) "
+             "| alpha | min honest if the server deviates | log2 P(security fails) "
+             "| log2 P(correctness fails) |",
+             "| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| ---: |"]
+    for n, graph, delta in rows:
+        for threat in THREATS:
+            g = default_grinding_bits(n, delta, graph=graph, malicious=threat == "malicious")
+            p = find_params(n, graph=graph, dropout_rate=delta, threat=threat,
+                            grinding_bits=g)
+            # a semi-honest session gives no guarantee against a server that deviates:
+            # a split view recovers one input (secagg.split_view_no_colluders)
+            deviating = p.min_honest if threat == "malicious" else 1
+            lines.append(f"| {n:,} | {graph} | {delta:g} | {threat} | {g} | {p.degree} | "
+                         f"{p.threshold} | {p.min_honest:,} | {p.alpha:.3f} | {deviating:,} | "
+                         f"{log2(p.log2_security_failure)} | "
+                         f"{log2(p.log2_correctness_failure)} |")
+    return "\n".join(lines) + "\n"
 
 
 # ------------------------------------------------------------------ grinding accounting

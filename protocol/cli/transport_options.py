@@ -7,8 +7,11 @@ One set of options for every command that runs a mechanism over a transport
   into a three-member committee that opens only the release, ``docs/threshold.md``;
   it takes the secure-aggregation options);
 * secure aggregation: ``--secagg-graph harary|complete`` (SecAgg+ or Bonawitz et al.),
-  ``--secagg-malicious`` (malicious-server variant: signatures and the consistency
-  round), ``--dropout P`` (each sampled client drops before a random round),
+  ``--threat malicious|semi-honest`` (the threat model the session is built for;
+  ``malicious``, the default, means Ed25519-signed keys, the consistency round and the
+  threshold and degree of :func:`secagg.params.find_params` for a server that may
+  equivocate, choose which clients drop and collude with 5% of the clients;
+  ``--secagg-malicious`` is kept as an alias of ``--threat malicious``), ``--dropout P`` (each sampled client drops before a random round),
   ``--secagg-grinding-bits B`` (parameters that keep their security bound when the
   server may choose among ``2^B`` graph seeds);
 * shuffler: ``--min-batch N`` (the shuffler's minimum batch), ``--workers W``
@@ -29,13 +32,33 @@ from typing import Any
 
 from protocol.core.contract import Transport
 
-__all__ = ["TRANSPORTS", "add_transport_args", "transport_from_args", "transport_options"]
+__all__ = ["TRANSPORTS", "THREATS", "add_threat_arg", "add_transport_args",
+           "transport_from_args", "transport_options"]
+
+#: threat models by name, the default first (secagg.params.THREATS)
+THREATS = ("malicious", "semi-honest")
+_THREAT_HELP = ("secagg: the threat model the session is built for (default malicious: "
+                "signed keys, consistency round, parameters for a server that may "
+                "equivocate, choose which clients drop and collude with 5%% of the "
+                "clients; semi-honest: smaller parameters that hold only while the server "
+                "follows the protocol)")
+
+
+def add_threat_arg(p: argparse.ArgumentParser | Any, default: str | None = None) -> None:
+    """Add ``--threat malicious|semi-honest`` (dest ``threat``) to a parser or group.
+
+    ``default=None`` leaves the choice to the transport (malicious); commands that
+    build a session themselves pass ``default="malicious"``.
+    """
+    p.add_argument("--threat", choices=THREATS, default=default, dest="threat",
+                   help=_THREAT_HELP)
 
 TRANSPORTS = ("plain", "secagg", "shuffler", "threshold")
 # option attribute -> (transports that take it, transport keyword, command-line flag)
 _OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "secagg_graph": (("secagg", "threshold"), "graph", "--secagg-graph"),
-    "secagg_malicious": (("secagg", "threshold"), "malicious", "--secagg-malicious"),
+    "threat": (("secagg", "threshold"), "threat", "--threat"),
+    "secagg_malicious": (("secagg", "threshold"), "threat", "--secagg-malicious"),
     "dropout": (("secagg", "threshold"), "dropout", "--dropout"),
     "secagg_grinding_bits": (("secagg", "threshold"), "grinding_bits", "--secagg-grinding-bits"),
     "min_batch": (("shuffler",), "min_batch_size", "--min-batch"),
@@ -58,9 +81,10 @@ def add_transport_args(p: argparse.ArgumentParser, default: str = "plain",
     g.add_argument("--secagg-graph", choices=("harary", "complete"), default=None,
                    dest="secagg_graph",
                    help="secagg: Harary graph (SecAgg+, default) or complete graph")
-    g.add_argument("--secagg-malicious", action="store_const", const=True, default=None,
-                   dest="secagg_malicious",
-                   help="secagg: malicious-server variant (signatures, consistency round)")
+    add_threat_arg(g)
+    g.add_argument("--secagg-malicious", action="store_const", const="malicious",
+                   default=None, dest="secagg_malicious",
+                   help="secagg: alias of --threat malicious (the default)")
     g.add_argument("--dropout", type=float, default=None,
                    help="secagg: probability that a sampled client drops (default 0)")
     g.add_argument("--secagg-grinding-bits", type=int, default=None,
@@ -98,10 +122,16 @@ def transport_options(args: argparse.Namespace) -> dict[str, Any]:
         if name not in takers:
             raise UsageError(f"{flag} applies to --transport {' or '.join(takers)}, "
                              f"not {name}")
+        if keyword in opts and opts[keyword] != value:
+            raise UsageError(f"{flag} contradicts --threat {opts[keyword]}")
         opts[keyword] = (not value) if attr == "os_keys" else value
     if name in _OPTIONS["os_keys"][0] and "simulate" not in opts:
         # seeded keys only behind the explicit switch --seed
         opts["simulate"] = getattr(args, "seed", None) is not None
+    if name == "threshold":
+        # the committee transport takes the boolean; the command line defaults it to
+        # the malicious threat model like every other secure-aggregation session
+        opts["malicious"] = opts.pop("threat", "malicious") == "malicious"
     if "dropout" in opts and not 0.0 <= opts["dropout"] < 1.0:
         raise UsageError("--dropout must be in [0, 1)")
     for key, flag in (("min_batch_size", "--min-batch"), ("workers", "--workers")):

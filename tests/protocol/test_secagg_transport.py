@@ -153,7 +153,39 @@ def test_vote_modulus() -> None:
 def test_grinding_bits_raise_the_degree_the_transport_uses() -> None:
     spec = RoundSpec("t", 0, Kind.VOTE, candidates=CANDS, theta=2)
     votes = Votes(np.random.default_rng(2).integers(0, len(CANDS), 300))
-    base = SecAggTransport().run_round(spec, votes, np.random.default_rng(1))
-    ground = SecAggTransport(grinding_bits=20).run_round(spec, votes, np.random.default_rng(1))
+    # semi-honest: at n = 300 the malicious bound is already exact at the chosen degree
+    base = SecAggTransport(threat="semi-honest").run_round(spec, votes,
+                                                           np.random.default_rng(1))
+    ground = SecAggTransport(threat="semi-honest", grinding_bits=20).run_round(
+        spec, votes, np.random.default_rng(1))
     assert ground.views["clients"]["degree"] > base.views["clients"]["degree"]
     assert ground.release.same_as(base.release)
+
+
+def test_threat_model_is_malicious_by_default_and_named_in_the_view() -> None:
+    spec = RoundSpec("t", 0, Kind.VOTE, candidates=CANDS, theta=2)
+    votes = Votes(np.random.default_rng(2).integers(0, len(CANDS), 100))
+    t = SecAggTransport()
+    assert (t.threat, t.malicious) == ("malicious", True)
+    res = t.run_round(spec, votes, np.random.default_rng(1))
+    view = res.views["clients"]
+    # n = 100 Harary: no longer k = 12, t = 6 (the semi-honest parameters)
+    assert (view["threat"], view["degree"], view["threshold"]) == ("malicious", 16, 11)
+    assert view["min_honest"] == 43
+    semi = SecAggTransport(threat="semi-honest").run_round(spec, votes,
+                                                           np.random.default_rng(1))
+    assert (semi.views["clients"]["threat"], semi.views["clients"]["degree"],
+            semi.views["clients"]["threshold"]) == ("semi-honest", 12, 6)
+    assert SecAggTransport(malicious=False).threat == "semi-honest"
+    with pytest.raises(ValueError, match="contradicts"):
+        SecAggTransport(threat="semi-honest", malicious=True)
+    with pytest.raises(ValueError, match="threat must be one of"):
+        SecAggTransport(threat="honest")
+
+
+def test_malicious_default_refuses_a_dropout_rate_it_cannot_survive() -> None:
+    spec = RoundSpec("t", 0, Kind.VOTE, candidates=CANDS, theta=2)
+    votes = Votes(np.random.default_rng(2).integers(0, len(CANDS), 60))
+    with pytest.raises(AggregationAborted, match="no_secagg_parameters") as exc:
+        SecAggTransport(dropout=0.6).run_round(spec, votes, np.random.default_rng(1))
+    assert "2t > (n - 1) + ceil(gamma n)" in str(exc.value)

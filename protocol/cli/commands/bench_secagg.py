@@ -1,6 +1,10 @@
 """``fedhh bench secagg``: one full secure-aggregation round on random inputs.
 
-Prints (``--json``) one object with the configuration, whether the unmasked result equals
+Prints (``--json``) one object with the configuration -- the threat model (``--threat
+malicious|semi-honest``, default ``malicious``; ``--malicious`` is an alias of
+``--threat malicious``), ``k``, ``t``, the minimum honest set ``min_honest`` (``alpha n``:
+the fewest honest clients in any sum the server can learn under that threat model,
+``alpha = min_honest / n``) and the ``log2`` failure bounds of the parameters --, whether the unmasked result equals
 the plaintext sum over the clients whose masked input arrived (``correct``), wall time of
 the round (``seconds``), CPU time of this process during the round (``cpu_seconds``; the
 wall time exceeds it when other processes share the cores), CPU time per party, bytes
@@ -25,15 +29,18 @@ def register(cli) -> None:  # noqa: ANN001
                    help="complete graph (SecAgg) or Harary graph (SecAgg+)")
     p.add_argument("--dropout", type=float, default=0.0,
                    help="probability that a client drops, before a uniformly random round")
-    p.add_argument("--malicious", action="store_true",
-                   help="malicious-server variant (signatures, consistency check)")
+    from protocol.cli.transport_options import add_threat_arg
+
+    add_threat_arg(p)
+    p.add_argument("--malicious", action="store_const", const="malicious", default=None,
+                   help="alias of --threat malicious (the default)")
     p.add_argument("--seed", type=int, default=None,
                    help="deterministic simulation seed (INSECURE keys; default: OS randomness)")
     p.add_argument("--modulus", type=int, default=1 << 32, help="arithmetic modulus R")
     p.add_argument("--grinding-bits", type=int, default=None, dest="grinding_bits",
                    help="parameters that keep their bound when the server may choose among "
                         "2^B graph seeds (default: secagg.params.default_grinding_bits, "
-                        "0 unless --graph harary --malicious)")
+                        "0 unless --graph harary under the malicious threat model)")
     p.add_argument("--bare-sample", type=int, default=2000,
                    help="operations per primitive replayed bare (0: all)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -67,10 +74,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--dropout must be in [0, 1)")
     if args.grinding_bits is not None and not 0 <= args.grinding_bits <= 128:
         raise UsageError("--grinding-bits must be in [0, 128]")
+    if args.malicious and args.threat not in (None, "malicious"):
+        raise UsageError(f"--malicious contradicts --threat {args.threat}")
+    threat = args.threat or args.malicious or "malicious"
     from protocol.studies.runners.benchmarks import bench_secagg
 
     out = bench_secagg(args.clients, args.dim, graph=args.graph, dropout=args.dropout,
-                       malicious=args.malicious, seed=args.seed, modulus=args.modulus,
+                       threat=threat, seed=args.seed, modulus=args.modulus,
                        bare_sample=args.bare_sample, grinding_bits=args.grinding_bits)
     if args.json:
         from protocol.cli.output import print_json
@@ -84,7 +94,11 @@ def run(args: argparse.Namespace) -> int:
 def _print_table(out: dict[str, Any]) -> None:
     print(f"secagg round: n={out['clients']} dim={out['dim']} graph={out['graph']} "
           f"k={out['degree']} t={out['threshold']} R={out['modulus']} "
-          f"dropout={out['dropout']} malicious={out['malicious']}")
+          f"dropout={out['dropout']} threat={out['threat']}")
+    print(f"  the server learns only sums over >= {out['min_honest']} honest clients "
+          f"(alpha = {out['alpha']}) with gamma = {out['corrupt_fraction']}, "
+          f"delta = {out['dropout_budget']}; log2 P(security fails) "
+          f"<= {out['log2_security_failure']}")
     print(f"  correct={out['correct']}  survivors={out['survivors']}  "
           f"abort={out['abort_reason']}")
     print(f"  wall {out['seconds']:.3f} s (process CPU {out['cpu_seconds']:.3f} s)   client CPU mean {out['client_seconds_mean']:.4f} s"

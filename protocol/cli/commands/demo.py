@@ -16,11 +16,15 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--epsilon", type=float, default=4.0, help="target epsilon (default 4)")
     p.add_argument("--seed", type=int, default=None,
                    help="simulation seed (default: drawn from the OS and printed)")
+    from protocol.cli.transport_options import add_threat_arg
+
+    add_threat_arg(p, default="malicious")
 
 
 def run(args: argparse.Namespace) -> int:
     import secrets
     import sys
+    import textwrap
 
     from protocol.cli import UsageError
     from protocol.cli.output import print_triehh, progress_bar
@@ -30,14 +34,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--users must be at least 100")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     w = sys.stdout.write
-    w(f"fedhh demo (seed {seed}): TrieHH over SecAgg+ secure aggregation, "
-      f"{args.users:,} simulated users holding English words\n\n")
-    res = run_demo(args.users, args.epsilon, seed, progress_bar(10, "TrieHH rounds"))
+    w(f"fedhh demo (seed {seed}): TrieHH over SecAgg+ secure aggregation ({args.threat} "
+      f"server), {args.users:,} simulated users holding English words\n\n")
+    res = run_demo(args.users, args.epsilon, seed, progress_bar(10, "TrieHH rounds"),
+                   threat=args.threat)
     print_triehh(res["secagg"], show=20)
     w("\nwhat each party learned:\n")
     w("  analyst: only the prefixes with at least theta votes (membership, no counts)\n")
     w("  server:  one masked vector per sampled user per round, and each round's vote "
-      "totals; never an individual vote\n")
+      "totals\n")
+    w(textwrap.fill(res["guarantee"], 88, initial_indent=" " * 11,
+                    subsequent_indent=" " * 11) + "\n")
     w(f"  check:   a plaintext trusted aggregator with the same seed releases "
       f"{'the same' if res['same'] else 'a DIFFERENT'} trie "
       f"({res['plain_heavy_hitters']} heavy hitters, {res['plain_prefixes']} prefixes)\n")

@@ -29,6 +29,15 @@ randomness is derived from the ``rng`` passed to
 reproducible from its seed -- and every key is known to whoever knows the seed. The
 release never depends on the keys, only on the contributions.
 
+Threat model (``threat=``): ``"malicious"`` (the default) runs the malicious-server
+variant -- Ed25519-signed key advertisements and the consistency round -- with the
+threshold and Harary degree :func:`secagg.params.find_params` derives for a server that
+may equivocate, choose which clients drop and collude with ``ceil(gamma n)`` clients;
+``"semi-honest"`` is Bonawitz et al.'s variant without signatures or consistency round,
+with the smaller parameters that only hold while the server follows the protocol and
+dropouts are random. The server view reports the threat model and
+``min_honest`` (``alpha n``: the fewest honest clients in any sum the server can learn).
+
 Dropouts (``dropout > 0``) follow :meth:`protocol.core.secagg_engine.Dropout.random`; the
 release then covers exactly the clients whose masked input arrived (``U3``).
 """
@@ -48,7 +57,10 @@ from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
 from protocol.core.secagg_engine import Dropout, SecAggRun, run_secagg
 from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.errors import ParameterError
-from secagg.params import default_grinding_bits, find_params
+from secagg.params import (
+    DEFAULT_CORRUPT_FRACTION, DEFAULT_DROPOUT_RATE, DEFAULT_THREAT, default_grinding_bits,
+    find_params, threat_of,
+)
 from secagg.state import SessionConfig
 
 __all__ = ["SecAggTransport", "spec_context", "vote_modulus"]
@@ -84,7 +96,10 @@ class SecAggTransport(Transport):
 
     Args:
         graph: ``"harary"`` (SecAgg+, Bell et al.) or ``"complete"`` (Bonawitz et al.).
-        malicious: malicious-server variant (Ed25519 PKI, consistency check).
+        threat: ``"malicious"`` (default; Ed25519 PKI, consistency round, parameters
+            for a malicious server) or ``"semi-honest"``.
+        malicious: boolean alias of ``threat`` (kept for older callers); giving both
+            with different meanings is an error.
         dropout: per-client dropout probability (simulated, before a random round).
         simulate: derive every key from the ``rng`` of ``run_round`` (reproducible,
             insecure); ``False`` (the default) uses OS randomness.
@@ -92,7 +107,9 @@ class SecAggTransport(Transport):
             :func:`secagg.params.find_params` (``grinding_bits``: how many bits of
             graph-seed choice the server is granted; ``None``, the default:
             :func:`secagg.params.default_grinding_bits`, i.e. 0 unless Harary under a
-            malicious server).
+            malicious server). ``gamma`` defaults to
+            :data:`secagg.params.DEFAULT_CORRUPT_FRACTION`; ``delta`` is
+            ``max(DEFAULT_DROPOUT_RATE, dropout)``.
 
     Raises:
         ValueError: bad option values.
@@ -101,15 +118,22 @@ class SecAggTransport(Transport):
     name = "secagg"
     kinds = frozenset({Kind.VOTE, Kind.VECTOR})
 
-    def __init__(self, graph: str = "harary", malicious: bool = False, dropout: float = 0.0,
-                 simulate: bool = False, corrupt_fraction: float = 0.05, sigma: int = 40,
-                 eta: int = 20, grinding_bits: int | None = None) -> None:
+    def __init__(self, graph: str = "harary", malicious: bool | None = None,
+                 dropout: float = 0.0, simulate: bool = False,
+                 corrupt_fraction: float = DEFAULT_CORRUPT_FRACTION, sigma: int = 40,
+                 eta: int = 20, grinding_bits: int | None = None,
+                 threat: str | None = None) -> None:
         if graph not in ("harary", "complete"):
             raise ValueError("graph must be 'harary' or 'complete'")
         if not 0.0 <= dropout < 1.0:
             raise ValueError("dropout must be in [0, 1)")
+        try:
+            self.threat = threat_of(threat if threat is not None or malicious is not None
+                                    else DEFAULT_THREAT, malicious)
+        except ParameterError as exc:
+            raise ValueError(str(exc)) from None
         self.graph = graph
-        self.malicious = bool(malicious)
+        self.malicious = self.threat == "malicious"
         self.dropout = float(dropout)
         self.simulate = bool(simulate)
         self.corrupt_fraction = corrupt_fraction
@@ -150,13 +174,14 @@ class SecAggTransport(Transport):
                                      f"{n} contributions, secure aggregation needs "
                                      f"{max(spec.min_participants, 3)}")
         try:
-            params = find_params(n, graph=self.graph, dropout_rate=max(0.05, self.dropout),
+            params = find_params(n, graph=self.graph,
+                                 dropout_rate=max(DEFAULT_DROPOUT_RATE, self.dropout),
                                  corrupt_fraction=self.corrupt_fraction, sigma=self.sigma,
-                                 eta=self.eta, malicious=self.malicious,
+                                 eta=self.eta, threat=self.threat,
                                  grinding_bits=self.grinding_bits
                                  if self.grinding_bits is not None else default_grinding_bits(
-                                     n, max(0.05, self.dropout), graph=self.graph,
-                                     malicious=self.malicious))
+                                     n, max(DEFAULT_DROPOUT_RATE, self.dropout),
+                                     graph=self.graph, malicious=self.malicious))
         except ParameterError as exc:
             raise AggregationAborted("no_secagg_parameters", str(exc)) from None
         if self.simulate:
@@ -206,6 +231,8 @@ def _views(run: SecAggRun) -> dict[str, dict[str, Any]]:
         "revealed_s_shares_of": {c: sorted(s) for c, (_, s) in run.transcript.reveals.items()},
         "degree": run.config.degree,
         "threshold": run.config.threshold,
+        "threat": run.config.params.threat,
+        "min_honest": run.config.params.min_honest,
     }
     return {"server": server, "clients": clients}
 

@@ -23,8 +23,10 @@ Each attack returns an :class:`protocol.studies.attacks.Outcome` and every run i
 """
 from __future__ import annotations
 
+import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -34,6 +36,9 @@ from protocol.core.randomness import insecure_deterministic_randomness
 from protocol.core.secagg_engine import SERVER, Dropout, Envelope, make_config, run_secagg
 from secagg import crypto, prg, shamir
 from secagg.client import self_mask_seed
+from secagg.crypto import FRESH_NONCE_BYTES
+from secagg.graph import ring_order
+from secagg.params import DEFAULT_CORRUPT_FRACTION, find_params
 from secagg.messages import (
     AdvertiseKeys, ConsistencyRequest, ConsistencySignature, KeyList, MaskedInput,
     RoutedShares, UnmaskRequest, UnmaskShares,
@@ -42,7 +47,8 @@ from secagg.state import AbortReason as R, ClientState, SessionConfig, bitmap_to
     set_to_bitmap
 
 __all__ = ["Eavesdropper", "unmask_subset", "recover_input", "closed_set_around",
-           "run_checked", "isolation_study"]
+           "run_checked", "isolation_study", "colluders_decrypt", "split_view_study",
+           "drop_window_study", "pooled_shares_study"]
 
 DIM = 6
 VICTIM = 3
@@ -648,3 +654,404 @@ def key_substitution_semi_honest(seed: int) -> Outcome:
                    f"victim input recovered exactly: {exact}; session {run.server_state.value}, "
                    f"{len(run.client_abort_reasons)} aborts", ok, _reasons(run),
                    {"victim_input_recovered": exact, "substituted_keys": len(middle) + 1})
+
+
+# ------------------------------------------------------- both threat models, by name
+# Each study below builds its session with the parameters secagg.params.find_params
+# chooses for a named threat model (the defaults every transport and command use), so
+# the catalogue shows what each model's own parameters stop and what they do not.
+
+@contextmanager
+def colluders_decrypt(cfg: SessionConfig, colluders: set[int]
+                      ) -> Iterator[dict[int, dict[int, tuple[shamir.Share, shamir.Share]]]]:
+    """Colluding clients hand the server every share they decrypt.
+
+    Within the block, every routed share ciphertext a client in ``colluders`` opens is
+    recorded (the colluders run the honest client code and give away what it
+    decrypts). Yields ``colluder -> {owner: (b share, s^SK share)}``. Not thread-safe.
+    """
+    # routing_ad ends with u32(round) || u64(sender) || u64(recipient) (secagg.crypto);
+    # the session id before it is the client's own, so it is not matched here
+    prefix_len = len(crypto.routing_ad(bytes(32), 1, 0, 0)) - 20
+
+    def route(ad: bytes) -> tuple[int, int] | None:
+        if len(ad) != prefix_len + 20 or int.from_bytes(ad[-20:-16], "big") != 1:
+            return None
+        s, r = int.from_bytes(ad[-16:-8], "big"), int.from_bytes(ad[-8:], "big")
+        return (s, r) if r in colluders else None
+
+    held: dict[int, dict[int, tuple[shamir.Share, shamir.Share]]] = {r: {} for r in colluders}
+    orig = crypto.aead_decrypt
+    width = shamir.SHARE_WIRE_BYTES
+
+    def spy(key: bytes, blob: bytes, associated_data: bytes) -> bytes:
+        pt = orig(key, blob, associated_data)
+        who = route(bytes(associated_data))
+        if who is not None and len(pt) == 2 * width:
+            held[who[1]][who[0]] = (shamir.Share.from_bytes(pt[:width]),
+                                    shamir.Share.from_bytes(pt[width:]))
+        return pt
+
+    crypto.aead_decrypt = spy  # type: ignore[assignment]
+    try:
+        yield held
+    finally:
+        crypto.aead_decrypt = orig  # type: ignore[assignment]
+
+
+def _pool(eve: Eavesdropper, held: dict[int, dict[int, tuple[shamir.Share, shamir.Share]]],
+          owners: Any = None) -> None:
+    """Add the colluders' shares to what the server recorded (one share per point)."""
+    for per_owner in held.values():
+        for owner, (b, s) in per_owner.items():
+            if owners is not None and owner not in owners:
+                continue
+            for store, sh in ((eve.b_shares, b), (eve.s_shares, s)):
+                lst = store.setdefault(owner, [])
+                if all(o.x != sh.x for o in lst):
+                    lst.append(sh)
+
+
+def _threat_config(n: int, threat: str, graph: str, context: bytes,
+                   seed: int = 0) -> SessionConfig:
+    """A session with the parameters ``find_params`` gives the named threat model (the
+    server nonce from the seed: a reproducible simulation)."""
+    params = find_params(n, graph=graph, threat=threat)
+    nonce = insecure_deterministic_randomness(seed, "attack-server-nonce").token_bytes(
+        FRESH_NONCE_BYTES)
+    return SessionConfig(params, tuple(range(n)), context, DIM, 1 << 32,
+                         malicious=params.malicious, server_nonce=nonce)
+
+
+def _pki(cfg: SessionConfig, seed: int) -> tuple[list[bytes], list[bytes]]:
+    rand = insecure_deterministic_randomness(seed + 31, "attack-pki")
+    pairs = [crypto.ed25519_keypair(rand) for _ in range(cfg.n)]
+    return [sk for sk, _ in pairs], [pk for _, pk in pairs]
+
+
+def _abort_counts(run: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in run.client_abort_reasons.values():
+        out[r.value] = out.get(r.value, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def split_view_study(n: int, threat: str, colluders: int, seed: int = 0,
+                     graph: str = "harary") -> dict[str, Any]:
+    """A server that equivocates about whether the victim dropped.
+
+    Half of the victim's honest neighbours (group B) are told the victim dropped (they
+    reveal shares of its mask key ``s_v^SK``), the other half that it survived (they
+    reveal shares of its self-mask seed ``b_v``); ``colluders`` of the victim's
+    neighbours (the worst placement for the victim) hand over both of their shares. In
+    the malicious-server variant the server also shows group B the survivor set
+    without the victim in the consistency round, forwards group B's signatures on it,
+    and forges the colluders' signatures on both sets (it holds their signing keys).
+
+    Returns:
+        The parameters, the groups, every client's abort reason (counted), and whether
+        the server recovered ``x_v`` exactly.
+    """
+    cfg = _threat_config(n, threat, graph, b"fedhh attack: split view", seed)
+    t, v = cfg.threshold, VICTIM
+    x = _inputs(cfg, seed)
+    nb = sorted(cfg.neighbours(v))
+    corrupt = set(nb[:colluders])
+    honest_nb = [w for w in nb if w not in corrupt]
+    half = -(-len(honest_nb) // 2)
+    group_b = set(honest_nb[half:])
+    sks, pks = _pki(cfg, seed)
+    eve = Eavesdropper()
+    full_u3: dict[str, bytes] = {}
+
+    def b_view(alive: bytes) -> bytes:
+        return set_to_bitmap(sorted(_members(alive, n) - {v}), n)
+
+    def signed_request(c: int, alive: set[int], dropped: set[int]) -> UnmaskRequest:
+        """The unmasking request for ``c`` in the view ``alive``, with every signature
+        the server holds or can forge on that view from ``c``'s alive neighbours."""
+        bits = set_to_bitmap(sorted(alive), n)
+        sid = full_u3["session"]
+        msg = cfg.consistency_message(sid, bits)
+        in_b_view = v not in alive
+        signers, sigs = [], []
+        for w in sorted(set(cfg.neighbours(c)) & alive):
+            if w in corrupt:
+                signers.append(w)
+                sigs.append(crypto.ed25519_sign(sks[w], msg))
+            elif w in eve.signatures and (w in group_b) == in_b_view:
+                signers.append(w)
+                sigs.append(eve.signatures[w])
+        return UnmaskRequest(sid, n, bits, set_to_bitmap(sorted(dropped), n),
+                             tuple(signers), tuple(sigs))
+
+    def rewrite(round_no: int, direction: str, envs: list[Envelope]) -> list[Envelope]:
+        if direction != "down":
+            return envs
+        if cfg.malicious and round_no == 3:
+            # whatever the honest server decided (it rejects group B's signatures on
+            # the other set and may abort), the adversary sends its own requests
+            u3 = _members(full_u3["alive"], n)
+            dropped = set(eve.routed) - set(eve.masked)
+            return [Envelope.of(SERVER, c, 3,
+                                signed_request(c, u3 - {v}, dropped | {v}) if c in group_b
+                                else signed_request(c, u3, dropped))
+                    for c in range(n)]
+        out = []
+        for e in envs:
+            m = e.message()
+            if isinstance(m, ConsistencyRequest):
+                full_u3["alive"], full_u3["session"] = m.alive, m.session
+                if e.recipient in group_b:
+                    e = Envelope.of(SERVER, e.recipient, e.round,
+                                    ConsistencyRequest(m.session, n, b_view(m.alive)))
+            elif isinstance(m, UnmaskRequest) and e.recipient in group_b:
+                m = UnmaskRequest(m.session, n,
+                                  set_to_bitmap(sorted(_members(m.alive, n) - {v}), n),
+                                  set_to_bitmap(sorted(_members(m.dropped, n) | {v}), n))
+                e = Envelope.of(SERVER, e.recipient, e.round, m)
+            out.append(e)
+        return out
+
+    eve.rewrite = rewrite
+    kw: dict[str, Any] = {"signing_keys": sks, "verify_keys": pks} if cfg.malicious else {}
+    with colluders_decrypt(cfg, corrupt) as held:
+        run = run_checked(cfg, x, seed, adversary=eve, collective=cfg.malicious, **kw)
+    _pool(eve, held, owners={v})
+    learned = recover_input(eve, cfg, v)
+    exact = learned is not None and bool((learned == x[v]).all())
+    return {"n": n, "threat": threat, "degree": cfg.degree, "threshold": t,
+            "min_honest": cfg.params.min_honest, "colluders": len(corrupt),
+            "group_a": half, "group_b": len(group_b),
+            "b_shares_of_victim": len(eve.b_shares.get(v, [])),
+            "s_shares_of_victim": len(eve.s_shares.get(v, [])),
+            "victim_input_recovered": exact, "aborts": _abort_counts(run),
+            "group_b_aborted": sum(c in run.client_abort_reasons for c in group_b),
+            "server": run.server_state.value,
+            "per_client_double_reveal": any(run.transcript.revealed_both(c, v)
+                                            for c in range(n))}
+
+
+def drop_window_study(n: int, threat: str, seed: int = 0,
+                      graph: str = "harary") -> dict[str, Any]:
+    """A server that chooses who drops, to carve a small unmaskable set around a victim.
+
+    It takes the smaller of two sets ``C`` around the victim in which every member has
+    ``t`` neighbours inside: ``t + 1`` consecutive ring positions (closed whenever
+    ``t <= k/2``) and the greedy :func:`closed_set_around`; then it drops
+    every honest neighbour of ``C`` before round 2, lets the protocol finish and unmasks
+    the sum over ``C`` from what it recorded.
+
+    Returns:
+        Set size, drops (and the model's dropout budget), whether the sum over ``C``
+        was recovered exactly, and the threat model's ``min_honest``.
+    """
+    cfg = _threat_config(n, threat, graph, b"fedhh attack: drop window", seed)
+    t = cfg.threshold
+    x = _inputs(cfg, seed)
+    neigh = cfg.all_neighbours()
+    c = closed_set_around(neigh, VICTIM, t)
+    if cfg.degree < n - 1:
+        ring = ring_order(n, cfg.graph_seed).tolist()
+        pos = ring.index(VICTIM)
+        arc = {ring[(pos + d) % n] for d in range(t + 1)}
+        if all(len(set(neigh[u]) & arc) >= t for u in arc) and len(arc) < len(c):
+            c = arc
+    boundary = set().union(*(set(neigh[u]) for u in c)) - c
+    eve = Eavesdropper()
+    kw: dict[str, Any] = {}
+    if cfg.malicious:
+        sks, pks = _pki(cfg, seed)
+        kw = {"signing_keys": sks, "verify_keys": pks}
+    run = run_checked(cfg, x, seed, adversary=eve, dropout=Dropout({2: boundary}), **kw)
+    partial = unmask_subset(eve, cfg, c) if run.completed else None
+    ref = np.array([int(s) % cfg.modulus for s in x[sorted(c)].astype(object).sum(axis=0)],
+                   dtype=np.uint64)
+    exact = partial is not None and bool((partial == ref).all())
+    budget = math.ceil(round(cfg.params.dropout_rate * n, 9))
+    return {"n": n, "threat": threat, "degree": cfg.degree, "threshold": t,
+            "min_honest": cfg.params.min_honest, "set_size": len(c),
+            "dropped": len(boundary), "dropout_budget": budget,
+            "partial_sum_recovered": exact,
+            "below_min_honest": exact and len(c) < cfg.params.min_honest,
+            "completed": run.completed, "server": run.server_state.value,
+            "aborts": _abort_counts(run)}
+
+
+def pooled_shares_study(n: int, threat: str, colluders: int, seed: int = 0,
+                        graph: str = "complete") -> dict[str, Any]:
+    """Colluding clients pool the shares they hold with the server (no deviation
+    otherwise): every honest input for which the pool reaches ``t`` shares of both
+    ``b_v`` and ``s_v^SK`` is recovered.
+
+    Returns:
+        Parameters, coalition size, and how many honest inputs the pool recovers
+        exactly (also with the coalition cut to ``ceil(gamma n)``, the model's size).
+    """
+    cfg = _threat_config(n, threat, graph, b"fedhh attack: pooled shares", seed)
+    x = _inputs(cfg, seed)
+    corrupt = set(range(n - colluders, n))
+    kw: dict[str, Any] = {}
+    if cfg.malicious:
+        sks, pks = _pki(cfg, seed)
+        kw = {"signing_keys": sks, "verify_keys": pks}
+    eve = Eavesdropper()
+    with colluders_decrypt(cfg, corrupt) as held:
+        run = run_checked(cfg, x, seed, adversary=eve, **kw)
+    honest = [u for u in range(n) if u not in corrupt]
+    in_model = math.ceil(round(cfg.params.corrupt_fraction * n, 9))
+
+    def recovered(coalition: set[int]) -> int:
+        pool = Eavesdropper(keys=eve.keys, masked=eve.masked, routed=eve.routed,
+                            transcript=eve.transcript)
+        _pool(pool, {r: held[r] for r in coalition})
+        got = 0
+        for u in honest:
+            if (len(pool.b_shares.get(u, [])) < cfg.threshold
+                    or len(pool.s_shares.get(u, [])) < cfg.threshold):
+                continue
+            learned = recover_input(pool, cfg, u)
+            got += learned is not None and bool((learned == x[u]).all())
+        return got
+
+    return {"n": n, "threat": threat, "graph": graph, "degree": cfg.degree,
+            "threshold": cfg.threshold, "min_honest": cfg.params.min_honest,
+            "colluders": len(corrupt), "honest": len(honest),
+            "inputs_recovered": recovered(corrupt),
+            "coalition_in_model": in_model,
+            "inputs_recovered_by_model_coalition": recovered(set(sorted(corrupt)[:in_model])),
+            "completed": run.completed}
+
+
+def _gamma_n(n: int) -> int:
+    return math.ceil(round(DEFAULT_CORRUPT_FRACTION * n, 9))
+
+
+def _split_outcome(name: str, threat: str, colluders: int, seed: int) -> Outcome:
+    r = split_view_study(100, threat, colluders, seed)
+    if threat == "malicious":
+        ok = not r["victim_input_recovered"] and not r["per_client_double_reveal"]
+        exp = "x_v not recovered; the equivocation ends in aborts"
+    else:
+        ok = r["victim_input_recovered"] and not r["per_client_double_reveal"]
+        exp = "limit: x_v recovered exactly, no client revealed both shares"
+    return Outcome(name, exp,
+                   f"n=100 k={r['degree']} t={r['threshold']}, {r['colluders']} colluders, "
+                   f"groups {r['group_a']}/{r['group_b']} ({r['group_b_aborted']} of group B "
+                   f"aborted): server holds {r['b_shares_of_victim']} b- and "
+                   f"{r['s_shares_of_victim']} s-shares of x_v; recovered: "
+                   f"{r['victim_input_recovered']}; aborts {r['aborts']}", ok,
+                   {"server": r["server"], "aborts": r["aborts"]}, r)
+
+
+@attack("secagg.split_view_no_colluders_malicious", system="secagg",
+        target="Bonawitz et al. section 6 (ConsistencyCheck) with the malicious-model "
+               "parameters of secagg.params (2t > k + C per neighbourhood)",
+        expected="n=100 Harary, threat malicious (k=16, t=11), no colluder: the clients "
+                 "shown the survivor set without the victim lack t signatures and abort "
+                 "too_few_signatures; x_v is not recovered")
+def split_view_no_colluders_malicious(seed: int) -> Outcome:
+    """Split view, no colluding client, malicious-model session."""
+    return _split_outcome("secagg.split_view_no_colluders_malicious", "malicious", 0, seed)
+
+
+@attack("secagg.split_view_no_colluders_semi_honest", system="secagg", kind="measured",
+        target="the semi-honest threat model's parameters (t > C, no consistency round)",
+        expected="limit: n=100 Harary, threat semi-honest (k=12, t=6), no colluder: two "
+                 "halves of the victim's neighbours told different stories give the server "
+                 "t shares of both secrets; x_v recovered exactly")
+def split_view_no_colluders_semi_honest(seed: int) -> Outcome:
+    """Split view, no colluding client, semi-honest-model session."""
+    return _split_outcome("secagg.split_view_no_colluders_semi_honest", "semi-honest", 0,
+                          seed)
+
+
+@attack("secagg.split_view_colluders_malicious", system="secagg",
+        target="malicious-model parameters with ceil(gamma n) = 5 colluders among the "
+               "victim's neighbours (worst placement), their signatures forged on both sets",
+        expected="n=100, threat malicious: 5 colluders + either honest group stay below t "
+                 "on one of the two secrets (2t - k = 6 > 5); x_v not recovered")
+def split_view_colluders_malicious(seed: int) -> Outcome:
+    """Split view with gamma n colluders, malicious-model session."""
+    return _split_outcome("secagg.split_view_colluders_malicious", "malicious",
+                          _gamma_n(100), seed)
+
+
+@attack("secagg.split_view_colluders_semi_honest", system="secagg", kind="measured",
+        target="semi-honest-model parameters with ceil(gamma n) = 5 colluders",
+        expected="limit: n=100, threat semi-honest: x_v recovered exactly")
+def split_view_colluders_semi_honest(seed: int) -> Outcome:
+    """Split view with gamma n colluders, semi-honest-model session."""
+    return _split_outcome("secagg.split_view_colluders_semi_honest", "semi-honest",
+                          _gamma_n(100), seed)
+
+
+def _window_outcome(name: str, threat: str, seed: int) -> Outcome:
+    r = drop_window_study(100, threat, seed)
+    if threat == "malicious":
+        ok = not r["below_min_honest"]
+        exp = f"no sum over fewer than min_honest = {r['min_honest']} honest clients"
+    else:
+        ok = r["below_min_honest"]
+        exp = "limit: the sum over a small window around the victim is recovered"
+    return Outcome(name, exp,
+                   f"n=100 k={r['degree']} t={r['threshold']}: |C| = {r['set_size']} after "
+                   f"dropping {r['dropped']} (budget {r['dropout_budget']}); sum over C "
+                   f"recovered: {r['partial_sum_recovered']}; min_honest {r['min_honest']}",
+                   ok, {"server": r["server"], "aborts": r["aborts"]}, r)
+
+
+@attack("secagg.drop_window_malicious", system="secagg",
+        target="Bell et al. 2020: the server chooses who drops; malicious-model parameters "
+               "(t > k/2 + corrupt support, secagg.params min_honest)",
+        expected="n=100 Harary, threat malicious: every set whose sum the server can unmask "
+                 "by dropping its boundary holds at least min_honest = 43 honest clients")
+def drop_window_malicious(seed: int) -> Outcome:
+    """Drops chosen to isolate a window around the victim, malicious-model session."""
+    return _window_outcome("secagg.drop_window_malicious", "malicious", seed)
+
+
+@attack("secagg.drop_window_semi_honest", system="secagg", kind="measured",
+        target="the semi-honest model assumes random dropouts; a server choosing them is "
+               "outside it",
+        expected="limit: n=100 Harary, threat semi-honest (k=12, t=6): dropping the 12 "
+                 "honest neighbours of 7 consecutive ring positions around the victim gives "
+                 "the server the exact sum of those 7 inputs")
+def drop_window_semi_honest(seed: int) -> Outcome:
+    """Drops chosen to isolate a window around the victim, semi-honest-model session."""
+    return _window_outcome("secagg.drop_window_semi_honest", "semi-honest", seed)
+
+
+def _pool_outcome(name: str, threat: str, seed: int) -> Outcome:
+    r = pooled_shares_study(100, threat, _gamma_n(100) + 1, seed)
+    if threat == "malicious":
+        ok = r["inputs_recovered"] == 0 and r["inputs_recovered_by_model_coalition"] == 0
+        exp = "no input recovered"
+    else:
+        ok = (r["inputs_recovered"] == r["honest"]
+              and r["inputs_recovered_by_model_coalition"] == 0)
+        exp = "limit: one client past the model recovers every honest input"
+    return Outcome(name, exp,
+                   f"n=100 complete, t={r['threshold']}: {r['colluders']} colluders recover "
+                   f"{r['inputs_recovered']} of {r['honest']} honest inputs "
+                   f"({r['coalition_in_model']} colluders: "
+                   f"{r['inputs_recovered_by_model_coalition']})", ok,
+                   {"completed": r["completed"]}, r)
+
+
+@attack("secagg.pooled_shares_malicious", system="secagg",
+        target="Bonawitz et al. 2017: t > (n + gamma n)/2 on the complete graph",
+        expected="n=100 complete, threat malicious (t=53): 6 colluders pooling every share "
+                 "they hold recover no input")
+def pooled_shares_malicious(seed: int) -> Outcome:
+    """ceil(gamma n) + 1 colluding clients pool their shares, malicious-model session."""
+    return _pool_outcome("secagg.pooled_shares_malicious", "malicious", seed)
+
+
+@attack("secagg.pooled_shares_semi_honest", system="secagg", kind="measured",
+        target="semi-honest parameters: t = ceil(gamma n) + 1 on the complete graph",
+        expected="limit: n=100 complete, threat semi-honest (t=6): 5 colluders (the model) "
+                 "recover nothing, 6 recover every honest input exactly")
+def pooled_shares_semi_honest(seed: int) -> Outcome:
+    """ceil(gamma n) + 1 colluding clients pool their shares, semi-honest-model session."""
+    return _pool_outcome("secagg.pooled_shares_semi_honest", "semi-honest", seed)

@@ -32,15 +32,20 @@ __all__ = ["bench_secagg", "bench_shuffler", "bench_blinded", "bench_fo"]
 
 
 def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: float = 0.0,
-                 malicious: bool = False, seed: int | None = None, modulus: int = 1 << 32,
-                 bare_sample: int = 2000, grinding_bits: int | None = None) -> dict[str, Any]:
+                 threat: str = "malicious", seed: int | None = None, modulus: int = 1 << 32,
+                 bare_sample: int = 2000, grinding_bits: int | None = None,
+                 malicious: bool | None = None) -> dict[str, Any]:
     """Run one round and return the figures (see the module docstring).
 
+    ``threat`` names the threat model (``"malicious"``, the default, or
+    ``"semi-honest"``; ``malicious`` is its boolean alias); the result reports it with
+    ``k``, ``t``, ``min_honest`` (``alpha n``), ``alpha`` and the ``log2`` failure bounds.
     ``grinding_bits=None`` takes :func:`secagg.params.default_grinding_bits` (0 unless
     Harary under a malicious server).
 
     Raises:
-        StudyError: no parameters satisfy the threat model for this ``n``.
+        StudyError: no parameters satisfy the threat model for this ``n``, or
+            ``threat`` and ``malicious`` disagree.
     """
     import secrets
     import time
@@ -54,15 +59,20 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     from protocol.core.secagg_profile import primitive_table
     from secagg.errors import ParameterError
     from secagg.crypto import FRESH_NONCE_BYTES
-    from secagg.params import default_grinding_bits, find_params
+    from secagg.params import (
+        DEFAULT_DROPOUT_RATE, default_grinding_bits, find_params, threat_of,
+    )
     from secagg.state import ModAccumulator, SessionConfig
 
-    if grinding_bits is None:
-        grinding_bits = default_grinding_bits(clients, max(0.05, dropout), graph=graph,
-                                              malicious=malicious)
     try:
-        params = find_params(clients, graph=graph, dropout_rate=max(0.05, dropout),
-                             malicious=malicious, grinding_bits=grinding_bits)
+        threat = threat_of(threat, malicious)
+        malicious = threat == "malicious"
+        if grinding_bits is None:
+            grinding_bits = default_grinding_bits(
+                clients, max(DEFAULT_DROPOUT_RATE, dropout), graph=graph, malicious=malicious)
+        params = find_params(clients, graph=graph,
+                             dropout_rate=max(DEFAULT_DROPOUT_RATE, dropout),
+                             threat=threat, grinding_bits=grinding_bits)
     except ParameterError as exc:
         raise StudyError(f"no SecAgg parameters for this setting: {exc}") from None
     data_seed = seed if seed is not None else secrets.randbits(64)
@@ -99,9 +109,12 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     return {
         "clients": clients, "dim": dim, "graph": graph, "degree": config.degree,
         "threshold": config.threshold, "modulus": modulus, "dropout": dropout,
-        "malicious": malicious, "grinding_bits": grinding_bits, "seed": seed,
-        "correct": correct,
-        "log2_security_failure": config.params.log2_security_failure,
+        "threat": threat, "malicious": malicious, "grinding_bits": grinding_bits,
+        "seed": seed, "correct": correct,
+        "corrupt_fraction": params.corrupt_fraction, "dropout_budget": params.dropout_rate,
+        "min_honest": params.min_honest, "alpha": round(float(params.alpha or 0.0), 4),
+        "log2_security_failure": params.log2_security_failure,
+        "log2_correctness_failure": params.log2_correctness_failure,
         "aborted": not res.completed,
         "abort_reason": res.server_abort_reason.value if res.server_abort_reason else None,
         "survivors": len(res.survivors),

@@ -1,0 +1,85 @@
+"""--threat on the commands and benches that make a secure-aggregation session."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from protocol.cli import UsageError, main
+from protocol.cli.transport_options import add_transport_args, transport_from_args
+from protocol.studies.runners.demo import server_guarantee as _server_guarantee
+
+
+def _args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    p.add_argument("--seed", type=int, default=None)
+    add_transport_args(p)
+    return p.parse_args(argv)
+
+
+def test_transport_threat_option_default_and_alias() -> None:
+    assert transport_from_args(_args(["--transport", "secagg"])).threat == "malicious"
+    t = transport_from_args(_args(["--transport", "secagg", "--threat", "semi-honest"]))
+    assert (t.threat, t.malicious) == ("semi-honest", False)
+    t = transport_from_args(_args(["--transport", "secagg", "--secagg-malicious"]))
+    assert (t.threat, t.malicious) == ("malicious", True)
+    t = transport_from_args(_args(["--transport", "secagg", "--secagg-malicious",
+                                   "--threat", "malicious"]))
+    assert t.threat == "malicious"
+
+
+def test_threshold_committee_transport_defaults_to_malicious() -> None:
+    assert transport_from_args(_args(["--transport", "threshold"])).malicious is True
+    t = transport_from_args(_args(["--transport", "threshold", "--threat", "semi-honest"]))
+    assert t.malicious is False
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--transport", "secagg", "--threat", "semi-honest", "--secagg-malicious"],
+     "--secagg-malicious contradicts --threat semi-honest"),
+    (["--threat", "malicious"], "--threat applies to --transport secagg or threshold, not plain"),
+    (["--transport", "shuffler", "--threat", "semi-honest"], "--threat applies"),
+])
+def test_threat_refusals(argv: list[str], msg: str) -> None:
+    with pytest.raises(UsageError, match=msg):
+        transport_from_args(_args(argv))
+
+
+def test_bench_secagg_reports_the_threat_model(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["bench", "secagg", "--clients", "30", "--dim", "8", "--seed", "1", "--json",
+            "--bare-sample", "5", "--graph", "complete"]
+    assert main(base) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["threat"] == "malicious" and out["malicious"] is True and out["correct"]
+    # n = 30 complete, K = ceil(0.05 * 30) = 2: the smallest t with 2t > 29 + 2
+    assert (out["degree"], out["threshold"]) == (29, 16)
+    assert out["min_honest"] == 16 + 1 - 2 and out["alpha"] == round(15 / 30, 4)
+    assert out["log2_security_failure"] is not None and out["corrupt_fraction"] == 0.05
+    assert main(base + ["--threat", "semi-honest"]) == 0
+    semi = json.loads(capsys.readouterr().out)
+    assert (semi["threat"], semi["threshold"], semi["min_honest"]) == \
+        ("semi-honest", 3, 30 - 2 - 2)
+    assert main(base + ["--malicious"]) == 0
+    assert json.loads(capsys.readouterr().out)["threat"] == "malicious"
+    assert main(base + ["--malicious", "--threat", "semi-honest"]) == 2
+    assert "--malicious contradicts --threat semi-honest" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["triehh"], ["triehhpp"], ["ldp", "--oracle", "grr"],
+                                     ["bench", "triehh"], ["eval", "triehh"], ["demo"]])
+def test_every_secagg_command_takes_threat(command: list[str],
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(command + ["--help"])
+    assert exc.value.code == 0
+    assert "--threat {malicious,semi-honest}" in capsys.readouterr().out
+
+
+def test_demo_states_what_holds_not_never_an_individual_vote() -> None:
+    mal = _server_guarantee("malicious", 200)
+    assert "never an individual vote" not in mal
+    # n = 200 Harary, k = 30, t = 21: m = 4 disjoint windows, 4 * 22 - 10 = 78
+    assert "at least 78 honest users of the 200 sampled (k = 30, t = 21)" in mal
+    semi = _server_guarantee("semi-honest", 200)
+    assert "can recover an individual vote" in semi
