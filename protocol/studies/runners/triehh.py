@@ -227,16 +227,16 @@ def estimate_seconds(prep: Prepared, transport: Transport, sample: int = 24) -> 
     dim = max(2, prep.alphabet.num_units)
     spec = RoundSpec("fedhh-estimate", 0, Kind.VOTE,
                      candidates=tuple(str(i) for i in range(dim)), theta=1)
-    probe = SecAggTransport(graph=transport.graph, malicious=transport.malicious,
-                            simulate=True)
+    probe = SecAggTransport(graph=transport.graph, threat=transport.threat, simulate=True,
+                            grinding_bits=transport.grinding_bits)
     t0 = time.perf_counter()
     probe.run_round(spec, Votes(np.zeros(k, dtype=np.int64)), np.random.default_rng(0))
     per_client = (time.perf_counter() - t0) / k
     try:
         from secagg.params import find_params
 
-        deg_k = find_params(k, graph=transport.graph, malicious=transport.malicious).degree
-        deg_m = find_params(m, graph=transport.graph, malicious=transport.malicious).degree
+        deg_k = find_params(k, graph=transport.graph, threat=transport.threat).degree
+        deg_m = find_params(m, graph=transport.graph, threat=transport.threat).degree
         scale = max(1.0, deg_m / max(deg_k, 1))
     except Exception:  # noqa: BLE001 - the estimate never stops a run
         scale = 1.0
