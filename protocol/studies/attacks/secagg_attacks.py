@@ -688,7 +688,7 @@ def colluders_decrypt(cfg: SessionConfig, colluders: set[int]
         pt = orig(key, blob, associated_data)
         who = route(bytes(associated_data))
         if who is not None and len(pt) == 2 * width:
-            held[who[1]][who[0]] = (shamir.Share.from_bytes(pt[:width]),
+            held.setdefault(who[1], {})[who[0]] = (shamir.Share.from_bytes(pt[:width]),
                                     shamir.Share.from_bytes(pt[width:]))
         return pt
 
@@ -755,14 +755,24 @@ def split_view_study(n: int, threat: str, colluders: int, seed: int = 0,
     cfg = _threat_config(n, threat, graph, b"fedhh attack: split view", seed)
     t, v = cfg.threshold, VICTIM
     x = _inputs(cfg, seed)
-    nb = sorted(cfg.neighbours(v))
-    corrupt = set(nb[:colluders])
-    honest_nb = [w for w in nb if w not in corrupt]
-    half = -(-len(honest_nb) // 2)
-    group_b = set(honest_nb[half:])
+    # the graph is seeded by the round-0 transcript, so the victim's neighbourhood (and
+    # with it the colluders and the two groups) is known once the key lists go out;
+    # the sets are filled in place then (colluders_decrypt reads ``corrupt`` lazily)
+    corrupt: set[int] = set()
+    group_b: set[int] = set()
+    groups: dict[str, int] = {}
     sks, pks = _pki(cfg, seed)
     eve = Eavesdropper()
     full_u3: dict[str, bytes] = {}
+
+    def place_groups() -> None:
+        if groups or not eve.transcript:
+            return
+        nb = sorted(cfg.neighbours(v, eve.transcript))
+        corrupt.update(nb[:colluders])
+        honest_nb = [w for w in nb if w not in corrupt]
+        groups["half"] = half = -(-len(honest_nb) // 2)
+        group_b.update(honest_nb[half:])
 
     def b_view(alive: bytes) -> bytes:
         return set_to_bitmap(sorted(_members(alive, n) - {v}), n)
@@ -775,7 +785,7 @@ def split_view_study(n: int, threat: str, colluders: int, seed: int = 0,
         msg = cfg.consistency_message(sid, bits)
         in_b_view = v not in alive
         signers, sigs = [], []
-        for w in sorted(set(cfg.neighbours(c)) & alive):
+        for w in sorted(set(cfg.neighbours(c, eve.transcript)) & alive):
             if w in corrupt:
                 signers.append(w)
                 sigs.append(crypto.ed25519_sign(sks[w], msg))
@@ -786,6 +796,7 @@ def split_view_study(n: int, threat: str, colluders: int, seed: int = 0,
                              tuple(signers), tuple(sigs))
 
     def rewrite(round_no: int, direction: str, envs: list[Envelope]) -> list[Envelope]:
+        place_groups()
         if direction != "down":
             return envs
         if cfg.malicious and round_no == 3:
@@ -822,7 +833,7 @@ def split_view_study(n: int, threat: str, colluders: int, seed: int = 0,
     exact = learned is not None and bool((learned == x[v]).all())
     return {"n": n, "threat": threat, "degree": cfg.degree, "threshold": t,
             "min_honest": cfg.params.min_honest, "colluders": len(corrupt),
-            "group_a": half, "group_b": len(group_b),
+            "group_a": groups.get("half", 0), "group_b": len(group_b),
             "b_shares_of_victim": len(eve.b_shares.get(v, [])),
             "s_shares_of_victim": len(eve.s_shares.get(v, [])),
             "victim_input_recovered": exact, "aborts": _abort_counts(run),
@@ -849,21 +860,29 @@ def drop_window_study(n: int, threat: str, seed: int = 0,
     cfg = _threat_config(n, threat, graph, b"fedhh attack: drop window", seed)
     t = cfg.threshold
     x = _inputs(cfg, seed)
-    neigh = cfg.all_neighbours()
-    c = closed_set_around(neigh, VICTIM, t)
-    if cfg.degree < n - 1:
-        ring = ring_order(n, cfg.graph_seed).tolist()
-        pos = ring.index(VICTIM)
-        arc = {ring[(pos + d) % n] for d in range(t + 1)}
-        if all(len(set(neigh[u]) & arc) >= t for u in arc) and len(arc) < len(c):
-            c = arc
-    boundary = set().union(*(set(neigh[u]) for u in c)) - c
     eve = Eavesdropper()
+    found: dict[str, Any] = {}
+
+    def boundary_of(neigh: Any) -> set[int]:
+        """The graph exists once round 0 closed (its seed is the transcript's, which
+        the server saw in the key lists it sent)."""
+        c = closed_set_around(neigh, VICTIM, t)
+        if cfg.degree < n - 1:
+            ring = ring_order(n, cfg.graph_seed(eve.transcript)).tolist()
+            pos = ring.index(VICTIM)
+            arc = {ring[(pos + d) % n] for d in range(t + 1)}
+            if all(len(set(neigh[u]) & arc) >= t for u in arc) and len(arc) < len(c):
+                c = arc
+        found["c"] = c
+        found["boundary"] = b = set().union(*(set(neigh[u]) for u in c)) - c
+        return b
+
     kw: dict[str, Any] = {}
     if cfg.malicious:
         sks, pks = _pki(cfg, seed)
         kw = {"signing_keys": sks, "verify_keys": pks}
-    run = run_checked(cfg, x, seed, adversary=eve, dropout=Dropout({2: boundary}), **kw)
+    run = run_checked(cfg, x, seed, adversary=eve, dropout=Dropout({2: boundary_of}), **kw)
+    c, boundary = found["c"], found["boundary"]
     partial = unmask_subset(eve, cfg, c) if run.completed else None
     ref = np.array([int(s) % cfg.modulus for s in x[sorted(c)].astype(object).sum(axis=0)],
                    dtype=np.uint64)
