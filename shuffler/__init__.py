@@ -12,6 +12,7 @@ from .keys import KeyPair, OsRandom, PublicKey
 from .messages import (
     AnalyzerEnvelope, Context, PlainReport, ShuffledBatch, ShuffleReceipt, ShufflerEnvelope,
 )
+from .thresholds import AnalyzerReceipt, analyzer_receipt
 from .shuffler import (
     HardThreshold, NoisyThreshold, ShuffleOutput, Shuffler, noisy_threshold_delta,
     noisy_threshold_delta_floor, noisy_threshold_epsilon, uniform_permutation,
@@ -25,4 +26,5 @@ __all__ = [
     "PlainReport", "ShuffledBatch", "ShuffleReceipt", "ShufflerEnvelope", "HardThreshold",
     "NoisyThreshold", "ShuffleOutput", "Shuffler", "noisy_threshold_delta",
     "noisy_threshold_delta_floor", "noisy_threshold_epsilon", "uniform_permutation",
+    "AnalyzerReceipt", "analyzer_receipt",
 ]

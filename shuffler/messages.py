@@ -354,7 +354,9 @@ class ShuffleReceipt:
         rejected: reason value -> count.
         dropped_by_threshold: rule part -> count: ``"below_threshold"`` (whole crowds
             under T), ``"noise_drop"`` (reports removed by the noisy threshold from
-            crowds that were forwarded), ``"batch_discarded"`` (a held batch dropped).
+            crowds that were forwarded), ``"batch_discarded"`` (a held batch dropped),
+            ``"membership_only"`` (reports of passing crowds beyond the one
+            representative a membership-only rule forwards).
         forwarded: inner envelopes released to the analyzer.
         crowds: distinct crowd ids among accepted envelopes.
         crowds_forwarded: crowds that passed the threshold.
@@ -381,7 +383,8 @@ class ShuffleReceipt:
             _check_uint(name, getattr(self, name), 63)
         _check_counts("rejected", self.rejected, {r.value for r in RejectReason})
         _check_counts("dropped_by_threshold", self.dropped_by_threshold,
-                      {"below_threshold", "noise_drop", "batch_discarded"})
+                      {"below_threshold", "noise_drop", "batch_discarded",
+                       "membership_only"})
         if type(self.threshold_rule) is not str or len(self.threshold_rule) > 256:
             raise ShufflerError("threshold_rule must be a short string")
         total = (sum(self.rejected.values()) + sum(self.dropped_by_threshold.values())

@@ -92,11 +92,17 @@ def threshold_and_shuffle(context: Context, crowds: Sequence[bytes], inner: Sequ
                          dtype=np.int64, count=n)
     sizes = np.bincount(labels, minlength=len(index))
     order = uniform_permutation(n, rand)
-    dropped = {"below_threshold": 0, "noise_drop": 0}
+    dropped = {"below_threshold": 0, "noise_drop": 0, "membership_only": 0}
     if isinstance(rule, HardThreshold):
         keep_crowd = sizes >= rule.T
         keep = keep_crowd[labels[order]]
         dropped["below_threshold"] = int(n - keep.sum())
+        if rule.membership_only:  # one representative per passing crowd
+            first = np.zeros(n, dtype=bool)
+            first[np.unique(labels[order], return_index=True)[1]] = True
+            collapsed = keep & ~first
+            dropped["membership_only"] = int(collapsed.sum())
+            keep &= first
     else:
         drop = np.maximum(0, np.rint(rule.D + rule.sigma * _normal(len(sizes), rand)))
         drop = drop.astype(np.int64)

@@ -17,6 +17,19 @@ show, so ``delta >= p_0 = Phi((0.5 - D)/sigma)`` for *every* epsilon. Any scheme
 only removes reports has this floor; choose ``D / sigma`` large enough.
 
 The rules are applied to a batch by :func:`shuffler.shuffle.threshold_and_shuffle`.
+
+**Membership-only release** (``HardThreshold(T, membership_only=True)``): when a round
+releases only *which* crowds pass (TrieHH), the shuffler forwards one representative
+report per passing crowd (the first in the uniformly shuffled order), so the analyzer
+learns the passing crowds and not their sizes.
+
+**Receipts.** The shuffler's :class:`~shuffler.messages.ShuffleReceipt` is the
+*operator* receipt: it counts crowds and below-threshold reports, which pin the sizes of
+sub-threshold crowds (with no abstentions, "2 crowds, 3 reports dropped" at ``T = 3``
+means sizes {2, 1}). It stays with the shuffler's operator. What the analyzer may see is
+:func:`analyzer_receipt`: the context, the reports accepted (the round's participants,
+abstentions included), the reports forwarded (which the analyzer counts in the batch
+anyway) and the rule -- nothing about crowds that did not pass.
 """
 from __future__ import annotations
 
@@ -26,10 +39,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ShufflerError
+from .messages import Context, ShuffleReceipt
 
 __all__ = [
     "HardThreshold", "NoisyThreshold", "ThresholdRule", "noisy_threshold_delta",
-    "noisy_threshold_epsilon", "noisy_threshold_delta_floor",
+    "noisy_threshold_epsilon", "noisy_threshold_delta_floor", "AnalyzerReceipt",
+    "analyzer_receipt",
 ]
 
 
@@ -37,18 +52,26 @@ __all__ = [
 class HardThreshold:
     """Forward a crowd whole iff it holds at least ``T`` reports.
 
+    Attributes:
+        T: the threshold.
+        membership_only: forward one representative report per passing crowd instead
+            of the whole crowd (rounds that release membership, not counts).
+
     Raises:
-        ShufflerError: if ``T < 1``.
+        ShufflerError: if ``T < 1`` or ``membership_only`` is not a bool.
     """
 
     T: int = 1
+    membership_only: bool = False
 
     def __post_init__(self) -> None:
         if type(self.T) is not int or self.T < 1:
             raise ShufflerError("threshold T must be an int >= 1")
+        if type(self.membership_only) is not bool:
+            raise ShufflerError("membership_only must be a bool")
 
     def describe(self) -> str:
-        return f"hard(T={self.T})"
+        return f"hard(T={self.T},membership)" if self.membership_only else f"hard(T={self.T})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,3 +166,54 @@ def noisy_threshold_epsilon(D: float, sigma: float, delta: float) -> float:
         else:
             lo = mid
     return hi
+
+
+@dataclass(frozen=True, slots=True)
+class AnalyzerReceipt:
+    """The part of a shuffle receipt the analyzer may see: nothing about crowds that
+    did not pass the threshold.
+
+    Attributes:
+        context: the batch's context.
+        accepted: reports accepted by the shuffler (the round's participants,
+            abstentions included).
+        forwarded: reports forwarded (the length of the batch the analyzer receives).
+        threshold_rule: the rule's description.
+
+    Raises:
+        ShufflerError: for a non-Context context, negative counts, ``forwarded >
+            accepted`` or a rule description that is not a short string.
+    """
+
+    context: Context
+    accepted: int
+    forwarded: int
+    threshold_rule: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.context, Context):
+            raise ShufflerError("context must be a Context")
+        for name in ("accepted", "forwarded"):
+            v = getattr(self, name)
+            if type(v) is not int or not 0 <= v < 1 << 63:
+                raise ShufflerError(f"{name} must be an int in [0, 2^63)")
+        if self.forwarded > self.accepted:
+            raise ShufflerError("forwarded exceeds accepted")
+        if type(self.threshold_rule) is not str or len(self.threshold_rule) > 256:
+            raise ShufflerError("threshold_rule must be a short string")
+
+
+def analyzer_receipt(receipt: ShuffleReceipt) -> AnalyzerReceipt:
+    """Split the analyzer-visible part off an operator receipt.
+
+    Drops ``crowds``, ``crowds_forwarded``, ``dropped_by_threshold`` and ``rejected``
+    (the operator's totals; with ``accepted`` and the forwarded crowds they would pin
+    the sizes of sub-threshold crowds).
+
+    Raises:
+        ShufflerError: if ``receipt`` is not a ShuffleReceipt.
+    """
+    if not isinstance(receipt, ShuffleReceipt):
+        raise ShufflerError("receipt must be a ShuffleReceipt")
+    return AnalyzerReceipt(receipt.context, receipt.accepted, receipt.forwarded,
+                           receipt.threshold_rule)

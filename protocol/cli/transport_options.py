@@ -128,10 +128,6 @@ def transport_options(args: argparse.Namespace) -> dict[str, Any]:
     if name in _OPTIONS["os_keys"][0] and "simulate" not in opts:
         # seeded keys only behind the explicit switch --seed
         opts["simulate"] = getattr(args, "seed", None) is not None
-    if name == "threshold":
-        # the committee transport takes the boolean; the command line defaults it to
-        # the malicious threat model like every other secure-aggregation session
-        opts["malicious"] = opts.pop("threat", "malicious") == "malicious"
     if "dropout" in opts and not 0.0 <= opts["dropout"] < 1.0:
         raise UsageError("--dropout must be in [0, 1)")
     for key, flag in (("min_batch_size", "--min-batch"), ("workers", "--workers")):

@@ -139,3 +139,15 @@ def test_os_randomness_by_default() -> None:
     s2 = ThresholdTransport(simulate=True).run_round(_spec(), _votes(A),
                                                      np.random.default_rng(5))
     assert np.array_equal(s1.views["server"]["blinded_sum"], s2.views["server"]["blinded_sum"])
+
+
+def test_threshold_transport_defaults_to_the_malicious_threat_model() -> None:
+    from protocol.core.transports.secagg_transport import SecAggTransport
+
+    t = ThresholdTransport()
+    assert t.threat == "malicious" and t.malicious
+    assert ThresholdTransport(threat="semi-honest").malicious is False
+    # the same option handling as the secagg transport, parameters included
+    assert t.session_params(100) == SecAggTransport().session_params(100)
+    with pytest.raises(ValueError):
+        ThresholdTransport(threat="semi-honest", malicious=True)

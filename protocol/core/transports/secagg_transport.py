@@ -58,12 +58,12 @@ from protocol.core.secagg_engine import Dropout, SecAggRun, run_secagg
 from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.errors import ParameterError
 from secagg.params import (
-    DEFAULT_CORRUPT_FRACTION, DEFAULT_DROPOUT_RATE, DEFAULT_THREAT, default_grinding_bits,
-    find_params, threat_of,
+    DEFAULT_CORRUPT_FRACTION, DEFAULT_DROPOUT_RATE, DEFAULT_THREAT, SecAggParams,
+    default_grinding_bits, find_params, threat_of,
 )
 from secagg.state import SessionConfig
 
-__all__ = ["SecAggTransport", "spec_context", "vote_modulus"]
+__all__ = ["SecAggTransport", "SecAggSessionOptions", "spec_context", "vote_modulus"]
 
 
 def spec_context(spec: RoundSpec) -> bytes:
@@ -91,8 +91,10 @@ def vote_modulus(contributions: int) -> int:
     return max(1 << 8, 1 << int(contributions).bit_length())
 
 
-class SecAggTransport(Transport):
-    """Secure aggregation (SecAgg, or SecAgg+ on a Harary graph) as a transport.
+class SecAggSessionOptions:
+    """The secure-aggregation session options every transport built on
+    :func:`protocol.core.secagg_engine.run_secagg` takes (secagg and threshold), and
+    what follows from them: the parameters, the randomness and the dropout schedule.
 
     Args:
         graph: ``"harary"`` (SecAgg+, Bell et al.) or ``"complete"`` (Bonawitz et al.).
@@ -114,9 +116,6 @@ class SecAggTransport(Transport):
     Raises:
         ValueError: bad option values.
     """
-
-    name = "secagg"
-    kinds = frozenset({Kind.VOTE, Kind.VECTOR})
 
     def __init__(self, graph: str = "harary", malicious: bool | None = None,
                  dropout: float = 0.0, simulate: bool = False,
@@ -142,6 +141,40 @@ class SecAggTransport(Transport):
         self.grinding_bits = grinding_bits
         #: ``progress(step, done, total)`` inside each session (see ``run_secagg``)
         self.client_progress: Callable[[int, int, int], None] | None = None
+
+    def session_params(self, n: int) -> SecAggParams:
+        """Parameters of an ``n``-participant session under this threat model.
+
+        Raises:
+            AggregationAborted: ``no_secagg_parameters`` when the model cannot be met.
+        """
+        delta = max(DEFAULT_DROPOUT_RATE, self.dropout)
+        try:
+            return find_params(n, graph=self.graph, dropout_rate=delta,
+                               corrupt_fraction=self.corrupt_fraction, sigma=self.sigma,
+                               eta=self.eta, threat=self.threat,
+                               grinding_bits=self.grinding_bits
+                               if self.grinding_bits is not None else default_grinding_bits(
+                                   n, delta, graph=self.graph, malicious=self.malicious))
+        except ParameterError as exc:
+            raise AggregationAborted("no_secagg_parameters", str(exc)) from None
+
+    def dropout_schedule(self, n: int, rng: np.random.Generator) -> Dropout | None:
+        """Simulated dropouts of the ``n`` clients (none when ``dropout`` is 0)."""
+        if self.dropout <= 0:
+            return None
+        return Dropout.random(n, self.dropout, rng,
+                              rounds=(0, 1, 2, 3, 4) if self.malicious else (0, 1, 2, 4))
+
+
+class SecAggTransport(SecAggSessionOptions, Transport):
+    """Secure aggregation (SecAgg, or SecAgg+ on a Harary graph) as a transport.
+
+    Takes the options of :class:`SecAggSessionOptions`.
+    """
+
+    name = "secagg"
+    kinds = frozenset({Kind.VOTE, Kind.VECTOR})
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:
@@ -173,17 +206,7 @@ class SecAggTransport(Transport):
             raise AggregationAborted("too_few_participants",
                                      f"{n} contributions, secure aggregation needs "
                                      f"{max(spec.min_participants, 3)}")
-        try:
-            params = find_params(n, graph=self.graph,
-                                 dropout_rate=max(DEFAULT_DROPOUT_RATE, self.dropout),
-                                 corrupt_fraction=self.corrupt_fraction, sigma=self.sigma,
-                                 eta=self.eta, threat=self.threat,
-                                 grinding_bits=self.grinding_bits
-                                 if self.grinding_bits is not None else default_grinding_bits(
-                                     n, max(DEFAULT_DROPOUT_RATE, self.dropout),
-                                     graph=self.graph, malicious=self.malicious))
-        except ParameterError as exc:
-            raise AggregationAborted("no_secagg_parameters", str(exc)) from None
+        params = self.session_params(n)
         if self.simulate:
             rand: Any = insecure_deterministic_randomness(
                 int(rng.integers(0, 1 << 63)), "secagg-transport")
@@ -193,10 +216,7 @@ class SecAggTransport(Transport):
         config = SessionConfig(params, tuple(range(n)), spec_context(spec), dim, modulus,
                                malicious=self.malicious,
                                server_nonce=rand.token_bytes(FRESH_NONCE_BYTES))
-        dropout = (Dropout.random(n, self.dropout, rng,
-                                  rounds=(0, 1, 2, 3, 4) if self.malicious else (0, 1, 2, 4))
-                   if self.dropout > 0 else None)
-        run = run_secagg(config, input_of, rand=rand, dropout=dropout,
+        run = run_secagg(config, input_of, rand=rand, dropout=self.dropout_schedule(n, rng),
                          progress=self.client_progress)
         if not run.completed or run.result is None:
             reason = run.server_abort_reason.value if run.server_abort_reason else "aborted"

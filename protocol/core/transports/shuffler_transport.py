@@ -9,9 +9,13 @@ forwards inner layers; the analyzer opens them. Every message crosses
 
 * **Vote rounds.** A vote for candidate ``i`` is the 4-byte report ``i`` with crowd id
   ``PRF(crowd_key, task, round, candidates[i])`` (:class:`shuffler.CrowdKey`). The
-  shuffler's hard threshold is ``T = spec.theta`` (1 when ``theta`` is None), so it
-  forwards exactly the crowds with at least ``theta`` votes, *whole*: the analyzer's
-  histogram holds the full count of each released candidate, and the release equals
+  shuffler's hard threshold is ``T = spec.theta`` (1 when ``theta`` is None). When the
+  round reveals counts (TrieHH++) it forwards exactly the crowds with at least
+  ``theta`` votes, *whole*: the analyzer's histogram holds the full count of each
+  released candidate. When the round releases membership only (``spec.reveal_counts``
+  false, TrieHH) the rule is ``HardThreshold(T, membership_only=True)``: one
+  representative report per passing crowd, so the analyzer learns which candidates
+  passed and no count. Either way the release equals
   :class:`~protocol.core.transports.plain.PlainTransport`'s. An abstention is an empty
   report under a fresh uniformly random crowd id: without the crowd key it cannot be
   told from a vote for an item nobody else chose; it forms a crowd of one and is
@@ -19,7 +23,7 @@ forwards inner layers; the analyzer opens them. Every message crosses
 * **Blinded crowds** (``blinded_crowds=True``, :mod:`shuffler.blinded`): no crowd key.
   Each report's crowd field is its item's ElGamal ciphertext to a second shuffler
   (an abstention encrypts a random item); the first shuffler checks, blinds and
-  shuffles, the second decrypts blinded ids, applies the threshold ``T`` and shuffles
+  shuffles, the second decrypts blinded ids, applies the threshold rule and shuffles
   again. Releases are the same as with keyed ids; the views are ``shuffler`` (first),
   ``shuffler2`` (crowd sizes under blinded ids) and ``analyzer``.
 * **Report rounds.** Payloads are reports of ``spec.report_size`` bytes in one crowd,
@@ -28,6 +32,12 @@ forwards inner layers; the analyzer opens them. Every message crosses
   ``ceil(log2(modulus)/8)`` bytes); the release is the modular sum. Unlike secure
   aggregation, the analyzer sees every individual vector (unlinkable to its sender
   only).
+
+**Receipts.** The shuffler's operator receipt (:class:`shuffler.ShuffleReceipt`: crowds,
+below-threshold totals) stays in the view of the shuffler that thresholds; the analyzer
+gets only :func:`shuffler.analyzer_receipt` (accepted, forwarded, rule), which says
+nothing about sub-threshold crowds. The analyzer's view of a vote round is the
+receipt, the candidates it saw and, in counts-revealing rounds, their counts.
 
 By default (``simulate=False``) keys and randomness come from the operating system.
 ``simulate=True``, an explicit switch for reproducible simulations and tests, derives
@@ -60,9 +70,9 @@ from protocol.core.contract import (
 from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
 from protocol.core.transports.plain import modular_sum, raise_kind
 from shuffler import (
-    Analyzer, BatchTooSmall, Blinder, CrowdKey, DecryptorKey, Encoder, HardThreshold, KeyPair,
+    Analyzer, AnalyzerReceipt, BatchTooSmall, Blinder, CrowdKey, DecryptorKey, Encoder, HardThreshold, KeyPair,
     ShuffledBatch, ShuffleReceipt, Shuffler, ShufflerEnvelope, decode_indices, encode_index,
-    encrypt_crowd, random_crowd_ids,
+    analyzer_receipt, encrypt_crowd, random_crowd_ids,
 )
 from shuffler.blinded import CrowdShuffler
 from shuffler.messages import BlindedBatch
@@ -183,6 +193,8 @@ class ShufflerTransport(Transport):
         # ---- clients: build reports and crowd ids -----------------------------
         t0 = time.process_time()
         reports, items, psize, threshold = self._reports(spec, contributions)
+        membership = spec.kind is Kind.VOTE and not spec.reveal_counts
+        rule = HardThreshold(threshold, membership_only=membership)
         n = len(reports)
         if n < spec.min_participants:
             raise AggregationAborted("too_few_participants",
@@ -209,7 +221,7 @@ class ShufflerTransport(Transport):
         # ---- shuffler ---------------------------------------------------------
         t0 = time.process_time()
         shuffler = Shuffler(s_keys, r_shuffler, max(self.min_batch_size, spec.min_participants),
-                            HardThreshold(threshold))
+                            rule)
         context = encoder.context
         shuffler.open_batch(context)
         wire_limits = wire_shuffler.session_limits(context, n)
@@ -235,7 +247,7 @@ class ShufflerTransport(Transport):
             wire1 = codec.encode(first.batch) if self.wire else b""
             blinded_batch = (codec.decode(wire1, BlindedBatch, wire_limits) if self.wire
                              else first.batch)
-            out = CrowdShuffler(s2_key, r_shuffler, 1, HardThreshold(threshold)).process(
+            out = CrowdShuffler(s2_key, r_shuffler, 1, rule).process(
                 blinded_batch)
             first_view = {"receipt": first.receipt, "bytes_forwarded": len(wire1)}
             cpu["shuffler2"] = time.process_time() - t0
@@ -251,7 +263,9 @@ class ShufflerTransport(Transport):
         batch = codec.decode(batch_wire, ShuffledBatch, wire_limits) if self.wire else out.batch
         pmap = _Map(pool) if pool is not None else None
         analyzed = Analyzer(a_keys).open_batch(batch, map_fn=pmap)
-        release, analyzer_view = self._release(spec, receipt, analyzed.reports)
+        seen_receipt = analyzer_receipt(receipt)  # the operator's totals stay behind
+        release, analyzer_view = self._release(spec, seen_receipt, analyzed.reports)
+        analyzer_view["receipt"] = seen_receipt
         analyzer_view["rejected"] = {r.value: c for r, c in analyzed.rejected.items()}
         cpu["analyzer"] = time.process_time() - t0 + (pmap.cpu if pmap is not None else 0.0)
 
@@ -308,15 +322,25 @@ class ShufflerTransport(Transport):
         reports = [blob[i:i + size] for i in range(0, len(blob), size)]
         return reports, [b"vector"] * len(reports), size, 1
 
-    def _release(self, spec: RoundSpec, receipt: ShuffleReceipt,
+    def _release(self, spec: RoundSpec, receipt: AnalyzerReceipt,
                  reports: list[bytes]) -> tuple[Release, dict[str, Any]]:
         contributions = receipt.accepted
         if spec.kind is Kind.VOTE:
             idx = decode_indices(reports)
             idx = idx[idx < spec.domain_size]
+            if not spec.reveal_counts:
+                # one representative per passing crowd: membership, no counts (the
+                # count field is a placeholder at theta, which the release drops)
+                passed = np.unique(idx)
+                counts = {spec.candidates[i]: int(spec.theta or 1) for i in passed.tolist()}
+                return (Release(spec, contributions, counts=counts),
+                        {"passed": tuple(spec.candidates[i] for i in passed.tolist()),
+                         "reports_seen": len(reports)})
             hist = np.bincount(idx, minlength=spec.domain_size)
-            return (Release(spec, contributions, counts=threshold_counts(spec, hist)),
-                    {"histogram": hist, "reports_seen": len(reports)})
+            released = threshold_counts(spec, hist)
+            return (Release(spec, contributions, counts=released),
+                    {"passed": tuple(sorted(released)), "counts": dict(released),
+                     "reports_seen": len(reports)})
         if spec.kind is Kind.REPORT:
             return (Release(spec, contributions, reports=tuple(reports)),
                     {"reports": tuple(reports)})

@@ -54,11 +54,9 @@ from protocol.core.contract import (
     RoundSpec, Transport, Vectors, Votes,
 )
 from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
-from protocol.core.secagg_engine import Dropout, SecAggRun, run_secagg
-from protocol.core.transports.secagg_transport import spec_context
+from protocol.core.secagg_engine import SecAggRun, run_secagg
+from protocol.core.transports.secagg_transport import SecAggSessionOptions, spec_context
 from secagg.crypto import FRESH_NONCE_BYTES
-from secagg.errors import ParameterError
-from secagg.params import default_grinding_bits, find_params
 from secagg.state import AbortReason, SessionConfig
 
 __all__ = ["ThresholdTransport", "HELPERS"]
@@ -80,20 +78,20 @@ def _uniform(rand: Any, dim: int, modulus: int) -> np.ndarray:
     return out[:dim].copy()
 
 
-class ThresholdTransport(Transport):
+class ThresholdTransport(SecAggSessionOptions, Transport):
     """Secure aggregation into a three-member committee that opens only the release.
 
+    Takes the secure-aggregation options of
+    :class:`~protocol.core.transports.secagg_transport.SecAggSessionOptions` (the
+    malicious threat model by default, as every secure-aggregation session), plus:
+
     Args:
-        graph: ``"harary"`` (SecAgg+) or ``"complete"`` (Bonawitz et al.).
-        malicious: malicious-server secure-aggregation variant.
-        dropout: per-client dropout probability (clients only; helpers never drop).
-        simulate: derive all keys and blinding vectors from the ``rng`` of
-            ``run_round`` (reproducible, insecure); ``False`` uses OS randomness.
-        corrupt_fraction, sigma, eta, grinding_bits: secure-aggregation threat model
-            (:func:`secagg.params.find_params`; ``grinding_bits=None`` takes
-            :func:`secagg.params.default_grinding_bits`, as the secagg transport does).
         committee_hook: ``hook(step, sender, recipient, payload)`` on every committee
             message (attack studies and tests model a faulty helper with it).
+
+    The helpers never drop; ``dropout`` applies to clients only, and ``simulate`` also
+    derives the helpers' blinding vectors and the committee's randomness from the
+    ``rng`` of ``run_round``.
 
     Raises:
         ValueError: bad option values.
@@ -102,22 +100,9 @@ class ThresholdTransport(Transport):
     name = "threshold"
     kinds = frozenset({Kind.VOTE, Kind.VECTOR})
 
-    def __init__(self, graph: str = "harary", malicious: bool = False, dropout: float = 0.0,
-                 simulate: bool = False, corrupt_fraction: float = 0.05, sigma: int = 40,
-                 eta: int = 20, grinding_bits: int | None = None,
-                 committee_hook: Hook | None = None) -> None:
-        if graph not in ("harary", "complete"):
-            raise ValueError("graph must be 'harary' or 'complete'")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError("dropout must be in [0, 1)")
-        self.graph = graph
-        self.malicious = bool(malicious)
-        self.dropout = float(dropout)
-        self.simulate = bool(simulate)
-        self.corrupt_fraction = corrupt_fraction
-        self.sigma = sigma
-        self.eta = eta
-        self.grinding_bits = grinding_bits
+    def __init__(self, *args: Any, committee_hook: Hook | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.committee_hook = committee_hook
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
@@ -153,17 +138,7 @@ class ThresholdTransport(Transport):
                                      f"{max(spec.min_participants, 3)}")
         total = n + len(HELPERS)
         helper_pos = tuple(range(n, total))
-        try:
-            params = find_params(total, graph=self.graph,
-                                 dropout_rate=max(0.05, self.dropout),
-                                 corrupt_fraction=self.corrupt_fraction, sigma=self.sigma,
-                                 eta=self.eta, malicious=self.malicious,
-                                 grinding_bits=self.grinding_bits
-                                 if self.grinding_bits is not None else default_grinding_bits(
-                                     total, max(0.05, self.dropout), graph=self.graph,
-                                     malicious=self.malicious))
-        except ParameterError as exc:
-            raise AggregationAborted("no_secagg_parameters", str(exc)) from None
+        params = self.session_params(total)
         if self.simulate:
             base = insecure_deterministic_randomness(int(rng.integers(0, 1 << 63)),
                                                      "threshold-transport")
@@ -182,10 +157,8 @@ class ThresholdTransport(Transport):
         def input_of(i: int) -> np.ndarray:
             return blinds[i - n] if i >= n else client_input(i)
 
-        dropout = (Dropout.random(n, self.dropout, rng,
-                                  rounds=(0, 1, 2, 3, 4) if self.malicious else (0, 1, 2, 4))
-                   if self.dropout > 0 else None)
-        run = run_secagg(config, input_of, rand=secagg_rand, dropout=dropout)
+        run = run_secagg(config, input_of, rand=secagg_rand,
+                         dropout=self.dropout_schedule(n, rng))
         if any(r is AbortReason.REQUIRED_PARTICIPANT_MISSING
                for r in run.client_abort_reasons.values()):
             raise AggregationAborted("threshold_helper_missing",
