@@ -21,6 +21,19 @@ characters (:class:`mechanisms.prefix_tree.UnitAlphabet`). Round ``i = 1, 2, ...
 The run stops when a round adds nothing or after ``L`` rounds. Heavy hitters are the
 root-to-leaf paths ending in EOS; the other nodes are frequent prefixes.
 
+End of word and ``L``: the paper assumes every sequence has at most ``L`` characters
+(``L = 10`` with Table 1's guarantee) and ends each with EOS. A word of fewer than ``L``
+units ends with its EOS step at level ``len + 1 <= L``. A word of exactly ``L`` units
+cannot be followed by anything within the ``L`` rounds the guarantee counts, so level
+``L`` is its end-of-word step: it votes for its last unit there and a level-``L``
+node is a complete word (EOS implied). A word longer than ``L`` units abstains at
+level ``L`` (it is not a sequence the run can complete; its first ``L - 1`` units
+still appear as prefixes). So a word of ``L`` characters is found with ``L`` levels,
+the run has at most ``L`` rounds, and Theorem 1 counts exactly those ``L`` rounds.
+Telling a word of exactly ``L`` units from a longer one needs unit ``L + 1``: the unit
+matrix holds ``L + 1`` columns (:func:`encode_population`); given only ``L``, words of
+exactly ``L`` units abstain at level ``L`` like longer ones.
+
 Each round is one vote round of the aggregation contract with the *public* candidate
 set ``frontier x units`` (every extension of every extendable level-``(i-1)`` node by
 every unit of the public alphabet), so the candidate set reveals nothing about the
@@ -69,7 +82,8 @@ class TrieHHConfig:
     Attributes:
         theta: vote threshold (>= 1; Theorem 1 needs >= 4).
         gamma: batch-size factor; ``m = floor(gamma * sqrt(n))``.
-        max_levels: ``L``, the maximum number of rounds (trie levels).
+        max_levels: ``L``, the maximum number of rounds (trie levels) and the longest
+            word, in units, that can be discovered.
         task: task name bound into every round.
         max_candidates: cap on the candidate set of one round.
         min_participants: passed to every round specification.
@@ -102,7 +116,8 @@ class UserSequences:
     """Users' sequences for the simulation.
 
     Attributes:
-        units: ``(k, L)`` unit matrix of the ``k`` distinct sequences.
+        units: ``(k, L + 1)`` unit matrix of the ``k`` distinct sequences (``(k, L)``
+            is accepted; then a word of exactly ``L`` units cannot be completed).
         offsets: ``(n + 1,)`` CSR row pointers over users.
         items: sequence ids (rows of ``units``) of the user entries.
         counts: local counts of the entries (>= 1).
@@ -261,6 +276,15 @@ class TrieHH:
         self.trie = PrefixTrie(alphabet.num_units, alphabet.terminal)
         self._labels = alphabet.labels
         self._node = np.zeros(data.units.shape[0], dtype=np.int64)  # node of p_{i-1}(w)
+        # end-of-word step at level L: who may vote there (see the module docstring)
+        L = int(config.max_levels)
+        last = np.asarray(data.units[:, L - 1], dtype=np.int64)
+        terminal = alphabet.terminal
+        ends = (last >= 0) & terminal[np.maximum(last, 0)]
+        if data.units.shape[1] > L:
+            eos_unit = alphabet.labels.index(alphabet.eos)
+            ends |= (last >= 0) & (np.asarray(data.units[:, L]) == eos_unit)
+        self._last_unit = np.where(ends, last, -1)
         self._records: list[RoundRecord] = []
         self._done = False
 
@@ -299,7 +323,8 @@ class TrieHH:
         nodes = np.full(seq.shape, NO_NODE, dtype=np.int64)
         units = np.full(seq.shape, -1, dtype=np.int64)
         nodes[has] = self._node[seq[has]]
-        units[has] = self.data.units[seq[has], level - 1]
+        units[has] = (self._last_unit[seq[has]] if level == self.config.max_levels
+                      else self.data.units[seq[has], level - 1])
         choice = cands.index_of(self.trie, nodes, units)
         choice[choice < 0] = ABSTAIN
         result = self.transport.run_round(spec, Votes(choice), self._transport_rng)
@@ -347,16 +372,17 @@ class TrieHH:
         hh: dict[str, int | None] = {}
         pre: dict[str, int | None] = {}
         counts = trie.count if self.config.release_counts else [None] * len(trie)
-        term = trie.is_terminal(np.arange(len(trie)))
+        eos_end = trie.is_terminal(np.arange(len(trie)))
+        # level-L nodes are complete words of exactly L units (their EOS is implied)
+        complete = eos_end | (trie.depth == self.config.max_levels)
         eos = self.alphabet.eos
         for node in range(1, len(trie)):
             lab = trie.label(node, self._labels)
-            if term[node]:
-                c = counts[node]
-                hh[lab[:-len(eos)] if lab.endswith(eos) else lab] = None if c is None else int(c)
-            else:
-                c = counts[node]
-                pre[lab] = None if c is None else int(c)
+            c = None if counts[node] is None else int(counts[node])
+            if complete[node]:
+                hh[lab[:-len(eos)] if eos_end[node] else lab] = c
+            if not eos_end[node]:
+                pre[lab] = c
         guarantee, note = None, ""
         try:
             guarantee = theorem1(int(self.config.theta), self.m / math.sqrt(self.n), self.n,
@@ -370,8 +396,9 @@ class TrieHH:
 def encode_population(vocabulary: Sequence[str], offsets: np.ndarray, items: np.ndarray,
                       counts: np.ndarray, alphabet: UnitAlphabet,
                       max_levels: int) -> UserSequences:
-    """Encode a vocabulary once and wrap a CSR user list (helper for callers)."""
-    return UserSequences(alphabet.encode(vocabulary, max_levels), offsets, items, counts)
+    """Encode a vocabulary once (``L + 1`` unit columns, so that a word of exactly ``L``
+    units can be told from a longer one) and wrap a CSR user list."""
+    return UserSequences(alphabet.encode(vocabulary, max_levels + 1), offsets, items, counts)
 
 
 def run_triehh(data: UserSequences, alphabet: UnitAlphabet, config: TrieHHConfig,

@@ -3,6 +3,10 @@
 
 Notation: ``n`` users, batch size ``m = gamma * sqrt(n)`` users sampled without
 replacement per round, vote threshold ``theta``, at most ``L`` rounds (trie levels).
+``L`` is also the longest word, in units, that a run can find: the run's end-of-word
+step for a word of exactly ``L`` units is level ``L`` itself (:mod:`mechanisms.triehh`),
+so a run never has more than ``L`` rounds and these calculators count exactly the
+rounds that can run.
 
 * Theorem 1 (one sequence per user) and Corollary 2 (several sequences per user,
   Algorithm 3): when ``4 <= theta <= sqrt(n)`` and ``1 <= gamma <= sqrt(n)/(theta+1)``

@@ -165,6 +165,35 @@ def test_sfp_recovers_top_words(with_word: bool) -> None:
     assert len(result.top_tuples) == 5 and all(len(q) == 20 for q in result.top_tuples)
 
 
+def test_sfp_assembly_is_appendix_c_and_filter_is_an_option() -> None:
+    """Two 10-letter words sharing a word-hash bucket, each held by half of 40k users,
+    at local epsilon 8, T = 4 (k = 256): every position's top tuples hold both words'
+    fragments in the shared bucket, so Appendix C's Cartesian product returns all
+    2^5 = 32 assemblies. The filter keeps only those hashing to the bucket: the two true
+    words and, by chance, any of the 30 cross-assemblies that collide (fixed seed)."""
+    sfp = SFP(8.0, k=256, threshold=4)
+    assert not sfp.hash_filter  # the paper's algorithm by default
+    rng = np.random.default_rng(47)
+    letters = np.array(list(string.ascii_lowercase))
+    pool = ["".join(rng.choice(letters, 10)) for _ in range(400)]
+    h = sfp.word_hash(sfp.word_ids(sfp.encode_words(pool)))
+    i, j = next((i, j) for i in range(400) for j in range(i + 1, 400)
+                if h[i] == h[j] and all(pool[i][p:p + 2] != pool[j][p:p + 2]
+                                        for p in range(0, 10, 2)))
+    a, b = pool[i], pool[j]
+    codes = sfp.encode_words([a, b])[np.arange(40_000) % 2]
+    reports = sfp.randomize(codes, rng)
+    plain = sfp.discover(reports)
+    crosses = {"".join((a, b)[(mask >> q) & 1][2 * q:2 * q + 2] for q in range(5))
+               for mask in range(32)}
+    assert set(plain.words) == crosses and len(crosses) == 32
+    filtered = SFP(8.0, k=256, threshold=4, hash_filter=True).discover(reports)
+    fw = set(filtered.words)
+    assert {a, b} <= fw < set(plain.words)
+    hashes = sfp.word_hash(sfp.word_ids(sfp.encode_words(sorted(fw))))
+    assert set(hashes.tolist()) == {int(h[i])}
+
+
 def test_sfp_rejects_malformed_reports() -> None:
     sfp = SFP(4.0, k=16)
     rng = np.random.default_rng(45)

@@ -126,7 +126,30 @@ def test_words_longer_than_L_are_never_whole_words() -> None:
     res = run_triehh(data, a, TrieHHConfig(5, math.sqrt(30), 4), PlainTransport(),
                      np.random.default_rng(0))
     assert res.heavy_hitters == {}
-    assert "abab" in res.prefixes and len(res.rounds) == 4
+    # level L is the end-of-word step: a longer word abstains there (its L - 1 units
+    # remain a prefix), so no level-L node is ever a truncated word
+    assert "aba" in res.prefixes and "abab" not in res.prefixes and len(res.rounds) == 4
+
+
+def test_word_of_L_characters_is_found_with_L_levels() -> None:
+    """A 10-letter word held by 60% of users is found at L = 10 (the tenth round is its
+    end-of-word step); an 11-letter word held by the other 40% is not a whole word at
+    L = 10, and the run never exceeds L rounds."""
+    a = UnitAlphabet(string.ascii_lowercase, 1)
+    words = ["abcdefghij", "zyxwvutsrqp"]
+    data = single_word_population(words, [600, 400], a, 10)
+    cfg = TrieHHConfig(theta=10, gamma=math.sqrt(1000) / 2, max_levels=10)
+    for seed in range(3):
+        res = run_triehh(data, a, cfg, PlainTransport(), np.random.default_rng(seed))
+        assert set(res.heavy_hitters) == {"abcdefghij"}
+        assert len(res.rounds) == 10
+        assert "zyxwvutsr" in res.prefixes and "zyxwvutsrq" not in res.prefixes
+    # with L = 11 the 11-letter word is found too, after its 11th (end-of-word) step
+    data11 = single_word_population(words, [600, 400], a, 11)
+    res = run_triehh(data11, a, TrieHHConfig(10, math.sqrt(1000) / 2, 11), PlainTransport(),
+                     np.random.default_rng(0))
+    assert set(res.heavy_hitters) == set(words)
+    assert len(res.rounds) == 11
 
 
 def test_candidate_cap_raises() -> None:

@@ -32,13 +32,20 @@ def test_small_comparison_writes_table_csv_and_png(tmp_path) -> None:
     out = tmp_path / "cmp"
     assert main(["eval", "compare", "--dataset", "zipf32", "--users", "5000", "--runs", "2",
                  "--epsilons", "4", "--Ts", "20", "--kmax", "10", "--k", "5", "--seed", "1",
-                 "--out", str(out)]) == 0
+                 "--hash-filter", "--out", str(out)]) == 0
     for name in ("runs.csv", "f1_at_k.csv", "table.md", "summary.json", "f1_at_k.png"):
         assert (out / name).stat().st_size > 0, name
     rows = list(csv.DictReader(open(out / "runs.csv")))
-    assert {r["mechanism"] for r in rows} == {"triehh", "sfp_T20"} and len(rows) == 4
+    assert {r["mechanism"] for r in rows} == {"triehh", "sfp_T20", "sfp_T20_filter"}
+    assert len(rows) == 6
+    # the filter decodes the same reports: it only drops words (no true one here)
+    for run in ("0", "1"):
+        plain, filt = (next(r for r in rows if r["run"] == run and r["mechanism"] == m)
+                       for m in ("sfp_T20", "sfp_T20_filter"))
+        assert int(filt["discovered"]) <= int(plain["discovered"])
+        assert filt["recall_at_5"] == plain["recall_at_5"]
     f1 = list(csv.DictReader(open(out / "f1_at_k.csv")))
-    assert len(f1) == 2 * 2 * 10
+    assert len(f1) == 3 * 2 * 10
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n"] == 5000 and summary["delta"] == pytest.approx(1 / 5000 ** 2)
     pv = summary["privacy"]["4"]

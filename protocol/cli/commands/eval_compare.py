@@ -18,6 +18,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--epsilons", default="1,4", help="central epsilons (default 1,4)")
     p.add_argument("--runs", type=int, default=10, help="runs per setting (default 10)")
     p.add_argument("--Ts", default="20,80", help="SFP thresholds T (default 20,80)")
+    p.add_argument("--hash-filter", action="store_true", dest="hash_filter",
+                   help="also run SFP with the word-hash filter (not in Apple's algorithm) "
+                        "on the same reports, rows sfp_T<T>_filter")
     p.add_argument("--k", type=int, default=50, help="K of recall at K (default 50)")
     p.add_argument("--kmax", type=int, default=100, help="largest K of F1 at K (default 100)")
     p.add_argument("--max-length", type=int, default=10, dest="max_length",

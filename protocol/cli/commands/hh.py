@@ -29,6 +29,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--word-bytes", type=int, default=6, dest="word_bytes",
                    help="bytes of a word kept by PEM/AoN (default 6, i.e. 48-bit items)")
     p.add_argument("--T", type=int, default=20, help="SFP tuples per position (default 20)")
+    p.add_argument("--hash-filter", action="store_true", dest="hash_filter",
+                   help="SFP: drop assembled words whose own hash is not their bucket (not in "
+                        "Apple's algorithm; default off)")
     p.add_argument("--support", type=int, default=10_000,
                    help="zipf32: distinct items (default 10000)")
     p.add_argument("--zipf-s", type=float, default=1.1, dest="zipf_s",

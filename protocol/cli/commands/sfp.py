@@ -7,7 +7,8 @@ with the closed form the TrieHH authors used for their SFP comparison
 n = 659,380, delta = 1/n^2 give local 4.29 and 4.96). The optional word report
 (``--word-epsilon``) adds its own local epsilon by basic composition; amplification is
 applied to the fragment report only, as in the paper's discovery-only comparison
-(:mod:`protocol.studies.runners.sfp`).
+(:mod:`protocol.studies.runners.sfp`). The assembly is Appendix C's by default;
+``--hash-filter`` adds the word-hash filter (:class:`mechanisms.sfp.SFP`).
 """
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--k", type=int, default=2048, help="CMS hash functions (default 2048)")
     p.add_argument("--m", type=int, default=1024, help="CMS buckets (default 1024)")
     p.add_argument("--top", type=int, default=50, help="K for recall at K (default 50)")
+    p.add_argument("--hash-filter", action="store_true", dest="hash_filter",
+                   help="drop assembled words whose own hash is not their bucket (a step "
+                        "Apple's algorithm, Appendix C of Zhu et al. 2020, does not have; "
+                        "default off)")
     p.add_argument("--seed", type=int, default=None,
                    help="simulation seed (default: fresh OS randomness)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -48,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     s = out["seconds"]
     print(f"SFP on {out['dataset']}: n={out['users']}, local epsilon "
           f"{out['local_epsilon_fragment']:.4f} (fragment) + "
-          f"{args.word_epsilon:g} (word), {out['conversion']}")
+          f"{args.word_epsilon:g} (word), {out['conversion']}; "
+          f"hash filter {'on' if out['hash_filter'] else 'off'}")
     print(f"discovered {out['discovered']} words; recall@{args.top} "
           f"{out[f'recall_at_{args.top}']:.3f}, precision {out['precision']:.3f}; "
           f"randomize {s['randomize']:.1f} s, discover {s['discover']:.1f} s")

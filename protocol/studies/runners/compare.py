@@ -12,7 +12,9 @@ central target ``(epsilon, delta = 1/n^2)``:
   (:func:`shuffler.amplification.triehh_blanket_epsilon0`). The local epsilon that the
   stronger, fully verified FMT23 numerical bound would allow is reported beside it (it is
   *not* used, to stay comparable with the paper). The two T values share each run's
-  reports (a paired comparison: only the server's threshold differs).
+  reports (a paired comparison: only the server's threshold differs). SFP assembles as
+  Appendix C of the TrieHH paper describes; with ``hash_filter`` the same reports are
+  also decoded with the word-hash filter (rows ``sfp_T<T>_filter``, not in the paper).
 
 Metrics (:mod:`protocol.studies.evaluation`): recall at ``k`` (default 50) of the true top-K,
 precision = fraction of discovered words that occur in the population (Table 2), and
@@ -41,6 +43,7 @@ __all__ = ["PAPER_TABLE2", "CompareOptions", "mean_ci", "compare"]
 PAPER_TABLE2 = {  # Zhu et al. 2020, Table 2, OOV, n ~ 6e6: (recall@50, precision)
     ("triehh", 1.0): (0.65, 1.0), ("triehh", 4.0): (0.76, 1.0),
     ("sfp_T20", 1.0): (0.17, 0.853), ("sfp_T20", 4.0): (0.19, 0.867),
+    ("sfp_T80", 1.0): (0.25, 0.494), ("sfp_T80", 4.0): (0.325, 0.456),
 }
 
 
@@ -57,6 +60,7 @@ class CompareOptions:
     k: int = 50
     kmax: int = 100
     max_length: int = 10
+    hash_filter: bool = False
     seed: int | None = None
     resume: bool = False
 
@@ -243,12 +247,15 @@ def _loop(opts, epsilons, Ts, pop, word_of_user, n, delta, truth, words_in_pop, 
             # SFP: the same reports (same seed) at every T -- a paired comparison
             sfp_seed = int(s_rng.integers(0, 1 << 63))
             for T in Ts:
-                t0 = time.perf_counter()
-                _, res, _, _ = discover_words(pop, word_of_user, eps0,
-                                              np.random.default_rng(sfp_seed), T=T)
-                sec = time.perf_counter() - t0
-                disc = {w: float(c) for w, c in zip(res.words, res.counts)}
-                per_mech.append((f"sfp_T{T}", disc, trunc_truth, trunc_set, sec))
+                for filt in ((False, True) if opts.hash_filter else (False,)):
+                    t0 = time.perf_counter()
+                    _, res, _, _ = discover_words(pop, word_of_user, eps0,
+                                                  np.random.default_rng(sfp_seed), T=T,
+                                                  hash_filter=filt)
+                    sec = time.perf_counter() - t0
+                    disc = {w: float(c) for w, c in zip(res.words, res.counts)}
+                    per_mech.append((f"sfp_T{T}" + ("_filter" if filt else ""), disc,
+                                     trunc_truth, trunc_set, sec))
             for mech, disc, tr, tset, sec in per_mech:
                 m = topk_metrics(disc, tr, opts.k)
                 run_rows.append({"epsilon": eps, "mechanism": mech, "run": r,
@@ -288,7 +295,8 @@ def _write(opts, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,  
         w = csv.DictWriter(fh, fieldnames=list(f1_rows[0]))
         w.writeheader()
         w.writerows(f1_rows)
-    mechs = ["triehh"] + [f"sfp_T{T}" for T in Ts]
+    mechs = ["triehh"] + [f"sfp_T{T}{sfx}" for T in Ts
+                          for sfx in (("", "_filter") if opts.hash_filter else ("",))]
     table: list[dict[str, Any]] = []
     for eps in epsilons:
         for mech in mechs:

@@ -60,6 +60,7 @@ class HHOptions:
     extension: int | None = None
     word_bytes: int = 6
     T: int = 20
+    hash_filter: bool = False
     support: int = 10_000
     zipf_s: float = 1.1
     seed: int | None = None
@@ -173,8 +174,10 @@ def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None
                      "encoding": encoding})
 
 
-def run_sfp(pop, epsilon: float, rng, *, delta: float | None = None, T: int = 20) -> HHResult:  # noqa: ANN001
-    """SFP at local ``epsilon`` (fragment report only). The reports are summed in
+def run_sfp(pop, epsilon: float, rng, *, delta: float | None = None, T: int = 20,  # noqa: ANN001
+            hash_filter: bool = False) -> HHResult:
+    """SFP at local ``epsilon`` (fragment report only; Appendix C's assembly, plus the
+    word-hash filter if ``hash_filter``). The reports are summed in
     process, not shuffled, so no amplified central equivalent is claimed
     (``central_after_shuffling`` is ``None``).
 
@@ -186,12 +189,14 @@ def run_sfp(pop, epsilon: float, rng, *, delta: float | None = None, T: int = 20
 
     word_of_user = users_words(pop)
     n = int(word_of_user.shape[0])
-    sfp, res, t_rand, t_disc = discover_words(pop, word_of_user, epsilon, rng, T=T)
+    sfp, res, t_rand, t_disc = discover_words(pop, word_of_user, epsilon, rng, T=T,
+                                              hash_filter=hash_filter)
     found = {w: float(c) for w, c in zip(res.words, res.counts)}
     # discover_words sums the reports in-process (no shuffler): local epsilon only
     priv = sfp_privacy(sfp.privacy(), n, anonymous=False, delta=delta)
     return HHResult("sfp", found, truncated_truth(pop, sfp.length), priv,
                     {"T": T, "k": sfp.k, "m": sfp.m, "length": sfp.length,
+                     "hash_filter": hash_filter,
                      "seconds": {"randomize": round(t_rand, 3), "discover": round(t_disc, 3)}})
 
 
@@ -230,7 +235,8 @@ def score(res: HHResult, k: int) -> dict[str, Any]:
 
 def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: ANN001
              oracle: str | None = None, delta: float | None = None, levels: int | None = None,
-             word_bytes: int = 6, T: int = 20, extension: int | None = None) -> HHResult:
+             word_bytes: int = 6, T: int = 20, extension: int | None = None,
+             hash_filter: bool = False) -> HHResult:
     """Run one mechanism by name (``pem``, ``aon``, ``sfp``, ``triehh``).
 
     Raises:
@@ -240,6 +246,8 @@ def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: 
         raise StudyError("--epsilon must be > 0")
     if k < 1:
         raise StudyError("--k must be >= 1")
+    if hash_filter and mechanism != "sfp":
+        raise StudyError("--hash-filter applies to --mechanism sfp only")
     if mechanism in ("pem", "aon"):
         if mechanism == "aon" and oracle not in (None, "aon"):
             raise StudyError("--mechanism aon uses the AoN oracle")
@@ -247,7 +255,7 @@ def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: 
         return run_pem(pop, epsilon, k, name, rng, levels=levels, word_bytes=word_bytes,
                        extension=extension)
     if mechanism == "sfp":
-        return run_sfp(pop, epsilon, rng, delta=delta, T=T)
+        return run_sfp(pop, epsilon, rng, delta=delta, T=T, hash_filter=hash_filter)
     if mechanism == "triehh":
         return run_triehh(pop, epsilon, rng, delta=delta)
     raise StudyError(f"unknown mechanism {mechanism!r}")
@@ -270,7 +278,7 @@ def run(opts: HHOptions) -> dict[str, Any]:
     t1 = time.perf_counter()
     res = discover(opts.mechanism, pop, opts.epsilon, run_rng, k=opts.k, oracle=opts.oracle,
                    delta=opts.delta, levels=opts.levels, word_bytes=opts.word_bytes, T=opts.T,
-                   extension=opts.extension)
+                   extension=opts.extension, hash_filter=opts.hash_filter)
     t2 = time.perf_counter()
     sc = score(res, opts.k)
     k = opts.k

@@ -30,7 +30,8 @@ class SFPOptions:
 
     ``epsilon``/``delta``: the central target after shuffling (``delta`` defaults to
     ``1/n^2``); ``local_epsilon`` skips the conversion; ``word_epsilon`` 0 sends no word
-    report; ``T`` tuples kept per position; ``k``/``m`` the Count-Mean-Sketch hash
+    report; ``T`` tuples kept per position; ``hash_filter`` adds the word-hash filter
+(not in Appendix C, off by default: :class:`mechanisms.sfp.SFP`); ``k``/``m`` the Count-Mean-Sketch hash
     functions and buckets; ``top`` the K of recall at K.
     """
 
@@ -44,6 +45,7 @@ class SFPOptions:
     k: int = 2048
     m: int = 1024
     top: int = 50
+    hash_filter: bool = False
     seed: int | None = None
 
 
@@ -85,7 +87,7 @@ def fragment_epsilon(n: int, epsilon: float, delta: float,
 
 def discover_words(pop, word_of_user: np.ndarray, eps0: float, rng: np.random.Generator, *,  # noqa: ANN001, ANN201
                    word_epsilon: float = 0.0, T: int = 20, k: int = 2048, m: int = 1024,
-                   transport: Any = None):
+                   transport: Any = None, hash_filter: bool = False):
     """One SFP run on the users' words: returns ``(sfp, result, randomize_s, discover_s)``.
 
     ``transport`` (a :class:`protocol.core.contract.Transport`) carries the reports to
@@ -100,6 +102,7 @@ def discover_words(pop, word_of_user: np.ndarray, eps0: float, rng: np.random.Ge
 
     try:
         sfp = SFP(eps0, epsilon_word=word_epsilon, threshold=T, k=k, m=m,
+                  hash_filter=hash_filter,
                   alphabet=PAD + "".join(sorted(set(pop.alphabet))))
         codes = sfp.encode_words(list(pop.vocabulary))
     except OracleInputError as exc:
@@ -144,7 +147,8 @@ def run(opts: SFPOptions) -> dict[str, Any]:
             raise StudyError("the shuffler transport does not declare anonymous reports")
     sfp, result, t_rand, t_disc = discover_words(pop, word_of_user, eps0, rng,
                                                  word_epsilon=opts.word_epsilon, T=opts.T,
-                                                 k=opts.k, m=opts.m, transport=transport)
+                                                 k=opts.k, m=opts.m, transport=transport,
+                                                 hash_filter=opts.hash_filter)
     truncated = {w[: sfp.length] for w in pop.vocabulary}
     top_k = [w[: sfp.length] for w in pop.top(opts.top)]
     found = set(result.words)
@@ -157,7 +161,8 @@ def run(opts: SFPOptions) -> dict[str, Any]:
         "central_delta": None if opts.local_epsilon is not None else delta,
         "local_epsilon_fragment": eps0, "local_epsilon_word": opts.word_epsilon,
         "local_epsilon_total": pr.epsilon, "conversion": conversion,
-        "T": opts.T, "k": opts.k, "m": opts.m, "discovered": len(result.words),
+        "T": opts.T, "k": opts.k, "m": opts.m, "hash_filter": opts.hash_filter,
+        "discovered": len(result.words),
         f"recall_at_{opts.top}": recall, "precision": precision,
         "transport": "in process" if transport is None else transport.name,
         "seconds": {"randomize": round(t_rand, 3), "discover": round(t_disc, 3)},
