@@ -8,8 +8,8 @@ extended -- and uploads its local top-k items with their estimated counts
 
 GTF: the LDP variant of Shao, Han, He, Luo (2023) used as a baseline in Zhang, Ye, Hu 2024: the
 authors' GRR-X (a random item X added to the domain from the user's own data, which
-breaks LDP) is replaced by k-RR with a dummy item for out-of-domain prefixes. Seed 004
-says only that GTF is hierarchical (local heavy hitters, then global ones), costs
+breaks LDP) is replaced by k-RR with a dummy item for out-of-domain prefixes. Zhang, Ye, Hu
+say only that GTF is hierarchical (local heavy hitters, then global ones), costs
 ``O(b k |P|)`` communication like FedPEM (Table 1), filters noisy items, and "ignores the
 impacts of different quantities across parties". We therefore model it as: each party
 runs the same per-party trie, uploads its local top-k items with their estimated

@@ -88,7 +88,8 @@ class AoN(FrequencyOracle):
     chunk_elements: int = hashing.DEFAULT_CHUNK_ELEMENTS
 
     name: ClassVar[str] = "aon"
-    source: ClassVar[str] = ("All-or-Nothing, seed 001, Algorithm 1 and Lemma 2; "
+    source: ClassVar[str] = ("All-or-Nothing ('A Distributed Algorithm For Differentially Private "
+                             "Heavy Hitters', anonymous manuscript), Algorithm 1 and Lemma 2; "
                              "estimator re-derived for integer B (docs/ldp.md)")
 
     def __post_init__(self) -> None:

@@ -33,6 +33,7 @@ class CommandRegistry:
             prog="fedhh",
             description="Private federated heavy hitters: mechanisms, secure aggregation, shuffling.",
         )
+        self.parser.add_argument("--version", action="version", version=f"fedhh {_version()}")
         self._sub = self.parser.add_subparsers(dest="command", metavar="COMMAND")
         self._groups: dict[str, argparse._SubParsersAction] = {}
 
@@ -56,6 +57,62 @@ class CommandRegistry:
         return p
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fedhh")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown (not installed)"
+
+
+def count(text: str) -> int:
+    """A count on the command line: ``200000``, ``200_000`` or ``2e5`` (the form the
+    help prints defaults in); anything that is not a whole number is refused.
+
+    Raises:
+        argparse.ArgumentTypeError: not a whole number.
+    """
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    return int(value)
+
+
+def seed(text: str) -> int:
+    """A simulation seed: a non-negative integer.
+
+    Raises:
+        argparse.ArgumentTypeError: negative or not an integer.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+#: Options that mean the same in every command, parsed the same everywhere.
+_SHARED_TYPES = {"users": count, "seed": seed}
+
+
+def _harden(parser: argparse.ArgumentParser) -> None:
+    """Give every ``--users`` and ``--seed`` of every command the shared parsing
+    (``2e5`` accepted, negative seeds refused with a one-line error)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _harden(sub)
+        elif action.dest in _SHARED_TYPES and action.option_strings \
+                and action.type in (int, None) and action.nargs is None:
+            action.type = _SHARED_TYPES[action.dest]
+
+
 def build_parser() -> argparse.ArgumentParser:
     from protocol.cli import commands
 
@@ -65,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module = importlib.import_module(f"protocol.cli.commands.{mod.name}")
         module.register(reg)
+    _harden(reg.parser)
     return reg.parser
 
 
@@ -80,6 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (UsageError, StudyError) as exc:
         print(f"fedhh: error: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("fedhh: error: out of memory: the requested size does not fit in this "
+              "machine's memory; lower it", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fedhh: interrupted", file=sys.stderr)

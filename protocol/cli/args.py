@@ -53,7 +53,10 @@ def add_triehh_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", type=float, default=None, help="override gamma")
     p.add_argument("--alphabet", default=None,
                    help="public alphabet for a file dataset (default: printable ASCII "
-                   "without whitespace and '$'); words with other characters are dropped")
+                   "without whitespace and '$'); a word with other characters is an error")
+    p.add_argument("--drop-unencodable", action="store_true", dest="drop_unencodable",
+                   help="drop (and count) words with characters outside the alphabet "
+                        "instead; users left without a word are removed")
     from protocol.cli.transport_options import add_transport_args
 
     add_transport_args(p)

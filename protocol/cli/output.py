@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["print_json", "progress", "progress_bar", "print_triehh"]
+__all__ = ["print_json", "progress", "progress_bar", "print_triehh", "ClientProgress", "say"]
 
 
 def print_json(obj: dict[str, Any]) -> None:
@@ -45,6 +45,61 @@ def progress(iterable: Iterable[T], total: int | None = None, desc: str = "",
     return tqdm(iterable, total=total, desc=desc, file=sys.stderr, leave=False)
 
 
+def say(enabled: bool = True) -> Callable[[str], None]:
+    """A ``say`` callable for runners: one line on stderr (nothing when disabled)."""
+    def _say(line: str) -> None:
+        if enabled:
+            print(line, file=sys.stderr, flush=True)
+    return _say
+
+
+class ClientProgress:
+    """``client_progress(step, done, total)`` for secure aggregation: clients served in
+    the current protocol step, their rate and the step's time left, on stderr.
+
+    On a terminal the line is redrawn at most every ``interval`` seconds; otherwise
+    (a log file) one line is written at most every ``log_interval`` seconds, so a long
+    run is never silent while a short one prints nothing. Disabled, it does nothing.
+    """
+
+    def __init__(self, enabled: bool = True, stream: Any = None, interval: float = 0.5,
+                 log_interval: float = 15.0) -> None:
+        import time
+
+        self.enabled = enabled
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval if self.tty else log_interval
+        self._clock = time.monotonic
+        self._step = -1
+        self._start = 0.0
+        self._last = self._clock()
+
+    def line(self, step: int, done: int, total: int, elapsed: float) -> str:
+        """The progress line for ``done`` of ``total`` clients after ``elapsed`` s."""
+        rate = done / elapsed if elapsed > 0 else 0.0
+        left = (total - done) / rate if rate > 0 else float("nan")
+        eta = f"~{left:.0f} s left" if left == left else "time left unknown"
+        return (f"secure aggregation step {step}: {done}/{total} clients, "
+                f"{rate:.0f} clients/s, {eta} in this step")
+
+    def __call__(self, step: int, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = self._clock()
+        if step != self._step:
+            self._step, self._start = step, now
+        if now - self._last < self.interval:
+            return
+        self._last = now
+        text = self.line(step, done, total, now - self._start)
+        if self.tty:
+            self.stream.write("\r\x1b[K" + text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+
 def progress_bar(total: int | None, desc: str, enabled: bool = True
                  ) -> Callable[[Iterable[T]], Iterable[T]]:
     """The ``progress`` callable a runner takes: wraps an iterable in :func:`progress`."""
@@ -59,6 +114,8 @@ def print_triehh(out: dict[str, Any], show: int) -> None:
     w(f"TrieHH on {out['dataset']}: n = {out['n']:,} users "
       f"({'several words' if out['multi_word'] else 'one word'} each), "
       f"unit size {out['unit_size']}, transport {out['transport']}\n")
+    if out.get("dropped_words"):
+        w(f"warning: {out['description'].split('; ', 1)[-1]}\n")
     if pv["epsilon"] is not None:
         w(f"privacy: ({pv['epsilon']:.4f}, {pv['delta']:.3g})-DP, {pv['theorem']}; "
           f"target epsilon {pv['target_epsilon']:g}, delta {pv['target_delta']:.3g}\n")
@@ -74,12 +131,22 @@ def print_triehh(out: dict[str, Any], show: int) -> None:
     hh = out["heavy_hitters"]
     w(f"\n{len(hh)} heavy hitters discovered (+ {out['frequent_prefixes']} frequent prefixes)"
       f"; showing {min(show, len(hh))}\n")
-    w(f"{'word':<16} {'votes':>6} {'true rank':>9} {'true freq':>10}\n")
+    counts = any(d["released_count"] is not None for d in hh)
+    if hh and not counts:
+        w("(vote counts are not released: Theorem 1 covers which words pass theta, not "
+          "their counts; --release-counts shows them for diagnostics)\n")
+    votes_head = f" {'votes':>6}" if counts else ""
+    w(f"{'word':<16}{votes_head} {'true rank':>9} {'true freq':>10}\n")
     for d in hh[:show]:
         rank = "-" if d["true_rank"] is None else str(d["true_rank"])
-        votes = "-" if d["released_count"] is None else str(d["released_count"])
-        w(f"{d['word']:<16} {votes:>6} {rank:>9} {d['true_frequency']:>10.2e}\n")
-    w(f"\nprecision (discovered words that occur): {out['precision']:.3f}\n")
+        votes = (" " + format("-" if d["released_count"] is None else d["released_count"], ">6")
+                 if counts else "")
+        w(f"{d['word']:<16}{votes} {rank:>9} {d['true_frequency']:>10.2e}\n")
+    w(f"\nprecision = discovered words that occur in the data at all: "
+      f"{out['precision']:.3f}\n")
+    w("precision@K = discovered words among the true top K / discovered words"
+      + (" (the K with the largest counts)" if counts else "") + "; recall@K = discovered "
+      "words among the true top K / K\n")
     w(f"{'K':>5} {'precision@K':>12} {'recall@K':>9} {'F1@K':>6}\n")
     for m in out["at_k"]:
         w(f"{m['k']:>5} {m['precision']:>12.3f} {m['recall']:>9.3f} {m['f1']:>6.3f}\n")

@@ -208,6 +208,9 @@ class SecAggSimulation:
             (generated from ``rand`` when omitted).
         server: a server object to use instead of a fresh honest one (tests may
             pass a subclass that misbehaves).
+        progress: called as ``progress(step, done, total)`` after each client has been
+            served in protocol step ``step`` (0: advertise keys, then one step per
+            server round), ``total`` being the clients served in that step.
 
     Raises:
         ParameterError: inputs of the wrong shape or range.
@@ -217,8 +220,10 @@ class SecAggSimulation:
                  *, rand: Any = None, dropout: Dropout | None = None,
                  adversary: Hook | None = None, signing_keys: Sequence[bytes] | None = None,
                  verify_keys: Sequence[bytes] | None = None,
-                 server: SecAggServer | None = None) -> None:
+                 server: SecAggServer | None = None,
+                 progress: Callable[[int, int, int], None] | None = None) -> None:
         self.wall0 = time.perf_counter()
+        self.progress = progress
         n = config.n
         rand = rand if rand is not None else OsRandom()
         self.config = config
@@ -353,6 +358,7 @@ class SecAggSimulation:
         # round 0
         drop(0)
         pending: list[Envelope] = self.pending
+        progress, starting, done = self.progress, int(alive.sum()), 0
         for c in range(n):
             if alive[c]:
                 envs = encode_up(c, client_call(c, clients[c].start))
@@ -361,6 +367,9 @@ class SecAggSimulation:
                         deliver_up(e)
                 else:
                     pending.extend(envs)
+                done += 1
+                if progress is not None:
+                    progress(0, done, starting)
 
     def step(self) -> None:
         """One server round: deliver what is pending, close the round, deliver the replies.
@@ -384,7 +393,8 @@ class SecAggSimulation:
         if next_round is not None:
             drop(next_round)
         downs = []
-        for recipient, msg in out:
+        progress = self.progress
+        for served, (recipient, msg) in enumerate(out, start=1):
             t0 = time.process_time()
             env = Envelope(SERVER, recipient, round_no, codec.encode(msg))
             self.codec_cpu += time.process_time() - t0
@@ -394,6 +404,8 @@ class SecAggSimulation:
                     deliver_up(e)
             else:
                 downs.append(env)
+            if progress is not None:
+                progress(round_no + 1, served, len(out))
         if adversary is not None:
             for env in adversary(round_no, "down", downs):
                 pending.extend(deliver_down(env))
@@ -440,12 +452,13 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
                signing_keys: Sequence[bytes] | None = None,
                verify_keys: Sequence[bytes] | None = None,
                server: SecAggServer | None = None,
-               check_invariants: bool = True) -> SecAggRun:
+               check_invariants: bool = True,
+               progress: Callable[[int, int, int], None] | None = None) -> SecAggRun:
     """Run one full session in this process (a :class:`SecAggSimulation` from start to end).
 
     Args:
-        config, inputs, rand, dropout, adversary, signing_keys, verify_keys, server: as
-            for :class:`SecAggSimulation`.
+        config, inputs, rand, dropout, adversary, signing_keys, verify_keys, server,
+            progress: as for :class:`SecAggSimulation`.
         check_invariants: as for :meth:`SecAggSimulation.result`.
 
     Returns:
@@ -457,7 +470,8 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
             (a bug in the client state machine; never a server's doing).
     """
     sim = SecAggSimulation(config, inputs, rand=rand, dropout=dropout, adversary=adversary,
-                           signing_keys=signing_keys, verify_keys=verify_keys, server=server)
+                           signing_keys=signing_keys, verify_keys=verify_keys, server=server,
+                           progress=progress)
     sim.run()
     return sim.result(check_invariants)
 

@@ -12,12 +12,14 @@ population frequency ``F(w) = (1/n) sum_i c_i(w) / sum_v c_i(v)`` of Zhu et al.
 (section 5, multiple words), which equals holders/n in the single-word case.
 
 Every population declares a public ``alphabet`` (single characters, never ``$``,
-which TrieHH uses as end-of-sequence). Words with a character outside the alphabet
-are *dropped*: from the vocabulary before sampling for the embedded datasets, and
-from the user's multiset for files (the user stays in the population and holds
-fewer words, possibly none; such a user always abstains). They are counted in
-``Population.dropped``. Dropping rather than mapping to an "other" symbol keeps
-every word the mechanism can release a real word of the population.
+which TrieHH uses as end-of-sequence). For the embedded datasets, words with a
+character outside the alphabet are dropped from the vocabulary before sampling. In a
+file, such a word is an error naming the file, line and word; with
+``drop_unencodable`` it is dropped and counted in ``Population.dropped``, and a user
+left without a word is removed (counted in the description), so a one-word-per-user
+file never silently becomes a population with users holding no word (which would
+change the theorem that applies). Dropping rather than mapping to an "other" symbol
+keeps every word the mechanism can release a real word of the population.
 
 Embedded datasets (offline after ``pip install``, from the ``wordfreq`` package,
 Speer et al., English ``large`` list: about 321,000 words with frequency >= 1e-8):
@@ -49,6 +51,7 @@ header ``user,item``), UTF-8.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import io
 import math
@@ -381,13 +384,20 @@ def from_user_words(name: str, users: Sequence[Sequence[str]], alphabet: str,
                       description, dropped)
 
 
-def load_file(path: str | pathlib.Path, alphabet: str | None = None) -> Population:
+def load_file(path: str | pathlib.Path, alphabet: str | None = None,
+              drop_unencodable: bool = False) -> Population:
     """Load a text file (one user per line, words separated by whitespace, blank
     lines skipped) or a ``.csv`` file of ``user,item`` rows (optional header).
 
+    A word with a character outside the public ``alphabet`` is an error naming the
+    file, line and word. With ``drop_unencodable`` such words are dropped and counted
+    (``Population.dropped``), and users left without a word are removed (counted in
+    the description), so that a user is never silently turned into one without words.
+
     Raises:
-        DatasetError: the file is missing, unreadable, not UTF-8, empty, or a CSV
-            row does not have exactly two fields.
+        DatasetError: the file is missing, unreadable, not UTF-8, empty, a CSV row
+            does not have exactly two fields, or (without ``drop_unencodable``) a word
+            has a character outside the alphabet.
     """
     p = pathlib.Path(path)
     if not p.exists():
@@ -401,6 +411,21 @@ def load_file(path: str | pathlib.Path, alphabet: str | None = None) -> Populati
     except OSError as exc:
         raise DatasetError(f"cannot read {p}: {exc.strerror}") from None
     alpha = FILE_ALPHABET if alphabet is None else alphabet
+    allowed = set(alpha)
+    dropped = 0
+
+    def keep(word: str, lineno: int) -> bool:
+        nonlocal dropped
+        if set(word) <= allowed:
+            return True
+        if not drop_unencodable:
+            bad = "".join(sorted(set(word) - allowed))
+            raise DatasetError(f"{p}:{lineno}: word {word!r} has characters {bad!r} outside "
+                               "the public alphabet; give --alphabet with them, or "
+                               "--drop-unencodable to drop and count such words")
+        dropped += 1
+        return False
+
     if p.suffix.lower() == ".csv":
         users: dict[str, list[str]] = {}
         reader = csv.reader(io.StringIO(text, newline=""))
@@ -416,19 +441,31 @@ def load_file(path: str | pathlib.Path, alphabet: str | None = None) -> Populati
                     continue
                 if not u or not item:
                     raise DatasetError(f"{p}:{lineno}: empty user or item field")
-                users.setdefault(u, []).append(item)
+                words = users.setdefault(u, [])
+                if keep(item, lineno):
+                    words.append(item)
         except csv.Error as exc:
             raise DatasetError(f"{p}: malformed CSV: {exc}") from None
         lists = list(users.values())
     else:
-        lists = [line.split() for line in text.splitlines() if line.strip()]
+        lists = [[w for w in line.split() if keep(w, lineno)]
+                 for lineno, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if not lists:
         raise DatasetError(f"{p} holds no users")
-    return from_user_words(str(p), lists, alpha, f"file {p}, {len(lists)} users")
+    description = f"file {p}, {len(lists)} users"
+    if dropped:
+        empty = sum(not ws for ws in lists)
+        lists = [ws for ws in lists if ws]
+        if not lists:
+            raise DatasetError(f"{p}: every word has characters outside the public alphabet")
+        description += (f"; {dropped} words with characters outside the alphabet dropped, "
+                        f"{empty} users left without a word removed")
+    pop = from_user_words(str(p), lists, alpha, description)
+    return dataclasses.replace(pop, dropped=dropped)
 
 
 def load_dataset(name: str, n: int | None, rng: np.random.Generator, multi_word: bool = False,
-                 alphabet: str | None = None) -> Population:
+                 alphabet: str | None = None, drop_unencodable: bool = False) -> Population:
     """Dispatch ``en``, ``en-oov``, ``zipf`` or a file path.
 
     For a file, ``n`` (when given) subsamples that many users; without
@@ -449,7 +486,7 @@ def load_dataset(name: str, n: int | None, rng: np.random.Generator, multi_word:
     if not p.exists():
         raise DatasetError(f"unknown dataset {name!r}: not one of {', '.join(DATASET_NAMES)} "
                            "and no such file")
-    pop = load_file(p, alphabet)
+    pop = load_file(p, alphabet, drop_unencodable)
     if n is not None:
         pop = pop.subsample(n, rng)
     if not multi_word:

@@ -40,8 +40,12 @@ def file_population(path: str, domain: int | None, users: int | None,
         ValueError: on an empty file or bad sizes.
         OSError: if the file cannot be read.
     """
-    with open(path, encoding="utf-8") as fh:
-        items = [line.rstrip("\n") for line in fh if line.strip()]
+    try:
+        with open(path, encoding="utf-8") as fh:
+            items = [line.rstrip("\n") for line in fh if line.strip()]
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") \
+            from None
     if not items:
         raise ValueError(f"{path}: no items")
     names, inverse, counts = np.unique(np.array(items, dtype=object), return_inverse=True,

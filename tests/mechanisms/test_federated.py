@@ -1,4 +1,4 @@
-"""Federated heavy hitters (seed 004): metrics, adaptive extension, pruning, mechanisms."""
+"""Federated heavy hitters (Zhang, Ye, Hu 2024): metrics, adaptive extension, pruning, mechanisms."""
 from __future__ import annotations
 
 import math

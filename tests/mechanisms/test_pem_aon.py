@@ -1,4 +1,4 @@
-"""PEM with the All-or-Nothing oracle: AoN's heavy-hitter algorithm (seed 001 plugs the
+"""PEM with the All-or-Nothing oracle: AoN's heavy-hitter algorithm (the anonymous manuscript "A Distributed Algorithm For Differentially Private Heavy Hitters" plugs the
 AoN oracle into a prefix search; here PEM's)."""
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ def test_mean_ci_is_student_t() -> None:
     m, h = mean_ci(v)
     assert m == pytest.approx(0.25)
     assert h == pytest.approx(stats.t.ppf(0.975, 3) * np.std(v, ddof=1) / 2)
-    assert mean_ci([0.5]) == (0.5, 0.0)
+    assert mean_ci([0.5]) == (0.5, None)  # printed as n/a, never as +- 0
 
 
 def test_floats_rejects_garbage() -> None:
@@ -56,3 +56,59 @@ def test_small_comparison_writes_table_csv_and_png(tmp_path) -> None:
     table = (out / "table.md").read_text()
     assert "| 4 | triehh |" in table and "| 4 | sfp_T20 |" in table
     assert (out / "f1_at_k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_one_run_prints_its_ci_as_n_a(tmp_path) -> None:
+    out = tmp_path / "one"
+    assert main(["eval", "compare", "--dataset", "zipf32", "--users", "3000", "--runs", "1",
+                 "--epsilons", "4", "--Ts", "20", "--kmax", "10", "--k", "5", "--seed", "1",
+                 "--out", str(out)]) == 0
+    table = (out / "table.md").read_text()
+    assert "+- n/a" in table and "+- 0.000" not in table
+    summary = json.loads((out / "summary.json").read_text())
+    assert all(t["recall_ci95"] is None for t in summary["table"])
+
+
+SMALL = ["eval", "compare", "--dataset", "zipf32", "--users", "2000", "--runs", "2",
+         "--epsilons", "4", "--Ts", "20", "--kmax", "5", "--k", "5", "--seed", "3"]
+
+
+@pytest.mark.slow
+def test_an_interrupted_comparison_keeps_its_runs_and_resumes(tmp_path, monkeypatch,
+                                                              capsys) -> None:
+    whole = tmp_path / "whole"
+    assert main(SMALL + ["--out", str(whole)]) == 0
+    # kill after the first run: the tables are drawn from it, the journal holds it
+    from protocol.studies.runners import triehh
+
+    real, calls = triehh.run_once, []
+
+    def flaky(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    part = tmp_path / "part"
+    monkeypatch.setattr(triehh, "run_once", flaky)
+    assert main(SMALL + ["--out", str(part)]) == 130
+    monkeypatch.setattr(triehh, "run_once", real)
+    lines = (part / "runs.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and json.loads(lines[1])["run"] == 0
+    assert "+- n/a" in (part / "table.md").read_text()  # one run: no CI
+    assert (part / "f1_at_k.png").stat().st_size > 0
+    with open(part / "runs.jsonl", "a") as fh:
+        fh.write('{"epsilon": 4.0, "run": 1, "rows": [')  # a line cut by a kill
+    capsys.readouterr()
+    assert main(SMALL + ["--out", str(part), "--resume"]) == 0
+    assert "resuming: 1 of 2 runs" in capsys.readouterr().err
+    strip = lambda p: [{k: v for k, v in r.items() if k != "seconds"}  # noqa: E731
+                       for r in csv.DictReader(open(p / "runs.csv"))]
+    assert strip(part) == strip(whole)  # the resumed evaluation equals the whole one
+    assert len((part / "runs.jsonl").read_text().splitlines()) == 3  # cut line dropped
+    capsys.readouterr()
+    assert main(SMALL + ["--out", str(part), "--resume", "--quiet"]) == 0  # nothing to run
+    assert capsys.readouterr().err == ""
+    assert main(SMALL[:-2] + ["--seed", "4", "--out", str(part), "--resume"]) == 2
+    assert main(SMALL[:-2] + ["--out", str(part), "--resume"]) == 2  # no seed

@@ -1,7 +1,7 @@
 """Amplification-by-shuffling bounds: reference values, exactness, monotonicity, errors.
 
-Reference values come from /work/shared/SEED-NOTES.md (TrieHH paper, FMT 2021/2023
-reference computations); the exact clone divergence is checked against a brute-force sum
+Reference values come from the TrieHH paper (Zhu et al., AISTATS 2020) and the
+reference computations of Feldman, McMillan, Talwar (2021, 2023); the exact clone divergence is checked against a brute-force sum
 over the whole support (no truncation, no window) written independently below.
 """
 from __future__ import annotations
@@ -47,13 +47,14 @@ def brute_force_clone_delta(n: int, eps0: float, eps: float, p: float) -> float:
 # ------------------------------------------------------------------------ reference values
 
 def test_fmt21_numerical_reference_value() -> None:
-    # SEED-NOTES: n = 1e5, eps0 = 4, delta = 1e-6 -> about 0.1698 (FMT 2021)
+    # Feldman, McMillan, Talwar, "Hiding Among the Clones" (2021): n = 1e5, eps0 = 4,
+    # delta = 1e-6 -> about 0.1698
     eps = A.central_epsilon(10**5, 4.0, 1e-6, bound="fmt21_numerical")
     assert eps == pytest.approx(0.1698, abs=1e-3)
 
 
 def test_fmt23_numerical_reference_value() -> None:
-    # SEED-NOTES: the stronger 2023 analysis gives about 0.1182
+    # their stronger 2023 analysis gives about 0.1182
     eps = A.central_epsilon(10**5, 4.0, 1e-6, bound="fmt23_numerical")
     assert eps == pytest.approx(0.1182, abs=1e-3)
 

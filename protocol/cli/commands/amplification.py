@@ -25,7 +25,7 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--delta", type=str, required=True,
                    help="central delta, a number or the literal 1/n^2")
     p.add_argument("--bound", default=None,
-                   help="one bound name (default: all of them); see --list")
+                   help="one bound name (default: all of them, which the output lists by name)")
     p.add_argument("--inverse", action="store_true",
                    help="find the largest epsilon0 meeting --central-epsilon instead")
     p.add_argument("--central-epsilon", type=float, default=None,

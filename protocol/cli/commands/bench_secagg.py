@@ -46,6 +46,15 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _physical_memory() -> int | None:
+    import os
+
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
 
@@ -53,6 +62,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--clients must be at least 2")
     if args.dim < 1:
         raise UsageError("--dim must be at least 1")
+    need = 4 * 8 * args.dim  # accumulator, input, mask and its expansion: uint64 each
+    mem = _physical_memory()
+    if mem is not None and need > mem:
+        raise UsageError(f"--dim {args.dim} needs at least {need / 2**30:.1f} GiB "
+                         f"(4 vectors of 8-byte entries); this machine has "
+                         f"{mem / 2**30:.1f} GiB")
     if not 2 <= args.modulus <= 1 << 64:
         raise UsageError("--modulus must be in [2, 2**64]")
     if not 0.0 <= args.dropout < 1.0:

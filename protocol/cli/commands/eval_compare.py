@@ -27,6 +27,11 @@ def register(cli) -> None:  # noqa: ANN001
                    help="TrieHH's L (default 10, SFP's word length)")
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--seed", type=int, default=None, help="simulation seed")
+    p.add_argument("--quiet", action="store_true",
+                   help="no per-run progress on stderr")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the runs already in OUT/runs.jsonl (same options and "
+                        "--seed); every run is appended there as it finishes")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -49,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
 
     opts = options_from(CompareOptions, args, epsilons=_floats(args.epsilons, "--epsilons"),
                         Ts=_floats(args.Ts, "--Ts"))
-    summary, lines = compare(opts, lambda msg: print(msg, file=sys.stderr))
+    summary, lines = compare(opts, (lambda msg: None) if args.quiet
+                             else (lambda msg: print(msg, file=sys.stderr)))
     if args.json:
         print_json(summary)
     else:

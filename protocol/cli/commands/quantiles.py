@@ -63,7 +63,11 @@ def run(args: argparse.Namespace) -> int:
       f"alpha = {args.alpha}, L = {args.max_length}\n")
     w(f"privacy: ({g['epsilon']:.4f}, {g['delta']:.3g})-DP, {g['theorem']}\n")
     w(f"m = {out['m']:,} per level, theta = {out['theta']}, {out['trie_nodes']} released nodes; "
-      f"rank error bound L(alpha-1)theta/m = {out['error_bound']:.4g}\n\n")
+      f"rank error bound L(alpha-1)theta/m = {out['error_bound']:.4g}\n")
+    if out["error_bound"] >= 1:
+        w("  (vacuous: a rank error is never above 1; the bound falls like 1/m, so raise "
+          "--users or --epsilon; --bound eq3 allows a larger epsilon per level)\n")
+    w("\n")
     w(f"{'q':>6} {'estimate':>12} {'true':>12} {'true rank':>10} {'rank err':>9} {'bound':>7}\n")
     for r in out["quantiles"]:
         w(f"{r['q']:>6.3f} {r['estimate']:>12.4g} {r['true_quantile']:>12.4g} "

@@ -16,18 +16,24 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--show", type=int, default=30,
                    help="heavy hitters to list in the human-readable output (default 30)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress, estimate or in-round secure-aggregation progress on "
+                        "stderr")
 
 
 def run(args: argparse.Namespace) -> int:
     from protocol.cli.args import options_from
-    from protocol.cli.output import print_json, print_triehh, progress_bar
+    from protocol.cli.output import ClientProgress, print_json, print_triehh, progress_bar, say
     from protocol.cli.transport_options import transport_from_args
     from protocol.studies.runners import triehh
 
     transport = transport_from_args(args)  # refuse bad options before loading data
     opts = options_from(triehh.TrieHHOptions, args)
-    out = triehh.run(opts, transport, progress_bar(opts.max_length, "TrieHH rounds",
-                                                   enabled=not args.json))
+    chatty = not args.quiet
+    out = triehh.run(opts, transport,
+                     progress_bar(opts.max_length, "TrieHH rounds",
+                                  enabled=chatty and not args.json),
+                     client_progress=ClientProgress(enabled=chatty), say=say(chatty))
     if args.json:
         print_json(out)
     else:

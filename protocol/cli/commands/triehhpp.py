@@ -23,7 +23,7 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--dataset", default="en",
                    help="en (default), en-oov, zipf, or a PATH (one word per user)")
     p.add_argument("--users", type=int, default=None,
-                   help="population size n (embedded default 100000; a file: all users)")
+                   help="population size n (embedded default 1000000; a file: all users)")
     from protocol.cli.args import add_privacy_args
     from protocol.cli.transport_options import add_transport_args
 
@@ -73,6 +73,11 @@ def _print_human(out: dict[str, Any], show: int) -> None:
           f"{s['voters_sim_only']:>12}\n")
     hh = out["heavy_hitters"]
     w(f"\n{len(hh)} heavy hitters; showing {min(show, len(hh))}\n")
+    if not hh:
+        need = pa["theta"] / pa["rate"]
+        w(f"(a word is found only if about theta / rate = {need:,.0f} users, "
+          f"{need / out['n']:.1%} of n, hold it; raise --users, or --epsilon with "
+          "--bound eq3)\n")
     w(f"{'item':<18} {'count':>6} {'estimate':>10} {'+/- se':>8} {'true':>9} {'rel.err':>8}\n")
     for r in hh[:show]:
         re_ = "-" if r["relative_error"] is None else f"{r['relative_error']:+.3f}"
@@ -82,6 +87,8 @@ def _print_human(out: dict[str, Any], show: int) -> None:
     if e["median_abs_relative_error"] is not None:
         w(f"\nmedian |relative error| {e['median_abs_relative_error']:.3f}, max "
           f"{e['max_abs_relative_error']:.3f}; within 2 se: {e['within_2se']:.2f}\n")
+    w("precision@K = found words among the true top K / the K found words with the "
+      "largest counts (1.000 when none is found); recall@K = found among the true top K / K\n")
     w(f"{'K':>5} {'precision@K':>12} {'recall@K':>9}\n")
     for m in out["at_k"]:
         w(f"{m['k']:>5} {m['precision']:>12.3f} {m['recall']:>9.3f}\n")

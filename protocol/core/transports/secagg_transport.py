@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -139,6 +139,8 @@ class SecAggSessionOptions:
         self.sigma = sigma
         self.eta = eta
         self.grinding_bits = grinding_bits
+        #: ``progress(step, done, total)`` inside each session (see ``run_secagg``)
+        self.client_progress: Callable[[int, int, int], None] | None = None
 
     def session_params(self, n: int) -> SecAggParams:
         """Parameters of an ``n``-participant session under this threat model.
@@ -214,7 +216,8 @@ class SecAggTransport(SecAggSessionOptions, Transport):
         config = SessionConfig(params, tuple(range(n)), spec_context(spec), dim, modulus,
                                malicious=self.malicious,
                                server_nonce=rand.token_bytes(FRESH_NONCE_BYTES))
-        run = run_secagg(config, input_of, rand=rand, dropout=self.dropout_schedule(n, rng))
+        run = run_secagg(config, input_of, rand=rand, dropout=self.dropout_schedule(n, rng),
+                         progress=self.client_progress)
         if not run.completed or run.result is None:
             reason = run.server_abort_reason.value if run.server_abort_reason else "aborted"
             raise AggregationAborted(f"secagg_{reason}",

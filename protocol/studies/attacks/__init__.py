@@ -1,4 +1,4 @@
-"""Catalogue of attacks on the honest state machines and transports (issue 8).
+"""Catalogue of attacks on the honest state machines and transports.
 
 Theory of operation
 -------------------
@@ -77,8 +77,10 @@ class AttackInfo:
 
     @property
     def summary(self) -> str:
-        doc = (self.func.__doc__ or "").strip().splitlines()
-        return doc[0] if doc else self.name
+        doc = (self.func.__doc__ or "").strip()
+        # the first paragraph, unwrapped: a docstring's first line may end mid-sentence
+        first = " ".join(ln.strip() for ln in doc.split("\n\n")[0].splitlines())
+        return first or self.name
 
 
 ATTACKS: dict[str, AttackInfo] = {}

@@ -23,8 +23,9 @@ characters, so its truth is the truncated vocabulary. Means over ``runs`` runs w
 95% confidence intervals (Student t).
 
 Writes into the output directory: ``runs.csv`` (one row per run, mechanism and epsilon),
-``f1_at_k.csv``, ``table.md`` (the Table 2 analogue), ``summary.json`` and
-``f1_at_k.png``.
+``f1_at_k.csv``, ``table.md`` (the Table 2 analogue), ``summary.json``,
+``f1_at_k.png`` and ``runs.jsonl`` (each run as it finishes; ``resume`` continues
+from it).
 """
 from __future__ import annotations
 
@@ -61,38 +62,77 @@ class CompareOptions:
     max_length: int = 10
     hash_filter: bool = False
     seed: int | None = None
+    resume: bool = False
 
 
-def mean_ci(values: Any) -> tuple[float, float]:
-    """Mean and half-width of the 95% Student-t confidence interval (0 for one run)."""
+JOURNAL = "runs.jsonl"
+
+
+def _read_journal(path: Any, config: dict[str, Any]) -> dict[tuple[float, int], Any]:
+    """The runs a previous invocation finished, keyed by ``(epsilon, run)``; a last
+    line cut short by a kill is ignored.
+
+    Raises:
+        StudyError: the journal was written with other options.
+    """
+    done: dict[tuple[float, int], Any] = {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for no, line in enumerate(lines):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if no == len(lines) - 1:
+                break  # the run being written when the process was killed
+            raise StudyError(f"{path}:{no + 1}: not a JSON line") from None
+        if no == 0:
+            if rec.get("config") != config:
+                raise StudyError(f"{path} was written with other options "
+                                 f"({rec.get('config')}); use the same options or "
+                                 "another --out to start afresh")
+            continue
+        done[(float(rec["epsilon"]), int(rec["run"]))] = (rec["rows"], rec["f1_rows"])
+    return done
+
+
+def mean_ci(values: Any) -> tuple[float, float | None]:
+    """Mean and half-width of the 95% Student-t confidence interval (``None`` for one
+    run: one run says nothing about the spread, and 0 would claim certainty)."""
     import numpy as np
     from scipy import stats
 
     v = np.asarray(values, dtype=float)
     if v.size < 2:
-        return float(v.mean()), 0.0
+        return float(v.mean()), None
     half = stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
     return float(v.mean()), float(half)
+
+
+def _half(ci: float | None) -> str:
+    return "n/a" if ci is None else f"{ci:.3f}"
 
 
 def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
             ) -> tuple[dict[str, Any], list[str]]:
     """Run the comparison, write the files and return ``(summary, table lines)``.
-    ``say`` receives progress messages (one per run) and failed FMT23 inversions.
+    ``say`` receives progress messages (one per run, with the runs done and the time
+    left at the measured pace) and failed FMT23 inversions.
+
+    Every finished run is appended to ``OUT/runs.jsonl`` at once (a first line holds
+    the options); with ``resume`` the runs found there are kept and only the others
+    run. On an interrupt the tables and plots are drawn from the finished runs before
+    the ``KeyboardInterrupt`` propagates.
 
     Raises:
-        StudyError: bad counts, an output directory that cannot be created, or as the
-            TrieHH and SFP runners.
+        StudyError: bad counts, an output directory that cannot be created, a journal
+            written with other options, ``resume`` without a seed, or as the TrieHH
+            and SFP runners.
     """
     import numpy as np
 
-    from mechanisms.metrics import precision, topk_metrics
     from protocol.studies.evaluation import output_dir
     from protocol.studies.runners import default_transport
     from protocol.studies.runners.hh import load_population
-    from protocol.studies.runners.sfp import discover_words, fragment_epsilon, users_words
-    from protocol.studies.runners.triehh import plain_options, prepare, run_once
-    from shuffler.amplification import local_epsilon
+    from protocol.studies.runners.sfp import users_words
 
     epsilons = list(opts.epsilons)
     Ts = [int(t) for t in opts.Ts]
@@ -114,9 +154,60 @@ def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
     kmax = opts.kmax
     transport = default_transport("plain")
 
+    # every finished run is appended to runs.jsonl at once; --resume continues from it
+    config = {"dataset": opts.dataset, "users": opts.users, "epsilons": epsilons, "Ts": Ts,
+              "runs": opts.runs, "k": opts.k, "kmax": kmax, "max_length": opts.max_length,
+              "seed": opts.seed}
+    journal_path = out_dir / JOURNAL
+    done: dict[tuple[float, int], Any] = {}
+    if opts.resume:
+        if opts.seed is None:
+            raise StudyError("--resume needs --seed: the remaining runs must continue the "
+                             "same population and random streams")
+        if journal_path.exists():
+            done = _read_journal(journal_path, config)
+            say(f"resuming: {len(done)} of {len(epsilons) * opts.runs} runs already in "
+                f"{journal_path}")
+    # (re)write the journal: the header, then the runs kept (a cut last line dropped)
+    journal_path.write_text("".join(
+        [json.dumps({"config": config}) + "\n"]
+        + [json.dumps({"epsilon": e, "run": r, "rows": v[0], "f1_rows": v[1]}) + "\n"
+           for (e, r), v in done.items()]), encoding="utf-8")
+    journal = open(journal_path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
     rows: list[dict[str, Any]] = []
     f1_rows: list[dict[str, Any]] = []
     privacy: dict[str, Any] = {}
+    total_runs = len(epsilons) * opts.runs
+    try:
+        _loop(opts, epsilons, Ts, pop, word_of_user, n, delta, truth, words_in_pop,
+              trunc_truth, trunc_set, transport, run_root, done, journal, rows, f1_rows,
+              privacy, say, t_start, total_runs)
+    except KeyboardInterrupt:
+        journal.close()
+        if rows:
+            _write(opts, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,
+                   time.perf_counter() - t_start)
+        say(f"interrupted: {len({(r['epsilon'], r['run']) for r in rows})} finished runs "
+            f"are in {journal_path} (tables and plots drawn from them); continue with "
+            "--resume and the same options")
+        raise
+    journal.close()
+    return _write(opts, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,
+                  time.perf_counter() - t_start)
+
+
+def _loop(opts, epsilons, Ts, pop, word_of_user, n, delta, truth, words_in_pop,  # noqa: ANN001, PLR0913
+          trunc_truth, trunc_set, transport, run_root, done, journal, rows, f1_rows,
+          privacy, say, t_start, total_runs) -> None:
+    import numpy as np
+
+    from mechanisms.metrics import precision, topk_metrics
+    from protocol.studies.runners.sfp import discover_words, fragment_epsilon
+    from protocol.studies.runners.triehh import plain_options, prepare, run_once
+    from shuffler.amplification import local_epsilon
+
+    kmax = opts.kmax
+    new_runs, new_seconds, finished = 0, 0.0, len(done)
     for eps in epsilons:
         prep, _ = prepare(plain_options(opts.dataset, n, eps, delta, opts.max_length),
                           population=pop)
@@ -139,6 +230,14 @@ def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
         }
         run_rngs = run_root.spawn(opts.runs)
         for r, rng in enumerate(run_rngs):
+            if (float(eps), r) in done:
+                old_rows, old_f1 = done[(float(eps), r)]
+                rows.extend(old_rows)
+                f1_rows.extend(old_f1)
+                continue
+            t_run = time.perf_counter()
+            run_rows: list[dict[str, Any]] = []
+            run_f1: list[dict[str, Any]] = []
             t_rng, s_rng = rng.spawn(2)
             t0 = time.perf_counter()
             result = run_once(prep, transport, t_rng)
@@ -159,17 +258,25 @@ def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
                                      trunc_truth, trunc_set, sec))
             for mech, disc, tr, tset, sec in per_mech:
                 m = topk_metrics(disc, tr, opts.k)
-                rows.append({"epsilon": eps, "mechanism": mech, "run": r,
+                run_rows.append({"epsilon": eps, "mechanism": mech, "run": r,
                              "discovered": len(disc), f"recall_at_{opts.k}": m.recall,
                              f"f1_at_{opts.k}": m.f1, "precision": precision(disc, tset),
                              "seconds": round(sec, 3)})
                 for K in range(1, kmax + 1):
-                    f1_rows.append({"epsilon": eps, "mechanism": mech, "run": r, "k": K,
-                                    "f1": topk_metrics(disc, tr, K).f1})
+                    run_f1.append({"epsilon": eps, "mechanism": mech, "run": r, "k": K,
+                                   "f1": topk_metrics(disc, tr, K).f1})
+            journal.write(json.dumps({"epsilon": eps, "run": r, "rows": run_rows,
+                                      "f1_rows": run_f1}) + "\n")
+            journal.flush()
+            rows.extend(run_rows)
+            f1_rows.extend(run_f1)
+            new_runs += 1
+            finished += 1
+            new_seconds += time.perf_counter() - t_run
+            left = (total_runs - finished) * new_seconds / new_runs
             say(f"epsilon {eps:g} run {r + 1}/{opts.runs} done "
-                f"({time.perf_counter() - t_start:.0f} s)")
-    return _write(opts, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,
-                  time.perf_counter() - t_start)
+                f"({finished}/{total_runs} runs, {time.perf_counter() - t_start:.0f} s, "
+                f"~{left:.0f} s left)")
 
 
 
@@ -194,6 +301,8 @@ def _write(opts, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,  
     for eps in epsilons:
         for mech in mechs:
             sel = [r for r in rows if r["epsilon"] == eps and r["mechanism"] == mech]
+            if not sel:  # an interrupted evaluation: only what exists
+                continue
             rec, rec_ci = mean_ci([r[f"recall_at_{k}"] for r in sel])
             pre, pre_ci = mean_ci([r["precision"] for r in sel])
             f1, f1_ci = mean_ci([r[f"f1_at_{k}"] for r in sel])
@@ -213,8 +322,9 @@ def _write(opts, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,  
         paper = ("-" if t["paper_recall"] is None
                  else f"{t['paper_recall']:.2f} / {t['paper_precision']:.3f}")
         lines.append(f"| {t['epsilon']:g} | {t['mechanism']} | {t['recall']:.3f} +- "
-                     f"{t['recall_ci95']:.3f} | {t['precision']:.3f} +- {t['precision_ci95']:.3f}"
-                     f" | {t['f1']:.3f} +- {t['f1_ci95']:.3f} | {t['discovered']:.1f} | {paper} |")
+                     f"{_half(t['recall_ci95'])} | {t['precision']:.3f} +- "
+                     f"{_half(t['precision_ci95'])} | {t['f1']:.3f} +- {_half(t['f1_ci95'])}"
+                     f" | {t['discovered']:.1f} | {paper} |")
     lines.append("")
     for eps in epsilons:
         pv = privacy[f"{eps:g}"]
@@ -234,6 +344,8 @@ def _write(opts, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,  
                            and r["epsilon"] == eps})
             arr = np.array([[r["f1"] for r in f1_rows if r["mechanism"] == mech
                              and r["epsilon"] == eps and r["run"] == run] for run in runs])
+            if not runs:
+                continue
             mean = arr.mean(axis=0)
             ax.plot(ks, mean, label=mech.replace("_", " "))
             ax.fill_between(ks, arr.min(axis=0), arr.max(axis=0), alpha=0.2)
@@ -247,8 +359,10 @@ def _write(opts, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,  
     fig.savefig(out_dir / "f1_at_k.png")
     plt.close(fig)
     summary = {"dataset": pop.name, "n": n, "delta": delta, "runs": opts.runs,
+               "runs_finished": len({(r["epsilon"], r["run"]) for r in rows}),
                "seed": opts.seed, "k": k, "table": table, "privacy": privacy,
                "seconds": round(seconds, 1),
-               "files": ["runs.csv", "f1_at_k.csv", "table.md", "summary.json", "f1_at_k.png"]}
+               "files": ["runs.csv", "f1_at_k.csv", "table.md", "summary.json", "f1_at_k.png",
+                         JOURNAL]}
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary, lines

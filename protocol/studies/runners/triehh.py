@@ -22,6 +22,9 @@ __all__ = ["KS", "TrieHHOptions", "plain_options", "Prepared", "prepare", "run_o
 
 KS = (10, 50, 100)
 Progress = Callable[[Iterable[Any]], Iterable[Any]]
+#: ``client_progress(step, done, total)``: clients served inside one secure-aggregation
+#: session (transports without sessions never call it)
+ClientProgress = Callable[[int, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class TrieHHOptions:
     transport: str = "plain"
     release_counts: bool = False
     max_candidates: int = 1 << 21
+    drop_unencodable: bool = False
 
 
 def plain_options(dataset: str, users: int, epsilon: float, delta: float,
@@ -98,7 +102,7 @@ def prepare(opts: TrieHHOptions, population=None):  # noqa: ANN001, ANN201
     try:
         pop = (population if population is not None else
                load_dataset(opts.dataset, opts.users, data_rng, opts.multi_word,
-                            opts.alphabet)).compact()
+                            opts.alphabet, opts.drop_unencodable)).compact()
     except DatasetError as exc:
         raise StudyError(str(exc)) from None
     n = pop.n
@@ -121,8 +125,11 @@ def prepare(opts: TrieHHOptions, population=None):  # noqa: ANN001, ANN201
 
 
 def run_once(prep: Prepared, transport: Transport, rng,  # noqa: ANN001, ANN201
-             progress: Progress | None = None):
-    """One TrieHH run; returns the mechanism's result. ``progress`` wraps the rounds.
+             progress: Progress | None = None,
+             client_progress: ClientProgress | None = None):
+    """One TrieHH run; returns the mechanism's result. ``progress`` wraps the rounds;
+    ``client_progress`` is installed on a transport that reports progress inside a
+    round (secure aggregation: ``client_progress(step, done, total)``).
 
     Raises:
         StudyError: the candidate set exceeds the cap or the transport aborts.
@@ -130,6 +137,8 @@ def run_once(prep: Prepared, transport: Transport, rng,  # noqa: ANN001, ANN201
     from mechanisms.triehh import TrieHH, TrieHHError
     from protocol.core.contract import AggregationAborted
 
+    if client_progress is not None and hasattr(transport, "client_progress"):
+        transport.client_progress = client_progress
     mech = TrieHH(prep.data, prep.alphabet, prep.config, transport, rng)
     try:
         rounds = mech.rounds()
@@ -167,6 +176,7 @@ def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
     return {
         "dataset": pop.name,
         "description": pop.description,
+        "dropped_words": int(pop.dropped),
         "n": prep.n,
         "multi_word": not prep.data.one_per_user,
         "unit_size": prep.alphabet.unit_size,
@@ -195,27 +205,89 @@ def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
     }
 
 
+def estimate_seconds(prep: Prepared, transport: Transport, sample: int = 24) -> float | None:
+    """Predicted wall seconds of a run over secure aggregation, from a measured
+    per-client cost: one session of ``sample`` clients at the first round's vector
+    length is timed, and its cost per client and per neighbour is scaled to ``m``
+    clients (with the degree the parameters choose for ``m``) over ``L`` rounds. An
+    upper estimate: a run may stop before ``L`` rounds, and later rounds are often
+    shorter vectors. ``None`` for other transports (their rounds take milliseconds).
+    """
+    from protocol.core.transports.secagg_transport import SecAggTransport
+
+    if not isinstance(transport, SecAggTransport):
+        return None
+    import numpy as np
+
+    from protocol.core.contract import Kind, RoundSpec, Votes
+
+    m = int(prep.params.m) if prep.params is not None else \
+        int(math.floor(prep.config.gamma * math.sqrt(prep.n)))
+    k = max(3, min(sample, m))
+    dim = max(2, prep.alphabet.num_units)
+    spec = RoundSpec("fedhh-estimate", 0, Kind.VOTE,
+                     candidates=tuple(str(i) for i in range(dim)), theta=1)
+    probe = SecAggTransport(graph=transport.graph, threat=transport.threat, simulate=True,
+                            grinding_bits=transport.grinding_bits)
+    t0 = time.perf_counter()
+    probe.run_round(spec, Votes(np.zeros(k, dtype=np.int64)), np.random.default_rng(0))
+    per_client = (time.perf_counter() - t0) / k
+    try:
+        from secagg.params import find_params
+
+        deg_k = find_params(k, graph=transport.graph, threat=transport.threat).degree
+        deg_m = find_params(m, graph=transport.graph, threat=transport.threat).degree
+        scale = max(1.0, deg_m / max(deg_k, 1))
+    except Exception:  # noqa: BLE001 - the estimate never stops a run
+        scale = 1.0
+    return per_client * scale * m * int(prep.config.max_levels)
+
+
 def _with_guarantee(g, legacy: dict[str, Any]) -> dict[str, Any]:  # noqa: ANN001
     """The privacy block: the keys printed so far, then the guarantee's own fields."""
     return g.to_json(legacy) if g is not None else legacy
 
 
 def run(opts: TrieHHOptions, transport: Transport,
-        progress: Progress | None = None) -> dict[str, Any]:
+        progress: Progress | None = None,
+        client_progress: ClientProgress | None = None,
+        say: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Prepare, run and summarise one TrieHH run, with ``seconds`` of load and run.
+    ``say`` receives a one-line estimate before a run predicted (by
+    :func:`estimate_seconds`) to take more than a minute.
 
     Raises:
         StudyError: as :func:`prepare` and :func:`run_once`.
     """
     t0 = time.perf_counter()
     prep, rng = prepare(opts)
+    if say is not None:
+        predicted = estimate_seconds(prep, transport)
+        if predicted is not None and predicted > 60:
+            say(f"estimate: up to {_duration(predicted)} over {opts.transport} "
+                f"({prep.config.max_levels} rounds of {_m(prep)} clients, measured "
+                f"{predicted / (_m(prep) * prep.config.max_levels) * 1e3:.1f} ms per client "
+                "per round)")
     t1 = time.perf_counter()
-    result = run_once(prep, transport, rng, progress)
+    result = run_once(prep, transport, rng, progress, client_progress)
     t2 = time.perf_counter()
     out = summarize(prep, result)
     out["seconds"] = {"load": round(t1 - t0, 3), "run": round(t2 - t1, 3),
                       "total": round(t2 - t0, 3)}
     return out
+
+
+def _m(prep: Prepared) -> int:
+    return int(prep.params.m) if prep.params is not None else \
+        int(math.floor(prep.config.gamma * math.sqrt(prep.n)))
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def benchmark(opts: TrieHHOptions, transport: Transport, bare_sample: int = 2000,
@@ -297,7 +369,9 @@ def parameters(n: int, *, epsilon: float | None = None, delta: float | None = No
         min_population_for_discovery, theorem1,
     )
 
-    delta = delta if delta is not None else (1.0 / float(n) ** 2 if n > 0 else 0.0)
+    if n < 1:
+        raise StudyError("--users must be >= 1")
+    delta = delta if delta is not None else 1.0 / float(n) ** 2
     out: dict[str, Any] = {"n": n, "L": max_length}
     try:
         if theta is not None or gamma is not None:

@@ -1,0 +1,687 @@
+"""The public Python API: heavy hitters from your own items in a few lines.
+
+::
+
+    from protocol.studies import api
+    words = ["hello", "world", "hello", ...]          # one word per user
+    hh = api.triehh(words, epsilon=4, transport="secagg", seed=1)
+    print(hh.items, hh.guarantee.epsilon)
+    print(hh.to_table())
+
+:func:`frequencies` runs a local-DP frequency oracle on integer items the same way;
+:func:`pem` runs PEM on integer items.
+
+Each heavy-hitters function takes the users' items (a list with one item per user, or a list of
+lists with several items per user where the mechanism allows it), a privacy target and
+a transport (``"plain"``, ``"secagg"``, ``"shuffler"`` or any
+:class:`protocol.core.contract.Transport`), and returns a frozen :class:`HeavyHitters`:
+what was released, the privacy guarantee the mechanism proved for the parameters it
+ran with, one record per aggregation round, the costs and what each party of the
+transport saw. ``to_json()`` and ``to_table()`` export it.
+
+Inputs are never reinterpreted: an item with a character outside the public alphabet
+is an error naming the user and the item (``on_unencodable="drop"`` drops and counts
+such items instead, in ``dropped``), and a user left with no item is an error when the
+mechanism's theorem is for one item per user.
+
+The transports take their keys from the operating system; ``seed`` is the explicit
+switch to a reproducible simulation (seeded sampling *and* seeded keys: never for
+deployment).
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, Union
+
+import numpy as np
+
+from protocol.core.contract import Contributions, Cost, RoundResult, RoundSpec, Transport
+from protocol.studies.errors import StudyError
+
+__all__ = ["HeavyHitter", "Round", "Costs", "PartyViews", "HeavyHitters", "Frequencies",
+           "frequencies", "pem", "triehh",
+           "triehhpp", "DEFAULT_ALPHABET", "Items"]
+
+#: The public alphabet used unless the caller names one: printable ASCII without
+#: whitespace and the end-of-sequence symbol ``$``.
+DEFAULT_ALPHABET = "".join(chr(c) for c in range(33, 127) if chr(c) != "$")
+
+Items = Union[Sequence[str], Sequence[Sequence[str]], "np.ndarray[Any, Any]"]
+Progress = Callable[[Iterable[Any]], Iterable[Any]]
+OnUnencodable = Literal["error", "drop"]
+
+
+@dataclass(frozen=True)
+class HeavyHitter:
+    """One released heavy hitter.
+
+    Attributes:
+        item: the item (a word).
+        count: the count the mechanism released for it, ``None`` when the mechanism
+            releases membership only (TrieHH without ``release_counts``).
+        estimate: an unbiased estimate of how many users hold it, when the mechanism
+            gives one (TrieHH++), else ``None``.
+    """
+
+    item: str
+    count: int | None = None
+    estimate: float | None = None
+
+
+@dataclass(frozen=True)
+class Round:
+    """One aggregation round as the analyst sees it, with its simulated cost.
+
+    Attributes:
+        round: the round (trie level) number, from 1.
+        candidates: size of the public candidate set.
+        contacted: clients asked to contribute.
+        released: candidates released by the round.
+        seconds: wall time of the round in the simulation.
+        bytes_up: bytes sent by the clients; bytes_down: bytes sent to them.
+    """
+
+    round: int
+    candidates: int
+    contacted: int
+    released: int
+    seconds: float
+    bytes_up: int
+    bytes_down: int
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Totals over the rounds: wall seconds, CPU seconds per party, bytes."""
+
+    seconds: float
+    cpu_seconds: Mapping[str, float]
+    bytes_up: int
+    bytes_down: int
+
+
+@dataclass(frozen=True)
+class PartyViews:
+    """What each party of the transport saw in one round (``views[party]``), as the
+    transport recorded it: a plaintext server sees every vote, a secure-aggregation
+    server masked-input digests and the sum, a shuffler opaque envelopes."""
+
+    task: str
+    round: int
+    views: Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class HeavyHitters:
+    """The result of a heavy-hitters run.
+
+    Attributes:
+        mechanism: ``triehh`` or ``triehhpp``.
+        transport: the transport's name.
+        n: number of users.
+        heavy_hitters: the released heavy hitters.
+        released_prefixes: every other released trie node (frequent prefixes), with
+            its released count when counts were released.
+        guarantee: the privacy guarantee the mechanism proved for the parameters of
+            this run (its own object, with ``epsilon``, ``delta``, ``theorem``), or
+            ``None`` when the theorem's conditions fail (``guarantee_note`` says why).
+        guarantee_note: why there is no guarantee, else ``""``.
+        parameters: the mechanism's parameters (threshold, sample size, levels).
+        rounds: one record per round.
+        costs: totals.
+        views: what each party saw, one entry per round.
+        dropped: items dropped for characters outside the alphabet (only with
+            ``on_unencodable="drop"``).
+    """
+
+    mechanism: str
+    transport: str
+    n: int
+    heavy_hitters: tuple[HeavyHitter, ...]
+    released_prefixes: Mapping[str, int | None]
+    guarantee: Any
+    guarantee_note: str
+    parameters: Mapping[str, float | int]
+    rounds: tuple[Round, ...]
+    costs: Costs
+    views: tuple[PartyViews, ...] = field(repr=False)
+    dropped: int = 0
+
+    @property
+    def items(self) -> list[str]:
+        """The heavy hitters' items, in release order."""
+        return [h.item for h in self.heavy_hitters]
+
+    def as_dict(self, views: bool = False) -> dict[str, Any]:
+        """A JSON-ready dict; ``views`` includes every party's view (large: a plaintext
+        server's view holds every vote)."""
+        g = self.guarantee
+        out: dict[str, Any] = {
+            "mechanism": self.mechanism, "transport": self.transport, "n": self.n,
+            "heavy_hitters": [_plain(h.__dict__) for h in self.heavy_hitters],
+            "released_prefixes": dict(self.released_prefixes),
+            "guarantee": _guarantee_dict(g),
+            "guarantee_note": self.guarantee_note,
+            "parameters": dict(self.parameters),
+            "rounds": [r.__dict__ for r in self.rounds],
+            "costs": {"seconds": self.costs.seconds,
+                      "cpu_seconds": dict(self.costs.cpu_seconds),
+                      "bytes_up": self.costs.bytes_up, "bytes_down": self.costs.bytes_down},
+            "dropped": self.dropped,
+        }
+        if views:
+            out["views"] = [{"task": v.task, "round": v.round, "views": _plain(v.views)}
+                            for v in self.views]
+        return out
+
+    def to_json(self, views: bool = False, indent: int | None = 2) -> str:
+        """The result as JSON (see :meth:`as_dict`)."""
+        return json.dumps(self.as_dict(views), indent=indent)
+
+    def to_table(self, fmt: Literal["csv", "markdown"] = "csv") -> str:
+        """The heavy hitters as a table (``item,count,estimate``), CSV or Markdown.
+
+        Raises:
+            ValueError: an unknown format.
+        """
+        header = ("item", "count", "estimate")
+        rows = [(h.item, "" if h.count is None else str(h.count),
+                 "" if h.estimate is None else f"{h.estimate:.1f}") for h in self.heavy_hitters]
+        if fmt == "csv":
+            buf = io.StringIO()
+            w = csv.writer(buf, lineterminator="\n")
+            w.writerow(header)
+            w.writerows(rows)
+            return buf.getvalue()
+        if fmt == "markdown":
+            lines = ["| " + " | ".join(header) + " |", "|---|---:|---:|"]
+            lines += ["| " + " | ".join(r) + " |" for r in rows]
+            return "\n".join(lines) + "\n"
+        raise ValueError(f"unknown table format {fmt!r} (csv or markdown)")
+
+
+def _guarantee_dict(g: Any) -> Any:
+    """A guarantee object as JSON types, whichever of the guarantee types it is."""
+    if g is None:
+        return None
+    for method in ("to_json", "as_dict"):
+        if callable(getattr(g, method, None)):
+            return _plain(getattr(g, method)())
+    if dataclasses.is_dataclass(g) and not isinstance(g, type):
+        return _plain({f.name: getattr(g, f.name) for f in dataclasses.fields(g)})
+    return _plain(g)
+
+
+def _plain(x: Any) -> Any:
+    """``x`` with numpy values, tuples and mappings turned into JSON types."""
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+class _Recording(Transport):
+    """Delegates to ``inner`` and keeps every round's views and costs."""
+
+    name = "recording"  # replaced by the inner transport's name on each instance
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        # callers that dispatch on the transport's declarations see the inner ones
+        for attr in ("name", "kinds", "anonymous_reports"):
+            if hasattr(inner, attr):
+                setattr(self, attr, getattr(inner, attr))
+        self.views: list[PartyViews] = []
+        self.costs: list[tuple[float, Cost]] = []
+
+    def run_round(self, spec: RoundSpec, contributions: Contributions,
+                  rng: np.random.Generator) -> RoundResult:
+        t0 = time.perf_counter()
+        result = self.inner.run_round(spec, contributions, rng)
+        self.costs.append((time.perf_counter() - t0, result.cost))
+        self.views.append(PartyViews(spec.task, spec.round, result.views))
+        return result
+
+
+def _transport(transport: str | Transport, seed: int | None) -> tuple[Transport, str]:
+    if isinstance(transport, Transport):
+        return transport, str(getattr(transport, "name", type(transport).__name__))
+    from protocol.core.transports import get_transport
+
+    if transport not in ("plain", "secagg", "shuffler", "threshold"):
+        raise StudyError(f"unknown transport {transport!r} "
+                         "(plain, secagg, shuffler or threshold)")
+    opts: dict[str, object] = {} if transport == "plain" else {"simulate": seed is not None}
+    try:
+        return get_transport(transport, **opts), transport
+    except ImportError as exc:
+        raise StudyError(f"transport {transport!r} is not available: {exc}") from None
+
+
+def _user_lists(items: Items) -> tuple[list[list[str]], bool]:
+    """One list of strings per user, and whether the input had several per user.
+
+    Raises:
+        StudyError: not a sequence of strings or of sequences of strings.
+    """
+    if isinstance(items, np.ndarray):
+        if items.ndim != 1:
+            raise StudyError("items must be a 1-d array (one item per user)")
+        if items.dtype.kind in "iu":
+            return [[str(int(v))] for v in items], False
+        if items.dtype.kind not in "UO":
+            raise StudyError(f"items of dtype {items.dtype} are not words")
+        items = items.tolist()
+    if isinstance(items, str) or not isinstance(items, Sequence):
+        raise StudyError("items must be a list with one item (or one list of items) per user")
+    if not items:
+        raise StudyError("no users: items is empty")
+    if all(isinstance(x, str) for x in items):
+        return [[x] for x in items], False  # type: ignore[list-item]
+    lists: list[list[str]] = []
+    for u, x in enumerate(items):
+        if isinstance(x, str) or not isinstance(x, Sequence) \
+                or not all(isinstance(w, str) for w in x):
+            raise StudyError(f"user {u}: expected a string or a list of strings, got {x!r}")
+        lists.append(list(x))
+    return lists, True
+
+
+def _population(items: Items, alphabet: str, on_unencodable: OnUnencodable,
+                several_allowed: bool) -> tuple[Any, bool]:
+    """The population of ``items``; refuses unencodable items unless told to drop them.
+
+    Raises:
+        StudyError: bad items, an unencodable item (``on_unencodable="error"``), or a
+            user with no item left.
+    """
+    from protocol.studies.datasets import DatasetError, from_user_words
+
+    if on_unencodable not in ("error", "drop"):
+        raise StudyError("on_unencodable must be 'error' or 'drop'")
+    lists, several = _user_lists(items)
+    if several and not several_allowed:
+        raise StudyError("this mechanism takes exactly one item per user")
+    allowed = set(alphabet)
+    if on_unencodable == "error":
+        for u, ws in enumerate(lists):
+            for w in ws:
+                if not w or not set(w) <= allowed:
+                    bad = sorted(set(w) - allowed)
+                    raise StudyError(
+                        f"user {u}: item {w!r} " + (f"has characters {''.join(bad)!r} outside "
+                                                    "the public alphabet" if w else "is empty")
+                        + "; pass alphabet=... with them, or on_unencodable='drop' to drop "
+                        "and count such items")
+    try:
+        pop = from_user_words("items", lists, alphabet, f"{len(lists)} users from the caller")
+    except DatasetError as exc:
+        raise StudyError(str(exc)) from None
+    empty = int((pop.occurrences_per_user() == 0).sum())
+    if empty:
+        raise StudyError(f"{empty} users have no item left after dropping {pop.dropped} "
+                         "unencodable items; a user without an item would change the "
+                         "theorem (give a larger alphabet)")
+    return pop, several
+
+
+def _rounds_and_costs(rounds: Sequence[Any], seconds: float) -> tuple[tuple[Round, ...], Costs]:
+    total = Cost()
+    out = []
+    for r in rounds:
+        total.add(r.cost)
+        out.append(Round(int(r.round), int(r.candidates), int(r.sampled), int(r.released),
+                         float(r.seconds), int(r.cost.bytes_up), int(r.cost.bytes_down)))
+    return tuple(out), Costs(seconds, dict(total.cpu_seconds), total.bytes_up, total.bytes_down)
+
+
+def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
+           transport: str | Transport = "plain", seed: int | None = None,
+           max_length: int = 10, alphabet: str = DEFAULT_ALPHABET, unit_size: int = 1,
+           release_counts: bool = False, on_unencodable: OnUnencodable = "error",
+           progress: Progress | None = None,
+           client_progress: Callable[[int, int, int], None] | None = None) -> HeavyHitters:
+    """TrieHH (Zhu, Kairouz, McMahan, Sun, Li, "Federated Heavy Hitters Discovery with
+    Differential Privacy", AISTATS 2020) on the caller's items.
+
+    Args:
+        items: one word per user (Theorem 1), or one list of words per user
+            (Algorithm 3, Corollary 2).
+        epsilon: target epsilon; Corollary 1 chooses theta and gamma.
+        delta: target delta (default ``1/n^2``).
+        transport: ``plain``, ``secagg``, ``shuffler`` or a transport object.
+        seed: reproducible simulation (seeded sampling and transport keys).
+        max_length: L, the number of trie levels (rounds).
+        alphabet: the public alphabet (default printable ASCII without ``$``).
+        unit_size: characters per trie level (1 to 4).
+        release_counts: also release each prefix's count (Theorem 1 does not cover it).
+        on_unencodable: ``error`` (default) or ``drop`` (counted in ``dropped``).
+        progress: wraps the iterable of rounds (e.g. ``tqdm``).
+        client_progress: ``client_progress(step, done, total)`` inside each secure-
+            aggregation session (e.g. ``protocol.cli.output.ClientProgress()``).
+
+    Raises:
+        StudyError: bad items or parameters, a target outside Corollary 1, or a
+            transport that aborts a round.
+    """
+    from protocol.studies.runners import triehh as runner
+
+    pop, several = _population(items, alphabet, on_unencodable, True)
+    tr, name = _transport(transport, seed)
+    opts = runner.TrieHHOptions(epsilon=epsilon, delta=delta, max_length=max_length,
+                                multi_word=several, unit_size=unit_size, seed=seed,
+                                alphabet=alphabet, transport=name,
+                                release_counts=release_counts)
+    prep, rng = runner.prepare(opts, population=pop)
+    rec = _Recording(tr)
+    t0 = time.perf_counter()
+    if client_progress is not None and hasattr(tr, "client_progress"):
+        tr.client_progress = client_progress
+    res = runner.run_once(prep, rec, rng, progress)
+    seconds = time.perf_counter() - t0
+    rounds, costs = _rounds_and_costs(res.rounds, seconds)
+    return HeavyHitters(
+        mechanism="triehh", transport=name, n=prep.n,
+        heavy_hitters=tuple(HeavyHitter(w, c) for w, c in res.heavy_hitters.items()),
+        released_prefixes=dict(res.prefixes), guarantee=res.guarantee,
+        guarantee_note=res.guarantee_note,
+        parameters={"theta": int(prep.config.theta), "gamma": float(prep.config.gamma),
+                    "m": int(res.m), "L": int(prep.config.max_levels)},
+        rounds=rounds, costs=costs, views=tuple(rec.views), dropped=int(pop.dropped))
+
+
+def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
+             transport: str | Transport = "plain", seed: int | None = None,
+             max_length: int = 10, alphabet: str = DEFAULT_ALPHABET,
+             theta: int | None = None, bound: Literal["paper", "eq3"] = "paper",
+             on_unencodable: OnUnencodable = "error",
+             progress: Progress | None = None) -> HeavyHitters:
+    """TrieHH++ (Cormode, "Federated Heavy Hitters Revisited", 2021) on the caller's items: a Poisson sample of the users
+    votes on each trie level, counts at or above theta are released with an unbiased
+    estimate of the number of holders.
+
+    Args:
+        items: one word per user.
+        epsilon: target epsilon (basic composition over the levels).
+        delta: target delta (default ``1/n^2``).
+        transport: ``plain``, ``secagg``, ``shuffler`` or a transport object.
+        seed: reproducible simulation.
+        max_length: L, the number of trie levels.
+        alphabet: the public alphabet.
+        theta: fix the threshold instead of the smallest one meeting delta.
+        bound: the per-level epsilon: ``paper`` (Lemma 3 eq. (4), needs a per-level
+            epsilon of at most ln(10/9)) or ``eq3`` (the tight ratio of eq. (3)).
+        on_unencodable: ``error`` (default) or ``drop``.
+        progress: wraps the iterable of levels.
+
+    Raises:
+        StudyError: bad items, a failing condition of the theorem (the message names
+            it; a small population often cannot reach a small epsilon), or a
+            transport that aborts a round.
+    """
+    from mechanisms.prefix_tree import PrefixTreeError, UnitAlphabet
+    from mechanisms.triehhpp import TrieHHPPParams, run_triehhpp, spawn_rngs
+    from protocol.core.contract import AggregationAborted
+    from protocol.studies.runners import triehhpp as runner
+
+    pop, _ = _population(items, alphabet, on_unencodable, False)
+    tr, name = _transport(transport, seed)
+    target = runner.PrivacyTarget(epsilon=epsilon, delta=delta, max_length=max_length,
+                                  theta=theta, bound=bound)
+    sol = runner.solve(target, pop.n, False)
+    params = TrieHHPPParams(pop.n, float(sol.m), sol.theta, max_length)
+    sr, trng = spawn_rngs(seed)
+    rec = _Recording(tr)
+    t0 = time.perf_counter()
+    try:
+        alpha = UnitAlphabet(pop.alphabet)
+        um = alpha.encode(list(pop.vocabulary), max_length)[pop.items]
+        res = run_triehhpp(um, alpha.num_units, alpha.labels, params, rec, sr, trng,
+                           terminal=alpha.terminal, progress=progress)
+        hh = res.heavy_hitters(strip=alpha.eos)
+    except (PrefixTreeError, ValueError) as exc:
+        raise StudyError(str(exc)) from None
+    except AggregationAborted as exc:
+        raise StudyError(f"the {name} transport aborted a round: {exc}") from None
+    seconds = time.perf_counter() - t0
+    if len(rec.costs) != len(res.levels):  # one transport round per level
+        raise StudyError(f"{len(res.levels)} levels but {len(rec.costs)} transport rounds")
+    total = Cost()
+    for _, c in rec.costs:
+        total.add(c)
+    levels = tuple(Round(int(s.level), int(s.candidates), int(s.contacted), int(s.released),
+                         float(sec), int(c.bytes_up), int(c.bytes_down))
+                   for s, (sec, c) in zip(res.levels, rec.costs))
+    prefixes: dict[str, int | None] = {e.label: int(e.count) for e in res.node_estimates()
+                                       if not e.terminal}
+    return HeavyHitters(
+        mechanism="triehhpp", transport=name, n=pop.n,
+        heavy_hitters=tuple(HeavyHitter(e.label, int(e.count), float(e.estimate)) for e in hh),
+        released_prefixes=prefixes, guarantee=sol.guarantee, guarantee_note="",
+        parameters={"theta": int(sol.theta), "m": float(sol.m), "L": max_length,
+                    "rate": float(sol.rate)},
+        rounds=levels, costs=Costs(seconds, dict(total.cpu_seconds), total.bytes_up,
+                                  total.bytes_down), views=tuple(rec.views),
+        dropped=int(pop.dropped))
+
+
+@dataclass(frozen=True)
+class Frequencies:
+    """The result of a local-DP frequency oracle.
+
+    Attributes:
+        oracle: ``grr``, ``oue``, ``olh`` or ``aon``.
+        transport: ``none`` (estimated in process) or the transport's name.
+        n: number of users (reports).
+        estimates: the unbiased estimated frequency of every item ``0..domain_size-1``.
+        std: the oracle's exact standard deviation of each estimate, evaluated at the
+            estimate clipped to ``[0, 1]`` (the true frequency is unknown).
+        guarantee: the local guarantee of one report (the oracle's own object:
+            ``epsilon``, ``delta``, ``effective_epsilon``, ``source``).
+        central: the shuffler's amplified central guarantee (a dict), else ``None``.
+        costs: totals of the transport (zero in process).
+        views: what each party of the transport saw, one entry per round.
+    """
+
+    oracle: str
+    transport: str
+    n: int
+    estimates: tuple[float, ...]
+    std: tuple[float, ...]
+    guarantee: Any
+    central: Mapping[str, Any] | None
+    costs: Costs
+    views: tuple[PartyViews, ...] = field(repr=False)
+
+    def top(self, k: int = 10) -> list[tuple[int, float]]:
+        """The ``k`` items with the largest estimates, as ``(item, estimate)``."""
+        order = np.argsort(-np.asarray(self.estimates), kind="stable")[: max(0, k)]
+        return [(int(i), float(self.estimates[i])) for i in order]
+
+    def as_dict(self, views: bool = False) -> dict[str, Any]:
+        """A JSON-ready dict; ``views`` includes every party's view."""
+        out: dict[str, Any] = {
+            "oracle": self.oracle, "transport": self.transport, "n": self.n,
+            "estimates": list(self.estimates), "std": list(self.std),
+            "guarantee": _guarantee_dict(self.guarantee),
+            "central": _plain(self.central) if self.central is not None else None,
+            "costs": {"seconds": self.costs.seconds,
+                      "cpu_seconds": dict(self.costs.cpu_seconds),
+                      "bytes_up": self.costs.bytes_up, "bytes_down": self.costs.bytes_down},
+        }
+        if views:
+            out["views"] = [{"task": v.task, "round": v.round, "views": _plain(v.views)}
+                            for v in self.views]
+        return out
+
+    def to_json(self, views: bool = False, indent: int | None = 2) -> str:
+        """The result as JSON (see :meth:`as_dict`)."""
+        return json.dumps(self.as_dict(views), indent=indent)
+
+    def to_table(self, k: int | None = None, fmt: Literal["csv", "markdown"] = "csv") -> str:
+        """``item,estimate,std`` for the ``k`` largest estimates (all items by default),
+        as CSV or Markdown.
+
+        Raises:
+            ValueError: an unknown format.
+        """
+        items = self.top(len(self.estimates) if k is None else k)
+        rows = [(str(i), f"{e:.6g}", f"{self.std[i]:.3g}") for i, e in items]
+        header = ("item", "estimate", "std")
+        if fmt == "csv":
+            buf = io.StringIO()
+            w = csv.writer(buf, lineterminator="\n")
+            w.writerow(header)
+            w.writerows(rows)
+            return buf.getvalue()
+        if fmt == "markdown":
+            lines = ["| " + " | ".join(header) + " |", "|---:|---:|---:|"]
+            lines += ["| " + " | ".join(r) + " |" for r in rows]
+            return "\n".join(lines) + "\n"
+        raise ValueError(f"unknown table format {fmt!r} (csv or markdown)")
+
+
+def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "olh",
+                epsilon: float = 2.0, domain_size: int | None = None,
+                transport: str | Transport | None = None, seed: int | None = None,
+                delta: float | None = None) -> Frequencies:
+    """A local-DP frequency oracle (GRR, OUE, OLH or All-or-Nothing; see
+    ``docs/ldp.md`` for each one's source) on the caller's integer items.
+
+    Args:
+        values: one item per user, integers in ``[0, domain_size)``.
+        oracle: ``grr``, ``oue``, ``olh`` or ``aon``.
+        epsilon: the local epsilon of each report.
+        domain_size: the public domain size (default: the largest value + 1 -- pass
+            it explicitly when the domain is public, as it should be).
+        transport: ``None`` estimates in process; ``plain``, ``secagg``, ``shuffler``
+            or a transport object carries the reports (the shuffler adds the
+            amplified central guarantee in ``central``).
+        seed: reproducible simulation (without it, the OS's randomness).
+        delta: central delta for the shuffler's guarantee (default ``1/n^2``).
+
+    Raises:
+        StudyError: values that are not integers in the domain, bad oracle
+            parameters, or a transport failure.
+    """
+    from mechanisms.fo import OracleInputError, ReportError, make_oracle
+    from protocol.core.contract import AggregationAborted
+    from protocol.studies.ldp_runner import LDPTransportError, run_ldp
+
+    v = np.asarray(values)
+    if v.ndim != 1 or v.size == 0 or not np.issubdtype(v.dtype, np.integer):
+        raise StudyError("values must be a non-empty 1-d sequence of integers")
+    d = int(v.max()) + 1 if domain_size is None else int(domain_size)
+    if v.min() < 0 or v.max() >= d:
+        bad = int(v[(v < 0) | (v >= d)][0])
+        raise StudyError(f"value {bad} is outside the domain [0, {d})")
+    rng = np.random.default_rng(seed)
+    try:
+        orc = make_oracle(oracle, epsilon, d)
+    except (OracleInputError, ValueError) as exc:
+        raise StudyError(str(exc)) from None
+    t0 = time.perf_counter()
+    reports = orc.randomize(v.astype(np.int64), rng)
+    central: Mapping[str, Any] | None = None
+    views: tuple[PartyViews, ...] = ()
+    if transport is None:
+        est = np.asarray(orc.estimate(reports), dtype=np.float64)
+        name, cost = "none", Cost()
+    else:
+        tr, name = _transport(transport, seed)
+        rec = _Recording(tr)
+        try:
+            carried = run_ldp(orc, reports, rec, rng, delta=delta)
+        except (LDPTransportError, AggregationAborted, ReportError) as exc:
+            raise StudyError(str(exc)) from None
+        est = np.asarray(carried.estimates, dtype=np.float64)
+        central, views, cost = carried.central, tuple(rec.views), carried.cost
+    seconds = time.perf_counter() - t0
+    std = np.sqrt(np.asarray(orc.variance(int(v.size), np.clip(est, 0.0, 1.0)),
+                             dtype=np.float64))
+    return Frequencies(
+        oracle=oracle, transport=name, n=int(v.size),
+        estimates=tuple(float(x) for x in est[:d]), std=tuple(float(x) for x in std[:d]),
+        guarantee=orc.privacy(), central=central,
+        costs=Costs(seconds, dict(cost.cpu_seconds), cost.bytes_up, cost.bytes_down),
+        views=views)
+
+
+def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int = 10,
+        epsilon: float = 4.0, oracle: str = "grr", transport: str | Transport = "plain",
+        seed: int | None = None) -> HeavyHitters:
+    """PEM (Wang, Li, Jha, "Locally Differentially Private Heavy Hitter Identification",
+    IEEE TDSC 2019) on the caller's ``bits``-bit integer items: users split into groups,
+    each group reports one longer prefix with an epsilon-LDP frequency oracle, the top
+    prefixes are extended level by level; the top ``k`` items of the last level are
+    released with their estimated counts (``estimate``; ``count`` is ``None``: PEM
+    releases estimates, not counts).
+
+    Args:
+        values: one unsigned item per user, below ``2**bits``.
+        bits: item length.
+        k: number of heavy hitters.
+        epsilon: the local epsilon of each user's one report.
+        oracle: ``grr``, ``oue``, ``olh`` or ``aon``.
+        transport: carries each level's reports (``plain``, ``shuffler``: reports;
+            ``secagg``: support vectors) or a transport object.
+        seed: reproducible simulation.
+
+    Raises:
+        StudyError: items that are not ``bits``-bit unsigned integers, bad parameters,
+            reports the transport cannot carry, or an aborted level.
+    """
+    from mechanisms.pem import pem as run_pem
+    from mechanisms.pem import pem_privacy
+    from protocol.core.contract import AggregationAborted
+
+    v = np.asarray(values)
+    if v.ndim != 1 or v.size == 0 or not np.issubdtype(v.dtype, np.integer):
+        raise StudyError("values must be a non-empty 1-d sequence of integers")
+    if v.min() < 0 or (bits < 64 and int(v.max()) >= 1 << bits):
+        bad = int(v[(v < 0) | (v >= (1 << bits))][0]) if bits < 64 else int(v.min())
+        raise StudyError(f"value {bad} is not a {bits}-bit unsigned integer")
+    tr, name = _transport(transport, seed)
+    rec = _Recording(tr)
+    t0 = time.perf_counter()
+    try:
+        res = run_pem(v.astype(np.uint64), bits, k, epsilon, oracle=oracle,
+                      rng=np.random.default_rng(seed), transport=rec)
+        guarantee = pem_privacy(epsilon, oracle)
+    except AggregationAborted as exc:
+        raise StudyError(f"the {name} transport aborted a level: {exc}") from None
+    except ValueError as exc:  # FederatedError and the oracles' input errors
+        raise StudyError(str(exc)) from None
+    seconds = time.perf_counter() - t0
+    total = Cost()
+    rounds = []
+    lengths, ext = list(res.lengths), list(res.extension)
+    for h, (sec, c) in enumerate(rec.costs):
+        total.add(c)
+        cand = (1 << lengths[0]) if h == 0 else \
+            (ext[h - 1] if h - 1 < len(ext) else k) << (lengths[h] - lengths[h - 1])
+        kept = min(ext[h] if h < len(ext) else len(res.heavy_hitters), cand)
+        rounds.append(Round(h + 1, int(cand), int(res.group_sizes[h]), int(kept), float(sec),
+                            int(c.bytes_up), int(c.bytes_down)))
+    return HeavyHitters(
+        mechanism="pem", transport=name, n=int(v.size),
+        heavy_hitters=tuple(HeavyHitter(str(int(i)), None, float(c))
+                            for i, c in zip(res.heavy_hitters, res.counts)),
+        released_prefixes={}, guarantee=guarantee, guarantee_note="",
+        parameters={"bits": bits, "k": k, "levels": len(lengths)},
+        rounds=tuple(rounds), costs=Costs(seconds, dict(total.cpu_seconds), total.bytes_up,
+                                          total.bytes_down),
+        views=tuple(rec.views))

@@ -1,0 +1,164 @@
+"""The public API (:mod:`protocol.studies.api`): typed results, exports, refusals."""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import importlib.util
+import io
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from protocol.studies import api
+from protocol.studies.errors import StudyError
+
+WORDS = ["hello"] * 900 + ["world"] * 700 + ["privacy"] * 300 + ["rare"] * 100
+
+
+def test_triehh_plain_finds_the_frequent_words_with_its_guarantee() -> None:
+    hh = api.triehh(WORDS, epsilon=4, seed=1)
+    assert hh.mechanism == "triehh" and hh.transport == "plain" and hh.n == 2000
+    assert {"hello", "world"} <= set(hh.items) and "rare" not in hh.items
+    assert hh.guarantee is not None and hh.guarantee.epsilon <= 4 + 1e-9
+    assert hh.guarantee.theorem.endswith("Theorem 1")
+    assert all(h.count is None for h in hh.heavy_hitters)  # membership only
+    assert [r.round for r in hh.rounds] == list(range(1, len(hh.rounds) + 1))
+    assert all(r.contacted == hh.parameters["m"] for r in hh.rounds)
+    assert len(hh.views) == len(hh.rounds)
+    votes = hh.views[0].views["server"]["individual_votes"]
+    assert len(votes) == hh.parameters["m"]  # the plaintext server sees every vote
+    assert "hel" in hh.released_prefixes and not any("$" in p for p in hh.released_prefixes)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        hh.n = 3  # type: ignore[misc]
+
+
+def test_secagg_releases_what_plain_releases_and_hides_the_votes() -> None:
+    plain = api.triehh(WORDS, epsilon=4, seed=3)
+    sec = api.triehh(WORDS, epsilon=4, seed=3, transport="secagg")
+    assert sec.items == plain.items and sec.released_prefixes == plain.released_prefixes
+    server = sec.views[0].views["server"]
+    assert "individual_votes" not in server and "masked_input_digests" in server
+    assert sec.costs.bytes_up > 0 and sec.costs.cpu_seconds["clients"] > 0
+
+
+def test_exports_round_trip() -> None:
+    hh = api.triehh(WORDS, epsilon=4, seed=1, release_counts=True)
+    data = json.loads(hh.to_json(views=True))
+    assert [h["item"] for h in data["heavy_hitters"]] == hh.items
+    assert data["guarantee"]["epsilon"] == hh.guarantee.epsilon
+    assert len(data["views"]) == len(hh.rounds)
+    rows = list(csv.DictReader(io.StringIO(hh.to_table())))
+    assert [r["item"] for r in rows] == hh.items
+    assert all(int(r["count"]) >= hh.parameters["theta"] for r in rows)
+    md = hh.to_table("markdown").splitlines()
+    assert md[0] == "| item | count | estimate |" and len(md) == 2 + len(rows)
+    with pytest.raises(ValueError, match="unknown table format"):
+        hh.to_table("xls")  # type: ignore[arg-type]
+
+
+def test_several_words_per_user_is_corollary_2_only_when_asked() -> None:
+    users = [["hello", "world"]] * 1000 + [["privacy"]] * 1000
+    hh = api.triehh(users, epsilon=4, seed=1)
+    assert "Corollary 2" in hh.guarantee.theorem
+    assert "Theorem 1" in api.triehh(WORDS, epsilon=4, seed=1).guarantee.theorem
+
+
+def test_an_unencodable_item_is_an_error_naming_user_and_item() -> None:
+    words = ["tea"] * 1000 + ["café"] + ["tea"] * 999
+    with pytest.raises(StudyError, match=r"user 1000: item 'café' has characters 'é'"):
+        api.triehh(words, epsilon=4, seed=1)
+    with pytest.raises(StudyError, match="1 users have no item left"):
+        api.triehh(words, epsilon=4, seed=1, on_unencodable="drop")
+    users = [["tea", "café"]] + [["tea"]] * 1999
+    hh = api.triehh(users, epsilon=4, seed=1, on_unencodable="drop")
+    assert hh.dropped == 1 and hh.items == ["tea"]
+    hh = api.triehh(words, epsilon=4, seed=1, alphabet="acefté")
+    assert hh.items == ["tea"] and hh.dropped == 0
+
+
+@pytest.mark.parametrize("bad", [[], "hello", [1, 2], [["a"], 3], np.zeros((2, 2))])
+def test_malformed_items_are_refused(bad: object) -> None:
+    with pytest.raises(StudyError):
+        api.triehh(bad, epsilon=4, seed=1)  # type: ignore[arg-type]
+
+
+def test_integer_arrays_are_decimal_words() -> None:
+    items = np.array([7] * 1200 + [42] * 800)
+    assert sorted(api.triehh(items, epsilon=4, seed=1).items) == ["42", "7"]
+
+
+def test_unknown_transport_is_refused() -> None:
+    with pytest.raises(StudyError, match="unknown transport"):
+        api.triehh(WORDS, transport="carrier-pigeon")
+
+
+def test_triehhpp_estimates_the_holders() -> None:
+    rng = np.random.default_rng(0)
+    words = list(rng.choice(["hello", "world", "privacy", "trie"], 20_000,
+                            p=[.5, .3, .15, .05]))
+    pp = api.triehhpp(words, epsilon=4, bound="eq3", seed=1)
+    assert pp.items[:2] == ["hello", "world"]
+    top = pp.heavy_hitters[0]
+    assert top.count is not None and top.count >= pp.parameters["theta"]
+    assert top.estimate is not None and abs(top.estimate - 10_000) < 2_000
+    assert len(pp.views) == len(pp.rounds) and pp.rounds[0].candidates > 0
+    with pytest.raises(StudyError, match="one item per user"):
+        api.triehhpp([["a", "b"]] * 10, epsilon=1)
+    with pytest.raises(StudyError, match="Lemma 3"):
+        api.triehhpp(words, epsilon=4)  # bound="paper" caps the per-level epsilon
+
+
+def test_the_api_module_passes_mypy_strict() -> None:
+    if importlib.util.find_spec("mypy") is None:
+        pytest.skip("mypy is not installed (pip install -e '.[test]')")
+    path = pathlib.Path(api.__file__)
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
+                           "--no-incremental", "--cache-dir=/dev/null", str(path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_frequencies_in_process_and_over_the_shuffler() -> None:
+    values = np.random.default_rng(0).zipf(1.5, 20_000) % 100
+    truth = np.bincount(values, minlength=100) / values.size
+    local = api.frequencies(values, oracle="grr", epsilon=2, domain_size=100, seed=1)
+    assert local.transport == "none" and local.n == 20_000 and len(local.estimates) == 100
+    assert local.top(1)[0][0] == int(np.argmax(truth))
+    z = (np.asarray(local.estimates) - truth) / np.asarray(local.std)
+    assert np.mean(np.abs(z) < 4) > 0.95  # the stated std describes the error
+    assert local.guarantee.epsilon == 2 and local.central is None and local.views == ()
+    shuf = api.frequencies(values, oracle="grr", epsilon=2, domain_size=100, seed=1,
+                           transport="shuffler")
+    assert shuf.estimates == local.estimates  # the same reports, carried
+    assert shuf.central is not None and shuf.central["epsilon"] < 2
+    assert len(shuf.views) == 1 and shuf.costs.bytes_up > 0
+    data = json.loads(shuf.to_json())
+    assert data["central"]["epsilon"] == shuf.central["epsilon"]
+    rows = list(csv.DictReader(io.StringIO(shuf.to_table(5))))
+    assert [int(r["item"]) for r in rows] == [i for i, _ in shuf.top(5)]
+
+
+@pytest.mark.parametrize("bad", [[], [1.5, 2.0], [-1, 3], [[1], [2]]])
+def test_frequencies_refuse_values_outside_the_domain(bad: list[object]) -> None:
+    with pytest.raises(StudyError):
+        api.frequencies(bad, domain_size=10)  # type: ignore[arg-type]
+    with pytest.raises(StudyError, match="outside the domain"):
+        api.frequencies([1, 2, 12], domain_size=10)
+
+
+def test_pem_finds_the_top_items_with_estimates() -> None:
+    values = np.random.default_rng(0).zipf(1.5, 50_000) % 2**32
+    top = api.pem(values, bits=32, k=5, epsilon=4, seed=1)
+    assert top.mechanism == "pem" and top.items == ["1", "2", "3", "4", "5"]
+    true = int((values == 1).sum())
+    assert abs(top.heavy_hitters[0].estimate - true) < 0.1 * true  # type: ignore[operator]
+    assert top.guarantee.epsilon == 4 and top.guarantee.delta == 0
+    assert len(top.rounds) == len(top.views) == 16
+    assert all(r.released <= r.candidates for r in top.rounds)
+    assert sum(r.contacted for r in top.rounds) == 50_000  # disjoint groups
+    with pytest.raises(StudyError, match="not a 8-bit unsigned integer"):
+        api.pem([1, 2, 300], bits=8)

@@ -1,0 +1,69 @@
+"""Progress that tells the truth: clients served inside a secure-aggregation session,
+and the estimate printed before a long TrieHH run."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from protocol.cli import main
+from protocol.cli.output import ClientProgress
+from protocol.core.contract import Kind, RoundSpec, Votes
+from protocol.core.transports.secagg_transport import SecAggTransport
+
+
+def test_the_transport_reports_every_client_of_every_step() -> None:
+    calls: list[tuple[int, int, int]] = []
+    tr = SecAggTransport(simulate=True)
+    tr.client_progress = lambda s, d, t: calls.append((s, d, t))
+    spec = RoundSpec("p", 1, Kind.VOTE, candidates=("a", "b", "c"), theta=1)
+    res = tr.run_round(spec, Votes(np.array([0, 1, 1, 2, 0, 0, 1, 2])), np.random.default_rng(1))
+    assert dict(res.release.counts or {}) == {"a": 3, "b": 3, "c": 2}
+    steps = sorted({s for s, _, _ in calls})
+    assert steps[0] == 0 and len(steps) >= 4
+    for step in steps:
+        seen = [(d, t) for s, d, t in calls if s == step]
+        assert [d for d, _ in seen] == list(range(1, len(seen) + 1))  # one call per client
+        assert seen[-1][0] == seen[-1][1] == 8  # every step ends with all clients served
+
+
+def test_client_progress_lines_carry_rate_and_time_left() -> None:
+    out = io.StringIO()
+    p = ClientProgress(stream=out, log_interval=0.0)
+    clock = iter([0.0, 2.0, 4.0])
+    p._clock = lambda: next(clock)  # type: ignore[method-assign]
+    p._last = -1.0
+    p(1, 1, 100)   # the step starts at t = 0
+    p(1, 50, 100)  # 50 clients in 2 s
+    p(1, 100, 100)
+    lines = out.getvalue().splitlines()
+    assert lines[1] == "secure aggregation step 1: 50/100 clients, 25 clients/s, ~2 s left in this step"
+    assert lines[2].endswith("~0 s left in this step")
+    quiet = io.StringIO()
+    q = ClientProgress(enabled=False, stream=quiet, log_interval=0.0)
+    q(1, 1, 2)
+    assert quiet.getvalue() == ""
+
+
+def test_the_estimate_grows_with_the_population() -> None:
+    from protocol.studies.runners import triehh
+
+    tr = SecAggTransport(simulate=True)
+    small, _ = triehh.prepare(triehh.TrieHHOptions(dataset="zipf", users=2_000, seed=1))
+    large, _ = triehh.prepare(triehh.TrieHHOptions(dataset="zipf", users=200_000, seed=1))
+    a, b = triehh.estimate_seconds(small, tr), triehh.estimate_seconds(large, tr)
+    assert a is not None and b is not None and 0 < a < b
+    assert triehh.estimate_seconds(small, __import__(
+        "protocol.core.transports.plain", fromlist=["PlainTransport"]).PlainTransport()) is None
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_quiet_silences_stderr(quiet: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["triehh", "--dataset", "zipf", "--users", "1000", "--transport", "secagg",
+            "--seed", "1", "--max-length", "3"] + (["--quiet"] if quiet else [])
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "heavy hitters discovered" in out
+    if quiet:
+        assert err == ""
