@@ -167,23 +167,24 @@ class SecAggSessionOptions:
                               rounds=(0, 1, 2, 3, 4) if self.malicious else (0, 1, 2, 4))
 
 
-class SecAggTransport(SecAggSessionOptions, Transport):
-    """Secure aggregation (SecAgg, or SecAgg+ on a Harary graph) as a transport.
+    @staticmethod
+    def client_inputs(spec: RoundSpec, contributions: Contributions,
+                      vote_modulus_of: Callable[[int], int]
+                      ) -> tuple[int, int, int, Callable[[int], np.ndarray]]:
+        """The clients' secure-aggregation inputs for a vote or vector round:
+        ``(n, dim, modulus, input_of)``; a vote is a one-hot vector (an abstention the
+        zero vector) modulo ``vote_modulus_of(n)``.
 
-    Takes the options of :class:`SecAggSessionOptions`.
-    """
-
-    name = "secagg"
-    kinds = frozenset({Kind.VOTE, Kind.VECTOR})
-
-    def run_round(self, spec: RoundSpec, contributions: Contributions,
-                  rng: np.random.Generator) -> RoundResult:
+        Raises:
+            ContractError: contributions of the wrong kind, or a report round.
+            AggregationAborted: ``too_few_participants`` (secure aggregation needs 3).
+        """
         if spec.kind is Kind.VOTE:
             if not isinstance(contributions, Votes):
                 raise ContractError(f"a vote round cannot take {type(contributions).__name__}")
             choice = contributions.validate(spec)
             n, dim = int(choice.size), spec.domain_size
-            modulus = vote_modulus(n)
+            modulus = vote_modulus_of(n)
 
             def input_of(i: int) -> np.ndarray:
                 v = np.zeros(dim, dtype=np.uint64)
@@ -206,6 +207,21 @@ class SecAggTransport(SecAggSessionOptions, Transport):
             raise AggregationAborted("too_few_participants",
                                      f"{n} contributions, secure aggregation needs "
                                      f"{max(spec.min_participants, 3)}")
+        return n, dim, modulus, input_of
+
+
+class SecAggTransport(SecAggSessionOptions, Transport):
+    """Secure aggregation (SecAgg, or SecAgg+ on a Harary graph) as a transport.
+
+    Takes the options of :class:`SecAggSessionOptions`.
+    """
+
+    name = "secagg"
+    kinds = frozenset({Kind.VOTE, Kind.VECTOR})
+
+    def run_round(self, spec: RoundSpec, contributions: Contributions,
+                  rng: np.random.Generator) -> RoundResult:
+        n, dim, modulus, input_of = self.client_inputs(spec, contributions, vote_modulus)
         params = self.session_params(n)
         if self.simulate:
             rand: Any = insecure_deterministic_randomness(

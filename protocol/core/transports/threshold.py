@@ -50,8 +50,8 @@ import numpy as np
 
 from protocol.core.committee import CommitteeAborted, Hook, ring_bits, run_committee
 from protocol.core.contract import (
-    AggregationAborted, ContractError, Contributions, Cost, Kind, Release, RoundResult,
-    RoundSpec, Transport, Vectors, Votes,
+    AggregationAborted, Contributions, Cost, Kind, Release, RoundResult, RoundSpec,
+    Transport,
 )
 from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
 from protocol.core.secagg_engine import SecAggRun, run_secagg
@@ -107,35 +107,9 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:
-        if spec.kind is Kind.VOTE:
-            if not isinstance(contributions, Votes):
-                raise ContractError(f"a vote round cannot take {type(contributions).__name__}")
-            choice = contributions.validate(spec)
-            n, dim = int(choice.size), spec.domain_size
-            k = ring_bits(n, spec.theta)
-            modulus = 1 << k
-
-            def client_input(i: int) -> np.ndarray:
-                v = np.zeros(dim, dtype=np.uint64)
-                if choice[i] >= 0:
-                    v[choice[i]] = 1
-                return v
-        elif spec.kind is Kind.VECTOR:
-            if not isinstance(contributions, Vectors):
-                raise ContractError(
-                    f"a vector round cannot take {type(contributions).__name__}")
-            values = contributions.validate(spec)
-            n, dim, modulus, k = int(values.shape[0]), spec.dim, spec.modulus, 0
-
-            def client_input(i: int) -> np.ndarray:
-                return values[i]
-        else:
-            raise ContractError("the threshold committee sums vectors; it cannot carry "
-                                "opaque reports (use the shuffler transport)")
-        if n < max(spec.min_participants, 3):
-            raise AggregationAborted("too_few_participants",
-                                     f"{n} contributions, secure aggregation needs "
-                                     f"{max(spec.min_participants, 3)}")
+        n, dim, modulus, client_input = self.client_inputs(
+            spec, contributions, lambda m: 1 << ring_bits(m, spec.theta))
+        k = ring_bits(n, spec.theta) if spec.kind is Kind.VOTE else 0
         total = n + len(HELPERS)
         helper_pos = tuple(range(n, total))
         params = self.session_params(total)
