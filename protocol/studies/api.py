@@ -193,18 +193,28 @@ class HeavyHitters:
         header = ("item", "count", "estimate")
         rows = [(h.item, "" if h.count is None else str(h.count),
                  "" if h.estimate is None else f"{h.estimate:.1f}") for h in self.heavy_hitters]
-        if fmt == "csv":
-            buf = io.StringIO()
-            w = csv.writer(buf, lineterminator="\n")
-            w.writerow(header)
-            w.writerows(rows)
-            return buf.getvalue()
-        if fmt == "markdown":
-            lines = ["| " + " | ".join(header) + " |", "|---|---:|---:|"]
-            lines += ["| " + " | ".join(r) + " |" for r in rows]
-            return "\n".join(lines) + "\n"
-        raise ValueError(f"unknown table format {fmt!r} (csv or markdown)")
+        return _table(header, rows, fmt, "|---|---:|---:|")
 
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], fmt: str,
+           rule: str) -> str:
+    """``rows`` under ``header`` as CSV or a Markdown table (``rule``: its alignment row).
+
+    Raises:
+        ValueError: an unknown format.
+    """
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+        return buf.getvalue()
+    if fmt == "markdown":
+        lines = ["| " + " | ".join(header) + " |", rule]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(lines) + "\n"
+    raise ValueError(f"unknown table format {fmt!r} (csv or markdown)")
 
 def _guarantee_dict(g: Any) -> Any:
     """A guarantee object as JSON types, whichever of the guarantee types it is."""
@@ -541,17 +551,7 @@ class Frequencies:
         items = self.top(len(self.estimates) if k is None else k)
         rows = [(str(i), f"{e:.6g}", f"{self.std[i]:.3g}") for i, e in items]
         header = ("item", "estimate", "std")
-        if fmt == "csv":
-            buf = io.StringIO()
-            w = csv.writer(buf, lineterminator="\n")
-            w.writerow(header)
-            w.writerows(rows)
-            return buf.getvalue()
-        if fmt == "markdown":
-            lines = ["| " + " | ".join(header) + " |", "|---:|---:|---:|"]
-            lines += ["| " + " | ".join(r) + " |" for r in rows]
-            return "\n".join(lines) + "\n"
-        raise ValueError(f"unknown table format {fmt!r} (csv or markdown)")
+        return _table(header, rows, fmt, "|---:|---:|---:|")
 
 
 def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "olh",
