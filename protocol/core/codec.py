@@ -113,30 +113,28 @@ def _read_len(buf: bytes, pos: int, size: int) -> tuple[int, int]:
     return int.from_bytes(buf[pos:end], "big"), end
 
 
-def _array_header(buf: bytes, pos: int) -> tuple[int, int]:
+def _read_container_header(buf: bytes, pos: int, fix: int, tag16: int, what: str
+                           ) -> tuple[int, int]:
+    """``(length, next position)`` of the msgpack array or map header at ``pos``:
+    fix form ``fix..fix+15``, 16-bit length form ``tag16``, 32-bit form ``tag16 + 1``."""
     if pos >= len(buf):
         raise _truncated()
     b = buf[pos]
-    if 0x90 <= b <= 0x9F:
+    if fix <= b <= fix + 0x0F:
         return b & 0x0F, pos + 1
-    if b == 0xDC:
+    if b == tag16:
         return _read_len(buf, pos + 1, 2)
-    if b == 0xDD:
+    if b == tag16 + 1:
         return _read_len(buf, pos + 1, 4)
-    raise CodecError(f"expected an array at byte {pos}")
+    raise CodecError(f"expected {what} at byte {pos}")
+
+
+def _array_header(buf: bytes, pos: int) -> tuple[int, int]:
+    return _read_container_header(buf, pos, 0x90, 0xDC, "an array")
 
 
 def _map_header(buf: bytes, pos: int) -> tuple[int, int]:
-    if pos >= len(buf):
-        raise _truncated()
-    b = buf[pos]
-    if 0x80 <= b <= 0x8F:
-        return b & 0x0F, pos + 1
-    if b == 0xDE:
-        return _read_len(buf, pos + 1, 2)
-    if b == 0xDF:
-        return _read_len(buf, pos + 1, 4)
-    raise CodecError(f"expected a map at byte {pos}")
+    return _read_container_header(buf, pos, 0x80, 0xDE, "a map")
 
 
 def _walk_ints(buf: bytes, pos: int, n: int, lo: int, hi: int) -> int:
