@@ -66,6 +66,32 @@ def test_bench_secagg_reports_the_threat_model(capsys: pytest.CaptureFixture[str
     assert "--malicious contradicts --threat semi-honest" in capsys.readouterr().err
 
 
+def test_bench_secagg_compare_threats_splits_the_price(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["bench", "secagg", "--clients", "40", "--dim", "8", "--seed", "1",
+            "--bare-sample", "5", "--compare-threats", "--repeats", "2"]
+    assert main(base + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    s = out["sessions"]
+    mal, semi = s["malicious"], s["semi-honest"]
+    same = s["semi-honest-at-malicious-parameters"]
+    assert (mal["threat"], semi["threat"], same["threat"]) == \
+        ("malicious", "semi-honest", "semi-honest")
+    assert (same["degree"], same["threshold"]) == (mal["degree"], mal["threshold"])
+    assert (semi["degree"], semi["threshold"]) != (mal["degree"], mal["threshold"])
+    assert all(v["correct"] and len(v["cpu_seconds"]) == 2 for v in s.values())
+    assert mal["signature_seconds_median"] > 0 == semi["signature_seconds_median"]
+    r = out["ratios"]
+    assert r["malicious_over_semi_honest"] == round(
+        mal["cpu_seconds_median"] / semi["cpu_seconds_median"], 3)
+    assert r["protocol"] == round(
+        mal["cpu_seconds_median"] / same["cpu_seconds_median"], 3)
+    assert main(base + ["--threat", "semi-honest"]) == 2
+    assert "--compare-threats runs both threat models" in capsys.readouterr().err
+    assert main(base[:-1] + ["0"]) == 2
+    assert "--repeats must be at least 1" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", [["triehh"], ["triehhpp"], ["ldp", "--oracle", "grr"],
                                      ["bench", "triehh"], ["eval", "triehh"], ["demo"]])
 def test_every_secagg_command_takes_threat(command: list[str],

@@ -43,6 +43,12 @@ def register(cli) -> None:  # noqa: ANN001
                         "0 unless --graph harary under the malicious threat model)")
     p.add_argument("--bare-sample", type=int, default=2000,
                    help="operations per primitive replayed bare (0: all)")
+    p.add_argument("--compare-threats", action="store_true", dest="compare_threats",
+                   help="the price of the malicious default in one run: semi-honest, "
+                        "malicious, and semi-honest at the malicious (k, t), interleaved "
+                        "--repeats times; prints medians and their ratios")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="with --compare-threats: interleaved repetitions (medians)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -77,6 +83,12 @@ def run(args: argparse.Namespace) -> int:
     if args.malicious and args.threat not in (None, "malicious"):
         raise UsageError(f"--malicious contradicts --threat {args.threat}")
     threat = args.threat or args.malicious or "malicious"
+    if args.repeats < 1:
+        raise UsageError("--repeats must be at least 1")
+    if args.compare_threats:
+        if args.threat is not None or args.malicious:
+            raise UsageError("--compare-threats runs both threat models; drop --threat")
+        return _compare_threats(args)
     from protocol.studies.runners.benchmarks import bench_secagg
 
     out = bench_secagg(args.clients, args.dim, graph=args.graph, dropout=args.dropout,
@@ -88,6 +100,41 @@ def run(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         _print_table(out)
+    return 0
+
+
+def _compare_threats(args: argparse.Namespace) -> int:
+    import sys
+
+    from protocol.studies.runners.benchmarks import bench_threat_price
+
+    def progress(name: str, row: dict[str, Any]) -> None:
+        if not args.json:
+            print(f"  {name}: k={row['degree']} t={row['threshold']} "
+                  f"CPU {row['cpu_seconds']:.2f} s", file=sys.stderr)
+
+    out = bench_threat_price(args.clients, args.dim, graph=args.graph,
+                             dropout=args.dropout, seed=args.seed, modulus=args.modulus,
+                             repeats=args.repeats, bare_sample=args.bare_sample,
+                             grinding_bits=args.grinding_bits, progress=progress)
+    if args.json:
+        from protocol.cli.output import print_json
+
+        print_json(out)
+        return 0
+    print(f"price of the malicious default: n={out['clients']} dim={out['dim']} "
+          f"graph={out['graph']} dropout={out['dropout']} "
+          f"({out['repeats']} interleaved repetitions, medians of process CPU)")
+    print(f"  {'session':<38}{'k / t':>10}{'min honest':>12}{'CPU s':>9}{'sign. s':>9}"
+          f"{'correct':>9}")
+    for name, v in out["sessions"].items():
+        print(f"  {name:<38}{str(v['degree']) + ' / ' + str(v['threshold']):>10}"
+              f"{v['min_honest']:>12}{v['cpu_seconds_median']:>9.2f}"
+              f"{v['signature_seconds_median']:>9.2f}{str(v['correct']):>9}")
+    r = out["ratios"]
+    print(f"  malicious / semi-honest {r['malicious_over_semi_honest']}x "
+          f"(goal <= {out['goal']}x) = parameters {r['parameters']}x "
+          f"x protocol {r['protocol']}x")
     return 0
 
 

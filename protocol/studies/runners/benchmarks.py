@@ -28,14 +28,20 @@ from typing import Any
 
 from protocol.studies.errors import StudyError
 
-__all__ = ["bench_secagg", "bench_shuffler", "bench_blinded", "bench_fo"]
+__all__ = ["bench_secagg", "bench_threat_price", "bench_shuffler", "bench_blinded", "bench_fo"]
 
 
 def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: float = 0.0,
                  threat: str = "malicious", seed: int | None = None, modulus: int = 1 << 32,
                  bare_sample: int = 2000, grinding_bits: int | None = None,
-                 malicious: bool | None = None) -> dict[str, Any]:
+                 malicious: bool | None = None, degree: int | None = None,
+                 threshold: int | None = None) -> dict[str, Any]:
     """Run one round and return the figures (see the module docstring).
+
+    ``degree`` and ``threshold`` (both or neither) replace the parameters
+    :func:`secagg.params.find_params` would choose: the session then runs with that
+    ``(k, t)`` under ``threat`` (used by :func:`bench_threat_price` to price the
+    malicious protocol at equal parameters); ``log2`` bounds are then ``None``.
 
     ``threat`` names the threat model (``"malicious"``, the default, or
     ``"semi-honest"``; ``malicious`` is its boolean alias); the result reports it with
@@ -60,7 +66,8 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     from secagg.errors import ParameterError
     from secagg.crypto import FRESH_NONCE_BYTES
     from secagg.params import (
-        DEFAULT_DROPOUT_RATE, default_grinding_bits, find_params, threat_of,
+        DEFAULT_DROPOUT_RATE, SecAggParams, default_grinding_bits, find_params,
+        min_honest_clients, threat_of,
     )
     from secagg.state import ModAccumulator, SessionConfig
 
@@ -73,6 +80,16 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         params = find_params(clients, graph=graph,
                              dropout_rate=max(DEFAULT_DROPOUT_RATE, dropout),
                              threat=threat, grinding_bits=grinding_bits)
+        if (degree is None) != (threshold is None):
+            raise StudyError("give both degree and threshold, or neither")
+        if degree is not None and threshold is not None:
+            params = SecAggParams(
+                n=clients, degree=degree, threshold=threshold, graph=graph,
+                corrupt_fraction=params.corrupt_fraction, dropout_rate=params.dropout_rate,
+                malicious=malicious, grinding_bits=grinding_bits,
+                min_honest=min_honest_clients(
+                    clients, degree, threshold, corrupt_fraction=params.corrupt_fraction,
+                    dropout_rate=params.dropout_rate, threat=threat))
     except ParameterError as exc:
         raise StudyError(f"no SecAgg parameters for this setting: {exc}") from None
     data_seed = seed if seed is not None else secrets.randbits(64)
@@ -130,6 +147,83 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         "expansion_up": round(up_mean / plain_bytes, 3),
         "primitives": primitives,
         "primitive_seconds_total": round(sum(cats.values()), 3),
+    }
+
+
+def bench_threat_price(clients: int, dim: int, *, graph: str = "harary",
+                       dropout: float = 0.0, seed: int | None = None,
+                       modulus: int = 1 << 32, repeats: int = 1, bare_sample: int = 2000,
+                       grinding_bits: int | None = None,
+                       progress: Any = None) -> dict[str, Any]:
+    """The price of the malicious default, as ratios measured in one run.
+
+    Three sessions on the same inputs, interleaved ``repeats`` times (medians of process
+    CPU seconds): ``semi-honest`` and ``malicious`` each with the parameters
+    :func:`secagg.params.find_params` gives its threat model, and
+    ``semi-honest-at-malicious-parameters``, the semi-honest protocol run with the
+    malicious model's ``(k, t)``. The three ratios split the price:
+    ``malicious / semi-honest`` (the whole), ``parameters`` (semi-honest at the malicious
+    ``(k, t)`` / semi-honest: what the larger graph and threshold cost) and ``protocol``
+    (malicious / semi-honest at the same ``(k, t)``: signatures and the consistency
+    round). ``grinding_bits`` applies to the malicious parameters (``None``: the default).
+
+    Raises:
+        StudyError: bad arguments or no parameters for a threat model.
+    """
+    import statistics
+
+    if not isinstance(repeats, int) or repeats < 1:
+        raise StudyError(f"repeats must be an int >= 1, got {repeats!r}")
+    common = dict(graph=graph, dropout=dropout, seed=seed, modulus=modulus,
+                  bare_sample=bare_sample)
+    runs: dict[str, list[dict[str, Any]]] = {"semi-honest": [], "malicious": [],
+                                             "semi-honest-at-malicious-parameters": []}
+    for _ in range(repeats):
+        mal = bench_secagg(clients, dim, threat="malicious", grinding_bits=grinding_bits,
+                           **common)
+        runs["malicious"].append(mal)
+        if progress is not None:
+            progress("malicious", mal)
+        semi = bench_secagg(clients, dim, threat="semi-honest", **common)
+        runs["semi-honest"].append(semi)
+        if progress is not None:
+            progress("semi-honest", semi)
+        same = bench_secagg(clients, dim, threat="semi-honest", degree=mal["degree"],
+                            threshold=mal["threshold"], **common)
+        runs["semi-honest-at-malicious-parameters"].append(same)
+        if progress is not None:
+            progress("semi-honest-at-malicious-parameters", same)
+
+    def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        first = rows[0]
+        sig = [r["primitives"]["signature"]["seconds"] for r in rows]
+        return {
+            "threat": first["threat"], "degree": first["degree"],
+            "threshold": first["threshold"], "min_honest": first["min_honest"],
+            "grinding_bits": first["grinding_bits"],
+            "correct": all(r["correct"] for r in rows),
+            "cpu_seconds": [r["cpu_seconds"] for r in rows],
+            "cpu_seconds_median": statistics.median(r["cpu_seconds"] for r in rows),
+            "signature_seconds_median": statistics.median(sig),
+            "bytes_up_per_client": first["bytes_up_per_client"],
+            "bytes_down_per_client": first["bytes_down_per_client"],
+        }
+
+    out = {name: summary(rows) for name, rows in runs.items()}
+    med = {name: v["cpu_seconds_median"] for name, v in out.items()}
+
+    def ratio(a: str, b: str) -> float | None:
+        return round(med[a] / med[b], 3) if med[b] > 0 else None
+
+    return {
+        "clients": clients, "dim": dim, "graph": graph, "dropout": dropout, "seed": seed,
+        "modulus": modulus, "repeats": repeats, "sessions": out,
+        "ratios": {
+            "malicious_over_semi_honest": ratio("malicious", "semi-honest"),
+            "parameters": ratio("semi-honest-at-malicious-parameters", "semi-honest"),
+            "protocol": ratio("malicious", "semi-honest-at-malicious-parameters"),
+        },
+        "goal": 1.6,
     }
 
 
