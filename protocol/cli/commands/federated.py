@@ -26,20 +26,28 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--seed", type=int, default=None,
                    help="simulation seed (default: fresh OS randomness)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    from protocol.cli.transport_options import add_transport_args
+
+    add_transport_args(p, help="how each party's oracle rounds are aggregated: plain "
+                               "(default) or shuffler carry reports; secagg and threshold "
+                               "carry support vectors (same estimates, same release)")
 
 
 def run(args: argparse.Namespace) -> int:
     from protocol.cli.args import options_from
     from protocol.cli.output import print_json
     from protocol.studies.runners.federated import FederatedOptions
+    from protocol.cli.transport_options import transport_from_args
     from protocol.studies.runners.federated import run as run_federated
 
-    out = run_federated(options_from(FederatedOptions, args))
+    transport = transport_from_args(args)  # refuse bad options before loading data
+    out = run_federated(options_from(FederatedOptions, args), transport)
     if args.json:
         print_json(out)
         return 0
     print(f"{out['mechanism']} on {out['dataset']}: {out['parties']} parties, {out['users']} users, "
-          f"epsilon={out['epsilon']}, k={out['k']}, oracle={out['oracle']}")
+          f"epsilon={out['epsilon']}, k={out['k']}, oracle={out['oracle']}, "
+          f"transport={out['transport']}")
     print(f"F1={out['f1']}  NCR={out['ncr']}  local recall={out['local_recall']}  "
           f"time={out['seconds']} s  max reports/user={out['max_reports_per_user']}")
     print("communication per party (pairs up/down, kbit up/down):")

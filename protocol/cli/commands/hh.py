@@ -39,6 +39,12 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--show", type=int, default=20, help="items listed (default 20)")
     p.add_argument("--seed", type=int, default=None, help="simulation seed")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    from protocol.cli.transport_options import add_transport_args
+
+    add_transport_args(p, default="auto", extra_choices=("auto",), help=(
+        "how contributions reach the server: auto (default: plain; SFP sums in process), "
+        "plain, shuffler (reports; SFP then also states its shuffle-amplified central "
+        "epsilon), secagg or threshold (PEM/AoN support vectors, TrieHH votes)"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,14 +53,22 @@ def run(args: argparse.Namespace) -> int:
     from protocol.studies.runners.hh import HHOptions
     from protocol.studies.runners.hh import run as run_hh
 
-    out = run_hh(options_from(HHOptions, args))
+    from protocol.cli.transport_options import transport_from_args, transport_options
+
+    if args.transport == "auto":
+        transport_options(args)  # any transport option is an error here
+        transport = None
+    else:
+        transport = transport_from_args(args)  # refuse bad options before loading data
+    out = run_hh(options_from(HHOptions, args), transport)
     if args.json:
         print_json(out)
         return 0
     w = sys.stdout.write
     pv = out["privacy"]
     k = args.k
-    w(f"{out['mechanism'].upper()} on {out['dataset']}: n = {out['n']:,}, K = {k}\n")
+    w(f"{out['mechanism'].upper()} on {out['dataset']}: n = {out['n']:,}, K = {k}, "
+      f"transport {out['transport']}\n")
     if pv["kind"] == "local":
         w(f"privacy: local {pv['epsilon']:g}-LDP per user ({pv['source']})\n")
         c = pv.get("central_after_shuffling")

@@ -38,6 +38,12 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--seed", type=int, default=None,
                    help="simulation seed (default: fresh OS randomness)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    from protocol.cli.transport_options import add_transport_args
+
+    add_transport_args(p, default="auto", extra_choices=("auto",), help=(
+        "how the reports reach the server: auto (default: the shuffler for a central "
+        "target, in-process sums with --local-epsilon), shuffler, plain, or secagg / "
+        "threshold (sketch vectors; only with --local-epsilon and small --k x --m)"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,7 +52,14 @@ def run(args: argparse.Namespace) -> int:
     from protocol.studies.runners.sfp import SFPOptions
     from protocol.studies.runners.sfp import run as run_sfp
 
-    out = run_sfp(options_from(SFPOptions, args))
+    from protocol.cli.transport_options import transport_from_args, transport_options
+
+    if args.transport == "auto":
+        transport_options(args)  # any transport option is an error here
+        transport = None
+    else:
+        transport = transport_from_args(args)
+    out = run_sfp(options_from(SFPOptions, args), transport)
     if args.json:
         print_json(out)
         return 0
@@ -54,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"SFP on {out['dataset']}: n={out['users']}, local epsilon "
           f"{out['local_epsilon_fragment']:.4f} (fragment) + "
           f"{args.word_epsilon:g} (word), {out['conversion']}; "
-          f"hash filter {'on' if out['hash_filter'] else 'off'}")
+          f"hash filter {'on' if out['hash_filter'] else 'off'}; transport "
+          f"{out['transport']}")
     print(f"discovered {out['discovered']} words; recall@{args.top} "
           f"{out[f'recall_at_{args.top}']:.3f}, precision {out['precision']:.3f}; "
           f"randomize {s['randomize']:.1f} s, discover {s['discover']:.1f} s")

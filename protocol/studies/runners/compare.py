@@ -249,7 +249,7 @@ def _loop(opts, epsilons, Ts, pop, word_of_user, n, delta, truth, words_in_pop, 
             for T in Ts:
                 for filt in ((False, True) if opts.hash_filter else (False,)):
                     t0 = time.perf_counter()
-                    _, res, _, _ = discover_words(pop, word_of_user, eps0,
+                    _, res, _, _, _ = discover_words(pop, word_of_user, eps0,
                                                   np.random.default_rng(sfp_seed), T=T,
                                                   hash_filter=filt)
                     sec = time.perf_counter() - t0

@@ -73,30 +73,46 @@ def config(opts: FederatedOptions):  # noqa: ANN201
         raise StudyError(str(exc)) from None
 
 
-def run(opts: FederatedOptions) -> dict[str, Any]:
+def run(opts: FederatedOptions, transport: Any = None) -> dict[str, Any]:
     """One run: F1, NCR, local recall, reports per user, time, communication and the
     heavy hitters (as words too for the ``words`` and CSV datasets).
 
+    ``transport`` (a :class:`protocol.core.contract.Transport`; default plaintext)
+    carries every party's oracle rounds: reports over plain or the shuffler, support
+    vectors over secure aggregation or the thresholding committee (the mechanism picks
+    the kind from the transport's ``kinds``; the estimates, hence the release, are the
+    same for the same seed).
+
     Raises:
-        StudyError: a bad configuration or dataset.
+        StudyError: a bad configuration or dataset, or a transport that cannot carry
+            the rounds (or aborted one).
     """
     import numpy as np
 
     from mechanisms.federated import FederatedError, f1_at_k, local_recall, ncr, privacy
     from mechanisms.federated import run as run_mechanism
+    from mechanisms.fo import OracleInputError
+    from mechanisms.fo.base import ReportError
+    from protocol.core.contract import AggregationAborted, ContractError
     from protocol.studies.datasets_federated import decode_item, load_population
 
     cfg = config(opts)
     try:
         pop = load_population(opts.dataset, seed=opts.data_seed, beta=opts.beta, scale=opts.scale)
         rng = np.random.default_rng(opts.seed)
-        res = run_mechanism(opts.mechanism, pop, cfg, rng)
-    except FederatedError as exc:
+        res = run_mechanism(opts.mechanism, pop, cfg, rng, transport)
+    except (FederatedError, ContractError, OracleInputError) as exc:
         raise StudyError(str(exc)) from None
+    except ReportError as exc:
+        where = "plain" if transport is None else transport.name
+        raise StudyError(f"{opts.mechanism} over --transport {where}: {exc}") from None
+    except AggregationAborted as exc:
+        raise StudyError(f"the transport aborted a round: {exc}") from None
     truth = pop.true_top_k(cfg.k)
     out = {
         "mechanism": opts.mechanism, "dataset": opts.dataset, "epsilon": cfg.epsilon,
         "k": cfg.k, "oracle": cfg.oracle, "parties": len(pop.parties), "users": pop.total_users,
+        "transport": "plain" if transport is None else transport.name,
         "f1": round(f1_at_k(truth, res.heavy_hitters), 4),
         "ncr": round(ncr(truth, res.heavy_hitters), 4),
         "local_recall": round(local_recall(truth, [p.heavy_hitters for p in res.parties]), 4),

@@ -135,16 +135,22 @@ class HHResult:
 
 
 def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None = None,  # noqa: ANN001
-            word_bytes: int = 6, extension: int | None = None) -> HHResult:
-    """PEM (or AoN's heavy hitters with ``oracle='aon'``) on a one-word population.
+            word_bytes: int = 6, extension: int | None = None,
+            transport: Any = None) -> HHResult:
+    """PEM (or AoN's heavy hitters with ``oracle='aon'``) on a one-word population; each
+    level's oracle round over ``transport`` (default plaintext: reports over plain or the
+    shuffler, support vectors over secagg or threshold; the same release).
 
     Raises:
-        StudyError: invalid parameters.
+        StudyError: invalid parameters, or a transport that cannot carry the rounds.
     """
     import numpy as np
 
     from mechanisms.federated.parties import FederatedError
     from mechanisms.pem import pem, pem_privacy
+    from mechanisms.fo import OracleInputError
+    from mechanisms.fo.base import ReportError
+    from protocol.core.contract import AggregationAborted, ContractError
     from protocol.studies.datasets import HEX
 
     if pop.alphabet == HEX and all(len(w) == 8 for w in pop.vocabulary[:50]):
@@ -160,10 +166,16 @@ def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None
     g = levels if levels is not None else max(1, bits // 8)
     try:
         res = pem(items, bits, k, epsilon, oracle=oracle, levels=g, extension=extension,
-                  rng=rng)
+                  rng=rng, transport=transport)
         priv = pem_privacy(epsilon, oracle)
-    except FederatedError as exc:
+    except (FederatedError, ContractError, OracleInputError) as exc:
         raise StudyError(str(exc)) from None
+    except ReportError as exc:
+        where = "plain" if transport is None else transport.name
+        raise StudyError(f"{oracle if oracle == 'aon' else 'pem'} over --transport {where}: "
+                         f"{exc}") from None
+    except AggregationAborted as exc:
+        raise StudyError(f"the transport aborted a PEM level: {exc}") from None
     found = {decode(c): float(cnt) for c, cnt in zip(res.heavy_hitters, res.counts)}
     priv = priv.to_json({"mechanism": "pem", "oracle": oracle, "epsilon": priv.epsilon,
                          "delta": priv.delta, "source": priv.theorem, "kind": "local",
@@ -175,11 +187,12 @@ def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None
 
 
 def run_sfp(pop, epsilon: float, rng, *, delta: float | None = None, T: int = 20,  # noqa: ANN001
-            hash_filter: bool = False) -> HHResult:
+            hash_filter: bool = False, transport: Any = None) -> HHResult:
     """SFP at local ``epsilon`` (fragment report only; Appendix C's assembly, plus the
-    word-hash filter if ``hash_filter``). The reports are summed in
-    process, not shuffled, so no amplified central equivalent is claimed
-    (``central_after_shuffling`` is ``None``).
+    word-hash filter if ``hash_filter``). The reports go over ``transport`` (default:
+    summed in process). Only when they reached the server as an anonymous multiset (the
+    shuffler) is the amplified central equivalent reported
+    (``central_after_shuffling``); otherwise it is ``None``.
 
     Raises:
         StudyError: invalid parameters.
@@ -189,19 +202,21 @@ def run_sfp(pop, epsilon: float, rng, *, delta: float | None = None, T: int = 20
 
     word_of_user = users_words(pop)
     n = int(word_of_user.shape[0])
-    sfp, res, t_rand, t_disc = discover_words(pop, word_of_user, epsilon, rng, T=T,
-                                              hash_filter=hash_filter)
+    sfp, res, t_rand, t_disc, anonymous = discover_words(
+        pop, word_of_user, epsilon, rng, T=T, hash_filter=hash_filter, transport=transport)
     found = {w: float(c) for w, c in zip(res.words, res.counts)}
-    # discover_words sums the reports in-process (no shuffler): local epsilon only
-    priv = sfp_privacy(sfp.privacy(), n, anonymous=False, delta=delta)
+    # amplification by shuffling only for the path the reports actually took
+    priv = sfp_privacy(sfp.privacy(), n, anonymous=anonymous, delta=delta)
     return HHResult("sfp", found, truncated_truth(pop, sfp.length), priv,
                     {"T": T, "k": sfp.k, "m": sfp.m, "length": sfp.length,
                      "hash_filter": hash_filter,
                      "seconds": {"randomize": round(t_rand, 3), "discover": round(t_disc, 3)}})
 
 
-def run_triehh(pop, epsilon: float, rng, *, delta: float | None = None) -> HHResult:  # noqa: ANN001
-    """TrieHH with Corollary 1's parameters for the central target, plain transport.
+def run_triehh(pop, epsilon: float, rng, *, delta: float | None = None,  # noqa: ANN001
+               transport: Any = None) -> HHResult:
+    """TrieHH with Corollary 1's parameters for the central target, its votes over
+    ``transport`` (default plain).
 
     Raises:
         StudyError: invalid parameters or target.
@@ -212,7 +227,8 @@ def run_triehh(pop, epsilon: float, rng, *, delta: float | None = None) -> HHRes
     d = 1.0 / float(pop.n) ** 2 if delta is None else delta
     prep, _ = triehh.prepare(triehh.plain_options(pop.name, pop.n, epsilon, d, 10),
                              population=pop)
-    result = triehh.run_once(prep, default_transport("plain"), rng)
+    result = triehh.run_once(prep, transport if transport is not None
+                             else default_transport("plain"), rng)
     s = triehh.summarize(prep, result)
     priv = dict(s["privacy"], kind="central", mechanism="triehh")
     return HHResult("triehh", dict(result.heavy_hitters), pop.top(len(pop.vocabulary)), priv,
@@ -236,8 +252,9 @@ def score(res: HHResult, k: int) -> dict[str, Any]:
 def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: ANN001
              oracle: str | None = None, delta: float | None = None, levels: int | None = None,
              word_bytes: int = 6, T: int = 20, extension: int | None = None,
-             hash_filter: bool = False) -> HHResult:
-    """Run one mechanism by name (``pem``, ``aon``, ``sfp``, ``triehh``).
+             hash_filter: bool = False, transport: Any = None) -> HHResult:
+    """Run one mechanism by name (``pem``, ``aon``, ``sfp``, ``triehh``) over
+    ``transport`` (default: plain; in-process sums for SFP).
 
     Raises:
         StudyError: invalid parameters.
@@ -253,16 +270,17 @@ def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: 
             raise StudyError("--mechanism aon uses the AoN oracle")
         name = "aon" if mechanism == "aon" else (oracle or "olh")
         return run_pem(pop, epsilon, k, name, rng, levels=levels, word_bytes=word_bytes,
-                       extension=extension)
+                       extension=extension, transport=transport)
     if mechanism == "sfp":
-        return run_sfp(pop, epsilon, rng, delta=delta, T=T, hash_filter=hash_filter)
+        return run_sfp(pop, epsilon, rng, delta=delta, T=T, hash_filter=hash_filter,
+                       transport=transport)
     if mechanism == "triehh":
-        return run_triehh(pop, epsilon, rng, delta=delta)
+        return run_triehh(pop, epsilon, rng, delta=delta, transport=transport)
     raise StudyError(f"unknown mechanism {mechanism!r}")
 
 
-def run(opts: HHOptions) -> dict[str, Any]:
-    """Draw the population, run the mechanism, score it at ``k``.
+def run(opts: HHOptions, transport: Any = None) -> dict[str, Any]:
+    """Draw the population, run the mechanism over ``transport``, score it at ``k``.
 
     Raises:
         StudyError: bad population size, dataset or parameters.
@@ -278,11 +296,15 @@ def run(opts: HHOptions) -> dict[str, Any]:
     t1 = time.perf_counter()
     res = discover(opts.mechanism, pop, opts.epsilon, run_rng, k=opts.k, oracle=opts.oracle,
                    delta=opts.delta, levels=opts.levels, word_bytes=opts.word_bytes, T=opts.T,
-                   extension=opts.extension, hash_filter=opts.hash_filter)
+                   extension=opts.extension, hash_filter=opts.hash_filter,
+                   transport=transport)
     t2 = time.perf_counter()
     sc = score(res, opts.k)
     k = opts.k
+    where = ("in process" if res.mechanism == "sfp" else "plain") if transport is None \
+        else transport.name
     return {"mechanism": res.mechanism, "dataset": pop.name, "n": pop.n, "k": k,
+            "transport": where,
             "privacy": res.privacy, "details": res.details,
             "precision": sc["precision"], f"precision_at_{k}": sc["precision_at_k"],
             f"recall_at_{k}": sc["recall_at_k"], f"f1_at_{k}": sc["f1_at_k"],

@@ -88,14 +88,18 @@ def fragment_epsilon(n: int, epsilon: float, delta: float,
 def discover_words(pop, word_of_user: np.ndarray, eps0: float, rng: np.random.Generator, *,  # noqa: ANN001, ANN201
                    word_epsilon: float = 0.0, T: int = 20, k: int = 2048, m: int = 1024,
                    transport: Any = None, hash_filter: bool = False):
-    """One SFP run on the users' words: returns ``(sfp, result, randomize_s, discover_s)``.
+    """One SFP run on the users' words: returns ``(sfp, result, randomize_s, discover_s,
+    anonymous)``.
 
     ``transport`` (a :class:`protocol.core.contract.Transport`) carries the reports to
     the server (:meth:`mechanisms.sfp.SFP.collect`; its randomness is spawned from
-    ``rng``, so the release is the same); ``None`` sums them in process.
+    ``rng``, so the release is the same); ``None`` sums them in process. ``anonymous``
+    says whether the reports reached the server as an anonymous multiset (a report round
+    over the shuffler): only then may amplification by shuffling be claimed.
 
     Raises:
-        StudyError: invalid SFP parameters or words outside the alphabet.
+        StudyError: invalid SFP parameters, words outside the alphabet, or a transport
+            that cannot carry the reports (or aborted).
     """
     from mechanisms.fo import OracleInputError
     from mechanisms.sfp import PAD, SFP
@@ -110,23 +114,44 @@ def discover_words(pop, word_of_user: np.ndarray, eps0: float, rng: np.random.Ge
     t0 = time.perf_counter()
     reports = sfp.randomize(codes[word_of_user], rng)
     t1 = time.perf_counter()
-    result = sfp.discover(reports if transport is None
-                          else sfp.collect(reports, transport, rng.spawn(1)[0]))
+    from protocol.core.contract import AggregationAborted, ContractError
+    from mechanisms.sfp import ReportError
+
+    try:
+        agg = (sfp.aggregate(reports) if transport is None
+               else sfp.collect(reports, transport, rng.spawn(1)[0]))
+    except (ContractError, ReportError) as exc:
+        where = "in process" if transport is None else f"over --transport {transport.name}"
+        raise StudyError(f"SFP {where}: {exc}") from None
+    except AggregationAborted as exc:
+        raise StudyError(f"the transport aborted SFP's round: {exc}") from None
+    result = sfp.discover(agg)
     t2 = time.perf_counter()
-    return sfp, result, t1 - t0, t2 - t1
+    return sfp, result, t1 - t0, t2 - t1, bool(agg.anonymous)
 
 
-def run(opts: SFPOptions) -> dict[str, Any]:
+def run(opts: SFPOptions, transport: Any = None) -> dict[str, Any]:
     """Load the population, choose the local epsilon, run SFP and score it: recall at
     ``top`` of the true top words (truncated to SFP's length) and precision.
 
+    ``transport`` carries the reports (a :class:`protocol.core.contract.Transport`).
+    ``None`` chooses: the shuffler when the local epsilon is derived from a central
+    target (the target holds only for shuffled reports), in-process sums when
+    ``local_epsilon`` is given. A central target with a transport that does not deliver
+    the reports as an anonymous multiset is refused.
+
     Raises:
-        StudyError: bad dataset, population, parameters or conversion.
+        StudyError: bad dataset, population, parameters, conversion or transport.
     """
     from mechanisms.metrics import precision as precision_of
     from mechanisms.metrics import recall_at_k
     from protocol.studies.datasets import DatasetError, load_dataset
 
+    if (opts.local_epsilon is None and transport is not None
+            and not transport.anonymous_reports):
+        raise StudyError(f"the central target (--epsilon) holds only for shuffled reports; "
+                         f"--transport {transport.name} does not shuffle them: use "
+                         f"--transport shuffler, or give --local-epsilon")
     rng = np.random.default_rng(opts.seed)
     try:
         pop = load_dataset(opts.dataset, opts.users, rng)
@@ -136,8 +161,7 @@ def run(opts: SFPOptions) -> dict[str, Any]:
     n = int(word_of_user.shape[0])
     delta = opts.delta if opts.delta is not None else 1.0 / n ** 2
     eps0, conversion = fragment_epsilon(n, opts.epsilon, delta, opts.local_epsilon)
-    transport = None
-    if opts.local_epsilon is None:
+    if opts.local_epsilon is None and transport is None:
         # the central target holds only for shuffled reports: send them through the
         # shuffler (the transport declares anonymous report rounds)
         from protocol.core.transports import get_transport
@@ -145,10 +169,13 @@ def run(opts: SFPOptions) -> dict[str, Any]:
         transport = get_transport("shuffler", simulate=opts.seed is not None)
         if not transport.anonymous_reports:
             raise StudyError("the shuffler transport does not declare anonymous reports")
-    sfp, result, t_rand, t_disc = discover_words(pop, word_of_user, eps0, rng,
-                                                 word_epsilon=opts.word_epsilon, T=opts.T,
-                                                 k=opts.k, m=opts.m, transport=transport,
-                                                 hash_filter=opts.hash_filter)
+    sfp, result, t_rand, t_disc, anonymous = discover_words(
+        pop, word_of_user, eps0, rng, word_epsilon=opts.word_epsilon, T=opts.T, k=opts.k,
+        m=opts.m, transport=transport, hash_filter=opts.hash_filter)
+    if opts.local_epsilon is None and not anonymous:
+        raise StudyError(f"--transport {transport.name} did not deliver SFP's reports as an "
+                         "anonymous multiset, so the central target does not hold; give "
+                         "--local-epsilon")
     truncated = {w[: sfp.length] for w in pop.vocabulary}
     top_k = [w[: sfp.length] for w in pop.top(opts.top)]
     found = set(result.words)
@@ -165,6 +192,7 @@ def run(opts: SFPOptions) -> dict[str, Any]:
         "discovered": len(result.words),
         f"recall_at_{opts.top}": recall, "precision": precision,
         "transport": "in process" if transport is None else transport.name,
+        "reports_anonymous": anonymous,
         "seconds": {"randomize": round(t_rand, 3), "discover": round(t_disc, 3)},
         "words": [[w, float(c)] for w, c in zip(result.words[:opts.top],
                                                 result.counts[:opts.top])],
