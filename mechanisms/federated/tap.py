@@ -45,6 +45,7 @@ from protocol.core.contract import Transport
 
 from .common import (Communication, FederatedConfig, FederatedResult, PartyReport,
                      aggregate_counts, make_sessions, timer)
+from mechanisms.prefix_tree.core import subset_index
 from mechanisms.prefix_tree.levels import PartySession, construct, level_lengths, top_indices, walk_levels
 from .parties import FederatedError, Population, split_sizes
 
@@ -200,7 +201,8 @@ def taps(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
         res = None
         for h, n_h in zip(range(start + 1, g + 1), sizes):
             length = lengths[h - 1]
-            domain = (np.arange(1 << length, dtype=np.uint64) if kept is None
+            # the root (the empty prefix) extended by every unit at the first level
+            domain = (construct(np.zeros(1, dtype=np.uint64), 0, length) if kept is None
                       else construct(kept, prev_len, length))
             n_main = n_h
             if h in prune_at and i > 0 and h in prev_dict:
@@ -210,8 +212,8 @@ def taps(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
                     comm.downloaded_pairs += int(low.size + high.size)
                     v0 = s.estimate(s.take(n_val), length, np.sort(low))
                     v1 = s.estimate(s.take(n_val), length, np.sort(high))
-                    f0 = v0.freqs[np.searchsorted(v0.domain, low)]
-                    f1 = v1.freqs[np.searchsorted(v1.domain, high)]
+                    f0 = v0.freqs[subset_index(v0.domain, low, assume_sorted=True)]
+                    f1 = v1.freqs[subset_index(v1.domain, high, assume_sorted=True)]
                     hat0 = low[np.argsort(f0, kind="stable")]  # ascending in P_i
                     hat1 = high[np.argsort(f1, kind="stable")]
                     lam0, _ = consensus_set(low, hat0, cfg.k, cfg.epsilon, gamma)

@@ -4,8 +4,10 @@ Every trie-based heavy-hitter mechanism here discovers frequent prefixes one lev
 time: the server publishes the candidates (the kept prefixes of the previous level,
 each extended by every unit), a fresh group of clients contributes for the candidate
 that is its own prefix (a vote, an LDP report) through an aggregation transport, and
-the released candidates become the next frontier. The engine has two key
-representations of the same tree:
+the released candidates become the next frontier. That step -- the candidate set
+``frontier x units`` and the mapping of a user's prefix to its candidate index -- is
+written once, in :mod:`mechanisms.prefix_tree.core`; the two modules below key the
+frontier differently and drive it:
 
 * :mod:`mechanisms.prefix_tree.trie`: variable-length strings split into units of a
   public alphabet (TrieHH, Zhu et al. AISTATS 2020; TrieHH++, Cormode 2021; the
@@ -20,6 +22,7 @@ representations of the same tree:
 """
 from __future__ import annotations
 
+from .core import extend, position_in, product_index, subset_index
 from .levels import (ORACLES, LevelError, LevelResult, Party, PartySession, PrivacyBudgetError,
                      ReportLedger, UserPool, construct, level_lengths, make_oracle,
                      prefixes, split_sizes, top_indices, walk_levels)
@@ -32,4 +35,5 @@ __all__ = [
     "ORACLES", "LevelError", "LevelResult", "Party", "PartySession", "PrivacyBudgetError",
     "ReportLedger", "UserPool", "construct", "level_lengths", "make_oracle",
     "prefixes", "split_sizes", "top_indices", "walk_levels",
+    "extend", "position_in", "product_index", "subset_index",
 ]

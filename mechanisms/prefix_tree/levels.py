@@ -55,6 +55,7 @@ from mechanisms.fo import make_oracle as fo_make_oracle
 from mechanisms.fo.rounds import run_oracle_round
 from protocol.core.contract import ContractError, Transport, plaintext_transport
 
+from .core import extend, subset_index
 from .trie import PrefixTreeError
 
 __all__ = [
@@ -246,11 +247,12 @@ def construct(kept: np.ndarray, old_length: int, new_length: int) -> np.ndarray:
     s = new_length - old_length
     if s < 0:
         raise LevelError("prefixes can only be extended")
-    kept = np.unique(np.asarray(kept, dtype=np.uint64))
+    kept = np.unique(np.asarray(kept, dtype=np.uint64))  # the sorted frontier
     if kept.size << s > MAX_DOMAIN:
         raise LevelError(f"{kept.size} prefixes x 2^{s} exceeds the domain cap {MAX_DOMAIN}")
-    ext = (kept[:, None] << np.uint64(s)) | np.arange(1 << s, dtype=np.uint64)[None, :]
-    return np.sort(ext.ravel())
+    # the engine's frontier x units; row-major over a sorted frontier is numeric order
+    parents, units = extend(kept, 1 << s)
+    return (parents << np.uint64(s)) | units.astype(np.uint64)
 
 
 def top_indices(freqs: np.ndarray, t: int) -> np.ndarray:
@@ -347,11 +349,10 @@ class PartySession:
         self.ledger.record(users)
         self.reports_sent += int(users.size)
         values = prefixes(self.party.items[users], self.bits, length)
-        pos = np.searchsorted(domain, values)
-        pos_c = np.minimum(pos, domain.size - 1)
-        inside = domain[pos_c] == values
+        # the engine's lookup: a prefix's candidate index is its rank in the sorted domain
+        idx = subset_index(domain, values, assume_sorted=True)
         complete = domain.size == (1 << length)
-        idx = np.where(inside, pos_c, domain.size).astype(np.int64)
+        idx = np.where(idx >= 0, idx, domain.size)  # not a candidate: the dummy item
         fo = make_oracle(self.oracle, self.epsilon, int(domain.size), dummy=not complete)
         reports = fo.randomize(idx, self.rng)
         if self._transport_rng is None:
@@ -396,10 +397,9 @@ def walk_levels(session: PartySession, lengths: list[int], group_sizes: list[int
     ts = []
     res = None
     for length, n in zip(lengths, group_sizes):
-        if kept is None:
-            domain = np.arange(1 << length, dtype=np.uint64)
-        else:
-            domain = construct(kept, prev_length, length)
+        if kept is None:  # the root (the empty prefix) extended by every unit
+            kept, prev_length = np.zeros(1, dtype=np.uint64), 0
+        domain = construct(kept, prev_length, length)
         res = session.estimate(session.take(n), length, domain)
         t = choose_t(res)
         ts.append(int(t))

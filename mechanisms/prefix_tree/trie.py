@@ -47,6 +47,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .core import extend, position_in, product_index, subset_index
+
 __all__ = [
     "NO_UNIT", "NO_NODE", "ROOT", "PrefixTreeError", "CandidateSetTooLarge", "UnitAlphabet",
     "Candidates", "PrefixTrie",
@@ -219,29 +221,21 @@ class Candidates:
         """Candidate index of each ``(node, unit)`` pair, ``-1`` when it is not a
         candidate (node not in the frontier, no unit, or unit not offered).
 
-        Vectorised; ``nodes`` and ``units`` are equally long integer arrays.
+        Vectorised; ``nodes`` and ``units`` are equally long integer arrays. The
+        lookup is the engine's (:func:`mechanisms.prefix_tree.core.product_index`, or
+        :func:`~mechanisms.prefix_tree.core.subset_index` when only some units are
+        offered).
         """
         nodes = np.asarray(nodes, dtype=np.int64)
         units = np.asarray(units, dtype=np.int64)
-        pos = np.full(nodes.shape, -1, dtype=np.int64)
-        ok = (nodes >= 0) & (units >= 0)
-        pos[ok] = trie.position_in(self.frontier, nodes[ok])
-        ok &= pos >= 0
-        out = np.full(nodes.shape, -1, dtype=np.int64)
+        full = product_index(self.frontier, self.num_units, nodes, units)
         if self.full_product:
-            out[ok] = pos[ok] * self.num_units + units[ok]
-            return out
-        keys = pos * self.num_units + units
-        cand_keys = trie.position_in(self.frontier, self.parents) * self.num_units + self.units
-        order = np.argsort(cand_keys, kind="stable")
-        sk = cand_keys[order]
-        j = np.searchsorted(sk, keys[ok])
-        j_c = np.minimum(j, max(sk.size - 1, 0))
-        hit = sk.size > 0
-        found = (sk[j_c] == keys[ok]) if hit else np.zeros(j.shape, dtype=bool)
-        res = np.full(j.shape, -1, dtype=np.int64)
-        res[found] = order[j_c[found]]
-        out[ok] = res
+            return full
+        # key of a pair = its index in the full product; look it up among the offered
+        cand_keys = product_index(self.frontier, self.num_units, self.parents, self.units)
+        out = np.full(nodes.shape, -1, dtype=np.int64)
+        ok = full >= 0
+        out[ok] = subset_index(cand_keys, full[ok])
         return out
 
     def release_indices(self, trie: "PrefixTrie", unit_labels: Sequence[str],
@@ -370,15 +364,9 @@ class PrefixTrie:
 
     @staticmethod
     def position_in(nodes: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """Position of each ``query`` node in the array ``nodes`` (-1 if absent)."""
-        nodes = np.asarray(nodes, dtype=np.int64)
-        query = np.asarray(query, dtype=np.int64)
-        if nodes.size == 0:
-            return np.full(query.shape, -1, dtype=np.int64)
-        order = np.argsort(nodes, kind="stable")
-        sn = nodes[order]
-        j = np.minimum(np.searchsorted(sn, query), sn.size - 1)
-        return np.where(sn[j] == query, order[j], -1)
+        """Position of each ``query`` node in the array ``nodes`` (-1 if absent);
+        :func:`mechanisms.prefix_tree.core.position_in` on node ids."""
+        return position_in(np.asarray(nodes, dtype=np.int64), np.asarray(query, dtype=np.int64))
 
     def child(self, nodes: np.ndarray, units: np.ndarray) -> np.ndarray:
         """Child of each ``node`` along ``unit`` (``NO_NODE`` when absent or when the
@@ -446,8 +434,7 @@ class PrefixTrie:
                     f"{fr.size} frontier nodes x {self.num_units} units = {total} candidates, "
                     f"more than max_candidates={max_candidates}; use a smaller unit size or "
                     "alphabet, or raise the cap")
-            parents = np.repeat(fr, self.num_units)
-            us = np.tile(np.arange(self.num_units, dtype=np.int64), fr.size)
+            parents, us = extend(fr, self.num_units)
             return Candidates(parents, us, self.num_units, True, fr)
         us = np.unique(np.asarray(units, dtype=np.int64))
         if us.size and (us.min() < 0 or us.max() >= self.num_units):
@@ -455,7 +442,8 @@ class PrefixTrie:
         total = fr.size * us.size
         if total > max_candidates:
             raise CandidateSetTooLarge(f"{total} candidates exceed max_candidates={max_candidates}")
-        return Candidates(np.repeat(fr, us.size), np.tile(us, fr.size), self.num_units, False, fr)
+        parents, j = extend(fr, us.size)
+        return Candidates(parents, us[j], self.num_units, False, fr)
 
     def add(self, parents: np.ndarray, units: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """Add children ``(parent, unit)`` with their released counts; returns their

@@ -200,3 +200,53 @@ def test_release_indices_maps_labels_back_to_candidates(subset: bool) -> None:
     for name in bad:
         with pytest.raises(PrefixTreeError, match="not a candidate"):
             cands.release_indices(t, lab, {name: 20})
+
+
+# ------------------------------------------------------------------ the engine's core
+def test_core_extend_product_index_and_subset_index_by_hand() -> None:
+    from mechanisms.prefix_tree.core import extend, position_in, product_index, subset_index
+
+    parents, units = extend(np.array([7, 3]), 3)
+    assert parents.tolist() == [7, 7, 7, 3, 3, 3] and units.tolist() == [0, 1, 2, 0, 1, 2]
+    # frontier [7, 3] x 3 units: (3, 2) is candidate 1 * 3 + 2 = 5; 9 is not a parent,
+    # -1 is NO_UNIT and 3 is out of range
+    got = product_index(np.array([7, 3]), 3, np.array([3, 7, 9, 3, 7]),
+                        np.array([2, 0, 1, -1, 3]))
+    assert got.tolist() == [5, 0, -1, -1, -1]
+    assert position_in(np.array([5, 1, 9]), np.array([9, 5, 4])).tolist() == [2, 0, -1]
+    assert position_in(np.array([], dtype=np.int64), np.array([1])).tolist() == [-1]
+    # sorted and unsorted candidate keys give the same answer
+    cand = np.array([2, 4, 8, 16], dtype=np.uint64)
+    keys = np.array([16, 3, 2, 17], dtype=np.uint64)
+    assert subset_index(cand, keys, assume_sorted=True).tolist() == [3, -1, 0, -1]
+    assert subset_index(cand[::-1], keys).tolist() == [0, -1, 3, -1]
+
+
+def test_bit_string_levels_are_the_engines_product() -> None:
+    from mechanisms.prefix_tree import construct
+    from mechanisms.prefix_tree.core import product_index, subset_index
+
+    rng = np.random.default_rng(4)
+    kept = np.unique(rng.integers(0, 1 << 10, 40).astype(np.uint64))
+    dom = construct(kept, 10, 13)
+    assert np.array_equal(dom, np.sort(dom)) and dom.size == kept.size * 8
+    # a 13-bit prefix's rank in the domain is its product index over (parent, low 3 bits)
+    values = rng.integers(0, 1 << 13, 500).astype(np.uint64)
+    by_rank = subset_index(dom, values, assume_sorted=True)
+    by_product = product_index(kept, 8, values >> np.uint64(3),
+                               (values & np.uint64(7)).astype(np.int64))
+    assert np.array_equal(by_rank, by_product) and (by_rank >= 0).any() and (by_rank < 0).any()
+    # the first level is the root (prefix 0 of length 0) extended by every unit
+    assert np.array_equal(construct(np.zeros(1, dtype=np.uint64), 0, 5),
+                          np.arange(32, dtype=np.uint64))
+
+
+def test_trie_subset_candidates_use_the_same_index() -> None:
+    trie = PrefixTrie(4)
+    a, b = trie.add(np.array([0, 0]), np.array([1, 3]), np.array([5, 6]))
+    full = trie.extensions(np.array([a, b]))
+    part = trie.extensions(np.array([a, b]), units=np.array([2, 0]))
+    assert part.units.tolist() == [0, 2, 0, 2] and not part.full_product
+    nodes, units = np.array([b, a, a, 0]), np.array([2, 0, 1, 0])
+    assert full.index_of(trie, nodes, units).tolist() == [6, 0, 1, -1]
+    assert part.index_of(trie, nodes, units).tolist() == [3, 0, -1, -1]
