@@ -22,10 +22,13 @@ the oracle runs without the dummy item.
 Which users report is decided by :class:`UserPool` (disjoint groups) and recorded in a
 :class:`ReportLedger`, which refuses a second report from any user.
 
-This is the prefix-tree engine of :mod:`mechanisms.prefix_tree` for items that are
+This drives the prefix-tree engine of :mod:`mechanisms.prefix_tree` for items that are
 fixed-length bit strings: a level-``h`` node is its ``l_h``-bit prefix itself and its
-children are ``prefix << s | unit`` for the ``2^s`` units of ``s = l_h - l_{h-1}`` bits,
-so candidate sets are sorted integer arrays and no node table is needed
+children are ``prefix << s | unit`` for the ``2^s`` units of ``s = l_h - l_{h-1}`` bits.
+:func:`construct` is the engine's ``frontier x units``
+(:func:`mechanisms.prefix_tree.core.extend`) over the sorted kept prefixes, so a
+candidate set is a sorted integer array, and a user's candidate index is her prefix's
+rank in it (:func:`mechanisms.prefix_tree.core.subset_index`); no node table is needed
 (:mod:`mechanisms.prefix_tree.trie` keeps one for variable-length unit strings).
 
 Parties and users. A party (Zhang, Ye, Hu, "Federated Heavy Hitter Analytics with Local

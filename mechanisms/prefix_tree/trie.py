@@ -12,8 +12,8 @@ is the length-``i`` prefix of their sequence, or abstain. Released candidates be
 nodes of the next level.
 
 PEM and TAP/TAPS work on fixed-length binary items, whose prefixes are their own
-keys; the engine's other half (:mod:`mechanisms.prefix_tree.levels`) keeps their
-candidate sets as sorted integer arrays, which needs no node table.
+keys; :mod:`mechanisms.prefix_tree.levels` drives the same level step
+(:mod:`mechanisms.prefix_tree.core`) with those keys, which needs no node table.
 
 This module holds only the bookkeeping, as numpy arrays so that 10^6-client
 simulations never loop in Python:
