@@ -383,14 +383,19 @@ class TrieHH:
                 hh[lab[:-len(eos)] if eos_end[node] else lab] = c
             if not eos_end[node]:
                 pre[lab] = c
-        guarantee, note = None, ""
-        try:
-            guarantee = theorem1(int(self.config.theta), self.m / math.sqrt(self.n), self.n,
-                                 int(self.config.max_levels), multi_word=self.multi_word)
-        except TrieHHPrivacyError as exc:
-            note = f"no DP guarantee: {exc}"
+        guarantee, note = self.guarantee()
         return TrieHHResult(hh, pre, trie, tuple(self._records), self.n, self.m, self.config,
                             guarantee, note)
+
+    def guarantee(self) -> tuple[PrivacyGuarantee | None, str]:
+        """Theorem 1 (Corollary 2 for several words per user) for this run's parameters,
+        which do not depend on the run's randomness: ``(guarantee, "")``, or
+        ``(None, note)`` when the theorem's conditions fail."""
+        try:
+            return theorem1(int(self.config.theta), self.m / math.sqrt(self.n), self.n,
+                            int(self.config.max_levels), multi_word=self.multi_word), ""
+        except TrieHHPrivacyError as exc:
+            return None, f"no DP guarantee: {exc}"
 
 
 def encode_population(vocabulary: Sequence[str], offsets: np.ndarray, items: np.ndarray,

@@ -30,6 +30,13 @@ def options_from(cls: type[T], args: argparse.Namespace, **overrides: Any) -> T:
     return cls(**values)
 
 
+def add_quiet_arg(p: argparse.ArgumentParser) -> None:
+    """``--quiet``: no progress bars, estimates or in-round progress on stderr."""
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress, estimate or in-round secure-aggregation progress on "
+                        "stderr")
+
+
 def add_triehh_args(p: argparse.ArgumentParser) -> None:
     """Dataset, target and transport of one TrieHH run
     (:class:`protocol.studies.runners.triehh.TrieHHOptions`)."""

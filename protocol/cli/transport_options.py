@@ -150,9 +150,16 @@ def transport_from_args(args: argparse.Namespace) -> Transport:
 
     opts = transport_options(args)
     try:
-        return get_transport(args.transport, **opts)
+        transport = get_transport(args.transport, **opts)
     except ImportError as exc:
         raise UsageError(f"transport {args.transport!r} is not available: {exc}. "
                          "Use --transport plain") from None
     except (ValueError, TypeError) as exc:
         raise UsageError(f"transport {args.transport!r}: {exc}") from None
+    if hasattr(transport, "client_progress"):
+        # progress inside a secure-aggregation round (clients served, rate, time left)
+        # on stderr, unless the command was given --quiet
+        from protocol.cli.output import ClientProgress
+
+        transport.client_progress = ClientProgress(enabled=not getattr(args, "quiet", False))
+    return transport

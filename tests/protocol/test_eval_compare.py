@@ -95,14 +95,14 @@ def test_an_interrupted_comparison_keeps_its_runs_and_resumes(tmp_path, monkeypa
     assert main(SMALL + ["--out", str(part)]) == 130
     monkeypatch.setattr(triehh, "run_once", real)
     lines = (part / "runs.jsonl").read_text().splitlines()
-    assert len(lines) == 2 and json.loads(lines[1])["run"] == 0
+    assert len(lines) == 2 and json.loads(lines[1])["key"] == [4.0, 0]
     assert "+- n/a" in (part / "table.md").read_text()  # one run: no CI
     assert (part / "f1_at_k.png").stat().st_size > 0
     with open(part / "runs.jsonl", "a") as fh:
-        fh.write('{"epsilon": 4.0, "run": 1, "rows": [')  # a line cut by a kill
+        fh.write('{"key": [4.0, 1], "value": [[')  # a line cut by a kill
     capsys.readouterr()
     assert main(SMALL + ["--out", str(part), "--resume"]) == 0
-    assert "resuming: 1 of 2 runs" in capsys.readouterr().err
+    assert "resuming: 1 finished repetitions" in capsys.readouterr().err
     strip = lambda p: [{k: v for k, v in r.items() if k != "seconds"}  # noqa: E731
                        for r in csv.DictReader(open(p / "runs.csv"))]
     assert strip(part) == strip(whole)  # the resumed evaluation equals the whole one

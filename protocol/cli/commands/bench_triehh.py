@@ -26,6 +26,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--bare-sample", type=int, default=2000, dest="bare_sample",
                    help="operations per primitive replayed bare (0: all)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    from protocol.cli.args import add_quiet_arg
+
+    add_quiet_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     transport = transport_from_args(args)  # refuse bad options before loading data
     opts = options_from(triehh.TrieHHOptions, args)
     out = triehh.benchmark(opts, transport, args.bare_sample,
-                           progress_bar(opts.max_length, "TrieHH rounds", enabled=not args.json))
+                           progress_bar(opts.max_length, "TrieHH rounds", enabled=not (args.json or args.quiet)))
     if args.json:
         print_json(out)
     else:

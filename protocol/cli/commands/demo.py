@@ -23,6 +23,9 @@ def register(cli) -> None:  # noqa: ANN001
     from protocol.cli.transport_options import add_threat_arg
 
     add_threat_arg(p, default="malicious")
+    from protocol.cli.args import add_quiet_arg
+
+    add_quiet_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     w(f"fedhh demo (seed {seed}): TrieHH over SecAgg+ secure aggregation ({args.threat} "
       f"server) into a thresholding committee (server + 2 helpers), {args.users:,} "
       f"simulated users holding English words\n\n")
-    res = run_demo(args.users, args.epsilon, seed, progress_bar(10, "TrieHH rounds"),
+    res = run_demo(args.users, args.epsilon, seed, progress_bar(10, "TrieHH rounds", enabled=not args.quiet),
                    threat=args.threat)
     print_triehh(res["threshold"], show=20)
     w("\nwhat each party learned (from the recorded views):\n")

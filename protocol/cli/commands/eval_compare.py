@@ -27,8 +27,9 @@ def register(cli) -> None:  # noqa: ANN001
                    help="TrieHH's L (default 10, SFP's word length)")
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--seed", type=int, default=None, help="simulation seed")
-    p.add_argument("--quiet", action="store_true",
-                   help="no per-run progress on stderr")
+    from protocol.cli.args import add_quiet_arg
+
+    add_quiet_arg(p)
     p.add_argument("--resume", action="store_true",
                    help="continue from the runs already in OUT/runs.jsonl (same options and "
                         "--seed); every run is appended there as it finishes")

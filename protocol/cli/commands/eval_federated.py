@@ -20,10 +20,17 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--data-seed", type=int, default=0)
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the runs OUT/runs.jsonl already holds (same options) and run "
+                        "only the others")
+    from protocol.cli.args import add_quiet_arg
+
+    add_quiet_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
+    from protocol.cli.output import say
     from protocol.studies.runners.federated import experiments
 
     try:
@@ -33,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     out = experiments(args.out, experiment=args.experiment, dataset=args.dataset,
                       epsilons=eps, epsilon=args.epsilon, k=args.k, oracle=args.oracle,
                       runs=args.runs, seed=args.seed, data_seed=args.data_seed,
-                      scale=args.scale, say=lambda msg: print(msg, flush=True))
+                      scale=args.scale, resume=args.resume, verbose=not args.quiet,
+                      say=say(not args.quiet))
     print(f"wrote {out}")
     return 0

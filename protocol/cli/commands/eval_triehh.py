@@ -9,7 +9,10 @@ Writes into ``--out DIR``:
 * ``metrics.csv``: precision, recall and F1 at K for every run and K = 1..``--kmax``;
 * ``summary.json``: parameters, guarantee, mean metrics at K = 10, 50, 100 and the
   checks (every released word occurs; words with a worst-case rate >= 0.9 found);
-* ``discovery.png`` (Figure 3 style) and ``recall.png`` (Figure 4 style).
+* ``discovery.png`` (Figure 3 style) and ``recall.png`` (Figure 4 style);
+* ``runs.jsonl``: each run as it finishes; ``--resume`` (with the same options and
+  ``--seed``) keeps them and runs only the others; after Ctrl-C the files above are
+  drawn from the finished runs.
 
 The population is drawn once (from ``--seed``); the runs use independent streams.
 """
@@ -29,7 +32,13 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--csv-top", type=int, default=2000, dest="csv_top",
                    help="most frequent words written per run (default 2000)")
     p.add_argument("--kmax", type=int, default=200, help="largest K for recall at K (default 200)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the runs OUT/runs.jsonl already holds (same options and --seed) "
+                        "and run only the others")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    from protocol.cli.args import add_quiet_arg
+
+    add_quiet_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,9 +49,12 @@ def run(args: argparse.Namespace) -> int:
     from protocol.studies.runners.triehh_eval import evaluate
 
     transport = transport_from_args(args)  # refuse bad options before loading data
+    chatty = not args.json and not getattr(args, "quiet", False)
     summary = evaluate(options_from(TrieHHOptions, args), transport, args.out, runs=args.runs,
                        csv_top=args.csv_top, kmax=args.kmax,
-                       progress=progress_bar(args.runs, "runs", enabled=not args.json))
+                       progress=progress_bar(args.runs, "runs", enabled=chatty),
+                       resume=args.resume,
+                       say=lambda msg: print(msg, file=sys.stderr, flush=True))
     if args.json:
         print_json(summary)
         return 0

@@ -26,6 +26,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--seed", type=int, default=None,
                    help="simulation seed (default: fresh OS randomness)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    from protocol.cli.args import add_quiet_arg
+
+    add_quiet_arg(p)
     from protocol.cli.transport_options import add_transport_args
 
     add_transport_args(p, help="how each party's oracle rounds are aggregated: plain "

@@ -42,6 +42,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--bound", default="fmt23_numerical",
                    help="amplification bound for --transport shuffler (default fmt23_numerical)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    from protocol.cli.args import add_quiet_arg
+
+    add_quiet_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:

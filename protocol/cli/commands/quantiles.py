@@ -38,6 +38,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--seed", type=int, default=None,
                    help="mechanism seed (default: fresh OS randomness)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    from protocol.cli.args import add_quiet_arg
+
+    add_quiet_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         raise UsageError("--quantiles must be comma-separated numbers") from None
     out = run_quantiles(options_from(QuantileOptions, args, quantiles=qs),
-                        progress_bar(args.max_length, "TrieHH++ levels", enabled=not args.json))
+                        progress_bar(args.max_length, "TrieHH++ levels", enabled=not (args.json or args.quiet)))
     if args.json:
         print_json(out)
         return 0

@@ -16,9 +16,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--show", type=int, default=30,
                    help="heavy hitters to list in the human-readable output (default 30)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--quiet", action="store_true",
-                   help="no progress, estimate or in-round secure-aggregation progress on "
-                        "stderr")
+    from protocol.cli.args import add_quiet_arg
+
+    add_quiet_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:

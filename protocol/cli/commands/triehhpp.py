@@ -40,6 +40,9 @@ def register(cli) -> None:  # noqa: ANN001
                    help="simulation seed (default: fresh OS randomness)")
     p.add_argument("--show", type=int, default=25, help="heavy hitters to list (default 25)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    from protocol.cli.args import add_quiet_arg
+
+    add_quiet_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
     transport = transport_from_args(args)  # refuse bad options before loading data
     out = triehhpp.run(options_from(triehhpp.TrieHHPPOptions, args), transport,
-                       progress_bar(args.max_length, "TrieHH++ levels", enabled=not args.json))
+                       progress_bar(args.max_length, "TrieHH++ levels", enabled=not (args.json or args.quiet)))
     if args.json:
         print_json(out)
     else:

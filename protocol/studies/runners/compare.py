@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from protocol.studies.errors import StudyError
+from protocol.studies.evaluation import JOURNAL, Journal, mean_ci
 
 __all__ = ["PAPER_TABLE2", "CompareOptions", "mean_ci", "compare"]
 
@@ -63,48 +64,6 @@ class CompareOptions:
     hash_filter: bool = False
     seed: int | None = None
     resume: bool = False
-
-
-JOURNAL = "runs.jsonl"
-
-
-def _read_journal(path: Any, config: dict[str, Any]) -> dict[tuple[float, int], Any]:
-    """The runs a previous invocation finished, keyed by ``(epsilon, run)``; a last
-    line cut short by a kill is ignored.
-
-    Raises:
-        StudyError: the journal was written with other options.
-    """
-    done: dict[tuple[float, int], Any] = {}
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for no, line in enumerate(lines):
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if no == len(lines) - 1:
-                break  # the run being written when the process was killed
-            raise StudyError(f"{path}:{no + 1}: not a JSON line") from None
-        if no == 0:
-            if rec.get("config") != config:
-                raise StudyError(f"{path} was written with other options "
-                                 f"({rec.get('config')}); use the same options or "
-                                 "another --out to start afresh")
-            continue
-        done[(float(rec["epsilon"]), int(rec["run"]))] = (rec["rows"], rec["f1_rows"])
-    return done
-
-
-def mean_ci(values: Any) -> tuple[float, float | None]:
-    """Mean and half-width of the 95% Student-t confidence interval (``None`` for one
-    run: one run says nothing about the spread, and 0 would claim certainty)."""
-    import numpy as np
-    from scipy import stats
-
-    v = np.asarray(values, dtype=float)
-    if v.size < 2:
-        return float(v.mean()), None
-    half = stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)
-    return float(v.mean()), float(half)
 
 
 def _half(ci: float | None) -> str:
@@ -159,28 +118,17 @@ def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
               "runs": opts.runs, "k": opts.k, "kmax": kmax, "max_length": opts.max_length,
               "seed": opts.seed}
     journal_path = out_dir / JOURNAL
-    done: dict[tuple[float, int], Any] = {}
-    if opts.resume:
-        if opts.seed is None:
-            raise StudyError("--resume needs --seed: the remaining runs must continue the "
-                             "same population and random streams")
-        if journal_path.exists():
-            done = _read_journal(journal_path, config)
-            say(f"resuming: {len(done)} of {len(epsilons) * opts.runs} runs already in "
-                f"{journal_path}")
-    # (re)write the journal: the header, then the runs kept (a cut last line dropped)
-    journal_path.write_text("".join(
-        [json.dumps({"config": config}) + "\n"]
-        + [json.dumps({"epsilon": e, "run": r, "rows": v[0], "f1_rows": v[1]}) + "\n"
-           for (e, r), v in done.items()]), encoding="utf-8")
-    journal = open(journal_path, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+    if opts.resume and opts.seed is None:
+        raise StudyError("--resume needs --seed: the remaining runs must continue the "
+                         "same population and random streams")
+    journal = Journal(journal_path, config, resume=opts.resume, say=say)
     rows: list[dict[str, Any]] = []
     f1_rows: list[dict[str, Any]] = []
     privacy: dict[str, Any] = {}
     total_runs = len(epsilons) * opts.runs
     try:
         _loop(opts, epsilons, Ts, pop, word_of_user, n, delta, truth, words_in_pop,
-              trunc_truth, trunc_set, transport, run_root, done, journal, rows, f1_rows,
+              trunc_truth, trunc_set, transport, run_root, journal, rows, f1_rows,
               privacy, say, t_start, total_runs)
     except KeyboardInterrupt:
         journal.close()
@@ -197,7 +145,7 @@ def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
 
 
 def _loop(opts, epsilons, Ts, pop, word_of_user, n, delta, truth, words_in_pop,  # noqa: ANN001, PLR0913
-          trunc_truth, trunc_set, transport, run_root, done, journal, rows, f1_rows,
+          trunc_truth, trunc_set, transport, run_root, journal, rows, f1_rows,
           privacy, say, t_start, total_runs) -> None:
     import numpy as np
 
@@ -207,7 +155,7 @@ def _loop(opts, epsilons, Ts, pop, word_of_user, n, delta, truth, words_in_pop, 
     from shuffler.amplification import local_epsilon
 
     kmax = opts.kmax
-    new_runs, new_seconds, finished = 0, 0.0, len(done)
+    new_runs, new_seconds, finished = 0, 0.0, len(journal)
     for eps in epsilons:
         prep, _ = prepare(plain_options(opts.dataset, n, eps, delta, opts.max_length),
                           population=pop)
@@ -230,8 +178,9 @@ def _loop(opts, epsilons, Ts, pop, word_of_user, n, delta, truth, words_in_pop, 
         }
         run_rngs = run_root.spawn(opts.runs)
         for r, rng in enumerate(run_rngs):
-            if (float(eps), r) in done:
-                old_rows, old_f1 = done[(float(eps), r)]
+            kept = journal.get([float(eps), r])
+            if kept is not None:
+                old_rows, old_f1 = kept
                 rows.extend(old_rows)
                 f1_rows.extend(old_f1)
                 continue
@@ -265,9 +214,7 @@ def _loop(opts, epsilons, Ts, pop, word_of_user, n, delta, truth, words_in_pop, 
                 for K in range(1, kmax + 1):
                     run_f1.append({"epsilon": eps, "mechanism": mech, "run": r, "k": K,
                                    "f1": topk_metrics(disc, tr, K).f1})
-            journal.write(json.dumps({"epsilon": eps, "run": r, "rows": run_rows,
-                                      "f1_rows": run_f1}) + "\n")
-            journal.flush()
+            journal.record([float(eps), r], [run_rows, run_f1])
             rows.extend(run_rows)
             f1_rows.extend(run_f1)
             new_runs += 1

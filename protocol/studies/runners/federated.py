@@ -127,7 +127,10 @@ def run(opts: FederatedOptions, transport: Any = None) -> dict[str, Any]:
     return out
 
 
-def _evaluate(pop, name, cfg, runs, seed):  # noqa: ANN001, ANN202
+def _evaluate(pop, name, cfg, runs, seed, journal=None, key=(), say=None):  # noqa: ANN001, ANN202
+    """``runs`` runs of mechanism ``name`` (seeds ``seed + r``), one row each. With a
+    ``journal`` every finished run is recorded under ``key + [r]`` at once, and a run
+    the journal already holds is taken from it instead of being run again."""
     import numpy as np
 
     from mechanisms.federated import f1_at_k, local_recall, ncr
@@ -136,16 +139,32 @@ def _evaluate(pop, name, cfg, runs, seed):  # noqa: ANN001, ANN202
     truth = pop.true_top_k(cfg.k)
     rows = []
     for r in range(runs):
+        kept = journal.get(list(key) + [r]) if journal is not None else None
+        if kept is not None:
+            rows.append(kept)
+            continue
         res = run_mechanism(name, pop, cfg, np.random.default_rng(seed + r))
         up = sum(c["upload_bits"] for c in res.communication().values())
-        rows.append({"f1": f1_at_k(truth, res.heavy_hitters), "ncr": ncr(truth, res.heavy_hitters),
-                     "local_recall": local_recall(truth, [p.heavy_hitters for p in res.parties]),
-                     "seconds": res.seconds, "upload_bits": up, "run": r})
+        row = {"f1": f1_at_k(truth, res.heavy_hitters), "ncr": ncr(truth, res.heavy_hitters),
+               "local_recall": local_recall(truth, [p.heavy_hitters for p in res.parties]),
+               "seconds": res.seconds, "upload_bits": up, "run": r}
+        if journal is not None:
+            journal.record(list(key) + [r], row)
+        rows.append(row)
+        if say is not None:
+            say(f"  {name} {' '.join(str(x) for x in key[1:])} run {r + 1}/{runs} "
+                f"F1={row['f1']:.3f} ({res.seconds:.1f} s)")
     return rows
 
 
 def _mean(rows, key):  # noqa: ANN001, ANN202
     return sum(r[key] for r in rows) / len(rows)
+
+
+def _ci(rows, key):  # noqa: ANN001, ANN202
+    from protocol.studies.evaluation import ci_text, mean_ci
+
+    return ci_text(mean_ci([r[key] for r in rows])[1], 4)
 
 
 def _write(path: pathlib.Path, header: list[str], rows: list[list]) -> None:
@@ -183,24 +202,43 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
                 dataset: str = "syn", epsilons: Sequence[float] = (1, 2, 3, 4, 5),
                 epsilon: float = 4.0, k: int = 10, oracle: str = "grr", runs: int = 10,
                 seed: int = 0, data_seed: int = 0, scale: float = 1.0,
-                say: Callable[[str], None] = lambda _msg: None) -> pathlib.Path:
+                say: Callable[[str], None] = lambda _msg: None,
+                resume: bool = False, verbose: bool = True) -> pathlib.Path:
     """Run the experiment(s) above and write their files into ``out_dir`` (created if
-    missing); ``say`` receives one line per cell. Returns the directory.
+    missing); ``say`` receives one line per cell (and per run with ``verbose``).
+    Returns the directory.
+
+    Every finished run is appended to ``OUT/runs.jsonl`` at once
+    (:class:`protocol.studies.evaluation.Journal`); with ``resume`` the runs found there
+    (same options) are kept and only the others run. On an interrupt of the
+    ``figures`` experiment its CSV files and plots are drawn from the epsilons whose
+    runs all finished before the ``KeyboardInterrupt`` propagates. The summary files
+    carry the 95% confidence half-widths (``n/a`` for one run).
 
     Raises:
         StudyError: ``runs < 1``, an output directory that cannot be created, a bad
-            configuration, or ``beta`` on another dataset than ``syn``.
+            configuration, a journal written with other options, or ``beta`` on
+            another dataset than ``syn``.
     """
     from dataclasses import replace
 
     from mechanisms.federated import FederatedConfig, FederatedError
     from protocol.studies.datasets_federated import load_population
-    from protocol.studies.evaluation import output_dir
+    from protocol.studies.evaluation import JOURNAL, Journal, output_dir
 
     if runs < 1:
         raise StudyError("--runs must be >= 1")
     eps = list(epsilons)
     out = output_dir(out_dir)
+    config = {"evaluation": "federated", "experiment": experiment, "dataset": dataset,
+              "epsilons": eps, "epsilon": epsilon, "k": k, "oracle": oracle, "runs": runs,
+              "seed": seed, "data_seed": data_seed, "scale": scale}
+    journal = Journal(out / JOURNAL, config, resume=resume, say=say)
+    per_run = say if verbose else None
+
+    def evaluate(pop_, m_, cfg_, key_):  # noqa: ANN001, ANN202
+        return _evaluate(pop_, m_, cfg_, runs, seed, journal, key_, per_run)
+
     try:
         base = FederatedConfig(epsilon=epsilon, k=k, oracle=oracle)
         pop = load_population(dataset, seed=data_seed, scale=scale)
@@ -211,32 +249,54 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
                 runs_rows, summary = [], []
                 f1s = {m: [] for m in MECHS}
                 ncrs = {m: [] for m in MECHS}
-                for e in eps:
-                    cfg = replace(base, epsilon=e)
-                    for m in MECHS:
-                        rows = _evaluate(pop, m, cfg, runs, seed)
-                        for r in rows:
-                            runs_rows.append([m, e, r["run"], r["f1"], r["ncr"], r["local_recall"],
-                                              r["seconds"], r["upload_bits"]])
-                        f1s[m].append(_mean(rows, "f1"))
-                        ncrs[m].append(_mean(rows, "ncr"))
-                        summary.append([m, e, _mean(rows, "f1"), _mean(rows, "ncr"),
-                                        _mean(rows, "local_recall"), _mean(rows, "seconds"),
-                                        _mean(rows, "upload_bits")])
-                        say(f"{m:>7} eps={e:g}: F1={f1s[m][-1]:.3f} NCR={ncrs[m][-1]:.3f}")
-                _write(out / "federated_runs.csv", ["mechanism", "epsilon", "run", "f1", "ncr",
-                                                    "local_recall", "seconds", "upload_bits"], runs_rows)
-                _write(out / "federated_summary.csv", ["mechanism", "epsilon", "f1", "ncr", "local_recall",
-                                                       "seconds", "upload_bits"], summary)
-                title = f"{tag}, k={k}, {oracle.upper()}, mean of {runs} runs"
-                _plot(out / "federated_f1.png", eps, f1s, "F1", title)
-                _plot(out / "federated_ncr.png", eps, ncrs, "NCR", title)
+                done_eps: list[float] = []
+
+                def write_figures() -> None:
+                    _write(out / "federated_runs.csv", ["mechanism", "epsilon", "run", "f1",
+                                                        "ncr", "local_recall", "seconds",
+                                                        "upload_bits"], runs_rows)
+                    _write(out / "federated_summary.csv",
+                           ["mechanism", "epsilon", "f1", "f1_ci95", "ncr", "ncr_ci95",
+                            "local_recall", "seconds", "upload_bits"], summary)
+                    if done_eps:
+                        title = f"{tag}, k={k}, {oracle.upper()}, mean of {runs} runs"
+                        series_f1 = {m: v[:len(done_eps)] for m, v in f1s.items()}
+                        series_ncr = {m: v[:len(done_eps)] for m, v in ncrs.items()}
+                        _plot(out / "federated_f1.png", done_eps, series_f1, "F1", title)
+                        _plot(out / "federated_ncr.png", done_eps, series_ncr, "NCR", title)
+
+                try:
+                    for e in eps:
+                        cfg = replace(base, epsilon=e)
+                        for m in MECHS:
+                            rows = evaluate(pop, m, cfg, ["figures", m, e])
+                            for r in rows:
+                                runs_rows.append([m, e, r["run"], r["f1"], r["ncr"],
+                                                  r["local_recall"], r["seconds"],
+                                                  r["upload_bits"]])
+                            f1s[m].append(_mean(rows, "f1"))
+                            ncrs[m].append(_mean(rows, "ncr"))
+                            summary.append([m, e, _mean(rows, "f1"), _ci(rows, "f1"),
+                                            _mean(rows, "ncr"), _ci(rows, "ncr"),
+                                            _mean(rows, "local_recall"), _mean(rows, "seconds"),
+                                            _mean(rows, "upload_bits")])
+                            say(f"{m:>7} eps={e:g}: F1={f1s[m][-1]:.3f} +- {_ci(rows, 'f1')} "
+                                f"NCR={ncrs[m][-1]:.3f} +- {_ci(rows, 'ncr')}")
+                        done_eps.append(e)
+                except KeyboardInterrupt:
+                    write_figures()
+                    say(f"interrupted: {len(journal)} finished runs are in {journal.path}; "
+                        f"the figures cover epsilon {done_eps or 'none'}; continue with "
+                        "--resume and the same options")
+                    raise
+                write_figures()
             elif exp == "extension":
                 k = k
                 rows = []
                 for label, ext in [("k/2", max(1, k // 2)), ("k", k), ("2k", 2 * k), ("3k", 3 * k),
                                    ("adaptive", "adaptive")]:
-                    r = _evaluate(pop, "taps", replace(base, extension=ext), runs, seed)
+                    r = evaluate(pop, "taps", replace(base, extension=ext),
+                                 ["extension", "taps", label])
                     rows.append([label, ext, _mean(r, "f1"), _mean(r, "ncr")])
                     say(f"TAPS extension {label:>8}: F1={rows[-1][2]:.3f}")
                 _write(out / "federated_extension.csv", ["extension", "t", "f1", "ncr"], rows)
@@ -244,7 +304,7 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
                 rows = []
                 for label, flag in [("without shared trie", False), ("with shared trie", True)]:
                     for m in ("taps", "tap"):
-                        r = _evaluate(pop, m, replace(base, shared_trie=flag), runs, seed)
+                        r = evaluate(pop, m, replace(base, shared_trie=flag), ["shared", m, label])
                         rows.append([m, label, _mean(r, "f1"), _mean(r, "ncr")])
                         say(f"{m:>5} {label}: F1={rows[-1][2]:.3f}")
                 _write(out / "federated_shared.csv", ["mechanism", "variant", "f1", "ncr"], rows)
@@ -255,10 +315,12 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
                 for b in (0.2, 0.5, 0.8):
                     pb = load_population("syn", seed=data_seed, beta=b, scale=scale)
                     for m in MECHS:
-                        r = _evaluate(pb, m, base, runs, seed)
+                        r = evaluate(pb, m, base, ["beta", m, b])
                         rows.append([b, m, _mean(r, "f1"), _mean(r, "ncr"), _mean(r, "local_recall")])
                         say(f"beta={b}: {m:>7} F1={rows[-1][2]:.3f}")
                 _write(out / "federated_beta.csv", ["beta", "mechanism", "f1", "ncr", "local_recall"], rows)
     except FederatedError as exc:
         raise StudyError(str(exc)) from None
+    finally:
+        journal.close()
     return out

@@ -8,7 +8,11 @@ Writes into the output directory:
 * ``metrics.csv``: precision, recall and F1 at K for every run and K = 1..``kmax``;
 * ``summary.json``: parameters, guarantee, mean metrics at K = 10, 50, 100 and the
   checks (every released word occurs; words with a worst-case rate >= 0.9 found);
-* ``discovery.png`` (Figure 3 style) and ``recall.png`` (Figure 4 style).
+* ``discovery.png`` (Figure 3 style) and ``recall.png`` (Figure 4 style);
+* ``runs.jsonl``: each run's release as it finishes
+  (:class:`protocol.studies.evaluation.Journal`); with ``resume`` the runs found there
+  are kept and only the others run. On an interrupt the files above are written from
+  the finished runs before the ``KeyboardInterrupt`` propagates.
 
 The population is drawn once (from the seed); the runs use independent streams.
 """
@@ -30,13 +34,16 @@ __all__ = ["evaluate"]
 
 def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path, *,
              runs: int = 10, csv_top: int = 2000, kmax: int = 200,
-             progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None
+             progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
+             resume: bool = False, say: Callable[[str], None] = lambda _msg: None
              ) -> dict[str, Any]:
     """Run TrieHH ``runs`` times on one population, write the files above into ``out``
-    (created if missing) and return the summary. ``progress`` wraps the runs.
+    (created if missing) and return the summary. ``progress`` wraps the runs; ``say``
+    receives a line when runs are resumed or the evaluation is interrupted.
 
     Raises:
-        StudyError: bad counts, an output directory that cannot be created, or as
+        StudyError: bad counts, an output directory that cannot be created, ``resume``
+            without a seed, a journal written with other options, or as
             :func:`protocol.studies.runners.triehh.prepare` and ``run_once``.
     """
     import numpy as np
@@ -61,14 +68,43 @@ def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path,
     single = prep.data.one_per_user
     U = prep.alphabet.unit_size
 
-    results = []
-    seconds = []
+    if resume and opts.seed is None:
+        raise StudyError("--resume needs --seed: the remaining runs must continue the "
+                         "same population and random streams")
+    from dataclasses import asdict
+
+    from mechanisms.triehh import TrieHH
+    from protocol.studies.evaluation import JOURNAL, Journal
+
+    config = {"evaluation": "triehh", "options": asdict(opts), "runs": runs,
+              "csv_top": csv_top, "kmax": kmax}
+    results: list[_Run] = []
+    seconds: list[float] = []
+    interrupted = False
     rngs = run_rng.spawn(runs)
-    for rng in (progress(rngs) if progress is not None else rngs):
-        t0 = time.perf_counter()
-        results.append(run_once(prep, transport, rng))
-        seconds.append(time.perf_counter() - t0)
-    m = results[0].m
+    with Journal(out_dir / JOURNAL, config, resume=resume, say=say) as journal:
+        try:
+            for r, rng in enumerate(progress(rngs) if progress is not None else rngs):
+                kept = journal.get([r])
+                if kept is None:
+                    t0 = time.perf_counter()
+                    res = run_once(prep, transport, rng)
+                    kept = {"heavy_hitters": [[w, c] for w, c in res.heavy_hitters.items()],
+                            "seconds": time.perf_counter() - t0}
+                    journal.record([r], kept)
+                results.append(_Run({w: c for w, c in kept["heavy_hitters"]}))
+                seconds.append(float(kept["seconds"]))
+        except KeyboardInterrupt:
+            say(f"interrupted: {len(journal)} finished runs are in {journal.path} (the files "
+                "are drawn from them); continue with --resume and the same options")
+            if not results:
+                raise
+            interrupted = True
+    runs = len(results)  # fewer than asked only after an interrupt
+    # the parameters (batch size, guarantee) do not depend on a run's randomness
+    mech = TrieHH(prep.data, prep.alphabet, prep.config, transport, run_rng.spawn(1)[0])
+    m = mech.m
+    guarantee, guarantee_note = mech.guarantee()
 
     def bound_for(word_ids: np.ndarray) -> np.ndarray:
         if not single:
@@ -116,7 +152,7 @@ def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path,
                              f"{mt.f1:.6g}"])
 
     rate = found.mean(axis=0)
-    g = results[0].guarantee
+    g = guarantee
     title = (f"TrieHH on {pop.name}, n={n:,}, eps={g.epsilon:.2f}, theta={theta}, m={m}, "
              f"L={L}, U={U}, {runs} runs" if g else f"TrieHH on {pop.name}, n={n:,}")
     top_mask = np.arange(ids.size) < top_ids.size
@@ -138,7 +174,7 @@ def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path,
     summary: dict[str, object] = {
         "dataset": pop.name, "n": n, "runs": runs, "unit_size": U,
         "multi_word": not single, "transport": opts.transport,
-        "privacy": g.as_dict() if g else results[0].guarantee_note,
+        "privacy": g.as_dict() if g else guarantee_note,
         "theta": theta, "gamma": float(prep.config.gamma), "m": m, "L": L,
         "seconds_per_run_mean": float(np.mean(seconds)),
         "discovered_per_run_mean": float(np.mean([len(r.heavy_hitters) for r in results])),
@@ -155,9 +191,21 @@ def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path,
             "min_discovery_rate": float(rate[sure].min()) if sure.size else None,
             "words_below_0.85": [pop.vocabulary[ids[j]] for j in sure if rate[j] < 0.85],
         }
+    summary["runs_requested"] = len(rngs)
     with open(out_dir / "summary.json", "w") as fh:
         json.dump(summary, fh, indent=2)
+    if interrupted:
+        raise KeyboardInterrupt
     return summary
+
+
+class _Run:
+    """One run's release as the evaluation uses it (from the run or the journal)."""
+
+    __slots__ = ("heavy_hitters",)
+
+    def __init__(self, heavy_hitters: dict[str, int | None]) -> None:
+        self.heavy_hitters = heavy_hitters
 
 
 def _count(c: int | None) -> str | int:
