@@ -9,7 +9,9 @@
     print(hh.to_table())
 
 :func:`frequencies` runs a local-DP frequency oracle on integer items the same way;
-:func:`pem` runs PEM on integer items.
+:func:`pem` runs PEM on integer items, :func:`sfp` Apple's SFP on words,
+:func:`federated` TAPS, TAP, FedPEM or GTF on several parties' items, and
+:func:`quantiles` TrieHH++'s quantile sketch on numbers.
 
 Each heavy-hitters function takes the users' items (a list with one item per user, or a list of
 lists with several items per user where the mechanism allows it), a privacy target and
@@ -45,12 +47,15 @@ from protocol.core.contract import Contributions, Cost, RoundResult, RoundSpec, 
 from protocol.studies.errors import StudyError
 
 __all__ = ["HeavyHitter", "Round", "Costs", "PartyViews", "HeavyHitters", "Frequencies",
-           "frequencies", "pem", "triehh",
-           "triehhpp", "DEFAULT_ALPHABET", "Items"]
+           "Quantile", "Quantiles", "frequencies", "pem", "triehh", "triehhpp", "sfp",
+           "federated", "quantiles", "DEFAULT_ALPHABET", "SFP_ALPHABET", "Items"]
 
 #: The public alphabet used unless the caller names one: printable ASCII without
 #: whitespace and the end-of-sequence symbol ``$``.
 DEFAULT_ALPHABET = "".join(chr(c) for c in range(33, 127) if chr(c) != "$")
+#: SFP's default public alphabet: ten characters of at most 6 bits each (with the
+#: padding symbol) must fit in SFP's 64-bit word encoding.
+SFP_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789'"
 
 Items = Union[Sequence[str], Sequence[Sequence[str]], "np.ndarray[Any, Any]"]
 Progress = Callable[[Iterable[Any]], Iterable[Any]]
@@ -685,3 +690,320 @@ def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int 
         rounds=tuple(rounds), costs=Costs(seconds, dict(total.cpu_seconds), total.bytes_up,
                                           total.bytes_down),
         views=tuple(rec.views))
+
+
+def _carried(rec: _Recording, seconds: float, n: int, candidates: Sequence[int],
+             released: Sequence[int]) -> tuple[tuple[Round, ...], Costs]:
+    """One :class:`Round` per transport round ``rec`` carried, with its cost."""
+    total = Cost()
+    rounds = []
+    for h, (sec, c) in enumerate(rec.costs):
+        total.add(c)
+        rounds.append(Round(h + 1, int(candidates[h]) if h < len(candidates) else 0, n,
+                            int(released[h]) if h < len(released) else 0, float(sec),
+                            int(c.bytes_up), int(c.bytes_down)))
+    return tuple(rounds), Costs(seconds, dict(total.cpu_seconds), total.bytes_up,
+                                total.bytes_down)
+
+
+def sfp(items: Sequence[str] | np.ndarray[Any, Any], *, epsilon: float = 4.0,
+        word_epsilon: float = 0.0, transport: str | Transport = "shuffler",
+        seed: int | None = None, T: int = 20, k: int = 2048, m: int = 1024,
+        alphabet: str = SFP_ALPHABET, hash_filter: bool = False,
+        delta: float | None = None) -> HeavyHitters:
+    """Apple's Sequence Fragment Puzzle (Apple Differential Privacy Team, "Learning with
+    Privacy at Scale", 2017, Appendix C) on the caller's words: each user sends one
+    Count-Mean-Sketch report of a random fragment of her word (and, with
+    ``word_epsilon > 0``, one of the whole word); the server assembles words from the
+    top ``T`` fragments per position. Heavy hitters carry the sketch's estimate
+    (``estimate``; ``count`` is ``None``).
+
+    Args:
+        items: one word per user (at most 10 characters are kept, the paper's length).
+        epsilon: the local epsilon of the fragment report.
+        word_epsilon: the local epsilon of the word report (0: none, the discovery-only
+            setting of the TrieHH paper's comparison).
+        transport: ``shuffler`` (default: the reports reach the server as an anonymous
+            multiset, and ``guarantee["central_after_shuffling"]`` states the amplified
+            central epsilon), ``plain``, or a transport object. ``secagg`` carries
+            sketch vectors and is feasible only for tiny ``k x m``.
+        seed: reproducible simulation.
+        T: fragments kept per position; k, m: the sketch's hash functions and buckets.
+        alphabet: the public alphabet (default :data:`SFP_ALPHABET`: lower-case
+            letters, digits and the apostrophe); ``10 x bits per character`` must fit
+            in 64 bits. It is public: never derive it from the users' words.
+        hash_filter: drop assembled words whose own hash is not their bucket (not in
+            Appendix C).
+        delta: central delta of the amplified guarantee (default ``1/n^2``).
+
+    Raises:
+        StudyError: bad items or parameters, a character outside ``alphabet``, or a
+            transport that cannot carry the reports.
+    """
+    from protocol.studies.ldp_runner import sfp_privacy
+    from protocol.studies.runners.sfp import discover_words, users_words
+
+    words = [str(w) for w in (items.tolist() if isinstance(items, np.ndarray) else items)] \
+        if not isinstance(items, str) else None
+    if not words:
+        raise StudyError("items must be a non-empty list with one word per user")
+    pop, _ = _population(words, alphabet, "error", False)
+    tr, name = _transport(transport, seed)
+    rec = _Recording(tr)
+    t0 = time.perf_counter()
+    word_of_user = users_words(pop)
+    machine, res, _, _, anonymous = discover_words(
+        pop, word_of_user, epsilon, np.random.default_rng(seed), word_epsilon=word_epsilon,
+        T=T, k=k, m=m, transport=rec, hash_filter=hash_filter)
+    seconds = time.perf_counter() - t0
+    n = int(word_of_user.shape[0])
+    rounds, costs = _carried(rec, seconds, n, [len(machine.positions)], [len(res.words)])
+    return HeavyHitters(
+        mechanism="sfp", transport=name, n=n,
+        heavy_hitters=tuple(HeavyHitter(w, None, float(c))
+                            for w, c in zip(res.words, res.counts)),
+        released_prefixes={}, guarantee=sfp_privacy(machine.privacy(), n, anonymous, delta),
+        guarantee_note="" if anonymous else "reports not shuffled: local epsilon only",
+        parameters={"T": T, "k": k, "m": m, "length": machine.length,
+                    "epsilon_fragment": epsilon, "epsilon_word": word_epsilon},
+        rounds=rounds, costs=costs, views=tuple(rec.views))
+
+
+def federated(parties: Mapping[str, Sequence[int] | Sequence[str] | np.ndarray[Any, Any]],
+              *, mechanism: Literal["taps", "tap", "fedpem", "gtf"] = "taps",
+              epsilon: float = 4.0, k: int = 10, oracle: str = "grr", levels: int = 24,
+              transport: str | Transport = "plain", seed: int | None = None,
+              truncate: bool = False) -> HeavyHitters:
+    """Federated heavy hitters under local DP (Zhang, Ye, Hu, "Federated Heavy Hitter
+    Analytics with Local Differential Privacy"): TAPS, TAP, or the FedPEM and GTF
+    baselines, over parties that each hold their users' items.
+
+    Args:
+        parties: party name -> one item per user: 48-bit unsigned integers, or words
+            (their first 6 UTF-8 bytes as a 48-bit item).
+        mechanism: ``taps`` (default), ``tap``, ``fedpem`` or ``gtf``.
+        epsilon: the per-report budget (each user reports once).
+        k: heavy hitters released.
+        oracle: ``grr``, ``oue`` or ``olh``.
+        levels: the prefix tree's granularity g (``48 / g`` bits per level).
+        transport: carries every party's oracle rounds (``plain``, ``shuffler``:
+            reports; ``secagg``, ``threshold``: support vectors) or a transport object.
+        seed: reproducible simulation.
+        truncate: accept words longer than 6 bytes by keeping their first 6 (else an
+            error names the first such word).
+
+    Raises:
+        StudyError: bad parties, items, parameters, or a transport that cannot carry
+            the rounds.
+    """
+    from mechanisms.federated import FederatedConfig, FederatedError, Party, Population
+    from mechanisms.federated import privacy as federated_privacy
+    from mechanisms.federated import run as run_federated
+    from mechanisms.fo import OracleInputError, ReportError
+    from protocol.core.contract import AggregationAborted, ContractError
+    from protocol.studies.datasets_federated import decode_item, encode_words
+
+    if not isinstance(parties, Mapping) or not parties:
+        raise StudyError("parties must be a non-empty mapping: party name -> items")
+    words_given = False
+    built = []
+    for pname, vals in parties.items():
+        arr = np.asarray(vals)
+        if arr.ndim != 1 or arr.size == 0:
+            raise StudyError(f"party {pname!r}: needs a non-empty 1-d list of items")
+        if arr.dtype.kind in "UO":
+            words_given = True
+            long = [w for w in arr.tolist() if len(str(w).encode("utf-8")) > 6]
+            if long and not truncate:
+                raise StudyError(f"party {pname!r}: item {long[0]!r} is longer than 6 bytes "
+                                 "(48-bit items); pass truncate=True to keep the first 6")
+            items = encode_words(arr.tolist())
+        elif arr.dtype.kind in "iu":
+            if arr.min() < 0 or int(arr.max()) >= 1 << 48:
+                raise StudyError(f"party {pname!r}: items must be 48-bit unsigned integers")
+            items = arr.astype(np.uint64)
+        else:
+            raise StudyError(f"party {pname!r}: items of dtype {arr.dtype} are neither "
+                             "integers nor words")
+        built.append((str(pname), items))
+    tr, name = _transport(transport, seed)
+    rec = _Recording(tr)
+    t0 = time.perf_counter()
+    try:
+        pop = Population(tuple(Party(p, it) for p, it in built), bits=48)
+        cfg = FederatedConfig(epsilon=epsilon, k=k, levels=levels, oracle=oracle)
+        res = run_federated(mechanism, pop, cfg, np.random.default_rng(seed), rec)
+        guarantee = federated_privacy(mechanism, cfg)
+    except (FederatedError, ContractError, OracleInputError, ReportError) as exc:
+        raise StudyError(str(exc)) from None
+    except AggregationAborted as exc:
+        raise StudyError(f"the {name} transport aborted a round: {exc}") from None
+    seconds = time.perf_counter() - t0
+    n = sum(int(it.size) for _, it in built)
+    rounds, costs = _carried(rec, seconds, 0, [], [])
+
+    def label(x: Any) -> str:
+        return str(decode_item(int(x))) if words_given else str(int(x))
+
+    return HeavyHitters(
+        mechanism=mechanism, transport=name, n=n,
+        heavy_hitters=tuple(HeavyHitter(label(x), None, float(s))
+                            for x, s in zip(res.heavy_hitters, res.scores)),
+        released_prefixes={}, guarantee=guarantee, guarantee_note="",
+        parameters={"k": k, "levels": levels, "parties": len(built),
+                    "max_reports_per_user": int(res.max_reports_per_user())},
+        rounds=rounds, costs=costs, views=tuple(rec.views))
+
+
+@dataclass(frozen=True)
+class Quantile:
+    """One estimated quantile: ``value`` has rank ``q`` up to ``error_bound``."""
+
+    q: float
+    value: float
+    error_bound: float
+
+
+@dataclass(frozen=True)
+class Quantiles:
+    """The result of TrieHH++'s quantile sketch (Cormode, "Federated Heavy Hitters
+    Revisited", 2021, section 4).
+
+    Attributes:
+        transport: the transport's name.
+        n: number of users (values).
+        lo, hi: the public range; alpha: the digit base; levels: L.
+        quantiles: the requested quantiles.
+        error_bound: the rank error bound ``L (alpha - 1) theta / m`` of every answer.
+        guarantee: TrieHH++'s guarantee for these parameters.
+        parameters: theta, m and the sampling rate.
+        rounds, costs, views: as in :class:`HeavyHitters`.
+    """
+
+    transport: str
+    n: int
+    lo: float
+    hi: float
+    alpha: int
+    levels: int
+    quantiles: tuple[Quantile, ...]
+    error_bound: float
+    guarantee: Any
+    parameters: Mapping[str, float | int]
+    rounds: tuple[Round, ...]
+    costs: Costs
+    views: tuple[PartyViews, ...] = field(repr=False)
+    sketch: Any = field(repr=False, compare=False, default=None)
+
+    def rank(self, r: float) -> float:
+        """The estimated fraction of users with a value in ``[lo, r]``."""
+        return float(self.sketch.ranks(np.array([float(r)]))[0])
+
+    def as_dict(self, views: bool = False) -> dict[str, Any]:
+        """A JSON-ready dict; ``views`` includes every party's view."""
+        out: dict[str, Any] = {
+            "transport": self.transport, "n": self.n, "range": [self.lo, self.hi],
+            "alpha": self.alpha, "levels": self.levels,
+            "quantiles": [q.__dict__ for q in self.quantiles],
+            "error_bound": self.error_bound, "guarantee": _guarantee_dict(self.guarantee),
+            "parameters": dict(self.parameters), "rounds": [r.__dict__ for r in self.rounds],
+            "costs": {"seconds": self.costs.seconds,
+                      "cpu_seconds": dict(self.costs.cpu_seconds),
+                      "bytes_up": self.costs.bytes_up, "bytes_down": self.costs.bytes_down},
+        }
+        if views:
+            out["views"] = [{"task": v.task, "round": v.round, "views": _plain(v.views)}
+                            for v in self.views]
+        return out
+
+    def to_json(self, views: bool = False, indent: int | None = 2) -> str:
+        """The result as JSON (see :meth:`as_dict`)."""
+        return json.dumps(self.as_dict(views), indent=indent)
+
+    def to_table(self, fmt: Literal["csv", "markdown"] = "csv") -> str:
+        """``q,value,error_bound`` as CSV or Markdown.
+
+        Raises:
+            ValueError: an unknown format.
+        """
+        rows = [(f"{q.q:g}", f"{q.value:.6g}", f"{q.error_bound:.4g}") for q in self.quantiles]
+        return _table(("q", "value", "error_bound"), rows, fmt, "|---:|---:|---:|")
+
+
+def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: float,
+              qs: Sequence[float] = (0.1, 0.25, 0.5, 0.75, 0.9), epsilon: float = 1.0,
+              delta: float | None = None, transport: str | Transport = "plain",
+              seed: int | None = None, alpha: int = 4, levels: int = 10,
+              theta: int | None = None,
+              bound: Literal["paper", "eq3"] = "paper") -> Quantiles:
+    """Quantiles of the caller's numbers from a TrieHH++ trie of their base-``alpha``
+    digits in the public range ``[lo, hi]`` (Cormode 2021, section 4).
+
+    Args:
+        values: one number per user; values outside ``[lo, hi]`` are an error.
+        lo, hi: the public range.
+        qs: the quantiles wanted, each in ``[0, 1]``.
+        epsilon, delta: the TrieHH++ target (basic composition over the ``levels``;
+            delta default ``1/n^2``).
+        transport: ``plain``, ``secagg``, ``shuffler``, ``threshold`` or a transport
+            object (any that takes votes; the release is the same on all).
+        seed: reproducible simulation.
+        alpha: digit base; levels: L, digits kept (resolution ``(hi - lo) / alpha^L``).
+        theta: fix the threshold instead of the smallest one meeting delta.
+        bound: the per-level epsilon: ``paper`` (Lemma 3 eq. (4), at most ln(10/9) per
+            level) or ``eq3`` (the tight ratio of eq. (3)).
+
+    Raises:
+        StudyError: bad values, range or quantiles, a target the theorem cannot meet
+            for this many users, or an aborted round.
+    """
+    from mechanisms.quantiles import AlphaAdicEncoder, QuantileError, QuantileSketch
+    from mechanisms.triehhpp import TrieHHPPError, TrieHHPPParams, run_triehhpp, spawn_rngs
+    from protocol.core.contract import AggregationAborted
+    from protocol.studies.runners import triehhpp as runner
+
+    v = np.asarray(values, dtype=float)
+    if v.ndim != 1 or v.size == 0 or not np.isfinite(v).all():
+        raise StudyError("values must be a non-empty 1-d sequence of finite numbers")
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise StudyError("the public range needs finite lo < hi")
+    if v.min() < lo or v.max() > hi:
+        bad = float(v[(v < lo) | (v > hi)][0])
+        raise StudyError(f"value {bad} is outside the public range [{lo}, {hi}]")
+    wanted = [float(q) for q in qs]
+    if not wanted or any(not 0.0 <= q <= 1.0 for q in wanted):
+        raise StudyError("quantiles must be in [0, 1]")
+    target = runner.PrivacyTarget(epsilon=epsilon, delta=delta, max_length=levels,
+                                  theta=theta, bound=bound)
+    sol = runner.solve(target, int(v.size), False)
+    tr, name = _transport(transport, seed)
+    rec = _Recording(tr)
+    t0 = time.perf_counter()
+    try:
+        enc = AlphaAdicEncoder(float(lo), float(hi), alpha, levels)
+        params = TrieHHPPParams(int(v.size), float(sol.m), sol.theta, levels,
+                                task="quantiles")
+        sr, trng = spawn_rngs(seed)
+        res = run_triehhpp(enc.unit_matrix(v), enc.alpha, enc.unit_labels, params, rec, sr,
+                           trng)
+        sketch = QuantileSketch(res, enc)
+        answers = sketch.quantiles(wanted)
+    except (QuantileError, TrieHHPPError, ValueError) as exc:
+        raise StudyError(str(exc)) from None
+    except AggregationAborted as exc:
+        raise StudyError(f"the {name} transport aborted a round: {exc}") from None
+    seconds = time.perf_counter() - t0
+    total = Cost()
+    for _, c in rec.costs:
+        total.add(c)
+    rounds = tuple(Round(int(st.level), int(st.candidates), int(st.contacted),
+                         int(st.released), float(sec), int(c.bytes_up), int(c.bytes_down))
+                   for st, (sec, c) in zip(res.levels, rec.costs))
+    costs = Costs(seconds, dict(total.cpu_seconds), total.bytes_up, total.bytes_down)
+    return Quantiles(
+        transport=name, n=int(v.size), lo=float(lo), hi=float(hi), alpha=alpha,
+        levels=levels, quantiles=tuple(Quantile(a.q, float(a.value), float(a.error_bound))
+                                       for a in answers),
+        error_bound=float(sketch.error_bound), guarantee=sol.guarantee,
+        parameters={"theta": int(sol.theta), "m": float(sol.m), "rate": float(sol.rate)},
+        rounds=rounds, costs=costs, views=tuple(rec.views), sketch=sketch)

@@ -162,3 +162,69 @@ def test_pem_finds_the_top_items_with_estimates() -> None:
     assert sum(r.contacted for r in top.rounds) == 50_000  # disjoint groups
     with pytest.raises(StudyError, match="not a 8-bit unsigned integer"):
         api.pem([1, 2, 300], bits=8)
+
+
+# ------------------------------------------------------------- SFP, federated, quantiles
+def _fruit(n: int, seed: int = 0) -> list[str]:
+    import numpy as np
+
+    return list(np.random.default_rng(seed).choice(["apple", "banana", "cherry", "kiwi"], n,
+                                                   p=[0.4, 0.3, 0.2, 0.1]))
+
+
+def test_api_sfp_claims_amplification_only_for_shuffled_reports() -> None:
+    words = _fruit(8000)
+    shuffled = api.sfp(words, epsilon=6, k=128, m=128, seed=1)
+    plain = api.sfp(words, epsilon=6, k=128, m=128, seed=1, transport="plain")
+    assert shuffled.transport == "shuffler" and plain.transport == "plain"
+    assert shuffled.items == plain.items and {"apple", "banana"} <= set(plain.items)
+    assert shuffled.guarantee["central_after_shuffling"] is not None
+    assert plain.guarantee["central_after_shuffling"] is None
+    assert plain.guarantee_note == "reports not shuffled: local epsilon only"
+    assert len(plain.rounds) == 1 and plain.rounds[0].contacted == 8000
+    assert json.loads(plain.to_json())["mechanism"] == "sfp"
+    with pytest.raises(StudyError, match="outside the public alphabet"):
+        api.sfp(["Apple"] * 100, epsilon=6, seed=1)
+
+
+def test_api_federated_same_release_on_plain_and_shuffler_and_refusals() -> None:
+    parties = {"north": ["apple"] * 600 + ["kiwi"] * 300 + ["fig"] * 100,
+               "south": ["apple"] * 300 + ["plum"] * 500 + ["fig"] * 200}
+    a = api.federated(parties, k=3, epsilon=8, levels=8, seed=1)
+    b = api.federated(parties, k=3, epsilon=8, levels=8, seed=1, transport="shuffler")
+    assert a.items == b.items and set(a.items) == {"apple", "plum", "kiwi"}
+    assert a.n == 2000 and a.parameters["max_reports_per_user"] == 1
+    assert a.guarantee.epsilon == 8 and len(a.rounds) == len(a.views) > 0
+    ints = api.federated({"p": [5] * 300 + [9] * 200 + [3] * 10}, k=2, epsilon=8, levels=8,
+                         seed=2, mechanism="fedpem")
+    assert ints.items == ["5", "9"]
+    with pytest.raises(StudyError, match="longer than 6 bytes"):
+        api.federated({"p": ["strawberry"] * 10})
+    with pytest.raises(StudyError, match="48-bit unsigned"):
+        api.federated({"p": [-1, 2]})
+    with pytest.raises(StudyError, match="non-empty mapping"):
+        api.federated({})
+
+
+def test_api_quantiles_same_release_on_every_vote_transport_and_refusals() -> None:
+    import numpy as np
+
+    v = np.random.default_rng(1).uniform(0, 100, 200_000)
+    a = api.quantiles(v, lo=0, hi=100, seed=1)
+    b = api.quantiles(v, lo=0, hi=100, seed=1, transport="shuffler")
+    assert a.quantiles == b.quantiles and a.transport == "plain"
+    med = [q for q in a.quantiles if q.q == 0.5][0]
+    # the released median is within the stated rank error bound of the truth
+    assert abs(float((v <= med.value).mean()) - 0.5) <= a.error_bound
+    assert abs(a.rank(50.0) - 0.5) < 0.05
+    # one round per level the trie reached, with its candidates and released cells
+    assert 1 <= len(a.rounds) == len(a.views) <= 10
+    assert a.rounds[0].candidates == 4 and a.rounds[0].released == 4
+    assert a.to_table().splitlines()[0] == "q,value,error_bound"
+    assert json.loads(a.to_json())["range"] == [0.0, 100.0]
+    with pytest.raises(StudyError, match="outside the public range"):
+        api.quantiles([1.0, 200.0], lo=0, hi=100)
+    with pytest.raises(StudyError, match="quantiles must be in"):
+        api.quantiles(v, lo=0, hi=100, qs=[1.5])
+    with pytest.raises(StudyError, match="lo < hi"):
+        api.quantiles(v, lo=5, hi=5)
