@@ -43,7 +43,7 @@ def register(cli) -> None:  # noqa: ANN001
 
 def run(args: argparse.Namespace) -> int:
     from protocol.cli.args import options_from
-    from protocol.cli.output import print_json, progress_bar
+    from protocol.cli.output import print_json, progress_bar, say
     from protocol.cli.transport_options import transport_from_args
     from protocol.studies.runners.triehh import TrieHHOptions
     from protocol.studies.runners.triehh_eval import evaluate
@@ -53,8 +53,7 @@ def run(args: argparse.Namespace) -> int:
     summary = evaluate(options_from(TrieHHOptions, args), transport, args.out, runs=args.runs,
                        csv_top=args.csv_top, kmax=args.kmax,
                        progress=progress_bar(args.runs, "runs", enabled=chatty),
-                       resume=args.resume,
-                       say=lambda msg: print(msg, file=sys.stderr, flush=True))
+                       resume=args.resume, say=say(not args.quiet))
     if args.json:
         print_json(summary)
         return 0

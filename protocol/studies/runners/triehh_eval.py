@@ -78,6 +78,13 @@ def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path,
 
     config = {"evaluation": "triehh", "options": asdict(opts), "runs": runs,
               "csv_top": csv_top, "kmax": kmax}
+    from protocol.studies.runners.triehh import _duration, estimate_seconds
+
+    predicted = estimate_seconds(prep, transport)
+    if predicted is not None and predicted * runs > 60:
+        say(f"estimate: up to {_duration(predicted * runs)} for {runs} runs over "
+            f"{opts.transport} ({_duration(predicted)} per run, from a measured per-client "
+            "cost)")
     results: list[_Run] = []
     seconds: list[float] = []
     interrupted = False
