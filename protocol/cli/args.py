@@ -37,6 +37,21 @@ def add_quiet_arg(p: argparse.ArgumentParser) -> None:
                         "stderr")
 
 
+def add_alphabet_args(p: argparse.ArgumentParser) -> None:
+    """``--alphabet`` and ``--drop-unencodable`` for commands that read a word file
+    (:func:`protocol.studies.datasets.resolve_alphabet`)."""
+    p.add_argument("--alphabet", default=None,
+                   help="public alphabet of a word file: auto (default: the smallest of "
+                        "lower = a-z and ', lower-digits = a-z 0-9 ' . _ -, printable = "
+                        "printable ASCII without whitespace and $, that encodes every "
+                        "word), one of those names, data (the characters that occur), or "
+                        "the characters themselves; a word with other characters is an "
+                        "error naming file, line and word")
+    p.add_argument("--drop-unencodable", action="store_true", dest="drop_unencodable",
+                   help="drop (and count) words with characters outside the alphabet "
+                        "instead; users left without a word are removed")
+
+
 def add_triehh_args(p: argparse.ArgumentParser) -> None:
     """Dataset, target and transport of one TrieHH run
     (:class:`protocol.studies.runners.triehh.TrieHHOptions`)."""
@@ -58,12 +73,7 @@ def add_triehh_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--theta", type=int, default=None,
                    help="override theta (the guarantee is then Theorem 1 at these values)")
     p.add_argument("--gamma", type=float, default=None, help="override gamma")
-    p.add_argument("--alphabet", default=None,
-                   help="public alphabet for a file dataset (default: printable ASCII "
-                   "without whitespace and '$'); a word with other characters is an error")
-    p.add_argument("--drop-unencodable", action="store_true", dest="drop_unencodable",
-                   help="drop (and count) words with characters outside the alphabet "
-                        "instead; users left without a word are removed")
+    add_alphabet_args(p)
     from protocol.cli.transport_options import add_transport_args
 
     add_transport_args(p)

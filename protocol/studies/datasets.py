@@ -65,6 +65,7 @@ import numpy as np
 
 __all__ = [
     "DatasetError", "Population", "EN_ALPHABET", "OOV_ALPHABET", "FILE_ALPHABET",
+    "ALPHABET_PRESETS", "resolve_alphabet",
     "english", "english_oov", "oov_vocabulary", "zipf", "zipf_vocabulary", "from_user_words", "load_file", "load_dataset",
     "sample_population", "DATASET_NAMES", "zipf32_population", "ZIPF32_SEED", "HEX",
 ]
@@ -72,6 +73,10 @@ __all__ = [
 EN_ALPHABET = string.ascii_lowercase + "'"
 OOV_ALPHABET = string.ascii_lowercase + string.digits + "'._-"
 FILE_ALPHABET = "".join(c for c in string.printable if not c.isspace() and c != "$")
+#: named public alphabets, smallest first: ``--alphabet auto`` (the default for a word
+#: file) takes the first that encodes every word of the file
+ALPHABET_PRESETS = {"lower": EN_ALPHABET, "lower-digits": OOV_ALPHABET,
+                    "printable": FILE_ALPHABET}
 DICTIONARY_SIZE = 100_000
 ZIPF_VOCAB_SEED = 20200826  # public: the synthetic vocabulary is the same for every run
 DATASET_NAMES = ("en", "en-oov", "zipf")
@@ -384,15 +389,69 @@ def from_user_words(name: str, users: Sequence[Sequence[str]], alphabet: str,
                       description, dropped)
 
 
+def resolve_alphabet(spec: str | None, words: Sequence[tuple[int, str]],
+                     where: str = "the data", widest: bool = False) -> tuple[str, str]:
+    """The public alphabet ``spec`` names, for the ``(line, word)`` pairs of a file.
+
+    ``spec`` is ``None`` or ``"auto"`` (the smallest of :data:`ALPHABET_PRESETS` that
+    encodes every word: ``lower`` = a-z and the apostrophe, ``lower-digits`` adds
+    digits and ``. _ -``, ``printable`` = printable ASCII without whitespace and
+    ``$``), a preset name, ``"data"`` (exactly the characters that occur, sorted), or
+    the characters themselves. Returns ``(alphabet, how it was chosen)``.
+
+    With ``widest`` (the caller drops unencodable words), ``auto`` falls back to the
+    widest preset instead of raising.
+
+    Choosing the alphabet from the data makes it depend on every user's words; in a
+    deployment it is fixed and published before any data is collected (docs/triehh.md).
+
+    Raises:
+        DatasetError: ``auto`` and a word that no preset encodes (naming the place,
+            line and word), or an alphabet that is empty, repeats a character or
+            holds ``$``.
+    """
+    if spec in (None, "auto"):
+        used = set().union(*(set(w) for _, w in words)) if words else set()
+        for name, chars in ALPHABET_PRESETS.items():
+            if used <= set(chars):
+                return chars, f"auto: {name} ({len(chars)} characters), the smallest preset " \
+                              "that encodes every word"
+        if widest:
+            return FILE_ALPHABET, f"auto: printable ({len(FILE_ALPHABET)} characters), the " \
+                                  "widest preset"
+        allowed = set(FILE_ALPHABET)
+        line, word = next((ln, w) for ln, w in words if not set(w) <= allowed)
+        bad = "".join(sorted(set(word) - allowed))
+        raise DatasetError(f"{where}:{line}: word {word!r} has characters {bad!r} that no "
+                           f"preset alphabet ({', '.join(ALPHABET_PRESETS)}) holds; give "
+                           "--alphabet data (the characters that occur) or the characters "
+                           "with --alphabet CHARS, or --drop-unencodable to drop and count "
+                           "such words")
+    if spec == "data":
+        chars = "".join(sorted(set().union(*(set(w) for _, w in words)))) if words else ""
+        how = f"data: the {len(chars)} characters that occur"
+    elif spec in ALPHABET_PRESETS:
+        chars, how = ALPHABET_PRESETS[spec], f"{spec} ({len(ALPHABET_PRESETS[spec])} characters)"
+    else:
+        chars, how = spec, f"given ({len(spec)} characters)"
+    if not chars or "$" in chars or len(set(chars)) != len(chars):
+        raise DatasetError("the alphabet must be non-empty distinct characters without '$' "
+                           f"(got {chars!r})")
+    return chars, how
+
+
 def load_file(path: str | pathlib.Path, alphabet: str | None = None,
               drop_unencodable: bool = False) -> Population:
     """Load a text file (one user per line, words separated by whitespace, blank
     lines skipped) or a ``.csv`` file of ``user,item`` rows (optional header).
 
-    A word with a character outside the public ``alphabet`` is an error naming the
-    file, line and word. With ``drop_unencodable`` such words are dropped and counted
-    (``Population.dropped``), and users left without a word are removed (counted in
-    the description), so that a user is never silently turned into one without words.
+    ``alphabet`` is resolved by :func:`resolve_alphabet` (default ``auto``: the
+    smallest named preset that encodes every word; the choice is stated in the
+    population's description). A word with a character outside the public alphabet
+    is an error naming the file, line and word. With ``drop_unencodable`` such words
+    are dropped and counted (``Population.dropped``), and users left without a word are
+    removed (counted in the description), so that a user is never silently turned into
+    one without words.
 
     Raises:
         DatasetError: the file is missing, unreadable, not UTF-8, empty, a CSV row
@@ -410,24 +469,9 @@ def load_file(path: str | pathlib.Path, alphabet: str | None = None,
         raise DatasetError(f"{p} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise DatasetError(f"cannot read {p}: {exc.strerror}") from None
-    alpha = FILE_ALPHABET if alphabet is None else alphabet
-    allowed = set(alpha)
-    dropped = 0
-
-    def keep(word: str, lineno: int) -> bool:
-        nonlocal dropped
-        if set(word) <= allowed:
-            return True
-        if not drop_unencodable:
-            bad = "".join(sorted(set(word) - allowed))
-            raise DatasetError(f"{p}:{lineno}: word {word!r} has characters {bad!r} outside "
-                               "the public alphabet; give --alphabet with them, or "
-                               "--drop-unencodable to drop and count such words")
-        dropped += 1
-        return False
-
+    # users as lists of (line, word), in file order
     if p.suffix.lower() == ".csv":
-        users: dict[str, list[str]] = {}
+        users: dict[str, list[tuple[int, str]]] = {}
         reader = csv.reader(io.StringIO(text, newline=""))
         try:
             for lineno, row in enumerate(reader, start=1):
@@ -441,18 +485,35 @@ def load_file(path: str | pathlib.Path, alphabet: str | None = None,
                     continue
                 if not u or not item:
                     raise DatasetError(f"{p}:{lineno}: empty user or item field")
-                words = users.setdefault(u, [])
-                if keep(item, lineno):
-                    words.append(item)
+                users.setdefault(u, []).append((lineno, item))
         except csv.Error as exc:
             raise DatasetError(f"{p}: malformed CSV: {exc}") from None
-        lists = list(users.values())
+        placed = list(users.values())
     else:
-        lists = [[w for w in line.split() if keep(w, lineno)]
-                 for lineno, line in enumerate(text.splitlines(), start=1) if line.strip()]
-    if not lists:
+        placed = [[(lineno, w) for w in line.split()]
+                  for lineno, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if not placed:
         raise DatasetError(f"{p} holds no users")
-    description = f"file {p}, {len(lists)} users"
+    alpha, how = resolve_alphabet(alphabet, [lw for ws in placed for lw in ws], str(p),
+                                  widest=drop_unencodable)
+    allowed = set(alpha)
+    dropped = 0
+    lists: list[list[str]] = []
+    for ws in placed:
+        kept = []
+        for lineno, word in ws:
+            if set(word) <= allowed:
+                kept.append(word)
+            elif not drop_unencodable:
+                bad = "".join(sorted(set(word) - allowed))
+                raise DatasetError(f"{p}:{lineno}: word {word!r} has characters {bad!r} "
+                                   f"outside the public alphabet ({how}); give --alphabet "
+                                   "with them, or --drop-unencodable to drop and count such "
+                                   "words")
+            else:
+                dropped += 1
+        lists.append(kept)
+    description = f"file {p}, {len(lists)} users, alphabet {how}"
     if dropped:
         empty = sum(not ws for ws in lists)
         lists = [ws for ws in lists if ws]

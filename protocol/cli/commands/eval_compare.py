@@ -27,9 +27,10 @@ def register(cli) -> None:  # noqa: ANN001
                    help="TrieHH's L (default 10, SFP's word length)")
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--seed", type=int, default=None, help="simulation seed")
-    from protocol.cli.args import add_quiet_arg
+    from protocol.cli.args import add_alphabet_args, add_quiet_arg
 
     add_quiet_arg(p)
+    add_alphabet_args(p)
     p.add_argument("--resume", action="store_true",
                    help="continue from the runs already in OUT/runs.jsonl (same options and "
                         "--seed); every run is appended there as it finishes")

@@ -38,9 +38,10 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--seed", type=int, default=None,
                    help="simulation seed (default: fresh OS randomness)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    from protocol.cli.args import add_quiet_arg
+    from protocol.cli.args import add_alphabet_args, add_quiet_arg
 
     add_quiet_arg(p)
+    add_alphabet_args(p)
     from protocol.cli.transport_options import add_transport_args
 
     add_transport_args(p, default="auto", extra_choices=("auto",), help=(

@@ -62,6 +62,8 @@ class CompareOptions:
     kmax: int = 100
     max_length: int = 10
     hash_filter: bool = False
+    alphabet: str | None = None
+    drop_unencodable: bool = False
     seed: int | None = None
     resume: bool = False
 
@@ -102,7 +104,8 @@ def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
     t_start = time.perf_counter()
     root = np.random.default_rng(opts.seed)
     data_rng, run_root = root.spawn(2)
-    pop = load_population(opts.dataset, opts.users, data_rng)
+    pop = load_population(opts.dataset, opts.users, data_rng, alphabet=opts.alphabet,
+                          drop_unencodable=opts.drop_unencodable)
     word_of_user = users_words(pop)
     n = pop.n
     delta = 1.0 / float(n) ** 2
@@ -116,7 +119,8 @@ def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
     # every finished run is appended to runs.jsonl at once; --resume continues from it
     config = {"dataset": opts.dataset, "users": opts.users, "epsilons": epsilons, "Ts": Ts,
               "runs": opts.runs, "k": opts.k, "kmax": kmax, "max_length": opts.max_length,
-              "seed": opts.seed}
+              "seed": opts.seed, "alphabet": opts.alphabet,
+              "drop_unencodable": opts.drop_unencodable}
     journal_path = out_dir / JOURNAL
     if opts.resume and opts.seed is None:
         raise StudyError("--resume needs --seed: the remaining runs must continue the "

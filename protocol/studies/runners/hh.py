@@ -61,14 +61,19 @@ class HHOptions:
     word_bytes: int = 6
     T: int = 20
     hash_filter: bool = False
+    alphabet: str | None = None
+    drop_unencodable: bool = False
     support: int = 10_000
     zipf_s: float = 1.1
     seed: int | None = None
 
 
 def load_population(dataset: str, users: int | None, rng, support: int = 10_000,  # noqa: ANN001, ANN201
-                    s: float = 1.1):
-    """A one-word-per-user population (``zipf32`` or any :func:`load_dataset` name).
+                    s: float = 1.1, alphabet: str | None = None,
+                    drop_unencodable: bool = False):
+    """A one-word-per-user population (``zipf32`` or any :func:`load_dataset` name;
+    ``alphabet`` and ``drop_unencodable`` for a word file, as
+    :func:`protocol.studies.datasets.load_file`).
 
     Raises:
         StudyError: bad dataset or a user with several words.
@@ -79,7 +84,8 @@ def load_population(dataset: str, users: int | None, rng, support: int = 10_000,
         if dataset == "zipf32":
             pop = zipf32_population(100_000 if users is None else users, rng, support, s)
         else:
-            pop = load_dataset(dataset, users, rng)
+            pop = load_dataset(dataset, users, rng, alphabet=alphabet,
+                               drop_unencodable=drop_unencodable)
     except DatasetError as exc:
         raise StudyError(str(exc)) from None
     if (pop.words_per_user > 1).any():
@@ -292,7 +298,8 @@ def run(opts: HHOptions, transport: Any = None) -> dict[str, Any]:
     root = np.random.default_rng(opts.seed)
     data_rng, run_rng = root.spawn(2)
     t0 = time.perf_counter()
-    pop = load_population(opts.dataset, opts.users, data_rng, opts.support, opts.zipf_s)
+    pop = load_population(opts.dataset, opts.users, data_rng, opts.support, opts.zipf_s,
+                          opts.alphabet, opts.drop_unencodable)
     t1 = time.perf_counter()
     res = discover(opts.mechanism, pop, opts.epsilon, run_rng, k=opts.k, oracle=opts.oracle,
                    delta=opts.delta, levels=opts.levels, word_bytes=opts.word_bytes, T=opts.T,

@@ -46,6 +46,8 @@ class SFPOptions:
     m: int = 1024
     top: int = 50
     hash_filter: bool = False
+    alphabet: str | None = None
+    drop_unencodable: bool = False
     seed: int | None = None
 
 
@@ -110,6 +112,13 @@ def discover_words(pop, word_of_user: np.ndarray, eps0: float, rng: np.random.Ge
                   alphabet=PAD + "".join(sorted(set(pop.alphabet))))
         codes = sfp.encode_words(list(pop.vocabulary))
     except OracleInputError as exc:
+        symbols = len(set(pop.alphabet)) + 1  # with the padding symbol
+        if symbols > 64 and "64 bits" in str(exc):
+            raise StudyError(
+                f"SFP packs a word of 10 characters into 64 bits, so its alphabet may have "
+                f"at most 63 characters; {pop.name}'s has {symbols - 1}: give a smaller "
+                "--alphabet (lower or lower-digits, or the characters), with "
+                "--drop-unencodable for the words it cannot encode") from None
         raise StudyError(str(exc)) from None
     t0 = time.perf_counter()
     reports = sfp.randomize(codes[word_of_user], rng)
@@ -154,7 +163,8 @@ def run(opts: SFPOptions, transport: Any = None) -> dict[str, Any]:
                          f"--transport shuffler, or give --local-epsilon")
     rng = np.random.default_rng(opts.seed)
     try:
-        pop = load_dataset(opts.dataset, opts.users, rng)
+        pop = load_dataset(opts.dataset, opts.users, rng, alphabet=opts.alphabet,
+                           drop_unencodable=opts.drop_unencodable)
     except DatasetError as exc:
         raise StudyError(str(exc)) from None
     word_of_user = users_words(pop)
