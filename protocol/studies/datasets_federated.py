@@ -5,27 +5,35 @@ section 7.1 and Table 2), regenerated from its description
 -----------------------------------------------------------------------------------
 The paper draws item domains for eight parties from the Tmall logs with a Dirichlet
 split: all items are sorted into ``N = 6`` groups; each party samples
-``q ~ Dir_N(beta = 0.5)`` and takes a ``q_j`` proportion of the items of group ``j``; the
-users' frequencies follow Zipf or Poisson laws with the parameters of Table 2. The
-Tmall item list is not available here, so we substitute:
+``q ~ Dir_N(beta = 0.5)`` and takes a ``q_j`` proportion of its items from group ``j``;
+the users' frequencies follow the Zipf or Poisson law Table 2 gives each party, and
+Table 2 states each party's users and distinct ("unique") items and the items common
+to the parties. The Tmall item list is not available here, and the paper does not say
+how a law over items was turned into users, so we build a population that has Table
+2's statistics by construction (``fedhh federated --describe`` prints them next to the
+paper's):
 
-* a universe of ``6 x group_size`` items (``group_size = 6000``: a party then holds about
-  6,000 distinct items, the order of Table 2's 4,429 - 6,796) with distinct random 48-bit
-  ids, in a random global popularity order; item ``r`` of that order belongs to group
-  ``r mod 6``;
-* party ``i`` takes the ``round(q_j * group_size)`` globally most popular items of group
-  ``j`` (a real catalogue share contains a shop's best sellers; this also produces
-  items common to all parties, as Table 2's "# common items" column shows);
-* the party's items are ranked by the global order and each user draws a rank:
-  Zipf(``a``): ``P(r) ∝ (r+1)^-a`` over the party's items; Poisson(``lam``): with
-  probability 0.5 ``r ~ Poisson(lam)`` (clipped), otherwise ``r`` uniform over the party's
-  items. A pure Poisson over ranks would put 220,000 users on about 30 items, while
-  Table 2 lists 5,484 distinct items for that party; the uniform half restores a long
-  tail.
+* items are distinct random 48-bit ids; the ``C = 276`` common items (Table 2) are held
+  by every party; the rest of the universe is ``N = 6`` groups of ``group_size = 7000``
+  items;
+* party ``i`` with ``U_i`` distinct items (Table 2) samples ``q ~ Dir_N(beta)`` and takes
+  ``U_i - C`` further items, ``q_j`` of them (largest-remainder rounding) drawn uniformly
+  from group ``j``; two parties share such an item only by chance, so the items common to
+  all eight are the ``C`` (checked);
+* the party ranks its ``U_i`` items by a party-specific taste: ``-log(1 + global rank)``
+  plus Gaussian noise (``taste = 1``; the common items have the best global ranks, so
+  they tend to be popular everywhere, as best sellers are);
+* every item gets one user (so the party has exactly ``U_i`` distinct items), and the
+  other ``n_i - U_i`` users are spread over the ranks ``r = 0, 1, ...`` by the party's
+  law: Zipf(``a``) ``p_r ∝ (r + 1)^-a``, Poisson(``lam``) ``p_r ∝ lam^r e^-lam / r!``
+  (one multinomial draw). A Poisson party therefore has about ``2 lam`` heavy items of
+  similar size over a tail of items held by one user each.
 
-Party sizes and laws are Table 2's: 220k Poisson(10), 170k Poisson(8), 120k Zipf(1.1),
-80k Zipf(1.3), 70k Poisson(6), 60k Poisson(4), 30k Zipf(1.5), 30k Zipf(1.7): 780,000
-users. Everything is reproducible from ``seed``.
+Party sizes, laws and distinct items are Table 2's: 220k Poisson(10) 5,484; 170k
+Poisson(8) 6,260; 120k Zipf(1.1) 6,688; 80k Zipf(1.3) 6,796; 70k Poisson(6) 4,590;
+60k Poisson(4) 4,429; 30k Zipf(1.5) 4,813; 30k Zipf(1.7) 5,024; 276 common items;
+780,000 users. ``scale`` multiplies users, distinct and common items alike.
+Everything is reproducible from ``seed``.
 
 Other sources
 -------------
@@ -45,80 +53,126 @@ import numpy as np
 
 from mechanisms.federated.parties import FederatedError, Party, Population
 
-__all__ = ["SYN_PARTIES", "SynParty", "syn_population", "encode_words", "decode_item",
-           "from_csv", "words_population", "load_population"]
+__all__ = ["SYN_PARTIES", "SYN_COMMON", "SynParty", "syn_population", "describe",
+           "encode_words", "decode_item", "from_csv", "words_population", "load_population"]
 
 
 @dataclass(frozen=True)
 class SynParty:
-    """One SYN party of Table 2: size and frequency law ("zipf" or "poisson", parameter)."""
+    """One SYN party of Table 2: size, frequency law ("zipf" or "poisson", parameter)
+    and number of distinct items."""
 
     name: str
     users: int
     law: str
     param: float
+    distinct: int
 
 
 SYN_PARTIES: tuple[SynParty, ...] = (
-    SynParty("SYN0", 220_000, "poisson", 10.0),
-    SynParty("SYN1", 170_000, "poisson", 8.0),
-    SynParty("SYN2", 120_000, "zipf", 1.1),
-    SynParty("SYN3", 80_000, "zipf", 1.3),
-    SynParty("SYN4", 70_000, "poisson", 6.0),
-    SynParty("SYN5", 60_000, "poisson", 4.0),
-    SynParty("SYN6", 30_000, "zipf", 1.5),
-    SynParty("SYN7", 30_000, "zipf", 1.7),
+    SynParty("SYN0", 220_000, "poisson", 10.0, 5_484),
+    SynParty("SYN1", 170_000, "poisson", 8.0, 6_260),
+    SynParty("SYN2", 120_000, "zipf", 1.1, 6_688),
+    SynParty("SYN3", 80_000, "zipf", 1.3, 6_796),
+    SynParty("SYN4", 70_000, "poisson", 6.0, 4_590),
+    SynParty("SYN5", 60_000, "poisson", 4.0, 4_429),
+    SynParty("SYN6", 30_000, "zipf", 1.5, 4_813),
+    SynParty("SYN7", 30_000, "zipf", 1.7, 5_024),
 )
+#: Table 2's common items of SYN (held by every party)
+SYN_COMMON = 276
 
 
-def _draw_ranks(rng: np.random.Generator, spec: SynParty, n: int, d: int) -> np.ndarray:
+def _law(spec: SynParty, d: int) -> np.ndarray:
+    """The party's law over ranks ``0..d-1``, normalised."""
+    r = np.arange(d, dtype=float)
     if spec.law == "zipf":
-        w = np.arange(1, d + 1, dtype=float) ** (-spec.param)
-        return rng.choice(d, size=n, p=w / w.sum())
-    if spec.law == "poisson":
-        r = np.minimum(rng.poisson(spec.param, size=n), d - 1)
-        tail = rng.random(n) < 0.5
-        r[tail] = rng.integers(0, d, size=int(tail.sum()))
-        return r
-    raise FederatedError(f"unknown law {spec.law!r}")
+        w = (r + 1.0) ** (-spec.param)
+    elif spec.law == "poisson":
+        from scipy import stats
+
+        w = stats.poisson.pmf(r, spec.param)
+    else:
+        raise FederatedError(f"unknown law {spec.law!r}")
+    return w / w.sum()
 
 
 def syn_population(seed: int = 0, beta: float = 0.5, scale: float = 1.0, groups: int = 6,
-                   group_size: int = 6000, bits: int = 48, taste: float = 1.0,
-                   parties: tuple[SynParty, ...] = SYN_PARTIES) -> Population:
+                   group_size: int = 7000, bits: int = 48, taste: float = 1.0,
+                   parties: tuple[SynParty, ...] = SYN_PARTIES,
+                   common: int = SYN_COMMON) -> Population:
     """The SYN population (see the module docstring).
 
     Args:
         seed: generator seed (same seed, same population).
         beta: Dirichlet concentration (0.2, 0.5, 0.8 in Table 8).
-        scale: multiply every party size (e.g. 0.1 for fast tests).
+        scale: multiply every party's users and distinct items and the common items
+            (e.g. 0.05 for fast tests).
         groups: number of item groups ``N``.
         group_size: items per group.
         bits: item length.
+        taste: standard deviation of a party's taste noise in its item ranking.
+        parties: the parties (Table 2's by default).
+        common: items held by every party.
 
     Raises:
-        FederatedError: on non-positive parameters.
+        FederatedError: on non-positive parameters, or a party with fewer users than
+            distinct items or more distinct items than the groups and common items hold.
     """
-    if beta <= 0 or scale <= 0 or groups < 1 or group_size < 1:
-        raise FederatedError("beta, scale, groups and group_size must be positive")
+    if beta <= 0 or scale <= 0 or groups < 1 or group_size < 1 or common < 0:
+        raise FederatedError("beta, scale, groups and group_size must be positive and "
+                             "common >= 0")
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5A4E]))
-    universe = groups * group_size
+    n_common = int(round(common * scale))
+    universe = n_common + groups * group_size
     ids = np.unique(rng.integers(0, 1 << bits, size=universe + 64, dtype=np.uint64))
-    ids = rng.permutation(ids)[:universe]  # ids[r]: item of global popularity rank r
-    by_group = [np.arange(j, universe, groups) for j in range(groups)]  # global ranks
+    ids = rng.permutation(ids)[:universe]  # ids[r]: the item of global rank r
+    rest = np.arange(n_common, universe)
+    by_group = [rest[j::groups] for j in range(groups)]  # global ranks of each group
     out = []
     for spec in parties:
+        n = max(1, int(round(spec.users * scale)))
+        d = max(n_common + 1, int(round(spec.distinct * scale)))
+        own_total = d - n_common
+        if n < d or own_total > groups * group_size:
+            raise FederatedError(f"{spec.name}: {n} users cannot hold {d} distinct items")
         q = rng.dirichlet(np.full(groups, beta))
-        ranks = np.concatenate([g_[:int(round(qj * group_size))] for g_, qj in zip(by_group, q)])
-        if ranks.size == 0:
-            ranks = by_group[int(np.argmax(q))][:1]
+        alloc = np.floor(q * own_total).astype(np.int64)
+        for j in np.argsort(-(q * own_total - alloc), kind="stable")[:own_total - alloc.sum()]:
+            alloc[j] += 1
+        over = np.flatnonzero(alloc > group_size)
+        for j in over:  # a group cannot give more than it holds: move the excess on
+            extra, alloc[j] = alloc[j] - group_size, group_size
+            for k in np.argsort(alloc):
+                take = min(extra, group_size - alloc[k])
+                alloc[k] += take
+                extra -= take
+        own = [rng.choice(g, int(a), replace=False) for g, a in zip(by_group, alloc) if a]
+        ranks = np.concatenate([np.arange(n_common)] + own)
         # party-specific taste: sort by log global popularity plus Gaussian noise
         key = -np.log1p(ranks.astype(float)) + taste * rng.standard_normal(ranks.size)
         ranks = ranks[np.argsort(-key, kind="stable")]
-        n = max(1, int(round(spec.users * scale)))
-        r = _draw_ranks(rng, spec, n, ranks.size)
-        out.append(Party(spec.name, ids[ranks[r]]))
+        counts = 1 + rng.multinomial(n - d, _law(spec, d))  # every item held at least once
+        out.append(Party(spec.name, rng.permutation(np.repeat(ids[ranks], counts))))
     return Population(tuple(out), bits)
+
+
+def describe(pop: Population) -> dict[str, object]:
+    """Users, distinct items and the items common to every party, per party and in all.
+
+    Returns:
+        ``{"parties": [{"name", "users", "distinct"}...], "users", "distinct",
+        "common"}`` (``common``: items every party holds).
+    """
+    sets = [np.unique(p.items) for p in pop.parties]
+    common = sets[0]
+    for s_ in sets[1:]:
+        common = np.intersect1d(common, s_, assume_unique=True)
+    return {"parties": [{"name": p.name, "users": int(p.size), "distinct": int(s_.size)}
+                        for p, s_ in zip(pop.parties, sets)],
+            "users": int(sum(p.size for p in pop.parties)),
+            "distinct": int(np.unique(np.concatenate(sets)).size),
+            "common": int(common.size)}
 
 
 def encode_words(words: list[str] | np.ndarray, nbytes: int = 6) -> np.ndarray:

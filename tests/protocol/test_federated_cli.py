@@ -84,3 +84,27 @@ def test_eval_commands_refuse_an_output_dir_they_cannot_create(tmp_path, capsys)
     for argv in (["eval", "federated", "--runs", "1"], ["eval", "triehh", "--runs", "1"]):
         assert main(argv + ["--out", str(blocker / "out")]) == 2
         assert "cannot create" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("data_seed, beta", [(0, 0.5), (1, 0.5), (3, 0.2), (2, 0.8)])
+def test_syn_has_table_2_statistics(data_seed: int, beta: float) -> None:
+    from protocol.studies.datasets_federated import (SYN_COMMON, SYN_PARTIES, describe,
+                                                     syn_population)
+
+    stats = describe(syn_population(seed=data_seed, beta=beta))
+    for row, spec in zip(stats["parties"], SYN_PARTIES):
+        assert row["users"] == spec.users
+        assert abs(row["distinct"] / spec.distinct - 1) <= 0.10, row
+    assert abs(stats["common"] / SYN_COMMON - 1) <= 0.10 and stats["users"] == 780_000
+
+
+def test_federated_describe_prints_ours_next_to_the_paper(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["federated", "--describe", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["common"] == out["paper_common"] == 276
+    assert [r["distinct"] for r in out["parties"]] == [r["paper_distinct"] for r in out["parties"]]
+    assert out["parties"][7]["law"] == "zipf(1.7)" and out["generator"]["beta"] == 0.5
+    assert main(["federated", "--describe"]) == 0
+    text = capsys.readouterr().out
+    assert "276 common to every party (paper 276)" in text and "SYN3" in text

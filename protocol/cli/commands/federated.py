@@ -25,6 +25,10 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--data-seed", type=int, default=0, help="seed of the SYN generator")
     p.add_argument("--seed", type=int, default=None,
                    help="simulation seed (default: fresh OS randomness)")
+    p.add_argument("--describe", action="store_true",
+                   help="print the population's statistics (users, distinct and common "
+                        "items per party; for syn the generator and Table 2's figures) "
+                        "and run nothing")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     from protocol.cli.args import add_quiet_arg
 
@@ -43,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.transport_options import transport_from_args
     from protocol.studies.runners.federated import run as run_federated
 
+    if args.describe:
+        return _describe(args)
+
     transport = transport_from_args(args)  # refuse bad options before loading data
     out = run_federated(options_from(FederatedOptions, args), transport)
     if args.json:
@@ -57,4 +64,34 @@ def run(args: argparse.Namespace) -> int:
     for name, c in out["communication"].items():
         print(f"  {name:>10}: {c['uploaded_pairs']:6d} / {c['downloaded_pairs']:6d}   "
               f"{c['upload_bits'] / 1000:8.1f} / {c['download_bits'] / 1000:8.1f}")
+    return 0
+
+
+def _describe(args: argparse.Namespace) -> int:
+    from protocol.cli.args import options_from
+    from protocol.cli.output import print_json
+    from protocol.studies.runners.federated import FederatedOptions, describe
+
+    out = describe(options_from(FederatedOptions, args))
+    if args.json:
+        print_json(out)
+        return 0
+    syn = "paper_common" in out
+    print(f"{out['dataset']}: {len(out['parties'])} parties, {out['users']:,} users, "
+          f"{out['distinct']:,} distinct items, {out['common']:,} common to every party"
+          + (f" (paper {out['paper_common']:,})" if syn else ""))
+    if syn:
+        g = out["generator"]
+        print(f"generator: seed {g['seed']}, Dirichlet beta {g['beta']}, scale {g['scale']}, "
+              f"{g['groups']} groups of {g['group_size']} items, {g['common']} common items, "
+              f"taste {g['taste']}, {g['bits']}-bit items ({out['source']})")
+        print(f"  {'party':<6} {'law':<13} {'users':>9} {'paper':>9} {'distinct':>9} "
+              f"{'paper':>7} {'diff':>7}")
+        for r in out["parties"]:
+            print(f"  {r['name']:<6} {r['law']:<13} {r['users']:>9,} {r['paper_users']:>9,} "
+                  f"{r['distinct']:>9,} {r['paper_distinct']:>7,} "
+                  f"{100 * r['distinct_vs_paper']:>6.1f}%")
+    else:
+        for r in out["parties"]:
+            print(f"  {r['name']:<12} users {r['users']:>9,}  distinct {r['distinct']:>9,}")
     return 0

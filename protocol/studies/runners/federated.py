@@ -127,6 +127,42 @@ def run(opts: FederatedOptions, transport: Any = None) -> dict[str, Any]:
     return out
 
 
+def describe(opts: FederatedOptions) -> dict[str, Any]:
+    """The population's statistics (users, distinct items per party, items common to
+    every party) and, for SYN, the generator's parameters and Table 2's figures
+    (Zhang, Ye, Hu) next to ours, with the relative difference.
+
+    Raises:
+        StudyError: a bad dataset.
+    """
+    from mechanisms.federated import FederatedError
+    from protocol.studies import datasets_federated as df
+
+    try:
+        pop = df.load_population(opts.dataset, seed=opts.data_seed, beta=opts.beta,
+                                 scale=opts.scale)
+    except FederatedError as exc:
+        raise StudyError(str(exc)) from None
+    stats = df.describe(pop)
+    out: dict[str, Any] = {"dataset": opts.dataset, **stats}
+    if opts.dataset == "syn":
+        paper = {p.name: p for p in df.SYN_PARTIES}
+        for row in out["parties"]:
+            spec = paper[row["name"]]
+            row["law"] = f"{spec.law}({spec.param:g})"
+            row["paper_users"] = int(round(spec.users * opts.scale))
+            row["paper_distinct"] = int(round(spec.distinct * opts.scale))
+            row["distinct_vs_paper"] = round(row["distinct"] / row["paper_distinct"] - 1, 4)
+        out["paper_common"] = int(round(df.SYN_COMMON * opts.scale))
+        out["common_vs_paper"] = round(out["common"] / max(out["paper_common"], 1) - 1, 4)
+        out["generator"] = {"seed": opts.data_seed, "beta": opts.beta, "scale": opts.scale,
+                            "groups": 6, "group_size": 7000, "common": df.SYN_COMMON,
+                            "taste": 1.0, "bits": pop.bits}
+        out["source"] = ("Zhang, Ye, Hu, Federated Heavy Hitter Analytics with Local "
+                         "Differential Privacy, Table 2")
+    return out
+
+
 def _evaluate(pop, name, cfg, runs, seed, journal=None, key=(), say=None):  # noqa: ANN001, ANN202
     """``runs`` runs of mechanism ``name`` (seeds ``seed + r``), one row each. With a
     ``journal`` every finished run is recorded under ``key + [r]`` at once, and a run
