@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     import textwrap
 
     from protocol.cli import UsageError
-    from protocol.cli.output import print_triehh, progress_bar
+    from protocol.cli.output import print_triehh, progress_bar, say
     from protocol.studies.runners.demo import run_demo
 
     if args.users < 100:
@@ -44,8 +44,9 @@ def run(args: argparse.Namespace) -> int:
     w(f"fedhh demo (seed {seed}): TrieHH over SecAgg+ secure aggregation ({args.threat} "
       f"server) into a thresholding committee (server + 2 helpers), {args.users:,} "
       f"simulated users holding English words\n\n")
-    res = run_demo(args.users, args.epsilon, seed, progress_bar(10, "TrieHH rounds", enabled=not args.quiet),
-                   threat=args.threat)
+    res = run_demo(args.users, args.epsilon, seed,
+                   progress_bar(10, "TrieHH rounds", enabled=not args.quiet),
+                   threat=args.threat, say=say(not args.quiet))
     print_triehh(res["threshold"], show=20)
     w("\nwhat each party learned (from the recorded views):\n")
     for line in res["learned"]:

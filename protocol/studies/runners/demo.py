@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -133,13 +133,17 @@ def learned_lines(parties: dict[str, dict[str, Any]], thetas: set[int]) -> list[
 
 
 def run_demo(users: int, epsilon: float, seed: int, progress=None,  # noqa: ANN001
-             threat: str = "malicious") -> dict[str, Any]:
+             threat: str = "malicious",
+             say: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run TrieHH over the threshold transport and over plaintext with the same ``seed``.
 
     Returns ``{"threshold": summary of the committee run (with seconds), "learned":
     lines per party from the recorded views, "views": the per-party summary,
     "plain_heavy_hitters", "plain_prefixes", "same": whether both released the same
     trie, "threat", "guarantee": what the threat model lets the server learn (text)}``.
+
+    ``say`` receives a one-line estimate before a run predicted to take more than a
+    minute (:func:`protocol.studies.runners.triehh.estimate_seconds`).
 
     Raises:
         StudyError: fewer than 100 users, an unknown threat model, or as the TrieHH
@@ -159,6 +163,13 @@ def run_demo(users: int, epsilon: float, seed: int, progress=None,  # noqa: ANN0
 
     recorder = ViewRecorder(get_transport(DEMO_TRANSPORT, simulate=False,
                                           malicious=threat == "malicious"))
+    if say is not None:
+        from protocol.studies.runners.triehh import _duration, estimate_seconds
+
+        predicted = estimate_seconds(prep, recorder.inner)
+        if predicted is not None and predicted > 60:
+            say(f"estimate: up to {_duration(predicted)} for the secure run, from a measured "
+                "per-client cost")
     t1 = time.perf_counter()
     secure = run_once(prep, recorder, rng, progress)
     t2 = time.perf_counter()

@@ -211,12 +211,18 @@ def estimate_seconds(prep: Prepared, transport: Transport, sample: int = 24) -> 
     length is timed, and its cost per client and per neighbour is scaled to ``m``
     clients (with the degree the parameters choose for ``m``) over ``L`` rounds. An
     upper estimate: a run may stop before ``L`` rounds, and later rounds are often
-    shorter vectors. ``None`` for other transports (their rounds take milliseconds).
+    shorter vectors. Secure aggregation and the thresholding committee are estimated
+    alike (the committee's comparisons take milliseconds); ``None`` for other
+    transports (their rounds take milliseconds).
     """
-    from protocol.core.transports.secagg_transport import SecAggTransport
+    from protocol.core.transports.secagg_transport import SecAggSessionOptions, SecAggTransport
 
-    if not isinstance(transport, SecAggTransport):
+    # secure aggregation, or the thresholding committee over it (whose committee step
+    # costs milliseconds): both run secure-aggregation sessions of m clients per round
+    inner = getattr(transport, "inner", transport)  # a recording wrapper
+    if not isinstance(inner, SecAggSessionOptions):
         return None
+    transport = inner
     import numpy as np
 
     from protocol.core.contract import Kind, RoundSpec, Votes
