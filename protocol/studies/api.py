@@ -122,8 +122,28 @@ class PartyViews:
     views: Mapping[str, Mapping[str, Any]]
 
 
+def _costs_dict(c: Costs) -> dict[str, Any]:
+    return {"seconds": c.seconds, "cpu_seconds": dict(c.cpu_seconds),
+            "bytes_up": c.bytes_up, "bytes_down": c.bytes_down}
+
+
+def _views_list(views: Sequence[PartyViews]) -> list[dict[str, Any]]:
+    return [{"task": v.task, "round": v.round, "views": _plain(v.views)} for v in views]
+
+
+class _Exported:
+    """``to_json`` over the result's ``as_dict`` (one implementation for every result)."""
+
+    def as_dict(self, views: bool = False) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_json(self, views: bool = False, indent: int | None = 2) -> str:
+        """The result as JSON (see ``as_dict``; ``views`` includes every party's view)."""
+        return json.dumps(self.as_dict(views), indent=indent)
+
+
 @dataclass(frozen=True)
-class HeavyHitters:
+class HeavyHitters(_Exported):
     """The result of a heavy-hitters run.
 
     Attributes:
@@ -175,19 +195,12 @@ class HeavyHitters:
             "guarantee_note": self.guarantee_note,
             "parameters": dict(self.parameters),
             "rounds": [r.__dict__ for r in self.rounds],
-            "costs": {"seconds": self.costs.seconds,
-                      "cpu_seconds": dict(self.costs.cpu_seconds),
-                      "bytes_up": self.costs.bytes_up, "bytes_down": self.costs.bytes_down},
+            "costs": _costs_dict(self.costs),
             "dropped": self.dropped,
         }
         if views:
-            out["views"] = [{"task": v.task, "round": v.round, "views": _plain(v.views)}
-                            for v in self.views]
+            out["views"] = _views_list(self.views)
         return out
-
-    def to_json(self, views: bool = False, indent: int | None = 2) -> str:
-        """The result as JSON (see :meth:`as_dict`)."""
-        return json.dumps(self.as_dict(views), indent=indent)
 
     def to_table(self, fmt: Literal["csv", "markdown"] = "csv") -> str:
         """The heavy hitters as a table (``item,count,estimate``), CSV or Markdown.
@@ -494,7 +507,7 @@ def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
 
 
 @dataclass(frozen=True)
-class Frequencies:
+class Frequencies(_Exported):
     """The result of a local-DP frequency oracle.
 
     Attributes:
@@ -533,18 +546,11 @@ class Frequencies:
             "estimates": list(self.estimates), "std": list(self.std),
             "guarantee": _guarantee_dict(self.guarantee),
             "central": _plain(self.central) if self.central is not None else None,
-            "costs": {"seconds": self.costs.seconds,
-                      "cpu_seconds": dict(self.costs.cpu_seconds),
-                      "bytes_up": self.costs.bytes_up, "bytes_down": self.costs.bytes_down},
+            "costs": _costs_dict(self.costs),
         }
         if views:
-            out["views"] = [{"task": v.task, "round": v.round, "views": _plain(v.views)}
-                            for v in self.views]
+            out["views"] = _views_list(self.views)
         return out
-
-    def to_json(self, views: bool = False, indent: int | None = 2) -> str:
-        """The result as JSON (see :meth:`as_dict`)."""
-        return json.dumps(self.as_dict(views), indent=indent)
 
     def to_table(self, k: int | None = None, fmt: Literal["csv", "markdown"] = "csv") -> str:
         """``item,estimate,std`` for the ``k`` largest estimates (all items by default),
@@ -865,7 +871,7 @@ class Quantile:
 
 
 @dataclass(frozen=True)
-class Quantiles:
+class Quantiles(_Exported):
     """The result of TrieHH++'s quantile sketch (Cormode, "Federated Heavy Hitters
     Revisited", 2021, section 4).
 
@@ -907,18 +913,11 @@ class Quantiles:
             "quantiles": [q.__dict__ for q in self.quantiles],
             "error_bound": self.error_bound, "guarantee": _guarantee_dict(self.guarantee),
             "parameters": dict(self.parameters), "rounds": [r.__dict__ for r in self.rounds],
-            "costs": {"seconds": self.costs.seconds,
-                      "cpu_seconds": dict(self.costs.cpu_seconds),
-                      "bytes_up": self.costs.bytes_up, "bytes_down": self.costs.bytes_down},
+            "costs": _costs_dict(self.costs),
         }
         if views:
-            out["views"] = [{"task": v.task, "round": v.round, "views": _plain(v.views)}
-                            for v in self.views]
+            out["views"] = _views_list(self.views)
         return out
-
-    def to_json(self, views: bool = False, indent: int | None = 2) -> str:
-        """The result as JSON (see :meth:`as_dict`)."""
-        return json.dumps(self.as_dict(views), indent=indent)
 
     def to_table(self, fmt: Literal["csv", "markdown"] = "csv") -> str:
         """``q,value,error_bound`` as CSV or Markdown.
