@@ -77,7 +77,10 @@ def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path,
     from protocol.studies.evaluation import JOURNAL, Journal
 
     config = {"evaluation": "triehh", "options": asdict(opts), "runs": runs,
-              "csv_top": csv_top, "kmax": kmax}
+              "csv_top": csv_top, "kmax": kmax,
+              "transport": {k: getattr(transport, k) for k in
+                            ("name", "threat", "graph", "dropout", "grinding_bits")
+                            if isinstance(getattr(transport, k, None), (str, int, float))}}
     from protocol.studies.runners.triehh import _duration, estimate_seconds
 
     predicted = estimate_seconds(prep, transport)
