@@ -53,7 +53,7 @@ import numpy as np
 
 from mechanisms.federated.parties import FederatedError, Party, Population
 
-__all__ = ["SYN_PARTIES", "SYN_COMMON", "SynParty", "syn_population", "describe",
+__all__ = ["SYN_PARTIES", "SYN_COMMON", "SYN_GROUPS", "SYN_GROUP_SIZE", "SYN_TASTE", "SynParty", "syn_population", "describe",
            "encode_words", "decode_item", "from_csv", "words_population", "load_population"]
 
 
@@ -81,6 +81,8 @@ SYN_PARTIES: tuple[SynParty, ...] = (
 )
 #: Table 2's common items of SYN (held by every party)
 SYN_COMMON = 276
+#: the generator's other parameters (our choices; the paper names N = 6 groups)
+SYN_GROUPS, SYN_GROUP_SIZE, SYN_TASTE = 6, 7000, 1.0
 
 
 def _law(spec: SynParty, d: int) -> np.ndarray:
@@ -97,8 +99,9 @@ def _law(spec: SynParty, d: int) -> np.ndarray:
     return w / w.sum()
 
 
-def syn_population(seed: int = 0, beta: float = 0.5, scale: float = 1.0, groups: int = 6,
-                   group_size: int = 7000, bits: int = 48, taste: float = 1.0,
+def syn_population(seed: int = 0, beta: float = 0.5, scale: float = 1.0,
+                   groups: int = SYN_GROUPS, group_size: int = SYN_GROUP_SIZE, bits: int = 48,
+                   taste: float = SYN_TASTE,
                    parties: tuple[SynParty, ...] = SYN_PARTIES,
                    common: int = SYN_COMMON) -> Population:
     """The SYN population (see the module docstring).

@@ -156,8 +156,8 @@ def describe(opts: FederatedOptions) -> dict[str, Any]:
         out["paper_common"] = int(round(df.SYN_COMMON * opts.scale))
         out["common_vs_paper"] = round(out["common"] / max(out["paper_common"], 1) - 1, 4)
         out["generator"] = {"seed": opts.data_seed, "beta": opts.beta, "scale": opts.scale,
-                            "groups": 6, "group_size": 7000, "common": df.SYN_COMMON,
-                            "taste": 1.0, "bits": pop.bits}
+                            "groups": df.SYN_GROUPS, "group_size": df.SYN_GROUP_SIZE,
+                            "common": df.SYN_COMMON, "taste": df.SYN_TASTE, "bits": pop.bits}
         out["source"] = ("Zhang, Ye, Hu, Federated Heavy Hitter Analytics with Local "
                          "Differential Privacy, Table 2")
     return out
