@@ -250,24 +250,23 @@ def _mean_f1(pop: Population, mech: str, cfg: FederatedConfig, runs: int = 10) -
 
 
 @pytest.mark.slow
-def test_paper_orderings_on_syn() -> None:
-    """SYN (data seed 0), epsilon 4, k 10, mean of 10 runs (seeds 0..9): Tables 3, 5, 6.
+def test_documented_figures_on_syn() -> None:
+    """SYN (data seed 0), epsilon 4, k 10, mean of 10 runs (seeds 0..9): the figures
+    docs/federated.md reports for Tables 3, 5 and 6 (deterministic given the seeds).
 
-    Measured (docs/federated.md): TAPS 0.89, TAP 0.89, FedPEM 0.89, GTF 0.81; fixed
-    extension k/2, k, 2k, 3k: 0.77, 0.88, 0.89, 0.89, adaptive 0.89; TAPS without the
-    shared trie 0.79. Deterministic given the seeds; the asserted orderings are the
-    paper's (TAPS >= TAP >= FedPEM, TAPS > GTF, adaptive >= every fixed t, shared trie
-    helps). On other SYN data seeds FedPEM is ahead by 0.03-0.05 (see the docs), so this
-    is a regression test of the documented measurement, not a general theorem.
+    A regression test of the documented measurement, not of the paper: on this SYN the
+    paper's orderings TAPS > FedPEM and TAPS > TAP do not hold (FedPEM 0.98, TAPS = TAP
+    0.92); the docs list what is and is not reproduced.
     """
     pop = syn_population(seed=0)
     base = FederatedConfig()
-    f1 = {m: _mean_f1(pop, m, base) for m in MECHS}
-    assert f1["taps"] >= f1["tap"] >= f1["fedpem"], f1
-    assert f1["taps"] > f1["gtf"], f1
-    fixed = [_mean_f1(pop, "taps", FederatedConfig(extension=t)) for t in (5, 10, 20, 30)]
-    assert f1["taps"] >= max(fixed), (f1["taps"], fixed)
-    assert f1["taps"] > _mean_f1(pop, "taps", FederatedConfig(shared_trie=False))
+    f1 = {m: round(_mean_f1(pop, m, base), 2) for m in MECHS}
+    assert f1 == {"taps": 0.92, "tap": 0.92, "fedpem": 0.98, "gtf": 0.73}, f1
+    fixed = [round(_mean_f1(pop, "taps", FederatedConfig(extension=t)), 2)
+             for t in (5, 10, 20, 30)]
+    assert fixed == [0.80, 0.98, 0.96, 0.98], fixed
+    assert f1["taps"] > f1["gtf"] and f1["taps"] > fixed[0]  # the orderings that do hold
+    assert round(_mean_f1(pop, "taps", FederatedConfig(shared_trie=False)), 2) == 0.89
 
 
 @pytest.mark.slow
