@@ -56,6 +56,9 @@ def test_bench_secagg_reports_the_threat_model(capsys: pytest.CaptureFixture[str
     assert (out["degree"], out["threshold"]) == (29, 16)
     assert out["min_honest"] == 16 + 1 - 2 and out["alpha"] == round(15 / 30, 4)
     assert out["log2_security_failure"] is not None and out["corrupt_fraction"] == 0.05
+    # the round's CPU cannot be below its X25519 operations' bare cost
+    assert out["floor_ratio"] is not None and out["floor_ratio"] >= 1.0
+    assert out["memory_per_client_kb"] >= 0.0
     assert main(base + ["--threat", "semi-honest"]) == 0
     semi = json.loads(capsys.readouterr().out)
     assert (semi["threat"], semi["threshold"], semi["min_honest"]) == \

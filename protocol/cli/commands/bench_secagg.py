@@ -152,6 +152,8 @@ def _print_table(out: dict[str, Any]) -> None:
           f"   server CPU {out['server_seconds']:.3f} s   codec {out['codec_seconds']:.3f} s")
     print(f"  bytes per client: up {out['bytes_up_per_client']:.0f}  "
           f"down {out['bytes_down_per_client']:.0f}  (expansion {out['expansion_up']}x)")
+    print(f"  round CPU / bare X25519 cost (floor ratio): {out['floor_ratio']}   peak memory "
+          f"growth per client: {out['memory_per_client_kb']} KiB")
     print(f"  {'primitive':<14}{'calls':>9}{'in round s':>12}{'bare s':>10}{'ratio':>8}")
     for k, v in out["primitives"].items():
         ratio = "-" if v["overhead_ratio"] is None else f"{v['overhead_ratio']:.2f}"

@@ -107,10 +107,12 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     rounds = (0, 1, 2, 3, 4) if malicious else (0, 1, 2, 4)
     drop = Dropout.random(clients, dropout, np.random.default_rng([data_seed, 1 << 40]),
                           rounds=rounds)
+    rss0 = _peak_rss_bytes()
     cpu0 = time.process_time()
     with profile_primitives() as prof:
         res = run_secagg(config, input_of, rand=rand, dropout=drop)
     cpu_round = time.process_time() - cpu0
+    rss_growth = max(0, _peak_rss_bytes() - rss0)
     correct = False
     if res.completed and res.result is not None:
         acc = ModAccumulator(dim, modulus)
@@ -147,7 +149,23 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         "expansion_up": round(up_mean / plain_bytes, 3),
         "primitives": primitives,
         "primitive_seconds_total": round(sum(cats.values()), 3),
+        # the round's CPU over the bare cost of its X25519 operations (the floor a
+        # simulation cannot go below without fewer key agreements)
+        "floor_ratio": (round(cpu_round / primitives["key_agreement"]["bare_seconds"], 2)
+                        if primitives["key_agreement"]["bare_seconds"] else None),
+        # growth of the process's peak resident memory during the round, per client
+        # (0 when the round fits in memory the process had already touched)
+        "memory_per_client_kb": round(rss_growth / clients / 1024, 2),
     }
+
+
+def _peak_rss_bytes() -> int:
+    """The process's peak resident set size so far (``getrusage``; Linux reports KiB)."""
+    import resource
+    import sys
+
+    peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return peak if sys.platform == "darwin" else peak * 1024
 
 
 def bench_threat_price(clients: int, dim: int, *, graph: str = "harary",
