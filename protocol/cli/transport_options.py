@@ -161,5 +161,11 @@ def transport_from_args(args: argparse.Namespace) -> Transport:
         # on stderr, unless the command was given --quiet
         from protocol.cli.output import ClientProgress
 
-        transport.client_progress = ClientProgress(enabled=not getattr(args, "quiet", False))
+        quiet = getattr(args, "quiet", False)
+        transport.client_progress = ClientProgress(enabled=not quiet)
+    if hasattr(transport, "estimate_say") and not getattr(args, "quiet", False):
+        # a one-line estimate before a session predicted to take more than a minute
+        from protocol.cli.output import say
+
+        transport.estimate_say = say(True)
     return transport

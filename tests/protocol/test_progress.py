@@ -67,3 +67,23 @@ def test_quiet_silences_stderr(quiet: bool, capsys: pytest.CaptureFixture[str]) 
     assert "heavy hitters discovered" in out
     if quiet:
         assert err == ""
+
+
+def test_a_session_predicted_long_is_announced_first() -> None:
+    said: list[str] = []
+    tr = SecAggTransport(simulate=True, threat="semi-honest")
+    tr.estimate_say = said.append
+    tr.PROBE_MIN_CLIENTS = 1  # type: ignore[misc] - probe even a small session
+    tr.estimate_after = 0.0
+    spec = RoundSpec("t", 0, Kind.VOTE, candidates=("a", "b"), theta=1)
+    tr.run_round(spec, Votes(np.array([0, 1, 1, 0, -1, 1])), np.random.default_rng(0))
+    assert len(said) == 1 and said[0].startswith("estimate: this secure-aggregation session")
+    a, b, degree = tr._cost_model  # type: ignore[misc]
+    assert a > 0 and b >= 0 and degree >= 2
+    # the prediction grows with the clients and with the vector length
+    assert tr.predict_session_seconds(1000, 10) < tr.predict_session_seconds(5000, 10)
+    assert tr.predict_session_seconds(1000, 10) <= tr.predict_session_seconds(1000, 10**6)
+    # an estimate under the bar, or no listener, says nothing
+    tr.estimate_after = 1e9
+    tr.run_round(spec, Votes(np.array([0, 1, 1, 0, -1, 1])), np.random.default_rng(0))
+    assert len(said) == 1

@@ -141,6 +141,68 @@ class SecAggSessionOptions:
         self.grinding_bits = grinding_bits
         #: ``progress(step, done, total)`` inside each session (see ``run_secagg``)
         self.client_progress: Callable[[int, int, int], None] | None = None
+        #: ``say(line)``: one line before a session predicted (by
+        #: :meth:`predict_session_seconds`) to take more than ``estimate_after`` seconds
+        self.estimate_say: Callable[[str], None] | None = None
+        self.estimate_after: float = 60.0
+        self._cost_model: tuple[float, float, int] | None = None
+
+    #: sessions smaller than this (clients, and clients x vector length) are never
+    #: probed: on this kind of machine they take seconds, not minutes
+    PROBE_MIN_CLIENTS, PROBE_MIN_ENTRIES = 300, 50_000_000
+    PROBE_CLIENTS, PROBE_DIMS = 24, (16, 2048)
+
+    def predict_session_seconds(self, n: int, dim: int) -> float:
+        """Predicted CPU seconds of one session of ``n`` clients with vectors of ``dim``
+        entries, from a measured per-client cost: two probe sessions of
+        :attr:`PROBE_CLIENTS` clients (simulated keys, this threat model and graph) at
+        two vector lengths give a per-client cost ``a + b dim``; ``a``, which grows
+        with the number of neighbours, is scaled by the degree the parameters choose
+        for ``n`` over the probe's. Measured once per transport.
+
+        Raises:
+            AggregationAborted: ``no_secagg_parameters`` for ``n``.
+        """
+        if self._cost_model is None:
+            self._cost_model = self._probe()
+        a, b, probe_degree = self._cost_model
+        degree = self.session_params(n).degree
+        return n * (a * max(1.0, degree / probe_degree) + b * dim)
+
+    def _probe(self) -> tuple[float, float, int]:
+        import time
+
+        k = self.PROBE_CLIENTS
+        params = self.session_params(k)
+        per_client = []
+        for dim in self.PROBE_DIMS:
+            rand = insecure_deterministic_randomness(dim, "secagg-estimate")
+            config = SessionConfig(params, tuple(range(k)), b"fedhh estimate", dim, 1 << 32,
+                                   malicious=self.malicious,
+                                   server_nonce=rand.token_bytes(FRESH_NONCE_BYTES))
+            zero = np.zeros(dim, dtype=np.uint64)
+            t0 = time.process_time()
+            run_secagg(config, lambda _i: zero, rand=rand)
+            per_client.append((time.process_time() - t0) / k)
+        lo, hi = self.PROBE_DIMS
+        b = max(0.0, (per_client[1] - per_client[0]) / (hi - lo))
+        return max(0.0, per_client[0] - b * lo), b, params.degree
+
+    def announce(self, n: int, dim: int, what: str = "secure-aggregation session") -> None:
+        """Say a one-line estimate before a session predicted to take more than
+        ``estimate_after`` seconds (only when ``estimate_say`` is set; small sessions
+        are not probed). Never raises: an estimate must not stop a run."""
+        if self.estimate_say is None or (n < self.PROBE_MIN_CLIENTS
+                                         and n * dim < self.PROBE_MIN_ENTRIES):
+            return
+        try:
+            predicted = self.predict_session_seconds(n, dim)
+        except Exception:  # noqa: BLE001 - the estimate never stops a run
+            return
+        if predicted > self.estimate_after:
+            self.estimate_say(f"estimate: this {what} of {n:,} clients, vectors of {dim:,} "
+                              f"entries, takes about {predicted:.0f} s of CPU (from a "
+                              "measured per-client cost)")
 
     def session_params(self, n: int) -> SecAggParams:
         """Parameters of an ``n``-participant session under this threat model.
@@ -222,6 +284,7 @@ class SecAggTransport(SecAggSessionOptions, Transport):
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:
         n, dim, modulus, input_of = self.client_inputs(spec, contributions, vote_modulus)
+        self.announce(n, dim)
         params = self.session_params(n)
         if self.simulate:
             rand: Any = insecure_deterministic_randomness(

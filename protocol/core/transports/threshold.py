@@ -112,6 +112,7 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         k = ring_bits(n, spec.theta) if spec.kind is Kind.VOTE else 0
         total = n + len(HELPERS)
         helper_pos = tuple(range(n, total))
+        self.announce(total, dim, "secure-aggregation session (with the committee's helpers)")
         params = self.session_params(total)
         if self.simulate:
             base = insecure_deterministic_randomness(int(rng.integers(0, 1 << 63)),

@@ -206,47 +206,28 @@ def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
 
 
 def estimate_seconds(prep: Prepared, transport: Transport, sample: int = 24) -> float | None:
-    """Predicted wall seconds of a run over secure aggregation, from a measured
-    per-client cost: one session of ``sample`` clients at the first round's vector
-    length is timed, and its cost per client and per neighbour is scaled to ``m``
-    clients (with the degree the parameters choose for ``m``) over ``L`` rounds. An
-    upper estimate: a run may stop before ``L`` rounds, and later rounds are often
-    shorter vectors. Secure aggregation and the thresholding committee are estimated
-    alike (the committee's comparisons take milliseconds); ``None`` for other
-    transports (their rounds take milliseconds).
+    """Predicted seconds of a run over secure aggregation, from a measured per-client
+    cost (:meth:`~protocol.core.transports.secagg_transport.SecAggSessionOptions.predict_session_seconds`):
+    ``L`` sessions of ``m`` clients at the first round's vector length. An upper
+    estimate: a run may stop before ``L`` rounds, and later rounds are often shorter
+    vectors. Secure aggregation and the thresholding committee are estimated alike (the
+    committee's comparisons take milliseconds); ``None`` for other transports (their
+    rounds take milliseconds). ``sample`` is kept for callers; the probe size is the
+    transport's.
     """
-    from protocol.core.transports.secagg_transport import SecAggSessionOptions, SecAggTransport
+    from protocol.core.contract import AggregationAborted
+    from protocol.core.transports.secagg_transport import SecAggSessionOptions
 
-    # secure aggregation, or the thresholding committee over it (whose committee step
-    # costs milliseconds): both run secure-aggregation sessions of m clients per round
     inner = getattr(transport, "inner", transport)  # a recording wrapper
     if not isinstance(inner, SecAggSessionOptions):
         return None
-    transport = inner
-    import numpy as np
-
-    from protocol.core.contract import Kind, RoundSpec, Votes
-
     m = int(prep.params.m) if prep.params is not None else \
         int(math.floor(prep.config.gamma * math.sqrt(prep.n)))
-    k = max(3, min(sample, m))
-    dim = max(2, prep.alphabet.num_units)
-    spec = RoundSpec("fedhh-estimate", 0, Kind.VOTE,
-                     candidates=tuple(str(i) for i in range(dim)), theta=1)
-    probe = SecAggTransport(graph=transport.graph, threat=transport.threat, simulate=True,
-                            grinding_bits=transport.grinding_bits)
-    t0 = time.perf_counter()
-    probe.run_round(spec, Votes(np.zeros(k, dtype=np.int64)), np.random.default_rng(0))
-    per_client = (time.perf_counter() - t0) / k
     try:
-        from secagg.params import find_params
-
-        deg_k = find_params(k, graph=transport.graph, threat=transport.threat).degree
-        deg_m = find_params(m, graph=transport.graph, threat=transport.threat).degree
-        scale = max(1.0, deg_m / max(deg_k, 1))
-    except Exception:  # noqa: BLE001 - the estimate never stops a run
-        scale = 1.0
-    return per_client * scale * m * int(prep.config.max_levels)
+        per_round = inner.predict_session_seconds(max(3, m), max(2, prep.alphabet.num_units))
+    except AggregationAborted:
+        return None
+    return per_round * int(prep.config.max_levels)
 
 
 def _with_guarantee(g, legacy: dict[str, Any]) -> dict[str, Any]:  # noqa: ANN001
