@@ -112,3 +112,36 @@ def test_an_interrupted_comparison_keeps_its_runs_and_resumes(tmp_path, monkeypa
     assert capsys.readouterr().err == ""
     assert main(SMALL[:-2] + ["--seed", "4", "--out", str(part), "--resume"]) == 2
     assert main(SMALL[:-2] + ["--out", str(part), "--resume"]) == 2  # no seed
+
+
+def test_a_long_comparison_is_estimated_before_it_runs(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    from protocol.studies.runners import compare as cmp
+
+    probes: list[tuple[float, float]] = []
+
+    def probe(opts, pop, word_of_user, n, delta, eps, T, per_run):  # noqa: ANN001, ANN202
+        probes.append((eps, T))
+        assert per_run == 2  # two T values, no hash filter
+        return 30.0
+
+    def stop(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cmp, "_probe_run_seconds", probe)
+    monkeypatch.setattr(cmp, "_loop", stop)
+    said: list[str] = []
+    opts = cmp.CompareOptions(out=str(tmp_path), dataset="zipf", users=2000, epsilons=(4.0,),
+                              runs=3, Ts=(20, 80), seed=1)
+    with pytest.raises(KeyboardInterrupt):
+        cmp.compare(opts, said.append, estimate=True)
+    assert probes == [(4.0, 20)]
+    assert said[0] == ("estimate: about 2 min for 3 runs (2 SFP discoveries and one TrieHH "
+                       "run each, timed on one probe run)")
+    said.clear()
+    with pytest.raises(KeyboardInterrupt):  # without estimate, or too little work: no probe
+        cmp.compare(opts, said.append, estimate=False)
+    with pytest.raises(KeyboardInterrupt):
+        cmp.compare(cmp.CompareOptions(out=str(tmp_path / "b"), dataset="zipf", users=2000,
+                                       epsilons=(4.0,), runs=2, Ts=(20,), seed=1),
+                    said.append, estimate=True)
+    assert probes == [(4.0, 20)] and not any(m.startswith("estimate") for m in said)

@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     opts = options_from(CompareOptions, args, epsilons=_floats(args.epsilons, "--epsilons"),
                         Ts=_floats(args.Ts, "--Ts"))
     summary, lines = compare(opts, (lambda msg: None) if args.quiet
-                             else (lambda msg: print(msg, file=sys.stderr)))
+                             else (lambda msg: print(msg, file=sys.stderr)),
+                             estimate=not args.quiet)
     if args.json:
         print_json(summary)
     else:

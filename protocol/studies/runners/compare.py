@@ -72,11 +72,14 @@ def _half(ci: float | None) -> str:
     return "n/a" if ci is None else f"{ci:.3f}"
 
 
-def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
-            ) -> tuple[dict[str, Any], list[str]]:
+def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None,
+            estimate: bool = False) -> tuple[dict[str, Any], list[str]]:
     """Run the comparison, write the files and return ``(summary, table lines)``.
     ``say`` receives progress messages (one per run, with the runs done and the time
-    left at the measured pace) and failed FMT23 inversions.
+    left at the measured pace) and failed FMT23 inversions. With ``estimate``, when at
+    least six SFP discoveries remain, one TrieHH run and one SFP discovery are timed
+    first (a probe whose results are discarded) and ``say`` receives a one-line
+    estimate of the whole evaluation if it exceeds a minute.
 
     Every finished run is appended to ``OUT/runs.jsonl`` at once (a first line holds
     the options); with ``resume`` the runs found there are kept and only the others
@@ -130,6 +133,15 @@ def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
     f1_rows: list[dict[str, Any]] = []
     privacy: dict[str, Any] = {}
     total_runs = len(epsilons) * opts.runs
+    remaining = total_runs - len(journal)
+    sfp_per_run = len(Ts) * (2 if opts.hash_filter else 1)
+    if estimate and remaining * sfp_per_run >= 6:
+        predicted = remaining * _probe_run_seconds(opts, pop, word_of_user, n, delta,
+                                                   epsilons[0], Ts[0], sfp_per_run)
+        if predicted > 60:
+            say(f"estimate: about {predicted / 60:.0f} min for {remaining} runs "
+                f"({sfp_per_run} SFP discoveries and one TrieHH run each, timed on one "
+                "probe run)")
     try:
         _loop(opts, epsilons, Ts, pop, word_of_user, n, delta, truth, words_in_pop,
               trunc_truth, trunc_set, transport, run_root, journal, rows, f1_rows,
@@ -146,6 +158,25 @@ def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
     journal.close()
     return _write(opts, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,
                   time.perf_counter() - t_start)
+
+
+def _probe_run_seconds(opts, pop, word_of_user, n, delta, eps, T, sfp_per_run) -> float:  # noqa: ANN001
+    """Seconds of one repetition, measured on a probe: one TrieHH run and one SFP
+    discovery (whose cost hardly depends on the number of users) at ``eps`` and ``T``."""
+    import numpy as np
+
+    from protocol.studies.runners import default_transport
+    from protocol.studies.runners.sfp import discover_words, fragment_epsilon
+    from protocol.studies.runners.triehh import plain_options, prepare, run_once
+
+    t0 = time.perf_counter()
+    prep, _ = prepare(plain_options(opts.dataset, n, eps, delta, opts.max_length),
+                      population=pop)
+    run_once(prep, default_transport("plain"), np.random.default_rng(0))
+    t1 = time.perf_counter()
+    eps0, _ = fragment_epsilon(n, eps, delta, None)
+    discover_words(pop, word_of_user, eps0, np.random.default_rng(0), T=T)
+    return (t1 - t0) + sfp_per_run * (time.perf_counter() - t1)
 
 
 def _loop(opts, epsilons, Ts, pop, word_of_user, n, delta, truth, words_in_pop,  # noqa: ANN001, PLR0913
