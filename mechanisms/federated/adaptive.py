@@ -26,6 +26,16 @@ Resolved ambiguities (see docs/federated.md): terms whose rank ``k* + x`` is bel
 are skipped (the printed lower limit ``k* - k + 1`` can be negative); ``eta`` is rounded
 to the nearest integer and clipped to ``[0, k]``; ``t`` never exceeds ``pi``. With at
 most ``k`` candidates every candidate is extended (equation 2 needs ``k + 1`` ranks).
+
+Readings of ``E[x]`` (:data:`DRIFT_READINGS`; ``"printed"`` is the default):
+
+* ``"printed"``: the sum above, as printed (not an expectation: the probabilities do
+  not sum to 1, so at large ``sigma``, where every one tends to 1/2, it grows with k);
+* ``"normalised"``: ``sum x Pr / sum Pr``, an expectation over the drift positions;
+* ``"counts"``: the frequencies taken as counts of the level's group (``f n``) against
+  the oracle's standard deviation of a *fraction* -- the units a reader may assume the
+  printed formula mixes; the drift then vanishes unless two estimates are within a few
+  ``sigma / n`` of each other, and ``t`` is about ``k*``.
 """
 from __future__ import annotations
 
@@ -34,7 +44,10 @@ import math
 import numpy as np
 from scipy.special import ndtr
 
-__all__ = ["anchor", "drift", "extension_number"]
+__all__ = ["anchor", "drift", "extension_number", "DRIFT_READINGS"]
+
+#: the readings of equation 3's ``E[x]`` (module docstring)
+DRIFT_READINGS = ("printed", "normalised", "counts")
 
 
 def anchor(f_desc: np.ndarray, k: int) -> int:
@@ -57,9 +70,20 @@ def anchor(f_desc: np.ndarray, k: int) -> int:
     return int(ks[int(np.argmax(first - second))])
 
 
-def drift(f_desc: np.ndarray, k: int, k_star: int, sigma: float) -> float:
-    """Equation 3: the expected drift ``E[x]`` of the anchor under LDP noise (unclipped)."""
-    f = np.asarray(f_desc, dtype=float)
+def drift(f_desc: np.ndarray, k: int, k_star: int, sigma: float,
+          reading: str = "printed", n: int = 1) -> float:
+    """Equation 3: the expected drift ``E[x]`` of the anchor under LDP noise (unclipped),
+    under one of :data:`DRIFT_READINGS` (``n``: the level's group size, used by
+    ``"counts"``).
+
+    Raises:
+        ValueError: an unknown reading or ``n < 1``.
+    """
+    if reading not in DRIFT_READINGS:
+        raise ValueError(f"unknown drift reading {reading!r}; choose from {DRIFT_READINGS}")
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    f = np.asarray(f_desc, dtype=float) * (n if reading == "counts" else 1)
     pi = f.size
     lo = max(k_star - k + 1, 1 - k_star)  # rank k*+x must be >= 1
     hi = min(k, pi - k)
@@ -74,19 +98,25 @@ def drift(f_desc: np.ndarray, k: int, k_star: int, sigma: float) -> float:
         prob = (gap <= 0).astype(float)
     else:
         prob = ndtr(-gap / (math.sqrt(2.0) * sigma))
+    if reading == "normalised":
+        total = float(np.sum(prob))
+        return float(np.sum(x * prob)) / total if total > 0 else 0.0
     return float(np.sum(x * prob))
 
 
-def extension_number(f_desc: np.ndarray, k: int, sigma: float) -> int:
+def extension_number(f_desc: np.ndarray, k: int, sigma: float, reading: str = "printed",
+                     n: int = 1) -> int:
     """The adaptive extension number ``t = k* + eta`` (equations 2 and 3).
 
     Args:
         f_desc: estimated frequencies sorted in decreasing order.
         k: the query size.
         sigma: standard deviation of one estimate (same unit as ``f_desc``).
+        reading: how ``E[x]`` is read (:data:`DRIFT_READINGS`).
+        n: the level's group size (for the ``"counts"`` reading).
 
     Raises:
-        ValueError: if ``k < 1`` or ``sigma < 0``.
+        ValueError: if ``k < 1``, ``sigma < 0`` or an unknown reading.
     """
     if k < 1 or sigma < 0:
         raise ValueError("need k >= 1 and sigma >= 0")
@@ -94,6 +124,6 @@ def extension_number(f_desc: np.ndarray, k: int, sigma: float) -> int:
     if pi <= k or k < 2:
         return min(pi, k)
     ks = anchor(f_desc, k)
-    eta = min(float(k), drift(f_desc, k, ks, sigma))
+    eta = min(float(k), drift(f_desc, k, ks, sigma, reading, n))
     eta_i = int(min(k, max(0, math.floor(eta + 0.5))))
     return int(min(pi, ks + eta_i))

@@ -15,7 +15,7 @@ import numpy as np
 
 from protocol.core.contract import Transport
 
-from .adaptive import extension_number
+from .adaptive import DRIFT_READINGS, extension_number
 from mechanisms.prefix_tree.levels import LevelResult, PartySession
 
 from .parties import FederatedError, Population
@@ -44,6 +44,9 @@ class FederatedConfig:
         prune_ratio: TAPS dividing ratio (``beta`` in Algorithm 4; 0.1).
         tau: TAPS contrast-score guard (1e-11).
         shared_trie: False runs TAP/TAPS without Phase I (Table 6 ablation).
+        drift: how equation 3's ``E[x]`` is read by the adaptive extension:
+            ``"printed"`` (default), ``"normalised"`` or ``"counts"``
+            (:data:`mechanisms.federated.adaptive.DRIFT_READINGS`).
 
     Raises:
         FederatedError: on out-of-range parameters.
@@ -59,6 +62,7 @@ class FederatedConfig:
     prune_ratio: float = 0.1
     tau: float = 1e-11
     shared_trie: bool = True
+    drift: str = "printed"
 
     def __post_init__(self) -> None:
         if not (self.epsilon > 0 and np.isfinite(self.epsilon)):
@@ -73,6 +77,8 @@ class FederatedConfig:
             raise FederatedError("prune_ratio must be in (0, 0.5)")
         if self.extension != "adaptive" and not (isinstance(self.extension, int) and self.extension >= 1):
             raise FederatedError("extension must be 'adaptive' or an integer >= 1")
+        if self.drift not in DRIFT_READINGS:
+            raise FederatedError(f"drift must be one of {DRIFT_READINGS}, got {self.drift!r}")
         gs = self.g_s
         if not 1 <= gs < self.levels:
             raise FederatedError(f"shared levels g_s={gs} must be in [1, levels)")
@@ -93,7 +99,8 @@ class FederatedConfig:
         """Extension number for a level: adaptive (eqs. 2-3) or the fixed ``t``."""
         if self.extension == "adaptive":
             ranked = np.sort(level.freqs)[::-1]
-            return max(1, extension_number(ranked, self.k, level.sigma))
+            return max(1, extension_number(ranked, self.k, level.sigma, self.drift,
+                                           max(1, int(level.n_users))))
         return int(self.extension)
 
 

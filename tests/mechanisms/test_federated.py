@@ -313,3 +313,31 @@ def test_taps_second_party_prunes_prefixes_absent_there() -> None:
         hit_b |= bool(got & b_pref)
     assert hit_a and not hit_b
     assert res.parties[0].pruned_prefixes == {}  # the first party has nobody before it
+
+
+def test_drift_readings_by_hand() -> None:
+    from mechanisms.federated.adaptive import drift, extension_number
+
+    # k = 2, k* = 2, ranks 1..4 at f = [0.5, 0.3, 0.3, 0.1]; x ranges over
+    # max(k* - k + 1, 1 - k*) = 1 .. min(k, pi - k) = 2: x = 1 (gap 0, Pr 1/2) and
+    # x = 2 (gap 0.2, with sigma -> 0: Pr 0)
+    f = np.array([0.5, 0.3, 0.3, 0.1])
+    assert drift(f, 2, 2, 1e-9) == pytest.approx(0.5)
+    assert drift(f, 2, 2, 1e-9, "normalised") == pytest.approx(1.0)  # 0.5 / 0.5
+    # as counts of a group of 100 against a fraction's sigma 0.01: the x = 1 gap is
+    # still 0 (Pr 1/2); x = 2's gap of 20 "counts" is 1414 sigma: Pr 0
+    assert drift(f, 2, 2, 0.01, "counts", 100) == pytest.approx(0.5)
+    # large sigma: every Pr -> 1/2, printed sum 1.5, normalised 1.5, counts -> as printed
+    # with the gaps scaled by n
+    assert drift(f, 2, 2, 1e6) == pytest.approx(1.5)
+    assert drift(f, 2, 2, 1e6, "normalised") == pytest.approx(1.5)
+    with pytest.raises(ValueError, match="unknown drift reading"):
+        drift(f, 2, 2, 0.1, "sum")
+    # the readings differ where they should: at a moderate sigma the counts reading has
+    # (almost) no drift, the printed sum the most
+    g = np.linspace(0.2, 0.0, 30)
+    t_printed = extension_number(g, 10, 0.05)
+    t_counts = extension_number(g, 10, 0.05, "counts", 1000)
+    assert t_counts < t_printed
+    with pytest.raises(FederatedError, match="drift must be one of"):
+        FederatedConfig(drift="sum")

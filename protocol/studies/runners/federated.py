@@ -12,6 +12,9 @@ experiments of ``fedhh eval federated``, which repeat runs and write CSV files a
   ``federated_shared.csv``;
 * ``beta``: the four mechanisms on SYN with Dirichlet beta 0.2, 0.5, 0.8 (Table 8);
   ``federated_beta.csv``;
+* ``drift``: TAPS and TAP under each reading of equation 3's ``E[x]``
+  (:data:`mechanisms.federated.adaptive.DRIFT_READINGS`) at every epsilon, side by side;
+  ``federated_drift.csv``;
 * ``all``: everything above.
 
 Each cell is the mean over ``runs`` runs (simulation seeds ``seed .. seed+runs-1``)
@@ -44,6 +47,7 @@ class FederatedOptions:
     extension: str | int = "adaptive"
     no_shared_trie: bool = False
     phase_one_fraction: float | None = None
+    drift: str = "printed"
     beta: float = 0.5
     scale: float = 1.0
     data_seed: int = 0
@@ -68,7 +72,7 @@ def config(opts: FederatedOptions):  # noqa: ANN201
         return FederatedConfig(epsilon=opts.epsilon, k=opts.k, levels=opts.levels,
                                oracle=opts.oracle, extension=ext,
                                shared_trie=not opts.no_shared_trie,
-                               shared_fraction=opts.phase_one_fraction)
+                               shared_fraction=opts.phase_one_fraction, drift=opts.drift)
     except FederatedError as exc:
         raise StudyError(str(exc)) from None
 
@@ -278,7 +282,8 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
     try:
         base = FederatedConfig(epsilon=epsilon, k=k, oracle=oracle)
         pop = load_population(dataset, seed=data_seed, scale=scale)
-        exps = ["figures", "extension", "shared", "beta"] if experiment == "all" else [experiment]
+        exps = (["figures", "extension", "shared", "beta", "drift"] if experiment == "all"
+                else [experiment])
         tag = f"{dataset if dataset in ('syn', 'words') else pathlib.Path(dataset).stem}"
         for exp in exps:
             if exp == "figures":
@@ -344,6 +349,22 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
                         rows.append([m, label, _mean(r, "f1"), _mean(r, "ncr")])
                         say(f"{m:>5} {label}: F1={rows[-1][2]:.3f}")
                 _write(out / "federated_shared.csv", ["mechanism", "variant", "f1", "ncr"], rows)
+            elif exp == "drift":
+                # the readings of equation 3's E[x], side by side (mechanisms.federated.adaptive)
+                from mechanisms.federated.adaptive import DRIFT_READINGS
+
+                rows = []
+                for e in eps:
+                    for reading in DRIFT_READINGS:
+                        for m in ("taps", "tap"):
+                            r = evaluate(pop, m, replace(base, epsilon=e, drift=reading),
+                                         ["drift", m, e, reading])
+                            rows.append([m, e, reading, _mean(r, "f1"), _ci(r, "f1"),
+                                         _mean(r, "ncr"), _ci(r, "ncr")])
+                            say(f"{m:>4} eps={e:g} drift={reading:<10} F1={rows[-1][3]:.3f} "
+                                f"+- {rows[-1][4]}")
+                _write(out / "federated_drift.csv", ["mechanism", "epsilon", "drift", "f1",
+                                                     "f1_ci95", "ncr", "ncr_ci95"], rows)
             elif exp == "beta":
                 if dataset != "syn":
                     raise StudyError("the beta experiment needs --dataset syn")
