@@ -44,6 +44,11 @@ class FederatedConfig:
         prune_ratio: TAPS dividing ratio (``beta`` in Algorithm 4; 0.1).
         tau: TAPS contrast-score guard (1e-11).
         shared_trie: False runs TAP/TAPS without Phase I (Table 6 ablation).
+        validation: TAPS's two validation sets per pruning level: ``"each"`` (default:
+            each gets ``prune_ratio`` of the level's users) or ``"split"`` (the two share
+            ``prune_ratio``, half each; the privacy proof speaks of one set of beta).
+        prune_negative: prune the consensus set even when its score (equation 5/6) is
+            not positive (default True, as printed); False prunes nothing then.
         drift: how equation 3's ``E[x]`` is read by the adaptive extension:
             ``"printed"`` (default), ``"normalised"`` or ``"counts"``
             (:data:`mechanisms.federated.adaptive.DRIFT_READINGS`).
@@ -63,6 +68,8 @@ class FederatedConfig:
     tau: float = 1e-11
     shared_trie: bool = True
     drift: str = "printed"
+    validation: str = "each"
+    prune_negative: bool = True
 
     def __post_init__(self) -> None:
         if not (self.epsilon > 0 and np.isfinite(self.epsilon)):
@@ -77,6 +84,8 @@ class FederatedConfig:
             raise FederatedError("prune_ratio must be in (0, 0.5)")
         if self.extension != "adaptive" and not (isinstance(self.extension, int) and self.extension >= 1):
             raise FederatedError("extension must be 'adaptive' or an integer >= 1")
+        if self.validation not in ("each", "split"):
+            raise FederatedError(f"validation must be 'each' or 'split', got {self.validation!r}")
         if self.drift not in DRIFT_READINGS:
             raise FederatedError(f"drift must be one of {DRIFT_READINGS}, got {self.drift!r}")
         gs = self.g_s

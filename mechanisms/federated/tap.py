@@ -136,7 +136,7 @@ def pruning_levels(cfg: FederatedConfig) -> set[int]:
 
 
 def consensus_set(a: np.ndarray, b: np.ndarray, k: int, epsilon: float,
-                  gamma: float) -> tuple[np.ndarray, int]:
+                  gamma: float, prune_negative: bool = True) -> tuple[np.ndarray, int]:
     """Equations 5/6 (and 8): the consensus pruning set of two ranked prefix lists.
 
     Args:
@@ -144,6 +144,8 @@ def consensus_set(a: np.ndarray, b: np.ndarray, k: int, epsilon: float,
         k: the query size (``k'`` ranges over ``1..k``).
         epsilon: the privacy budget in ``(1 + epsilon)^k'``.
         gamma: the population-confidence factor.
+        prune_negative: return the best set even when its score is not positive (as
+            printed); False returns the empty set then (``k' = 0``).
 
     Returns:
         ``(a[:k'] ∩ b[:k'] in the order of a, k')`` for the maximising ``k'`` (the smallest
@@ -159,6 +161,8 @@ def consensus_set(a: np.ndarray, b: np.ndarray, k: int, epsilon: float,
         score = n / (kp * (1.0 + epsilon) ** kp) - gamma * alpha ** 2
         if score > best:
             best, best_kp, best_set = score, kp, np.asarray(inter, dtype=np.uint64)
+    if not prune_negative and best <= 0:
+        return np.empty(0, dtype=np.uint64), 0
     return best_set, best_kp
 
 
@@ -207,7 +211,8 @@ def taps(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
             n_main = n_h
             if h in prune_at and i > 0 and h in prev_dict:
                 low, high, high_f = prev_dict[h]
-                n_val = int(round(cfg.prune_ratio * n_h))
+                share = cfg.prune_ratio if cfg.validation == "each" else cfg.prune_ratio / 2
+                n_val = int(round(share * n_h))
                 if n_val >= 1 and n_h - 2 * n_val >= 1:
                     comm.downloaded_pairs += int(low.size + high.size)
                     v0 = s.estimate(s.take(n_val), length, np.sort(low))
@@ -216,10 +221,12 @@ def taps(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
                     f1 = v1.freqs[subset_index(v1.domain, high, assume_sorted=True)]
                     hat0 = low[np.argsort(f0, kind="stable")]  # ascending in P_i
                     hat1 = high[np.argsort(f1, kind="stable")]
-                    lam0, _ = consensus_set(low, hat0, cfg.k, cfg.epsilon, gamma)
+                    lam0, _ = consensus_set(low, hat0, cfg.k, cfg.epsilon, gamma,
+                                            cfg.prune_negative)
                     phi = high_f / (np.clip(f1, 0.0, None) + cfg.tau)
                     hat_c = high[np.argsort(-phi, kind="stable")]
-                    lam1, _ = consensus_set(hat_c, hat1, cfg.k, cfg.epsilon, gamma)
+                    lam1, _ = consensus_set(hat_c, hat1, cfg.k, cfg.epsilon, gamma,
+                                            cfg.prune_negative)
                     pruned = np.union1d(lam0, lam1)
                     pruned_sets[h] = pruned
                     keep_mask = ~np.isin(domain, pruned)

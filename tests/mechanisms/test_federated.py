@@ -341,3 +341,30 @@ def test_drift_readings_by_hand() -> None:
     assert t_counts < t_printed
     with pytest.raises(FederatedError, match="drift must be one of"):
         FederatedConfig(drift="sum")
+
+
+def test_pruning_options_by_hand() -> None:
+    from mechanisms.federated.tap import consensus_set
+
+    a = np.array([1, 2, 3], dtype=np.uint64)
+    b = np.array([2, 1, 9], dtype=np.uint64)
+    # score(k') = n / (k' (1 + eps)^k') - gamma alpha^2, alpha = (k' - n + 1) / (k' + 1);
+    # eps = 1: k' = 1: n = 0, alpha = 1: -gamma; k' = 2: n = 2 ({1, 2}), alpha = 1/3:
+    # 0.25 - gamma / 9; k' = 3: n = 2, alpha = 1/2: 1/12 - gamma / 4
+    got, kp = consensus_set(a, b, 3, 1.0, 0.0)  # 0, 0.25, 0.083: k' = 2
+    assert kp == 2 and got.tolist() == [1, 2]
+    # gamma 9: -9, -0.75, -2.17: the best (k' = 2) is negative; pruned as printed,
+    # nothing with prune_negative=False
+    got, kp = consensus_set(a, b, 3, 1.0, 9.0)
+    assert kp == 2 and got.tolist() == [1, 2]
+    got, kp = consensus_set(a, b, 3, 1.0, 9.0, prune_negative=False)
+    assert (got.size, kp) == (0, 0)
+    with pytest.raises(FederatedError, match="validation must be"):
+        FederatedConfig(validation="half")
+    # the split validation takes half the users per set: same budget, one report each
+    pop = Population((Party("A", np.arange(4000, dtype=np.uint64) % 7),
+                      Party("B", np.arange(3000, dtype=np.uint64) % 5)), bits=8)
+    for v in ("each", "split"):
+        res = run("taps", pop, FederatedConfig(k=2, levels=4, validation=v),
+                  np.random.default_rng(1))
+        assert res.max_reports_per_user() == 1

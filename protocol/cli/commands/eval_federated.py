@@ -9,7 +9,7 @@ import argparse
 def register(cli) -> None:  # noqa: ANN001
     p = cli.subcommand("eval", "federated", "F1/NCR of TAPS, TAP, FedPEM, GTF (CSV + PNG)", run)
     p.add_argument("--experiment",
-                   choices=["figures", "extension", "shared", "beta", "drift", "all"],
+                   choices=["figures", "extension", "shared", "beta", "readings", "all"],
                    default="figures")
     p.add_argument("--dataset", default="syn", help="syn, words or a CSV party,user,item")
     p.add_argument("--epsilons", default="1,2,3,4,5", help="comma-separated budgets")

@@ -12,9 +12,12 @@ experiments of ``fedhh eval federated``, which repeat runs and write CSV files a
   ``federated_shared.csv``;
 * ``beta``: the four mechanisms on SYN with Dirichlet beta 0.2, 0.5, 0.8 (Table 8);
   ``federated_beta.csv``;
-* ``drift``: TAPS and TAP under each reading of equation 3's ``E[x]``
-  (:data:`mechanisms.federated.adaptive.DRIFT_READINGS`) at every epsilon, side by side;
-  ``federated_drift.csv``;
+* ``readings``: where the paper is ambiguous, the readings side by side at every
+  epsilon: TAP and TAPS under each reading of equation 3's ``E[x]``
+  (:data:`mechanisms.federated.adaptive.DRIFT_READINGS`), and TAPS with the validation
+  users split between its two sets and without pruning on a non-positive consensus
+  score (``FederatedConfig.validation``, ``prune_negative``);
+  ``federated_readings.csv``;
 * ``all``: everything above.
 
 Each cell is the mean over ``runs`` runs (simulation seeds ``seed .. seed+runs-1``)
@@ -282,7 +285,7 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
     try:
         base = FederatedConfig(epsilon=epsilon, k=k, oracle=oracle)
         pop = load_population(dataset, seed=data_seed, scale=scale)
-        exps = (["figures", "extension", "shared", "beta", "drift"] if experiment == "all"
+        exps = (["figures", "extension", "shared", "beta", "readings"] if experiment == "all"
                 else [experiment])
         tag = f"{dataset if dataset in ('syn', 'words') else pathlib.Path(dataset).stem}"
         for exp in exps:
@@ -349,22 +352,26 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
                         rows.append([m, label, _mean(r, "f1"), _mean(r, "ncr")])
                         say(f"{m:>5} {label}: F1={rows[-1][2]:.3f}")
                 _write(out / "federated_shared.csv", ["mechanism", "variant", "f1", "ncr"], rows)
-            elif exp == "drift":
-                # the readings of equation 3's E[x], side by side (mechanisms.federated.adaptive)
+            elif exp == "readings":
+                # where the paper is ambiguous, every reading side by side: equation 3's
+                # E[x] (TAP and TAPS) and TAPS's pruning (validation split, negative score)
                 from mechanisms.federated.adaptive import DRIFT_READINGS
 
+                variants = [(m, d, "each", True) for d in DRIFT_READINGS for m in ("taps", "tap")]
+                variants += [("taps", d, v, neg) for d in ("printed", "counts")
+                             for v, neg in (("split", True), ("each", False), ("split", False))]
                 rows = []
                 for e in eps:
-                    for reading in DRIFT_READINGS:
-                        for m in ("taps", "tap"):
-                            r = evaluate(pop, m, replace(base, epsilon=e, drift=reading),
-                                         ["drift", m, e, reading])
-                            rows.append([m, e, reading, _mean(r, "f1"), _ci(r, "f1"),
-                                         _mean(r, "ncr"), _ci(r, "ncr")])
-                            say(f"{m:>4} eps={e:g} drift={reading:<10} F1={rows[-1][3]:.3f} "
-                                f"+- {rows[-1][4]}")
-                _write(out / "federated_drift.csv", ["mechanism", "epsilon", "drift", "f1",
-                                                     "f1_ci95", "ncr", "ncr_ci95"], rows)
+                    for m, d, v, neg in variants:
+                        cfg = replace(base, epsilon=e, drift=d, validation=v, prune_negative=neg)
+                        r = evaluate(pop, m, cfg, ["readings", m, e, d, v, neg])
+                        rows.append([m, e, d, v, neg, _mean(r, "f1"), _ci(r, "f1"),
+                                     _mean(r, "ncr"), _ci(r, "ncr")])
+                        say(f"{m:>4} eps={e:g} drift={d:<10} validation={v:<5} "
+                            f"prune_negative={neg!s:<5} F1={rows[-1][5]:.3f} +- {rows[-1][6]}")
+                _write(out / "federated_readings.csv",
+                       ["mechanism", "epsilon", "drift", "validation", "prune_negative", "f1",
+                        "f1_ci95", "ncr", "ncr_ci95"], rows)
             elif exp == "beta":
                 if dataset != "syn":
                     raise StudyError("the beta experiment needs --dataset syn")
