@@ -802,12 +802,11 @@ def federated(parties: Mapping[str, Sequence[int] | Sequence[str] | np.ndarray[A
         StudyError: bad parties, items, parameters, or a transport that cannot carry
             the rounds.
     """
-    from mechanisms.federated import FederatedConfig, FederatedError, Party, Population
+    from mechanisms.federated import FederatedConfig, Party, Population
     from mechanisms.federated import privacy as federated_privacy
     from mechanisms.federated import run as run_federated
-    from mechanisms.fo import OracleInputError, ReportError
-    from protocol.core.contract import AggregationAborted, ContractError
     from protocol.studies.datasets_federated import decode_item, encode_words
+    from protocol.studies.errors import mechanism_errors
 
     if not isinstance(parties, Mapping) or not parties:
         raise StudyError("parties must be a non-empty mapping: party name -> items")
@@ -835,15 +834,11 @@ def federated(parties: Mapping[str, Sequence[int] | Sequence[str] | np.ndarray[A
     tr, name = _transport(transport, seed)
     rec = _Recording(tr)
     t0 = time.perf_counter()
-    try:
+    with mechanism_errors(mechanism, name):
         pop = Population(tuple(Party(p, it) for p, it in built), bits=48)
         cfg = FederatedConfig(epsilon=epsilon, k=k, levels=levels, oracle=oracle)
         res = run_federated(mechanism, pop, cfg, np.random.default_rng(seed), rec)
         guarantee = federated_privacy(mechanism, cfg)
-    except (FederatedError, ContractError, OracleInputError, ReportError) as exc:
-        raise StudyError(str(exc)) from None
-    except AggregationAborted as exc:
-        raise StudyError(f"the {name} transport aborted a round: {exc}") from None
     seconds = time.perf_counter() - t0
     n = sum(int(it.size) for _, it in built)
     rounds, costs = _carried(rec, seconds, 0, [], [])

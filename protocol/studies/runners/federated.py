@@ -96,25 +96,16 @@ def run(opts: FederatedOptions, transport: Any = None) -> dict[str, Any]:
     """
     import numpy as np
 
-    from mechanisms.federated import FederatedError, f1_at_k, local_recall, ncr, privacy
+    from mechanisms.federated import f1_at_k, local_recall, ncr, privacy
     from mechanisms.federated import run as run_mechanism
-    from mechanisms.fo import OracleInputError
-    from mechanisms.fo.base import ReportError
-    from protocol.core.contract import AggregationAborted, ContractError
     from protocol.studies.datasets_federated import decode_item, load_population
+    from protocol.studies.errors import mechanism_errors
 
     cfg = config(opts)
-    try:
+    with mechanism_errors(opts.mechanism, "plain" if transport is None else transport.name):
         pop = load_population(opts.dataset, seed=opts.data_seed, beta=opts.beta, scale=opts.scale)
         rng = np.random.default_rng(opts.seed)
         res = run_mechanism(opts.mechanism, pop, cfg, rng, transport)
-    except (FederatedError, ContractError, OracleInputError) as exc:
-        raise StudyError(str(exc)) from None
-    except ReportError as exc:
-        where = "plain" if transport is None else transport.name
-        raise StudyError(f"{opts.mechanism} over --transport {where}: {exc}") from None
-    except AggregationAborted as exc:
-        raise StudyError(f"the transport aborted a round: {exc}") from None
     truth = pop.true_top_k(cfg.k)
     out = {
         "mechanism": opts.mechanism, "dataset": opts.dataset, "epsilon": cfg.epsilon,

@@ -152,12 +152,9 @@ def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None
     """
     import numpy as np
 
-    from mechanisms.federated.parties import FederatedError
     from mechanisms.pem import pem, pem_privacy
-    from mechanisms.fo import OracleInputError
-    from mechanisms.fo.base import ReportError
-    from protocol.core.contract import AggregationAborted, ContractError
     from protocol.studies.datasets import HEX
+    from protocol.studies.errors import mechanism_errors
 
     if pop.alphabet == HEX and all(len(w) == 8 for w in pop.vocabulary[:50]):
         bits, codes = 32, np.array([int(w, 16) for w in pop.vocabulary], dtype=np.uint64)
@@ -170,18 +167,11 @@ def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None
         encoding = f"first {word_bytes} ASCII bytes of the word, zero-padded ({bits} bits)"
     items = codes[pop.items]
     g = levels if levels is not None else max(1, bits // 8)
-    try:
+    with mechanism_errors("aon" if oracle == "aon" else "pem",
+                          "plain" if transport is None else transport.name):
         res = pem(items, bits, k, epsilon, oracle=oracle, levels=g, extension=extension,
                   rng=rng, transport=transport)
         priv = pem_privacy(epsilon, oracle)
-    except (FederatedError, ContractError, OracleInputError) as exc:
-        raise StudyError(str(exc)) from None
-    except ReportError as exc:
-        where = "plain" if transport is None else transport.name
-        raise StudyError(f"{oracle if oracle == 'aon' else 'pem'} over --transport {where}: "
-                         f"{exc}") from None
-    except AggregationAborted as exc:
-        raise StudyError(f"the transport aborted a PEM level: {exc}") from None
     found = {decode(c): float(cnt) for c, cnt in zip(res.heavy_hitters, res.counts)}
     priv = priv.to_json({"mechanism": "pem", "oracle": oracle, "epsilon": priv.epsilon,
                          "delta": priv.delta, "source": priv.theorem, "kind": "local",

@@ -123,17 +123,11 @@ def discover_words(pop, word_of_user: np.ndarray, eps0: float, rng: np.random.Ge
     t0 = time.perf_counter()
     reports = sfp.randomize(codes[word_of_user], rng)
     t1 = time.perf_counter()
-    from protocol.core.contract import AggregationAborted, ContractError
-    from mechanisms.sfp import ReportError
+    from protocol.studies.errors import mechanism_errors
 
-    try:
+    with mechanism_errors("SFP", None if transport is None else transport.name):
         agg = (sfp.aggregate(reports) if transport is None
                else sfp.collect(reports, transport, rng.spawn(1)[0]))
-    except (ContractError, ReportError) as exc:
-        where = "in process" if transport is None else f"over --transport {transport.name}"
-        raise StudyError(f"SFP {where}: {exc}") from None
-    except AggregationAborted as exc:
-        raise StudyError(f"the transport aborted SFP's round: {exc}") from None
     result = sfp.discover(agg)
     t2 = time.perf_counter()
     return sfp, result, t1 - t0, t2 - t1, bool(agg.anonymous)
