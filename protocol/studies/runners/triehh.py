@@ -205,15 +205,14 @@ def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
     }
 
 
-def estimate_seconds(prep: Prepared, transport: Transport, sample: int = 24) -> float | None:
+def estimate_seconds(prep: Prepared, transport: Transport) -> float | None:
     """Predicted seconds of a run over secure aggregation, from a measured per-client
     cost (:meth:`~protocol.core.transports.secagg_transport.SecAggSessionOptions.predict_session_seconds`):
     ``L`` sessions of ``m`` clients at the first round's vector length. An upper
     estimate: a run may stop before ``L`` rounds, and later rounds are often shorter
     vectors. Secure aggregation and the thresholding committee are estimated alike (the
     committee's comparisons take milliseconds); ``None`` for other transports (their
-    rounds take milliseconds). ``sample`` is kept for callers; the probe size is the
-    transport's.
+    rounds take milliseconds).
     """
     from protocol.core.contract import AggregationAborted
     from protocol.core.transports.secagg_transport import SecAggSessionOptions
