@@ -87,3 +87,25 @@ def test_a_session_predicted_long_is_announced_first() -> None:
     tr.estimate_after = 1e9
     tr.run_round(spec, Votes(np.array([0, 1, 1, 0, -1, 1])), np.random.default_rng(0))
     assert len(said) == 1
+
+
+def test_bench_triehh_runs_no_probe_inside_its_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from protocol.cli.commands import bench_triehh
+
+    seen: list[object] = []
+
+    def capture(opts, transport, *rest):  # noqa: ANN001, ANN002, ANN202
+        seen.append(transport)
+        return {"stop": True}
+
+    from protocol.studies.runners import triehh
+
+    monkeypatch.setattr(triehh, "benchmark", capture)
+    monkeypatch.setattr(bench_triehh, "_print_human", lambda out: None)
+    p = argparse.ArgumentParser()
+    bench_triehh.register(type("Cli", (), {"subcommand": lambda self, *a, **k: p})())
+    args = p.parse_args(["--transport", "secagg", "--users", "1000"])
+    assert bench_triehh.run(args) == 0
+    assert seen and getattr(seen[0], "estimate_say") is None

@@ -38,6 +38,9 @@ def run(args: argparse.Namespace) -> int:
     from protocol.studies.runners import triehh
 
     transport = transport_from_args(args)  # refuse bad options before loading data
+    if hasattr(transport, "estimate_say"):
+        # a benchmark measures the run alone: no probe sessions inside the profile
+        transport.estimate_say = None
     opts = options_from(triehh.TrieHHOptions, args)
     out = triehh.benchmark(opts, transport, args.bare_sample,
                            progress_bar(opts.max_length, "TrieHH rounds", enabled=not (args.json or args.quiet)))
