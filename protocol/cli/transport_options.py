@@ -156,14 +156,14 @@ def transport_from_args(args: argparse.Namespace) -> Transport:
                          "Use --transport plain") from None
     except (ValueError, TypeError) as exc:
         raise UsageError(f"transport {args.transport!r}: {exc}") from None
+    quiet = getattr(args, "quiet", False)
     if hasattr(transport, "client_progress"):
         # progress inside a secure-aggregation round (clients served, rate, time left)
         # on stderr, unless the command was given --quiet
         from protocol.cli.output import ClientProgress
 
-        quiet = getattr(args, "quiet", False)
         transport.client_progress = ClientProgress(enabled=not quiet)
-    if hasattr(transport, "estimate_say") and not getattr(args, "quiet", False):
+    if hasattr(transport, "estimate_say") and not quiet:
         # a one-line estimate before a session predicted to take more than a minute
         from protocol.cli.output import say
 

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from protocol.studies.runners.triehh_eval import evaluate
 
     transport = transport_from_args(args)  # refuse bad options before loading data
-    chatty = not args.json and not getattr(args, "quiet", False)
+    chatty = not args.json and not args.quiet
     summary = evaluate(options_from(TrieHHOptions, args), transport, args.out, runs=args.runs,
                        csv_top=args.csv_top, kmax=args.kmax,
                        progress=progress_bar(args.runs, "runs", enabled=chatty),
