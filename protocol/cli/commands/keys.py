@@ -1,0 +1,34 @@
+"""``fedhh keys``: the key material of a networked session.
+
+Writes into ``--out``: the server's TLS identity (``server.crt``, an ECDSA P-256
+self-signed certificate for ``fedhh-server`` and 127.0.0.1; ``server.key``, mode 0600)
+and the clients' Ed25519 PKI (``roster.json``: verification keys; ``signing.keys``:
+signing keys, mode 0600). Clients pin ``server.crt``. See docs/network.md.
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def register(cli) -> None:  # noqa: ANN001
+    from protocol.cli import count
+
+    p = cli.command("keys", "make a server TLS identity and a client Ed25519 PKI", run)
+    p.add_argument("--out", required=True, help="directory to write the keys into")
+    p.add_argument("--clients", type=count, required=True, help="roster size n")
+    p.add_argument("--days", type=int, default=30, help="certificate validity (default 30)")
+    p.add_argument("--force", action="store_true", help="replace keys already in --out")
+
+
+def run(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+    from protocol.core.net import tls
+
+    try:
+        paths = tls.make_keys(args.out, args.clients, days=args.days, overwrite=args.force)
+    except (FileExistsError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    pin = tls.fingerprint(paths.cert.read_bytes()).hex()
+    print(f"wrote {paths.cert}, {paths.key}, {paths.roster}, {paths.signing}")
+    print(f"server certificate SHA-256 (clients pin it): {pin}")
+    return 0

@@ -1,0 +1,96 @@
+"""``fedhh net run``: a loopback experiment with real processes.
+
+Starts ``fedhh serve`` and ``--processes`` ``fedhh client`` processes on 127.0.0.1,
+runs ``--sessions`` secure-aggregation sessions, and prints per session the outcome,
+whether the release is exact (the sum of the seeded inputs of exactly the clients in
+the sum), latency and bytes per stage. Faults: ``--kill K --kill-at R`` (kill -9 of K
+client processes during round R), ``--stall C --stall-at R`` (C clients hang).
+``--compare`` also runs the same session in this process and gives the ratios.
+The experiment is :func:`protocol.core.net.launcher.run_loopback`.
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def register(cli) -> None:  # noqa: ANN001
+    from protocol.cli import count
+    from protocol.cli.args import add_quiet_arg
+    from protocol.cli.net_args import add_session_args
+
+    p = cli.subcommand("net", "run", "secure aggregation over TLS with real processes "
+                       "on loopback", run)
+    p.add_argument("--processes", type=int, default=4, help="client processes (default 4)")
+    p.add_argument("--sessions", type=int, default=1, help="sessions in a row (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the inputs and the faults")
+    p.add_argument("--stage-seconds", type=float, default=60.0, dest="stage_seconds",
+                   help="the server's per-stage deadline (default 60)")
+    p.add_argument("--join-seconds", type=float, default=60.0, dest="join_seconds",
+                   help="how long a session waits for its clients (default 60)")
+    p.add_argument("--kill", type=int, default=0,
+                   help="client processes killed (SIGKILL) per session")
+    p.add_argument("--kill-at", choices=("0", "1", "2", "3", "4", "random"), default="2",
+                   dest="kill_at", help="the round during which they are killed (default 2; "
+                                        "random: a random round per session)")
+    p.add_argument("--stall", type=count, default=0, help="clients that hang, per session")
+    p.add_argument("--stall-at", type=int, choices=range(5), default=2, dest="stall_at",
+                   help="the round before which they hang (default 2)")
+    p.add_argument("--compare", action="store_true",
+                   help="also run the session in-process and report the ratios")
+    p.add_argument("--timeout", type=float, default=3600.0,
+                   help="time limit of the whole experiment in seconds")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_quiet_arg(p)
+    add_session_args(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+    from protocol.cli.output import print_json, say
+    from protocol.core.net.launcher import LoopbackOptions, run_loopback
+
+    try:
+        opts = LoopbackOptions(
+            clients=args.clients, dim=args.dim, processes=args.processes,
+            sessions=args.sessions, seed=args.seed, threat=args.threat, graph=args.graph,
+            modulus=args.modulus, dropout_rate=args.dropout_rate, stage_seconds=args.stage_seconds,
+            join_seconds=args.join_seconds, kill=args.kill,
+            kill_at=None if args.kill_at == "random" else int(args.kill_at),
+            stall=args.stall, stall_at=args.stall_at, compare=args.compare,
+            timeout=args.timeout)
+        opts.spec()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    out = run_loopback(opts, say=say(not args.quiet))
+    if args.json:
+        print_json(out)
+    else:
+        _print(out)
+    return 0 if out["wrong_results"] == 0 and out["left_behind"] == 0 else 1
+
+
+def _print(out: dict) -> None:  # noqa: ANN001
+    for i, s in enumerate(out["sessions"], 1):
+        print(f"session {i}: {s['status']}{' (' + s['reason'] + ')' if s['reason'] else ''}"
+              f"  threat {s['threat']}, k = {s['degree']}, t = {s['threshold']}, "
+              f"{s['in_sum']} of {s['n']} clients in the sum, exact: {s['exact']}")
+        print(f"  wall {s['wall_seconds']:.2f} s, server CPU {s['server_cpu_seconds']:.2f} s, "
+              f"client processes CPU {s['client_processes_cpu_seconds']:.2f} s, "
+              f"server peak {s['server_peak_rss_mb']:.0f} MB")
+        print(f"  {'stage':<16}{'expected':>9}{'received':>9}{'seconds':>9}"
+              f"{'bytes up':>12}{'bytes down':>12}")
+        for st in s["stages"]:
+            print(f"  {st['name']:<16}{st['expected']:>9}{st['received']:>9}"
+                  f"{st['seconds']:>9.3f}{st['bytes_up']:>12,}{st['bytes_down']:>12,}")
+        print(f"  per client: {s['bytes_up_per_client']:,.0f} B up, "
+              f"{s['bytes_down_per_client']:,.0f} B down; outcomes {s['client_outcomes']}")
+        if s["killed_processes"]:
+            print(f"  killed client processes {s['killed_processes']} in round {s['kill_at']}")
+    sim = out.get("simulation")
+    if sim:
+        print(f"in-process simulation: {sim['status']}, release equal: {sim['release_equal']}, "
+              f"wall {sim['wall_seconds']:.2f} s, CPU {sim['cpu_seconds']:.2f} s; network/"
+              f"simulation: wall {sim['wall_ratio']:.2f}x, CPU {sim['cpu_ratio']:.2f}x; "
+              f"bytes per client up {sim['bytes_up_per_client']:,.0f}, down "
+              f"{sim['bytes_down_per_client']:,.0f}")
+    print(f"wrong results: {out['wrong_results']}, processes left behind: {out['left_behind']}")

@@ -1,0 +1,79 @@
+"""Length-prefixed frames over a byte stream, bounded before they are read.
+
+A frame is a 6-byte header -- the body's length (4 bytes, big-endian) and its tag
+(2 bytes) -- followed by the body, one codec message ``msgpack([VERSION, tag, ...])``.
+The reader knows what it accepts at this point of its session (a
+:class:`~protocol.core.codec.SessionLimits`): it reads the header, refuses a tag it does
+not accept and a length above the largest legal message of that tag
+(:meth:`SessionLimits.max_frame`) **before reading the body**, then reads exactly the
+body and decodes it with the same limits (which also checks that the body's own tag
+is the header's). So a peer can make a party buffer at most the largest legal frame of
+the current stage, whatever it sends.
+
+Every failure is a :class:`FrameError` (a :class:`~protocol.core.codec.CodecError`),
+except the end of the stream, :class:`asyncio.IncompleteReadError`, which callers treat
+as a disconnect.
+"""
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from protocol.core import codec
+from protocol.core.codec import CodecError, SessionLimits
+
+__all__ = ["HEADER", "FrameError", "frame", "read_message", "parse_header"]
+
+#: body length (u32) and tag (u16), big-endian
+HEADER = struct.Struct(">IH")
+
+
+class FrameError(CodecError):
+    """A frame that this party does not accept here: unknown tag, oversized, malformed."""
+
+
+def frame(msg: Any) -> bytes:
+    """The frame of one registered message (header and body).
+
+    Raises:
+        CodecError: the message is not registered.
+    """
+    body = codec.encode(msg)
+    return HEADER.pack(len(body), type(msg).TAG) + body
+
+
+def parse_header(header: bytes, limits: SessionLimits) -> tuple[int, int]:
+    """``(length, tag)`` of a frame header, checked against ``limits``.
+
+    Raises:
+        FrameError: a tag not accepted here, or a length over that tag's largest legal
+            frame.
+    """
+    length, tag = HEADER.unpack(header)
+    bound = limits.bound(tag)
+    if bound is None:
+        raise FrameError(f"tag {tag} is not accepted at this point of the session")
+    if length > bound.max_frame:
+        raise FrameError(f"frame of {length} bytes for tag {tag}; the largest legal one "
+                         f"is {bound.max_frame}")
+    return length, tag
+
+
+async def read_message(reader: asyncio.StreamReader, limits: SessionLimits
+                       ) -> tuple[Any, int]:
+    """Read one frame and decode it: ``(message, bytes read)``.
+
+    Raises:
+        FrameError: refused (see :func:`parse_header`) or undecodable.
+        asyncio.IncompleteReadError: the stream ended (a disconnect).
+    """
+    length, tag = parse_header(await reader.readexactly(HEADER.size), limits)
+    body = await reader.readexactly(length)
+    try:
+        msg = codec.decode(body, limits=limits)
+    except CodecError as exc:
+        raise FrameError(str(exc)) from None
+    if type(msg).TAG != tag:
+        raise FrameError(f"header says tag {tag}, body holds tag {type(msg).TAG}")
+    return msg, HEADER.size + length

@@ -1,0 +1,341 @@
+"""Loopback experiments with real processes: one server, client processes, 127.0.0.1.
+
+:func:`run_loopback` makes keys (``fedhh keys``) in a fresh directory unless given one,
+starts ``fedhh serve`` and, for each session, ``processes`` ``fedhh client`` processes
+(the roster split into contiguous ranges), follows the server's JSON events, applies
+the faults it was asked for, and reports per session:
+
+* the outcome (``completed`` / ``aborted`` with the reason), the sets and whether the
+  release is **exact**: the sum, modulo ``R``, of the seeded inputs
+  (:func:`~protocol.core.net.session.demo_input`) of exactly the clients in ``U3``;
+* per-stage latency, bytes on the wire (frames, counted by the server), the clients'
+  outcomes as their processes report them.
+
+Faults: ``kill`` client processes per session get ``SIGKILL`` (kill -9) during stage
+``kill_at`` (right after the server has sent that stage's requests; ``0``: as soon as
+they are started; ``None``: a random stage per session); ``stall`` clients hang before their ``stall_at`` message. With
+``compare``, the same session also runs in this process
+(:func:`protocol.core.secagg_engine.run_secagg`, the same seed's inputs, no dropouts)
+and the report gives its release, CPU and bytes beside the network's.
+
+Every process is waited for with a deadline and killed if it outlives it; the report
+says how many had to be (``left_behind`` counts processes still running when the
+launcher returned: always 0 unless the operating system refused to kill one).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from protocol.core.net import tls
+from protocol.core.net.session import NetSessionSpec, demo_input
+
+__all__ = ["LoopbackOptions", "run_loopback", "expected_sum", "release_digest"]
+
+
+@dataclass(frozen=True)
+class LoopbackOptions:
+    """One loopback experiment (see the module docstring)."""
+
+    clients: int = 100
+    dim: int = 1000
+    processes: int = 4
+    sessions: int = 1
+    seed: int = 0
+    threat: str = "malicious"
+    graph: str = "harary"
+    modulus: int = 1 << 32
+    #: the fraction of dropouts the parameters must tolerate (``NetSessionSpec.dropout``)
+    dropout_rate: float = 0.0
+    stage_seconds: float = 60.0
+    join_seconds: float = 60.0
+    kill: int = 0
+    #: the round during which processes are killed; ``None``: a random round per session
+    kill_at: int | None = 2
+    stall: int = 0
+    stall_at: int = 2
+    compare: bool = False
+    keys: str | None = None
+    #: the whole experiment's time limit (processes are killed past it)
+    timeout: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.processes < 1 or self.processes > self.clients:
+            raise ValueError("processes must be in [1, clients]")
+        if self.sessions < 1:
+            raise ValueError("sessions must be >= 1")
+        if not 0 <= self.kill <= self.processes:
+            raise ValueError("kill must be in [0, processes]")
+        if not 0 <= self.stall <= self.clients:
+            raise ValueError("stall must be in [0, clients]")
+        if self.kill_at not in (None, 0, 1, 2, 3, 4) or self.stall_at not in (0, 1, 2, 3, 4):
+            raise ValueError("kill_at and stall_at are rounds 0..4")
+        if self.stage_seconds <= 0 or self.join_seconds <= 0 or self.timeout <= 0:
+            raise ValueError("deadlines must be positive")
+
+    def spec(self) -> NetSessionSpec:
+        return NetSessionSpec(self.clients, dim=self.dim, modulus=self.modulus,
+                              threat=self.threat, graph=self.graph, dropout=self.dropout_rate)
+
+
+def expected_sum(seed: int, clients: list[int], dim: int, modulus: int) -> np.ndarray:
+    """The sum mod ``modulus`` of the seeded inputs of ``clients`` (exact, any modulus)."""
+    if modulus <= 1 << 32:
+        acc = np.zeros(dim, dtype=np.uint64)
+        for c in clients:
+            acc = (acc + demo_input(seed, c, dim, modulus)) % np.uint64(modulus)
+        return acc
+    acc_o = np.zeros(dim, dtype=object)
+    for c in clients:
+        acc_o = (acc_o + demo_input(seed, c, dim, modulus).astype(object)) % modulus
+    return acc_o.astype(np.uint64)
+
+
+def release_digest(vector: np.ndarray) -> str:
+    """SHA-256 of a release as little-endian uint64 (to compare releases compactly)."""
+    import hashlib
+
+    return hashlib.sha256(np.ascontiguousarray(vector, dtype="<u8").tobytes()).hexdigest()
+
+
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "protocol.cli", *args]
+
+
+def _spec_args(o: LoopbackOptions) -> list[str]:
+    return ["--clients", str(o.clients), "--dim", str(o.dim), "--modulus", str(o.modulus),
+            "--threat", o.threat, "--graph", o.graph, "--dropout-rate", str(o.dropout_rate)]
+
+
+async def _read_json_lines(stream: asyncio.StreamReader, sink: asyncio.Queue) -> None:
+    while True:
+        line = await stream.readline()
+        if not line:
+            await sink.put(None)
+            return
+        with contextlib.suppress(ValueError):
+            await sink.put(json.loads(line))
+
+
+async def _stop(proc: asyncio.subprocess.Process, grace: float) -> bool:
+    """Wait ``grace`` seconds, then SIGKILL; True if it had to be killed."""
+    try:
+        await asyncio.wait_for(proc.wait(), grace)
+        return False
+    except asyncio.TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        return True
+
+
+async def _loopback(o: LoopbackOptions, keys: str, say: Callable[[str], None]
+                    ) -> dict[str, Any]:
+    rng = np.random.default_rng([o.seed, 0x6E6574])
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    server = await asyncio.create_subprocess_exec(
+        *_command("serve", "--transport", "secagg", "--keys", keys, "--port", "0",
+                  "--sessions", str(o.sessions), "--stage-seconds", str(o.stage_seconds),
+                  "--join-seconds", str(o.join_seconds), *_spec_args(o)),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+    events: asyncio.Queue = asyncio.Queue()
+    reader = asyncio.create_task(_read_json_lines(server.stdout, events))
+    everything: list[asyncio.subprocess.Process] = [server]
+    sessions: list[dict[str, Any]] = []
+    killed_late = 0
+    deadline = time.monotonic() + o.timeout
+
+    async def next_event() -> dict[str, Any] | None:
+        return await asyncio.wait_for(events.get(), max(0.1, deadline - time.monotonic()))
+
+    try:
+        ev = await next_event()
+        if not ev or ev.get("event") != "listening":
+            err = (await server.stderr.read()).decode(errors="replace")[-2000:]
+            raise RuntimeError(f"the server did not start: {err or ev}")
+        port = int(ev["port"])
+        ranges = np.array_split(np.arange(o.clients), o.processes)
+        for s in range(o.sessions):
+            ev = await next_event()
+            while ev is not None and not (ev.get("event") == "session"):
+                ev = await next_event()
+            if ev is None:
+                raise RuntimeError("the server stopped before the session")
+            stall = sorted(int(c) for c in rng.choice(o.clients, size=o.stall, replace=False))
+            to_kill = set(int(p) for p in rng.choice(o.processes, size=o.kill, replace=False))
+            kill_at = int(rng.integers(0, 5)) if o.kill_at is None else o.kill_at
+            procs = []
+            t0 = time.perf_counter()
+            for i, ids in enumerate(ranges):
+                args = ["client", "--transport", "secagg", "--keys", keys,
+                        "--connect", f"127.0.0.1:{port}", "--ids", f"{ids[0]}:{ids[-1] + 1}",
+                        "--seed", str(o.seed), "--wait-seconds",
+                        str(o.join_seconds + 5 * o.stage_seconds), *_spec_args(o)]
+                mine = [c for c in stall if ids[0] <= c <= ids[-1]]
+                if mine:
+                    args += ["--stall", ",".join(map(str, mine)), "--stall-at", str(o.stall_at)]
+                p = await asyncio.create_subprocess_exec(
+                    *_command(*args), stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE, env=env)
+                procs.append(p)
+                everything.append(p)
+            killed: list[int] = []
+
+            def kill_now() -> None:
+                for i in sorted(to_kill):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(procs[i].pid, signal.SIGKILL)
+                    killed.append(i)
+                to_kill.clear()
+
+            if kill_at == 0:
+                kill_now()
+            report = None
+            while report is None:
+                ev = await next_event()
+                if ev is None:
+                    raise RuntimeError("the server stopped in the middle of a session")
+                kind = ev.get("event")
+                if kind == "stage" and to_kill and ev.get("round") == kill_at - 1:
+                    kill_now()
+                elif kind == "report":
+                    report = ev
+            wall = time.perf_counter() - t0
+            summaries, stuck = [], 0
+            for i, p in enumerate(procs):
+                stuck += await _stop(p, o.stage_seconds + 10)
+                if i in killed:
+                    continue
+                out = (await p.stdout.read()).decode(errors="replace").strip().splitlines()
+                summary = None
+                with contextlib.suppress(ValueError, IndexError):
+                    summary = json.loads(out[-1])
+                if not isinstance(summary, dict) or summary.get("event") != "clients":
+                    err = (await p.stderr.read()).decode(errors="replace")[-600:]
+                    summaries.append({"process": i, "exit": p.returncode, "stderr": err})
+                else:
+                    summaries.append(summary)
+            killed_late += stuck
+            sessions.append(_session_report(o, report, summaries, killed, stall, wall))
+            sessions[-1]["kill_at"] = kill_at if killed else None
+            say(f"session {s + 1}/{o.sessions}: {report['status']}"
+                f"{' (' + report['reason'] + ')' if report['reason'] else ''}, "
+                f"{len(report['sets'].get('U3', []))} of {o.clients} in the sum, "
+                f"exact: {sessions[-1]['exact']}, {wall:.1f} s")
+        server_killed = await _stop(server, 30)
+    finally:
+        for p in everything:
+            if p.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    p.kill()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(p.wait(), 10)
+        reader.cancel()
+    left = sum(p.returncode is None for p in everything)
+    return {"sessions": sessions, "server_exit": server.returncode,
+            "server_killed": server_killed, "clients_killed_at_deadline": killed_late,
+            "left_behind": left}
+
+
+def _session_report(o: LoopbackOptions, report: dict[str, Any], summaries: list[dict[str, Any]],
+                    killed: list[int], stall: list[int], wall: float) -> dict[str, Any]:
+    u3 = report["sets"].get("U3", [])
+    exact = digest = None
+    if report["status"] == "completed":
+        got = np.asarray(report["result"], dtype=np.uint64)
+        exact = bool(np.array_equal(got, expected_sum(o.seed, u3, o.dim, o.modulus)))
+        digest = release_digest(got)
+    status: dict[str, int] = {}
+    for sm in summaries:
+        for k, v in sm.get("status", {}).items():
+            status[k] = status.get(k, 0) + v
+    client_cpu = sum(sm.get("process_cpu_seconds", 0.0) for sm in summaries)
+    return {
+        "status": report["status"], "reason": report["reason"],
+        "n": report["n"], "degree": report["degree"], "threshold": report["threshold"],
+        "threat": report["threat"], "joined": report["joined"], "in_sum": len(u3),
+        "exact": exact, "release_sha256": digest, "wall_seconds": wall,
+        "server_cpu_seconds": report["server_cpu_seconds"],
+        "client_processes_cpu_seconds": client_cpu,
+        "stages": [{k: s[k] for k in ("name", "expected", "received", "seconds", "bytes_up",
+                                      "bytes_down")} for s in report["stages"]],
+        "bytes_up_per_client": report["bytes_up"] / max(1, report["joined"]),
+        "bytes_down_per_client": report["bytes_down"] / max(1, report["joined"]),
+        "server_peak_rss_mb": report.get("peak_rss_mb"),
+        "killed_processes": killed, "stalled_clients": stall,
+        "client_outcomes": status,
+        "client_errors": [sm for sm in summaries if "exit" in sm],
+        "refused": report["refused"][:20],
+    }
+
+
+def _simulate(o: LoopbackOptions) -> dict[str, Any]:
+    from protocol.core.randomness import insecure_deterministic_randomness
+    from protocol.core.secagg_engine import run_secagg
+    from secagg.crypto import FRESH_NONCE_BYTES
+
+    spec = o.spec()
+    rand = insecure_deterministic_randomness(o.seed, "net-compare")
+    config = spec.config(rand.token_bytes(FRESH_NONCE_BYTES))
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    run = run_secagg(config, lambda c: demo_input(o.seed, c, o.dim, o.modulus), rand=rand)
+    return {"status": "completed" if run.completed else "aborted",
+            "result": None if run.result is None else run.result,
+            "wall_seconds": time.perf_counter() - wall0,
+            "cpu_seconds": time.process_time() - cpu0,
+            "bytes_up_per_client": float(run.bytes_up.mean()),
+            "bytes_down_per_client": float(run.bytes_down.mean())}
+
+
+def run_loopback(o: LoopbackOptions, say: Callable[[str], None] | None = None
+                 ) -> dict[str, Any]:
+    """Run the experiment; returns a JSON-ready report (see the module docstring).
+
+    Raises:
+        ValueError: bad options.
+        RuntimeError: the server process failed to start or died mid-session.
+    """
+    say = say or (lambda _line: None)
+    spec = o.spec()
+    params = spec.params()
+    made = o.keys is None
+    keys = tempfile.mkdtemp(prefix="fedhh-keys-") if made else str(o.keys)
+    try:
+        if made:
+            tls.make_keys(keys, o.clients)
+        say(f"loopback: {o.clients} clients in {o.processes} processes, {o.sessions} "
+            f"session(s), {o.threat}, k = {params.degree}, t = {params.threshold}")
+        out = asyncio.run(_loopback(o, keys, say))
+    finally:
+        if made:
+            shutil.rmtree(keys, ignore_errors=True)
+    out = {"options": {k: v for k, v in asdict(o).items() if k != "keys"}, **out}
+    out["wrong_results"] = sum(s["exact"] is False for s in out["sessions"])
+    if o.compare:
+        sim = _simulate(o)
+        first = out["sessions"][0]
+        sim_digest = None if sim["result"] is None else release_digest(sim["result"])
+        # comparable when the network session lost nobody (the simulation has no dropouts)
+        sim_equal = (sim_digest == first["release_sha256"]
+                     if first["in_sum"] == o.clients and sim_digest else None)
+        net_cpu = first["server_cpu_seconds"] + first["client_processes_cpu_seconds"]
+        out["simulation"] = {
+            "status": sim["status"], "release_sha256": sim_digest, "release_equal": sim_equal,
+            "wall_seconds": sim["wall_seconds"], "cpu_seconds": sim["cpu_seconds"],
+            "bytes_up_per_client": sim["bytes_up_per_client"],
+            "bytes_down_per_client": sim["bytes_down_per_client"],
+            "wall_ratio": first["wall_seconds"] / max(sim["wall_seconds"], 1e-9),
+            "cpu_ratio": net_cpu / max(sim["cpu_seconds"], 1e-9),
+        }
+    return out

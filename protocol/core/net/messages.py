@@ -1,0 +1,169 @@
+"""The network layer's own messages (tags 200..209): the handshake around a session.
+
+A client opens a TLS connection and says :class:`Hello` (who it is); the server answers
+:class:`Welcome` (the whole session configuration, including this attempt's fresh
+server nonce) or :class:`Bye` (refused, with a reason). Every session ends with a
+:class:`Bye` naming its outcome. Between the two, the connection carries the
+secure-aggregation messages of :mod:`secagg.messages`, framed by
+:mod:`protocol.core.net.frames`.
+
+The client never trusts the Welcome's parameters: it derives the parameters its own
+threat model requires (:class:`protocol.core.net.session.NetSessionSpec`) and refuses a
+session that differs (``session_parameters_rejected``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from protocol.core import codec
+from protocol.core.codec import Bin, Bool, Int, Record, SessionLimits, Str
+from secagg.crypto import FRESH_NONCE_BYTES
+from secagg.state import MAX_PARTICIPANTS
+
+__all__ = ["PROTOCOL_VERSION", "Hello", "Welcome", "Bye", "MAX_CONTEXT_BYTES",
+           "MAX_REASON_BYTES", "hello_limits", "welcome_limits", "bye_limits", "BYE_STATUSES"]
+
+#: the network protocol's version (a client and server of different versions refuse
+#: each other with ``version_mismatch``)
+PROTOCOL_VERSION = 1
+MAX_CONTEXT_BYTES = 64
+MAX_REASON_BYTES = 160
+MAX_GRAPH_BYTES = 16
+#: ``completed``: the server released the sum; ``aborted``: the session ended without
+#: one (reason given); ``refused``: this connection was not admitted (reason given)
+BYE_STATUSES = ("completed", "aborted", "refused")
+
+
+def _int(v: Any, name: str, lo: int = 0, hi: int = (1 << 64) - 1) -> int:
+    if type(v) is not int or not lo <= v <= hi:
+        raise ValueError(f"{name} must be an int in [{lo}, {hi}]")
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """Client to server, first frame: protocol version and roster position."""
+
+    TAG: ClassVar[int] = 200
+    version: int
+    client: int
+
+    def __post_init__(self) -> None:
+        _int(self.version, "version", 0, 255)
+        _int(self.client, "client", 0, MAX_PARTICIPANTS - 1)
+
+    def to_wire(self) -> list[Any]:
+        return [self.version, self.client]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "Hello":
+        if len(fields) != 2:
+            raise ValueError("Hello has 2 fields")
+        return cls(*fields)
+
+
+@dataclass(frozen=True, slots=True)
+class Welcome:
+    """Server to client: the session this connection joins.
+
+    ``modulus_minus_one`` carries ``R - 1`` (``R`` may be ``2**64``, which msgpack's
+    unsigned integers cannot hold). ``stage_ms`` is the server's per-stage deadline.
+    """
+
+    TAG: ClassVar[int] = 201
+    version: int
+    n: int
+    degree: int
+    threshold: int
+    graph: str
+    malicious: bool
+    dim: int
+    modulus_minus_one: int
+    context: bytes
+    server_nonce: bytes
+    stage_ms: int
+
+    def __post_init__(self) -> None:
+        _int(self.version, "version", 0, 255)
+        _int(self.n, "n", 2, MAX_PARTICIPANTS)
+        _int(self.degree, "degree", 1, MAX_PARTICIPANTS)
+        _int(self.threshold, "threshold", 1, MAX_PARTICIPANTS)
+        if type(self.graph) is not str or self.graph not in ("complete", "harary"):
+            raise ValueError("graph must be 'complete' or 'harary'")
+        if type(self.malicious) is not bool:
+            raise ValueError("malicious must be a bool")
+        _int(self.dim, "dim", 1, 1 << 40)
+        _int(self.modulus_minus_one, "modulus_minus_one", 1)
+        if type(self.context) is not bytes or len(self.context) > MAX_CONTEXT_BYTES:
+            raise ValueError(f"context must be at most {MAX_CONTEXT_BYTES} bytes")
+        if type(self.server_nonce) is not bytes or len(self.server_nonce) != FRESH_NONCE_BYTES:
+            raise ValueError(f"server_nonce must be {FRESH_NONCE_BYTES} bytes")
+        _int(self.stage_ms, "stage_ms", 1, 1 << 32)
+
+    @property
+    def modulus(self) -> int:
+        return self.modulus_minus_one + 1
+
+    def to_wire(self) -> list[Any]:
+        return [self.version, self.n, self.degree, self.threshold, self.graph, self.malicious,
+                self.dim, self.modulus_minus_one, self.context, self.server_nonce,
+                self.stage_ms]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "Welcome":
+        if len(fields) != 11:
+            raise ValueError("Welcome has 11 fields")
+        return cls(*fields)
+
+
+@dataclass(frozen=True, slots=True)
+class Bye:
+    """Either side, last frame: the outcome and, unless completed, why."""
+
+    TAG: ClassVar[int] = 202
+    status: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        if type(self.status) is not str or self.status not in BYE_STATUSES:
+            raise ValueError(f"status must be one of {BYE_STATUSES}")
+        if type(self.reason) is not str or len(self.reason.encode()) > MAX_REASON_BYTES:
+            raise ValueError(f"reason must be a string of at most {MAX_REASON_BYTES} bytes")
+
+    def to_wire(self) -> list[Any]:
+        return [self.status, self.reason]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "Bye":
+        if len(fields) != 2:
+            raise ValueError("Bye has 2 fields")
+        return cls(*fields)
+
+
+_U8 = Int(0, 255)
+_HELLO = Record((_U8, Int(0, MAX_PARTICIPANTS - 1)))
+_WELCOME = Record((_U8, Int(2, MAX_PARTICIPANTS), Int(1, MAX_PARTICIPANTS),
+                   Int(1, MAX_PARTICIPANTS), Str(1, MAX_GRAPH_BYTES), Bool(), Int(1, 1 << 40),
+                   Int(1), Bin(0, MAX_CONTEXT_BYTES), Bin(FRESH_NONCE_BYTES, FRESH_NONCE_BYTES),
+                   Int(1, 1 << 32)))
+_BYE = Record((Str(1, 16), Str(0, MAX_REASON_BYTES)))
+
+codec.register(Hello, _HELLO)
+codec.register(Welcome, _WELCOME)
+codec.register(Bye, _BYE)
+
+
+def hello_limits() -> SessionLimits:
+    """What a server accepts before a client has said who it is: a Hello only."""
+    return SessionLimits({Hello.TAG: _HELLO})
+
+
+def welcome_limits() -> SessionLimits:
+    """What a client accepts as the server's first frame: a Welcome or a Bye."""
+    return SessionLimits({Welcome.TAG: _WELCOME, Bye.TAG: _BYE})
+
+
+def bye_limits() -> SessionLimits:
+    """The Bye alone (merged into each side's session limits)."""
+    return SessionLimits({Bye.TAG: _BYE})

@@ -1,0 +1,128 @@
+"""The two process entry points of the network prototype, as library functions.
+
+:func:`serve_process` is ``fedhh serve``: listen, run ``sessions`` sessions, print one
+JSON line per event on ``out`` (the launcher reads them; a person can too). The last
+line of each session is ``{"event": "report", ...}`` with the
+:class:`~protocol.core.net.server.SessionReport`.
+
+:func:`client_process` is ``fedhh client``: run the clients ``ids`` of one session as
+tasks of one event loop, their inputs from :func:`~protocol.core.net.session.demo_input`
+(a seeded experiment), and print one JSON summary line.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import sys
+import time
+from collections import Counter
+from typing import Any, Sequence, TextIO
+
+from protocol.core.net import tls
+from protocol.core.net.client import run_clients
+from protocol.core.net.server import NetSecAggServer
+from protocol.core.net.session import NetSessionSpec, demo_input
+
+__all__ = ["serve_process", "client_process", "raise_open_files_limit", "small_tls_buffers"]
+
+
+#: socket read buffer per TLS connection in the network processes; asyncio's default
+#: (``SSLProtocol.max_size``, 256 KiB, allocated and zeroed per connection) made a server
+#: of 1000 connections spend 256 MB on buffers. A TLS record is at most 16 KiB, so 64 KiB
+#: still reads several records per call.
+TLS_READ_BUFFER = 64 * 1024
+
+
+def small_tls_buffers() -> None:
+    """Lower asyncio's per-connection TLS read buffer in this process (a class attribute
+    of ``asyncio.sslproto.SSLProtocol``; left alone where it does not exist)."""
+    import asyncio.sslproto as sslproto
+
+    proto = getattr(sslproto, "SSLProtocol", None)
+    if proto is not None and isinstance(getattr(proto, "max_size", None), int):
+        proto.max_size = min(proto.max_size, TLS_READ_BUFFER)
+
+
+def raise_open_files_limit(want: int) -> int:
+    """Raise the soft limit on open files towards ``want`` (up to the hard limit)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = min(hard, max(soft, want)) if hard != resource.RLIM_INFINITY else max(soft, want)
+    if target > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return target
+
+
+def _emit(out: TextIO, event: dict[str, Any]) -> None:
+    out.write(json.dumps(event) + "\n")
+    out.flush()
+
+
+def serve_process(spec: NetSessionSpec, keys: str, *, host: str = "127.0.0.1", port: int = 0,
+                  sessions: int = 1, stage_seconds: float = 60.0, join_seconds: float = 60.0,
+                  out: TextIO = sys.stdout) -> list[dict[str, Any]]:
+    """Serve ``sessions`` sessions; returns their reports (as JSON objects).
+
+    Raises:
+        ValueError: bad keys or options.
+        OSError: the address cannot be bound.
+    """
+    verify, _ = tls.load_pki(keys, signing=False)
+    if len(verify) != spec.n:
+        raise ValueError(f"the roster in {keys} has {len(verify)} clients, the session {spec.n}")
+    raise_open_files_limit(spec.n + 256)
+    small_tls_buffers()
+    server = NetSecAggServer(spec, tls.server_context(keys), verify_keys=verify, host=host,
+                             port=port, stage_seconds=stage_seconds, join_seconds=join_seconds,
+                             events=lambda e: _emit(out, e))
+
+    async def main() -> list[dict[str, Any]]:
+        await server.start()
+        reports = []
+        try:
+            for _ in range(sessions):
+                report = (await server.run_session()).to_json()
+                report["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                _emit(out, {"event": "report", **report})
+                reports.append(report)
+        finally:
+            await server.close()
+        return reports
+
+    return asyncio.run(main())
+
+
+def client_process(spec: NetSessionSpec, keys: str, host: str, port: int, ids: Sequence[int],
+                   *, seed: int = 0, wait_seconds: float = 300.0, stall: Sequence[int] = (),
+                   stall_at: int | None = None, out: TextIO = sys.stdout) -> dict[str, Any]:
+    """Run clients ``ids`` of one session; prints and returns a summary.
+
+    Raises:
+        ValueError: ids outside the roster, bad keys.
+    """
+    ids = list(ids)
+    if not ids or min(ids) < 0 or max(ids) >= spec.n:
+        raise ValueError(f"client ids must be in [0, {spec.n})")
+    verify, signing = tls.load_pki(keys, signing=spec.malicious)
+    if len(verify) != spec.n:
+        raise ValueError(f"the roster in {keys} has {len(verify)} clients, the session {spec.n}")
+    raise_open_files_limit(len(ids) + 256)
+    small_tls_buffers()
+    ctx, pin = tls.client_context(keys)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    outcomes = asyncio.run(run_clients(
+        ids, host, port, spec, ctx, pin, lambda c: demo_input(seed, c, spec.dim, spec.modulus),
+        signing_keys=signing, verify_keys=verify if spec.malicious else None,
+        wait_seconds=wait_seconds, stall=stall, stall_at=stall_at))
+    summary = {
+        "event": "clients", "clients": len(ids),
+        "status": dict(Counter(o.status for o in outcomes)),
+        "reasons": dict(Counter(o.reason for o in outcomes if o.reason)),
+        "bytes_up": sum(o.bytes_up for o in outcomes),
+        "bytes_down": sum(o.bytes_down for o in outcomes),
+        "client_cpu_seconds": sum(o.cpu_seconds for o in outcomes),
+        "process_cpu_seconds": time.process_time() - cpu0,
+        "wall_seconds": time.perf_counter() - wall0,
+    }
+    _emit(out, summary)
+    return summary

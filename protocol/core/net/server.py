@@ -1,0 +1,407 @@
+"""The secure-aggregation server as a network process (asyncio, TLS 1.3).
+
+Theory of operation
+-------------------
+:class:`NetSecAggServer` listens on a TCP port with TLS and runs one session
+(:meth:`~NetSecAggServer.run_session`) or several in a row
+(:meth:`~NetSecAggServer.serve`), each a fresh attempt with a fresh nonce.
+
+1. **Join.** A connection must send a :class:`~protocol.core.net.messages.Hello` within
+   ``stage_seconds``, naming a free roster position (a position whose connection
+   closed may reconnect while the session is joining; the new connection replaces the
+   old one and anything the old one sent is ignored); it gets the session's
+   :class:`~protocol.core.net.messages.Welcome`, or a ``refused``
+   :class:`~protocol.core.net.messages.Bye` (position taken, out of the roster, session
+   already running, wrong version). The join window closes when all ``n`` positions are
+   taken or after ``join_seconds``; positions still free are round-0 dropouts.
+2. **Stages.** For each round the server waits until every client it expects (those it
+   sent something to in the previous stage and that are still connected) has sent its
+   message, or until the stage deadline (``stage_seconds``). Late, silent and
+   disconnected clients are dropouts: the state machine
+   (:class:`secagg.server.SecAggServer`) closes the round with what arrived, exactly as
+   in the simulation, and either goes on with the survivors or aborts with a reason.
+3. **Per connection**, a reader task reads frames bounded by the session's limits
+   (:mod:`protocol.core.net.frames`): anything refused there (unknown tag, oversized,
+   malformed), a message whose ``sender`` is not the connection's position, or a
+   second message in one stage, closes that connection; the client becomes a dropout.
+   Nothing a client sends can make the server buffer more than the largest legal
+   frame of the current stage per connection.
+4. **End.** Every connection gets a :class:`~protocol.core.net.messages.Bye`
+   (``completed`` or ``aborted`` with the reason) and is closed; the report
+   (:class:`SessionReport`) gives the outcome, the sets, per-stage latency and bytes.
+
+Time is only ever read here (the state machines never see a clock).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from protocol.core import wire_secagg
+from protocol.core.codec import CodecError, SessionLimits
+from protocol.core.net.frames import frame, read_message
+from protocol.core.net.messages import PROTOCOL_VERSION, Bye, Hello, hello_limits
+from protocol.core.net.session import NetSessionSpec
+from secagg.crypto import FRESH_NONCE_BYTES
+from secagg.errors import SecAggError
+from secagg.randomness import OsRandom
+from secagg.server import SecAggServer
+from secagg.state import ServerState
+
+__all__ = ["NetSecAggServer", "SessionReport", "StageReport"]
+
+STAGE_NAMES = {0: "advertise_keys", 1: "share_keys", 2: "masked_input",
+               3: "consistency", 4: "unmask"}
+
+
+@dataclass
+class StageReport:
+    """One stage as the server saw it."""
+
+    round: int
+    name: str
+    expected: int
+    received: int
+    seconds: float
+    bytes_up: int
+    bytes_down: int = 0
+
+
+@dataclass
+class SessionReport:
+    """What one networked session did (the server's view; no input ever appears)."""
+
+    status: str
+    reason: str
+    n: int
+    degree: int
+    threshold: int
+    threat: str
+    joined: int
+    result: np.ndarray | None
+    sets: dict[str, list[int]]
+    stages: list[StageReport]
+    refused: list[tuple[int | None, str]]
+    wall_seconds: float
+    server_cpu_seconds: float
+    bytes_up: int
+    bytes_down: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status, "reason": self.reason, "n": self.n,
+            "degree": self.degree, "threshold": self.threshold, "threat": self.threat,
+            "joined": self.joined,
+            "result": None if self.result is None else [int(v) for v in self.result],
+            "sets": self.sets,
+            "stages": [vars(s) for s in self.stages],
+            "refused": [[c, r] for c, r in self.refused],
+            "wall_seconds": self.wall_seconds, "server_cpu_seconds": self.server_cpu_seconds,
+            "bytes_up": self.bytes_up, "bytes_down": self.bytes_down,
+        }
+
+
+@dataclass(eq=False)
+class _Conn:
+    client: int
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    task: asyncio.Task | None = None
+    open: bool = True
+    bytes_down: int = 0
+    #: a client speaks only when spoken to: one message after each server frame
+    may_send: bool = True
+
+
+@dataclass
+class _Session:
+    spec: NetSessionSpec
+    limits: SessionLimits
+    welcome_frame: bytes
+    conns: dict[int, _Conn] = field(default_factory=dict)
+    joining: bool = True
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    refused: list[tuple[int | None, str]] = field(default_factory=list)
+    all_joined: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class NetSecAggServer:
+    """A TLS server that runs secure-aggregation sessions of one spec.
+
+    Args:
+        spec: the session (parameters derived from its threat model).
+        ssl_context: from :func:`protocol.core.net.tls.server_context`.
+        verify_keys: the clients' Ed25519 keys (malicious-server variant).
+        host, port: where to listen (``port=0``: any free port; see :attr:`port`).
+        stage_seconds: per-stage deadline (also the time a new connection has to say
+            Hello).
+        join_seconds: how long a session waits for all ``n`` clients.
+        rand: randomness for the server nonce (default ``OsRandom``).
+        events: called with a dict per event (``listening``, ``joined``, ``stage``,
+            ``session``) for launchers and logs.
+    """
+
+    def __init__(self, spec: NetSessionSpec, ssl_context: ssl.SSLContext, *,
+                 verify_keys: Sequence[bytes] | None = None, host: str = "127.0.0.1",
+                 port: int = 0, stage_seconds: float = 60.0, join_seconds: float = 60.0,
+                 rand: Any = None, events: Callable[[dict[str, Any]], None] | None = None
+                 ) -> None:
+        if spec.malicious and (verify_keys is None or len(verify_keys) != spec.n):
+            raise ValueError(f"the malicious-server variant needs {spec.n} verification keys")
+        if stage_seconds <= 0 or join_seconds <= 0:
+            raise ValueError("deadlines must be positive")
+        self.spec = spec
+        self.params = spec.params()
+        self.ssl_context = ssl_context
+        self.verify_keys = list(verify_keys) if verify_keys is not None else None
+        self.host, self.port = host, port
+        self.stage_seconds, self.join_seconds = float(stage_seconds), float(join_seconds)
+        self.rand = rand if rand is not None else OsRandom()
+        self.events = events or (lambda _e: None)
+        self._session: _Session | None = None
+        self._server: asyncio.base_events.Server | None = None
+
+    # ------------------------------------------------------------------ listening
+    async def start(self) -> None:
+        """Open the listening socket (:attr:`port` is the bound port afterwards)."""
+        self._server = await asyncio.start_server(
+            self._handle, self.host, self.port, ssl=self.ssl_context, backlog=4096,
+            ssl_handshake_timeout=self.stage_seconds)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.events({"event": "listening", "host": self.host, "port": self.port})
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+            self._server = None
+
+    async def serve(self, sessions: int = 1) -> list[SessionReport]:
+        """Listen, run ``sessions`` sessions one after the other, close."""
+        await self.start()
+        try:
+            return [await self.run_session() for _ in range(sessions)]
+        finally:
+            await self.close()
+
+    # ------------------------------------------------------------------ connections
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        session = self._session
+        try:
+            hello, _ = await asyncio.wait_for(read_message(reader, hello_limits()),
+                                              self.stage_seconds)
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, CodecError, OSError,
+                ssl.SSLError) as exc:
+            if session is not None:
+                session.refused.append((None, f"no valid Hello: {type(exc).__name__}"))
+            await _close(writer)
+            return
+        assert isinstance(hello, Hello)
+        reason = None
+        if session is None or not session.joining:
+            reason = "no session is accepting clients"
+        elif hello.version != PROTOCOL_VERSION:
+            reason = "version_mismatch"
+        elif not 0 <= hello.client < self.spec.n:
+            reason = f"position {hello.client} is not in the roster of {self.spec.n}"
+        elif hello.client in session.conns and session.conns[hello.client].open:
+            reason = f"position {hello.client} is taken in this session"
+        if reason is not None:
+            if session is not None:
+                session.refused.append((hello.client, reason))
+            await _send_and_close(writer, Bye("refused", reason))
+            return
+        assert session is not None
+        conn = _Conn(hello.client, reader, writer)
+        session.conns[hello.client] = conn
+        writer.write(session.welcome_frame)
+        conn.bytes_down += len(session.welcome_frame)
+        conn.task = asyncio.current_task()
+        if sum(c.open for c in session.conns.values()) == self.spec.n:
+            session.all_joined.set()
+        await self._read_loop(session, conn)
+
+    async def _read_loop(self, session: _Session, conn: _Conn) -> None:
+        """Read this client's frames into the session queue until it closes."""
+        try:
+            while conn.open:
+                msg, size = await read_message(conn.reader, session.limits)
+                if getattr(msg, "sender", None) != conn.client:
+                    session.refused.append((conn.client, "message names another sender"))
+                    break
+                if not conn.may_send:  # bounds what one client can queue to one message
+                    session.refused.append((conn.client, "message sent out of turn"))
+                    break
+                conn.may_send = False
+                await session.queue.put((conn, msg, size))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, ssl.SSLError):
+            pass
+        except CodecError as exc:
+            session.refused.append((conn.client, f"refused frame: {exc}"[:200]))
+        except asyncio.CancelledError:
+            pass
+        finally:
+            if conn.open:
+                conn.open = False
+                await session.queue.put((conn, None, 0))
+                await _close(conn.writer)
+
+    # ------------------------------------------------------------------ one session
+    async def run_session(self) -> SessionReport:
+        """Admit clients, run the rounds with deadlines, say Bye, report.
+
+        Never raises for anything a client does; a server-side failure is reported as
+        status ``aborted``.
+        """
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        spec, params = self.spec, self.params
+        nonce = self.rand.token_bytes(FRESH_NONCE_BYTES)
+        config = spec.config(nonce, params)
+        welcome = spec.welcome(nonce, self.stage_seconds, params)
+        session = _Session(spec, wire_secagg.server_limits(config), frame(welcome))
+        self._session = session
+        self.events({"event": "session", "phase": "joining", "session": config.session.hex()})
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(session.all_joined.wait(), self.join_seconds)
+        session.joining = False
+        joined = sorted(session.conns)
+        self.events({"event": "joined", "clients": len(joined)})
+        srv = SecAggServer(config, verify_keys=self.verify_keys)
+        stages: list[StageReport] = []
+        expected = {c for c in joined if session.conns[c].open}
+        status, reason = "aborted", ""
+        try:
+            while srv.state not in (ServerState.COMPLETED, ServerState.ABORTED):
+                round_no = srv.round
+                assert round_no is not None
+                stage = await self._collect(session, srv, round_no, expected)
+                out = srv.close_round()
+                expected = await self._send(session, out, stage)
+                stages.append(stage)
+                self.events({"event": "stage", **vars(stage)})
+            if srv.state is ServerState.COMPLETED:
+                status = "completed"
+            else:
+                reason = srv.abort_reason.value if srv.abort_reason else "aborted"
+        except SecAggError as exc:  # a state-machine misuse here is a server bug: report it
+            reason = f"server error: {exc}"
+        finally:
+            bye = Bye(status, reason[:120])
+            await asyncio.gather(*(_send_and_close(c.writer, bye) for c in session.conns.values()
+                                   if c.open), return_exceptions=True)
+            for c in session.conns.values():
+                c.open = False
+                if c.task is not None and c.task is not asyncio.current_task():
+                    c.task.cancel()
+            self._session = None
+        report = SessionReport(
+            status=status, reason=reason, n=spec.n, degree=params.degree,
+            threshold=params.threshold, threat=spec.threat, joined=len(joined),
+            result=srv.result, sets={k: sorted(v) for k, v in srv.sets.items()},
+            stages=stages, refused=session.refused,
+            wall_seconds=time.perf_counter() - wall0,
+            server_cpu_seconds=time.process_time() - cpu0,
+            bytes_up=sum(s.bytes_up for s in stages),
+            bytes_down=sum(c.bytes_down for c in session.conns.values()))
+        self.events({"event": "done", "status": status, "reason": reason})
+        return report
+
+    async def _collect(self, session: _Session, srv: SecAggServer, round_no: int,
+                       expected: set[int]) -> StageReport:
+        """Feed the server this stage's messages until all expected arrived or the
+        deadline passed."""
+        t0 = time.perf_counter()
+        deadline = t0 + self.stage_seconds
+        waiting = {c for c in expected if session.conns[c].open}
+        got: set[int] = set()
+        size_up = 0
+        queue = session.queue
+        while waiting:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                break
+            try:
+                conn, msg, size = await asyncio.wait_for(queue.get(), left)
+            except asyncio.TimeoutError:
+                break
+            client = conn.client
+            if session.conns.get(client) is not conn:
+                continue  # from a connection this position replaced while joining
+            if msg is None:  # disconnected
+                waiting.discard(client)
+                continue
+            if client in got:  # a second message in one stage: protocol violation
+                session.refused.append((client, f"second message in stage {round_no}"))
+                await self._drop(session, client)
+                continue
+            got.add(client)
+            waiting.discard(client)
+            size_up += size
+            try:
+                srv.receive(msg)
+            except SecAggError as exc:
+                session.refused.append((client, f"{type(exc).__name__}: {exc}"[:200]))
+        late = [c for c in waiting if session.conns[c].open]
+        for c in late:  # past the deadline: a dropout from now on
+            await self._drop(session, c)
+        return StageReport(round_no, STAGE_NAMES.get(round_no, str(round_no)), len(expected),
+                           len(got), time.perf_counter() - t0, size_up)
+
+    async def _drop(self, session: _Session, client: int) -> None:
+        conn = session.conns[client]
+        if conn.open:
+            conn.open = False
+            if conn.task is not None:
+                conn.task.cancel()
+            await _close(conn.writer)
+
+    async def _send(self, session: _Session, out: list[tuple[int, Any]],
+                    stage: StageReport) -> set[int]:
+        """Write the round's replies; the recipients still connected are expected next."""
+        sent: set[int] = set()
+        writers = []
+        for recipient, msg in out:
+            conn = session.conns.get(recipient)
+            if conn is None or not conn.open:
+                continue
+            data = frame(msg)
+            try:
+                conn.writer.write(data)
+            except (ConnectionError, OSError, RuntimeError):
+                await self._drop(session, recipient)
+                continue
+            conn.bytes_down += len(data)
+            conn.may_send = True
+            stage.bytes_down += len(data)
+            sent.add(recipient)
+            writers.append((recipient, conn.writer))
+
+        async def drain(recipient: int, writer: asyncio.StreamWriter) -> None:
+            try:
+                await asyncio.wait_for(writer.drain(), self.stage_seconds)
+            except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError):
+                sent.discard(recipient)
+                await self._drop(session, recipient)
+
+        await asyncio.gather(*(drain(r, w) for r, w in writers))
+        return sent
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(Exception):
+        writer.close()
+        await asyncio.wait_for(writer.wait_closed(), 2)
+
+
+async def _send_and_close(writer: asyncio.StreamWriter, bye: Bye) -> None:
+    with contextlib.suppress(Exception):
+        writer.write(frame(bye))
+        await asyncio.wait_for(writer.drain(), 2)
+    await _close(writer)
