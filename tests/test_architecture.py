@@ -33,7 +33,7 @@ ALLOWED_TOP = {
     "shuffler": {"shuffler", "secagg", "cryptography", "nacl", "numpy"},
     "mechanisms": {"mechanisms", "numpy", "scipy", "protocol"},
     "protocol.core": {"protocol", "secagg", "shuffler", "msgpack", "numpy", "cryptography",
-                      "nacl"},
+                      "nacl", "distributed"},
     "protocol.studies": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "scipy",
                          "cryptography", "nacl", "matplotlib", "wordfreq"},
     "protocol.cli": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "tqdm"},

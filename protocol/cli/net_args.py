@@ -6,7 +6,7 @@ import argparse
 
 from protocol.cli import count
 
-__all__ = ["add_session_args", "spec_from_args", "host_port"]
+__all__ = ["add_session_args", "add_server_args", "spec_from_args", "host_port"]
 
 
 def add_session_args(p: argparse.ArgumentParser) -> None:
@@ -24,6 +24,15 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
                    help="the fraction of dropouts the parameters must tolerate (delta; at "
                         "least the default of secagg.params)")
     add_threat_arg(g, default="malicious")
+
+
+def add_server_args(p: argparse.ArgumentParser) -> None:
+    """``--sessions``, ``--stage-seconds``, ``--join-seconds`` (the server's schedule)."""
+    p.add_argument("--sessions", type=int, default=1, help="sessions in a row (default 1)")
+    p.add_argument("--stage-seconds", type=float, default=60.0, dest="stage_seconds",
+                   help="the server's per-stage deadline (default 60)")
+    p.add_argument("--join-seconds", type=float, default=60.0, dest="join_seconds",
+                   help="how long a session waits for all its clients (default 60)")
 
 
 def spec_from_args(args: argparse.Namespace):  # noqa: ANN201

@@ -17,6 +17,8 @@ One set of options for every command that runs a mechanism over a transport
 * shuffler: ``--min-batch N`` (the shuffler's minimum batch), ``--workers W``
   (processes for the public-key work) and ``--blinded-crowds`` (two shufflers and
   blinded crowd ids, :mod:`shuffler.blinded`);
+* secure aggregation, where its clients run: ``--workers W`` (Dask worker processes,
+  :mod:`protocol.core.cluster`) or ``--cluster ADDRESS`` (an existing Dask scheduler);
 * both: ``--os-keys``. Keys and protocol randomness come from the operating system
   unless the command was given ``--seed``: then they derive from the seed (a
   reproducible simulation whose keys anyone with the seed can recompute), and
@@ -62,7 +64,8 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "dropout": (("secagg", "threshold"), "dropout", "--dropout"),
     "secagg_grinding_bits": (("secagg", "threshold"), "grinding_bits", "--secagg-grinding-bits"),
     "min_batch": (("shuffler",), "min_batch_size", "--min-batch"),
-    "workers": (("shuffler",), "workers", "--workers"),
+    "workers": (("shuffler", "secagg", "threshold"), "workers", "--workers"),
+    "cluster": (("secagg", "threshold"), "cluster", "--cluster"),
     "blinded_crowds": (("shuffler",), "blinded_crowds", "--blinded-crowds"),
     "os_keys": (("secagg", "shuffler", "threshold"), "simulate", "--os-keys"),
 }
@@ -94,7 +97,14 @@ def add_transport_args(p: argparse.ArgumentParser, default: str = "plain",
     g.add_argument("--min-batch", type=int, default=None, dest="min_batch",
                    help="shuffler: smallest batch the shuffler forwards (default 1)")
     g.add_argument("--workers", type=int, default=None,
-                   help="shuffler: processes for the public-key work (default 1)")
+                   help="shuffler: processes for the public-key work (default 1); "
+                        "secagg/threshold: Dask worker processes for the clients of each "
+                        "session (default: all cores for sessions of 5,000 clients or more "
+                        "when 'fedhh[cluster]' is installed, else this process; 1: this "
+                        "process)")
+    g.add_argument("--cluster", default=None, metavar="ADDRESS",
+                   help="secagg/threshold: run the clients on the Dask scheduler at "
+                        "ADDRESS (tcp://host:8786)")
     g.add_argument("--blinded-crowds", action="store_const", const=True, default=None,
                    dest="blinded_crowds",
                    help="shuffler: Prochlo's blinded crowd ids (two shufflers, no key shared "

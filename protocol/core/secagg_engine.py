@@ -250,6 +250,12 @@ class SecAggSimulation:
                                      child(f"client-{i}") if child else rand,
                                      signing_key=signing_keys[i] if signing_keys else None,
                                      verify_keys=verify_keys) for i in range(n)]
+        self._driver_state(config, server, verify_keys)
+
+    def _driver_state(self, config: SessionConfig, server: SecAggServer | None,
+                      verify_keys: Sequence[bytes] | None) -> None:
+        """The server, transcript, counters and limits (everything but the clients)."""
+        n = config.n
         self.server = (server if server is not None
                        else SecAggServer(config, verify_keys=verify_keys))
         self.transcript = Transcript(threshold=config.threshold)
@@ -319,6 +325,7 @@ class SecAggSimulation:
             # channels are authenticated: a message cannot claim another client's name
             transcript.rejected.append((SERVER, env.round, "sender does not match channel"))
             return
+        self.note_up(env, msg)
         t0 = time.process_time()
         try:
             srv.receive(msg)
@@ -326,6 +333,10 @@ class SecAggSimulation:
             transcript.rejected.append((SERVER, env.round, f"{type(exc).__name__}: {exc}"))
         finally:
             self.srv_cpu += time.process_time() - t0
+
+    def note_up(self, env: Envelope, msg: Any) -> None:
+        """Called with each decoded upward message before the server gets it (the local
+        clients' reveals are noted when they are encoded, in :meth:`encode_up`)."""
 
     def deliver_down(self, env: Envelope) -> list[Envelope]:
         """Decode a downward envelope for a live client; return its encoded replies."""

@@ -6,7 +6,6 @@
 """
 from __future__ import annotations
 
-import resource
 import time
 from contextlib import contextmanager
 from typing import Iterator
@@ -15,8 +14,11 @@ __all__ = ["Timer", "peak_rss_mb"]
 
 
 def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far, in MiB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """Peak resident memory of this process so far, in MiB
+    (:func:`protocol.core.memory.peak_rss_mb`: ``VmHWM`` where Linux gives it)."""
+    from protocol.core.memory import peak_rss_mb as peak
+
+    return peak()
 
 
 class Timer:

@@ -91,6 +91,31 @@ def _spec(n: int) -> list[str]:
     return ["--clients", str(n), "--dim", "16"]
 
 
+def _start_server(args: list[str], log, env) -> tuple[subprocess.Popen, int]:  # noqa: ANN001
+    """Start ``fedhh serve`` with its events going to the file ``log``; wait (at most
+    30 s) for the port it listens on."""
+    import time
+
+    server = subprocess.Popen(_cli("serve", *args), stdout=open(log, "w"),
+                              stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for line in log.read_text().splitlines():
+            if line.startswith("{") and json.loads(line).get("event") == "listening":
+                return server, int(json.loads(line)["port"])
+        if server.poll() is not None:
+            break
+        time.sleep(0.05)
+    server.kill()
+    raise AssertionError(f"the server did not start: {log.read_text()[-1500:]}")
+
+
+def _events(server: subprocess.Popen, log) -> list[dict]:  # noqa: ANN001
+    server.wait(timeout=60)
+    lines = log.read_text().splitlines()
+    return [json.loads(x) for x in lines if x.startswith("{")]
+
+
 def test_server_restarted_between_sessions(tmp_path):
     n = 12
     tls.make_keys(tmp_path, n)
@@ -99,21 +124,19 @@ def test_server_restarted_between_sessions(tmp_path):
     try:
         port, sessions = 0, []
         for attempt in range(2):
-            server = subprocess.Popen(_cli("serve", "--keys", str(tmp_path), "--port", str(port),
-                                           "--stage-seconds", "5", "--join-seconds", "10",
-                                           *_spec(n)), stdout=subprocess.PIPE, text=True,
-                                      env=env)
-            procs.append(server)
-            first = json.loads(server.stdout.readline())
-            assert first["event"] == "listening"
-            port = first["port"]  # the restarted server takes the same port
+            log = tmp_path / f"server-{attempt}.log"
+            server, port = _start_server(["--keys", str(tmp_path), "--port", str(port),
+                                          "--stage-seconds", "5", "--join-seconds", "10",
+                                          *_spec(n)], log, env)
+            procs.append(server)  # the restarted server takes the same port
             client = subprocess.Popen(_cli("client", "--keys", str(tmp_path), "--connect",
                                            f"127.0.0.1:{port}", "--seed", "4", *_spec(n)),
                                       stdout=subprocess.PIPE, text=True, env=env)
             procs.append(client)
-            out, _ = server.communicate(timeout=60)
-            events = [json.loads(line) for line in out.splitlines()]
-            report = [e for e in events if e["event"] == "report"][0]
+            events = _events(server, log)
+            reports = [e for e in events if e["event"] == "report"]
+            assert reports, f"server exit {server.returncode}: {log.read_text()[-1500:]}"
+            report = reports[0]
             session = [e for e in events if e["event"] == "session"][0]["session"]
             summary = json.loads(client.communicate(timeout=30)[0].splitlines()[-1])
             assert server.returncode == 0 and client.returncode == 0
@@ -169,12 +192,12 @@ def test_server_process_survives_garbage_and_oversized_frames(tmp_path):
     tls.make_keys(tmp_path, n)
     spec = [*_spec(n), "--dropout-rate", "0.3"]  # 3 of 20 dropped by the server
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    server = subprocess.Popen(_cli("serve", "--keys", str(tmp_path), "--port", "0",
-                                   "--stage-seconds", "5", "--join-seconds", "6", *spec),
-                              stdout=subprocess.PIPE, text=True, env=env)
+    log = tmp_path / "server.log"
+    server, port = _start_server(["--keys", str(tmp_path), "--port", "0",
+                                  "--stage-seconds", "5", "--join-seconds", "6", *spec],
+                                 log, env)
     client = None
     try:
-        port = json.loads(server.stdout.readline())["port"]
         ctx, _ = tls.client_context(tmp_path)
         for position, payload in ((17, HEADER.pack(0xFFFFFFF0, 1)),
                                   (18, HEADER.pack(64, 1) + os.urandom(64)),
@@ -198,8 +221,7 @@ def test_server_process_survives_garbage_and_oversized_frames(tmp_path):
         client = subprocess.Popen(_cli("client", "--keys", str(tmp_path), "--connect",
                                        f"127.0.0.1:{port}", "--ids", "0:16", "--seed", "6",
                                        *spec), stdout=subprocess.PIPE, text=True, env=env)
-        out, _ = server.communicate(timeout=60)
-        events = [json.loads(line) for line in out.splitlines()]
+        events = _events(server, log)
         report = [e for e in events if e["event"] == "report"][0]
         assert report["status"] == "completed" and report["sets"]["U3"] == list(range(16))
         np.testing.assert_array_equal(np.asarray(report["result"], dtype=np.uint64),

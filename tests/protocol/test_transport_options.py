@@ -43,6 +43,13 @@ def test_secagg_options_reach_the_transport() -> None:
         ("complete", True, 0.2, False, 16)
 
 
+def test_secagg_workers_reach_the_transport() -> None:
+    t = transport_from_args(_args(["--transport", "secagg", "--workers", "2"]))
+    assert (t.workers, t.cluster) == (2, None)
+    t = transport_from_args(_args(["--transport", "threshold", "--cluster", "tcp://h:8786"]))
+    assert (t.workers, t.cluster) == (None, "tcp://h:8786")
+
+
 def test_shuffler_options_reach_the_transport() -> None:
     t = transport_from_args(_args(["--transport", "shuffler", "--min-batch", "50",
                                    "--workers", "2", "--seed", "1", "--blinded-crowds"]))
@@ -52,7 +59,9 @@ def test_shuffler_options_reach_the_transport() -> None:
 @pytest.mark.parametrize("argv, msg", [
     (["--dropout", "0.1"], "--dropout applies to --transport secagg or threshold, not plain"),
     (["--transport", "shuffler", "--secagg-malicious"], "--secagg-malicious applies"),
-    (["--transport", "secagg", "--workers", "2"], "--workers applies to --transport shuffler"),
+    (["--workers", "2"], "--workers applies to --transport shuffler or secagg or threshold"),
+    (["--transport", "shuffler", "--cluster", "tcp://x:1"], "--cluster applies to"),
+    (["--transport", "secagg", "--workers", "0"], "--workers must be >= 1"),
     (["--os-keys"], "--os-keys applies to --transport secagg or shuffler"),
     (["--transport", "secagg", "--dropout", "1.0"], "--dropout must be in"),
     (["--transport", "shuffler", "--min-batch", "0"], "--min-batch must be >= 1"),

@@ -49,6 +49,11 @@ def register(cli) -> None:  # noqa: ANN001
                         "--repeats times; prints medians and their ratios")
     p.add_argument("--repeats", type=int, default=1,
                    help="with --compare-threats: interleaved repetitions (medians)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="run the clients on N Dask worker processes, and the same round "
+                        "on one worker for the speedup (default 1: this process only)")
+    p.add_argument("--cluster", default=None, metavar="ADDRESS",
+                   help="run the clients on the Dask scheduler at ADDRESS")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -85,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
     threat = args.threat or args.malicious or "malicious"
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
+    if args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    if args.compare_threats and (args.workers > 1 or args.cluster):
+        raise UsageError("--compare-threats runs in this process; drop --workers/--cluster")
     if args.compare_threats:
         if args.threat is not None or args.malicious:
             raise UsageError("--compare-threats runs both threat models; drop --threat")
@@ -93,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
 
     out = bench_secagg(args.clients, args.dim, graph=args.graph, dropout=args.dropout,
                        threat=threat, seed=args.seed, modulus=args.modulus,
-                       bare_sample=args.bare_sample, grinding_bits=args.grinding_bits)
+                       bare_sample=args.bare_sample, grinding_bits=args.grinding_bits,
+                       workers=args.workers, cluster=args.cluster)
     if args.json:
         from protocol.cli.output import print_json
 
@@ -154,6 +164,11 @@ def _print_table(out: dict[str, Any]) -> None:
           f"down {out['bytes_down_per_client']:.0f}  (expansion {out['expansion_up']}x)")
     print(f"  round CPU / bare X25519 cost (floor ratio): {out['floor_ratio']}   peak memory "
           f"growth per client: {out['memory_per_client_kb']} KiB")
+    d = out.get("distributed")
+    if d:
+        print(f"  on {d['workers']} {d['engine']} workers: wall {d['seconds']:.3f} s (CPU "
+              f"{d['cpu_seconds']:.3f} s) vs {d['one_worker_seconds']:.3f} s on one: speedup "
+              f"{d['speedup']}x, same release: {d['release_equal']}")
     print(f"  {'primitive':<14}{'calls':>9}{'in round s':>12}{'bare s':>10}{'ratio':>8}")
     for k, v in out["primitives"].items():
         ratio = "-" if v["overhead_ratio"] is None else f"{v['overhead_ratio']:.2f}"

@@ -63,6 +63,11 @@ def _print_human(out: dict[str, Any]) -> None:
     for r in out["rounds"]:
         w(f"  {r['round']:>5}{r['candidates']:>12,}{r['sampled']:>9,}{r['released']:>10,}"
           f"{r['seconds']:>10.2f}\n")
+    d = out.get("distributed")
+    if d:
+        w(f"  on {d['workers']} {d['engine']} workers: {d['seconds']:.2f} s wall vs "
+          f"{d['one_worker_seconds']:.2f} s in one process: speedup {d['speedup']}x, "
+          f"same heavy hitters: {d['same_heavy_hitters']}\n")
     if out["primitives"] is None:
         return
     w(f"  {'primitive':<14}{'calls':>10}{'in run s':>10}{'bare s':>10}{'ratio':>8}\n")

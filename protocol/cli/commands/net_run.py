@@ -16,17 +16,13 @@ import argparse
 def register(cli) -> None:  # noqa: ANN001
     from protocol.cli import count
     from protocol.cli.args import add_quiet_arg
-    from protocol.cli.net_args import add_session_args
+    from protocol.cli.net_args import add_server_args, add_session_args
 
     p = cli.subcommand("net", "run", "secure aggregation over TLS with real processes "
                        "on loopback", run)
     p.add_argument("--processes", type=int, default=4, help="client processes (default 4)")
-    p.add_argument("--sessions", type=int, default=1, help="sessions in a row (default 1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the inputs and the faults")
-    p.add_argument("--stage-seconds", type=float, default=60.0, dest="stage_seconds",
-                   help="the server's per-stage deadline (default 60)")
-    p.add_argument("--join-seconds", type=float, default=60.0, dest="join_seconds",
-                   help="how long a session waits for its clients (default 60)")
+    add_server_args(p)
     p.add_argument("--kill", type=int, default=0,
                    help="client processes killed (SIGKILL) per session")
     p.add_argument("--kill-at", choices=("0", "1", "2", "3", "4", "random"), default="2",

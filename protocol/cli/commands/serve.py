@@ -11,7 +11,7 @@ import argparse
 
 
 def register(cli) -> None:  # noqa: ANN001
-    from protocol.cli.net_args import add_session_args
+    from protocol.cli.net_args import add_server_args, add_session_args
 
     p = cli.command("serve", "run a secure-aggregation server process", run)
     p.add_argument("--transport", choices=("secagg",), default="secagg",
@@ -19,11 +19,7 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--keys", required=True, help="directory made by 'fedhh keys'")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8443, help="port (0: any free one)")
-    p.add_argument("--sessions", type=int, default=1, help="sessions to run (default 1)")
-    p.add_argument("--stage-seconds", type=float, default=60.0, dest="stage_seconds",
-                   help="per-stage deadline (default 60)")
-    p.add_argument("--join-seconds", type=float, default=60.0, dest="join_seconds",
-                   help="how long a session waits for all clients (default 60)")
+    add_server_args(p)
     add_session_args(p)
 
 

@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from typing import Any, Sequence, TextIO
 
+from protocol.core.memory import peak_rss_mb
 from protocol.core.net import tls
 from protocol.core.net.client import run_clients
 from protocol.core.net.server import NetSecAggServer
@@ -82,7 +83,7 @@ def serve_process(spec: NetSessionSpec, keys: str, *, host: str = "127.0.0.1", p
         try:
             for _ in range(sessions):
                 report = (await server.run_session()).to_json()
-                report["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                report["peak_rss_mb"] = peak_rss_mb()
                 _emit(out, {"event": "report", **report})
                 reports.append(report)
         finally:

@@ -63,7 +63,8 @@ from secagg.params import (
 )
 from secagg.state import SessionConfig
 
-__all__ = ["SecAggTransport", "SecAggSessionOptions", "spec_context", "vote_modulus"]
+__all__ = ["SecAggTransport", "SecAggSessionOptions", "spec_context", "vote_modulus",
+           "VoteRows", "MatrixRows"]
 
 
 def spec_context(spec: RoundSpec) -> bytes:
@@ -91,6 +92,38 @@ def vote_modulus(contributions: int) -> int:
     return max(1 << 8, 1 << int(contributions).bit_length())
 
 
+class VoteRows:
+    """Client ``i``'s input in a vote round: the one-hot vector of its choice (zero for
+    an abstention). Picklable, and :meth:`shard` keeps only a range of clients, so a
+    shard on another process receives the choices of its own clients only."""
+
+    def __init__(self, choice: np.ndarray, dim: int, offset: int = 0) -> None:
+        self.choice, self.dim, self.offset = choice, int(dim), int(offset)
+
+    def __call__(self, i: int) -> np.ndarray:
+        v = np.zeros(self.dim, dtype=np.uint64)
+        c = self.choice[i - self.offset]
+        if c >= 0:
+            v[c] = 1
+        return v
+
+    def shard(self, lo: int, hi: int) -> "VoteRows":
+        return VoteRows(self.choice[lo - self.offset:hi - self.offset], self.dim, lo)
+
+
+class MatrixRows:
+    """Client ``i``'s input in a vector round: row ``i`` (see :class:`VoteRows`)."""
+
+    def __init__(self, values: np.ndarray, offset: int = 0) -> None:
+        self.values, self.offset = values, int(offset)
+
+    def __call__(self, i: int) -> np.ndarray:
+        return self.values[i - self.offset]
+
+    def shard(self, lo: int, hi: int) -> "MatrixRows":
+        return MatrixRows(self.values[lo - self.offset:hi - self.offset], lo)
+
+
 class SecAggSessionOptions:
     """The secure-aggregation session options every transport built on
     :func:`protocol.core.secagg_engine.run_secagg` takes (secagg and threshold), and
@@ -112,6 +145,7 @@ class SecAggSessionOptions:
             malicious server). ``gamma`` defaults to
             :data:`secagg.params.DEFAULT_CORRUPT_FRACTION`; ``delta`` is
             ``max(DEFAULT_DROPOUT_RATE, dropout)``.
+        workers, cluster: where each session's clients run (:meth:`engine_for`).
 
     Raises:
         ValueError: bad option values.
@@ -121,7 +155,8 @@ class SecAggSessionOptions:
                  dropout: float = 0.0, simulate: bool = False,
                  corrupt_fraction: float = DEFAULT_CORRUPT_FRACTION, sigma: int = 40,
                  eta: int = 20, grinding_bits: int | None = None,
-                 threat: str | None = None) -> None:
+                 threat: str | None = None, workers: int | None = None,
+                 cluster: str | None = None) -> None:
         if graph not in ("harary", "complete"):
             raise ValueError("graph must be 'harary' or 'complete'")
         if not 0.0 <= dropout < 1.0:
@@ -139,6 +174,17 @@ class SecAggSessionOptions:
         self.sigma = sigma
         self.eta = eta
         self.grinding_bits = grinding_bits
+        if workers is not None and (not isinstance(workers, int) or workers < 1):
+            raise ValueError("workers must be an int >= 1")
+        self.workers = workers
+        self.cluster = cluster
+        if (cluster is not None or (workers or 1) > 1):
+            from protocol.core.cluster import dask_available
+
+            if not dask_available():
+                raise ValueError("running clients on several workers needs Dask "
+                                 "distributed: pip install 'fedhh[cluster]'")
+        self._engine: Any = None
         #: ``progress(step, done, total)`` inside each session (see ``run_secagg``)
         self.client_progress: Callable[[int, int, int], None] | None = None
         #: ``say(line)``: one line before a session predicted (by
@@ -221,6 +267,55 @@ class SecAggSessionOptions:
         except ParameterError as exc:
             raise AggregationAborted("no_secagg_parameters", str(exc)) from None
 
+    #: with ``workers=None`` (auto), sessions of at least this many clients go to a
+    #: local Dask cluster of all cores when the ``cluster`` extra is installed
+    AUTO_SHARD_CLIENTS = 5000
+
+    def engine_for(self, n: int) -> Any:
+        """Where the clients of an ``n``-client session run: ``None`` (this process,
+        :func:`~protocol.core.secagg_engine.run_secagg`) or a
+        :class:`protocol.core.cluster.Engine`, made once and kept for later sessions.
+
+        ``workers=1`` without ``cluster``: this process. ``workers=N`` or ``cluster``:
+        Dask (:class:`~protocol.core.cluster.ClusterUnavailable` if it is not
+        installed). ``workers=None``: a local cluster of all cores for sessions of at
+        least :attr:`AUTO_SHARD_CLIENTS` clients when Dask is installed and there is
+        more than one core, else this process.
+        """
+        from protocol.core import cluster
+
+        if self._engine is not None:
+            return self._engine
+        workers = self.workers
+        if self.cluster is None:
+            if workers == 1:
+                return None
+            if workers is None:
+                cores = cluster.default_workers()
+                if (n < self.AUTO_SHARD_CLIENTS or cores < 2
+                        or not cluster.dask_available()):
+                    return None
+                workers = cores
+        self._engine = cluster.make_engine(workers, self.cluster)
+        return self._engine
+
+    def close(self) -> None:
+        """Stop a cluster this transport started (also done at interpreter exit)."""
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+
+    def run_session(self, config: SessionConfig, input_of: Callable[[int], np.ndarray],
+                    **kwargs: Any) -> SecAggRun:
+        """One session, in this process or on the engine (:meth:`engine_for`); the
+        release is the same either way."""
+        engine = self.engine_for(config.n)
+        if engine is None:
+            return run_secagg(config, input_of, **kwargs)
+        from protocol.core.secagg_shards import run_secagg_sharded
+
+        return run_secagg_sharded(config, input_of, engine=engine, **kwargs)
+
     def dropout_schedule(self, n: int, rng: np.random.Generator) -> Dropout | None:
         """Simulated dropouts of the ``n`` clients (none when ``dropout`` is 0)."""
         if self.dropout <= 0:
@@ -248,11 +343,7 @@ class SecAggSessionOptions:
             n, dim = int(choice.size), spec.domain_size
             modulus = vote_modulus_of(n)
 
-            def input_of(i: int) -> np.ndarray:
-                v = np.zeros(dim, dtype=np.uint64)
-                if choice[i] >= 0:
-                    v[choice[i]] = 1
-                return v
+            input_of: Callable[[int], np.ndarray] = VoteRows(choice, dim)
         elif spec.kind is Kind.VECTOR:
             if not isinstance(contributions, Vectors):
                 raise ContractError(
@@ -260,8 +351,7 @@ class SecAggSessionOptions:
             values = contributions.validate(spec)
             n, dim, modulus = int(values.shape[0]), spec.dim, spec.modulus
 
-            def input_of(i: int) -> np.ndarray:
-                return values[i]
+            input_of = MatrixRows(values)
         else:
             raise ContractError("secure aggregation sums vectors; it cannot carry "
                                 "opaque reports (use the shuffler transport)")
@@ -295,8 +385,9 @@ class SecAggTransport(SecAggSessionOptions, Transport):
         config = SessionConfig(params, tuple(range(n)), spec_context(spec), dim, modulus,
                                malicious=self.malicious,
                                server_nonce=rand.token_bytes(FRESH_NONCE_BYTES))
-        run = run_secagg(config, input_of, rand=rand, dropout=self.dropout_schedule(n, rng),
-                         progress=self.client_progress)
+        run = self.run_session(config, input_of, rand=rand,
+                               dropout=self.dropout_schedule(n, rng),
+                               progress=self.client_progress)
         if not run.completed or run.result is None:
             reason = run.server_abort_reason.value if run.server_abort_reason else "aborted"
             raise AggregationAborted(f"secagg_{reason}",

@@ -54,7 +54,7 @@ from protocol.core.contract import (
     Transport,
 )
 from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
-from protocol.core.secagg_engine import SecAggRun, run_secagg
+from protocol.core.secagg_engine import SecAggRun
 from protocol.core.transports.secagg_transport import SecAggSessionOptions, spec_context
 from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.state import AbortReason, SessionConfig
@@ -129,11 +129,8 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
                                malicious=self.malicious, required=frozenset(helper_pos),
                                server_nonce=secagg_rand.token_bytes(FRESH_NONCE_BYTES))
 
-        def input_of(i: int) -> np.ndarray:
-            return blinds[i - n] if i >= n else client_input(i)
-
-        run = run_secagg(config, input_of, rand=secagg_rand,
-                         dropout=self.dropout_schedule(n, rng))
+        run = self.run_session(config, _WithHelpers(client_input, blinds, n),
+                               rand=secagg_rand, dropout=self.dropout_schedule(n, rng))
         if any(r is AbortReason.REQUIRED_PARTICIPANT_MISSING
                for r in run.client_abort_reasons.values()):
             raise AggregationAborted("threshold_helper_missing",
@@ -231,3 +228,20 @@ def _cost(run: SecAggRun, out: Any) -> Cost:
             cpu[name] += out.seconds[h + 1]
         up += int(sum(out.bytes_sent))
     return Cost(cpu, bytes_up=up, bytes_down=down)
+
+
+class _WithHelpers:
+    """Inputs of a committee session: the clients' rows, then the helpers' blinding
+    vectors at positions ``n, n + 1``. Picklable and shardable (see
+    :class:`protocol.core.transports.secagg_transport.VoteRows`)."""
+
+    def __init__(self, clients: Any, blinds: list[np.ndarray], n: int) -> None:
+        self.clients, self.blinds, self.n = clients, blinds, n
+
+    def __call__(self, i: int) -> np.ndarray:
+        return self.blinds[i - self.n] if i >= self.n else self.clients(i)
+
+    def shard(self, lo: int, hi: int) -> "_WithHelpers":
+        part = self.clients.shard(min(lo, self.n), min(hi, self.n)) \
+            if hasattr(self.clients, "shard") else self.clients
+        return _WithHelpers(part, self.blinds, self.n)

@@ -35,8 +35,17 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
                  threat: str = "malicious", seed: int | None = None, modulus: int = 1 << 32,
                  bare_sample: int = 2000, grinding_bits: int | None = None,
                  malicious: bool | None = None, degree: int | None = None,
-                 threshold: int | None = None) -> dict[str, Any]:
+                 threshold: int | None = None, workers: int = 1,
+                 cluster: str | None = None) -> dict[str, Any]:
     """Run one round and return the figures (see the module docstring).
+
+    ``workers > 1`` or ``cluster``: the clients run in shards on Dask workers
+    (:mod:`protocol.core.secagg_shards`); the same round (same seed, or the same drawn
+    data seed) then also runs with one worker, in this process, and the result adds
+    ``distributed``: wall and CPU of both, the speedup, and whether the releases are
+    equal. CPU of a distributed round is this process's plus the clients' CPU measured
+    on the workers; the primitive table is the one-worker run's (the profile sees only
+    this process).
 
     ``degree`` and ``threshold`` (both or neither) replace the parameters
     :func:`secagg.params.find_params` would choose: the session then runs with that
@@ -107,12 +116,47 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     rounds = (0, 1, 2, 3, 4) if malicious else (0, 1, 2, 4)
     drop = Dropout.random(clients, dropout, np.random.default_rng([data_seed, 1 << 40]),
                           rounds=rounds)
+    distributed: dict[str, Any] | None = None
+    if workers > 1 or cluster is not None:
+        from protocol.core.cluster import ClusterUnavailable, make_engine
+        from protocol.core.secagg_shards import SeededRows, run_secagg_sharded
+
+        try:
+            engine = make_engine(workers, cluster)
+        except (ClusterUnavailable, ValueError) as exc:
+            raise StudyError(str(exc)) from None
+        try:
+            rows = SeededRows(data_seed, dim, modulus)
+            drand = insecure_deterministic_randomness(seed) if seed is not None else OsRandom()
+            dconfig = SessionConfig(params, tuple(range(clients)), b"fedhh bench secagg", dim,
+                                    modulus, malicious=malicious,
+                                    server_nonce=drand.token_bytes(FRESH_NONCE_BYTES))
+            w0, c0 = time.perf_counter(), time.process_time()
+            dres = run_secagg_sharded(dconfig, rows, rand=drand, dropout=drop, engine=engine)
+            distributed = {
+                "engine": engine.name, "workers": engine.workers, "cluster": cluster,
+                "seconds": round(time.perf_counter() - w0, 3),
+                "cpu_seconds": round(time.process_time() - c0
+                                     + float(dres.client_seconds.sum()), 3),
+                "driver_cpu_seconds": round(time.process_time() - c0, 3),
+                "completed": dres.completed,
+                "result": dres.result,
+            }
+        finally:
+            engine.close()
     rss0 = _peak_rss_bytes()
     cpu0 = time.process_time()
     with profile_primitives() as prof:
         res = run_secagg(config, input_of, rand=rand, dropout=drop)
     cpu_round = time.process_time() - cpu0
     rss_growth = max(0, _peak_rss_bytes() - rss0)
+    if distributed is not None:
+        dist_result = distributed.pop("result")
+        distributed["release_equal"] = bool(
+            dist_result is not None and res.result is not None
+            and np.array_equal(dist_result, res.result))
+        distributed["one_worker_seconds"] = round(res.wall_seconds, 3)
+        distributed["speedup"] = round(res.wall_seconds / max(distributed["seconds"], 1e-9), 3)
     correct = False
     if res.completed and res.result is not None:
         acc = ModAccumulator(dim, modulus)
@@ -156,16 +200,15 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         # growth of the process's peak resident memory during the round, per client
         # (0 when the round fits in memory the process had already touched)
         "memory_per_client_kb": round(rss_growth / clients / 1024, 2),
+        "distributed": distributed,
     }
 
 
 def _peak_rss_bytes() -> int:
-    """The process's peak resident set size so far (``getrusage``; Linux reports KiB)."""
-    import resource
-    import sys
+    """The process's peak resident set size so far (:mod:`protocol.core.memory`)."""
+    from protocol.core.memory import peak_rss_bytes
 
-    peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-    return peak if sys.platform == "darwin" else peak * 1024
+    return peak_rss_bytes()
 
 
 def bench_threat_price(clients: int, dim: int, *, graph: str = "harary",

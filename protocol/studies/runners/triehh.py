@@ -276,6 +276,13 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def _canonical(items: list[Any]) -> list[str]:
+    """A sortable form of a list of heavy hitters (dicts or strings)."""
+    import json
+
+    return sorted(json.dumps(i, sort_keys=True, default=str) for i in items)
+
+
 def benchmark(opts: TrieHHOptions, transport: Transport, bare_sample: int = 2000,
               progress: Progress | None = None) -> dict[str, Any]:
     """Run TrieHH once as :func:`run` does and return wall and CPU time of loading and
@@ -283,12 +290,34 @@ def benchmark(opts: TrieHHOptions, transport: Transport, bare_sample: int = 2000
     aggregation -- the time inside each primitive family next to its bare cost
     (:mod:`protocol.core.secagg_profile`), with X25519 singled out.
 
+    A transport whose clients run on workers (``workers > 1`` or ``cluster``) runs the
+    same TrieHH twice, with the same seed: on the workers, then in this process
+    (profiled; the main figures are this run's); ``distributed`` reports both wall
+    times, the speedup and whether the heavy hitters are the same.
+
     Raises:
         StudyError: as :func:`prepare` and :func:`run_once`.
     """
     wall0, cpu0 = time.perf_counter(), time.process_time()
     prep, rng = prepare(opts)
     wall1, cpu1 = time.perf_counter(), time.process_time()
+    distributed = None
+    if getattr(transport, "workers", None) not in (None, 1) or getattr(transport, "cluster", None):
+        # the same run with the clients on the workers, then (profiled) in this process
+        import copy
+
+        dw, dc = time.perf_counter(), time.process_time()
+        dres = run_once(prep, transport, copy.deepcopy(rng), progress)
+        engine = transport._engine  # type: ignore[attr-defined]
+        distributed = {"engine": getattr(engine, "name", None),
+                       "workers": getattr(engine, "workers", None),
+                       "seconds": round(time.perf_counter() - dw, 3),
+                       "driver_cpu_seconds": round(time.process_time() - dc, 3),
+                       "heavy_hitters": _canonical(summarize(prep, dres)["heavy_hitters"])}
+        transport.close()  # type: ignore[attr-defined]
+        transport = copy.copy(transport)
+        transport.workers, transport.cluster = 1, None  # type: ignore[attr-defined]
+        wall1, cpu1 = time.perf_counter(), time.process_time()
     profiling = opts.transport == "secagg"
     if profiling:
         from protocol.core.secagg_engine import profile_primitives
@@ -315,7 +344,14 @@ def benchmark(opts: TrieHHOptions, transport: Transport, bare_sample: int = 2000
         "load_seconds": round(wall1 - wall0, 3),
         "load_cpu_seconds": round(cpu1 - cpu0, 3),
         "primitives": None, "x25519": None,
+        "distributed": None,
     }
+    if distributed is not None:
+        same = distributed.pop("heavy_hitters") == _canonical(summary["heavy_hitters"])
+        distributed.update(one_worker_seconds=round(run_wall, 3),
+                           speedup=round(run_wall / max(distributed["seconds"], 1e-9), 3),
+                           same_heavy_hitters=same)
+        out["distributed"] = distributed
     if prof is not None:
         from protocol.core.secagg_profile import primitive_table
 

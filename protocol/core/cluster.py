@@ -1,0 +1,204 @@
+"""Where the client side of a simulated round runs: in this process, or on a cluster.
+
+An :class:`Engine` holds one stateful *shard* object per batch of clients (an actor that
+lives on one worker for the whole session) and calls a method on every shard at once:
+:meth:`Engine.start_shards` creates them, :meth:`Engine.map` calls one method on each
+(in parallel on a cluster) and returns, per shard, its result or :class:`ShardLost` when
+the worker holding it died. Arguments and results are bytes and small arrays, never
+per-client Python objects (see :mod:`protocol.core.secagg_shards`).
+
+* :class:`LocalEngine`: the shards are objects in this process, called one after the
+  other (``--workers 1``, and the reference the others are tested against);
+* :class:`DaskEngine`: Dask distributed actors (``pip install 'fedhh[cluster]'``): a
+  ``LocalCluster`` of ``workers`` single-threaded worker processes started here, or an
+  existing scheduler at ``address`` (``--cluster tcp://host:8786``), through the same
+  code path.
+
+:func:`make_engine` picks one from ``workers`` and ``address``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+__all__ = ["Engine", "LocalEngine", "DaskEngine", "ShardLost", "make_engine",
+           "ClusterUnavailable", "default_workers", "dask_available"]
+
+
+class ClusterUnavailable(RuntimeError):
+    """The distributed engine is not installed or cannot be reached."""
+
+
+@dataclass(frozen=True)
+class ShardLost:
+    """A shard whose worker died (or could not be reached) during a call."""
+
+    shard: int
+    detail: str
+
+
+def dask_available() -> bool:
+    """Is Dask distributed installed (the ``cluster`` extra)?"""
+    import importlib.util
+
+    return importlib.util.find_spec("distributed") is not None
+
+
+def default_workers() -> int:
+    """The cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class Engine:
+    """Interface (see the module docstring)."""
+
+    name = "engine"
+    workers = 1
+
+    def start_shards(self, cls: type, args: Sequence[tuple]) -> list[Any]:
+        raise NotImplementedError
+
+    def map(self, handles: Sequence[Any], method: str, args: Sequence[tuple]
+            ) -> list[Any]:
+        raise NotImplementedError
+
+    def drop(self, handles: Sequence[Any]) -> None:
+        """Release shards that are no longer needed."""
+
+    def close(self) -> None:
+        """Stop what this engine started."""
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalEngine(Engine):
+    """Shards as objects in this process, called in turn."""
+
+    name = "local"
+    workers = 1
+
+    def start_shards(self, cls: type, args: Sequence[tuple]) -> list[Any]:
+        return [cls(*a) for a in args]
+
+    def map(self, handles: Sequence[Any], method: str, args: Sequence[tuple]) -> list[Any]:
+        return [getattr(h, method)(*a) for h, a in zip(handles, args)]
+
+
+class DaskEngine(Engine):
+    """Shards as Dask distributed actors.
+
+    Args:
+        workers: worker processes of the local cluster (ignored with ``address``).
+        address: an existing scheduler (``tcp://host:port``); ``None`` starts a
+            ``LocalCluster`` of ``workers`` single-threaded processes here.
+
+    Raises:
+        ClusterUnavailable: Dask distributed is not installed, or the scheduler cannot
+            be reached.
+    """
+
+    name = "dask"
+
+    def __init__(self, workers: int | None = None, address: str | None = None) -> None:
+        try:
+            import logging
+
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise ClusterUnavailable("the distributed engine needs Dask distributed: "
+                                     "pip install 'fedhh[cluster]'") from None
+        logging.getLogger("distributed").setLevel(logging.ERROR)
+        self._cluster = None
+        self._futures: dict[int, Any] = {}
+        try:
+            if address is None:
+                n = workers or default_workers()
+                self._cluster = LocalCluster(n_workers=n, threads_per_worker=1,
+                                             processes=True, dashboard_address=":0",
+                                             silence_logs=logging.ERROR)
+                self.client = Client(self._cluster)
+            else:
+                self.client = Client(address, timeout=30)
+        except (OSError, TimeoutError) as exc:
+            self.close()
+            raise ClusterUnavailable(f"cannot reach the Dask scheduler at {address}: {exc}"
+                                     ) from None
+        self.workers = max(1, len(self.client.scheduler_info().get("workers", {})))
+
+    def worker_addresses(self) -> list[str]:
+        return sorted(self.client.scheduler_info()["workers"])
+
+    def start_shards(self, cls: type, args: Sequence[tuple]) -> list[Any]:
+        addresses = self.worker_addresses()
+        futures = [self.client.submit(cls, *a, actor=True, pure=False,
+                                      workers=[addresses[i % len(addresses)]])
+                   for i, a in enumerate(args)]
+        actors = [f.result() for f in futures]
+        # the futures keep the actors alive on their workers until drop()
+        self._futures.update({id(a): f for a, f in zip(actors, futures)})
+        return actors
+
+    def drop(self, handles: Sequence[Any]) -> None:
+        """Release the actors (their clients' state leaves the workers' memory)."""
+        for h in handles:
+            f = self._futures.pop(id(h), None)
+            if f is not None:
+                try:
+                    f.release()
+                except Exception:  # noqa: BLE001 - a dead worker's actor is gone anyway
+                    pass
+
+    def map(self, handles: Sequence[Any], method: str, args: Sequence[tuple]) -> list[Any]:
+        pending = []
+        for i, (h, a) in enumerate(zip(handles, args)):
+            try:
+                pending.append(getattr(h, method)(*a))
+            except Exception as exc:  # noqa: BLE001 - a dead actor: the shard is lost
+                pending.append(ShardLost(i, f"{type(exc).__name__}: {exc}"))
+        out: list[Any] = []
+        for i, p in enumerate(pending):
+            if isinstance(p, ShardLost):
+                out.append(p)
+                continue
+            try:
+                out.append(p.result())
+            except Exception as exc:  # noqa: BLE001 - worker died mid-call
+                out.append(ShardLost(i, f"{type(exc).__name__}: {exc}"[:300]))
+        return out
+
+    def close(self) -> None:
+        client = getattr(self, "client", None)
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - closing never fails a run
+                pass
+            self.client = None
+        if self._cluster is not None:
+            try:
+                self._cluster.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._cluster = None
+
+
+def make_engine(workers: int | None = 1, address: str | None = None) -> Engine:
+    """``LocalEngine`` for one worker and no address; else :class:`DaskEngine`.
+
+    Raises:
+        ClusterUnavailable: see :class:`DaskEngine`.
+        ValueError: ``workers < 1``.
+    """
+    if workers is not None and workers < 1:
+        raise ValueError("workers must be >= 1")
+    if address is None and (workers or 1) == 1:
+        return LocalEngine()
+    return DaskEngine(workers, address)

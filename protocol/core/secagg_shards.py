@@ -1,0 +1,368 @@
+"""The client side of a simulated secure-aggregation session, in shards on an engine.
+
+Theory of operation
+-------------------
+:class:`ShardedSecAggSimulation` is :class:`protocol.core.secagg_engine.SecAggSimulation`
+with the clients moved out: the server, the dropout schedule, the adversary hook, the
+transcript and every decode of a client message stay in the driver; the clients live in
+:class:`ClientShard` objects, one per contiguous batch of roster positions, held by an
+:class:`~protocol.core.cluster.Engine` (this process, or actors on Dask workers). Per
+protocol step the driver encodes the server's messages, packs those for each shard into
+one msgpack blob (positions and encoded frames), calls every shard at once, and unpacks
+their replies the same way: encoded messages cross process boundaries, never per-client
+Python objects.
+
+The run is the same as the in-process simulation's: each client gets the same input
+and, with a deterministic source, the same randomness (the driver derives the
+per-client child seeds in the order :class:`SecAggSimulation` does and ships them), so a
+seeded sharded run gives the same transcript and release as a seeded local one (tested).
+
+A shard whose worker dies (:class:`~protocol.core.cluster.ShardLost`) turns its clients
+into dropouts from that step on: the server closes its rounds without them, as it would
+for clients that went offline, and the session completes exactly over the survivors or
+aborts with the state machine's reason.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+import msgpack
+import numpy as np
+
+from protocol.core import codec, wire_secagg
+from protocol.core.cluster import Engine, LocalEngine, ShardLost
+from protocol.core.randomness import OsRandom
+from protocol.core.secagg_engine import SERVER, Dropout, Envelope, Hook, SecAggRun, SecAggSimulation
+from secagg import crypto
+from secagg.client import SecAggClient
+from secagg.errors import ParameterError, SecAggError
+from secagg.messages import UnmaskShares
+from secagg.server import SecAggServer
+from secagg.state import AbortReason, ClientState, SessionConfig
+
+__all__ = ["ClientShard", "ShardedSecAggSimulation", "SeededRows", "shard_bounds",
+           "run_secagg_sharded"]
+
+
+class SeededRows:
+    """Inputs drawn per client from ``default_rng([seed, i])`` (benchmarks): picklable,
+    so a shard computes its own clients' rows instead of receiving them."""
+
+    def __init__(self, seed: int, dim: int, modulus: int) -> None:
+        self.seed, self.dim, self.modulus = int(seed), int(dim), int(modulus)
+
+    def __call__(self, i: int) -> np.ndarray:
+        rng = np.random.default_rng([self.seed, i])
+        if self.modulus == 1 << 64:
+            return rng.integers(0, 1 << 64, self.dim, dtype=np.uint64, endpoint=False)
+        return rng.integers(0, self.modulus, self.dim, dtype=np.uint64)
+
+
+def shard_bounds(n: int, shards: int) -> list[tuple[int, int]]:
+    """``shards`` contiguous ranges covering ``0..n-1`` (sizes differ by at most 1)."""
+    edges = np.linspace(0, n, shards + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def _pack(pairs: Sequence[tuple[int, bytes]]) -> bytes:
+    return msgpack.packb([[p for p, _ in pairs], [d for _, d in pairs]], use_bin_type=True)
+
+
+def _unpack(blob: bytes, max_items: int) -> list[tuple[int, bytes]]:
+    positions, frames = msgpack.unpackb(blob, raw=False, max_array_len=max_items,
+                                        max_bin_len=1 << 31)
+    return list(zip(positions, frames))
+
+
+class ClientShard:
+    """Clients ``lo..hi-1`` of one session, as one stateful object (an actor).
+
+    Args:
+        config: the session.
+        lo, hi: the roster positions held.
+        inputs: ``(hi - lo, dim)`` rows, or a picklable ``i -> row`` for global ``i``.
+        seeds: per-client 32-byte child seeds (deterministic runs) or ``None`` (each
+            client draws from the operating system).
+        signing_keys: the held clients' Ed25519 seeds (malicious variant) or ``None``.
+        verify_keys: all ``n`` verification keys (malicious variant) or ``None``.
+    """
+
+    def __init__(self, config: SessionConfig, lo: int, hi: int, inputs: Any,
+                 seeds: Sequence[bytes] | None, signing_keys: Sequence[bytes] | None,
+                 verify_keys: Sequence[bytes] | None) -> None:
+        from protocol.core.randomness import _DeterministicRandom
+
+        self.lo, self.hi, self.config = lo, hi, config
+        self.limits = wire_secagg.client_limits(config)
+        self.cpu = np.zeros(hi - lo)
+        self.rejected: list[tuple[int, int, str]] = []
+        clients = []
+        for j, i in enumerate(range(lo, hi)):
+            if isinstance(inputs, np.ndarray):
+                value: Any = inputs[j]
+            else:
+                value = (lambda i=i: inputs(i))
+            rand = (_DeterministicRandom(seeds[j], f"client-{i}") if seeds is not None
+                    else OsRandom())
+            clients.append(SecAggClient(
+                config, i, value, rand,
+                signing_key=signing_keys[j] if signing_keys is not None else None,
+                verify_keys=verify_keys))
+        self.clients = clients
+
+    def _call(self, i: int, fn: Callable[[], list[Any]]) -> list[Any]:
+        t0 = time.process_time()
+        try:
+            return fn()
+        except SecAggError as exc:
+            self.rejected.append((i, -1, f"{type(exc).__name__}: {exc}"))
+            return []
+        finally:
+            self.cpu[i - self.lo] += time.process_time() - t0
+
+    def start(self, positions: Sequence[int]) -> bytes:
+        """Round 0 for the given (live) positions: their encoded messages, packed."""
+        out = []
+        for i in positions:
+            for m in self._call(i, self.clients[i - self.lo].start):
+                out.append((i, codec.encode(m)))
+        return _pack(out)
+
+    def deliver(self, blob: bytes) -> bytes:
+        """Decode each packed server message for its recipient, run the client, and
+        return the replies packed the same way."""
+        out = []
+        lo, hi, clients, limits = self.lo, self.hi, self.clients, self.limits
+        for i, data in _unpack(blob, 2 * (hi - lo) + 2):
+            if not lo <= i < hi:
+                continue
+            try:
+                msg = codec.decode(data, limits=limits)
+            except codec.CodecError as exc:
+                self.rejected.append((i, -2, f"CodecError: {exc}"))
+                continue
+            client = clients[i - lo]
+            for m in self._call(i, lambda: client.receive(msg)):
+                out.append((i, codec.encode(m)))
+        return _pack(out)
+
+    def finish(self, _unused: Any = None) -> dict[str, Any]:
+        """Every held client's end state and abort reason, their CPU time, and the
+        server messages this shard refused."""
+        return {
+            "states": [c.state.value for c in self.clients],
+            "reasons": {c.index: c.abort_reason.value for c in self.clients
+                        if c.abort_reason is not None},
+            "cpu": self.cpu, "rejected": self.rejected,
+        }
+
+
+class ShardedSecAggSimulation(SecAggSimulation):
+    """:class:`SecAggSimulation` with the clients in shards on an engine.
+
+    Args:
+        config, inputs, rand, dropout, adversary, signing_keys, verify_keys, server,
+            progress: as for :class:`SecAggSimulation`; ``inputs`` is an ``(n, dim)``
+            array (each shard receives its rows), a picklable ``i -> row`` with a
+            ``shard(lo, hi)`` method that keeps only those rows
+            (:class:`~protocol.core.transports.secagg_transport.VoteRows`), or any
+            picklable ``i -> row`` (:class:`SeededRows`; shipped whole to every shard).
+        engine: where the shards live (default: this process).
+        shards: how many (default: ``4 x engine.workers``, at most ``n``).
+    """
+
+    def __init__(self, config: SessionConfig, inputs: np.ndarray | Callable[[int], np.ndarray],
+                 *, engine: Engine | None = None, shards: int | None = None,
+                 rand: Any = None, dropout: Dropout | None = None,
+                 adversary: Hook | None = None, signing_keys: Sequence[bytes] | None = None,
+                 verify_keys: Sequence[bytes] | None = None,
+                 server: SecAggServer | None = None,
+                 progress: Callable[[int, int, int], None] | None = None) -> None:
+        self.wall0 = time.perf_counter()
+        self.progress = progress
+        n = config.n
+        rand = rand if rand is not None else OsRandom()
+        self.config = config
+        self.dropout = dropout or Dropout.none()
+        self.adversary = adversary
+        if not callable(inputs):
+            inputs = np.asarray(inputs)
+            if inputs.shape != (n, config.dim):
+                raise ParameterError(f"inputs must have shape ({n}, {config.dim})")
+        # the same order of draws as SecAggSimulation: keys first, then one child per client
+        if config.malicious and (signing_keys is None or verify_keys is None):
+            pairs = [crypto.ed25519_keypair(rand) for _ in range(n)]
+            signing_keys = [sk for sk, _ in pairs]
+            verify_keys = [pk for _, pk in pairs]
+        seeds = ([rand.token_bytes(32) for _ in range(n)]
+                 if getattr(rand, "child", None) is not None else None)
+        self.engine = engine or LocalEngine()
+        count = shards or 4 * self.engine.workers
+        self.bounds = shard_bounds(n, max(1, min(n, count)))
+
+        def rows(lo: int, hi: int) -> Any:
+            if isinstance(inputs, np.ndarray):
+                return inputs[lo:hi]
+            return inputs.shard(lo, hi) if hasattr(inputs, "shard") else inputs
+
+        args = [(config, lo, hi, rows(lo, hi),
+                 seeds[lo:hi] if seeds is not None else None,
+                 list(signing_keys[lo:hi]) if signing_keys is not None else None,
+                 list(verify_keys) if verify_keys is not None else None)
+                for lo, hi in self.bounds]
+        self.handles: list[Any] = self.engine.start_shards(ClientShard, args)
+        self.lost: dict[int, str] = {}
+        self.clients: list[SecAggClient] = []
+        self._driver_state(config, server, verify_keys)
+        self._shard_of = np.repeat(np.arange(len(self.bounds)),
+                                   [hi - lo for lo, hi in self.bounds])
+
+    # -- the shards -------------------------------------------------------------------
+    def _lose(self, shard: int, detail: str) -> None:
+        """A shard's worker died: its clients are dropouts from now on."""
+        if shard in self.lost:
+            return
+        self.lost[shard] = detail
+        lo, hi = self.bounds[shard]
+        self.alive[lo:hi] = False
+        self.transcript.rejected.append((SERVER, -1, f"shard {shard} lost: {detail}"[:300]))
+
+    def _replies(self, results: list[Any], live: list[int]) -> list[Envelope]:
+        """Unpack the shards' replies into upward envelopes (sizes and reveals noted)."""
+        envs = []
+        for s, res in zip(live, results):
+            if isinstance(res, ShardLost):
+                self._lose(s, res.detail)
+                continue
+            lo, hi = self.bounds[s]
+            for i, data in _unpack(res, 2 * (hi - lo) + 2):
+                if not lo <= i < hi or not self.alive[i]:
+                    continue
+                tag = data[2] if len(data) > 2 else -1  # [VERSION, tag, ...] fixarray
+                cls = codec.registered().get(tag)
+                env = Envelope(i, SERVER, getattr(cls, "ROUND", -1) or 0, data)
+                self.up[i] += len(data)
+                self.transcript.record(env, cls.__name__ if cls else "?")
+                envs.append(env)
+        return envs
+
+    def _call_shards(self, method: str, per_shard: dict[int, Any]) -> tuple[list[Any], list[int]]:
+        live = [s for s in sorted(per_shard) if s not in self.lost]
+        if not live:
+            return [], []
+        results = self.engine.map([self.handles[s] for s in live], method,
+                                  [(per_shard[s],) for s in live])
+        return results, live
+
+    def note_up(self, env: Envelope, msg: Any) -> None:
+        """Note round-4 reveals (the base class notes them when its local clients
+        encode them; here the clients are elsewhere, so the driver reads them)."""
+        if isinstance(msg, UnmaskShares):
+            b, s = self.transcript.reveals.setdefault(env.sender, (set(), set()))
+            b.update(msg.b_owners)
+            s.update(msg.s_owners)
+
+    def _deliver_down(self, envs: list[Envelope]) -> list[Envelope]:
+        per_shard: dict[int, list[tuple[int, bytes]]] = {}
+        for env in envs:
+            c = env.recipient
+            if not 0 <= c < self.config.n or not self.alive[c]:
+                continue
+            self.down[c] += len(env.data)
+            per_shard.setdefault(int(self._shard_of[c]), []).append((c, env.data))
+        results, live = self._call_shards("deliver", {s: _pack(v) for s, v in per_shard.items()})
+        return self._replies(results, live)
+
+    # -- phases -----------------------------------------------------------------------
+    def start(self) -> None:
+        """Round 0 on every shard at once."""
+        self.drop(0)
+        per_shard: dict[int, list[int]] = {}
+        for c in np.flatnonzero(self.alive):
+            per_shard.setdefault(int(self._shard_of[c]), []).append(int(c))
+        results, live = self._call_shards("start", per_shard)
+        envs = self._replies(results, live)
+        if self.adversary is None:
+            for e in envs:
+                self.deliver_up(e)
+        else:
+            self.pending.extend(envs)
+        if self.progress is not None:
+            self.progress(0, len(envs), len(envs))
+
+    def step(self) -> None:
+        """One server round, the replies computed by all shards at once."""
+        if self.finished:
+            raise SecAggError("the session is over: no round to close")
+        srv, adversary = self.server, self.adversary
+        round_no = srv.round
+        if adversary is not None:
+            for e in adversary(round_no, "up", self.pending):
+                self.deliver_up(e)
+            self.pending = []
+        t0 = time.process_time()
+        out = srv.close_round()
+        self.srv_cpu += time.process_time() - t0
+        if srv.round is not None:
+            self.drop(srv.round)
+        downs = []
+        t0 = time.process_time()
+        for recipient, msg in out:
+            env = Envelope(SERVER, recipient, round_no, codec.encode(msg))
+            self.transcript.record(env, type(msg).__name__)
+            downs.append(env)
+        self.codec_cpu += time.process_time() - t0
+        if adversary is not None:
+            downs = adversary(round_no, "down", downs)
+        ups = self._deliver_down(downs)
+        if adversary is None:
+            for e in ups:
+                self.deliver_up(e)
+        else:
+            self.pending.extend(ups)
+        if self.progress is not None:
+            self.progress(round_no + 1, len(out), len(out))
+
+    def result(self, check_invariants: bool = True) -> SecAggRun:
+        """As :meth:`SecAggSimulation.result`; client states come from the shards (a lost
+        shard's clients are reported as they were last seen: not finished)."""
+        results, live = self._call_shards("finish", {s: None for s in range(len(self.bounds))})
+        states = [ClientState.INIT] * self.config.n
+        reasons: dict[int, AbortReason] = {}
+        for s, res in zip(live, results):
+            if isinstance(res, ShardLost):
+                self._lose(s, res.detail)
+                continue
+            lo, hi = self.bounds[s]
+            states[lo:hi] = [ClientState(v) for v in res["states"]]
+            reasons.update({int(i): AbortReason(r) for i, r in res["reasons"].items()})
+            self.cpu[lo:hi] = res["cpu"]
+            self.transcript.rejected.extend(tuple(r) for r in res["rejected"])
+        srv = self.server
+        run = SecAggRun(
+            config=self.config, result=srv.result, server_state=srv.state,
+            server_abort_reason=srv.abort_reason, client_states=states,
+            client_abort_reasons=reasons, sets=dict(srv.sets), transcript=self.transcript,
+            client_seconds=self.cpu, server_seconds=self.srv_cpu, codec_seconds=self.codec_cpu,
+            bytes_up=self.up, bytes_down=self.down,
+            wall_seconds=time.perf_counter() - self.wall0,
+            input_digests=dict(srv.input_digests), clients=[], server=srv)
+        if check_invariants:
+            from protocol.core.invariants import check_no_double_reveal, check_no_send_after_abort
+
+            lost = {c for s in self.lost for c in range(*self.bounds[s])}
+            check_no_double_reveal(run)
+            if not lost:  # a lost shard's client states are unknown
+                check_no_send_after_abort(run)
+        self.engine.drop(self.handles)
+        return run
+
+
+def run_secagg_sharded(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.ndarray],
+                       *, engine: Engine | None = None, shards: int | None = None,
+                       check_invariants: bool = True, **kwargs: Any) -> SecAggRun:
+    """:func:`protocol.core.secagg_engine.run_secagg` with the clients on ``engine``."""
+    sim = ShardedSecAggSimulation(config, inputs, engine=engine, shards=shards, **kwargs)
+    sim.run()
+    return sim.result(check_invariants)

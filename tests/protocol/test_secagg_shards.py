@@ -1,0 +1,134 @@
+"""The client side of a session in shards: the same run as the in-process simulation
+(local engine and Dask workers), and a worker killed mid-round turns its clients into
+dropouts."""
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from protocol.core.cluster import DaskEngine, LocalEngine, ShardLost, make_engine
+from protocol.core.contract import Kind, RoundSpec, Votes
+from protocol.core.net.session import NetSessionSpec
+from protocol.core.randomness import insecure_deterministic_randomness
+from protocol.core.secagg_engine import Dropout, run_secagg
+from protocol.core.secagg_shards import (
+    SeededRows, ShardedSecAggSimulation, run_secagg_sharded, shard_bounds,
+)
+from protocol.core.transports.secagg_transport import SecAggTransport, VoteRows
+from protocol.core.transports.threshold import ThresholdTransport
+from secagg.crypto import FRESH_NONCE_BYTES
+from secagg.state import ModAccumulator
+
+
+def _config(spec: NetSessionSpec, seed: int):
+    rand = insecure_deterministic_randomness(seed)
+    return spec.config(rand.token_bytes(FRESH_NONCE_BYTES)), rand
+
+
+def _records(run):
+    return sorted((e.sender, e.recipient, e.round, e.kind, e.size)
+                  for e in run.transcript.envelopes)
+
+
+@pytest.fixture(scope="module")
+def dask_engine():
+    engine = DaskEngine(2)
+    yield engine
+    engine.close()
+
+
+def test_shard_bounds_cover_the_roster():
+    assert shard_bounds(10, 3) == [(0, 3), (3, 7), (7, 10)]
+    assert shard_bounds(2, 5) == [(0, 1), (1, 2)]
+
+
+@pytest.mark.parametrize("threat,graph,dropout", [("malicious", "harary", 0.0),
+                                                  ("semi-honest", "complete", 0.0),
+                                                  ("malicious", "harary", 0.04)])
+def test_sharded_run_is_the_simulation(threat, graph, dropout):
+    spec = NetSessionSpec(60, dim=12, threat=threat, graph=graph)
+    rows = SeededRows(3, 12, spec.modulus)
+    drop = (Dropout.random(60, dropout, np.random.default_rng(1)) if dropout
+            else None)
+    c1, r1 = _config(spec, 7)
+    local = run_secagg(c1, rows, rand=r1, dropout=drop)
+    c2, r2 = _config(spec, 7)
+    sharded = run_secagg_sharded(c2, rows, rand=r2, dropout=drop, shards=5)
+    assert local.completed and sharded.completed
+    np.testing.assert_array_equal(local.result, sharded.result)
+    assert _records(local) == _records(sharded)
+    assert local.client_states == sharded.client_states
+    assert local.transcript.reveals == sharded.transcript.reveals
+    np.testing.assert_array_equal(local.bytes_up, sharded.bytes_up)
+    np.testing.assert_array_equal(local.bytes_down, sharded.bytes_down)
+
+
+def test_dask_workers_give_the_same_run(dask_engine):
+    spec = NetSessionSpec(80, dim=10)
+    rows = SeededRows(5, 10, spec.modulus)
+    c1, r1 = _config(spec, 11)
+    local = run_secagg(c1, rows, rand=r1)
+    c2, r2 = _config(spec, 11)
+    remote = run_secagg_sharded(c2, rows, rand=r2, engine=dask_engine)
+    assert remote.completed
+    np.testing.assert_array_equal(local.result, remote.result)
+    assert _records(local) == _records(remote)
+    assert remote.client_seconds.sum() > 0  # measured on the workers, reported back
+
+
+def test_transports_on_workers_release_the_same(dask_engine):
+    spec = RoundSpec(task="t", round=1, kind=Kind.VOTE, candidates=("a", "b", "c"), theta=5)
+    choice = np.random.default_rng(2).integers(-1, 3, size=40)
+    votes = Votes(choice)
+    for cls in (SecAggTransport, ThresholdTransport):
+        here = cls(simulate=True, workers=1).run_round(spec, votes, np.random.default_rng(4))
+        there = cls(simulate=True, workers=2)
+        there._engine = dask_engine  # the module's cluster (one start for the module)
+        away = there.run_round(spec, votes, np.random.default_rng(4))
+        assert away.release == here.release, cls.__name__
+
+
+def test_vote_rows_shard_keeps_only_its_clients():
+    rows = VoteRows(np.array([2, -1, 0, 1]), 3)
+    part = rows.shard(1, 3)
+    assert part.choice.tolist() == [-1, 0]
+    np.testing.assert_array_equal(part(2), rows(2))
+    np.testing.assert_array_equal(part(1), np.zeros(3, dtype=np.uint64))
+
+
+def test_a_killed_worker_turns_its_clients_into_dropouts():
+    """Four workers, one shard each; the worker holding shard 0 is killed (SIGKILL)
+    after round 1 has closed. Its clients never send a masked input; the session, built
+    to tolerate 30% dropouts, completes over exactly the others."""
+    spec = NetSessionSpec(60, dim=8, dropout=0.3)
+    rows = SeededRows(9, 8, spec.modulus)
+    config, rand = _config(spec, 13)
+    with DaskEngine(4) as engine:
+        sim = ShardedSecAggSimulation(config, rows, rand=rand, engine=engine, shards=4)
+        sim.start()
+        sim.step()  # round 0 closed: keys out, shares being made
+        pids = engine.client.run(os.getpid)
+        actor_worker = engine.worker_addresses()[0]  # shard 0 was placed there
+        os.kill(pids[actor_worker], signal.SIGKILL)
+        while not sim.finished:
+            sim.step()
+        run = sim.result()
+    assert 0 in sim.lost
+    lo, hi = sim.bounds[0]
+    assert run.completed, run.server_abort_reason
+    assert not set(range(lo, hi)) & run.survivors
+    acc = ModAccumulator(8, spec.modulus)
+    for i in sorted(run.survivors):
+        acc.add(rows(i))
+    np.testing.assert_array_equal(acc.value(), run.result)
+    assert any("shard 0 lost" in r for _, _, r in run.transcript.rejected)
+
+
+def test_engines_refuse_bad_arguments():
+    with pytest.raises(ValueError):
+        make_engine(0)
+    assert isinstance(make_engine(1), LocalEngine)
+    assert ShardLost(1, "x").shard == 1
