@@ -138,6 +138,8 @@ class DaskEngine(Engine):
 
     def start_shards(self, cls: type, args: Sequence[tuple]) -> list[Any]:
         addresses = self.worker_addresses()
+        if not addresses:
+            raise ClusterUnavailable("the Dask scheduler has no workers")
         futures = [self.client.submit(cls, *a, actor=True, pure=False,
                                       workers=[addresses[i % len(addresses)]])
                    for i, a in enumerate(args)]

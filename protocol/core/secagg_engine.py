@@ -222,13 +222,8 @@ class SecAggSimulation:
                  verify_keys: Sequence[bytes] | None = None,
                  server: SecAggServer | None = None,
                  progress: Callable[[int, int, int], None] | None = None) -> None:
-        self.wall0 = time.perf_counter()
-        self.progress = progress
         n = config.n
-        rand = rand if rand is not None else OsRandom()
-        self.config = config
-        self.dropout = dropout or Dropout.none()
-        self.adversary = adversary
+        rand = self._begin(config, rand, dropout, adversary, progress)
         if callable(inputs):
             source = inputs
 
@@ -251,6 +246,17 @@ class SecAggSimulation:
                                      signing_key=signing_keys[i] if signing_keys else None,
                                      verify_keys=verify_keys) for i in range(n)]
         self._driver_state(config, server, verify_keys)
+
+    def _begin(self, config: SessionConfig, rand: Any, dropout: Dropout | None,
+               adversary: Hook | None, progress: Callable[[int, int, int], None] | None
+               ) -> Any:
+        """Record the session's settings and clocks; returns the randomness source."""
+        self.wall0 = time.perf_counter()
+        self.progress = progress
+        self.config = config
+        self.dropout = dropout or Dropout.none()
+        self.adversary = adversary
+        return rand if rand is not None else OsRandom()
 
     def _driver_state(self, config: SessionConfig, server: SecAggServer | None,
                       verify_keys: Sequence[bytes] | None) -> None:

@@ -179,13 +179,8 @@ class ShardedSecAggSimulation(SecAggSimulation):
                  verify_keys: Sequence[bytes] | None = None,
                  server: SecAggServer | None = None,
                  progress: Callable[[int, int, int], None] | None = None) -> None:
-        self.wall0 = time.perf_counter()
-        self.progress = progress
         n = config.n
-        rand = rand if rand is not None else OsRandom()
-        self.config = config
-        self.dropout = dropout or Dropout.none()
-        self.adversary = adversary
+        rand = self._begin(config, rand, dropout, adversary, progress)
         if not callable(inputs):
             inputs = np.asarray(inputs)
             if inputs.shape != (n, config.dim):

@@ -132,3 +132,18 @@ def test_engines_refuse_bad_arguments():
         make_engine(0)
     assert isinstance(make_engine(1), LocalEngine)
     assert ShardLost(1, "x").shard == 1
+
+
+def test_an_existing_scheduler_by_address(dask_engine):
+    """``--cluster ADDRESS`` goes through the same code path as a local cluster."""
+    address = dask_engine.client.scheduler.address
+    spec = NetSessionSpec(30, dim=6, threat="semi-honest")
+    rows = SeededRows(2, 6, spec.modulus)
+    c1, r1 = _config(spec, 3)
+    local = run_secagg(c1, rows, rand=r1)
+    with make_engine(None, address) as remote_engine:
+        assert isinstance(remote_engine, DaskEngine) and remote_engine.workers == 2
+        c2, r2 = _config(spec, 3)
+        remote = run_secagg_sharded(c2, rows, rand=r2, engine=remote_engine)
+    np.testing.assert_array_equal(local.result, remote.result)
+    assert dask_engine.client.scheduler_info()["workers"]  # the cluster outlives the client
