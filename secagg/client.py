@@ -140,12 +140,15 @@ class SecAggClient:
         self._value = value if callable(value) else _check_input(config, value)
         self._rand = rand
         self._signing_key = signing_key
-        self._verify_keys = tuple(verify_keys) if verify_keys is not None else None
+        # a tuple given by the caller is shared, not copied: n clients holding their own
+        # n-entry copy would be O(n^2) memory
+        self._verify_keys = (verify_keys if isinstance(verify_keys, tuple) or verify_keys is None
+                             else tuple(verify_keys))
         #: ``N(u)``: fixed in round 1 from the key list's transcript root (the graph
         #: seed is derived from ``sid_1``, see :meth:`SessionConfig.graph_seed`)
+        # kept as a tuple only: a set (or an n-entry mask) per client costs several KiB
+        # per client at rest; the rounds that test membership build a set for the call
         self.neighbours: tuple[int, ...] = ()
-        # a set, not an n-entry mask: n clients x n entries would be O(n^2) memory
-        self._neighbour_set: frozenset[int] = frozenset()
         self._table = CLIENT_TRANSITIONS[bool(config.malicious)]
         self.state = ClientState.INIT
         self.abort_reason: AbortReason | None = None
@@ -296,7 +299,7 @@ class SecAggClient:
         out = ShareKeys(u, peers, cts)
         # mutate
         self.session = sid
-        self.neighbours, self._neighbour_set = neighbours, neighbour_set
+        self.neighbours = neighbours
         self._share_keys, self._mask_seeds = share_keys, mask_seeds
         for v in self.neighbours:
             self.peer_status[v] = PeerStatus.DROPPED_AT_ROUND_0
@@ -429,8 +432,9 @@ class SecAggClient:
                 raise _Abort(AbortReason.CONSISTENCY_SET_CHANGED)
             assert self._verify_keys is not None
             valid = 0
+            neighbour_set = frozenset(self.neighbours)
             for w, sig in zip(msg.signers, msg.signatures):
-                if w != u and not (w in self._neighbour_set and alive[w]):
+                if w != u and not (w in neighbour_set and alive[w]):
                     raise _Abort(AbortReason.SIGNER_NOT_ALLOWED)
                 try:
                     crypto.ed25519_verify(self._verify_keys[w],

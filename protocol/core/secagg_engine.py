@@ -240,6 +240,8 @@ class SecAggSimulation:
             pairs = [crypto.ed25519_keypair(rand) for _ in range(n)]
             signing_keys = [sk for sk, _ in pairs]
             verify_keys = [pk for _, pk in pairs]
+        if verify_keys is not None:
+            verify_keys = tuple(verify_keys)  # one tuple, shared by every client
         child = getattr(rand, "child", None)
         self.clients = [SecAggClient(config, i, value_of(i),
                                      child(f"client-{i}") if child else rand,

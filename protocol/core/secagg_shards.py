@@ -94,6 +94,8 @@ class ClientShard:
         from protocol.core.randomness import _DeterministicRandom
 
         self.lo, self.hi, self.config = lo, hi, config
+        if verify_keys is not None:
+            verify_keys = tuple(verify_keys)  # one tuple, shared by the shard's clients
         self.limits = wire_secagg.client_limits(config)
         self.cpu = np.zeros(hi - lo)
         self.rejected: list[tuple[int, int, str]] = []

@@ -145,6 +145,8 @@ async def run_clients(clients: Sequence[int], host: str, port: int, spec: NetSes
     """Run ``clients`` concurrently in this event loop (``stall``: the clients that
     carry the ``stall_at`` fault)."""
     stalling = set(stall)
+    if verify_keys is not None:
+        verify_keys = tuple(verify_keys)  # one tuple, shared by every client
     tasks = [run_client(c, host, port, spec, ssl_context, pin,
                         (lambda c=c: value_of(c)),
                         signing_key=signing_keys[c] if signing_keys is not None else None,
