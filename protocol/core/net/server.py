@@ -337,10 +337,8 @@ class NetSecAggServer:
             if msg is None:  # disconnected
                 waiting.discard(client)
                 continue
-            if client in got:  # a second message in one stage: protocol violation
-                session.refused.append((client, f"second message in stage {round_no}"))
-                await self._drop(session, client)
-                continue
+            # at most one message per client per stage: its reader refuses a message sent
+            # out of turn (before the server's next frame), and late clients are dropped
             got.add(client)
             waiting.discard(client)
             size_up += size
