@@ -119,5 +119,6 @@ class NetSessionSpec:
 def demo_input(seed: int, client: int, dim: int, modulus: int) -> np.ndarray:
     """Client ``client``'s input in a seeded experiment: ``dim`` integers uniform in
     ``[0, modulus)``, from its own stream (so each process computes only its clients')."""
-    rng = np.random.default_rng([int(seed), int(client)])
-    return rng.integers(0, modulus, size=dim, dtype=np.uint64)
+    from protocol.core.secagg_shards import SeededRows
+
+    return SeededRows(seed, dim, modulus)(int(client))

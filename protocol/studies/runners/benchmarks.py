@@ -44,8 +44,8 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     data seed) then also runs with one worker, in this process, and the result adds
     ``distributed``: wall and CPU of both, the speedup, and whether the releases are
     equal. CPU of a distributed round is this process's plus the clients' CPU measured
-    on the workers; the primitive table is the one-worker run's (the profile sees only
-    this process).
+    on the workers; the main figures (primitive table, memory per client) are the
+    one-process run's, which runs first (the profile sees only this process).
 
     ``degree`` and ``threshold`` (both or neither) replace the parameters
     :func:`secagg.params.find_params` would choose: the session then runs with that
@@ -72,6 +72,7 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         Dropout, category_seconds, profile_primitives, run_secagg,
     )
     from protocol.core.secagg_profile import primitive_table
+    from protocol.core.secagg_shards import SeededRows
     from secagg.errors import ParameterError
     from secagg.crypto import FRESH_NONCE_BYTES
     from secagg.params import (
@@ -107,32 +108,34 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
                            modulus, malicious=malicious,
                            server_nonce=rand.token_bytes(FRESH_NONCE_BYTES))
 
-    def input_of(i: int) -> np.ndarray:
-        rng = np.random.default_rng([data_seed, i])
-        if modulus == 1 << 64:
-            return rng.integers(0, 1 << 64, dim, dtype=np.uint64, endpoint=False)
-        return rng.integers(0, modulus, dim, dtype=np.uint64)
+    input_of = SeededRows(data_seed, dim, modulus)  # picklable: the workers make their rows
 
     rounds = (0, 1, 2, 3, 4) if malicious else (0, 1, 2, 4)
     drop = Dropout.random(clients, dropout, np.random.default_rng([data_seed, 1 << 40]),
                           rounds=rounds)
+    rss0 = _peak_rss_bytes()
+    cpu0 = time.process_time()
+    with profile_primitives() as prof:
+        res = run_secagg(config, input_of, rand=rand, dropout=drop)
+    cpu_round = time.process_time() - cpu0
+    rss_growth = max(0, _peak_rss_bytes() - rss0)
+    # then the same round on the workers (after the memory figure, which is this run's)
     distributed: dict[str, Any] | None = None
     if workers > 1 or cluster is not None:
         from protocol.core.cluster import ClusterUnavailable, make_engine
-        from protocol.core.secagg_shards import SeededRows, run_secagg_sharded
+        from protocol.core.secagg_shards import run_secagg_sharded
 
         try:
             engine = make_engine(workers, cluster)
         except (ClusterUnavailable, ValueError) as exc:
             raise StudyError(str(exc)) from None
         try:
-            rows = SeededRows(data_seed, dim, modulus)
             drand = insecure_deterministic_randomness(seed) if seed is not None else OsRandom()
             dconfig = SessionConfig(params, tuple(range(clients)), b"fedhh bench secagg", dim,
                                     modulus, malicious=malicious,
                                     server_nonce=drand.token_bytes(FRESH_NONCE_BYTES))
             w0, c0 = time.perf_counter(), time.process_time()
-            dres = run_secagg_sharded(dconfig, rows, rand=drand, dropout=drop, engine=engine)
+            dres = run_secagg_sharded(dconfig, input_of, rand=drand, dropout=drop, engine=engine)
             distributed = {
                 "engine": engine.name, "workers": engine.workers, "cluster": cluster,
                 "seconds": round(time.perf_counter() - w0, 3),
@@ -144,12 +147,6 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
             }
         finally:
             engine.close()
-    rss0 = _peak_rss_bytes()
-    cpu0 = time.process_time()
-    with profile_primitives() as prof:
-        res = run_secagg(config, input_of, rand=rand, dropout=drop)
-    cpu_round = time.process_time() - cpu0
-    rss_growth = max(0, _peak_rss_bytes() - rss0)
     if distributed is not None:
         dist_result = distributed.pop("result")
         distributed["release_equal"] = bool(
