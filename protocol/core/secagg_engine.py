@@ -311,9 +311,7 @@ class SecAggSimulation:
             self.codec_cpu += time.process_time() - t0
             self.up[c] += len(env.data)
             if isinstance(m, UnmaskShares):
-                b, s = transcript.reveals.setdefault(c, (set(), set()))
-                b.update(m.b_owners)
-                s.update(m.s_owners)
+                transcript.note_reveal(c, m.b_owners, m.s_owners)
             transcript.record(env, type(m).__name__)
             out.append(env)
         return out

@@ -226,8 +226,10 @@ class ShardedSecAggSimulation(SecAggSimulation):
         self.transcript.rejected.append((SERVER, -1, f"shard {shard} lost: {detail}"[:300]))
 
     def _replies(self, results: list[Any], live: list[int]) -> list[Envelope]:
-        """Unpack the shards' replies into upward envelopes (sizes and reveals noted)."""
+        """Unpack the shards' replies into upward envelopes (sizes and kinds recorded;
+        reveals are noted when the driver decodes them, :meth:`note_up`)."""
         envs = []
+        registry = codec.registered()  # a copy: taken once, not per envelope
         for s, res in zip(live, results):
             if isinstance(res, ShardLost):
                 self._lose(s, res.detail)
@@ -237,7 +239,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
                 if not lo <= i < hi or not self.alive[i]:
                     continue
                 tag = data[2] if len(data) > 2 else -1  # [VERSION, tag, ...] fixarray
-                cls = codec.registered().get(tag)
+                cls = registry.get(tag)
                 env = Envelope(i, SERVER, getattr(cls, "ROUND", -1) or 0, data)
                 self.up[i] += len(data)
                 self.transcript.record(env, cls.__name__ if cls else "?")
@@ -256,9 +258,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
         """Note round-4 reveals (the base class notes them when its local clients
         encode them; here the clients are elsewhere, so the driver reads them)."""
         if isinstance(msg, UnmaskShares):
-            b, s = self.transcript.reveals.setdefault(env.sender, (set(), set()))
-            b.update(msg.b_owners)
-            s.update(msg.s_owners)
+            self.transcript.note_reveal(env.sender, msg.b_owners, msg.s_owners)
 
     def _deliver_down(self, envs: list[Envelope]) -> list[Envelope]:
         per_shard: dict[int, list[tuple[int, bytes]]] = {}

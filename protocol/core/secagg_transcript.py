@@ -40,6 +40,13 @@ class Transcript:
         self.envelopes.append(EnvelopeRecord(env.sender, env.recipient, env.round, kind,
                                              len(env.data)))
 
+    def note_reveal(self, client: int, b_owners: Any, s_owners: Any) -> None:
+        """Record that ``client`` sent the ``b``-shares of ``b_owners`` and the
+        ``s^SK``-shares of ``s_owners`` (its round-4 message)."""
+        b, s = self.reveals.setdefault(client, (set(), set()))
+        b.update(b_owners)
+        s.update(s_owners)
+
     def revealed_both(self, client: int, peer: int) -> bool:
         """Did ``client`` ever send both a ``b``-share and an ``s_sk``-share of ``peer``?"""
         b, s = self.reveals.get(client, (set(), set()))
