@@ -63,11 +63,11 @@ from mechanisms.prefix_tree import (
 from mechanisms.triehh_privacy import (
     PrivacyGuarantee, TrieHHPrivacyError, batch_size, theorem1,
 )
-from protocol.core.contract import ABSTAIN, Cost, Kind, RoundSpec, Transport, Votes
+from protocol.core.contract import ABSTAIN, ClientVotes, Cost, Kind, RoundSpec, Transport, Votes
 
 __all__ = [
     "TrieHHError", "TrieHHConfig", "UserSequences", "RoundRecord", "TrieHHResult", "TrieHH",
-    "select_sequences", "run_triehh", "encode_population",
+    "select_sequences", "run_triehh", "encode_population", "ClientVoter",
 ]
 
 
@@ -184,6 +184,83 @@ def select_sequences(data: UserSequences, users: np.ndarray,
     return out
 
 
+def _last_units(units: np.ndarray, alphabet: UnitAlphabet, max_levels: int) -> np.ndarray:
+    """The unit each sequence votes for at level ``L`` (its end-of-word step; see the
+    module docstring), ``-1`` for a sequence that cannot end there."""
+    L = int(max_levels)
+    last = np.asarray(units[:, L - 1], dtype=np.int64)
+    ends = (last >= 0) & alphabet.terminal[np.maximum(last, 0)]
+    if units.shape[1] > L:
+        eos_unit = alphabet.labels.index(alphabet.eos)
+        ends |= (last >= 0) & (np.asarray(units[:, L]) == eos_unit)
+    return np.where(ends, last, -1)
+
+
+class ClientVoter:
+    """Step 3 of a round as the devices run it, for transports whose clients vote
+    themselves (:meth:`TrieHH.at_server`).
+
+    A device knows its own sequence and the round's public candidate strings: it votes
+    for the candidate equal to its length-``i`` prefix (at level ``L``, its end-of-word
+    step), and abstains when there is none (its ``p_{i-1}`` is not in the trie, or its
+    sequence is shorter). Candidates are distinct strings made of the prefix's unit
+    labels, so this is the same vote the simulation finds through its node pointers
+    (tested against it).
+
+    Args:
+        data: the population's encoding (one sequence per user).
+        held: the users whose sequences this party holds (population indices); it
+            answers for those only.
+        alphabet, max_levels: as the run's.
+
+    Raises:
+        TrieHHError: several sequences per user (Algorithm 3's local choice is not
+            implemented on the clients' side), or a held index outside the population.
+    """
+
+    def __init__(self, data: UserSequences, held: Sequence[int] | np.ndarray,
+                 alphabet: UnitAlphabet, max_levels: int) -> None:
+        if not data.one_per_user:
+            raise TrieHHError("clients that vote themselves hold one sequence each")
+        held = np.asarray(held, dtype=np.int64)
+        if held.ndim != 1 or (held.size and (held.min() < 0 or held.max() >= data.n)):
+            raise TrieHHError(f"held users must be indices into the population of {data.n}")
+        seqs = np.asarray(data.items)[np.asarray(data.offsets)[held]]
+        self.max_levels = int(max_levels)
+        self._units = np.asarray(data.units, dtype=np.int64)[seqs, :self.max_levels]
+        self._last = _last_units(data.units, alphabet, self.max_levels)[seqs]
+        self._labels = alphabet.labels
+        self._row = {int(u): i for i, u in enumerate(held.tolist())}
+
+    def holds(self, user: int) -> bool:
+        return int(user) in self._row
+
+    def votes(self, users: Sequence[int] | np.ndarray, level: int,
+              candidates: Sequence[str]) -> np.ndarray:
+        """The choice (index into ``candidates`` or ``ABSTAIN``) of each of ``users``.
+
+        Raises:
+            TrieHHError: a user this party does not hold, or a level outside ``1..L``.
+        """
+        if not 1 <= int(level) <= self.max_levels:
+            raise TrieHHError(f"level must be in 1..{self.max_levels}")
+        index = {c: i for i, c in enumerate(candidates)}
+        labels = self._labels
+        out = np.full(len(users), ABSTAIN, dtype=np.int64)
+        for k, user in enumerate(users):
+            r = self._row.get(int(user))
+            if r is None:
+                raise TrieHHError(f"user {int(user)} is not held here")
+            row = self._units[r]
+            unit = int(self._last[r]) if level == self.max_levels else int(row[level - 1])
+            prefix = row[:level - 1]
+            if unit < 0 or (prefix < 0).any():
+                continue
+            out[k] = index.get("".join(labels[u] for u in prefix.tolist()) + labels[unit],
+                               ABSTAIN)
+        return out
+
+
 @dataclass(frozen=True)
 class RoundRecord:
     """What one round did (public information plus simulation cost).
@@ -264,27 +341,48 @@ class TrieHH:
                               f"fewer than L = {config.max_levels}")
         if int(data.units.max(initial=-1)) >= alphabet.num_units:
             raise TrieHHError("unit ids exceed the alphabet's units")
-        self.data = data
+        self._setup(data.n, alphabet, config, transport, rng)
+        self.data: UserSequences | None = data
+        self.multi_word = not data.one_per_user
+        self._node = np.zeros(data.units.shape[0], dtype=np.int64)  # node of p_{i-1}(w)
+        self._last_unit = _last_units(data.units, alphabet, int(config.max_levels))
+
+    @classmethod
+    def at_server(cls, population: int, alphabet: UnitAlphabet, config: TrieHHConfig,
+                  transport: Transport, rng: np.random.Generator) -> "TrieHH":
+        """The server's side only, for a transport whose clients vote themselves
+        (:attr:`~protocol.core.contract.Transport.votes_at_clients`, the network
+        prototype's): it samples, builds each round's candidates from the released
+        trie and grows the trie, and never holds a user's data. With the same ``rng``
+        it samples exactly the users the in-process run samples, so with clients that
+        vote as :class:`ClientVoter` does its release is the in-process run's.
+
+        Raises:
+            TrieHHError: the transport does not take client votes, or a population
+                smaller than 1.
+        """
+        if not getattr(transport, "votes_at_clients", False):
+            raise TrieHHError(f"transport {getattr(transport, 'name', transport)!r} needs the "
+                              "votes; TrieHH.at_server is for transports whose clients vote")
+        if type(population) is not int or population < 1:
+            raise TrieHHError("the population must be a positive int")
+        self = cls.__new__(cls)
+        self._setup(population, alphabet, config, transport, rng)
+        self.data = None
+        self.multi_word = False
+        return self
+
+    def _setup(self, n: int, alphabet: UnitAlphabet, config: TrieHHConfig,
+               transport: Transport, rng: np.random.Generator) -> None:
         self.alphabet = alphabet
         self.config = config
         self.transport = transport
-        self.n = data.n
+        self.n = n
         self.m = batch_size(config.gamma, self.n)
-        self.multi_word = not data.one_per_user
         seeds = rng.spawn(3)
         self._sample_rng, self._choice_rng, self._transport_rng = seeds
         self.trie = PrefixTrie(alphabet.num_units, alphabet.terminal)
         self._labels = alphabet.labels
-        self._node = np.zeros(data.units.shape[0], dtype=np.int64)  # node of p_{i-1}(w)
-        # end-of-word step at level L: who may vote there (see the module docstring)
-        L = int(config.max_levels)
-        last = np.asarray(data.units[:, L - 1], dtype=np.int64)
-        terminal = alphabet.terminal
-        ends = (last >= 0) & terminal[np.maximum(last, 0)]
-        if data.units.shape[1] > L:
-            eos_unit = alphabet.labels.index(alphabet.eos)
-            ends |= (last >= 0) & (np.asarray(data.units[:, L]) == eos_unit)
-        self._last_unit = np.where(ends, last, -1)
         self._records: list[RoundRecord] = []
         self._done = False
 
@@ -318,16 +416,19 @@ class TrieHH:
                          reveal_counts=bool(self.config.release_counts),
                          min_participants=self.config.min_participants)
         users = self.sample()
-        seq = select_sequences(self.data, users, self._choice_rng)
-        has = seq >= 0
-        nodes = np.full(seq.shape, NO_NODE, dtype=np.int64)
-        units = np.full(seq.shape, -1, dtype=np.int64)
-        nodes[has] = self._node[seq[has]]
-        units[has] = (self._last_unit[seq[has]] if level == self.config.max_levels
-                      else self.data.units[seq[has], level - 1])
-        choice = cands.index_of(self.trie, nodes, units)
-        choice[choice < 0] = ABSTAIN
-        result = self.transport.run_round(spec, Votes(choice), self._transport_rng)
+        if self.data is None:  # the clients vote themselves (at_server)
+            result = self.transport.run_round(spec, ClientVotes(users), self._transport_rng)
+        else:
+            seq = select_sequences(self.data, users, self._choice_rng)
+            has = seq >= 0
+            nodes = np.full(seq.shape, NO_NODE, dtype=np.int64)
+            units = np.full(seq.shape, -1, dtype=np.int64)
+            nodes[has] = self._node[seq[has]]
+            units[has] = (self._last_unit[seq[has]] if level == self.config.max_levels
+                          else self.data.units[seq[has], level - 1])
+            choice = cands.index_of(self.trie, nodes, units)
+            choice[choice < 0] = ABSTAIN
+            result = self.transport.run_round(spec, Votes(choice), self._transport_rng)
         rel = result.release
         # without revealed counts a released prefix is only known to have >= theta votes
         released = dict(rel.counts) if rel.counts is not None else \
@@ -335,13 +436,14 @@ class TrieHH:
         if released:
             idx, cnt = self._released_indices(released, cands, level)
             self.trie.grow(cands, idx, cnt)
-        # advance every sequence's pointer to its level-i node (or NO_NODE)
-        alive = self._node >= 0
-        nxt = np.full_like(self._node, NO_NODE)
-        if alive.any():
-            nxt[alive] = self.trie.child(self._node[alive],
-                                         self.data.units[alive, level - 1].astype(np.int64))
-        self._node = nxt
+        if self.data is not None:
+            # advance every sequence's pointer to its level-i node (or NO_NODE)
+            alive = self._node >= 0
+            nxt = np.full_like(self._node, NO_NODE)
+            if alive.any():
+                nxt[alive] = self.trie.child(self._node[alive],
+                                             self.data.units[alive, level - 1].astype(np.int64))
+            self._node = nxt
         return RoundRecord(level, len(cands), int(users.size), len(released),
                            time.perf_counter() - t0, result.cost)
 

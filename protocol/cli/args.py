@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["add_triehh_args", "add_privacy_args", "options_from"]
+__all__ = ["add_triehh_args", "add_triehh_data_args", "add_privacy_args", "options_from"]
 
 
 def options_from(cls: type[T], args: argparse.Namespace, **overrides: Any) -> T:
@@ -55,6 +55,22 @@ def add_alphabet_args(p: argparse.ArgumentParser) -> None:
 def add_triehh_args(p: argparse.ArgumentParser) -> None:
     """Dataset, target and transport of one TrieHH run
     (:class:`protocol.studies.runners.triehh.TrieHHOptions`)."""
+    add_triehh_data_args(p)
+    p.add_argument("--seed", type=int, default=None,
+                   help="simulation seed (default: fresh OS randomness)")
+    from protocol.cli.transport_options import add_transport_args
+
+    add_transport_args(p)
+    p.add_argument("--release-counts", action="store_true", dest="release_counts",
+                   help="also release each prefix's vote count (diagnostics only: Theorem 1 "
+                        "does not cover counts)")
+    p.add_argument("--max-candidates", type=int, default=1 << 21, dest="max_candidates",
+                   help="cap on one round's candidate set (default 2097152)")
+
+
+def add_triehh_data_args(p: argparse.ArgumentParser | Any) -> None:
+    """The population and parameters of a TrieHH run, without seed and transport
+    (also what ``fedhh client --job triehh`` needs to hold the same data)."""
     p.add_argument("--dataset", default="en",
                    help="en (embedded English, default), en-oov, zipf, or a PATH (text: "
                    "one user per line, words separated by spaces; .csv: user,item rows)")
@@ -68,20 +84,10 @@ def add_triehh_args(p: argparse.ArgumentParser) -> None:
                    help="several words per user (Algorithm 3)")
     p.add_argument("--unit-size", type=int, default=1, dest="unit_size",
                    help="characters per trie level, 1-4 (default 1)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="simulation seed (default: fresh OS randomness)")
     p.add_argument("--theta", type=int, default=None,
                    help="override theta (the guarantee is then Theorem 1 at these values)")
     p.add_argument("--gamma", type=float, default=None, help="override gamma")
     add_alphabet_args(p)
-    from protocol.cli.transport_options import add_transport_args
-
-    add_transport_args(p)
-    p.add_argument("--release-counts", action="store_true", dest="release_counts",
-                   help="also release each prefix's vote count (diagnostics only: Theorem 1 "
-                        "does not cover counts)")
-    p.add_argument("--max-candidates", type=int, default=1 << 21, dest="max_candidates",
-                   help="cap on one round's candidate set (default 2097152)")
 
 
 def add_privacy_args(p: argparse.ArgumentParser, epsilon: float = 1.0,

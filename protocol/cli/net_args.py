@@ -6,7 +6,8 @@ import argparse
 
 from protocol.cli import count
 
-__all__ = ["add_session_args", "add_server_args", "spec_from_args", "host_port"]
+__all__ = ["add_session_args", "add_server_args", "spec_from_args", "host_port",
+           "listen_address", "add_network_server_args", "job_policy_from_args"]
 
 
 def add_session_args(p: argparse.ArgumentParser) -> None:
@@ -47,9 +48,70 @@ def spec_from_args(args: argparse.Namespace):  # noqa: ANN201
         raise UsageError(str(exc)) from None
 
 
-def host_port(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[v6]:PORT`` too)."""
+def host_port(text: str, listen: bool = False) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` too; port 0 only where one listens)."""
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not port.isdigit() or not (0 if listen else 1) <= int(port) < 65536:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` to listen on (port 0: any free one)."""
+    return host_port(text, listen=True)
+
+
+def add_network_server_args(p: argparse.ArgumentParser) -> None:
+    """``--network HOST:PORT`` and what a job's server needs (``fedhh triehh``)."""
+    g = p.add_argument_group("network: run as the server of a job that client processes "
+                             "join ('fedhh client --job ...'; docs/network.md)")
+    g.add_argument("--network", type=listen_address, default=None, metavar="HOST:PORT",
+                   help="listen on HOST:PORT (port 0: any free one, printed in the first "
+                        "event on stderr); needs --transport secagg and --keys")
+    g.add_argument("--keys", default=None,
+                   help="directory made by 'fedhh keys' (its roster size is the population)")
+    g.add_argument("--stage-seconds", type=float, default=60.0, dest="stage_seconds",
+                   help="the server's per-stage deadline (default 60)")
+    g.add_argument("--join-seconds", type=float, default=60.0, dest="join_seconds",
+                   help="how long the job waits for the whole population (default 60)")
+    g.add_argument("--server-view", default=None, dest="server_view", metavar="FILE",
+                   help="write what the server learned in each round (candidates, sample, "
+                        "who is in the sum, the sum) to FILE as JSON")
+
+
+#: the transport options a job takes (the others mean nothing over the network; keys
+#: and protocol randomness always come from the OS there, so "simulate" is ignored)
+_JOB_OPTIONS = {"graph", "threat", "dropout", "simulate"}
+
+
+def job_policy_from_args(args: argparse.Namespace, job: str, population: int):  # noqa: ANN201
+    """The :class:`~protocol.core.net.job.JobPolicy` of ``fedhh triehh --network`` and
+    ``fedhh client --job``: the threat model, graph and dropout rate of the secure
+    aggregation options.
+
+    Raises:
+        protocol.cli.UsageError: not ``--transport secagg``, an option that does not
+            apply over the network, or missing ``--keys``.
+    """
+    from protocol.cli import UsageError
+    from protocol.cli.transport_options import transport_options
+    from protocol.core.net.job import JobPolicy
+
+    if getattr(args, "transport", "secagg") != "secagg":
+        raise UsageError("--network runs secure aggregation: give --transport secagg")
+    if not args.keys:
+        raise UsageError("--network needs --keys (a directory made by 'fedhh keys')")
+    opts = transport_options(args)
+    extra = sorted(set(opts) - _JOB_OPTIONS)
+    if extra:
+        raise UsageError(f"over the network, {', '.join(extra)} does not apply: the "
+                         "clients run in their own processes")
+    if getattr(args, "seed", None) is None:
+        raise UsageError("--network needs --seed: the simulated devices' data (in the "
+                         "client processes) and the scoring here come from that seed")
+    try:
+        return JobPolicy(job, population, threat=opts.get("threat", "malicious"),
+                         graph=opts.get("graph", "harary"),
+                         dropout=opts.get("dropout", 0.0))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None

@@ -7,6 +7,14 @@ the sum), latency and bytes per stage. Faults: ``--kill K --kill-at R`` (kill -9
 client processes during round R), ``--stall C --stall-at R`` (C clients hang).
 ``--compare`` also runs the same session in this process and gives the ratios.
 The experiment is :func:`protocol.core.net.launcher.run_loopback`.
+
+``--job triehh`` runs a whole TrieHH instead: ``fedhh triehh --network`` as the server,
+``--processes`` ``fedhh client --job triehh`` processes holding the seeded population's
+words (the dataset options), one secure-aggregation session per round; every completed
+round's sum is checked against the votes of exactly the clients in it; ``--kill K
+--kill-round R`` kills K client processes when round R starts; ``--compare`` runs the
+same TrieHH in this process and says whether the heavy hitters are the same
+(:func:`protocol.studies.runners.net_triehh.run_job_loopback`).
 """
 from __future__ import annotations
 
@@ -38,12 +46,22 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_quiet_arg(p)
     add_session_args(p)
+    from protocol.cli.args import add_triehh_data_args
+
+    p.add_argument("--job", choices=("triehh",), default=None,
+                   help="run a whole mechanism over the network instead of sessions")
+    p.add_argument("--kill-round", type=int, default=2, dest="kill_round",
+                   help="--job: the mechanism round when --kill processes die (default 2)")
+    add_triehh_data_args(p.add_argument_group("--job triehh: the population and parameters"))
 
 
 def run(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
     from protocol.cli.output import print_json, say
     from protocol.core.net.launcher import LoopbackOptions, run_loopback
+
+    if args.job is not None:
+        return _run_job(args)
 
     try:
         opts = LoopbackOptions(
@@ -89,4 +107,59 @@ def _print(out: dict) -> None:  # noqa: ANN001
               f"simulation: wall {sim['wall_ratio']:.2f}x, CPU {sim['cpu_ratio']:.2f}x; "
               f"bytes per client up {sim['bytes_up_per_client']:,.0f}, down "
               f"{sim['bytes_down_per_client']:,.0f}")
+    print(f"wrong results: {out['wrong_results']}, processes left behind: {out['left_behind']}")
+
+
+def _run_job(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+    from protocol.cli.output import print_json, say
+    from protocol.studies.runners.net_triehh import JobLoopbackOptions, run_job_loopback
+    from protocol.studies.errors import StudyError
+
+    try:
+        opts = JobLoopbackOptions(
+            dataset=args.dataset, users=args.users, processes=args.processes,
+            seed=args.seed, threat=args.threat, graph=args.graph,
+            dropout_rate=args.dropout_rate, epsilon=args.epsilon,
+            max_length=args.max_length, unit_size=args.unit_size, theta=args.theta,
+            gamma=args.gamma, alphabet=args.alphabet, stage_seconds=args.stage_seconds,
+            join_seconds=args.join_seconds, kill=args.kill, kill_round=args.kill_round,
+            compare=args.compare, timeout=args.timeout)
+        out = run_job_loopback(opts, say=say(not args.quiet))
+    except (ValueError, StudyError) as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print_json(out)
+    else:
+        _print_job(out)
+    ok = out["result"] is not None and out["wrong_results"] == 0 and out["left_behind"] == 0
+    return 0 if ok else 1
+
+
+def _print_job(out: dict) -> None:  # noqa: ANN001
+    res = out["result"]
+    if res is None:
+        print(f"TrieHH over the network did not complete: {out['server_error']}")
+    else:
+        net = res["network"]
+        print(f"TrieHH over the network: {out['n']} clients ({net['joined']} connected) in "
+              f"{out['options']['processes']} processes; {len(net['rounds'])} rounds; "
+              f"heavy hitters: {', '.join(h['word'] for h in res['heavy_hitters'][:20])}")
+        print(f"  {'round':>5}{'status':>11}{'sampled':>9}{'in sum':>8}{'k':>5}{'t':>5}"
+              f"{'seconds':>9}{'bytes up':>12}{'bytes down':>12}  exact")
+        for i, (r, ok) in enumerate(zip(net["rounds"], out["rounds_exact"] or
+                                        [None] * len(net["rounds"])), 1):
+            print(f"  {i:>5}{r['status']:>11}{r['sampled']:>9}{r['in_sum']:>8}"
+                  f"{r['degree']:>5}{r['threshold']:>5}{r['wall_seconds']:>9.2f}"
+                  f"{r['bytes_up']:>12,}{r['bytes_down']:>12,}  {ok}")
+        print(f"  wall {out['wall_seconds']:.1f} s in all (process start included); server "
+              f"peak {net['server_peak_rss_mb']:.0f} MB")
+    if out["killed_processes"]:
+        print(f"  killed client processes {out['killed_processes']} at round "
+              f"{out['options']['kill_round']}")
+    sim = out.get("simulation")
+    if sim:
+        print(f"in-process TrieHH: heavy hitters {', '.join(sim['heavy_hitters'][:20])}; "
+              f"same release: {sim['release_equal']}; wall {sim['wall_seconds']:.1f} s "
+              f"(network/in-process {sim['wall_ratio']:.2f}x)")
     print(f"wrong results: {out['wrong_results']}, processes left behind: {out['left_behind']}")

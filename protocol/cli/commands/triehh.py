@@ -1,5 +1,13 @@
 """``fedhh triehh``: run TrieHH (Zhu et al. 2020) on a dataset over a transport
-(:mod:`protocol.studies.runners.triehh`)."""
+(:mod:`protocol.studies.runners.triehh`).
+
+With ``--network HOST:PORT`` the command is the server of a TrieHH job that client
+processes (``fedhh client --job triehh``) join over TLS: it samples, sends each round's
+candidates, runs one secure-aggregation session per round with the sampled clients
+and learns each round's sum, never a vote (:mod:`protocol.core.net.job`). It reads
+the dataset only for the population's size, the alphabet and to score the result
+against the truth; the votes come from the clients.
+"""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +15,7 @@ import argparse
 
 def register(cli) -> None:  # noqa: ANN001
     from protocol.cli.args import add_triehh_args
+    from protocol.cli.net_args import add_network_server_args
 
     p = cli.command("triehh", "discover heavy hitters with TrieHH (Zhu et al. 2020)", run,
                     description="Run TrieHH: sampled users vote on prefix extensions; "
@@ -19,6 +28,7 @@ def register(cli) -> None:  # noqa: ANN001
     from protocol.cli.args import add_quiet_arg
 
     add_quiet_arg(p)
+    add_network_server_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.transport_options import transport_from_args
     from protocol.studies.runners import triehh
 
+    if args.network is not None:
+        return _run_network(args)
     transport = transport_from_args(args)  # refuse bad options before loading data
     opts = options_from(triehh.TrieHHOptions, args)
     chatty = not args.quiet
@@ -38,4 +50,51 @@ def run(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         print_triehh(out, args.show)
+    return 0
+
+
+def _run_network(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+    from protocol.cli.args import options_from
+    from protocol.cli.net_args import job_policy_from_args
+    from protocol.cli.output import print_json, print_triehh, progress_bar
+    from protocol.core.net.job import server_transcript, serving_job
+    from protocol.core.net.processes import job_report, job_server
+    from protocol.studies.runners import triehh
+
+    opts = options_from(triehh.TrieHHOptions, args, transport="secagg-network")
+    prepared = triehh.prepare(opts)
+    prep = prepared[0]
+    policy = job_policy_from_args(args, prep.config.task, prep.n)
+    host, port = args.network
+    try:
+        server = job_server(policy, args.keys, host=host, port=port,
+                            stage_seconds=args.stage_seconds, join_seconds=args.join_seconds)
+    except (ValueError, FileNotFoundError) as exc:
+        raise UsageError(str(exc)) from None
+    transport = None
+    try:
+        with serving_job(server) as transport:
+            out = triehh.run(opts, transport,
+                             progress_bar(opts.max_length, "TrieHH rounds",
+                                          enabled=not args.quiet and not args.json),
+                             prepared=prepared)
+            out["network"] = job_report(transport.reports)
+            out["network"]["joined"] = len(server.connected)
+    except OSError as exc:
+        raise UsageError(f"cannot serve on {host}:{port}: {exc}") from None
+    finally:
+        if args.server_view and transport is not None:
+            import json
+
+            with open(args.server_view, "w", encoding="utf-8") as f:
+                json.dump(server_transcript(transport), f)
+    if args.json:
+        print_json(out)
+    else:
+        print_triehh(out, args.show)
+        net = out["network"]
+        print(f"network: {len(net['rounds'])} rounds, {net['joined']} of {prep.n} clients "
+              f"connected, {net['wall_seconds']:.1f} s in sessions, "
+              f"{net['bytes_up']:,} B up, {net['bytes_down']:,} B down")
     return 0

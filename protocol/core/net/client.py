@@ -37,7 +37,7 @@ from secagg.client import SecAggClient
 from secagg.errors import SecAggError
 from secagg.randomness import OsRandom
 
-__all__ = ["ClientOutcome", "run_client", "run_clients"]
+__all__ = ["ClientOutcome", "run_client", "run_clients", "exchange"]
 
 
 @dataclass
@@ -83,40 +83,10 @@ async def run_client(client: int, host: str, port: int, spec: NetSessionSpec,
         except SessionRejected as exc:
             out.status, out.reason = "refused", str(exc)
             return out
-        t0 = time.process_time()
         machine = SecAggClient(config, client, value, rand if rand is not None else OsRandom(),
                                signing_key=signing_key, verify_keys=verify_keys)
-        to_send = machine.start()
-        out.cpu_seconds += time.process_time() - t0
-        limits = wire_secagg.client_limits(config).merged(bye_limits())
-        while True:
-            if to_send and stall_at is not None and type(to_send[0]).ROUND == stall_at:
-                out.status = "stalled"
-                with contextlib.suppress(Exception):  # hang until the server gives up on us
-                    await asyncio.wait_for(reader.read(), wait_seconds)
-                return out
-            for m in to_send:
-                data = frame(m)
-                writer.write(data)
-                out.bytes_up += len(data)
-            await writer.drain()
-            if machine.aborted:
-                out.status = "aborted"
-                out.reason = machine.abort_reason.value if machine.abort_reason else ""
-                return out
-            msg, size = await asyncio.wait_for(read_message(reader, limits), wait_seconds)
-            out.bytes_down += size
-            if isinstance(msg, Bye):
-                out.status, out.reason = msg.status, msg.reason
-                return out
-            t0 = time.process_time()
-            try:
-                to_send = machine.receive(msg)
-            except SecAggError as exc:  # a message not legal now: the server misbehaves
-                out.status, out.reason = "aborted", f"unexpected {type(msg).__name__}: {exc}"
-                return out
-            finally:
-                out.cpu_seconds += time.process_time() - t0
+        await exchange(reader, writer, machine, wire_secagg.client_limits(config), out,
+                       wait_seconds=wait_seconds, stall_at=stall_at)
     except asyncio.TimeoutError:
         out.status, out.reason = "server_silent", f"nothing for {wait_seconds:g} s"
     except PinError as exc:
@@ -133,6 +103,52 @@ async def run_client(client: int, host: str, port: int, spec: NetSessionSpec,
                 writer.close()
                 await asyncio.wait_for(writer.wait_closed(), 2)
     return out
+
+
+async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                   machine: SecAggClient, limits: Any, out: ClientOutcome, *,
+                   wait_seconds: float, stall_at: int | None = None) -> None:
+    """Run one session's rounds: start ``machine``, send what it returns, feed it every
+    server frame (read with ``limits``, a Bye accepted too), until the server's Bye or
+    the machine's abort; sets ``out``'s status and reason.
+
+    Raises:
+        asyncio.TimeoutError: the server was silent for ``wait_seconds``.
+        CodecError: a frame this client does not accept.
+        asyncio.IncompleteReadError, ConnectionError, OSError: the connection broke.
+    """
+    t0 = time.process_time()
+    to_send = machine.start()
+    out.cpu_seconds += time.process_time() - t0
+    limits = limits.merged(bye_limits())
+    while True:
+        if to_send and stall_at is not None and type(to_send[0]).ROUND == stall_at:
+            out.status = "stalled"
+            with contextlib.suppress(Exception):  # hang until the server gives up on us
+                await asyncio.wait_for(reader.read(), wait_seconds)
+            return
+        for m in to_send:
+            data = frame(m)
+            writer.write(data)
+            out.bytes_up += len(data)
+        await writer.drain()
+        if machine.aborted:
+            out.status = "aborted"
+            out.reason = machine.abort_reason.value if machine.abort_reason else ""
+            return
+        msg, size = await asyncio.wait_for(read_message(reader, limits), wait_seconds)
+        out.bytes_down += size
+        if isinstance(msg, Bye):
+            out.status, out.reason = msg.status, msg.reason
+            return
+        t0 = time.process_time()
+        try:
+            to_send = machine.receive(msg)
+        except SecAggError as exc:  # a message not legal now: the server misbehaves
+            out.status, out.reason = "aborted", f"unexpected {type(msg).__name__}: {exc}"
+            return
+        finally:
+            out.cpu_seconds += time.process_time() - t0
 
 
 async def run_clients(clients: Sequence[int], host: str, port: int, spec: NetSessionSpec,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from typing import Any
+from typing import Any, Callable
 
 from protocol.core import codec
 from protocol.core.codec import CodecError, SessionLimits
@@ -60,15 +60,21 @@ def parse_header(header: bytes, limits: SessionLimits) -> tuple[int, int]:
     return length, tag
 
 
-async def read_message(reader: asyncio.StreamReader, limits: SessionLimits
+async def read_message(reader: asyncio.StreamReader,
+                       limits: SessionLimits | Callable[[], SessionLimits]
                        ) -> tuple[Any, int]:
-    """Read one frame and decode it: ``(message, bytes read)``.
+    """Read one frame and decode it: ``(message, bytes read)``. ``limits`` may be a
+    function, called when the header has arrived (a long-lived connection whose
+    session changes while it waits).
 
     Raises:
         FrameError: refused (see :func:`parse_header`) or undecodable.
         asyncio.IncompleteReadError: the stream ended (a disconnect).
     """
-    length, tag = parse_header(await reader.readexactly(HEADER.size), limits)
+    header = await reader.readexactly(HEADER.size)
+    if callable(limits):
+        limits = limits()
+    length, tag = parse_header(header, limits)
     body = await reader.readexactly(length)
     try:
         msg = codec.decode(body, limits=limits)

@@ -41,7 +41,8 @@ import numpy as np
 from protocol.core.net import tls
 from protocol.core.net.session import NetSessionSpec, demo_input
 
-__all__ = ["LoopbackOptions", "run_loopback", "expected_sum", "release_digest"]
+__all__ = ["LoopbackOptions", "run_loopback", "expected_sum", "release_digest", "fedhh_command",
+           "read_json_lines", "stop_process"]
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,8 @@ def release_digest(vector: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(vector, dtype="<u8").tobytes()).hexdigest()
 
 
-def _command(*args: str) -> list[str]:
+def fedhh_command(*args: str) -> list[str]:
+    """``python -m protocol.cli ARGS`` with this interpreter."""
     return [sys.executable, "-m", "protocol.cli", *args]
 
 
@@ -118,17 +120,24 @@ def _spec_args(o: LoopbackOptions) -> list[str]:
             "--threat", o.threat, "--graph", o.graph, "--dropout-rate", str(o.dropout_rate)]
 
 
-async def _read_json_lines(stream: asyncio.StreamReader, sink: asyncio.Queue) -> None:
+async def read_json_lines(stream: asyncio.StreamReader, sink: asyncio.Queue,
+                           other: list[str] | None = None) -> None:
+    """JSON objects of ``stream``'s lines into ``sink`` (``None`` at the end); other
+    lines into ``other`` (the last 50)."""
     while True:
         line = await stream.readline()
         if not line:
             await sink.put(None)
             return
-        with contextlib.suppress(ValueError):
+        try:
             await sink.put(json.loads(line))
+        except ValueError:
+            if other is not None:
+                other.append(line.decode(errors="replace").rstrip())
+                del other[:-50]
 
 
-async def _stop(proc: asyncio.subprocess.Process, grace: float) -> bool:
+async def stop_process(proc: asyncio.subprocess.Process, grace: float) -> bool:
     """Wait ``grace`` seconds, then SIGKILL; True if it had to be killed."""
     try:
         await asyncio.wait_for(proc.wait(), grace)
@@ -145,12 +154,12 @@ async def _loopback(o: LoopbackOptions, keys: str, say: Callable[[str], None]
     rng = np.random.default_rng([o.seed, 0x6E6574])
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     server = await asyncio.create_subprocess_exec(
-        *_command("serve", "--transport", "secagg", "--keys", keys, "--port", "0",
+        *fedhh_command("serve", "--transport", "secagg", "--keys", keys, "--port", "0",
                   "--sessions", str(o.sessions), "--stage-seconds", str(o.stage_seconds),
                   "--join-seconds", str(o.join_seconds), *_spec_args(o)),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
     events: asyncio.Queue = asyncio.Queue()
-    reader = asyncio.create_task(_read_json_lines(server.stdout, events))
+    reader = asyncio.create_task(read_json_lines(server.stdout, events))
     everything: list[asyncio.subprocess.Process] = [server]
     sessions: list[dict[str, Any]] = []
     killed_late = 0
@@ -186,7 +195,7 @@ async def _loopback(o: LoopbackOptions, keys: str, say: Callable[[str], None]
                 if mine:
                     args += ["--stall", ",".join(map(str, mine)), "--stall-at", str(o.stall_at)]
                 p = await asyncio.create_subprocess_exec(
-                    *_command(*args), stdout=asyncio.subprocess.PIPE,
+                    *fedhh_command(*args), stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE, env=env)
                 procs.append(p)
                 everything.append(p)
@@ -214,7 +223,7 @@ async def _loopback(o: LoopbackOptions, keys: str, say: Callable[[str], None]
             wall = time.perf_counter() - t0
             summaries, stuck = [], 0
             for i, p in enumerate(procs):
-                stuck += await _stop(p, o.stage_seconds + 10)
+                stuck += await stop_process(p, o.stage_seconds + 10)
                 if i in killed:
                     continue
                 out = (await p.stdout.read()).decode(errors="replace").strip().splitlines()
@@ -233,7 +242,7 @@ async def _loopback(o: LoopbackOptions, keys: str, say: Callable[[str], None]
                 f"{' (' + report['reason'] + ')' if report['reason'] else ''}, "
                 f"{len(report['sets'].get('U3', []))} of {o.clients} in the sum, "
                 f"exact: {sessions[-1]['exact']}, {wall:.1f} s")
-        server_killed = await _stop(server, 30)
+        server_killed = await stop_process(server, 30)
     finally:
         for p in everything:
             if p.returncode is None:

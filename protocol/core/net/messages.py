@@ -1,4 +1,5 @@
-"""The network layer's own messages (tags 200..209): the handshake around a session.
+"""The network layer's own messages (tags 200..209): the handshake around a session,
+and the :class:`Task` that opens each round of a job (a whole mechanism run).
 
 A client opens a TLS connection and says :class:`Hello` (who it is); the server answers
 :class:`Welcome` (the whole session configuration, including this attempt's fresh
@@ -17,12 +18,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from protocol.core import codec
-from protocol.core.codec import Bin, Bool, Int, Record, SessionLimits, Str
+from protocol.core.codec import Array, Bin, Bool, Int, Record, SessionLimits, Str
 from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.state import MAX_PARTICIPANTS
 
 __all__ = ["PROTOCOL_VERSION", "Hello", "Welcome", "Bye", "MAX_CONTEXT_BYTES",
-           "MAX_REASON_BYTES", "hello_limits", "welcome_limits", "bye_limits", "BYE_STATUSES"]
+           "MAX_REASON_BYTES", "hello_limits", "welcome_limits", "bye_limits", "BYE_STATUSES",
+           "Task", "task_limits"]
 
 #: the network protocol's version (a client and server of different versions refuse
 #: each other with ``version_mismatch``)
@@ -32,7 +34,11 @@ MAX_REASON_BYTES = 160
 MAX_GRAPH_BYTES = 16
 #: ``completed``: the server released the sum; ``aborted``: the session ended without
 #: one (reason given); ``refused``: this connection was not admitted (reason given)
-BYE_STATUSES = ("completed", "aborted", "refused")
+#: ``finished``: a job (several sessions on one connection) is over
+BYE_STATUSES = ("completed", "aborted", "refused", "finished")
+MAX_TASK_NAME_BYTES = 64
+#: the longest candidate string a Task may carry (bytes of UTF-8)
+MAX_CANDIDATE_BYTES = 256
 
 
 def _int(v: Any, name: str, lo: int = 0, hi: int = (1 << 64) - 1) -> int:
@@ -141,6 +147,57 @@ class Bye:
         return cls(*fields)
 
 
+@dataclass(frozen=True, slots=True)
+class Task:
+    """Server to every client of a job, opening one vote round: the round's public
+    specification (task name, round, candidate strings, threshold, release rule) and
+    the sampled clients (population positions, ascending). A sampled client computes
+    its own vote on the candidates and joins the round's session, whose Welcome
+    follows; the others wait for the next Task. ``theta`` 0 means no threshold.
+    """
+
+    TAG: ClassVar[int] = 203
+    job: str
+    round: int
+    candidates: tuple[str, ...]
+    theta: int
+    reveal_counts: bool
+    min_participants: int
+    sample: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if type(self.job) is not str or not 0 < len(self.job.encode()) <= MAX_TASK_NAME_BYTES:
+            raise ValueError(f"job must be a name of 1..{MAX_TASK_NAME_BYTES} bytes")
+        _int(self.round, "round", 0, 1 << 32)
+        object.__setattr__(self, "candidates", tuple(self.candidates))
+        object.__setattr__(self, "sample", tuple(self.sample))
+        if not self.candidates or any(type(c) is not str
+                                      or len(c.encode()) > MAX_CANDIDATE_BYTES
+                                      for c in self.candidates):
+            raise ValueError(f"candidates must be 1 or more strings of at most "
+                             f"{MAX_CANDIDATE_BYTES} bytes")
+        if len(set(self.candidates)) != len(self.candidates):
+            raise ValueError("candidates must be distinct")
+        _int(self.theta, "theta", 0, 1 << 32)
+        if type(self.reveal_counts) is not bool:
+            raise ValueError("reveal_counts must be a bool")
+        _int(self.min_participants, "min_participants", 1, MAX_PARTICIPANTS)
+        for c in self.sample:
+            _int(c, "sample entry", 0, (1 << 32) - 1)
+        if any(a >= b for a, b in zip(self.sample, self.sample[1:])):
+            raise ValueError("the sample must be strictly ascending")
+
+    def to_wire(self) -> list[Any]:
+        return [self.job, self.round, list(self.candidates), self.theta, self.reveal_counts,
+                self.min_participants, list(self.sample)]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "Task":
+        if len(fields) != 7:
+            raise ValueError("Task has 7 fields")
+        return cls(*fields)
+
+
 _U8 = Int(0, 255)
 _HELLO = Record((_U8, Int(0, MAX_PARTICIPANTS - 1)))
 _WELCOME = Record((_U8, Int(2, MAX_PARTICIPANTS), Int(1, MAX_PARTICIPANTS),
@@ -152,6 +209,22 @@ _BYE = Record((Str(1, 16), Str(0, MAX_REASON_BYTES)))
 codec.register(Hello, _HELLO)
 codec.register(Welcome, _WELCOME)
 codec.register(Bye, _BYE)
+
+
+def _task_shape(population: int, max_candidates: int) -> Record:
+    return Record((Str(1, MAX_TASK_NAME_BYTES), Int(0, 1 << 32),
+                   Array(Str(0, MAX_CANDIDATE_BYTES), max_candidates, 1), Int(0, 1 << 32),
+                   Bool(), Int(1, MAX_PARTICIPANTS),
+                   Array(Int(0, max(population - 1, 0)), min(population, MAX_PARTICIPANTS))))
+
+
+codec.register(Task, _task_shape(1 << 32, 1 << 21))
+
+
+def task_limits(population: int, max_candidates: int) -> SessionLimits:
+    """What a client of a job accepts between rounds: a Task for a population of
+    ``population`` with at most ``max_candidates`` candidates, or a Bye."""
+    return SessionLimits({Task.TAG: _task_shape(population, max_candidates), Bye.TAG: _BYE})
 
 
 def hello_limits() -> SessionLimits:

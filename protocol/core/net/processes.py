@@ -17,7 +17,7 @@ import resource
 import sys
 import time
 from collections import Counter
-from typing import Any, Sequence, TextIO
+from typing import Any, Callable, Sequence, TextIO
 
 from protocol.core.memory import peak_rss_mb
 from protocol.core.net import tls
@@ -25,7 +25,8 @@ from protocol.core.net.client import run_clients
 from protocol.core.net.server import NetSecAggServer
 from protocol.core.net.session import NetSessionSpec, demo_input
 
-__all__ = ["serve_process", "client_process", "raise_open_files_limit", "small_tls_buffers"]
+__all__ = ["serve_process", "client_process", "raise_open_files_limit", "small_tls_buffers",
+           "job_server", "job_client_process", "job_report"]
 
 
 #: socket read buffer per TLS connection in the network processes; asyncio's default
@@ -119,6 +120,98 @@ def client_process(spec: NetSessionSpec, keys: str, host: str, port: int, ids: S
         "event": "clients", "clients": len(ids),
         "status": dict(Counter(o.status for o in outcomes)),
         "reasons": dict(Counter(o.reason for o in outcomes if o.reason)),
+        "bytes_up": sum(o.bytes_up for o in outcomes),
+        "bytes_down": sum(o.bytes_down for o in outcomes),
+        "client_cpu_seconds": sum(o.cpu_seconds for o in outcomes),
+        "process_cpu_seconds": time.process_time() - cpu0,
+        "wall_seconds": time.perf_counter() - wall0,
+    }
+    _emit(out, summary)
+    return summary
+
+
+def job_server(policy: Any, keys: str, *, host: str = "127.0.0.1", port: int = 0,
+               stage_seconds: float = 60.0, join_seconds: float = 60.0,
+               out: TextIO = sys.stderr) -> Any:
+    """The server of a job (``fedhh triehh --network``): a
+    :class:`~protocol.core.net.job.NetJobServer` for ``policy`` with the keys of
+    ``keys``, printing one JSON line per event on ``out``; run it with
+    :func:`~protocol.core.net.job.serving_job`.
+
+    Raises:
+        ValueError: the roster's size is not the population's, or bad keys.
+    """
+    from protocol.core.net.job import NetJobServer
+
+    verify, _ = tls.load_pki(keys, signing=False)
+    if len(verify) != policy.population:
+        raise ValueError(f"the roster in {keys} has {len(verify)} clients, the population "
+                         f"{policy.population}")
+    raise_open_files_limit(policy.population + 256)
+    small_tls_buffers()
+    return NetJobServer(policy, tls.server_context(keys), verify_keys=verify, host=host,
+                        port=port, stage_seconds=stage_seconds, join_seconds=join_seconds,
+                        events=lambda e: _emit(out, e))
+
+
+def job_report(reports: Sequence[Any]) -> dict[str, Any]:
+    """A job's rounds as the server saw them (JSON-ready): outcome, who took part,
+    latency per stage and bytes, and the totals."""
+    rounds = []
+    for r in reports:
+        rounds.append({
+            "status": r.status, "reason": r.reason, "sampled": r.n, "joined": r.joined,
+            "in_sum": len(r.sets.get("U3", ())), "degree": r.degree, "threshold": r.threshold,
+            "threat": r.threat, "wall_seconds": r.wall_seconds,
+            "server_cpu_seconds": r.server_cpu_seconds,
+            "bytes_up": r.bytes_up, "bytes_down": r.bytes_down,
+            "stages": [{"name": s.name, "expected": s.expected, "received": s.received,
+                        "seconds": s.seconds} for s in r.stages],
+            "refused": [[c, why] for c, why in r.refused][:20]})
+    return {"rounds": rounds,
+            "wall_seconds": sum(r["wall_seconds"] for r in rounds),
+            "server_cpu_seconds": sum(r["server_cpu_seconds"] for r in rounds),
+            "bytes_up": sum(r["bytes_up"] for r in rounds),
+            "bytes_down": sum(r["bytes_down"] for r in rounds),
+            "server_peak_rss_mb": peak_rss_mb()}
+
+
+def job_client_process(policy: Any, keys: str, host: str, port: int, ids: Sequence[int],
+                       vote_of: Callable[[int, Any], int], *, wait_seconds: float = 300.0,
+                       stall: Sequence[int] = (), stall_at: int | None = None,
+                       out: TextIO = sys.stdout) -> dict[str, Any]:
+    """Run the clients ``ids`` of a job (``fedhh client --job``); ``vote_of(member,
+    task)`` is a client's vote. Prints and returns a summary.
+
+    Raises:
+        ValueError: ids outside the population, bad keys.
+    """
+    from protocol.core.net.job import run_job_clients
+
+    ids = list(ids)
+    if not ids or min(ids) < 0 or max(ids) >= policy.population:
+        raise ValueError(f"client ids must be in [0, {policy.population})")
+    malicious = policy.threat == "malicious"
+    verify, signing = tls.load_pki(keys, signing=malicious)
+    if len(verify) != policy.population:
+        raise ValueError(f"the roster in {keys} has {len(verify)} clients, the population "
+                         f"{policy.population}")
+    raise_open_files_limit(len(ids) + 256)
+    small_tls_buffers()
+    ctx, pin = tls.client_context(keys)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    outcomes = asyncio.run(run_job_clients(
+        ids, host, port, policy, ctx, pin, vote_of, signing_keys=signing,
+        verify_keys=verify if malicious else None, wait_seconds=wait_seconds, stall=stall,
+        stall_at=stall_at))
+    sessions: Counter = Counter()
+    for o in outcomes:
+        sessions.update(o.sessions)
+    summary = {
+        "event": "clients", "clients": len(ids),
+        "status": dict(Counter(o.status for o in outcomes)),
+        "reasons": dict(Counter(o.reason for o in outcomes if o.reason)),
+        "sessions": dict(sessions),
         "bytes_up": sum(o.bytes_up for o in outcomes),
         "bytes_down": sum(o.bytes_down for o in outcomes),
         "client_cpu_seconds": sum(o.cpu_seconds for o in outcomes),

@@ -275,23 +275,9 @@ class NetSecAggServer:
         self.events({"event": "joined", "clients": len(joined)})
         srv = SecAggServer(config, verify_keys=self.verify_keys)
         stages: list[StageReport] = []
-        expected = {c for c in joined if session.conns[c].open}
         status, reason = "aborted", ""
         try:
-            while srv.state not in (ServerState.COMPLETED, ServerState.ABORTED):
-                round_no = srv.round
-                assert round_no is not None
-                stage = await self._collect(session, srv, round_no, expected)
-                out = srv.close_round()
-                expected = await self._send(session, out, stage)
-                stages.append(stage)
-                self.events({"event": "stage", **vars(stage)})
-            if srv.state is ServerState.COMPLETED:
-                status = "completed"
-            else:
-                reason = srv.abort_reason.value if srv.abort_reason else "aborted"
-        except SecAggError as exc:  # a state-machine misuse here is a server bug: report it
-            reason = f"server error: {exc}"
+            status, reason = await self._run_stages(session, srv, stages)
         finally:
             bye = Bye(status, reason[:120])
             await asyncio.gather(*(_send_and_close(c.writer, bye) for c in session.conns.values()
@@ -312,6 +298,26 @@ class NetSecAggServer:
             bytes_down=sum(c.bytes_down for c in session.conns.values()))
         self.events({"event": "done", "status": status, "reason": reason})
         return report
+
+    async def _run_stages(self, session: _Session, srv: SecAggServer,
+                          stages: list[StageReport]) -> tuple[str, str]:
+        """Run the state machine's rounds with deadlines over the session's connections
+        (appending to ``stages``); ``(status, reason)``."""
+        expected = {c for c, conn in session.conns.items() if conn.open}
+        try:
+            while srv.state not in (ServerState.COMPLETED, ServerState.ABORTED):
+                round_no = srv.round
+                assert round_no is not None
+                stage = await self._collect(session, srv, round_no, expected)
+                out = srv.close_round()
+                expected = await self._send(session, out, stage)
+                stages.append(stage)
+                self.events({"event": "stage", **vars(stage)})
+        except SecAggError as exc:  # a state-machine misuse here is a server bug: report it
+            return "aborted", f"server error: {exc}"
+        if srv.state is ServerState.COMPLETED:
+            return "completed", ""
+        return "aborted", srv.abort_reason.value if srv.abort_reason else "aborted"
 
     async def _collect(self, session: _Session, srv: SecAggServer, round_no: int,
                        expected: set[int]) -> StageReport:

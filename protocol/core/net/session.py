@@ -52,6 +52,9 @@ class NetSessionSpec:
     label: str = "fedhh network session"
     #: the dropout rate the parameters must tolerate (``delta``; at least the default)
     dropout: float = 0.0
+    #: the session's context, when it is not SHA-256 of ``label`` (a job's round binds
+    #: its specification and sample: :func:`protocol.core.net.job.round_context`)
+    context_digest: bytes | None = None
 
     def __post_init__(self) -> None:
         if type(self.n) is not int or self.n < 3:
@@ -60,6 +63,9 @@ class NetSessionSpec:
             raise ValueError("dim must be a positive int")
         if type(self.modulus) is not int or not 2 <= self.modulus <= 1 << 64:
             raise ValueError("modulus must be in [2, 2**64]")
+        if self.context_digest is not None and (type(self.context_digest) is not bytes
+                                                or len(self.context_digest) != 32):
+            raise ValueError("context_digest must be 32 bytes")
         # validates threat, graph and dropout
         SecAggSessionOptions(graph=self.graph, threat=self.threat, dropout=self.dropout)
 
@@ -80,6 +86,8 @@ class NetSessionSpec:
         return self.options.session_params(self.n)
 
     def context(self) -> bytes:
+        if self.context_digest is not None:
+            return self.context_digest
         return hashlib.sha256(b"fedhh/net/session/v1\x00" + self.label.encode()).digest()
 
     def config(self, server_nonce: bytes, params: SecAggParams | None = None) -> SessionConfig:

@@ -139,7 +139,15 @@ def run_once(prep: Prepared, transport: Transport, rng,  # noqa: ANN001, ANN201
 
     if client_progress is not None and hasattr(transport, "client_progress"):
         transport.client_progress = client_progress
-    mech = TrieHH(prep.data, prep.alphabet, prep.config, transport, rng)
+    if getattr(transport, "votes_at_clients", False):
+        # the clients hold the data and vote themselves (the network prototype); the
+        # server's side never reads prep.data
+        if not prep.data.one_per_user:
+            raise StudyError("clients that vote themselves hold one word each: "
+                             "--multi-word is not available over the network")
+        mech = TrieHH.at_server(prep.n, prep.alphabet, prep.config, transport, rng)
+    else:
+        mech = TrieHH(prep.data, prep.alphabet, prep.config, transport, rng)
     try:
         rounds = mech.rounds()
         for _ in (progress(rounds) if progress is not None else rounds):
@@ -237,16 +245,18 @@ def _with_guarantee(g, legacy: dict[str, Any]) -> dict[str, Any]:  # noqa: ANN00
 def run(opts: TrieHHOptions, transport: Transport,
         progress: Progress | None = None,
         client_progress: ClientProgress | None = None,
-        say: Callable[[str], None] | None = None) -> dict[str, Any]:
+        say: Callable[[str], None] | None = None,
+        prepared: tuple[Prepared, Any] | None = None) -> dict[str, Any]:
     """Prepare, run and summarise one TrieHH run, with ``seconds`` of load and run.
     ``say`` receives a one-line estimate before a run predicted (by
-    :func:`estimate_seconds`) to take more than a minute.
+    :func:`estimate_seconds`) to take more than a minute. ``prepared``: the result of
+    :func:`prepare` for ``opts``, when the caller needed it first.
 
     Raises:
         StudyError: as :func:`prepare` and :func:`run_once`.
     """
     t0 = time.perf_counter()
-    prep, rng = prepare(opts)
+    prep, rng = prepared if prepared is not None else prepare(opts)
     if say is not None:
         predicted = estimate_seconds(prep, transport)
         if predicted is not None and predicted > 60:

@@ -1,0 +1,609 @@
+"""Jobs: a whole mechanism run between real processes (TrieHH over the network).
+
+A *job* keeps one TLS connection per client open for all its rounds. Each vote round
+is one secure-aggregation session among the clients the mechanism sampled:
+
+1. **Join.** Clients connect and say :class:`~protocol.core.net.messages.Hello` with
+   their population position, as for a single session; nothing is sent back until
+   the first round. The join window closes when the whole population is there or
+   after ``join_seconds``.
+2. **Task.** For each round the server sends every connected client a
+   :class:`~protocol.core.net.messages.Task`: the round's public specification (job
+   name, round, candidate strings, threshold, release rule) and the sample. A client
+   not in the sample waits for the next Task.
+3. **Session.** A sampled client computes its own vote on the candidates from data
+   only it holds (``vote_of``; for TrieHH :class:`mechanisms.triehh.ClientVoter`),
+   checks the round's :class:`~protocol.core.net.messages.Welcome` against the
+   parameters its own policy derives (the threat model's threshold and degree for the
+   sample's size, the vector length from the candidates, the context binding the
+   Task: :func:`round_context`) and runs the session as session position ``j``, its
+   rank in the sample. The server runs the stages with deadlines exactly as
+   :class:`~protocol.core.net.server.NetSecAggServer` does and ends the session with
+   a Bye (``completed`` or ``aborted``) that leaves the connection open.
+4. **End.** ``Bye("finished")`` to everyone.
+
+The server's side of the mechanism runs in the analyst's process
+(:meth:`mechanisms.triehh.TrieHH.at_server` over :class:`NetworkTransport`): it
+samples, sends Tasks, and learns each round's sum, never a vote.
+
+**The client's policy** (:class:`JobPolicy`): it answers Tasks of one job name only,
+with round numbers strictly increasing (an old round is not answered twice), a sample
+of at least ``min_clients`` that contains it, and a Welcome exactly as its own
+derivation requires. A client whose state machine aborts (it detected the server
+misbehaving) leaves the job. A client that is late or silent in a stage is dropped by
+the server and stays out of the job: the server closes its connection.
+"""
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import hashlib
+import ssl
+import struct
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from protocol.core import wire_secagg
+from protocol.core.codec import CodecError, SessionLimits
+from protocol.core.contract import (
+    AggregationAborted, ClientVotes, ContractError, Cost, Kind, Release, RoundResult,
+    RoundSpec, Transport, threshold_counts,
+)
+from protocol.core.net.client import ClientOutcome, exchange
+from protocol.core.net.frames import frame, read_message
+from protocol.core.net.messages import (
+    PROTOCOL_VERSION, Bye, Hello, Task, Welcome, hello_limits, task_limits, welcome_limits,
+)
+from protocol.core.net.server import (
+    NetSecAggServer, SessionReport, StageReport, _close, _Conn, _send_and_close, _Session,
+)
+from protocol.core.net.session import NetSessionSpec, SessionRejected
+from protocol.core.net.tls import SERVER_NAME, PinError, check_pin
+from protocol.core.transports.secagg_transport import spec_context, vote_modulus
+from secagg.client import SecAggClient
+from secagg.crypto import FRESH_NONCE_BYTES
+from secagg.randomness import OsRandom
+from secagg.server import SecAggServer
+
+__all__ = ["JobPolicy", "round_context", "round_spec", "NetJobServer", "NetworkTransport",
+           "JobOutcome", "run_job_client", "run_job_clients", "serving_job",
+           "server_transcript"]
+
+#: at most this many candidates in one round of a job (TrieHH's own cap is larger;
+#: a round above this one is refused by the clients' framing)
+MAX_JOB_CANDIDATES = 1 << 16
+
+_NOTHING = SessionLimits({})
+
+
+@dataclass(frozen=True)
+class JobPolicy:
+    """What a job's rounds must look like, derived the same way on both sides.
+
+    Raises:
+        ValueError: bad values.
+    """
+
+    job: str
+    population: int
+    threat: str = "malicious"
+    graph: str = "harary"
+    dropout: float = 0.0
+    #: a client refuses a round whose sample is smaller
+    min_clients: int = 3
+    max_candidates: int = MAX_JOB_CANDIDATES
+
+    def __post_init__(self) -> None:
+        if type(self.population) is not int or not 3 <= self.population < 1 << 32:
+            raise ValueError("a job needs a population of at least 3")
+        if type(self.min_clients) is not int or self.min_clients < 3:
+            raise ValueError("min_clients must be an int >= 3 (secure aggregation needs 3)")
+        if not 1 <= self.max_candidates <= MAX_JOB_CANDIDATES:
+            raise ValueError(f"max_candidates must be in [1, {MAX_JOB_CANDIDATES}]")
+        NetSessionSpec(3, threat=self.threat, graph=self.graph, dropout=self.dropout)
+
+    def session(self, spec: RoundSpec, sample: Sequence[int]) -> NetSessionSpec:
+        """The secure-aggregation session of one round: ``n`` the sample's size, a
+        one-hot vote vector per client modulo :func:`vote_modulus` (as the in-process
+        transport), the context binding the round (:func:`round_context`)."""
+        m = len(sample)
+        return NetSessionSpec(m, dim=spec.domain_size, modulus=vote_modulus(m),
+                              threat=self.threat, graph=self.graph, dropout=self.dropout,
+                              context_digest=round_context(spec, sample))
+
+
+def round_context(spec: RoundSpec, sample: Sequence[int]) -> bytes:
+    """SHA-256 binding a round's specification and its sample: every key, ciphertext
+    and signature of the round's session depends on it."""
+    h = hashlib.sha256(b"fedhh/net/job-round/v1\x00")
+    h.update(spec_context(spec))
+    h.update(struct.pack(">Q", len(sample)))
+    h.update(np.asarray(sample, dtype=">u4").tobytes())
+    return h.digest()
+
+
+def round_spec(task: Task) -> RoundSpec:
+    """The round a Task announces.
+
+    Raises:
+        ContractError: not a valid vote round.
+    """
+    return RoundSpec(task.job, task.round, Kind.VOTE, candidates=task.candidates,
+                     theta=task.theta or None, reveal_counts=task.reveal_counts,
+                     min_participants=task.min_participants)
+
+
+# ---------------------------------------------------------------------------- server
+@dataclass(eq=False)
+class _JobConn(_Conn):
+    #: population position (``client`` is the position in the current session, -1 outside)
+    member: int = -1
+
+
+class NetJobServer(NetSecAggServer):
+    """A TLS server that keeps a population connected and runs one secure-aggregation
+    session per round (:meth:`run_round`) among the clients a mechanism sampled.
+
+    Args:
+        policy: the job (name, population, threat model, graph, dropout rate).
+        ssl_context: from :func:`protocol.core.net.tls.server_context`.
+        verify_keys: the population's Ed25519 keys (malicious-server variant).
+        host, port, stage_seconds, join_seconds, rand, events: as
+            :class:`~protocol.core.net.server.NetSecAggServer`.
+    """
+
+    def __init__(self, policy: JobPolicy, ssl_context: ssl.SSLContext, *,
+                 verify_keys: Sequence[bytes] | None = None, host: str = "127.0.0.1",
+                 port: int = 0, stage_seconds: float = 60.0, join_seconds: float = 60.0,
+                 rand: Any = None, events: Callable[[dict[str, Any]], None] | None = None
+                 ) -> None:
+        malicious = policy.threat == "malicious"
+        if malicious and (verify_keys is None or len(verify_keys) != policy.population):
+            raise ValueError(f"the malicious-server variant needs {policy.population} "
+                             "verification keys")
+        if stage_seconds <= 0 or join_seconds <= 0:
+            raise ValueError("deadlines must be positive")
+        self.policy = policy
+        self.ssl_context = ssl_context
+        self.verify_keys = list(verify_keys) if verify_keys is not None else None
+        self.host, self.port = host, port
+        self.stage_seconds, self.join_seconds = float(stage_seconds), float(join_seconds)
+        self.rand = rand if rand is not None else OsRandom()
+        self.events = events or (lambda _e: None)
+        self._server = None
+        self._members: dict[int, _JobConn] = {}
+        self._joining = True
+        self._current: _Session | None = None
+        self._all_joined: asyncio.Event | None = None
+        self.refused: list[tuple[int | None, str]] = []
+
+    @property
+    def connected(self) -> list[int]:
+        return sorted(m for m, c in self._members.items() if c.open)
+
+    async def admit(self) -> int:
+        """Wait for the whole population or the join window; the number connected."""
+        if self._all_joined is None:
+            self._all_joined = asyncio.Event()
+            if len(self.connected) == self.policy.population:
+                self._all_joined.set()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._all_joined.wait(), self.join_seconds)
+        self._joining = False
+        joined = len(self.connected)
+        self.events({"event": "joined", "clients": joined})
+        return joined
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            hello, _ = await asyncio.wait_for(read_message(reader, hello_limits()),
+                                              self.stage_seconds)
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, CodecError, OSError,
+                ssl.SSLError) as exc:
+            self.refused.append((None, f"no valid Hello: {type(exc).__name__}"))
+            await _close(writer)
+            return
+        assert isinstance(hello, Hello)
+        reason = None
+        if not self._joining:
+            reason = "the job is running; it accepts no new clients"
+        elif hello.version != PROTOCOL_VERSION:
+            reason = "version_mismatch"
+        elif not 0 <= hello.client < self.policy.population:
+            reason = f"position {hello.client} is not in the population of " \
+                     f"{self.policy.population}"
+        elif hello.client in self._members and self._members[hello.client].open:
+            reason = f"position {hello.client} is taken"
+        if reason is not None:
+            self.refused.append((hello.client, reason))
+            await _send_and_close(writer, Bye("refused", reason))
+            return
+        conn = _JobConn(-1, reader, writer, may_send=False, member=hello.client)
+        conn.task = asyncio.current_task()
+        self._members[hello.client] = conn
+        if len(self.connected) == self.policy.population and self._all_joined is not None:
+            self._all_joined.set()
+        await self._job_read_loop(conn)
+
+    def _limits_for(self, conn: _JobConn) -> SessionLimits:
+        session = self._current
+        if session is not None and session.conns.get(conn.client) is conn:
+            return session.limits
+        return _NOTHING  # outside its sessions a client has nothing to say
+
+    async def _job_read_loop(self, conn: _JobConn) -> None:
+        try:
+            while conn.open:
+                msg, size = await read_message(conn.reader, lambda: self._limits_for(conn))
+                session = self._current
+                if session is None or session.conns.get(conn.client) is not conn:
+                    self.refused.append((conn.member, "message outside its sessions"))
+                    break
+                if getattr(msg, "sender", None) != conn.client:
+                    session.refused.append((conn.member, "message names another sender"))
+                    break
+                if not conn.may_send:
+                    session.refused.append((conn.member, "message sent out of turn"))
+                    break
+                conn.may_send = False
+                await session.queue.put((conn, msg, size))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, ssl.SSLError):
+            pass
+        except CodecError as exc:
+            self.refused.append((conn.member, f"refused frame: {exc}"[:200]))
+        except asyncio.CancelledError:
+            pass
+        finally:
+            if conn.open:
+                conn.open = False
+                session = self._current
+                if session is not None and session.conns.get(conn.client) is conn:
+                    await session.queue.put((conn, None, 0))
+                await _close(conn.writer)
+
+    async def _write_all(self, conns: Sequence[_JobConn], data: bytes) -> int:
+        """Write ``data`` to each connection and drain; a connection that fails is
+        closed (a dropout from then on). Returns the bytes written."""
+        total = 0
+        live = []
+        for conn in conns:
+            try:
+                conn.writer.write(data)
+            except (ConnectionError, OSError, RuntimeError):
+                await self._drop_member(conn)
+                continue
+            conn.bytes_down += len(data)
+            total += len(data)
+            live.append(conn)
+
+        async def drain(conn: _JobConn) -> None:
+            try:
+                await asyncio.wait_for(conn.writer.drain(), self.stage_seconds)
+            except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError):
+                await self._drop_member(conn)
+
+        await asyncio.gather(*(drain(c) for c in live))
+        return total
+
+    async def _drop_member(self, conn: _JobConn) -> None:
+        if conn.open:
+            conn.open = False
+            if conn.task is not None and conn.task is not asyncio.current_task():
+                conn.task.cancel()
+            await _close(conn.writer)
+
+    async def run_round(self, spec: RoundSpec, sample: Sequence[int]) -> SessionReport:
+        """One round: the Task to every connected client, then the session among the
+        sampled ones that are connected (the others are round-0 dropouts).
+
+        Raises:
+            AggregationAborted: ``no_secagg_parameters`` (none exist for the sample's
+                size under the threat model).
+        """
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        sample = [int(s) for s in sample]
+        task = Task(spec.task, spec.round, spec.candidates, spec.theta or 0,
+                    bool(spec.reveal_counts), spec.min_participants, tuple(sample))
+        netspec = self.policy.session(spec, sample)
+        params = netspec.params()
+        members = [self._members[m] for m in self.connected]
+        task_bytes = await self._write_all(members, frame(task))
+        nonce = self.rand.token_bytes(FRESH_NONCE_BYTES)
+        config = netspec.config(nonce, params)
+        welcome = frame(netspec.welcome(nonce, self.stage_seconds, params))
+        session = _Session(netspec, wire_secagg.server_limits(config), welcome)
+        for j, member in enumerate(sample):
+            conn = self._members.get(member)
+            if conn is not None and conn.open:
+                conn.client, conn.may_send = j, True
+                session.conns[j] = conn
+        self._current = session
+        joined = sorted(session.conns)
+        self.events({"event": "session", "phase": "round", "round": spec.round,
+                     "sample": len(sample), "connected": len(joined),
+                     "session": config.session.hex()})
+        await self._write_all([session.conns[j] for j in joined], welcome)
+        verify = ([self.verify_keys[m] for m in sample] if self.verify_keys is not None
+                  and netspec.malicious else None)
+        srv = SecAggServer(config, verify_keys=verify)
+        stages: list[StageReport] = []
+        status, reason = "aborted", ""
+        try:
+            status, reason = await self._run_stages(session, srv, stages)
+        finally:
+            self._current = None
+            ending = [c for c in session.conns.values() if c.open]
+            await self._write_all(ending, frame(Bye(status, reason[:120])))
+            for c in session.conns.values():
+                c.client, c.may_send = -1, False
+        report = SessionReport(
+            status=status, reason=reason, n=len(sample), degree=params.degree,
+            threshold=params.threshold, threat=netspec.threat, joined=len(joined),
+            result=srv.result, sets={k: sorted(v) for k, v in srv.sets.items()},
+            stages=stages, refused=session.refused,
+            wall_seconds=time.perf_counter() - wall0,
+            server_cpu_seconds=time.process_time() - cpu0,
+            bytes_up=sum(s.bytes_up for s in stages),
+            bytes_down=sum(s.bytes_down for s in stages) + len(welcome) * len(joined)
+            + task_bytes)
+        self.events({"event": "done", "round": spec.round, "status": status, "reason": reason})
+        return report
+
+    async def finish(self, status: str = "finished", reason: str = "") -> None:
+        """``Bye(status)`` to every connected client; close the connections."""
+        bye = Bye(status, reason[:120])
+        await asyncio.gather(*(_send_and_close(c.writer, bye) for c in self._members.values()
+                               if c.open), return_exceptions=True)
+        for c in self._members.values():
+            c.open = False
+            if c.task is not None and c.task is not asyncio.current_task():
+                c.task.cancel()
+
+
+class NetworkTransport(Transport):
+    """Secure aggregation with real client processes, as a transport whose clients vote
+    themselves (:attr:`~protocol.core.contract.Transport.votes_at_clients`).
+
+    :meth:`run_round` takes :class:`~protocol.core.contract.ClientVotes` (who is
+    sampled), runs the round on a :class:`NetJobServer` whose event loop runs in
+    another thread (see :func:`serving_job`), and releases as the in-process secure
+    aggregation transport does: the thresholded counts of the sum over the clients
+    whose masked input counted.
+    """
+
+    name = "secagg-network"
+    kinds = frozenset({Kind.VOTE})
+    votes_at_clients = True
+
+    def __init__(self, server: NetJobServer, loop: asyncio.AbstractEventLoop) -> None:
+        self.server, self.loop = server, loop
+        self.reports: list[SessionReport] = []
+        #: per round: its specification, the sample (population positions) and report
+        self.rounds: list[tuple[RoundSpec, list[int], SessionReport]] = []
+
+    def run_round(self, spec: RoundSpec, contributions: Any,
+                  rng: np.random.Generator) -> RoundResult:
+        if not isinstance(contributions, ClientVotes):
+            raise ContractError("the network transport's clients vote themselves: give it "
+                                "ClientVotes (who is sampled), not "
+                                f"{type(contributions).__name__}")
+        users = np.sort(contributions.validate(spec, self.server.policy.population))
+        if users.size < max(spec.min_participants, self.server.policy.min_clients):
+            raise AggregationAborted("too_few_participants",
+                                     f"{users.size} sampled, the round needs "
+                                     f"{max(spec.min_participants, self.server.policy.min_clients)}")
+        report = asyncio.run_coroutine_threadsafe(
+            self.server.run_round(spec, users.tolist()), self.loop).result()
+        self.reports.append(report)
+        self.rounds.append((spec, users.tolist(), report))
+        if report.status != "completed" or report.result is None:
+            raise AggregationAborted(f"secagg_{report.reason or 'aborted'}",
+                                     f"over the network, round {spec.round}")
+        contributed = len(report.sets.get("U3", ()))
+        if contributed < spec.min_participants:
+            raise AggregationAborted("too_few_participants",
+                                     f"{contributed} contributions survived, "
+                                     f"{spec.min_participants} required")
+        counts = report.result.astype(np.int64)
+        release = Release(spec, contributed, counts=threshold_counts(spec, counts))
+        views = {"server": {"sum": report.result.copy(), **report.sets,
+                            "stages": [vars(s) for s in report.stages]}}
+        cost = Cost({"server": report.server_cpu_seconds}, bytes_up=report.bytes_up,
+                    bytes_down=report.bytes_down)
+        return RoundResult(release, views, cost)
+
+
+def server_transcript(transport: NetworkTransport) -> list[dict[str, Any]]:
+    """What the server learned in each round, JSON-ready: the round, its candidates,
+    the sample, the clients (population positions) whose masked input is in the sum,
+    and the sum itself (``None`` for an aborted round). This is the server's view, not
+    more: it is what an experiment checks the release against."""
+    out = []
+    for spec, sample, report in transport.rounds:
+        in_sum = [sample[j] for j in report.sets.get("U3", ())]
+        out.append({"round": spec.round, "candidates": list(spec.candidates),
+                    "sample": sample, "in_sum": in_sum, "status": report.status,
+                    "sum": None if report.result is None else [int(v) for v in report.result]})
+    return out
+
+
+@contextlib.contextmanager
+def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None = None
+                ) -> Iterator[NetworkTransport]:
+    """Run ``server``'s event loop in a thread: listen (then ``on_listening(port)``),
+    admit the population, hand out the transport; on leaving, ``Bye("finished")``
+    (``aborted`` on an exception) to every client and close."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="fedhh-job-server", daemon=True)
+    thread.start()
+
+    def call(coro: Any, timeout: float | None = None) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
+
+    try:
+        call(server.start())
+        if on_listening is not None:
+            on_listening(server.port)
+        call(server.admit())
+        ok = False
+        try:
+            yield NetworkTransport(server, loop)
+            ok = True
+        finally:
+            call(server.finish("finished" if ok else "aborted",
+                               "" if ok else "the analyst stopped the job"), 60)
+    finally:
+        with contextlib.suppress(Exception):
+            call(server.close(), 10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+# ---------------------------------------------------------------------------- clients
+@dataclass
+class JobOutcome:
+    """How one client's job ended, from its side."""
+
+    member: int
+    #: ``finished`` (the server ended the job), ``aborted`` (this client left: its state
+    #: machine detected misbehaviour, or a Task broke its policy), ``refused``,
+    #: ``server_silent``, ``disconnected``, ``stalled``
+    status: str
+    reason: str = ""
+    #: sessions by how they ended (``completed``, ``aborted``)
+    sessions: Counter = field(default_factory=Counter)
+    rounds_seen: int = 0
+    bytes_up: int = 0
+    bytes_down: int = 0
+    cpu_seconds: float = 0.0
+
+
+async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
+                         ssl_context: ssl.SSLContext, pin: bytes,
+                         vote_of: Callable[[Task], int], *,
+                         signing_key: bytes | None = None,
+                         verify_keys: Sequence[bytes] | None = None, rand: Any = None,
+                         wait_seconds: float = 300.0, stall_at: int | None = None
+                         ) -> JobOutcome:
+    """One client's whole job (see the module docstring). ``vote_of(task)`` is this
+    client's vote on the Task's candidates (an index, or -1 to abstain). No exception
+    escapes for anything the server or the network does."""
+    out = JobOutcome(member, "disconnected")
+    writer = None
+    rand = rand if rand is not None else OsRandom()
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(
+            host, port, ssl=ssl_context, server_hostname=SERVER_NAME), wait_seconds)
+        check_pin(writer.get_extra_info("ssl_object"), pin)
+        hello = frame(Hello(PROTOCOL_VERSION, member))
+        writer.write(hello)
+        out.bytes_up += len(hello)
+        between = task_limits(policy.population, policy.max_candidates)
+        last_round = -1
+        while True:
+            msg, size = await asyncio.wait_for(read_message(reader, between), wait_seconds)
+            out.bytes_down += size
+            if isinstance(msg, Bye):
+                out.status, out.reason = msg.status, msg.reason
+                return out
+            assert isinstance(msg, Task)
+            out.rounds_seen += 1
+            problem = _task_problem(msg, policy, last_round)
+            if problem is not None:
+                out.status, out.reason = "aborted", problem
+                return out
+            last_round = msg.round
+            pos = bisect.bisect_left(msg.sample, member)
+            if pos == len(msg.sample) or msg.sample[pos] != member:
+                continue  # not sampled this round
+            spec = round_spec(msg)
+            netspec = policy.session(spec, msg.sample)
+            first, size = await asyncio.wait_for(read_message(reader, welcome_limits()),
+                                                 wait_seconds)
+            out.bytes_down += size
+            if isinstance(first, Bye):
+                out.status, out.reason = first.status, first.reason
+                return out
+            assert isinstance(first, Welcome)
+            try:
+                config = netspec.accept(first)
+            except SessionRejected as exc:
+                out.status, out.reason = "refused", str(exc)
+                return out
+            choice = int(vote_of(msg))
+            value = np.zeros(spec.domain_size, dtype=np.uint64)
+            if choice >= 0:
+                value[choice] = 1
+            keys = (tuple(verify_keys[m] for m in msg.sample)
+                    if verify_keys is not None and netspec.malicious else None)
+            machine = SecAggClient(config, pos, value, rand, signing_key=signing_key,
+                                   verify_keys=keys)
+            session = ClientOutcome(pos, "disconnected")
+            await exchange(reader, writer, machine, wire_secagg.client_limits(config), session,
+                           wait_seconds=wait_seconds, stall_at=stall_at)
+            out.bytes_up += session.bytes_up
+            out.bytes_down += session.bytes_down
+            out.cpu_seconds += session.cpu_seconds
+            if session.status == "stalled" or machine.aborted:
+                out.status, out.reason = session.status, session.reason
+                return out
+            out.sessions[session.status] += 1
+    except asyncio.TimeoutError:
+        out.status, out.reason = "server_silent", f"nothing for {wait_seconds:g} s"
+    except PinError as exc:
+        out.status, out.reason = "refused", str(exc)
+    except ssl.SSLCertVerificationError as exc:
+        out.status, out.reason = "refused", f"server certificate rejected: {exc.verify_message}"
+    except CodecError as exc:
+        out.status, out.reason = "aborted", f"refused frame from the server: {exc}"[:200]
+    except (asyncio.IncompleteReadError, ConnectionError, OSError, ssl.SSLError) as exc:
+        out.status, out.reason = "disconnected", type(exc).__name__
+    finally:
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                writer.close()
+                await asyncio.wait_for(writer.wait_closed(), 2)
+    return out
+
+
+def _task_problem(task: Task, policy: JobPolicy, last_round: int) -> str | None:
+    """Why this client will not answer ``task`` (``None``: it will)."""
+    if task.job != policy.job:
+        return f"job_mismatch: the server runs {task.job!r}, this client {policy.job!r}"
+    if task.round <= last_round:
+        return f"stale_round: round {task.round} after round {last_round}"
+    if len(task.sample) < policy.min_clients:
+        return f"sample_too_small: {len(task.sample)} < {policy.min_clients}"
+    try:
+        round_spec(task)
+    except ContractError as exc:
+        return f"bad_task: {exc}"
+    return None
+
+
+async def run_job_clients(members: Sequence[int], host: str, port: int, policy: JobPolicy,
+                          ssl_context: ssl.SSLContext, pin: bytes,
+                          vote_of: Callable[[int, Task], int], *,
+                          signing_keys: Sequence[bytes] | None = None,
+                          verify_keys: Sequence[bytes] | None = None,
+                          wait_seconds: float = 300.0, stall: Sequence[int] = (),
+                          stall_at: int | None = None) -> list[JobOutcome]:
+    """Run the clients ``members`` of a job concurrently in this event loop;
+    ``vote_of(member, task)``."""
+    stalling = set(stall)
+    if verify_keys is not None:
+        verify_keys = tuple(verify_keys)
+    tasks = [run_job_client(m, host, port, policy, ssl_context, pin,
+                            (lambda t, m=m: vote_of(m, t)),
+                            signing_key=signing_keys[m] if signing_keys is not None else None,
+                            verify_keys=verify_keys, wait_seconds=wait_seconds,
+                            stall_at=stall_at if m in stalling else None)
+             for m in members]
+    return list(await asyncio.gather(*tasks))
