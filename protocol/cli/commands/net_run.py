@@ -152,8 +152,8 @@ def _print_job(out: dict) -> None:  # noqa: ANN001
             print(f"  {i:>5}{r['status']:>11}{r['sampled']:>9}{r['in_sum']:>8}"
                   f"{r['degree']:>5}{r['threshold']:>5}{r['wall_seconds']:>9.2f}"
                   f"{r['bytes_up']:>12,}{r['bytes_down']:>12,}  {ok}")
-        print(f"  wall {out['wall_seconds']:.1f} s in all (process start included); server "
-              f"peak {net['server_peak_rss_mb']:.0f} MB")
+        print(f"  wall {out['wall_seconds']:.1f} s in all (process start and joining "
+              f"included); server peak {net['server_peak_rss_mb']:.0f} MB")
     if out["killed_processes"]:
         print(f"  killed client processes {out['killed_processes']} at round "
               f"{out['options']['kill_round']}")
@@ -161,5 +161,9 @@ def _print_job(out: dict) -> None:  # noqa: ANN001
     if sim:
         print(f"in-process TrieHH: heavy hitters {', '.join(sim['heavy_hitters'][:20])}; "
               f"same release: {sim['release_equal']}; wall {sim['wall_seconds']:.1f} s "
-              f"(network/in-process {sim['wall_ratio']:.2f}x)")
+              f"(network/in-process {sim['wall_ratio']:.2f}x with process start and "
+              f"joining)")
+        if sim["run_ratio"] is not None:
+            print(f"  the rounds alone: network {res['seconds']['run']:.1f} s, in-process "
+                  f"{sim['run_seconds']:.1f} s ({sim['run_ratio']:.2f}x)")
     print(f"wrong results: {out['wrong_results']}, processes left behind: {out['left_behind']}")

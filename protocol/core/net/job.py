@@ -7,10 +7,11 @@ is one secure-aggregation session among the clients the mechanism sampled:
    their population position, as for a single session; nothing is sent back until
    the first round. The join window closes when the whole population is there or
    after ``join_seconds``.
-2. **Task.** For each round the server sends every connected client a
+2. **Task.** For each round the server sends each sampled client that is connected a
    :class:`~protocol.core.net.messages.Task`: the round's public specification (job
-   name, round, candidate strings, threshold, release rule) and the sample. A client
-   not in the sample waits for the next Task.
+   name, round, candidate strings, threshold, release rule) and the sample (which
+   fixes the session's roster and positions). The other clients hear nothing that
+   round.
 3. **Session.** A sampled client computes its own vote on the candidates from data
    only it holds (``vote_of``; for TrieHH :class:`mechanisms.triehh.ClientVoter`),
    checks the round's :class:`~protocol.core.net.messages.Welcome` against the
@@ -299,8 +300,8 @@ class NetJobServer(NetSecAggServer):
             await _close(conn.writer)
 
     async def run_round(self, spec: RoundSpec, sample: Sequence[int]) -> SessionReport:
-        """One round: the Task to every connected client, then the session among the
-        sampled ones that are connected (the others are round-0 dropouts).
+        """One round: the Task to the sampled clients that are connected, then the
+        session among them (sampled clients not connected are round-0 dropouts).
 
         Raises:
             AggregationAborted: ``no_secagg_parameters`` (none exist for the sample's
@@ -312,7 +313,8 @@ class NetJobServer(NetSecAggServer):
                     bool(spec.reveal_counts), spec.min_participants, tuple(sample))
         netspec = self.policy.session(spec, sample)
         params = netspec.params()
-        members = [self._members[m] for m in self.connected]
+        members = [c for c in (self._members.get(m) for m in sample)
+                   if c is not None and c.open]
         task_bytes = await self._write_all(members, frame(task))
         nonce = self.rand.token_bytes(FRESH_NONCE_BYTES)
         config = netspec.config(nonce, params)

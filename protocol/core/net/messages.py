@@ -149,7 +149,7 @@ class Bye:
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    """Server to every client of a job, opening one vote round: the round's public
+    """Server to each sampled client of a job, opening one vote round: the round's public
     specification (task name, round, candidate strings, threshold, release rule) and
     the sampled clients (population positions, ascending). A sampled client computes
     its own vote on the candidates and joins the round's session, whose Welcome

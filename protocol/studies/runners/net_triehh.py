@@ -274,4 +274,8 @@ def run_job_loopback(o: JobLoopbackOptions, say: Callable[[str], None] | None = 
         }
         out["simulation"]["wall_ratio"] = out["wall_seconds"] / max(
             out["simulation"]["wall_seconds"], 1e-9)
+        # the mechanism's run alone (rounds, not process start and joining)
+        out["simulation"]["run_seconds"] = sim["seconds"]["run"]
+        out["simulation"]["run_ratio"] = None if out["result"] is None else \
+            out["result"]["seconds"]["run"] / max(sim["seconds"]["run"], 1e-9)
     return out
