@@ -162,11 +162,12 @@ def test_round_context_binds_spec_and_sample():
 
 
 # ---------------------------------------------------------------- a job in one process
-def _run_job(keys, prep_fn, threat="malicious", clients=None, wait=20.0, join=10.0):
+def _run_job(keys, prep_fn, threat="malicious", clients=None, wait=20.0, join=10.0,
+             dropout=0.0):
     """The job server in a thread, the clients in another; returns
     (TrieHH result, outcomes, transport)."""
     prep, rng = prep_fn()
-    policy = JobPolicy(prep.config.task, prep.n, threat=threat)
+    policy = JobPolicy(prep.config.task, prep.n, threat=threat, dropout=dropout)
     verify, signing = tls.load_pki(keys)
     server = NetJobServer(policy, tls.server_context(keys), verify_keys=verify,
                           stage_seconds=5, join_seconds=join)
@@ -213,11 +214,12 @@ def test_triehh_over_the_network_releases_what_the_simulation_releases(keys):
 
 
 def test_absent_clients_are_dropouts_and_the_sums_stay_exact(keys):
-    # 3 of 40 never connect: every round they are sampled in, they are round-0 dropouts
+    # 3 of 40 never connect: every round they are sampled in, they are round-0
+    # dropouts (parameters for up to 25% dropouts, as both sides' policy says)
     absent = {5, 17, 33}
     result, outcomes, transport = _run_job(keys, _prep(gamma=4.0),
                                            clients=[c for c in range(POP) if c not in absent],
-                                           join=2.0)
+                                           join=2.0, dropout=0.25)
     assert {o.status for o in outcomes} == {"finished"}
     prep, _ = _prep(gamma=4.0)()
     voter = ClientVoter(prep.data, np.arange(prep.n), prep.alphabet, prep.config.max_levels)
