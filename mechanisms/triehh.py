@@ -63,7 +63,7 @@ from mechanisms.prefix_tree import (
 from mechanisms.triehh_privacy import (
     PrivacyGuarantee, TrieHHPrivacyError, batch_size, theorem1,
 )
-from protocol.core.contract import ABSTAIN, ClientVotes, Cost, Kind, RoundSpec, Transport, Votes
+from protocol.core.contract import ABSTAIN, AtClients, Cost, Kind, RoundSpec, Transport, Votes
 
 __all__ = [
     "TrieHHError", "TrieHHConfig", "UserSequences", "RoundRecord", "TrieHHResult", "TrieHH",
@@ -351,7 +351,7 @@ class TrieHH:
     def at_server(cls, population: int, alphabet: UnitAlphabet, config: TrieHHConfig,
                   transport: Transport, rng: np.random.Generator) -> "TrieHH":
         """The server's side only, for a transport whose clients vote themselves
-        (:attr:`~protocol.core.contract.Transport.votes_at_clients`, the network
+        (:attr:`~protocol.core.contract.Transport.contributions_at_clients`, the network
         prototype's): it samples, builds each round's candidates from the released
         trie and grows the trie, and never holds a user's data. With the same ``rng``
         it samples exactly the users the in-process run samples, so with clients that
@@ -361,7 +361,7 @@ class TrieHH:
             TrieHHError: the transport does not take client votes, or a population
                 smaller than 1.
         """
-        if not getattr(transport, "votes_at_clients", False):
+        if not getattr(transport, "contributions_at_clients", False):
             raise TrieHHError(f"transport {getattr(transport, 'name', transport)!r} needs the "
                               "votes; TrieHH.at_server is for transports whose clients vote")
         if type(population) is not int or population < 1:
@@ -417,7 +417,7 @@ class TrieHH:
                          min_participants=self.config.min_participants)
         users = self.sample()
         if self.data is None:  # the clients vote themselves (at_server)
-            result = self.transport.run_round(spec, ClientVotes(users), self._transport_rng)
+            result = self.transport.run_round(spec, AtClients(users), self._transport_rng)
         else:
             seq = select_sequences(self.data, users, self._choice_rng)
             has = seq >= 0

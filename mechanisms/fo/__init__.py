@@ -12,13 +12,16 @@ from .base import (FrequencyOracle, OracleInputError, PrivacyGuarantee, ReportEr
 from .grr import GRR, GRRReports
 from .oue import OUE, OUEReports
 from .olh import OLH, OLHReports
-from .rounds import OracleRound, run_oracle_round, vector_modulus
+from .rounds import (
+    ClientReporter, OracleRound, run_oracle_round, run_oracle_round_at_clients, vector_modulus,
+)
 
 __all__ = [
     "AoN", "AoNReports", "GRR", "GRRReports", "OUE", "OUEReports", "OLH", "OLHReports",
     "FrequencyOracle", "OracleInputError", "PrivacyGuarantee", "ReportError", "ORACLES",
     "make_oracle", "default_buckets", "coin", "coin_probability", "coin_threshold",
-    "OracleRound", "run_oracle_round", "vector_modulus",
+    "OracleRound", "run_oracle_round", "vector_modulus", "run_oracle_round_at_clients",
+    "ClientReporter",
 ]
 
 ORACLES: dict[str, type[FrequencyOracle]] = {"grr": GRR, "oue": OUE, "olh": OLH, "aon": AoN}

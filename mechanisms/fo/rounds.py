@@ -32,12 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from protocol.core.contract import (ContractError, Cost, Kind, Reports, RoundSpec, Transport,
-                                    Vectors, pick_kind)
+from protocol.core.contract import (AtClients, ContractError, Cost, Kind, Reports, RoundSpec,
+                                    Transport, Vectors, pick_kind)
 
 from .base import FrequencyOracle, ReportError
 
-__all__ = ["OracleRound", "run_oracle_round", "vector_modulus"]
+__all__ = ["OracleRound", "run_oracle_round", "vector_modulus", "run_oracle_round_at_clients",
+           "ClientReporter"]
 
 
 def vector_modulus(n: int) -> int:
@@ -121,3 +122,96 @@ def run_oracle_round(oracle: FrequencyOracle, reports: Any, transport: Transport
     counts = np.asarray(oracle.support_counts(received), dtype=np.int64)
     return OracleRound(kind, n, counts, f"reports of {size} bytes",
                        bool(transport.anonymous_reports), result.cost)
+
+
+def run_oracle_round_at_clients(oracle: FrequencyOracle, population: int, transport: Transport,
+                                rng: np.random.Generator, *, task: str,
+                                round: int = 0) -> OracleRound:
+    """One round in which every client randomises its own value and contributes its
+    support vector itself (a transport that declares ``contributions_at_clients``, the
+    network prototype's; the devices run :class:`ClientReporter`). The analyst's side
+    sends only who takes part (all ``population`` clients) and counts the support from
+    the sum, as :func:`run_oracle_round` does for a vector round.
+
+    Raises:
+        ContractError: the transport does not take client contributions or vectors.
+        protocol.core.contract.AggregationAborted: the transport aborted.
+    """
+    if not getattr(transport, "contributions_at_clients", False) \
+            or Kind.VECTOR not in transport.kinds:
+        raise ContractError(f"transport {transport.name!r} does not take vectors its "
+                            "clients compute")
+    n = int(population)
+    modulus = vector_modulus(n)
+    spec = RoundSpec(task, round, Kind.VECTOR, dim=oracle.vector_dim, modulus=modulus)
+    result = transport.run_round(spec, AtClients(np.arange(n)), rng)
+    if result.release.vector is None:
+        raise ContractError("a vector round released no vector")
+    counts = oracle.counts_from_vector(result.release.vector)
+    return OracleRound(Kind.VECTOR, int(result.release.contributions), counts,
+                       f"support vectors of {oracle.vector_dim} entries mod "
+                       f"2^{modulus.bit_length() - 1}, computed by the clients", False,
+                       result.cost)
+
+
+class ClientReporter:
+    """A device's side of :func:`run_oracle_round_at_clients`: randomise its own value
+    with its own randomness and contribute the support vector of its report.
+
+    Args:
+        oracle: the public oracle (mechanism, epsilon, domain, hash range).
+        values: the values of the users this party holds (``values[i]`` is user
+            ``held[i]``'s; out-of-domain values as the oracle takes them).
+        held: their population indices.
+        rng_for: ``rng_for(user, round)``, the generator of one user's report in one
+            round (fresh OS entropy on a device; a seeded stream in a simulation that
+            must be checked).
+
+    Raises:
+        ValueError: ``values`` and ``held`` of different lengths.
+    """
+
+    def __init__(self, oracle: FrequencyOracle, values: np.ndarray, held: Any,
+                 rng_for: Any) -> None:
+        held = [int(u) for u in held]
+        if len(held) != len(values):
+            raise ValueError("one value per held user")
+        self.oracle = oracle
+        self._value = dict(zip(held, np.asarray(values).tolist()))
+        self._rng_for = rng_for
+
+    @staticmethod
+    def seeded(seed: int):  # noqa: ANN205
+        """``rng_for`` of a checkable simulation: user ``u``'s report in round ``r``
+        comes from the stream ``(seed, u, r)``, so anyone with the seed can recompute
+        every device's vector (never for a deployment: the noise is then public)."""
+        def rng_for(user: int, round: int) -> np.random.Generator:
+            return np.random.default_rng([int(seed), int(user), int(round), 0x6C6470])
+        return rng_for
+
+    @staticmethod
+    def os_entropy(user: int, round: int) -> np.random.Generator:
+        """``rng_for`` of a device: a generator seeded with fresh entropy from the
+        operating system for every report."""
+        return np.random.default_rng()
+
+    def vector(self, user: int, round: int, dim: int, modulus: int,
+               participants: int) -> np.ndarray:
+        """User ``user``'s support vector for a round of ``participants`` clients.
+
+        Raises:
+            ValueError: a user not held here, or a round that is not this oracle's
+                (another vector length, or a modulus other than
+                :func:`vector_modulus` of the participants).
+        """
+        if int(user) not in self._value:
+            raise ValueError(f"user {user} is not held here")
+        if dim != self.oracle.vector_dim:
+            raise ValueError(f"the round takes {dim} entries, {self.oracle.name} vectors "
+                             f"have {self.oracle.vector_dim}")
+        if modulus != vector_modulus(participants):
+            raise ValueError(f"modulus {modulus} is not the one for {participants} "
+                             "participants")
+        value = np.asarray([self._value[int(user)]])
+        reports = self.oracle.randomize(value, self._rng_for(int(user), int(round)))
+        return self.oracle.support_vectors(reports)[0]

@@ -43,7 +43,7 @@ ABSTAIN = -1
 
 __all__ = [
     "ABSTAIN", "ContractError", "AggregationAborted", "Kind", "RoundSpec", "Votes",
-    "Vectors", "Reports", "ClientVotes", "Release", "Cost", "RoundResult", "Transport",
+    "Vectors", "Reports", "AtClients", "Release", "Cost", "RoundResult", "Transport",
     "threshold_counts", "pick_kind", "plaintext_transport",
 ]
 
@@ -182,21 +182,22 @@ class Reports:
 
 
 @dataclass(frozen=True, slots=True)
-class ClientVotes:
-    """Votes the clients compute themselves: ``users`` are the sampled clients
+class AtClients:
+    """Contributions the clients compute themselves: ``users`` are the sampled clients
     (distinct indices into the population); each computes its own vote on
-    ``spec.candidates`` from data only it holds, so the mechanism's side of the round
-    never sees a vote. Only a transport that declares
-    :attr:`Transport.votes_at_clients` takes them (the network prototype's)."""
+    ``spec.candidates`` (a vote round) or its own vector (a vector round) from data
+    only it holds, so the mechanism's side of the round never sees one. Only a
+    transport that declares :attr:`Transport.contributions_at_clients` takes them (the
+    network prototype's)."""
 
     users: np.ndarray
 
     def validate(self, spec: RoundSpec, population: int) -> np.ndarray:
         u = np.asarray(self.users)
-        if spec.kind is not Kind.VOTE:
-            raise ContractError("client votes given to a non-vote round")
+        if spec.kind is Kind.REPORT:
+            raise ContractError("clients compute votes or vectors here, not reports")
         if u.ndim != 1 or not np.issubdtype(u.dtype, np.integer):
-            raise ContractError("ClientVotes.users must be a 1-d integer array")
+            raise ContractError("AtClients.users must be a 1-d integer array")
         if u.size and (u.min() < 0 or u.max() >= population):
             raise ContractError(f"a sampled user is outside the population of {population}")
         if np.unique(u).size != u.size:
@@ -204,7 +205,7 @@ class ClientVotes:
         return u.astype(np.int64, copy=False)
 
 
-Contributions = Votes | Vectors | Reports | ClientVotes
+Contributions = Votes | Vectors | Reports | AtClients
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,9 +312,10 @@ class Transport(abc.ABC):
     #: that does not collude with the analyst). Only then may a mechanism claim
     #: privacy amplification by shuffling for its report rounds.
     anonymous_reports: ClassVar[bool] = False
-    #: vote rounds take :class:`ClientVotes` (who is sampled) instead of
-    #: :class:`Votes`: the clients hold the data and vote themselves
-    votes_at_clients: ClassVar[bool] = False
+    #: vote and vector rounds take :class:`AtClients` (who is sampled) instead of
+    #: :class:`Votes` or :class:`Vectors`: the clients hold the data and compute their
+    #: contributions themselves
+    contributions_at_clients: ClassVar[bool] = False
 
     @abc.abstractmethod
     def run_round(self, spec: RoundSpec, contributions: Contributions,

@@ -56,7 +56,9 @@ from typing import Any
 
 import numpy as np
 
-from mechanisms.fo import FrequencyOracle, ReportError, run_oracle_round, vector_modulus
+from mechanisms.fo import (
+    FrequencyOracle, ReportError, run_oracle_round, run_oracle_round_at_clients, vector_modulus,
+)
 from mechanisms.fo.base import MAX_VECTOR_ENTRIES
 from mechanisms.privacy import (PrivacyGuarantee, PrivacyGuaranteeError, local_guarantee,
                                 shuffled)
@@ -257,12 +259,15 @@ class LDPRun:
 
 def run_ldp(oracle: FrequencyOracle, reports: Any, transport: str | Transport,
             rng: np.random.Generator, *, task: str = "fedhh-ldp", delta: float | None = None,
-            bound: str = DEFAULT_BOUND) -> LDPRun:
+            bound: str = DEFAULT_BOUND, population: int | None = None) -> LDPRun:
     """Carry an oracle's reports over a transport and estimate the domain frequencies.
 
     Args:
         oracle: the oracle that randomised the users' values.
-        reports: the batch from ``oracle.randomize`` (one report per user).
+        reports: the batch from ``oracle.randomize`` (one report per user); ``None``
+            over a transport whose clients contribute themselves (the network
+            prototype's: each device randomises its own value), with ``population``
+            the number of clients.
         transport: ``plain``, ``secagg``, ``shuffler`` or a transport object.
         rng: the transport's randomness (shuffle, simulated keys).
         task: task name bound into the transport session.
@@ -283,7 +288,13 @@ def run_ldp(oracle: FrequencyOracle, reports: Any, transport: str | Transport,
             raise LDPTransportError(f"unknown transport {transport!r}; choose from {TRANSPORTS}")
         transport = get_transport(transport)
     name = transport.name
-    n = int(reports.n)
+    at_clients = bool(getattr(transport, "contributions_at_clients", False))
+    if at_clients != (reports is None):
+        raise LDPTransportError(f"transport {name!r} " + (
+            "takes no reports: its clients randomise their own values; give population="
+            if at_clients else "needs the reports"))
+    n = int(population) if at_clients and population is not None else \
+        int(reports.n) if reports is not None else 0
     if n < 1:
         raise ReportError("no reports")
     priv = oracle.privacy()
@@ -291,9 +302,12 @@ def run_ldp(oracle: FrequencyOracle, reports: Any, transport: str | Transport,
                           "delta": priv.delta, "effective_epsilon": priv.effective_epsilon,
                           "source": priv.theorem})
     try:
-        if pick_kind(transport, oracle.contribution_kinds) is Kind.VECTOR:
-            support_vectors_fit(oracle, n)
-        rnd = run_oracle_round(oracle, reports, transport, rng, task=task)
+        if at_clients:
+            rnd = run_oracle_round_at_clients(oracle, n, transport, rng, task=task)
+        else:
+            if pick_kind(transport, oracle.contribution_kinds) is Kind.VECTOR:
+                support_vectors_fit(oracle, n)
+            rnd = run_oracle_round(oracle, reports, transport, rng, task=task)
     except ContractError as exc:
         raise LDPTransportError(f"{oracle.name} reports cannot travel over {name}: {exc}") \
             from None

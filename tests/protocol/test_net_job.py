@@ -12,7 +12,7 @@ import pytest
 from mechanisms.triehh import ClientVoter, TrieHH, TrieHHError
 from protocol.core import codec
 from protocol.core.contract import (
-    ClientVotes, ContractError, Kind, RoundSpec, Transport, Votes, plaintext_transport,
+    AtClients, ContractError, Kind, RoundSpec, Transport, Votes, plaintext_transport,
 )
 from protocol.core.net import tls
 from protocol.core.net.frames import FrameError, frame, read_message
@@ -62,7 +62,7 @@ class _ClientSide(_Recording):
     """Votes computed by ClientVoter from who was sampled, then plaintext."""
 
     name = "client-side"
-    votes_at_clients = True
+    contributions_at_clients = True
 
     def __init__(self, voter: ClientVoter, population: int) -> None:
         super().__init__()
@@ -122,32 +122,38 @@ def test_the_server_side_needs_a_transport_whose_clients_vote():
 
 def test_client_votes_are_validated():
     spec = RoundSpec("t", 1, Kind.VOTE, candidates=("a", "b"))
-    assert ClientVotes(np.array([3, 1])).validate(spec, 5).tolist() == [3, 1]
+    assert AtClients(np.array([3, 1])).validate(spec, 5).tolist() == [3, 1]
     for bad, match in (([5], "outside"), ([1, 1], "distinct"), ([[1]], "1-d"),
                        ([-1], "outside")):
         with pytest.raises(ContractError, match=match):
-            ClientVotes(np.array(bad)).validate(spec, 5)
-    with pytest.raises(ContractError, match="non-vote"):
-        ClientVotes(np.array([1])).validate(RoundSpec("t", 1, Kind.VECTOR, dim=2), 5)
+            AtClients(np.array(bad)).validate(spec, 5)
+    assert AtClients(np.array([1])).validate(RoundSpec("t", 1, Kind.VECTOR, dim=2), 5).size == 1
+    with pytest.raises(ContractError, match="not reports"):
+        AtClients(np.array([1])).validate(RoundSpec("t", 1, Kind.REPORT, report_size=2), 5)
 
 
 # ---------------------------------------------------------------- the Task message
 def test_task_is_bounded_by_the_population_and_candidate_cap():
-    limits = task_limits(10, 4)
-    ok = Task("triehh", 1, ("a", "b"), 3, False, 1, (0, 5, 9))
-    assert codec.decode(codec.encode(ok), limits=limits) == ok
-    with pytest.raises(codec.CodecError):
-        codec.decode(codec.encode(Task("t", 1, tuple("abcde"), 3, False, 1, (0,))),
-                     limits=limits)
-    with pytest.raises(codec.CodecError):
-        codec.decode(codec.encode(Task("t", 1, ("a",), 3, False, 1, (0, 10))), limits=limits)
-    for bad in (dict(sample=(3, 1)), dict(sample=(1, 1)), dict(candidates=("a", "a")),
-                dict(candidates=()), dict(job="")):
+    limits = task_limits(10, 4, max_dim=64)
+
+    def task(**kw):
         fields = dict(job="t", round=1, candidates=("a",), theta=1, reveal_counts=False,
-                      min_participants=1, sample=(0,))
-        fields.update(bad)
+                      min_participants=1, dim=0, modulus_minus_one=0, sample=(0,))
+        fields.update(kw)
+        return Task(**fields)
+
+    for ok in (task(candidates=("a", "b"), sample=(0, 5, 9)),
+               task(candidates=(), dim=64, modulus_minus_one=255)):
+        assert codec.decode(codec.encode(ok), limits=limits) == ok
+    for refused in (task(candidates=tuple("abcde")), task(sample=(0, 10)),
+                    task(candidates=(), dim=65, modulus_minus_one=255)):
+        with pytest.raises(codec.CodecError):
+            codec.decode(codec.encode(refused), limits=limits)
+    for bad in (dict(sample=(3, 1)), dict(sample=(1, 1)), dict(candidates=("a", "a")),
+                dict(candidates=()), dict(job=""), dict(dim=4, modulus_minus_one=1),
+                dict(candidates=(), dim=4, modulus_minus_one=0)):
         with pytest.raises(ValueError):
-            Task(**fields)
+            task(**bad)
 
 
 def test_round_context_binds_spec_and_sample():
@@ -239,12 +245,12 @@ def test_the_network_transport_takes_only_client_votes(keys):
                           verify_keys=tls.load_pki(keys, signing=False)[0])
     tr = NetworkTransport(server, asyncio.new_event_loop())
     spec = RoundSpec("triehh", 1, Kind.VOTE, candidates=("a", "b"))
-    with pytest.raises(ContractError, match="ClientVotes"):
+    with pytest.raises(ContractError, match="AtClients"):
         tr.run_round(spec, Votes(np.array([0, 1, 1])), np.random.default_rng(0))
     from protocol.core.contract import AggregationAborted
 
     with pytest.raises(AggregationAborted, match="too_few_participants"):
-        tr.run_round(spec, ClientVotes(np.array([0, 1])), np.random.default_rng(0))
+        tr.run_round(spec, AtClients(np.array([0, 1])), np.random.default_rng(0))
     tr.loop.close()
 
 
@@ -282,7 +288,8 @@ def _fake_server(keys, frames_after_hello):
 
 def _task(**kw):
     fields = dict(job="triehh", round=1, candidates=("a", "b"), theta=2,
-                  reveal_counts=False, min_participants=1, sample=tuple(range(0, 12)))
+                  reveal_counts=False, min_participants=1, dim=0, modulus_minus_one=0,
+                  sample=tuple(range(0, 12)))
     fields.update(kw)
     return frame(Task(**fields))
 
@@ -388,7 +395,7 @@ def test_job_policy_values():
 
 # ---------------------------------------------------------------- real processes
 def test_net_run_job_triehh_with_a_killed_client_process():
-    from protocol.studies.runners.net_triehh import JobLoopbackOptions, run_job_loopback
+    from protocol.studies.runners.net_jobs import JobLoopbackOptions, run_job_loopback
 
     out = run_job_loopback(JobLoopbackOptions(
         dataset="zipf", users=200, processes=8, seed=3, theta=3, gamma=3.0, max_length=4,
@@ -404,3 +411,69 @@ def test_net_run_job_triehh_with_a_killed_client_process():
     assert out["simulation"]["released_per_round"][0] == out["result"]["rounds"][0]["released"]
     # from round 2 on the killed process's sampled clients are out of the sum
     assert any(r["in_sum"] < r["sampled"] for r in rounds[1:])
+
+
+# ---------------------------------------------------------------- frequency oracles
+def test_a_devices_reporter_checks_the_round_and_its_noise_is_its_own():
+    from mechanisms.fo import ClientReporter, make_oracle, vector_modulus
+
+    oracle = make_oracle("grr", 2.0, 10)
+    values = np.arange(20) % 10
+    seeded = ClientReporter(oracle, values, range(20), ClientReporter.seeded(7))
+    v = seeded.vector(3, 0, oracle.vector_dim, vector_modulus(20), 20)
+    assert v.shape == (oracle.vector_dim,) and int(v.sum()) == 1
+    again = ClientReporter(oracle, values, range(20), ClientReporter.seeded(7))
+    np.testing.assert_array_equal(v, again.vector(3, 0, oracle.vector_dim,
+                                                  vector_modulus(20), 20))
+    for bad in (dict(user=20), dict(dim=oracle.vector_dim + 1),
+                dict(modulus=vector_modulus(20) * 2)):
+        args = dict(user=3, round=0, dim=oracle.vector_dim, modulus=vector_modulus(20),
+                    participants=20)
+        args.update(bad)
+        with pytest.raises(ValueError):
+            seeded.vector(**args)
+    # OS entropy: fresh per report (a device's noise is not a function of anything public)
+    fresh = ClientReporter(oracle, np.zeros(1, dtype=np.int64), [0], ClientReporter.os_entropy)
+    draws = {tuple(fresh.vector(0, 0, oracle.vector_dim, vector_modulus(1), 1))
+             for _ in range(60)}
+    assert len(draws) > 1
+
+
+def test_an_ldp_job_name_binds_the_oracles_public_parameters():
+    from mechanisms.fo import make_oracle
+    from protocol.studies.runners.ldp import job_name
+
+    base = job_name(make_oracle("olh", 2.0, 50))
+    assert base == job_name(make_oracle("olh", 2.0, 50))
+    for other in (make_oracle("olh", 2.5, 50), make_oracle("olh", 2.0, 51),
+                  make_oracle("olh", 2.0, 50, g=5), make_oracle("grr", 2.0, 50)):
+        assert job_name(other) != base
+    assert len(base.encode()) <= 64
+
+
+def test_oracle_rounds_at_clients_need_a_transport_whose_clients_contribute():
+    from mechanisms.fo import make_oracle, run_oracle_round_at_clients
+    from protocol.studies.ldp_runner import LDPTransportError, run_ldp
+
+    oracle = make_oracle("grr", 2.0, 10)
+    with pytest.raises(ContractError, match="does not take vectors its clients compute"):
+        run_oracle_round_at_clients(oracle, 10, plaintext_transport(),
+                                    np.random.default_rng(0), task="t")
+    with pytest.raises(LDPTransportError, match="needs the reports"):
+        run_ldp(oracle, None, plaintext_transport(), np.random.default_rng(0))
+
+
+def test_net_run_job_ldp_sums_exactly_what_the_devices_sent():
+    from protocol.studies.runners.net_jobs import LDPLoopbackOptions, run_ldp_loopback
+
+    out = run_ldp_loopback(LDPLoopbackOptions(
+        mechanism="oue", users=120, domain=12, processes=3, seed=4, stage_seconds=20,
+        join_seconds=30, timeout=240, compare=True))
+    assert out["server_error"] is None, out["server_error"]
+    assert out["left_behind"] == 0 and out["rounds_exact"] == [True]
+    res = out["result"]
+    r = res["network"]["rounds"][0]
+    assert r["status"] == "completed" and r["in_sum"] == r["sampled"] == 120
+    # unbiased estimates either way: both errors near the analytical variance
+    var = res["mean_analytical_variance"]
+    assert res["mse"] < 5 * var and out["simulation"]["mse"] < 5 * var

@@ -14,6 +14,13 @@ candidates itself (:class:`mechanisms.triehh.ClientVoter`); the session options
 (``--threat``, ``--secagg-graph``, ``--dropout``). ``--clients``, ``--dim``,
 ``--modulus`` and ``--label`` do not apply: each round's session follows from its
 sample and candidates.
+
+``--job ldp``: devices of ``fedhh ldp --transport secagg --network HOST:PORT``. Each
+holds its own value of the seeded population (the oracle and population options, the
+same as the server's), randomises it itself (:class:`mechanisms.fo.ClientReporter`;
+fresh OS entropy per report, or ``--seeded-noise`` for a checkable simulation) and
+contributes its report's support vector. The round's task name binds the oracle's
+public parameters, so a device configured differently refuses it.
 """
 from __future__ import annotations
 
@@ -54,10 +61,23 @@ def register(cli) -> None:  # noqa: ANN001
     add_session_args(p)
     from protocol.cli.args import add_triehh_data_args
 
-    p.add_argument("--job", choices=("triehh",), default=None,
+    p.add_argument("--job", choices=("triehh", "ldp"), default=None,
                    help="be devices of a job instead of one session (docs/network.md)")
     add_triehh_data_args(p.add_argument_group(
-        "--job triehh: the population the devices' words come from (as the server's)"))
+        "--job triehh and ldp: the population the devices' data come from (as the "
+        "server's; --dataset and --epsilon default to the job's command's defaults)"))
+    p.set_defaults(dataset=None, epsilon=None)
+    from protocol.studies.runners.ldp import MECHANISMS
+
+    g = p.add_argument_group("--job ldp: the oracle (as 'fedhh ldp')")
+    g.add_argument("--mechanism", choices=MECHANISMS, default="olh")
+    g.add_argument("--domain", type=int, default=None, help="domain size")
+    g.add_argument("--zipf-s", type=float, default=1.1, dest="zipf_s", help="Zipf exponent")
+    g.add_argument("--g", type=int, default=0, help="OLH hash range")
+    g.add_argument("--B", type=int, default=0, help="AoN hash range")
+    g.add_argument("--seeded-noise", action="store_true", dest="seeded_noise",
+                   help="draw each device's LDP noise from --seed and its index (a "
+                        "simulation whose sums can be checked; default: fresh OS entropy)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,36 +101,79 @@ def run(args: argparse.Namespace) -> int:
     return 0 if set(summary["status"]) <= {"completed", "stalled"} else 1
 
 
+def _options(cls, args: argparse.Namespace):  # noqa: ANN001, ANN202
+    """The job's options from the arguments given (unset ones keep the job's defaults)."""
+    import dataclasses
+
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+                  if getattr(args, f.name, None) is not None})
+
+
 def _run_job(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
-    from protocol.cli.args import options_from
     from protocol.core.net.job import JobPolicy
     from protocol.core.net.processes import job_client_process
     from protocol.studies.errors import StudyError
-    from protocol.studies.runners import triehh
 
-    opts = options_from(triehh.TrieHHOptions, args)
     try:
-        prep, _ = triehh.prepare(opts)
-        from mechanisms.triehh import ClientVoter, TrieHHError
-
-        ids = args.ids if args.ids is not None else range(prep.n)
-        if ids.stop > prep.n:
-            raise UsageError(f"--ids must be within the population of {prep.n}")
-        voter = ClientVoter(prep.data, list(ids), prep.alphabet, prep.config.max_levels)
-        policy = JobPolicy(prep.config.task, prep.n, threat=args.threat, graph=args.graph,
+        if args.job == "triehh":
+            population, job, contribution_of, ids = _triehh_devices(args)
+        else:
+            population, job, contribution_of, ids = _ldp_devices(args)
+        policy = JobPolicy(job, population, threat=args.threat, graph=args.graph,
                            dropout=args.dropout_rate)
-    except (StudyError, TrieHHError, ValueError) as exc:
+    except (StudyError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-
-    def vote_of(member: int, task) -> int:  # noqa: ANN001
-        return int(voter.votes([member], task.round, task.candidates)[0])
-
     host, port = args.connect
     try:
-        summary = job_client_process(policy, args.keys, host, port, ids, vote_of,
+        summary = job_client_process(policy, args.keys, host, port, ids, contribution_of,
                                      wait_seconds=args.wait_seconds, stall=args.stall,
                                      stall_at=args.stall_at)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     return 0 if set(summary["status"]) <= {"finished", "stalled"} else 1
+
+
+def _held(args: argparse.Namespace, population: int) -> range:
+    ids = args.ids if args.ids is not None else range(population)
+    if ids.stop > population:
+        raise ValueError(f"--ids must be within the population of {population}")
+    return ids
+
+
+def _triehh_devices(args: argparse.Namespace):  # noqa: ANN202
+    """TrieHH devices: each votes for its own word's prefix (ClientVoter)."""
+    from mechanisms.triehh import ClientVoter, TrieHHError
+    from protocol.studies.runners import triehh
+
+    prep, _ = triehh.prepare(_options(triehh.TrieHHOptions, args))
+    ids = _held(args, prep.n)
+    try:
+        voter = ClientVoter(prep.data, list(ids), prep.alphabet, prep.config.max_levels)
+    except TrieHHError as exc:
+        raise ValueError(str(exc)) from None
+
+    def contribution_of(member: int, task) -> int:  # noqa: ANN001
+        return int(voter.votes([member], task.round, task.candidates)[0])
+
+    return prep.n, prep.config.task, contribution_of, ids
+
+
+def _ldp_devices(args: argparse.Namespace):  # noqa: ANN202
+    """Frequency-oracle devices: each randomises its own value (ClientReporter)."""
+    from mechanisms.fo import ClientReporter
+    from protocol.studies.runners import ldp
+
+    opts = _options(ldp.LDPOptions, args)
+    values, _, oracle, _ = ldp.population_and_oracle(opts)
+    n = int(values.shape[0])
+    ids = _held(args, n)
+    rng_for = (ClientReporter.seeded(args.seed) if args.seeded_noise
+               else ClientReporter.os_entropy)
+    reporter = ClientReporter(oracle, values[ids.start:ids.stop], ids, rng_for)
+
+    def contribution_of(member: int, task):  # noqa: ANN001, ANN202
+        return reporter.vector(member, task.round, task.dim, task.modulus_minus_one + 1,
+                               len(task.sample))
+
+    return n, ldp.job_name(oracle), contribution_of, ids

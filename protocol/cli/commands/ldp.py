@@ -6,6 +6,11 @@ The population is either a synthetic Zipf(s) population of ``--users`` users ove
 item per line. For a file, the ``--domain`` most frequent items form the domain (all
 distinct items by default) and the rest are out-of-domain values, which the oracle maps
 to its dummy item (:mod:`protocol.studies.runners.ldp`).
+
+With ``--transport secagg --network HOST:PORT`` the command is the server of a
+one-round job that client processes (``fedhh client --job ldp``) join over TLS: every
+device randomises its own value and contributes its support vector; the server learns
+only the sum (docs/network.md).
 """
 from __future__ import annotations
 
@@ -45,6 +50,9 @@ def register(cli) -> None:  # noqa: ANN001
     from protocol.cli.args import add_quiet_arg
 
     add_quiet_arg(p)
+    from protocol.cli.net_args import add_network_server_args
+
+    add_network_server_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,13 +62,18 @@ def run(args: argparse.Namespace) -> int:
     from protocol.studies.runners.ldp import LDPOptions
     from protocol.studies.runners.ldp import run as run_ldp
 
+    network = None
     # refuse options the transport does not take before building anything
-    if args.transport == "none":
+    if args.network is not None:
+        network = _serve(args)
+        summary, carried = network
+    elif args.transport == "none":
         transport_options(args)  # any transport option is an error here
         transport = None
     else:
         transport = transport_from_args(args)
-    summary, carried = run_ldp(options_from(LDPOptions, args), transport)
+    if network is None:
+        summary, carried = run_ldp(options_from(LDPOptions, args), transport)
     if args.json:
         print_json(summary)
         return 0
@@ -84,4 +97,52 @@ def run(args: argparse.Namespace) -> int:
     print(f"MSE over the domain {summary['mse']:.3e} (analytical mean variance "
           f"{summary['mean_analytical_variance']:.3e}); randomize {sec['randomize']:.3f} s, "
           f"estimate {sec['estimate']:.3f} s", file=out)
+    if "network" in summary:
+        net = summary["network"]
+        r = net["rounds"][0] if net["rounds"] else None
+        if r is not None:
+            print(f"network: {r['in_sum']} of {net['joined']} connected clients in the sum "
+                  f"(k = {r['degree']}, t = {r['threshold']}, {r['threat']}), "
+                  f"{r['wall_seconds']:.2f} s, {net['bytes_up']:,} B up, "
+                  f"{net['bytes_down']:,} B down", file=out)
     return 0
+
+
+def _serve(args: argparse.Namespace):  # noqa: ANN202
+    """``--network``: serve the round to client processes; ``(summary, carried)``."""
+    from protocol.cli import UsageError
+    from protocol.cli.args import options_from
+    from protocol.cli.net_args import job_policy_from_args
+    from protocol.core.net.job import server_transcript, serving_job
+    from protocol.core.net.processes import job_report, job_server
+    from protocol.studies.errors import StudyError
+    from protocol.studies.runners.ldp import LDPOptions, job_name, population_and_oracle
+    from protocol.studies.runners.ldp import run as run_ldp
+
+    opts = options_from(LDPOptions, args, transport="secagg-network")
+    try:
+        values, _, oracle, _ = population_and_oracle(opts)
+    except StudyError as exc:
+        raise UsageError(str(exc)) from None
+    policy = job_policy_from_args(args, job_name(oracle), int(values.shape[0]))
+    host, port = args.network
+    try:
+        server = job_server(policy, args.keys, host=host, port=port,
+                            stage_seconds=args.stage_seconds, join_seconds=args.join_seconds)
+    except (ValueError, FileNotFoundError) as exc:
+        raise UsageError(str(exc)) from None
+    transport = None
+    try:
+        with serving_job(server) as transport:
+            summary, carried = run_ldp(opts, transport)
+            summary["network"] = job_report(transport.reports)
+            summary["network"]["joined"] = len(server.connected)
+    except OSError as exc:
+        raise UsageError(f"cannot serve on {host}:{port}: {exc}") from None
+    finally:
+        if args.server_view and transport is not None:
+            import json
+
+            with open(args.server_view, "w", encoding="utf-8") as f:
+                json.dump(server_transcript(transport), f)
+    return summary, carried

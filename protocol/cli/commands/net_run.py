@@ -14,7 +14,9 @@ words (the dataset options), one secure-aggregation session per round; every com
 round's sum is checked against the votes of exactly the clients in it; ``--kill K
 --kill-round R`` kills K client processes when round R starts; ``--compare`` runs the
 same TrieHH in this process and says whether the heavy hitters are the same
-(:func:`protocol.studies.runners.net_triehh.run_job_loopback`).
+(:func:`protocol.studies.runners.net_jobs.run_job_loopback`). ``--job ldp`` runs one
+frequency-oracle round the same way (``fedhh ldp --network``, devices with seeded noise
+so the sum can be checked; :func:`protocol.studies.runners.net_jobs.run_ldp_loopback`).
 """
 from __future__ import annotations
 
@@ -48,11 +50,23 @@ def register(cli) -> None:  # noqa: ANN001
     add_session_args(p)
     from protocol.cli.args import add_triehh_data_args
 
-    p.add_argument("--job", choices=("triehh",), default=None,
+    p.add_argument("--job", choices=("triehh", "ldp"), default=None,
                    help="run a whole mechanism over the network instead of sessions")
-    p.add_argument("--kill-round", type=int, default=2, dest="kill_round",
-                   help="--job: the mechanism round when --kill processes die (default 2)")
-    add_triehh_data_args(p.add_argument_group("--job triehh: the population and parameters"))
+    p.add_argument("--kill-round", type=int, default=None, dest="kill_round",
+                   help="--job: the mechanism round when --kill processes die (default: "
+                        "triehh 2, ldp its only round 0)")
+    add_triehh_data_args(p.add_argument_group(
+        "--job triehh and ldp: the population and parameters (--dataset and --epsilon "
+        "default to the mechanism's command's defaults)"))
+    p.set_defaults(dataset=None, epsilon=None)
+    from protocol.studies.runners.ldp import MECHANISMS
+
+    g = p.add_argument_group("--job ldp: the oracle (as 'fedhh ldp'; zipf population)")
+    g.add_argument("--mechanism", choices=MECHANISMS, default="grr")
+    g.add_argument("--domain", type=int, default=50, help="domain size (default 50)")
+    g.add_argument("--zipf-s", type=float, default=1.1, dest="zipf_s", help="Zipf exponent")
+    g.add_argument("--g", type=int, default=0, help="OLH hash range")
+    g.add_argument("--B", type=int, default=0, help="AoN hash range")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,27 +127,63 @@ def _print(out: dict) -> None:  # noqa: ANN001
 def _run_job(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
     from protocol.cli.output import print_json, say
-    from protocol.studies.runners.net_triehh import JobLoopbackOptions, run_job_loopback
     from protocol.studies.errors import StudyError
+    from protocol.studies.runners import net_jobs
 
+    common = dict(users=args.users, processes=args.processes, seed=args.seed,
+                  threat=args.threat, graph=args.graph, dropout_rate=args.dropout_rate,
+                  stage_seconds=args.stage_seconds, join_seconds=args.join_seconds,
+                  kill=args.kill, compare=args.compare, timeout=args.timeout)
+    if args.kill_round is not None:
+        common["kill_round"] = args.kill_round
     try:
-        opts = JobLoopbackOptions(
-            dataset=args.dataset, users=args.users, processes=args.processes,
-            seed=args.seed, threat=args.threat, graph=args.graph,
-            dropout_rate=args.dropout_rate, epsilon=args.epsilon,
-            max_length=args.max_length, unit_size=args.unit_size, theta=args.theta,
-            gamma=args.gamma, alphabet=args.alphabet, stage_seconds=args.stage_seconds,
-            join_seconds=args.join_seconds, kill=args.kill, kill_round=args.kill_round,
-            compare=args.compare, timeout=args.timeout)
-        out = run_job_loopback(opts, say=say(not args.quiet))
+        if args.job == "triehh":
+            opts = net_jobs.JobLoopbackOptions(
+                dataset=args.dataset or "en", epsilon=4.0 if args.epsilon is None
+                else args.epsilon, max_length=args.max_length, unit_size=args.unit_size,
+                theta=args.theta, gamma=args.gamma, alphabet=args.alphabet, **common)
+            out = net_jobs.run_job_loopback(opts, say=say(not args.quiet))
+        else:
+            if args.dataset not in (None, "zipf"):
+                raise UsageError("--job ldp runs on the zipf population")
+            opts = net_jobs.LDPLoopbackOptions(
+                mechanism=args.mechanism, domain=args.domain,
+                epsilon=2.0 if args.epsilon is None else args.epsilon, zipf_s=args.zipf_s,
+                g=args.g, B=args.B, **common)
+            out = net_jobs.run_ldp_loopback(opts, say=say(not args.quiet))
     except (ValueError, StudyError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:
         print_json(out)
-    else:
+    elif args.job == "triehh":
         _print_job(out)
+    else:
+        _print_ldp(out)
     ok = out["result"] is not None and out["wrong_results"] == 0 and out["left_behind"] == 0
     return 0 if ok else 1
+
+
+def _print_ldp(out: dict) -> None:  # noqa: ANN001
+    res = out["result"]
+    if res is None:
+        print(f"the oracle round over the network did not complete: {out['server_error']}")
+    else:
+        net = res["network"]
+        r = net["rounds"][0]
+        print(f"{res['mechanism'].upper()} over the network: {out['n']} clients "
+              f"({net['joined']} connected) in {out['options']['processes']} processes, "
+              f"epsilon {res['epsilon']:g}, {r['in_sum']} in the sum, k = {r['degree']}, "
+              f"t = {r['threshold']}, exact: {out['rounds_exact']}")
+        print(f"  round {r['wall_seconds']:.2f} s ("
+              + ", ".join(f"{s['name']} {s['seconds']:.2f}" for s in r["stages"])
+              + f"); {r['bytes_up']:,} B up, {r['bytes_down']:,} B down; "
+              f"MSE {res['mse']:.3e} (analytical {res['mean_analytical_variance']:.3e})")
+    if out["killed_processes"]:
+        print(f"  killed client processes {out['killed_processes']}")
+    sim = out.get("simulation")
+    if sim:
+        print(f"in-process, its own noise: MSE {sim['mse']:.3e}, wall {sim['wall_seconds']:.1f} s")
+    print(f"wrong results: {out['wrong_results']}, processes left behind: {out['left_behind']}")
 
 
 def _print_job(out: dict) -> None:  # noqa: ANN001

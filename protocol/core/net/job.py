@@ -12,20 +12,21 @@ is one secure-aggregation session among the clients the mechanism sampled:
    name, round, candidate strings, threshold, release rule) and the sample (which
    fixes the session's roster and positions). The other clients hear nothing that
    round.
-3. **Session.** A sampled client computes its own vote on the candidates from data
-   only it holds (``vote_of``; for TrieHH :class:`mechanisms.triehh.ClientVoter`),
-   checks the round's :class:`~protocol.core.net.messages.Welcome` against the
-   parameters its own policy derives (the threat model's threshold and degree for the
-   sample's size, the vector length from the candidates, the context binding the
-   Task: :func:`round_context`) and runs the session as session position ``j``, its
-   rank in the sample. The server runs the stages with deadlines exactly as
+3. **Session.** A sampled client computes its own contribution from data only it
+   holds (``contribution_of``): in a vote round its vote on the candidates (for
+   TrieHH :class:`mechanisms.triehh.ClientVoter`), in a vector round its vector (for
+   a frequency oracle its randomised report's support vector). It checks the round's
+   :class:`~protocol.core.net.messages.Welcome` against the parameters its own policy
+   derives (the threat model's threshold and degree for the sample's size, the vector
+   length and modulus, the context binding the Task: :func:`round_context`) and runs
+   the session as session position ``j``, its rank in the sample. The server runs the stages with deadlines exactly as
    :class:`~protocol.core.net.server.NetSecAggServer` does and ends the session with
    a Bye (``completed`` or ``aborted``) that leaves the connection open.
 4. **End.** ``Bye("finished")`` to everyone.
 
 The server's side of the mechanism runs in the analyst's process
 (:meth:`mechanisms.triehh.TrieHH.at_server` over :class:`NetworkTransport`): it
-samples, sends Tasks, and learns each round's sum, never a vote.
+samples, sends Tasks, and learns each round's sum, never a client's contribution.
 
 **The client's policy** (:class:`JobPolicy`): it answers Tasks of one job name only,
 with round numbers strictly increasing (an old round is not answered twice), a sample
@@ -53,7 +54,7 @@ import numpy as np
 from protocol.core import wire_secagg
 from protocol.core.codec import CodecError, SessionLimits
 from protocol.core.contract import (
-    AggregationAborted, ClientVotes, ContractError, Cost, Kind, Release, RoundResult,
+    AggregationAborted, AtClients, ContractError, Cost, Kind, Release, RoundResult,
     RoundSpec, Transport, threshold_counts,
 )
 from protocol.core.net.client import ClientOutcome, exchange
@@ -79,6 +80,8 @@ __all__ = ["JobPolicy", "round_context", "round_spec", "NetJobServer", "NetworkT
 #: at most this many candidates in one round of a job (TrieHH's own cap is larger;
 #: a round above this one is refused by the clients' framing)
 MAX_JOB_CANDIDATES = 1 << 16
+#: at most this many entries in a vector round of a job
+MAX_JOB_DIM = 1 << 20
 
 _NOTHING = SessionLimits({})
 
@@ -99,6 +102,8 @@ class JobPolicy:
     #: a client refuses a round whose sample is smaller
     min_clients: int = 3
     max_candidates: int = MAX_JOB_CANDIDATES
+    #: the longest vector a client accepts to contribute
+    max_dim: int = MAX_JOB_DIM
 
     def __post_init__(self) -> None:
         if type(self.population) is not int or not 3 <= self.population < 1 << 32:
@@ -107,15 +112,22 @@ class JobPolicy:
             raise ValueError("min_clients must be an int >= 3 (secure aggregation needs 3)")
         if not 1 <= self.max_candidates <= MAX_JOB_CANDIDATES:
             raise ValueError(f"max_candidates must be in [1, {MAX_JOB_CANDIDATES}]")
+        if not 1 <= self.max_dim <= MAX_JOB_DIM:
+            raise ValueError(f"max_dim must be in [1, {MAX_JOB_DIM}]")
         NetSessionSpec(3, threat=self.threat, graph=self.graph, dropout=self.dropout)
 
     def session(self, spec: RoundSpec, sample: Sequence[int]) -> NetSessionSpec:
-        """The secure-aggregation session of one round: ``n`` the sample's size, a
-        one-hot vote vector per client modulo :func:`vote_modulus` (as the in-process
-        transport), the context binding the round (:func:`round_context`)."""
+        """The secure-aggregation session of one round: ``n`` the sample's size; in a
+        vote round a one-hot vote vector per client modulo :func:`vote_modulus` (as the
+        in-process transport), in a vector round the spec's ``dim`` and modulus; the
+        context binding the round (:func:`round_context`)."""
         m = len(sample)
-        return NetSessionSpec(m, dim=spec.domain_size, modulus=vote_modulus(m),
-                              threat=self.threat, graph=self.graph, dropout=self.dropout,
+        if spec.kind is Kind.VOTE:
+            dim, modulus = spec.domain_size, vote_modulus(m)
+        else:
+            dim, modulus = spec.dim, spec.modulus
+        return NetSessionSpec(m, dim=dim, modulus=modulus, threat=self.threat,
+                              graph=self.graph, dropout=self.dropout,
                               context_digest=round_context(spec, sample))
 
 
@@ -130,14 +142,28 @@ def round_context(spec: RoundSpec, sample: Sequence[int]) -> bytes:
 
 
 def round_spec(task: Task) -> RoundSpec:
-    """The round a Task announces.
+    """The round a Task announces (a vote round if it names candidates, else a vector
+    round).
 
     Raises:
-        ContractError: not a valid vote round.
+        ContractError: not a valid round.
     """
-    return RoundSpec(task.job, task.round, Kind.VOTE, candidates=task.candidates,
-                     theta=task.theta or None, reveal_counts=task.reveal_counts,
+    if task.candidates:
+        return RoundSpec(task.job, task.round, Kind.VOTE, candidates=task.candidates,
+                         theta=task.theta or None, reveal_counts=task.reveal_counts,
+                         min_participants=task.min_participants)
+    return RoundSpec(task.job, task.round, Kind.VECTOR, dim=task.dim,
+                     modulus=task.modulus_minus_one + 1,
                      min_participants=task.min_participants)
+
+
+def task_for(spec: RoundSpec, sample: Sequence[int]) -> Task:
+    """The Task that announces ``spec`` to ``sample``."""
+    vector = spec.kind is Kind.VECTOR
+    return Task(spec.task, spec.round, spec.candidates, spec.theta or 0,
+                bool(spec.reveal_counts), spec.min_participants,
+                spec.dim if vector else 0, spec.modulus - 1 if vector else 0,
+                tuple(int(s) for s in sample))
 
 
 # ---------------------------------------------------------------------------- server
@@ -309,8 +335,7 @@ class NetJobServer(NetSecAggServer):
         """
         wall0, cpu0 = time.perf_counter(), time.process_time()
         sample = [int(s) for s in sample]
-        task = Task(spec.task, spec.round, spec.candidates, spec.theta or 0,
-                    bool(spec.reveal_counts), spec.min_participants, tuple(sample))
+        task = task_for(spec, sample)
         netspec = self.policy.session(spec, sample)
         params = netspec.params()
         members = [c for c in (self._members.get(m) for m in sample)
@@ -370,9 +395,9 @@ class NetJobServer(NetSecAggServer):
 
 class NetworkTransport(Transport):
     """Secure aggregation with real client processes, as a transport whose clients vote
-    themselves (:attr:`~protocol.core.contract.Transport.votes_at_clients`).
+    themselves (:attr:`~protocol.core.contract.Transport.contributions_at_clients`).
 
-    :meth:`run_round` takes :class:`~protocol.core.contract.ClientVotes` (who is
+    :meth:`run_round` takes :class:`~protocol.core.contract.AtClients` (who is
     sampled), runs the round on a :class:`NetJobServer` whose event loop runs in
     another thread (see :func:`serving_job`), and releases as the in-process secure
     aggregation transport does: the thresholded counts of the sum over the clients
@@ -380,8 +405,8 @@ class NetworkTransport(Transport):
     """
 
     name = "secagg-network"
-    kinds = frozenset({Kind.VOTE})
-    votes_at_clients = True
+    kinds = frozenset({Kind.VOTE, Kind.VECTOR})
+    contributions_at_clients = True
 
     def __init__(self, server: NetJobServer, loop: asyncio.AbstractEventLoop) -> None:
         self.server, self.loop = server, loop
@@ -391,9 +416,9 @@ class NetworkTransport(Transport):
 
     def run_round(self, spec: RoundSpec, contributions: Any,
                   rng: np.random.Generator) -> RoundResult:
-        if not isinstance(contributions, ClientVotes):
+        if not isinstance(contributions, AtClients):
             raise ContractError("the network transport's clients vote themselves: give it "
-                                "ClientVotes (who is sampled), not "
+                                "AtClients (who is sampled), not "
                                 f"{type(contributions).__name__}")
         users = np.sort(contributions.validate(spec, self.server.policy.population))
         if users.size < max(spec.min_participants, self.server.policy.min_clients):
@@ -412,8 +437,11 @@ class NetworkTransport(Transport):
             raise AggregationAborted("too_few_participants",
                                      f"{contributed} contributions survived, "
                                      f"{spec.min_participants} required")
-        counts = report.result.astype(np.int64)
-        release = Release(spec, contributed, counts=threshold_counts(spec, counts))
+        if spec.kind is Kind.VOTE:
+            counts = report.result.astype(np.int64)
+            release = Release(spec, contributed, counts=threshold_counts(spec, counts))
+        else:
+            release = Release(spec, contributed, vector=report.result.copy())
         views = {"server": {"sum": report.result.copy(), **report.sets,
                             "stages": [vars(s) for s in report.stages]}}
         cost = Cost({"server": report.server_cpu_seconds}, bytes_up=report.bytes_up,
@@ -429,7 +457,8 @@ def server_transcript(transport: NetworkTransport) -> list[dict[str, Any]]:
     out = []
     for spec, sample, report in transport.rounds:
         in_sum = [sample[j] for j in report.sets.get("U3", ())]
-        out.append({"round": spec.round, "candidates": list(spec.candidates),
+        out.append({"round": spec.round, "kind": spec.kind.value,
+                    "candidates": list(spec.candidates), "dim": spec.dim,
                     "sample": sample, "in_sum": in_sum, "status": report.status,
                     "sum": None if report.result is None else [int(v) for v in report.result]})
     return out
@@ -489,14 +518,17 @@ class JobOutcome:
 
 async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
                          ssl_context: ssl.SSLContext, pin: bytes,
-                         vote_of: Callable[[Task], int], *,
+                         contribution_of: Callable[[Task], Any], *,
                          signing_key: bytes | None = None,
                          verify_keys: Sequence[bytes] | None = None, rand: Any = None,
                          wait_seconds: float = 300.0, stall_at: int | None = None
                          ) -> JobOutcome:
-    """One client's whole job (see the module docstring). ``vote_of(task)`` is this
-    client's vote on the Task's candidates (an index, or -1 to abstain). No exception
-    escapes for anything the server or the network does."""
+    """One client's whole job (see the module docstring). ``contribution_of(task)`` is
+    this client's contribution to a round it is sampled in: in a vote round its vote on
+    the Task's candidates (an index, or -1 to abstain), in a vector round its vector
+    (it may raise ValueError to refuse the round: the client leaves the job with
+    ``cannot_contribute``). No exception escapes for anything the server or the network
+    does."""
     out = JobOutcome(member, "disconnected")
     writer = None
     rand = rand if rand is not None else OsRandom()
@@ -507,7 +539,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
         hello = frame(Hello(PROTOCOL_VERSION, member))
         writer.write(hello)
         out.bytes_up += len(hello)
-        between = task_limits(policy.population, policy.max_candidates)
+        between = task_limits(policy.population, policy.max_candidates, policy.max_dim)
         last_round = -1
         while True:
             msg, size = await asyncio.wait_for(read_message(reader, between), wait_seconds)
@@ -539,10 +571,11 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
             except SessionRejected as exc:
                 out.status, out.reason = "refused", str(exc)
                 return out
-            choice = int(vote_of(msg))
-            value = np.zeros(spec.domain_size, dtype=np.uint64)
-            if choice >= 0:
-                value[choice] = 1
+            try:
+                value = _contribution(contribution_of(msg), spec, netspec)
+            except (ValueError, TypeError, ContractError) as exc:
+                out.status, out.reason = "aborted", f"cannot_contribute: {exc}"[:200]
+                return out
             keys = (tuple(verify_keys[m] for m in msg.sample)
                     if verify_keys is not None and netspec.malicious else None)
             machine = SecAggClient(config, pos, value, rand, signing_key=signing_key,
@@ -575,6 +608,31 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
     return out
 
 
+def _contribution(c: Any, spec: RoundSpec, netspec: NetSessionSpec) -> np.ndarray:
+    """This client's secure-aggregation input: the one-hot vector of its vote (zero to
+    abstain) in a vote round, its own vector in a vector round.
+
+    Raises:
+        ValueError: a vote outside the candidates, or a vector of the wrong length or
+            with entries outside ``[0, modulus)``.
+    """
+    if spec.kind is Kind.VOTE:
+        choice = int(c)
+        if not -1 <= choice < spec.domain_size:
+            raise ValueError(f"vote {choice} is not a candidate index")
+        value = np.zeros(spec.domain_size, dtype=np.uint64)
+        if choice >= 0:
+            value[choice] = 1
+        return value
+    v = np.asarray(c)
+    if v.shape != (netspec.dim,) or not np.issubdtype(v.dtype, np.integer):
+        raise ValueError(f"the round takes {netspec.dim} integers, this client has "
+                         f"{v.shape}")
+    if v.size and (int(v.min()) < 0 or int(v.max()) >= netspec.modulus):
+        raise ValueError("a vector entry is outside [0, modulus)")
+    return v.astype(np.uint64)
+
+
 def _task_problem(task: Task, policy: JobPolicy, last_round: int) -> str | None:
     """Why this client will not answer ``task`` (``None``: it will)."""
     if task.job != policy.job:
@@ -592,18 +650,18 @@ def _task_problem(task: Task, policy: JobPolicy, last_round: int) -> str | None:
 
 async def run_job_clients(members: Sequence[int], host: str, port: int, policy: JobPolicy,
                           ssl_context: ssl.SSLContext, pin: bytes,
-                          vote_of: Callable[[int, Task], int], *,
+                          contribution_of: Callable[[int, Task], Any], *,
                           signing_keys: Sequence[bytes] | None = None,
                           verify_keys: Sequence[bytes] | None = None,
                           wait_seconds: float = 300.0, stall: Sequence[int] = (),
                           stall_at: int | None = None) -> list[JobOutcome]:
     """Run the clients ``members`` of a job concurrently in this event loop;
-    ``vote_of(member, task)``."""
+    ``contribution_of(member, task)``."""
     stalling = set(stall)
     if verify_keys is not None:
         verify_keys = tuple(verify_keys)
     tasks = [run_job_client(m, host, port, policy, ssl_context, pin,
-                            (lambda t, m=m: vote_of(m, t)),
+                            (lambda t, m=m: contribution_of(m, t)),
                             signing_key=signing_keys[m] if signing_keys is not None else None,
                             verify_keys=verify_keys, wait_seconds=wait_seconds,
                             stall_at=stall_at if m in stalling else None)

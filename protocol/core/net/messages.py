@@ -149,11 +149,12 @@ class Bye:
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    """Server to each sampled client of a job, opening one vote round: the round's public
-    specification (task name, round, candidate strings, threshold, release rule) and
-    the sampled clients (population positions, ascending). A sampled client computes
-    its own vote on the candidates and joins the round's session, whose Welcome
-    follows; the others wait for the next Task. ``theta`` 0 means no threshold.
+    """Server to each sampled client of a job, opening one round: the round's public
+    specification and the sampled clients (population positions, ascending), which fix
+    the session's roster and positions. A vote round names its candidate strings
+    (``dim`` 0); a vector round has no candidates and names ``dim`` and ``R - 1``
+    (``modulus_minus_one``). A sampled client computes its own contribution and joins
+    the round's session, whose Welcome follows. ``theta`` 0 means no threshold.
     """
 
     TAG: ClassVar[int] = 203
@@ -163,6 +164,8 @@ class Task:
     theta: int
     reveal_counts: bool
     min_participants: int
+    dim: int
+    modulus_minus_one: int
     sample: tuple[int, ...]
 
     def __post_init__(self) -> None:
@@ -171,13 +174,19 @@ class Task:
         _int(self.round, "round", 0, 1 << 32)
         object.__setattr__(self, "candidates", tuple(self.candidates))
         object.__setattr__(self, "sample", tuple(self.sample))
-        if not self.candidates or any(type(c) is not str
-                                      or len(c.encode()) > MAX_CANDIDATE_BYTES
-                                      for c in self.candidates):
-            raise ValueError(f"candidates must be 1 or more strings of at most "
-                             f"{MAX_CANDIDATE_BYTES} bytes")
+        if any(type(c) is not str or len(c.encode()) > MAX_CANDIDATE_BYTES
+               for c in self.candidates):
+            raise ValueError(f"candidates must be strings of at most {MAX_CANDIDATE_BYTES} "
+                             "bytes")
         if len(set(self.candidates)) != len(self.candidates):
             raise ValueError("candidates must be distinct")
+        _int(self.dim, "dim", 0, 1 << 40)
+        _int(self.modulus_minus_one, "modulus_minus_one", 0)
+        if bool(self.candidates) == bool(self.dim):
+            raise ValueError("a round has candidates (a vote round) or dim >= 1 (a vector "
+                             "round), not both or neither")
+        if self.dim and self.modulus_minus_one < 1:
+            raise ValueError("a vector round needs a modulus >= 2")
         _int(self.theta, "theta", 0, 1 << 32)
         if type(self.reveal_counts) is not bool:
             raise ValueError("reveal_counts must be a bool")
@@ -189,12 +198,12 @@ class Task:
 
     def to_wire(self) -> list[Any]:
         return [self.job, self.round, list(self.candidates), self.theta, self.reveal_counts,
-                self.min_participants, list(self.sample)]
+                self.min_participants, self.dim, self.modulus_minus_one, list(self.sample)]
 
     @classmethod
     def from_wire(cls, fields: list[Any]) -> "Task":
-        if len(fields) != 7:
-            raise ValueError("Task has 7 fields")
+        if len(fields) != 9:
+            raise ValueError("Task has 9 fields")
         return cls(*fields)
 
 
@@ -211,20 +220,23 @@ codec.register(Welcome, _WELCOME)
 codec.register(Bye, _BYE)
 
 
-def _task_shape(population: int, max_candidates: int) -> Record:
+def _task_shape(population: int, max_candidates: int, max_dim: int) -> Record:
     return Record((Str(1, MAX_TASK_NAME_BYTES), Int(0, 1 << 32),
-                   Array(Str(0, MAX_CANDIDATE_BYTES), max_candidates, 1), Int(0, 1 << 32),
-                   Bool(), Int(1, MAX_PARTICIPANTS),
+                   Array(Str(0, MAX_CANDIDATE_BYTES), max_candidates), Int(0, 1 << 32),
+                   Bool(), Int(1, MAX_PARTICIPANTS), Int(0, max_dim), Int(0),
                    Array(Int(0, max(population - 1, 0)), min(population, MAX_PARTICIPANTS))))
 
 
-codec.register(Task, _task_shape(1 << 32, 1 << 21))
+codec.register(Task, _task_shape(1 << 32, 1 << 21, 1 << 40))
 
 
-def task_limits(population: int, max_candidates: int) -> SessionLimits:
+def task_limits(population: int, max_candidates: int, max_dim: int = 1 << 24
+                ) -> SessionLimits:
     """What a client of a job accepts between rounds: a Task for a population of
-    ``population`` with at most ``max_candidates`` candidates, or a Bye."""
-    return SessionLimits({Task.TAG: _task_shape(population, max_candidates), Bye.TAG: _BYE})
+    ``population`` with at most ``max_candidates`` candidates or vectors of at most
+    ``max_dim`` entries, or a Bye."""
+    return SessionLimits({Task.TAG: _task_shape(population, max_candidates, max_dim),
+                          Bye.TAG: _BYE})
 
 
 def hello_limits() -> SessionLimits:

@@ -179,10 +179,10 @@ def job_report(reports: Sequence[Any]) -> dict[str, Any]:
 
 
 def job_client_process(policy: Any, keys: str, host: str, port: int, ids: Sequence[int],
-                       vote_of: Callable[[int, Any], int], *, wait_seconds: float = 300.0,
+                       contribution_of: Callable[[int, Any], int], *, wait_seconds: float = 300.0,
                        stall: Sequence[int] = (), stall_at: int | None = None,
                        out: TextIO = sys.stdout) -> dict[str, Any]:
-    """Run the clients ``ids`` of a job (``fedhh client --job``); ``vote_of(member,
+    """Run the clients ``ids`` of a job (``fedhh client --job``); ``contribution_of(member,
     task)`` is a client's vote. Prints and returns a summary.
 
     Raises:
@@ -203,7 +203,7 @@ def job_client_process(policy: Any, keys: str, host: str, port: int, ids: Sequen
     ctx, pin = tls.client_context(keys)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     outcomes = asyncio.run(run_job_clients(
-        ids, host, port, policy, ctx, pin, vote_of, signing_keys=signing,
+        ids, host, port, policy, ctx, pin, contribution_of, signing_keys=signing,
         verify_keys=verify if malicious else None, wait_seconds=wait_seconds, stall=stall,
         stall_at=stall_at))
     sessions: Counter = Counter()

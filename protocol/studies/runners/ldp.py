@@ -18,7 +18,8 @@ from protocol.core.contract import Transport
 from protocol.studies.datasets_items import file_population, zipf_population
 from protocol.studies.errors import StudyError
 
-__all__ = ["MECHANISMS", "LDPOptions", "build_population", "run"]
+__all__ = ["MECHANISMS", "LDPOptions", "build_population", "population_and_oracle", "run",
+           "job_name"]
 
 MECHANISMS = ("grr", "oue", "olh", "aon")
 
@@ -60,20 +61,19 @@ def build_population(opts: LDPOptions, rng: np.random.Generator
         raise StudyError(str(exc)) from None
 
 
-def run(opts: LDPOptions, transport: Transport | None = None) -> tuple[dict[str, Any], Any]:
-    """Randomise every user's value, estimate the frequencies (in process, or over
-    ``transport``) and compare with the truth: the ``top`` most frequent items, MSE,
-    analytical variance and the guarantee. Returns ``(summary, carried)`` where
-    ``carried`` is the :mod:`protocol.studies.ldp_runner` result (``None`` in process).
+def population_and_oracle(opts: LDPOptions) -> tuple[np.ndarray, list[str] | None, Any,
+                                                    np.random.Generator]:
+    """The population (``values``, item names or ``None``), the public oracle and the
+    run's remaining randomness, all from ``opts`` (a ``fedhh client --job ldp`` process
+    derives the same population and oracle from the same options).
 
     Raises:
-        StudyError: bad population or oracle parameters, or a transport failure.
+        StudyError: bad population or oracle parameters.
     """
     from mechanisms.fo import OracleInputError, make_oracle
 
     rng = np.random.default_rng(opts.seed)
     values, names, domain = build_population(opts, rng)
-    n = values.shape[0]
     extra: dict[str, Any] = {}
     if opts.mechanism == "olh" and opts.g:
         extra["g"] = opts.g
@@ -84,8 +84,38 @@ def run(opts: LDPOptions, transport: Transport | None = None) -> tuple[dict[str,
                              dummy=bool((values < 0).any()), **extra)
     except OracleInputError as exc:
         raise StudyError(str(exc)) from None
+    return values, names, oracle, rng
+
+
+def job_name(oracle: Any) -> str:
+    """The task name of an oracle's round over the network: it binds the oracle's public
+    parameters, so a device configured with another mechanism, epsilon, domain or hash
+    range refuses the round (``job_mismatch``) instead of contributing under them."""
+    import hashlib
+
+    params = {k: getattr(oracle, k) for k in ("g", "B") if hasattr(oracle, k)}
+    text = repr((oracle.name, float(oracle.epsilon), int(oracle.domain_size),
+                 bool(oracle.dummy), sorted(params.items())))
+    return f"ldp-{oracle.name}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def run(opts: LDPOptions, transport: Transport | None = None) -> tuple[dict[str, Any], Any]:
+    """Randomise every user's value, estimate the frequencies (in process, or over
+    ``transport``) and compare with the truth: the ``top`` most frequent items, MSE,
+    analytical variance and the guarantee. Returns ``(summary, carried)`` where
+    ``carried`` is the :mod:`protocol.studies.ldp_runner` result (``None`` in process).
+    Over a transport whose clients contribute themselves (the network prototype's),
+    each device randomises its own value: nothing is randomised here.
+
+    Raises:
+        StudyError: bad population or oracle parameters, or a transport failure.
+    """
+    values, names, oracle, rng = population_and_oracle(opts)
+    n = values.shape[0]
+    domain = int(oracle.domain_size)
+    at_clients = bool(getattr(transport, "contributions_at_clients", False))
     t0 = time.perf_counter()
-    reports = oracle.randomize(values, rng)
+    reports = None if at_clients else oracle.randomize(values, rng)
     t1 = time.perf_counter()
     if transport is None:
         est, carried = oracle.estimate(reports), None
@@ -96,7 +126,8 @@ def run(opts: LDPOptions, transport: Transport | None = None) -> tuple[dict[str,
 
         try:
             carried = run_ldp(oracle, reports, transport, rng, delta=opts.delta,
-                              bound=opts.bound)
+                              bound=opts.bound, population=n if at_clients else None,
+                              **({"task": job_name(oracle)} if at_clients else {}))
         except (LDPTransportError, AggregationAborted, ReportError) as exc:
             raise StudyError(str(exc)) from None
         est = carried.estimates

@@ -139,7 +139,7 @@ def run_once(prep: Prepared, transport: Transport, rng,  # noqa: ANN001, ANN201
 
     if client_progress is not None and hasattr(transport, "client_progress"):
         transport.client_progress = client_progress
-    if getattr(transport, "votes_at_clients", False):
+    if getattr(transport, "contributions_at_clients", False):
         # the clients hold the data and vote themselves (the network prototype); the
         # server's side never reads prep.data
         if not prep.data.one_per_user:

@@ -1,4 +1,4 @@
-"""A whole TrieHH run with real processes on loopback (``fedhh net run --job triehh``).
+"""Whole mechanism runs with real processes on loopback (``fedhh net run --job triehh|ldp``).
 
 :func:`run_job_loopback` makes keys for the population, starts ``fedhh triehh
 --transport secagg --network 127.0.0.1:0`` (the server of the job, which also writes
@@ -14,6 +14,13 @@ on stderr, kills client processes when asked, and reports:
 * with ``compare``, the same TrieHH in this process over the in-process secure
   aggregation transport (the same seed): its heavy hitters, wall time, and whether
   the releases are the same (they must be when no client was lost).
+
+:func:`run_ldp_loopback` does the same for one frequency-oracle round (``fedhh ldp
+--network`` and ``fedhh client --job ldp``): each device randomises its own value, with
+noise seeded by ``(seed, user, round)`` so that ``rounds_exact`` can recompute every
+device's support vector (a deployment draws it from the OS), and ``compare`` runs the
+oracle in this process over the in-process transport (its own noise) for the errors
+side by side.
 
 Every process is waited for with a deadline and killed past it (``left_behind``
 counts the ones still running at the end: 0 unless the system refused a kill).
@@ -36,9 +43,9 @@ import numpy as np
 from mechanisms.triehh import ClientVoter
 from protocol.core.net import tls
 from protocol.core.net.launcher import fedhh_command, read_json_lines, stop_process
-from protocol.studies.runners import triehh
+from protocol.studies.runners import ldp, triehh
 
-__all__ = ["JobLoopbackOptions", "run_job_loopback"]
+__all__ = ["JobLoopbackOptions", "run_job_loopback", "LDPLoopbackOptions", "run_ldp_loopback"]
 
 
 @dataclass(frozen=True)
@@ -99,18 +106,87 @@ class JobLoopbackOptions:
                 args += [flag, str(value)]
         return args
 
+    def client_extra(self) -> list[str]:
+        return []
 
-async def _job_loopback(o: JobLoopbackOptions, keys: str, n: int, view: str,
-                        say: Callable[[str], None]) -> dict[str, Any]:
+
+@dataclass(frozen=True)
+class LDPLoopbackOptions:
+    """One frequency-oracle round on loopback: ``fedhh ldp --network`` as the server
+    and ``processes`` ``fedhh client --job ldp`` processes, each device randomising its
+    own value with seeded noise (so that the sum can be checked) and contributing its
+    support vector. ``kill`` client processes get SIGKILL when the round's session
+    starts. ``compare`` also runs the oracle in this process over the in-process secure
+    aggregation transport (its own noise) and reports both errors."""
+
+    mechanism: str = "grr"
+    users: int | None = 1000
+    domain: int | None = 50
+    epsilon: float = 2.0
+    zipf_s: float = 1.1
+    g: int = 0
+    B: int = 0
+    processes: int = 4
+    seed: int = 0
+    threat: str = "malicious"
+    graph: str = "harary"
+    dropout_rate: float = 0.0
+    stage_seconds: float = 60.0
+    join_seconds: float = 60.0
+    kill: int = 0
+    kill_round: int = 0
+    compare: bool = False
+    keys: str | None = None
+    timeout: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.processes < 1:
+            raise ValueError("processes must be >= 1")
+        if not 0 <= self.kill <= self.processes:
+            raise ValueError("kill must be in [0, processes]")
+        if self.stage_seconds <= 0 or self.join_seconds <= 0 or self.timeout <= 0:
+            raise ValueError("deadlines must be positive")
+
+    def ldp_options(self, transport: str = "secagg"):  # noqa: ANN201
+        return ldp.LDPOptions(mechanism=self.mechanism, users=self.users, domain=self.domain,
+                              epsilon=self.epsilon, zipf_s=self.zipf_s, g=self.g, B=self.B,
+                              seed=self.seed, transport=transport)
+
+    def data_args(self) -> list[str]:
+        args = ["--mechanism", self.mechanism, "--epsilon", repr(self.epsilon),
+                "--zipf-s", repr(self.zipf_s), "--g", str(self.g), "--B", str(self.B),
+                "--seed", str(self.seed)]
+        for flag, value in (("--users", self.users), ("--domain", self.domain)):
+            if value is not None:
+                args += [flag, str(value)]
+        return args
+
+    def client_extra(self) -> list[str]:
+        return ["--seeded-noise"]
+
+
+def _server_args(o: Any, command: str, keys: str, view: str) -> list[str]:
+    return [command, "--transport", "secagg", "--network", "127.0.0.1:0", "--keys", keys,
+            "--json", "--quiet", "--threat", o.threat, "--secagg-graph", o.graph,
+            "--dropout", str(o.dropout_rate), "--stage-seconds", str(o.stage_seconds),
+            "--join-seconds", str(o.join_seconds), "--server-view", view, *o.data_args()]
+
+
+def _client_args(o: Any, job: str, keys: str, port: int, ids: np.ndarray) -> list[str]:
+    return ["client", "--job", job, "--keys", keys, "--connect", f"127.0.0.1:{port}",
+            "--ids", f"{ids[0]}:{ids[-1] + 1}", "--threat", o.threat, "--graph", o.graph,
+            "--dropout-rate", str(o.dropout_rate), "--wait-seconds",
+            str(o.join_seconds + 5 * o.stage_seconds), *o.data_args(), *o.client_extra()]
+
+
+async def _job_processes(o: Any, job: str, command: str, keys: str, n: int, view: str,
+                         say: Callable[[str], None]) -> dict[str, Any]:
+    """Start the server (``fedhh COMMAND --network``) and the client processes, follow
+    the server's events, kill when asked, collect everything, leave nothing running."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     wall0 = time.perf_counter()
     server = await asyncio.create_subprocess_exec(
-        *fedhh_command("triehh", "--transport", "secagg", "--network", "127.0.0.1:0",
-                  "--keys", keys, "--json", "--quiet", "--threat", o.threat,
-                  "--secagg-graph", o.graph, "--dropout", str(o.dropout_rate),
-                  "--stage-seconds", str(o.stage_seconds),
-                  "--join-seconds", str(o.join_seconds), "--server-view", view,
-                  *o.data_args()),
+        *fedhh_command(*_server_args(o, command, keys, view)),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
     events: asyncio.Queue = asyncio.Queue()
     stderr_lines: list[str] = []
@@ -132,18 +208,14 @@ async def _job_loopback(o: JobLoopbackOptions, keys: str, n: int, view: str,
             ev = await next_event()
         if ev is None:
             await server.wait()
-            raise RuntimeError("the TrieHH server did not start: "
+            raise RuntimeError(f"the {command} server did not start: "
                                + "\n".join(stderr_lines)[-1500:])
         port = int(ev["port"])
         ranges = [r for r in np.array_split(np.arange(n), o.processes) if r.size]
         for ids in ranges:
-            args = ["client", "--job", "triehh", "--keys", keys,
-                    "--connect", f"127.0.0.1:{port}", "--ids", f"{ids[0]}:{ids[-1] + 1}",
-                    "--threat", o.threat, "--graph", o.graph,
-                    "--dropout-rate", str(o.dropout_rate), "--wait-seconds",
-                    str(o.join_seconds + 5 * o.stage_seconds), *o.data_args()]
             p = await asyncio.create_subprocess_exec(
-                *fedhh_command(*args), stdout=asyncio.subprocess.PIPE,
+                *fedhh_command(*_client_args(o, job, keys, port, ids)),
+                stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, env=env)
             procs.append(p)
             everything.append(p)
@@ -152,7 +224,7 @@ async def _job_loopback(o: JobLoopbackOptions, keys: str, n: int, view: str,
             if ev is None:
                 break
             if (ev.get("event") == "session" and ev.get("round") == o.kill_round
-                    and to_kill):
+                    and to_kill):  # the round's Task and Welcome are out
                 for i in sorted(to_kill):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(procs[i].pid, signal.SIGKILL)
@@ -219,12 +291,36 @@ def _check_rounds(prep: Any, view: list[dict[str, Any]]) -> list[bool | None]:
     return exact
 
 
+def _orchestrate(o: Any, job: str, command: str, n: int, say: Callable[[str], None]
+                 ) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """Keys (unless given), the processes, the server's view; ``(report, view)``."""
+    made = o.keys is None
+    keys = tempfile.mkdtemp(prefix="fedhh-keys-") if made else str(o.keys)
+    scratch = tempfile.mkdtemp(prefix="fedhh-job-")
+    view_path = os.path.join(scratch, "server-view.json")
+    view = None
+    try:
+        if made:
+            tls.make_keys(keys, n)
+        out = asyncio.run(_job_processes(o, job, command, keys, n, view_path, say))
+        with contextlib.suppress(OSError, ValueError):
+            with open(view_path, encoding="utf-8") as f:
+                view = json.load(f)
+    finally:
+        if made:
+            shutil.rmtree(keys, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+    out = {"options": {k: v for k, v in asdict(o).items() if k != "keys"}, "n": n, **out}
+    return out, view
+
+
 def run_job_loopback(o: JobLoopbackOptions, say: Callable[[str], None] | None = None
                      ) -> dict[str, Any]:
     """Run a whole TrieHH on loopback with real processes; a JSON-ready report: the
     TrieHH summary the server printed (with its ``network`` block: per round outcome,
-    stages, bytes), the client processes' summaries, and with ``compare`` the
-    in-process run's heavy hitters, wall time and whether they are the same.
+    stages, bytes), the client processes' summaries, ``rounds_exact``, and with
+    ``compare`` the in-process run's heavy hitters, wall time and whether they are the
+    same.
 
     Raises:
         ValueError: bad options.
@@ -234,25 +330,9 @@ def run_job_loopback(o: JobLoopbackOptions, say: Callable[[str], None] | None = 
     say = say or (lambda _line: None)
     prep, _ = triehh.prepare(o.triehh_options())
     n = prep.n
-    made = o.keys is None
-    keys = tempfile.mkdtemp(prefix="fedhh-keys-") if made else str(o.keys)
-    scratch = tempfile.mkdtemp(prefix="fedhh-job-")
-    view_path = os.path.join(scratch, "server-view.json")
-    try:
-        if made:
-            tls.make_keys(keys, n)
-        say(f"loopback TrieHH: {n} clients in {o.processes} processes, {o.threat}, "
-            f"theta {prep.config.theta}, L {prep.config.max_levels}")
-        out = asyncio.run(_job_loopback(o, keys, n, view_path, say))
-        view = None
-        with contextlib.suppress(OSError, ValueError):
-            with open(view_path, encoding="utf-8") as f:
-                view = json.load(f)
-    finally:
-        if made:
-            shutil.rmtree(keys, ignore_errors=True)
-        shutil.rmtree(scratch, ignore_errors=True)
-    out = {"options": {k: v for k, v in asdict(o).items() if k != "keys"}, "n": n, **out}
+    say(f"loopback TrieHH: {n} clients in {o.processes} processes, {o.threat}, "
+        f"theta {prep.config.theta}, L {prep.config.max_levels}")
+    out, view = _orchestrate(o, "triehh", "triehh", n, say)
     out["rounds_exact"] = None if view is None else _check_rounds(prep, view)
     out["wrong_results"] = sum(e is False for e in out["rounds_exact"] or ())
     if o.compare:
@@ -278,4 +358,60 @@ def run_job_loopback(o: JobLoopbackOptions, say: Callable[[str], None] | None = 
         out["simulation"]["run_seconds"] = sim["seconds"]["run"]
         out["simulation"]["run_ratio"] = None if out["result"] is None else \
             out["result"]["seconds"]["run"] / max(sim["seconds"]["run"], 1e-9)
+    return out
+
+
+def _check_ldp(o: LDPLoopbackOptions, view: list[dict[str, Any]]) -> list[bool | None]:
+    """Is the round's sum exactly the sum of the support vectors of the clients in it,
+    each recomputed here from the seeded noise the devices used?"""
+    from mechanisms.fo import ClientReporter, vector_modulus
+
+    values, _, oracle, _ = ldp.population_and_oracle(o.ldp_options())
+    n = int(values.shape[0])
+    reporter = ClientReporter(oracle, values, range(n), ClientReporter.seeded(o.seed))
+    exact: list[bool | None] = []
+    for r in view:
+        if r["sum"] is None:
+            exact.append(None)
+            continue
+        modulus = vector_modulus(len(r["sample"]))
+        want = np.zeros(r["dim"], dtype=np.int64)
+        for u in r["in_sum"]:
+            want += reporter.vector(u, r["round"], r["dim"], modulus,
+                                    len(r["sample"])).astype(np.int64)
+        exact.append(bool(np.array_equal(want % modulus, np.asarray(r["sum"]))))
+    return exact
+
+
+def run_ldp_loopback(o: LDPLoopbackOptions, say: Callable[[str], None] | None = None
+                     ) -> dict[str, Any]:
+    """One frequency-oracle round on loopback with real processes; a JSON-ready report:
+    the ``fedhh ldp`` summary the server printed (estimates, MSE, its ``network``
+    block), ``rounds_exact`` (the sum against the devices' recomputed vectors) and with
+    ``compare`` the in-process run's MSE.
+
+    Raises:
+        ValueError: bad options.
+        protocol.studies.errors.StudyError: the population or oracle cannot be built.
+        RuntimeError: the server process failed to start.
+    """
+    say = say or (lambda _line: None)
+    values, _, oracle, _ = ldp.population_and_oracle(o.ldp_options())
+    n = int(values.shape[0])
+    say(f"loopback {oracle.name.upper()}: {n} clients in {o.processes} processes, "
+        f"{o.threat}, epsilon {o.epsilon:g}, {oracle.vector_dim}-entry support vectors")
+    out, view = _orchestrate(o, "ldp", "ldp", n, say)
+    out["rounds_exact"] = None if view is None else _check_ldp(o, view)
+    out["wrong_results"] = sum(e is False for e in out["rounds_exact"] or ())
+    if o.compare:
+        from protocol.core.transports.secagg_transport import SecAggTransport
+
+        wall0 = time.perf_counter()
+        sim, _ = ldp.run(o.ldp_options(), SecAggTransport(graph=o.graph, threat=o.threat,
+                                                          simulate=True, workers=1))
+        out["simulation"] = {
+            "mse": sim["mse"], "mean_analytical_variance": sim["mean_analytical_variance"],
+            "wall_seconds": time.perf_counter() - wall0,
+            "mse_network": None if out["result"] is None else out["result"]["mse"],
+        }
     return out
