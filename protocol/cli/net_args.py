@@ -7,7 +7,18 @@ import argparse
 from protocol.cli import count
 
 __all__ = ["add_session_args", "add_server_args", "spec_from_args", "host_port",
+           "resolve_session_args", "SESSION_DEFAULTS", "add_shuffle_round_args",
+           "shuffle_round_from_args",
            "listen_address", "add_network_server_args", "job_policy_from_args"]
+
+
+#: the secure-aggregation session options and their defaults (the parsers leave them
+#: None so that a command can tell which were given: :func:`resolve_session_args`)
+SESSION_DEFAULTS = {"dim": 1000, "modulus": 1 << 32, "graph": "harary",
+                    "label": "fedhh network session", "dropout_rate": 0.0,
+                    "threat": "malicious"}
+_SESSION_FLAGS = {"dim": "--dim", "modulus": "--modulus", "graph": "--graph",
+                  "label": "--label", "dropout_rate": "--dropout-rate", "threat": "--threat"}
 
 
 def add_session_args(p: argparse.ArgumentParser) -> None:
@@ -15,16 +26,37 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
 
     g = p.add_argument_group("session (server and clients must give the same)")
     g.add_argument("--clients", type=count, default=100, help="roster size n (default 100)")
-    g.add_argument("--dim", type=count, default=1000, help="vector length (default 1000)")
-    g.add_argument("--modulus", type=count, default=1 << 32, help="modulus R (default 2^32)")
-    g.add_argument("--graph", choices=("harary", "complete"), default="harary",
-                   help="SecAgg+ Harary graph (default) or the complete graph")
-    g.add_argument("--label", default="fedhh network session",
-                   help="the session's label (its context is SHA-256 of it)")
-    g.add_argument("--dropout-rate", type=float, default=0.0, dest="dropout_rate",
-                   help="the fraction of dropouts the parameters must tolerate (delta; at "
-                        "least the default of secagg.params)")
-    add_threat_arg(g, default="malicious")
+    g.add_argument("--dim", type=count, default=None, help="secagg: vector length (default 1000)")
+    g.add_argument("--modulus", type=count, default=None,
+                   help="secagg: modulus R (default 2^32)")
+    g.add_argument("--graph", choices=("harary", "complete"), default=None,
+                   help="secagg: SecAgg+ Harary graph (default) or the complete graph")
+    g.add_argument("--label", default=None,
+                   help="secagg: the session's label (its context is SHA-256 of it)")
+    g.add_argument("--dropout-rate", type=float, default=None, dest="dropout_rate",
+                   help="secagg: the fraction of dropouts the parameters must tolerate "
+                        "(delta; at least the default of secagg.params)")
+    add_threat_arg(g, default=None)
+
+
+def resolve_session_args(args: argparse.Namespace, applies: bool = True) -> list[str]:
+    """Fill the secure-aggregation session options the command was not given with
+    their defaults; the flags that were given.
+
+    Raises:
+        protocol.cli.UsageError: ``applies`` is false (the transport is not secure
+            aggregation) and one of them was given.
+    """
+    from protocol.cli import UsageError
+
+    given = [flag for name, flag in _SESSION_FLAGS.items()
+             if getattr(args, name, None) is not None]
+    if given and not applies:
+        raise UsageError(f"{', '.join(given)} applies to secure aggregation only")
+    for name, value in SESSION_DEFAULTS.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+    return given
 
 
 def add_server_args(p: argparse.ArgumentParser) -> None:
@@ -38,6 +70,8 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace):  # noqa: ANN201
     from protocol.cli import UsageError
+
+    resolve_session_args(args)
     from protocol.core.net.session import NetSessionSpec
 
     try:
@@ -113,5 +147,34 @@ def job_policy_from_args(args: argparse.Namespace, job: str, population: int):  
         return JobPolicy(job, population, threat=opts.get("threat", "malicious"),
                          graph=opts.get("graph", "harary"),
                          dropout=opts.get("dropout", 0.0))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def add_shuffle_round_args(p: argparse.ArgumentParser) -> None:
+    """The shuffled vote round every party of ``--transport shuffler`` configures alike."""
+    g = p.add_argument_group("shuffler round (clients, shuffler and analyzer must give "
+                             "the same; --clients is the number of clients)")
+    g.add_argument("--candidates", type=count, default=20,
+                   help="shuffler: public candidates c0..c{C-1} (default 20)")
+    g.add_argument("--threshold", type=count, default=3, dest="shuffle_threshold",
+                   help="shuffler: the crowd threshold theta (default 3)")
+    g.add_argument("--membership-only", action="store_true", dest="membership_only",
+                   help="shuffler: release which candidates passed, not their counts "
+                        "(one representative report per passing crowd)")
+    g.add_argument("--round", type=int, default=0, dest="shuffle_round",
+                   help="shuffler: the round (epoch) number (default 0)")
+    g.add_argument("--min-batch", type=count, default=1, dest="min_batch",
+                   help="shuffler: the smallest batch it forwards (default 1)")
+
+
+def shuffle_round_from_args(args: argparse.Namespace):  # noqa: ANN201
+    from protocol.cli import UsageError
+    from protocol.core.net.shuffle import ShuffleRound
+
+    try:
+        return ShuffleRound(args.clients, candidates=args.candidates, theta=args.shuffle_threshold,
+                            reveal_counts=not args.membership_only, round=args.shuffle_round,
+                            min_batch=args.min_batch)
     except ValueError as exc:
         raise UsageError(str(exc)) from None

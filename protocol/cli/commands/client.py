@@ -44,9 +44,11 @@ def _list(text: str) -> list[int]:
 def register(cli) -> None:  # noqa: ANN001
     from protocol.cli.net_args import add_session_args, host_port
 
-    p = cli.command("client", "run secure-aggregation clients as network peers", run)
-    p.add_argument("--transport", choices=("secagg",), default="secagg",
-                   help="the transport (secure aggregation)")
+    p = cli.command("client", "run secure-aggregation or shuffler clients as network peers",
+                    run)
+    p.add_argument("--transport", choices=("secagg", "shuffler"), default="secagg",
+                   help="the transport (default secagg; shuffler: each client sends its "
+                        "seeded vote through the shuffler)")
     p.add_argument("--keys", required=True,
                    help="directory with server.crt (pinned), roster.json, signing.keys")
     p.add_argument("--connect", type=host_port, required=True, help="server HOST:PORT")
@@ -59,6 +61,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--stall-at", type=int, choices=range(5), default=None, dest="stall_at",
                    help="the round before which --stall clients hang")
     add_session_args(p)
+    from protocol.cli.net_args import add_shuffle_round_args
+
+    add_shuffle_round_args(p)
     from protocol.cli.args import add_triehh_data_args
 
     p.add_argument("--job", choices=("triehh", "ldp"), default=None,
@@ -85,9 +90,18 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.net_args import spec_from_args
     from protocol.core.net.processes import client_process
 
+    from protocol.cli.net_args import resolve_session_args
+
     if args.stall and args.stall_at is None:
         raise UsageError("--stall needs --stall-at")
+    if args.transport == "shuffler":
+        return _run_shuffler(args)
+    given = resolve_session_args(args)
     if args.job is not None:
+        wrong = sorted(set(given) & {"--dim", "--modulus", "--label"})
+        if wrong:
+            raise UsageError(f"{', '.join(wrong)} does not apply to a job: each round's "
+                             "session follows from its sample and contributions")
         return _run_job(args)
     spec = spec_from_args(args)
     host, port = args.connect
@@ -177,3 +191,22 @@ def _ldp_devices(args: argparse.Namespace):  # noqa: ANN202
                                len(task.sample))
 
     return n, ldp.job_name(oracle), contribution_of, ids
+
+
+def _run_shuffler(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+    from protocol.cli.net_args import resolve_session_args, shuffle_round_from_args
+    from protocol.core.net.processes import shuffle_client_process
+
+    resolve_session_args(args, applies=False)
+    if args.job is not None or args.stall:
+        raise UsageError("--job and --stall apply to secure aggregation")
+    rnd = shuffle_round_from_args(args)
+    host, port = args.connect
+    ids = args.ids if args.ids is not None else range(rnd.n)
+    try:
+        summary = shuffle_client_process(rnd, args.keys, host, port, ids, seed=args.seed,
+                                         wait_seconds=args.wait_seconds)
+    except (ValueError, FileNotFoundError) as exc:
+        raise UsageError(str(exc)) from None
+    return 0 if set(summary["status"]) <= {"completed"} else 1

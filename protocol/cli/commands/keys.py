@@ -3,7 +3,11 @@
 Writes into ``--out``: the server's TLS identity (``server.crt``, an ECDSA P-256
 self-signed certificate for ``fedhh-server`` and 127.0.0.1; ``server.key``, mode 0600)
 and the clients' Ed25519 PKI (``roster.json``: verification keys; ``signing.keys``:
-signing keys, mode 0600). Clients pin ``server.crt``. See docs/network.md.
+signing keys, mode 0600). Clients pin ``server.crt``. With ``--shuffler`` also the
+shuffler's and the analyzer's X25519 keys (``shuffler.x25519``, ``analyzer.x25519``,
+each mode 0600 and for its own process), the clients' crowd key (``crowd.key``, mode
+0600, never given to the shuffler) and both public keys (``shuffle-public.json``). See
+docs/network.md.
 """
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--clients", type=count, required=True, help="roster size n")
     p.add_argument("--days", type=int, default=30, help="certificate validity (default 30)")
     p.add_argument("--force", action="store_true", help="replace keys already in --out")
+    p.add_argument("--shuffler", action="store_true",
+                   help="also the shuffler's, the analyzer's and the crowd keys")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,9 +32,15 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         paths = tls.make_keys(args.out, args.clients, days=args.days, overwrite=args.force)
+        if args.shuffler:
+            from protocol.core.net.shuffle import make_shuffle_keys
+
+            shuffle = make_shuffle_keys(args.out, overwrite=args.force)
     except (FileExistsError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     pin = tls.fingerprint(paths.cert.read_bytes()).hex()
     print(f"wrote {paths.cert}, {paths.key}, {paths.roster}, {paths.signing}")
+    if args.shuffler:
+        print(f"wrote {shuffle.shuffler}, {shuffle.analyzer}, {shuffle.crowd}, {shuffle.public}")
     print(f"server certificate SHA-256 (clients pin it): {pin}")
     return 0

@@ -26,7 +26,7 @@ import argparse
 def register(cli) -> None:  # noqa: ANN001
     from protocol.cli import count
     from protocol.cli.args import add_quiet_arg
-    from protocol.cli.net_args import add_server_args, add_session_args
+    from protocol.cli.net_args import add_server_args, add_session_args, add_shuffle_round_args
 
     p = cli.subcommand("net", "run", "secure aggregation over TLS with real processes "
                        "on loopback", run)
@@ -47,7 +47,13 @@ def register(cli) -> None:  # noqa: ANN001
                    help="time limit of the whole experiment in seconds")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_quiet_arg(p)
+    p.add_argument("--transport", choices=("secagg", "shuffler"), default="secagg",
+                   help="secagg (default) or one shuffled vote round (fedhh serve "
+                        "--transport shuffler, fedhh analyze, clients)")
+    p.add_argument("--batch-seconds", type=float, default=60.0, dest="batch_seconds",
+                   help="shuffler: how long the batch stays open (default 60)")
     add_session_args(p)
+    add_shuffle_round_args(p)
     from protocol.cli.args import add_triehh_data_args
 
     p.add_argument("--job", choices=("triehh", "ldp"), default=None,
@@ -72,9 +78,16 @@ def register(cli) -> None:  # noqa: ANN001
 def run(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
     from protocol.cli.output import print_json, say
+    from protocol.cli.net_args import resolve_session_args
     from protocol.core.net.launcher import LoopbackOptions, run_loopback
 
+    if args.transport == "shuffler":
+        return _run_shuffler(args)
+    given = resolve_session_args(args)
     if args.job is not None:
+        wrong = sorted(set(given) & {"--dim", "--modulus", "--label"})
+        if wrong:
+            raise UsageError(f"{', '.join(wrong)} does not apply to --job")
         return _run_job(args)
 
     try:
@@ -161,6 +174,42 @@ def _run_job(args: argparse.Namespace) -> int:
         _print_ldp(out)
     ok = out["result"] is not None and out["wrong_results"] == 0 and out["left_behind"] == 0
     return 0 if ok else 1
+
+
+def _run_shuffler(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+    from protocol.cli.net_args import resolve_session_args
+    from protocol.cli.output import print_json, say
+    from protocol.core.net.launcher import ShuffleLoopbackOptions, run_shuffle_loopback
+
+    resolve_session_args(args, applies=False)
+    if args.job is not None or args.stall or args.sessions != 1:
+        raise UsageError("--job, --stall and --sessions apply to secure aggregation")
+    try:
+        opts = ShuffleLoopbackOptions(
+            clients=args.clients, processes=args.processes, seed=args.seed,
+            candidates=args.candidates, theta=args.shuffle_threshold,
+            membership_only=args.membership_only, min_batch=args.min_batch,
+            batch_seconds=args.batch_seconds, stage_seconds=args.stage_seconds,
+            kill=args.kill, timeout=args.timeout)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    out = run_shuffle_loopback(opts, say=say(not args.quiet))
+    if args.json:
+        print_json(out)
+    else:
+        sh, an = out["shuffler"], out["analyzer"] or {}
+        print(f"shuffler: {sh['status']}{' (' + sh['reason'] + ')' if sh['reason'] else ''}, "
+              f"{len(sh['accepted'])} of {args.clients} envelopes accepted, receipt "
+              f"{sh['receipt']}, {sh['bytes_up']:,} B in, {sh['bytes_to_analyzer']:,} B to "
+              f"the analyzer")
+        print(f"analyzer: {an.get('status')}{' (' + an['reason'] + ')' if an.get('reason') else ''}"
+              f", passed {an.get('passed')}, counts {an.get('release')}")
+        if out["killed_processes"]:
+            print(f"  killed client processes {out['killed_processes']} at start")
+        print(f"exact: {out['exact']}; wall {out['wall_seconds']:.1f} s; processes left "
+              f"behind: {out['left_behind']}")
+    return 0 if out["wrong_results"] == 0 and out["left_behind"] == 0 else 1
 
 
 def _print_ldp(out: dict) -> None:  # noqa: ANN001

@@ -1,9 +1,13 @@
-"""``fedhh serve``: a secure-aggregation server process (TLS 1.3, per-stage deadlines).
+"""``fedhh serve``: a secure-aggregation server or a shuffler process (TLS 1.3).
 
 Listens on ``--host``/``--port`` (``--port 0``: any free port, printed in the first
-event), runs ``--sessions`` sessions one after the other and prints one JSON line per
-event (``listening``, ``session``, ``joined``, ``stage``, ``done``, ``report``). Clients
-that are late past ``--stage-seconds`` or silent are dropouts. See docs/network.md.
+event) and prints one JSON line per event. ``--transport secagg`` (the default) runs
+``--sessions`` sessions one after the other (events ``listening``, ``session``,
+``joined``, ``stage``, ``done``, ``report``); clients that are late past
+``--stage-seconds`` or silent are dropouts. ``--transport shuffler`` is the shuffler of
+one batch (:mod:`protocol.core.net.shuffle`): clients send one envelope each until all
+``--clients`` have or ``--batch-seconds`` passed, then the thresholded, shuffled batch
+goes to the analyzer (``fedhh analyze``). See docs/network.md.
 """
 from __future__ import annotations
 
@@ -11,16 +15,19 @@ import argparse
 
 
 def register(cli) -> None:  # noqa: ANN001
-    from protocol.cli.net_args import add_server_args, add_session_args
+    from protocol.cli.net_args import add_server_args, add_session_args, add_shuffle_round_args
 
-    p = cli.command("serve", "run a secure-aggregation server process", run)
-    p.add_argument("--transport", choices=("secagg",), default="secagg",
-                   help="the transport to serve (secure aggregation)")
+    p = cli.command("serve", "run a secure-aggregation server or a shuffler process", run)
+    p.add_argument("--transport", choices=("secagg", "shuffler"), default="secagg",
+                   help="the transport to serve (default secagg)")
     p.add_argument("--keys", required=True, help="directory made by 'fedhh keys'")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8443, help="port (0: any free one)")
     add_server_args(p)
+    p.add_argument("--batch-seconds", type=float, default=60.0, dest="batch_seconds",
+                   help="shuffler: how long the batch stays open (default 60)")
     add_session_args(p)
+    add_shuffle_round_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.net_args import spec_from_args
     from protocol.core.net.processes import serve_process
 
+    if args.transport == "shuffler":
+        return _serve_shuffler(args)
     spec = spec_from_args(args)
     if args.sessions < 1:
         raise UsageError("--sessions must be at least 1")
@@ -38,3 +47,22 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise UsageError(str(exc)) from None
     return 0 if all(r["status"] == "completed" for r in reports) else 1
+
+
+def _serve_shuffler(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+    from protocol.cli.net_args import resolve_session_args, shuffle_round_from_args
+    from protocol.core.net.processes import shuffler_serve_process
+
+    resolve_session_args(args, applies=False)
+    if args.sessions != 1:
+        raise UsageError("--sessions applies to secure aggregation; the shuffler serves one "
+                         "batch")
+    rnd = shuffle_round_from_args(args)
+    try:
+        report = shuffler_serve_process(rnd, args.keys, host=args.host, port=args.port,
+                                        batch_seconds=args.batch_seconds,
+                                        stage_seconds=args.stage_seconds)
+    except (ValueError, FileNotFoundError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    return 0 if report["status"] == "completed" else 1

@@ -42,6 +42,7 @@ from protocol.core.net import tls
 from protocol.core.net.session import NetSessionSpec, demo_input
 
 __all__ = ["LoopbackOptions", "run_loopback", "expected_sum", "release_digest", "fedhh_command",
+           "ShuffleLoopbackOptions", "run_shuffle_loopback",
            "read_json_lines", "stop_process"]
 
 
@@ -347,4 +348,176 @@ def run_loopback(o: LoopbackOptions, say: Callable[[str], None] | None = None
             "wall_ratio": first["wall_seconds"] / max(sim["wall_seconds"], 1e-9),
             "cpu_ratio": net_cpu / max(sim["cpu_seconds"], 1e-9),
         }
+    return out
+
+
+@dataclass(frozen=True)
+class ShuffleLoopbackOptions:
+    """One shuffled vote round on loopback: ``fedhh serve --transport shuffler``,
+    ``fedhh analyze`` and ``processes`` ``fedhh client --transport shuffler`` processes
+    (each client sends its seeded vote, :func:`~protocol.core.net.shuffle.demo_vote`).
+    ``kill`` client processes get SIGKILL as soon as they are started."""
+
+    clients: int = 100
+    processes: int = 4
+    seed: int = 0
+    candidates: int = 20
+    theta: int = 3
+    membership_only: bool = False
+    min_batch: int = 1
+    batch_seconds: float = 60.0
+    stage_seconds: float = 30.0
+    kill: int = 0
+    keys: str | None = None
+    timeout: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.processes < 1 or self.processes > self.clients:
+            raise ValueError("processes must be in [1, clients]")
+        if not 0 <= self.kill <= self.processes:
+            raise ValueError("kill must be in [0, processes]")
+        if self.batch_seconds <= 0 or self.stage_seconds <= 0 or self.timeout <= 0:
+            raise ValueError("deadlines must be positive")
+        self.round()
+
+    def round(self):  # noqa: ANN201
+        from protocol.core.net.shuffle import ShuffleRound
+
+        return ShuffleRound(self.clients, candidates=self.candidates, theta=self.theta,
+                            reveal_counts=not self.membership_only, min_batch=self.min_batch)
+
+    def round_args(self) -> list[str]:
+        args = ["--clients", str(self.clients), "--candidates", str(self.candidates),
+                "--threshold", str(self.theta), "--min-batch", str(self.min_batch)]
+        return args + (["--membership-only"] if self.membership_only else [])
+
+
+def _expected_release(o: ShuffleLoopbackOptions, accepted: list[int]
+                      ) -> tuple[list[str], dict[str, int] | None]:
+    """What the analyzer must release, ``(passed, counts)``: the threshold rule over the
+    seeded votes of exactly the clients whose envelope the shuffler accepted (no counts
+    in a membership-only round)."""
+    from protocol.core.contract import threshold_counts
+    from protocol.core.net.shuffle import demo_vote
+
+    spec = o.round().spec()
+    votes = np.array([demo_vote(o.seed, c, o.candidates) for c in accepted], dtype=np.int64)
+    counts = threshold_counts(spec, np.bincount(votes, minlength=o.candidates))
+    return sorted(counts), None if o.membership_only else counts
+
+
+async def _shuffle_loopback(o: ShuffleLoopbackOptions, keys: str, say: Callable[[str], None]
+                            ) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    wall0 = time.perf_counter()
+    server = await asyncio.create_subprocess_exec(
+        *fedhh_command("serve", "--transport", "shuffler", "--keys", keys, "--port", "0",
+                       "--batch-seconds", str(o.batch_seconds), "--stage-seconds",
+                       str(o.stage_seconds), *o.round_args()),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+    events: asyncio.Queue = asyncio.Queue()
+    reader = asyncio.create_task(read_json_lines(server.stdout, events))
+    everything: list[asyncio.subprocess.Process] = [server]
+    deadline = time.monotonic() + o.timeout
+    rng = np.random.default_rng([o.seed, 0x736875])
+    to_kill = set(int(p) for p in rng.choice(o.processes, size=o.kill, replace=False))
+
+    async def next_event() -> dict[str, Any] | None:
+        return await asyncio.wait_for(events.get(), max(0.1, deadline - time.monotonic()))
+
+    report: dict[str, Any] | None = None
+    analysis: dict[str, Any] | None = None
+    summaries: list[dict[str, Any]] = []
+    try:
+        ev = await next_event()
+        if not ev or ev.get("event") != "listening":
+            err = (await server.stderr.read()).decode(errors="replace")[-2000:]
+            raise RuntimeError(f"the shuffler did not start: {err or ev}")
+        port = int(ev["port"])
+        wait = str(o.batch_seconds + 2 * o.stage_seconds + 30)
+        analyzer = await asyncio.create_subprocess_exec(
+            *fedhh_command("analyze", "--keys", keys, "--connect", f"127.0.0.1:{port}",
+                           "--wait-seconds", wait, *o.round_args()),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+        everything.append(analyzer)
+        procs = []
+        for i, ids in enumerate(np.array_split(np.arange(o.clients), o.processes)):
+            p = await asyncio.create_subprocess_exec(
+                *fedhh_command("client", "--transport", "shuffler", "--keys", keys,
+                               "--connect", f"127.0.0.1:{port}",
+                               "--ids", f"{ids[0]}:{ids[-1] + 1}", "--seed", str(o.seed),
+                               "--wait-seconds", wait, *o.round_args()),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+            procs.append(p)
+            everything.append(p)
+            if i in to_kill:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGKILL)
+        while report is None:
+            ev = await next_event()
+            if ev is None:
+                raise RuntimeError("the shuffler stopped before its report")
+            if ev.get("event") == "report":
+                report = ev
+        say(f"batch: {report['status']}{' (' + report['reason'] + ')' if report['reason'] else ''}"
+            f", {len(report['accepted'])} of {o.clients} envelopes accepted")
+        await stop_process(server, 30)
+        await stop_process(analyzer, o.stage_seconds + 10)
+        lines = (await analyzer.stdout.read()).decode(errors="replace").strip().splitlines()
+        with contextlib.suppress(ValueError, IndexError):
+            analysis = json.loads(lines[-1])
+        for i, p in enumerate(procs):
+            await stop_process(p, o.stage_seconds + 10)
+            if i in to_kill:
+                continue
+            out = (await p.stdout.read()).decode(errors="replace").strip().splitlines()
+            with contextlib.suppress(ValueError, IndexError):
+                summaries.append(json.loads(out[-1]))
+    finally:
+        for p in everything:
+            if p.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    p.kill()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(p.wait(), 10)
+        reader.cancel()
+    assert report is not None
+    exact = None
+    if report["status"] == "completed" and analysis and analysis.get("status") == "completed":
+        passed, counts = _expected_release(o, sorted(report["accepted"]))
+        exact = analysis["passed"] == passed and analysis["release"] == counts
+    return {"shuffler": report, "analyzer": analysis, "clients": summaries,
+            "killed_processes": sorted(to_kill), "exact": exact,
+            "wall_seconds": time.perf_counter() - wall0,
+            "left_behind": sum(p.returncode is None for p in everything)}
+
+
+def run_shuffle_loopback(o: ShuffleLoopbackOptions, say: Callable[[str], None] | None = None
+                         ) -> dict[str, Any]:
+    """Run the round; a JSON-ready report: the shuffler's report (who sent, the
+    operator receipt), the analyzer's result, the clients' summaries and ``exact``
+    (the analyzer's release is the threshold rule over the seeded votes of exactly the
+    accepted clients).
+
+    Raises:
+        ValueError: bad options.
+        RuntimeError: the shuffler failed to start or died.
+    """
+    from protocol.core.net.shuffle import make_shuffle_keys
+
+    say = say or (lambda _line: None)
+    made = o.keys is None
+    keys = tempfile.mkdtemp(prefix="fedhh-keys-") if made else str(o.keys)
+    try:
+        if made:
+            tls.make_keys(keys, 1)
+            make_shuffle_keys(keys)
+        say(f"loopback shuffler: {o.clients} clients in {o.processes} processes, "
+            f"{o.candidates} candidates, theta {o.theta}")
+        out = asyncio.run(_shuffle_loopback(o, keys, say))
+    finally:
+        if made:
+            shutil.rmtree(keys, ignore_errors=True)
+    out = {"options": {k: v for k, v in asdict(o).items() if k != "keys"}, **out}
+    out["wrong_results"] = int(out["exact"] is False)
     return out

@@ -24,7 +24,8 @@ from secagg.state import MAX_PARTICIPANTS
 
 __all__ = ["PROTOCOL_VERSION", "Hello", "Welcome", "Bye", "MAX_CONTEXT_BYTES",
            "MAX_REASON_BYTES", "hello_limits", "welcome_limits", "bye_limits", "BYE_STATUSES",
-           "Task", "task_limits"]
+           "Task", "task_limits", "AnalyzerHello", "BatchReceipt", "analyzer_limits",
+           "hello_or_analyzer_limits"]
 
 #: the network protocol's version (a client and server of different versions refuse
 #: each other with ``version_mismatch``)
@@ -207,6 +208,55 @@ class Task:
         return cls(*fields)
 
 
+@dataclass(frozen=True, slots=True)
+class AnalyzerHello:
+    """Analyzer to shuffler, first frame: the analyzer waits for the batch."""
+
+    TAG: ClassVar[int] = 204
+    version: int
+
+    def __post_init__(self) -> None:
+        _int(self.version, "version", 0, 255)
+
+    def to_wire(self) -> list[Any]:
+        return [self.version]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "AnalyzerHello":
+        if len(fields) != 1:
+            raise ValueError("AnalyzerHello has 1 field")
+        return cls(*fields)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchReceipt:
+    """Shuffler to analyzer, after the batch: the analyzer's part of the receipt
+    (:func:`shuffler.analyzer_receipt`: reports accepted and forwarded, the rule), never
+    anything about crowds below the threshold."""
+
+    TAG: ClassVar[int] = 205
+    accepted: int
+    forwarded: int
+    rule: str
+
+    def __post_init__(self) -> None:
+        _int(self.accepted, "accepted", 0, 1 << 40)
+        _int(self.forwarded, "forwarded", 0, 1 << 40)
+        if self.forwarded > self.accepted:
+            raise ValueError("forwarded exceeds accepted")
+        if type(self.rule) is not str or len(self.rule.encode()) > MAX_REASON_BYTES:
+            raise ValueError(f"rule must be a string of at most {MAX_REASON_BYTES} bytes")
+
+    def to_wire(self) -> list[Any]:
+        return [self.accepted, self.forwarded, self.rule]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "BatchReceipt":
+        if len(fields) != 3:
+            raise ValueError("BatchReceipt has 3 fields")
+        return cls(*fields)
+
+
 _U8 = Int(0, 255)
 _HELLO = Record((_U8, Int(0, MAX_PARTICIPANTS - 1)))
 _WELCOME = Record((_U8, Int(2, MAX_PARTICIPANTS), Int(1, MAX_PARTICIPANTS),
@@ -218,6 +268,10 @@ _BYE = Record((Str(1, 16), Str(0, MAX_REASON_BYTES)))
 codec.register(Hello, _HELLO)
 codec.register(Welcome, _WELCOME)
 codec.register(Bye, _BYE)
+_ANALYZER_HELLO = Record((_U8,))
+_BATCH_RECEIPT = Record((Int(0, 1 << 40), Int(0, 1 << 40), Str(0, MAX_REASON_BYTES)))
+codec.register(AnalyzerHello, _ANALYZER_HELLO)
+codec.register(BatchReceipt, _BATCH_RECEIPT)
 
 
 def _task_shape(population: int, max_candidates: int, max_dim: int) -> Record:
@@ -252,3 +306,17 @@ def welcome_limits() -> SessionLimits:
 def bye_limits() -> SessionLimits:
     """The Bye alone (merged into each side's session limits)."""
     return SessionLimits({Bye.TAG: _BYE})
+
+
+def analyzer_limits(batch_shape: Record) -> SessionLimits:
+    """What an analyzer accepts from the shuffler: the batch (its shape pinned to the
+    round by :func:`protocol.core.wire_shuffler.session_limits`), the receipt, a Bye."""
+    from shuffler.messages import ShuffledBatch
+
+    return SessionLimits({ShuffledBatch.TAG: batch_shape, BatchReceipt.TAG: _BATCH_RECEIPT,
+                          Bye.TAG: _BYE})
+
+
+def hello_or_analyzer_limits() -> SessionLimits:
+    """What a shuffler accepts first on a connection: a client's Hello or an analyzer's."""
+    return SessionLimits({Hello.TAG: _HELLO, AnalyzerHello.TAG: _ANALYZER_HELLO})

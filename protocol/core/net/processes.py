@@ -12,6 +12,7 @@ tasks of one event loop, their inputs from :func:`~protocol.core.net.session.dem
 from __future__ import annotations
 
 import asyncio
+import pathlib
 import json
 import resource
 import sys
@@ -26,7 +27,8 @@ from protocol.core.net.server import NetSecAggServer
 from protocol.core.net.session import NetSessionSpec, demo_input
 
 __all__ = ["serve_process", "client_process", "raise_open_files_limit", "small_tls_buffers",
-           "job_server", "job_client_process", "job_report"]
+           "job_server", "job_client_process", "job_report", "shuffler_serve_process",
+           "shuffle_client_process", "analyzer_process"]
 
 
 #: socket read buffer per TLS connection in the network processes; asyncio's default
@@ -222,3 +224,91 @@ def job_client_process(policy: Any, keys: str, host: str, port: int, ids: Sequen
     }
     _emit(out, summary)
     return summary
+
+
+def shuffler_serve_process(round: Any, keys: str, *, host: str = "127.0.0.1", port: int = 0,
+                           batch_seconds: float = 60.0, stage_seconds: float = 30.0,
+                           out: TextIO = sys.stdout) -> dict[str, Any]:
+    """``fedhh serve --transport shuffler``: one batch; one JSON line per event, the last
+    ``{"event": "report", ...}`` (the shuffler's own view: who sent, the operator
+    receipt).
+
+    Raises:
+        ValueError: bad keys.
+        OSError: the address cannot be bound.
+    """
+    from protocol.core.net.shuffle import NetShufflerServer, ShuffleKeys
+
+    files = ShuffleKeys(pathlib.Path(keys))
+    _, a_pub = files.public_keys()
+    raise_open_files_limit(round.n + 256)
+    small_tls_buffers()
+    server = NetShufflerServer(round, files.secret("shuffler"), a_pub, tls.server_context(keys),
+                               host=host, port=port, batch_seconds=batch_seconds,
+                               stage_seconds=stage_seconds, events=lambda e: _emit(out, e))
+
+    async def main() -> dict[str, Any]:
+        await server.start()
+        try:
+            report = (await server.run_batch()).to_json()
+        finally:
+            await server.close()
+        report["peak_rss_mb"] = peak_rss_mb()
+        _emit(out, {"event": "report", **report})
+        return report
+
+    return asyncio.run(main())
+
+
+def shuffle_client_process(round: Any, keys: str, host: str, port: int, ids: Sequence[int],
+                           *, seed: int = 0, wait_seconds: float = 60.0,
+                           out: TextIO = sys.stdout) -> dict[str, Any]:
+    """``fedhh client --transport shuffler``: clients ``ids`` each send their seeded
+    vote (:func:`~protocol.core.net.shuffle.demo_vote`); prints and returns a summary.
+
+    Raises:
+        ValueError: ids outside the round, bad keys.
+    """
+    from protocol.core.net.shuffle import ShuffleKeys, demo_vote, run_shuffle_clients
+
+    ids = list(ids)
+    if not ids or min(ids) < 0 or max(ids) >= round.n:
+        raise ValueError(f"client ids must be in [0, {round.n})")
+    files = ShuffleKeys(pathlib.Path(keys))
+    s_pub, a_pub = files.public_keys()
+    master = files.crowd_master()
+    raise_open_files_limit(len(ids) + 256)
+    small_tls_buffers()
+    ctx, pin = tls.client_context(keys)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    outcomes = asyncio.run(run_shuffle_clients(
+        ids, host, port, round, ctx, pin, s_pub, a_pub, master,
+        lambda c: demo_vote(seed, c, round.candidates), wait_seconds=wait_seconds))
+    summary = {"event": "clients", "clients": len(ids),
+               "status": dict(Counter(s for s, _, _ in outcomes)),
+               "reasons": dict(Counter(r for _, r, _ in outcomes if r)),
+               "bytes_up": sum(b for _, _, b in outcomes),
+               "process_cpu_seconds": time.process_time() - cpu0,
+               "wall_seconds": time.perf_counter() - wall0}
+    _emit(out, summary)
+    return summary
+
+
+def analyzer_process(round: Any, keys: str, host: str, port: int, *,
+                     wait_seconds: float = 120.0, out: TextIO = sys.stdout) -> dict[str, Any]:
+    """``fedhh analyze``: receive and open the round's batch; prints and returns the
+    result as one JSON line (``{"event": "analyzer", ...}``).
+
+    Raises:
+        ValueError: bad keys.
+    """
+    from protocol.core.net.shuffle import ShuffleKeys, run_analyzer
+
+    files = ShuffleKeys(pathlib.Path(keys))
+    s_pub, _ = files.public_keys()
+    ctx, pin = tls.client_context(keys)
+    result = asyncio.run(run_analyzer(host, port, round, ctx, pin, files.secret("analyzer"),
+                                      s_pub, wait_seconds=wait_seconds))
+    result = {"event": "analyzer", **result}
+    _emit(out, result)
+    return result

@@ -78,7 +78,7 @@ from shuffler.blinded import CrowdShuffler
 from shuffler.messages import BlindedBatch
 from shuffler.messages import MAX_PAYLOAD
 
-__all__ = ["ShufflerTransport"]
+__all__ = ["ShufflerTransport", "shuffled_release"]
 
 CLIENT_CHUNK = 4096  # reports per client-encoding task (fixed: results do not depend on workers)
 
@@ -264,7 +264,7 @@ class ShufflerTransport(Transport):
         pmap = _Map(pool) if pool is not None else None
         analyzed = Analyzer(a_keys).open_batch(batch, map_fn=pmap)
         seen_receipt = analyzer_receipt(receipt)  # the operator's totals stay behind
-        release, analyzer_view = self._release(spec, seen_receipt, analyzed.reports)
+        release, analyzer_view = shuffled_release(spec, seen_receipt, analyzed.reports)
         analyzer_view["receipt"] = seen_receipt
         analyzer_view["rejected"] = {r.value: c for r, c in analyzed.rejected.items()}
         cpu["analyzer"] = time.process_time() - t0 + (pmap.cpu if pmap is not None else 0.0)
@@ -322,39 +322,44 @@ class ShufflerTransport(Transport):
         reports = [blob[i:i + size] for i in range(0, len(blob), size)]
         return reports, [b"vector"] * len(reports), size, 1
 
-    def _release(self, spec: RoundSpec, receipt: AnalyzerReceipt,
-                 reports: list[bytes]) -> tuple[Release, dict[str, Any]]:
-        contributions = receipt.accepted
-        if spec.kind is Kind.VOTE:
-            idx = decode_indices(reports)
-            idx = idx[idx < spec.domain_size]
-            if not spec.reveal_counts:
-                # one representative per passing crowd: membership, no counts (the
-                # count field is a placeholder at theta, which the release drops)
-                passed = np.unique(idx)
-                counts = {spec.candidates[i]: int(spec.theta or 1) for i in passed.tolist()}
-                return (Release(spec, contributions, counts=counts),
-                        {"passed": tuple(spec.candidates[i] for i in passed.tolist()),
-                         "reports_seen": len(reports)})
-            hist = np.bincount(idx, minlength=spec.domain_size)
-            released = threshold_counts(spec, hist)
-            return (Release(spec, contributions, counts=released),
-                    {"passed": tuple(sorted(released)), "counts": dict(released),
+
+def shuffled_release(spec: RoundSpec, receipt: AnalyzerReceipt,
+                     reports: list[bytes]) -> tuple[Release, dict[str, Any]]:
+    """The release of a round from the analyzer's receipt and the reports it opened
+    (a vote round: the thresholded histogram, or membership only; a report round: the
+    multiset; a vector round: the modular sum of the well-formed vectors), and the
+    analyzer's view."""
+    contributions = receipt.accepted
+    if spec.kind is Kind.VOTE:
+        idx = decode_indices(reports)
+        idx = idx[idx < spec.domain_size]
+        if not spec.reveal_counts:
+            # one representative per passing crowd: membership, no counts (the
+            # count field is a placeholder at theta, which the release drops)
+            passed = np.unique(idx)
+            counts = {spec.candidates[i]: int(spec.theta or 1) for i in passed.tolist()}
+            return (Release(spec, contributions, counts=counts),
+                    {"passed": tuple(spec.candidates[i] for i in passed.tolist()),
                      "reports_seen": len(reports)})
-        if spec.kind is Kind.REPORT:
-            return (Release(spec, contributions, reports=tuple(reports)),
-                    {"reports": tuple(reports)})
-        width = _entry_width(spec.modulus)
-        good = [r for r in reports if len(r) == spec.dim * width]
-        raw = np.frombuffer(b"".join(good), dtype=np.uint8).reshape(len(good), spec.dim, width)
-        full = np.zeros((len(good), spec.dim, 8), dtype=np.uint8)
-        full[:, :, 8 - width:] = raw
-        values = full.view(">u8").reshape(len(good), spec.dim).astype(np.uint64)
-        if spec.modulus < 1 << 64:  # a malformed client's out-of-range entries: drop the row
-            values = values[(values < np.uint64(spec.modulus)).all(axis=1)]
-        total = modular_sum(values, spec.modulus)
-        return (Release(spec, contributions, vector=total),
-                {"individual_vectors": values, "sum": total})
+        hist = np.bincount(idx, minlength=spec.domain_size)
+        released = threshold_counts(spec, hist)
+        return (Release(spec, contributions, counts=released),
+                {"passed": tuple(sorted(released)), "counts": dict(released),
+                 "reports_seen": len(reports)})
+    if spec.kind is Kind.REPORT:
+        return (Release(spec, contributions, reports=tuple(reports)),
+                {"reports": tuple(reports)})
+    width = _entry_width(spec.modulus)
+    good = [r for r in reports if len(r) == spec.dim * width]
+    raw = np.frombuffer(b"".join(good), dtype=np.uint8).reshape(len(good), spec.dim, width)
+    full = np.zeros((len(good), spec.dim, 8), dtype=np.uint8)
+    full[:, :, 8 - width:] = raw
+    values = full.view(">u8").reshape(len(good), spec.dim).astype(np.uint64)
+    if spec.modulus < 1 << 64:  # a malformed client's out-of-range entries: drop the row
+        values = values[(values < np.uint64(spec.modulus)).all(axis=1)]
+    total = modular_sum(values, spec.modulus)
+    return (Release(spec, contributions, vector=total),
+            {"individual_vectors": values, "sum": total})
 
 
 def _crowd_fields(items: list[bytes | None], crowd_key: CrowdKey | None,
