@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any, Callable, TypeVar
 
 from protocol.cli import count
+
+T = TypeVar("T")
 
 __all__ = ["add_session_args", "add_server_args", "spec_from_args", "host_port",
            "resolve_session_args", "SESSION_DEFAULTS", "add_shuffle_round_args",
            "shuffle_round_from_args",
-           "listen_address", "add_network_server_args", "job_policy_from_args"]
+           "listen_address", "add_network_server_args", "job_policy_from_args", "serve_job",
+           "add_job_args"]
 
 
 #: the secure-aggregation session options and their defaults (the parsers leave them
@@ -178,3 +182,67 @@ def shuffle_round_from_args(args: argparse.Namespace):  # noqa: ANN201
                             min_batch=args.min_batch)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def serve_job(args: argparse.Namespace, job: str, population: int,
+              run: Callable[[Any], T]) -> tuple[T, dict[str, Any]]:
+    """``--network``: listen, admit the population, call ``run(transport)`` (the
+    mechanism's server side over :class:`~protocol.core.net.job.NetworkTransport`),
+    end the job; ``(run's result, the network report)``. With ``--server-view FILE``
+    the server's view of every round is written to FILE, also when the run fails.
+
+    Raises:
+        protocol.cli.UsageError: bad network options, keys, or the address cannot be
+            served.
+    """
+    from protocol.cli import UsageError
+    from protocol.core.net.job import server_transcript, serving_job
+    from protocol.core.net.processes import job_report, job_server
+
+    policy = job_policy_from_args(args, job, population)
+    host, port = args.network
+    try:
+        server = job_server(policy, args.keys, host=host, port=port,
+                            stage_seconds=args.stage_seconds, join_seconds=args.join_seconds)
+    except (ValueError, FileNotFoundError) as exc:
+        raise UsageError(str(exc)) from None
+    transport = None
+    try:
+        with serving_job(server) as transport:
+            result = run(transport)
+            report = job_report(transport.reports)
+            report["joined"] = len(server.connected)
+    except OSError as exc:
+        raise UsageError(f"cannot serve on {host}:{port}: {exc}") from None
+    finally:
+        if args.server_view and transport is not None:
+            import json
+
+            with open(args.server_view, "w", encoding="utf-8") as f:
+                json.dump(server_transcript(transport), f)
+    return result, report
+
+
+def add_job_args(p: argparse.ArgumentParser, job_help: str, mechanism: str = "olh",
+                 domain: int | None = None) -> argparse._ArgumentGroup:
+    """``--job triehh|ldp`` with what a job's parties must give alike: the TrieHH
+    population and parameters, and the frequency oracle (``--dataset`` and
+    ``--epsilon`` are left None: each job takes its own command's default). Returns the
+    oracle's group, for options of one command only."""
+    from protocol.cli.args import add_triehh_data_args
+    from protocol.studies.runners.ldp import MECHANISMS
+
+    p.add_argument("--job", choices=("triehh", "ldp"), default=None, help=job_help)
+    add_triehh_data_args(p.add_argument_group(
+        "--job triehh and ldp: the population and parameters, as the server's (--dataset "
+        "and --epsilon default to the mechanism's command's defaults)"))
+    p.set_defaults(dataset=None, epsilon=None)
+    g = p.add_argument_group("--job ldp: the oracle (as 'fedhh ldp')")
+    g.add_argument("--mechanism", choices=MECHANISMS, default=mechanism,
+                   help=f"the oracle (default {mechanism})")
+    g.add_argument("--domain", type=int, default=domain,
+                   help="domain size" + (f" (default {domain})" if domain else ""))
+    g.add_argument("--zipf-s", type=float, default=1.1, dest="zipf_s", help="Zipf exponent")
+    g.add_argument("--g", type=int, default=0, help="OLH hash range")
+    g.add_argument("--B", type=int, default=0, help="AoN hash range")
+    return g

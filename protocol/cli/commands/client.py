@@ -64,22 +64,9 @@ def register(cli) -> None:  # noqa: ANN001
     from protocol.cli.net_args import add_shuffle_round_args
 
     add_shuffle_round_args(p)
-    from protocol.cli.args import add_triehh_data_args
+    from protocol.cli.net_args import add_job_args
 
-    p.add_argument("--job", choices=("triehh", "ldp"), default=None,
-                   help="be devices of a job instead of one session (docs/network.md)")
-    add_triehh_data_args(p.add_argument_group(
-        "--job triehh and ldp: the population the devices' data come from (as the "
-        "server's; --dataset and --epsilon default to the job's command's defaults)"))
-    p.set_defaults(dataset=None, epsilon=None)
-    from protocol.studies.runners.ldp import MECHANISMS
-
-    g = p.add_argument_group("--job ldp: the oracle (as 'fedhh ldp')")
-    g.add_argument("--mechanism", choices=MECHANISMS, default="olh")
-    g.add_argument("--domain", type=int, default=None, help="domain size")
-    g.add_argument("--zipf-s", type=float, default=1.1, dest="zipf_s", help="Zipf exponent")
-    g.add_argument("--g", type=int, default=0, help="OLH hash range")
-    g.add_argument("--B", type=int, default=0, help="AoN hash range")
+    g = add_job_args(p, "be devices of a job instead of one session (docs/network.md)")
     g.add_argument("--seeded-noise", action="store_true", dest="seeded_noise",
                    help="draw each device's LDP noise from --seed and its index (a "
                         "simulation whose sums can be checked; default: fresh OS entropy)")

@@ -112,9 +112,7 @@ def _serve(args: argparse.Namespace):  # noqa: ANN202
     """``--network``: serve the round to client processes; ``(summary, carried)``."""
     from protocol.cli import UsageError
     from protocol.cli.args import options_from
-    from protocol.cli.net_args import job_policy_from_args
-    from protocol.core.net.job import server_transcript, serving_job
-    from protocol.core.net.processes import job_report, job_server
+    from protocol.cli.net_args import serve_job
     from protocol.studies.errors import StudyError
     from protocol.studies.runners.ldp import LDPOptions, job_name, population_and_oracle
     from protocol.studies.runners.ldp import run as run_ldp
@@ -124,25 +122,7 @@ def _serve(args: argparse.Namespace):  # noqa: ANN202
         values, _, oracle, _ = population_and_oracle(opts)
     except StudyError as exc:
         raise UsageError(str(exc)) from None
-    policy = job_policy_from_args(args, job_name(oracle), int(values.shape[0]))
-    host, port = args.network
-    try:
-        server = job_server(policy, args.keys, host=host, port=port,
-                            stage_seconds=args.stage_seconds, join_seconds=args.join_seconds)
-    except (ValueError, FileNotFoundError) as exc:
-        raise UsageError(str(exc)) from None
-    transport = None
-    try:
-        with serving_job(server) as transport:
-            summary, carried = run_ldp(opts, transport)
-            summary["network"] = job_report(transport.reports)
-            summary["network"]["joined"] = len(server.connected)
-    except OSError as exc:
-        raise UsageError(f"cannot serve on {host}:{port}: {exc}") from None
-    finally:
-        if args.server_view and transport is not None:
-            import json
-
-            with open(args.server_view, "w", encoding="utf-8") as f:
-                json.dump(server_transcript(transport), f)
+    (summary, carried), network = serve_job(args, job_name(oracle), int(values.shape[0]),
+                                            lambda transport: run_ldp(opts, transport))
+    summary["network"] = network
     return summary, carried

@@ -54,25 +54,13 @@ def register(cli) -> None:  # noqa: ANN001
                    help="shuffler: how long the batch stays open (default 60)")
     add_session_args(p)
     add_shuffle_round_args(p)
-    from protocol.cli.args import add_triehh_data_args
+    from protocol.cli.net_args import add_job_args
 
-    p.add_argument("--job", choices=("triehh", "ldp"), default=None,
-                   help="run a whole mechanism over the network instead of sessions")
+    add_job_args(p, "run a whole mechanism over the network instead of sessions",
+                 mechanism="grr", domain=50)
     p.add_argument("--kill-round", type=int, default=None, dest="kill_round",
                    help="--job: the mechanism round when --kill processes die (default: "
                         "triehh 2, ldp its only round 0)")
-    add_triehh_data_args(p.add_argument_group(
-        "--job triehh and ldp: the population and parameters (--dataset and --epsilon "
-        "default to the mechanism's command's defaults)"))
-    p.set_defaults(dataset=None, epsilon=None)
-    from protocol.studies.runners.ldp import MECHANISMS
-
-    g = p.add_argument_group("--job ldp: the oracle (as 'fedhh ldp'; zipf population)")
-    g.add_argument("--mechanism", choices=MECHANISMS, default="grr")
-    g.add_argument("--domain", type=int, default=50, help="domain size (default 50)")
-    g.add_argument("--zipf-s", type=float, default=1.1, dest="zipf_s", help="Zipf exponent")
-    g.add_argument("--g", type=int, default=0, help="OLH hash range")
-    g.add_argument("--B", type=int, default=0, help="AoN hash range")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -54,41 +54,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_network(args: argparse.Namespace) -> int:
-    from protocol.cli import UsageError
     from protocol.cli.args import options_from
-    from protocol.cli.net_args import job_policy_from_args
+    from protocol.cli.net_args import serve_job
     from protocol.cli.output import print_json, print_triehh, progress_bar
-    from protocol.core.net.job import server_transcript, serving_job
-    from protocol.core.net.processes import job_report, job_server
     from protocol.studies.runners import triehh
 
     opts = options_from(triehh.TrieHHOptions, args, transport="secagg-network")
     prepared = triehh.prepare(opts)
     prep = prepared[0]
-    policy = job_policy_from_args(args, prep.config.task, prep.n)
-    host, port = args.network
-    try:
-        server = job_server(policy, args.keys, host=host, port=port,
-                            stage_seconds=args.stage_seconds, join_seconds=args.join_seconds)
-    except (ValueError, FileNotFoundError) as exc:
-        raise UsageError(str(exc)) from None
-    transport = None
-    try:
-        with serving_job(server) as transport:
-            out = triehh.run(opts, transport,
-                             progress_bar(opts.max_length, "TrieHH rounds",
-                                          enabled=not args.quiet and not args.json),
-                             prepared=prepared)
-            out["network"] = job_report(transport.reports)
-            out["network"]["joined"] = len(server.connected)
-    except OSError as exc:
-        raise UsageError(f"cannot serve on {host}:{port}: {exc}") from None
-    finally:
-        if args.server_view and transport is not None:
-            import json
-
-            with open(args.server_view, "w", encoding="utf-8") as f:
-                json.dump(server_transcript(transport), f)
+    bar = progress_bar(opts.max_length, "TrieHH rounds", enabled=not args.quiet and not args.json)
+    out, network = serve_job(args, prep.config.task, prep.n,
+                             lambda transport: triehh.run(opts, transport, bar,
+                                                          prepared=prepared))
+    out["network"] = network
     if args.json:
         print_json(out)
     else:

@@ -37,7 +37,28 @@ from secagg.client import SecAggClient
 from secagg.errors import SecAggError
 from secagg.randomness import OsRandom
 
-__all__ = ["ClientOutcome", "run_client", "run_clients", "exchange"]
+__all__ = ["ClientOutcome", "run_client", "run_clients", "exchange", "NETWORK_FAILURES",
+           "failure_outcome"]
+
+#: what a peer of a server can run into that is the server's or the network's doing
+NETWORK_FAILURES = (asyncio.TimeoutError, CodecError, asyncio.IncompleteReadError,
+                    ConnectionError, OSError, ssl.SSLError)
+
+
+def failure_outcome(exc: BaseException, wait_seconds: float) -> tuple[str, str]:
+    """``(status, reason)`` of a client that met one of :data:`NETWORK_FAILURES`:
+    ``server_silent`` (nothing for ``wait_seconds``), ``refused`` (not the pinned
+    certificate), ``aborted`` (a frame refused by this client's framing) or
+    ``disconnected``."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return "server_silent", f"nothing for {wait_seconds:g} s"
+    if isinstance(exc, PinError):
+        return "refused", str(exc)
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return "refused", f"server certificate rejected: {exc.verify_message}"
+    if isinstance(exc, CodecError):
+        return "aborted", f"refused frame from the server: {exc}"[:200]
+    return "disconnected", type(exc).__name__
 
 
 @dataclass
@@ -87,16 +108,8 @@ async def run_client(client: int, host: str, port: int, spec: NetSessionSpec,
                                signing_key=signing_key, verify_keys=verify_keys)
         await exchange(reader, writer, machine, wire_secagg.client_limits(config), out,
                        wait_seconds=wait_seconds, stall_at=stall_at)
-    except asyncio.TimeoutError:
-        out.status, out.reason = "server_silent", f"nothing for {wait_seconds:g} s"
-    except PinError as exc:
-        out.status, out.reason = "refused", str(exc)
-    except ssl.SSLCertVerificationError as exc:  # not the pinned certificate
-        out.status, out.reason = "refused", f"server certificate rejected: {exc.verify_message}"
-    except CodecError as exc:
-        out.status, out.reason = "aborted", f"refused frame from the server: {exc}"[:200]
-    except (asyncio.IncompleteReadError, ConnectionError, OSError, ssl.SSLError) as exc:
-        out.status, out.reason = "disconnected", type(exc).__name__
+    except NETWORK_FAILURES as exc:
+        out.status, out.reason = failure_outcome(exc, wait_seconds)
     finally:
         if writer is not None:
             with contextlib.suppress(Exception):

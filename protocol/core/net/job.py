@@ -57,16 +57,17 @@ from protocol.core.contract import (
     AggregationAborted, AtClients, ContractError, Cost, Kind, Release, RoundResult,
     RoundSpec, Transport, threshold_counts,
 )
-from protocol.core.net.client import ClientOutcome, exchange
+from protocol.core.net.client import NETWORK_FAILURES, ClientOutcome, exchange, failure_outcome
 from protocol.core.net.frames import frame, read_message
 from protocol.core.net.messages import (
     PROTOCOL_VERSION, Bye, Hello, Task, Welcome, hello_limits, task_limits, welcome_limits,
 )
 from protocol.core.net.server import (
-    NetSecAggServer, SessionReport, StageReport, _close, _Conn, _send_and_close, _Session,
+    NetSecAggServer, SessionReport, StageReport, _Conn, _Session, close_writer, read_first,
+    send_and_close,
 )
 from protocol.core.net.session import NetSessionSpec, SessionRejected
-from protocol.core.net.tls import SERVER_NAME, PinError, check_pin
+from protocol.core.net.tls import SERVER_NAME, check_pin
 from protocol.core.transports.secagg_transport import spec_context, vote_modulus
 from secagg.client import SecAggClient
 from secagg.crypto import FRESH_NONCE_BYTES
@@ -228,13 +229,9 @@ class NetJobServer(NetSecAggServer):
         return joined
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            hello, _ = await asyncio.wait_for(read_message(reader, hello_limits()),
-                                              self.stage_seconds)
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, CodecError, OSError,
-                ssl.SSLError) as exc:
-            self.refused.append((None, f"no valid Hello: {type(exc).__name__}"))
-            await _close(writer)
+        hello = await read_first(reader, writer, hello_limits(), self.stage_seconds,
+                                 self.refused)
+        if hello is None:
             return
         assert isinstance(hello, Hello)
         reason = None
@@ -249,7 +246,7 @@ class NetJobServer(NetSecAggServer):
             reason = f"position {hello.client} is taken"
         if reason is not None:
             self.refused.append((hello.client, reason))
-            await _send_and_close(writer, Bye("refused", reason))
+            await send_and_close(writer, Bye("refused", reason))
             return
         conn = _JobConn(-1, reader, writer, may_send=False, member=hello.client)
         conn.task = asyncio.current_task()
@@ -292,7 +289,7 @@ class NetJobServer(NetSecAggServer):
                 session = self._current
                 if session is not None and session.conns.get(conn.client) is conn:
                     await session.queue.put((conn, None, 0))
-                await _close(conn.writer)
+                await close_writer(conn.writer)
 
     async def _write_all(self, conns: Sequence[_JobConn], data: bytes) -> int:
         """Write ``data`` to each connection and drain; a connection that fails is
@@ -323,7 +320,7 @@ class NetJobServer(NetSecAggServer):
             conn.open = False
             if conn.task is not None and conn.task is not asyncio.current_task():
                 conn.task.cancel()
-            await _close(conn.writer)
+            await close_writer(conn.writer)
 
     async def run_round(self, spec: RoundSpec, sample: Sequence[int]) -> SessionReport:
         """One round: the Task to the sampled clients that are connected, then the
@@ -385,7 +382,7 @@ class NetJobServer(NetSecAggServer):
     async def finish(self, status: str = "finished", reason: str = "") -> None:
         """``Bye(status)`` to every connected client; close the connections."""
         bye = Bye(status, reason[:120])
-        await asyncio.gather(*(_send_and_close(c.writer, bye) for c in self._members.values()
+        await asyncio.gather(*(send_and_close(c.writer, bye) for c in self._members.values()
                                if c.open), return_exceptions=True)
         for c in self._members.values():
             c.open = False
@@ -590,16 +587,8 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
                 out.status, out.reason = session.status, session.reason
                 return out
             out.sessions[session.status] += 1
-    except asyncio.TimeoutError:
-        out.status, out.reason = "server_silent", f"nothing for {wait_seconds:g} s"
-    except PinError as exc:
-        out.status, out.reason = "refused", str(exc)
-    except ssl.SSLCertVerificationError as exc:
-        out.status, out.reason = "refused", f"server certificate rejected: {exc.verify_message}"
-    except CodecError as exc:
-        out.status, out.reason = "aborted", f"refused frame from the server: {exc}"[:200]
-    except (asyncio.IncompleteReadError, ConnectionError, OSError, ssl.SSLError) as exc:
-        out.status, out.reason = "disconnected", type(exc).__name__
+    except NETWORK_FAILURES as exc:
+        out.status, out.reason = failure_outcome(exc, wait_seconds)
     finally:
         if writer is not None:
             with contextlib.suppress(Exception):

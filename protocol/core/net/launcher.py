@@ -42,6 +42,7 @@ from protocol.core.net import tls
 from protocol.core.net.session import NetSessionSpec, demo_input
 
 __all__ = ["LoopbackOptions", "run_loopback", "expected_sum", "release_digest", "fedhh_command",
+           "client_summaries", "kill_all",
            "ShuffleLoopbackOptions", "run_shuffle_loopback",
            "read_json_lines", "stop_process"]
 
@@ -150,6 +151,42 @@ async def stop_process(proc: asyncio.subprocess.Process, grace: float) -> bool:
         return True
 
 
+async def client_summaries(procs: list[asyncio.subprocess.Process], killed: Any,
+                           grace: float) -> tuple[list[dict[str, Any]], int]:
+    """Wait for each client process (killed past ``grace`` seconds) and read its JSON
+    summary (its last line, ``{"event": "clients", ...}``; for a process that printed
+    none, its exit status and the end of its stderr); processes in ``killed`` are
+    skipped. Returns the summaries and how many had to be killed."""
+    summaries: list[dict[str, Any]] = []
+    stuck = 0
+    for i, p in enumerate(procs):
+        stuck += await stop_process(p, grace)
+        if i in killed:
+            continue
+        out = (await p.stdout.read()).decode(errors="replace").strip().splitlines()
+        summary = None
+        with contextlib.suppress(ValueError, IndexError):
+            summary = json.loads(out[-1])
+        if not isinstance(summary, dict) or summary.get("event") != "clients":
+            err = (await p.stderr.read()).decode(errors="replace")[-600:]
+            summaries.append({"process": i, "exit": p.returncode, "stderr": err})
+        else:
+            summaries.append(summary)
+    return summaries, stuck
+
+
+async def kill_all(procs: list[asyncio.subprocess.Process]) -> int:
+    """SIGKILL every process still running and reap it; how many are still running
+    afterwards (0 unless the system refused)."""
+    for p in procs:
+        if p.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                p.kill()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(p.wait(), 10)
+    return sum(p.returncode is None for p in procs)
+
+
 async def _loopback(o: LoopbackOptions, keys: str, say: Callable[[str], None]
                     ) -> dict[str, Any]:
     rng = np.random.default_rng([o.seed, 0x6E6574])
@@ -222,20 +259,7 @@ async def _loopback(o: LoopbackOptions, keys: str, say: Callable[[str], None]
                 elif kind == "report":
                     report = ev
             wall = time.perf_counter() - t0
-            summaries, stuck = [], 0
-            for i, p in enumerate(procs):
-                stuck += await stop_process(p, o.stage_seconds + 10)
-                if i in killed:
-                    continue
-                out = (await p.stdout.read()).decode(errors="replace").strip().splitlines()
-                summary = None
-                with contextlib.suppress(ValueError, IndexError):
-                    summary = json.loads(out[-1])
-                if not isinstance(summary, dict) or summary.get("event") != "clients":
-                    err = (await p.stderr.read()).decode(errors="replace")[-600:]
-                    summaries.append({"process": i, "exit": p.returncode, "stderr": err})
-                else:
-                    summaries.append(summary)
+            summaries, stuck = await client_summaries(procs, killed, o.stage_seconds + 10)
             killed_late += stuck
             sessions.append(_session_report(o, report, summaries, killed, stall, wall))
             sessions[-1]["kill_at"] = kill_at if killed else None
@@ -245,14 +269,8 @@ async def _loopback(o: LoopbackOptions, keys: str, say: Callable[[str], None]
                 f"exact: {sessions[-1]['exact']}, {wall:.1f} s")
         server_killed = await stop_process(server, 30)
     finally:
-        for p in everything:
-            if p.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    p.kill()
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(p.wait(), 10)
+        left = await kill_all(everything)
         reader.cancel()
-    left = sum(p.returncode is None for p in everything)
     return {"sessions": sessions, "server_exit": server.returncode,
             "server_killed": server_killed, "clients_killed_at_deadline": killed_late,
             "left_behind": left}
@@ -428,6 +446,7 @@ async def _shuffle_loopback(o: ShuffleLoopbackOptions, keys: str, say: Callable[
     report: dict[str, Any] | None = None
     analysis: dict[str, Any] | None = None
     summaries: list[dict[str, Any]] = []
+    left = 0
     try:
         ev = await next_event()
         if not ev or ev.get("event") != "listening":
@@ -466,20 +485,9 @@ async def _shuffle_loopback(o: ShuffleLoopbackOptions, keys: str, say: Callable[
         lines = (await analyzer.stdout.read()).decode(errors="replace").strip().splitlines()
         with contextlib.suppress(ValueError, IndexError):
             analysis = json.loads(lines[-1])
-        for i, p in enumerate(procs):
-            await stop_process(p, o.stage_seconds + 10)
-            if i in to_kill:
-                continue
-            out = (await p.stdout.read()).decode(errors="replace").strip().splitlines()
-            with contextlib.suppress(ValueError, IndexError):
-                summaries.append(json.loads(out[-1]))
+        summaries, _ = await client_summaries(procs, to_kill, o.stage_seconds + 10)
     finally:
-        for p in everything:
-            if p.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    p.kill()
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(p.wait(), 10)
+        left = await kill_all(everything)
         reader.cancel()
     assert report is not None
     exact = None
@@ -488,8 +496,7 @@ async def _shuffle_loopback(o: ShuffleLoopbackOptions, keys: str, say: Callable[
         exact = analysis["passed"] == passed and analysis["release"] == counts
     return {"shuffler": report, "analyzer": analysis, "clients": summaries,
             "killed_processes": sorted(to_kill), "exact": exact,
-            "wall_seconds": time.perf_counter() - wall0,
-            "left_behind": sum(p.returncode is None for p in everything)}
+            "wall_seconds": time.perf_counter() - wall0, "left_behind": left}
 
 
 def run_shuffle_loopback(o: ShuffleLoopbackOptions, say: Callable[[str], None] | None = None

@@ -59,6 +59,25 @@ def raise_open_files_limit(want: int) -> int:
     return target
 
 
+def _network_process(connections: int) -> None:
+    """Set this process up for ``connections`` TLS connections (file limit, buffers)."""
+    raise_open_files_limit(connections + 256)
+    small_tls_buffers()
+
+
+def _roster(keys: str, n: int, signing: bool, what: str = "the session"
+            ) -> tuple[list[bytes], list[bytes] | None]:
+    """The key directory's verification (and signing) keys, for exactly ``n`` clients.
+
+    Raises:
+        ValueError: a roster of another size, or bad keys.
+    """
+    verify, sign = tls.load_pki(keys, signing=signing)
+    if len(verify) != n:
+        raise ValueError(f"the roster in {keys} has {len(verify)} clients, {what} {n}")
+    return verify, sign
+
+
 def _emit(out: TextIO, event: dict[str, Any]) -> None:
     out.write(json.dumps(event) + "\n")
     out.flush()
@@ -73,11 +92,8 @@ def serve_process(spec: NetSessionSpec, keys: str, *, host: str = "127.0.0.1", p
         ValueError: bad keys or options.
         OSError: the address cannot be bound.
     """
-    verify, _ = tls.load_pki(keys, signing=False)
-    if len(verify) != spec.n:
-        raise ValueError(f"the roster in {keys} has {len(verify)} clients, the session {spec.n}")
-    raise_open_files_limit(spec.n + 256)
-    small_tls_buffers()
+    verify, _ = _roster(keys, spec.n, False)
+    _network_process(spec.n)
     server = NetSecAggServer(spec, tls.server_context(keys), verify_keys=verify, host=host,
                              port=port, stage_seconds=stage_seconds, join_seconds=join_seconds,
                              events=lambda e: _emit(out, e))
@@ -109,11 +125,8 @@ def client_process(spec: NetSessionSpec, keys: str, host: str, port: int, ids: S
     ids = list(ids)
     if not ids or min(ids) < 0 or max(ids) >= spec.n:
         raise ValueError(f"client ids must be in [0, {spec.n})")
-    verify, signing = tls.load_pki(keys, signing=spec.malicious)
-    if len(verify) != spec.n:
-        raise ValueError(f"the roster in {keys} has {len(verify)} clients, the session {spec.n}")
-    raise_open_files_limit(len(ids) + 256)
-    small_tls_buffers()
+    verify, signing = _roster(keys, spec.n, spec.malicious)
+    _network_process(len(ids))
     ctx, pin = tls.client_context(keys)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     outcomes = asyncio.run(run_clients(
@@ -147,12 +160,8 @@ def job_server(policy: Any, keys: str, *, host: str = "127.0.0.1", port: int = 0
     """
     from protocol.core.net.job import NetJobServer
 
-    verify, _ = tls.load_pki(keys, signing=False)
-    if len(verify) != policy.population:
-        raise ValueError(f"the roster in {keys} has {len(verify)} clients, the population "
-                         f"{policy.population}")
-    raise_open_files_limit(policy.population + 256)
-    small_tls_buffers()
+    verify, _ = _roster(keys, policy.population, False, "the population")
+    _network_process(policy.population)
     return NetJobServer(policy, tls.server_context(keys), verify_keys=verify, host=host,
                         port=port, stage_seconds=stage_seconds, join_seconds=join_seconds,
                         events=lambda e: _emit(out, e))
@@ -196,12 +205,8 @@ def job_client_process(policy: Any, keys: str, host: str, port: int, ids: Sequen
     if not ids or min(ids) < 0 or max(ids) >= policy.population:
         raise ValueError(f"client ids must be in [0, {policy.population})")
     malicious = policy.threat == "malicious"
-    verify, signing = tls.load_pki(keys, signing=malicious)
-    if len(verify) != policy.population:
-        raise ValueError(f"the roster in {keys} has {len(verify)} clients, the population "
-                         f"{policy.population}")
-    raise_open_files_limit(len(ids) + 256)
-    small_tls_buffers()
+    verify, signing = _roster(keys, policy.population, malicious, "the population")
+    _network_process(len(ids))
     ctx, pin = tls.client_context(keys)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     outcomes = asyncio.run(run_job_clients(
@@ -241,8 +246,7 @@ def shuffler_serve_process(round: Any, keys: str, *, host: str = "127.0.0.1", po
 
     files = ShuffleKeys(pathlib.Path(keys))
     _, a_pub = files.public_keys()
-    raise_open_files_limit(round.n + 256)
-    small_tls_buffers()
+    _network_process(round.n)
     server = NetShufflerServer(round, files.secret("shuffler"), a_pub, tls.server_context(keys),
                                host=host, port=port, batch_seconds=batch_seconds,
                                stage_seconds=stage_seconds, events=lambda e: _emit(out, e))
@@ -277,8 +281,7 @@ def shuffle_client_process(round: Any, keys: str, host: str, port: int, ids: Seq
     files = ShuffleKeys(pathlib.Path(keys))
     s_pub, a_pub = files.public_keys()
     master = files.crowd_master()
-    raise_open_files_limit(len(ids) + 256)
-    small_tls_buffers()
+    _network_process(len(ids))
     ctx, pin = tls.client_context(keys)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     outcomes = asyncio.run(run_shuffle_clients(

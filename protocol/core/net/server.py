@@ -54,7 +54,8 @@ from secagg.randomness import OsRandom
 from secagg.server import SecAggServer
 from secagg.state import ServerState
 
-__all__ = ["NetSecAggServer", "SessionReport", "StageReport"]
+__all__ = ["NetSecAggServer", "SessionReport", "StageReport", "close_writer", "send_and_close",
+           "read_first"]
 
 STAGE_NAMES = {0: "advertise_keys", 1: "share_keys", 2: "masked_input",
                3: "consistency", 4: "unmask"}
@@ -194,14 +195,9 @@ class NetSecAggServer:
     # ------------------------------------------------------------------ connections
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         session = self._session
-        try:
-            hello, _ = await asyncio.wait_for(read_message(reader, hello_limits()),
-                                              self.stage_seconds)
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, CodecError, OSError,
-                ssl.SSLError) as exc:
-            if session is not None:
-                session.refused.append((None, f"no valid Hello: {type(exc).__name__}"))
-            await _close(writer)
+        hello = await read_first(reader, writer, hello_limits(), self.stage_seconds,
+                                 session.refused if session is not None else None)
+        if hello is None:
             return
         assert isinstance(hello, Hello)
         reason = None
@@ -216,7 +212,7 @@ class NetSecAggServer:
         if reason is not None:
             if session is not None:
                 session.refused.append((hello.client, reason))
-            await _send_and_close(writer, Bye("refused", reason))
+            await send_and_close(writer, Bye("refused", reason))
             return
         assert session is not None
         conn = _Conn(hello.client, reader, writer)
@@ -251,7 +247,7 @@ class NetSecAggServer:
             if conn.open:
                 conn.open = False
                 await session.queue.put((conn, None, 0))
-                await _close(conn.writer)
+                await close_writer(conn.writer)
 
     # ------------------------------------------------------------------ one session
     async def run_session(self) -> SessionReport:
@@ -280,7 +276,7 @@ class NetSecAggServer:
             status, reason = await self._run_stages(session, srv, stages)
         finally:
             bye = Bye(status, reason[:120])
-            await asyncio.gather(*(_send_and_close(c.writer, bye) for c in session.conns.values()
+            await asyncio.gather(*(send_and_close(c.writer, bye) for c in session.conns.values()
                                    if c.open), return_exceptions=True)
             for c in session.conns.values():
                 c.open = False
@@ -364,7 +360,7 @@ class NetSecAggServer:
             conn.open = False
             if conn.task is not None:
                 conn.task.cancel()
-            await _close(conn.writer)
+            await close_writer(conn.writer)
 
     async def _send(self, session: _Session, out: list[tuple[int, Any]],
                     stage: StageReport) -> set[int]:
@@ -398,14 +394,34 @@ class NetSecAggServer:
         return sent
 
 
-async def _close(writer: asyncio.StreamWriter) -> None:
+async def read_first(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     limits: SessionLimits, seconds: float,
+                     refused: list[tuple[int | None, str]] | None) -> Any:
+    """A new connection's first frame, read within ``seconds`` with ``limits``; on any
+    failure (silence, a refused or broken frame) the connection is closed, the reason
+    recorded in ``refused``, and ``None`` returned."""
+    try:
+        msg, _ = await asyncio.wait_for(read_message(reader, limits), seconds)
+        return msg
+    except (asyncio.TimeoutError, asyncio.IncompleteReadError, CodecError, OSError,
+            ssl.SSLError) as exc:
+        if refused is not None:
+            refused.append((None, f"no valid Hello: {type(exc).__name__}"))
+        await close_writer(writer)
+        return None
+
+
+async def close_writer(writer: asyncio.StreamWriter) -> None:
+    """Close a connection, waiting at most 2 seconds; never raises."""
     with contextlib.suppress(Exception):
         writer.close()
         await asyncio.wait_for(writer.wait_closed(), 2)
 
 
-async def _send_and_close(writer: asyncio.StreamWriter, bye: Bye) -> None:
+async def send_and_close(writer: asyncio.StreamWriter, bye: Bye, timeout: float = 2.0) -> None:
+    """Send ``bye`` (flushing what was written before it, for up to ``timeout``
+    seconds) and close."""
     with contextlib.suppress(Exception):
         writer.write(frame(bye))
-        await asyncio.wait_for(writer.drain(), 2)
-    await _close(writer)
+        await asyncio.wait_for(writer.drain(), timeout)
+    await close_writer(writer)

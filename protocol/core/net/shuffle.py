@@ -53,12 +53,14 @@ import numpy as np
 from protocol.core import wire_shuffler
 from protocol.core.codec import CodecError, SessionLimits
 from protocol.core.contract import Kind, RoundSpec
+from protocol.core.net.client import NETWORK_FAILURES, failure_outcome
 from protocol.core.net.frames import frame, read_message
 from protocol.core.net.messages import (
     PROTOCOL_VERSION, AnalyzerHello, BatchReceipt, Bye, Hello, analyzer_limits,
     bye_limits, hello_or_analyzer_limits,
 )
-from protocol.core.net.tls import SERVER_NAME, PinError, check_pin
+from protocol.core.net.server import close_writer, read_first, send_and_close
+from protocol.core.net.tls import SERVER_NAME, check_pin
 from protocol.core.randomness import OsRandom
 from protocol.core.transports.shuffler_transport import shuffled_release
 from shuffler import (
@@ -288,7 +290,7 @@ class NetShufflerServer:
                 await asyncio.wait_for(self._server.wait_closed(), 5)
             self._server = None
         for w in self._analyzers:
-            await _close(w)
+            await close_writer(w)
         for t in list(self._tasks):
             t.cancel()
 
@@ -305,16 +307,12 @@ class NetShufflerServer:
     async def _serve_connection(self, reader: asyncio.StreamReader,
                                 writer: asyncio.StreamWriter) -> None:
         report = self.report
-        try:
-            first, size = await asyncio.wait_for(
-                read_message(reader, hello_or_analyzer_limits()), self.stage_seconds)
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, CodecError, OSError,
-                ssl.SSLError) as exc:
-            report.refused.append((None, f"no valid Hello: {type(exc).__name__}"))
-            await _close(writer)
+        first = await read_first(reader, writer, hello_or_analyzer_limits(),
+                                 self.stage_seconds, report.refused)
+        if first is None:
             return
         if first.version != PROTOCOL_VERSION:
-            await _bye(writer, Bye("refused", "version_mismatch"))
+            await send_and_close(writer, Bye("refused", "version_mismatch"))
             return
         if isinstance(first, AnalyzerHello):
             self._analyzers.append(writer)
@@ -331,7 +329,7 @@ class NetShufflerServer:
             reason = f"position {client} already sent"
         if reason is not None:
             report.refused.append((client, reason))
-            await _bye(writer, Bye("refused", reason))
+            await send_and_close(writer, Bye("refused", reason))
             return
         self._seen.add(client)
         try:
@@ -343,23 +341,23 @@ class NetShufflerServer:
                 ssl.SSLError) as exc:
             report.refused.append((client, f"no envelope: {type(exc).__name__}: {exc}"[:200]))
             self._count_done()
-            await _close(writer)
+            await close_writer(writer)
             return
         report.bytes_up += size
         if not self._open:
             report.refused.append((client, "the batch closed while it sent"))
-            await _bye(writer, Bye("refused", "the batch is closed"))
+            await send_and_close(writer, Bye("refused", "the batch is closed"))
             return
         try:
             self.shuffler.submit(env)
         except EnvelopeRejected as exc:
             report.refused.append((client, exc.reason.value))
             self._count_done()
-            await _bye(writer, Bye("refused", exc.reason.value))
+            await send_and_close(writer, Bye("refused", exc.reason.value))
             return
         report.accepted.append(client)
         self._count_done()
-        await _bye(writer, Bye("completed", ""))
+        await send_and_close(writer, Bye("completed", ""))
 
     def _count_done(self) -> None:
         done = len(self.report.accepted) + sum(1 for c, _ in self.report.refused
@@ -403,26 +401,14 @@ class NetShufflerServer:
                         w.write(data)
                 report.status = "completed"
         bye = Bye(report.status, report.reason)
-        await asyncio.gather(*(_bye(w, bye) for w in self._analyzers),
-                             return_exceptions=True)
+        # the batch was written before the Bye: give it time to reach the analyzer
+        await asyncio.gather(*(send_and_close(w, bye, self.stage_seconds)
+                               for w in self._analyzers), return_exceptions=True)
         self._analyzers.clear()
         report.wall_seconds = time.perf_counter() - wall0
         report.cpu_seconds = time.process_time() - cpu0
         self.events({"event": "done", "status": report.status, "reason": report.reason})
         return report
-
-
-async def _close(writer: asyncio.StreamWriter) -> None:
-    with contextlib.suppress(Exception):
-        writer.close()
-        await asyncio.wait_for(writer.wait_closed(), 2)
-
-
-async def _bye(writer: asyncio.StreamWriter, bye: Bye) -> None:
-    with contextlib.suppress(Exception):
-        writer.write(frame(bye))
-        await asyncio.wait_for(writer.drain(), 10)
-    await _close(writer)
 
 
 # ---------------------------------------------------------------------------- clients
@@ -433,7 +419,7 @@ async def run_shuffle_client(client: int, host: str, port: int, round: ShuffleRo
                              ) -> tuple[str, str, int]:
     """Send one vote (a candidate index, or -1 to abstain) through the shuffler;
     ``(status, reason, bytes up)`` with status ``completed`` (accepted), ``refused``,
-    ``server_silent`` or ``disconnected``. Never raises for anything the network does.
+    or as :func:`~protocol.core.net.client.failure_outcome`. Never raises for anything the network does.
 
     Raises:
         ValueError: a vote outside the candidates (this client's own error).
@@ -461,17 +447,11 @@ async def run_shuffle_client(client: int, host: str, port: int, round: ShuffleRo
         await writer.drain()
         bye, _ = await asyncio.wait_for(read_message(reader, bye_limits()), wait_seconds)
         return bye.status, bye.reason, sent
-    except asyncio.TimeoutError:
-        return "server_silent", f"nothing for {wait_seconds:g} s", sent
-    except (PinError, ssl.SSLCertVerificationError) as exc:
-        return "refused", f"server certificate rejected: {exc}", sent
-    except CodecError as exc:
-        return "refused", f"refused frame from the server: {exc}"[:200], sent
-    except (asyncio.IncompleteReadError, ConnectionError, OSError, ssl.SSLError) as exc:
-        return "disconnected", type(exc).__name__, sent
+    except NETWORK_FAILURES as exc:
+        return (*failure_outcome(exc, wait_seconds), sent)
     finally:
         if writer is not None:
-            await _close(writer)
+            await close_writer(writer)
 
 
 async def run_shuffle_clients(clients: Sequence[int], host: str, port: int,
@@ -537,15 +517,11 @@ async def run_analyzer(host: str, port: int, round: ShuffleRound,
             "rejected": {r.value: c for r, c in analyzed.rejected.items()},
             "bytes_down": size, "cpu_seconds": time.process_time() - t0})
         return out
-    except asyncio.TimeoutError:
-        out["status"], out["reason"] = "server_silent", f"nothing for {wait_seconds:g} s"
-    except (PinError, ssl.SSLCertVerificationError) as exc:
-        out["status"], out["reason"] = "refused", f"server certificate rejected: {exc}"
-    except (CodecError, ShufflerError) as exc:
+    except ShufflerError as exc:
         out["status"], out["reason"] = "aborted", f"refused from the shuffler: {exc}"[:200]
-    except (asyncio.IncompleteReadError, ConnectionError, OSError, ssl.SSLError) as exc:
-        out["status"], out["reason"] = "disconnected", type(exc).__name__
+    except NETWORK_FAILURES as exc:
+        out["status"], out["reason"] = failure_outcome(exc, wait_seconds)
     finally:
         if writer is not None:
-            await _close(writer)
+            await close_writer(writer)
     return out

@@ -42,7 +42,9 @@ import numpy as np
 
 from mechanisms.triehh import ClientVoter
 from protocol.core.net import tls
-from protocol.core.net.launcher import fedhh_command, read_json_lines, stop_process
+from protocol.core.net.launcher import (
+    client_summaries, fedhh_command, kill_all, read_json_lines, stop_process,
+)
 from protocol.studies.runners import ldp, triehh
 
 __all__ = ["JobLoopbackOptions", "run_job_loopback", "LDPLoopbackOptions", "run_ldp_loopback"]
@@ -236,32 +238,14 @@ async def _job_processes(o: Any, job: str, command: str, keys: str, n: int, view
         stuck = await stop_process(server, 30)
         text = (await result_text).decode(errors="replace")
         wall = time.perf_counter() - wall0
-        summaries = []
-        for i, p in enumerate(procs):
-            stuck += await stop_process(p, o.stage_seconds + 10)
-            if i in killed:
-                continue
-            out = (await p.stdout.read()).decode(errors="replace").strip().splitlines()
-            summary = None
-            with contextlib.suppress(ValueError, IndexError):
-                summary = json.loads(out[-1])
-            if not isinstance(summary, dict) or summary.get("event") != "clients":
-                err = (await p.stderr.read()).decode(errors="replace")[-600:]
-                summaries.append({"process": i, "exit": p.returncode, "stderr": err})
-            else:
-                summaries.append(summary)
+        summaries, late = await client_summaries(procs, killed, o.stage_seconds + 10)
+        stuck += late
     finally:
-        for p in everything:
-            if p.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    p.kill()
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(p.wait(), 10)
+        left = await kill_all(everything)
         reader.cancel()
     result = None
     with contextlib.suppress(ValueError):
         result = json.loads(text)
-    left = sum(p.returncode is None for p in everything)
     return {"result": result, "server_exit": server.returncode,
             "server_error": None if result is not None else
             "\n".join(stderr_lines)[-1500:] or text[-1500:],
