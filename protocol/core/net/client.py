@@ -29,7 +29,7 @@ import numpy as np
 
 from protocol.core import wire_secagg
 from protocol.core.codec import CodecError
-from protocol.core.net.frames import frame, read_message
+from protocol.core.net.frames import close_writer, frame, read_message
 from protocol.core.net.messages import PROTOCOL_VERSION, Bye, Hello, Welcome, bye_limits, welcome_limits
 from protocol.core.net.session import NetSessionSpec, SessionRejected
 from protocol.core.net.tls import SERVER_NAME, PinError, check_pin
@@ -111,10 +111,7 @@ async def run_client(client: int, host: str, port: int, spec: NetSessionSpec,
     except NETWORK_FAILURES as exc:
         out.status, out.reason = failure_outcome(exc, wait_seconds)
     finally:
-        if writer is not None:
-            with contextlib.suppress(Exception):
-                writer.close()
-                await asyncio.wait_for(writer.wait_closed(), 2)
+        await close_writer(writer)
     return out
 
 

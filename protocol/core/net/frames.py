@@ -17,13 +17,14 @@ as a disconnect.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 from typing import Any, Callable
 
 from protocol.core import codec
 from protocol.core.codec import CodecError, SessionLimits
 
-__all__ = ["HEADER", "FrameError", "frame", "read_message", "parse_header"]
+__all__ = ["HEADER", "FrameError", "frame", "read_message", "parse_header", "close_writer"]
 
 #: body length (u32) and tag (u16), big-endian
 HEADER = struct.Struct(">IH")
@@ -83,3 +84,12 @@ async def read_message(reader: asyncio.StreamReader,
     if type(msg).TAG != tag:
         raise FrameError(f"header says tag {tag}, body holds tag {type(msg).TAG}")
     return msg, HEADER.size + length
+
+
+async def close_writer(writer: asyncio.StreamWriter | None) -> None:
+    """Close a connection (if any), waiting at most 2 seconds; never raises."""
+    if writer is None:
+        return
+    with contextlib.suppress(Exception):
+        writer.close()
+        await asyncio.wait_for(writer.wait_closed(), 2)

@@ -52,18 +52,17 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from protocol.core import wire_secagg
-from protocol.core.codec import CodecError, SessionLimits
 from protocol.core.contract import (
     AggregationAborted, AtClients, ContractError, Cost, Kind, Release, RoundResult,
     RoundSpec, Transport, threshold_counts,
 )
 from protocol.core.net.client import NETWORK_FAILURES, ClientOutcome, exchange, failure_outcome
-from protocol.core.net.frames import frame, read_message
+from protocol.core.net.frames import close_writer, frame, read_message
 from protocol.core.net.messages import (
     PROTOCOL_VERSION, Bye, Hello, Task, Welcome, hello_limits, task_limits, welcome_limits,
 )
 from protocol.core.net.server import (
-    NetSecAggServer, SessionReport, StageReport, _Conn, _Session, close_writer, read_first,
+    NetSecAggServer, SessionReport, StageReport, _Conn, _Session, read_first,
     send_and_close,
 )
 from protocol.core.net.session import NetSessionSpec, SessionRejected
@@ -83,8 +82,6 @@ __all__ = ["JobPolicy", "round_context", "round_spec", "NetJobServer", "NetworkT
 MAX_JOB_CANDIDATES = 1 << 16
 #: at most this many entries in a vector round of a job
 MAX_JOB_DIM = 1 << 20
-
-_NOTHING = SessionLimits({})
 
 
 @dataclass(frozen=True)
@@ -173,6 +170,10 @@ class _JobConn(_Conn):
     #: population position (``client`` is the position in the current session, -1 outside)
     member: int = -1
 
+    @property
+    def who(self) -> int:
+        return self.member
+
 
 class NetJobServer(NetSecAggServer):
     """A TLS server that keeps a population connected and runs one secure-aggregation
@@ -253,43 +254,13 @@ class NetJobServer(NetSecAggServer):
         self._members[hello.client] = conn
         if len(self.connected) == self.policy.population and self._all_joined is not None:
             self._all_joined.set()
-        await self._job_read_loop(conn)
+        await self._read_loop(conn)
 
-    def _limits_for(self, conn: _JobConn) -> SessionLimits:
+    def _current_of(self, conn: _Conn) -> _Session | None:
         session = self._current
         if session is not None and session.conns.get(conn.client) is conn:
-            return session.limits
-        return _NOTHING  # outside its sessions a client has nothing to say
-
-    async def _job_read_loop(self, conn: _JobConn) -> None:
-        try:
-            while conn.open:
-                msg, size = await read_message(conn.reader, lambda: self._limits_for(conn))
-                session = self._current
-                if session is None or session.conns.get(conn.client) is not conn:
-                    self.refused.append((conn.member, "message outside its sessions"))
-                    break
-                if getattr(msg, "sender", None) != conn.client:
-                    session.refused.append((conn.member, "message names another sender"))
-                    break
-                if not conn.may_send:
-                    session.refused.append((conn.member, "message sent out of turn"))
-                    break
-                conn.may_send = False
-                await session.queue.put((conn, msg, size))
-        except (asyncio.IncompleteReadError, ConnectionError, OSError, ssl.SSLError):
-            pass
-        except CodecError as exc:
-            self.refused.append((conn.member, f"refused frame: {exc}"[:200]))
-        except asyncio.CancelledError:
-            pass
-        finally:
-            if conn.open:
-                conn.open = False
-                session = self._current
-                if session is not None and session.conns.get(conn.client) is conn:
-                    await session.queue.put((conn, None, 0))
-                await close_writer(conn.writer)
+            return session
+        return None
 
     async def _write_all(self, conns: Sequence[_JobConn], data: bytes) -> int:
         """Write ``data`` to each connection and drain; a connection that fails is
@@ -590,10 +561,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
     except NETWORK_FAILURES as exc:
         out.status, out.reason = failure_outcome(exc, wait_seconds)
     finally:
-        if writer is not None:
-            with contextlib.suppress(Exception):
-                writer.close()
-                await asyncio.wait_for(writer.wait_closed(), 2)
+        await close_writer(writer)
     return out
 
 

@@ -45,7 +45,7 @@ import numpy as np
 
 from protocol.core import wire_secagg
 from protocol.core.codec import CodecError, SessionLimits
-from protocol.core.net.frames import frame, read_message
+from protocol.core.net.frames import close_writer, frame, read_message
 from protocol.core.net.messages import PROTOCOL_VERSION, Bye, Hello, hello_limits
 from protocol.core.net.session import NetSessionSpec
 from secagg.crypto import FRESH_NONCE_BYTES
@@ -54,7 +54,9 @@ from secagg.randomness import OsRandom
 from secagg.server import SecAggServer
 from secagg.state import ServerState
 
-__all__ = ["NetSecAggServer", "SessionReport", "StageReport", "close_writer", "send_and_close",
+_NOTHING = SessionLimits({})
+
+__all__ = ["NetSecAggServer", "SessionReport", "StageReport", "send_and_close",
            "read_first"]
 
 STAGE_NAMES = {0: "advertise_keys", 1: "share_keys", 2: "masked_input",
@@ -119,6 +121,11 @@ class _Conn:
     #: a client speaks only when spoken to: one message after each server frame
     may_send: bool = True
 
+    @property
+    def who(self) -> int:
+        """The client as refusals name it."""
+        return self.client
+
 
 @dataclass
 class _Session:
@@ -167,6 +174,8 @@ class NetSecAggServer:
         self.events = events or (lambda _e: None)
         self._session: _Session | None = None
         self._server: asyncio.base_events.Server | None = None
+        #: refusals outside any session (a message between sessions)
+        self.refused: list[tuple[int | None, str]] = []
 
     # ------------------------------------------------------------------ listening
     async def start(self) -> None:
@@ -222,31 +231,54 @@ class NetSecAggServer:
         conn.task = asyncio.current_task()
         if sum(c.open for c in session.conns.values()) == self.spec.n:
             session.all_joined.set()
-        await self._read_loop(session, conn)
+        await self._read_loop(conn)
 
-    async def _read_loop(self, session: _Session, conn: _Conn) -> None:
-        """Read this client's frames into the session queue until it closes."""
+    def _current_of(self, conn: _Conn) -> "_Session | None":
+        """The session whose messages ``conn`` may send now (``None``: none)."""
+        session = self._session
+        if session is not None and session.conns.get(conn.client) is conn:
+            return session
+        return None
+
+    async def _read_loop(self, conn: _Conn) -> None:
+        """Read this client's frames into its current session's queue until it closes:
+        bounded by that session's limits (nothing is accepted outside a session), from
+        its own position only, one message per server frame."""
+        def limits() -> SessionLimits:
+            session = self._current_of(conn)
+            return session.limits if session is not None else _NOTHING
+
+        def refuse(why: str) -> None:  # logged with the session the client is in
+            session = self._current_of(conn)
+            (session.refused if session is not None else self.refused).append((conn.who, why))
+
         try:
             while conn.open:
-                msg, size = await read_message(conn.reader, session.limits)
+                msg, size = await read_message(conn.reader, limits)
+                session = self._current_of(conn)
+                if session is None:
+                    refuse("message outside its sessions")
+                    break
                 if getattr(msg, "sender", None) != conn.client:
-                    session.refused.append((conn.client, "message names another sender"))
+                    refuse("message names another sender")
                     break
                 if not conn.may_send:  # bounds what one client can queue to one message
-                    session.refused.append((conn.client, "message sent out of turn"))
+                    refuse("message sent out of turn")
                     break
                 conn.may_send = False
                 await session.queue.put((conn, msg, size))
         except (asyncio.IncompleteReadError, ConnectionError, OSError, ssl.SSLError):
             pass
         except CodecError as exc:
-            session.refused.append((conn.client, f"refused frame: {exc}"[:200]))
+            refuse(f"refused frame: {exc}"[:200])
         except asyncio.CancelledError:
             pass
         finally:
             if conn.open:
                 conn.open = False
-                await session.queue.put((conn, None, 0))
+                session = self._current_of(conn)
+                if session is not None:
+                    await session.queue.put((conn, None, 0))
                 await close_writer(conn.writer)
 
     # ------------------------------------------------------------------ one session
@@ -409,13 +441,6 @@ async def read_first(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
             refused.append((None, f"no valid Hello: {type(exc).__name__}"))
         await close_writer(writer)
         return None
-
-
-async def close_writer(writer: asyncio.StreamWriter) -> None:
-    """Close a connection, waiting at most 2 seconds; never raises."""
-    with contextlib.suppress(Exception):
-        writer.close()
-        await asyncio.wait_for(writer.wait_closed(), 2)
 
 
 async def send_and_close(writer: asyncio.StreamWriter, bye: Bye, timeout: float = 2.0) -> None:

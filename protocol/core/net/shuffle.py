@@ -54,12 +54,12 @@ from protocol.core import wire_shuffler
 from protocol.core.codec import CodecError, SessionLimits
 from protocol.core.contract import Kind, RoundSpec
 from protocol.core.net.client import NETWORK_FAILURES, failure_outcome
-from protocol.core.net.frames import frame, read_message
+from protocol.core.net.frames import close_writer, frame, read_message
 from protocol.core.net.messages import (
     PROTOCOL_VERSION, AnalyzerHello, BatchReceipt, Bye, Hello, analyzer_limits,
     bye_limits, hello_or_analyzer_limits,
 )
-from protocol.core.net.server import close_writer, read_first, send_and_close
+from protocol.core.net.server import read_first, send_and_close
 from protocol.core.net.tls import SERVER_NAME, check_pin
 from protocol.core.randomness import OsRandom
 from protocol.core.transports.shuffler_transport import shuffled_release
@@ -450,8 +450,7 @@ async def run_shuffle_client(client: int, host: str, port: int, round: ShuffleRo
     except NETWORK_FAILURES as exc:
         return (*failure_outcome(exc, wait_seconds), sent)
     finally:
-        if writer is not None:
-            await close_writer(writer)
+        await close_writer(writer)
 
 
 async def run_shuffle_clients(clients: Sequence[int], host: str, port: int,
@@ -522,6 +521,5 @@ async def run_analyzer(host: str, port: int, round: ShuffleRound,
     except NETWORK_FAILURES as exc:
         out["status"], out["reason"] = failure_outcome(exc, wait_seconds)
     finally:
-        if writer is not None:
-            await close_writer(writer)
+        await close_writer(writer)
     return out
