@@ -62,8 +62,8 @@ from protocol.core.net.messages import (
     PROTOCOL_VERSION, Bye, Hello, Task, Welcome, hello_limits, task_limits, welcome_limits,
 )
 from protocol.core.net.server import (
-    NetSecAggServer, SessionReport, StageReport, _Conn, _Session, read_first,
-    send_and_close,
+    NetSecAggServer, SessionReport, StageReport, _Conn, _Session, end_all,
+    read_first, send_and_close,
 )
 from protocol.core.net.session import NetSessionSpec, SessionRejected
 from protocol.core.net.tls import SERVER_NAME, check_pin
@@ -352,13 +352,7 @@ class NetJobServer(NetSecAggServer):
 
     async def finish(self, status: str = "finished", reason: str = "") -> None:
         """``Bye(status)`` to every connected client; close the connections."""
-        bye = Bye(status, reason[:120])
-        await asyncio.gather(*(send_and_close(c.writer, bye) for c in self._members.values()
-                               if c.open), return_exceptions=True)
-        for c in self._members.values():
-            c.open = False
-            if c.task is not None and c.task is not asyncio.current_task():
-                c.task.cancel()
+        await end_all(self._members.values(), Bye(status, reason[:120]))
 
 
 class NetworkTransport(Transport):

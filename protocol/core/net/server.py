@@ -39,7 +39,7 @@ import contextlib
 import ssl
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -56,7 +56,7 @@ from secagg.state import ServerState
 
 _NOTHING = SessionLimits({})
 
-__all__ = ["NetSecAggServer", "SessionReport", "StageReport", "send_and_close",
+__all__ = ["TlsListener", "NetSecAggServer", "SessionReport", "StageReport", "send_and_close", "end_all",
            "read_first"]
 
 STAGE_NAMES = {0: "advertise_keys", 1: "share_keys", 2: "masked_input",
@@ -139,7 +139,40 @@ class _Session:
     all_joined: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-class NetSecAggServer:
+class TlsListener:
+    """A TLS server socket: :meth:`start` listens on ``host``/``port`` (port 0: any free
+    one; :attr:`port` is the bound port afterwards) and reports a ``listening`` event;
+    each connection is handed to ``_handle``. Subclasses set ``host``, ``port``,
+    ``ssl_context``, ``stage_seconds`` (the TLS handshake's deadline) and ``events``."""
+
+    host: str
+    port: int
+    ssl_context: ssl.SSLContext
+    stage_seconds: float
+    events: Callable[[dict[str, Any]], None]
+    _server: Any = None
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        """Open the listening socket (:attr:`port` is the bound port afterwards)."""
+        self._server = await asyncio.start_server(
+            self._handle, self.host, self.port, ssl=self.ssl_context, backlog=4096,
+            ssl_handshake_timeout=self.stage_seconds)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.events({"event": "listening", "host": self.host, "port": self.port})
+
+    async def close(self) -> None:
+        """Stop listening (open connections are the subclass's)."""
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+            self._server = None
+
+
+class NetSecAggServer(TlsListener):
     """A TLS server that runs secure-aggregation sessions of one spec.
 
     Args:
@@ -178,21 +211,6 @@ class NetSecAggServer:
         self.refused: list[tuple[int | None, str]] = []
 
     # ------------------------------------------------------------------ listening
-    async def start(self) -> None:
-        """Open the listening socket (:attr:`port` is the bound port afterwards)."""
-        self._server = await asyncio.start_server(
-            self._handle, self.host, self.port, ssl=self.ssl_context, backlog=4096,
-            ssl_handshake_timeout=self.stage_seconds)
-        self.port = self._server.sockets[0].getsockname()[1]
-        self.events({"event": "listening", "host": self.host, "port": self.port})
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
-            self._server = None
-
     async def serve(self, sessions: int = 1) -> list[SessionReport]:
         """Listen, run ``sessions`` sessions one after the other, close."""
         await self.start()
@@ -307,13 +325,7 @@ class NetSecAggServer:
         try:
             status, reason = await self._run_stages(session, srv, stages)
         finally:
-            bye = Bye(status, reason[:120])
-            await asyncio.gather(*(send_and_close(c.writer, bye) for c in session.conns.values()
-                                   if c.open), return_exceptions=True)
-            for c in session.conns.values():
-                c.open = False
-                if c.task is not None and c.task is not asyncio.current_task():
-                    c.task.cancel()
+            await end_all(session.conns.values(), Bye(status, reason[:120]))
             self._session = None
         report = SessionReport(
             status=status, reason=reason, n=spec.n, degree=params.degree,
@@ -441,6 +453,17 @@ async def read_first(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
             refused.append((None, f"no valid Hello: {type(exc).__name__}"))
         await close_writer(writer)
         return None
+
+
+async def end_all(conns: Iterable[_Conn], bye: Bye) -> None:
+    """``bye`` to every open connection of ``conns``, close them, stop their readers."""
+    conns = list(conns)
+    await asyncio.gather(*(send_and_close(c.writer, bye) for c in conns if c.open),
+                         return_exceptions=True)
+    for c in conns:
+        c.open = False
+        if c.task is not None and c.task is not asyncio.current_task():
+            c.task.cancel()
 
 
 async def send_and_close(writer: asyncio.StreamWriter, bye: Bye, timeout: float = 2.0) -> None:

@@ -59,7 +59,7 @@ from protocol.core.net.messages import (
     PROTOCOL_VERSION, AnalyzerHello, BatchReceipt, Bye, Hello, analyzer_limits,
     bye_limits, hello_or_analyzer_limits,
 )
-from protocol.core.net.server import read_first, send_and_close
+from protocol.core.net.server import TlsListener, read_first, send_and_close
 from protocol.core.net.tls import SERVER_NAME, check_pin
 from protocol.core.randomness import OsRandom
 from protocol.core.transports.shuffler_transport import shuffled_release
@@ -236,7 +236,7 @@ class ShuffleReport:
         return {k: (list(map(list, v)) if k == "refused" else v) for k, v in vars(self).items()}
 
 
-class NetShufflerServer:
+class NetShufflerServer(TlsListener):
     """The shuffler of one round as a TLS server (see the module docstring).
 
     Args:
@@ -277,18 +277,10 @@ class NetShufflerServer:
 
     async def start(self) -> None:
         self._analyzer_joined, self._all_sent = asyncio.Event(), asyncio.Event()
-        self._server = await asyncio.start_server(
-            self._handle, self.host, self.port, ssl=self.ssl_context, backlog=4096,
-            ssl_handshake_timeout=self.stage_seconds)
-        self.port = self._server.sockets[0].getsockname()[1]
-        self.events({"event": "listening", "host": self.host, "port": self.port})
+        await super().start()
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
-            self._server = None
+        await super().close()
         for w in self._analyzers:
             await close_writer(w)
         for t in list(self._tasks):

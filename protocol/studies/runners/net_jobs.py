@@ -51,7 +51,33 @@ __all__ = ["JobLoopbackOptions", "run_job_loopback", "LDPLoopbackOptions", "run_
 
 
 @dataclass(frozen=True)
-class JobLoopbackOptions:
+class _ProcessOptions:
+    """What every loopback job experiment takes: processes, faults, deadlines, the
+    threat model, graph and dropout tolerance of its sessions."""
+
+    processes: int = 4
+    seed: int = 0
+    threat: str = "malicious"
+    graph: str = "harary"
+    dropout_rate: float = 0.0
+    stage_seconds: float = 60.0
+    join_seconds: float = 60.0
+    kill: int = 0
+    compare: bool = False
+    keys: str | None = None
+    timeout: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.processes < 1:
+            raise ValueError("processes must be >= 1")
+        if not 0 <= self.kill <= self.processes:
+            raise ValueError("kill must be in [0, processes]")
+        if self.stage_seconds <= 0 or self.join_seconds <= 0 or self.timeout <= 0:
+            raise ValueError("deadlines must be positive")
+
+
+@dataclass(frozen=True)
+class JobLoopbackOptions(_ProcessOptions):
     """A whole TrieHH run on loopback: ``fedhh triehh --network`` as the server and
     ``processes`` ``fedhh client --job triehh`` processes holding the population's words.
 
@@ -63,34 +89,18 @@ class JobLoopbackOptions:
 
     dataset: str = "en"
     users: int | None = 1000
-    processes: int = 4
-    seed: int = 0
-    threat: str = "malicious"
-    graph: str = "harary"
-    dropout_rate: float = 0.0
     epsilon: float = 4.0
     max_length: int = 10
     unit_size: int = 1
     theta: int | None = None
     gamma: float | None = None
     alphabet: str | None = None
-    stage_seconds: float = 60.0
-    join_seconds: float = 60.0
-    kill: int = 0
     kill_round: int = 2
-    compare: bool = False
-    keys: str | None = None
-    timeout: float = 3600.0
 
     def __post_init__(self) -> None:
-        if self.processes < 1:
-            raise ValueError("processes must be >= 1")
-        if not 0 <= self.kill <= self.processes:
-            raise ValueError("kill must be in [0, processes]")
+        super().__post_init__()
         if not 1 <= self.kill_round <= self.max_length:
             raise ValueError("kill_round must be a TrieHH round, 1..L")
-        if self.stage_seconds <= 0 or self.join_seconds <= 0 or self.timeout <= 0:
-            raise ValueError("deadlines must be positive")
 
     def triehh_options(self):  # noqa: ANN201
         return triehh.TrieHHOptions(dataset=self.dataset, users=self.users, epsilon=self.epsilon,
@@ -113,7 +123,7 @@ class JobLoopbackOptions:
 
 
 @dataclass(frozen=True)
-class LDPLoopbackOptions:
+class LDPLoopbackOptions(_ProcessOptions):
     """One frequency-oracle round on loopback: ``fedhh ldp --network`` as the server
     and ``processes`` ``fedhh client --job ldp`` processes, each device randomising its
     own value with seeded noise (so that the sum can be checked) and contributing its
@@ -128,26 +138,7 @@ class LDPLoopbackOptions:
     zipf_s: float = 1.1
     g: int = 0
     B: int = 0
-    processes: int = 4
-    seed: int = 0
-    threat: str = "malicious"
-    graph: str = "harary"
-    dropout_rate: float = 0.0
-    stage_seconds: float = 60.0
-    join_seconds: float = 60.0
-    kill: int = 0
     kill_round: int = 0
-    compare: bool = False
-    keys: str | None = None
-    timeout: float = 3600.0
-
-    def __post_init__(self) -> None:
-        if self.processes < 1:
-            raise ValueError("processes must be >= 1")
-        if not 0 <= self.kill <= self.processes:
-            raise ValueError("kill must be in [0, processes]")
-        if self.stage_seconds <= 0 or self.join_seconds <= 0 or self.timeout <= 0:
-            raise ValueError("deadlines must be positive")
 
     def ldp_options(self, transport: str = "secagg"):  # noqa: ANN201
         return ldp.LDPOptions(mechanism=self.mechanism, users=self.users, domain=self.domain,
