@@ -53,8 +53,7 @@ import numpy as np
 
 from protocol.core import wire_secagg
 from protocol.core.contract import (
-    AggregationAborted, AtClients, ContractError, Cost, Kind, Release, RoundResult,
-    RoundSpec, Transport, threshold_counts,
+    AggregationAborted, AtClients, ContractError, Cost, Kind, RoundResult, RoundSpec, Transport,
 )
 from protocol.core.net.client import NETWORK_FAILURES, ClientOutcome, exchange, failure_outcome
 from protocol.core.net.frames import close_writer, frame, read_message
@@ -67,7 +66,7 @@ from protocol.core.net.server import (
 )
 from protocol.core.net.session import NetSessionSpec, SessionRejected
 from protocol.core.net.tls import SERVER_NAME, check_pin
-from protocol.core.transports.secagg_transport import spec_context, vote_modulus
+from protocol.core.transports.secagg_transport import spec_context, sum_release, vote_modulus
 from secagg.client import SecAggClient
 from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.randomness import OsRandom
@@ -196,15 +195,9 @@ class NetJobServer(NetSecAggServer):
         if malicious and (verify_keys is None or len(verify_keys) != policy.population):
             raise ValueError(f"the malicious-server variant needs {policy.population} "
                              "verification keys")
-        if stage_seconds <= 0 or join_seconds <= 0:
-            raise ValueError("deadlines must be positive")
         self.policy = policy
-        self.ssl_context = ssl_context
-        self.verify_keys = list(verify_keys) if verify_keys is not None else None
-        self.host, self.port = host, port
-        self.stage_seconds, self.join_seconds = float(stage_seconds), float(join_seconds)
-        self.rand = rand if rand is not None else OsRandom()
-        self.events = events or (lambda _e: None)
+        self._configure(ssl_context, verify_keys, host, port, stage_seconds, join_seconds, rand,
+                        events)
         self._server = None
         self._members: dict[int, _JobConn] = {}
         self._joining = True
@@ -394,16 +387,7 @@ class NetworkTransport(Transport):
         if report.status != "completed" or report.result is None:
             raise AggregationAborted(f"secagg_{report.reason or 'aborted'}",
                                      f"over the network, round {spec.round}")
-        contributed = len(report.sets.get("U3", ()))
-        if contributed < spec.min_participants:
-            raise AggregationAborted("too_few_participants",
-                                     f"{contributed} contributions survived, "
-                                     f"{spec.min_participants} required")
-        if spec.kind is Kind.VOTE:
-            counts = report.result.astype(np.int64)
-            release = Release(spec, contributed, counts=threshold_counts(spec, counts))
-        else:
-            release = Release(spec, contributed, vector=report.result.copy())
+        release = sum_release(spec, report.result, len(report.sets.get("U3", ())))
         views = {"server": {"sum": report.result.copy(), **report.sets,
                             "stages": [vars(s) for s in report.stages]}}
         cost = Cost({"server": report.server_cpu_seconds}, bytes_up=report.bytes_up,

@@ -78,6 +78,23 @@ def _roster(keys: str, n: int, signing: bool, what: str = "the session"
     return verify, sign
 
 
+def _clients_summary(outcomes: Sequence[Any], cpu0: float, wall0: float,
+                     **extra: Any) -> dict[str, Any]:
+    """The one JSON line a client process prints: outcomes by status and reason,
+    bytes, CPU (the clients' own, and the whole process's) and wall time."""
+    return {
+        "event": "clients", "clients": len(outcomes),
+        "status": dict(Counter(o.status for o in outcomes)),
+        "reasons": dict(Counter(o.reason for o in outcomes if o.reason)),
+        **extra,
+        "bytes_up": sum(o.bytes_up for o in outcomes),
+        "bytes_down": sum(o.bytes_down for o in outcomes),
+        "client_cpu_seconds": sum(o.cpu_seconds for o in outcomes),
+        "process_cpu_seconds": time.process_time() - cpu0,
+        "wall_seconds": time.perf_counter() - wall0,
+    }
+
+
 def _emit(out: TextIO, event: dict[str, Any]) -> None:
     out.write(json.dumps(event) + "\n")
     out.flush()
@@ -133,16 +150,7 @@ def client_process(spec: NetSessionSpec, keys: str, host: str, port: int, ids: S
         ids, host, port, spec, ctx, pin, lambda c: demo_input(seed, c, spec.dim, spec.modulus),
         signing_keys=signing, verify_keys=verify if spec.malicious else None,
         wait_seconds=wait_seconds, stall=stall, stall_at=stall_at))
-    summary = {
-        "event": "clients", "clients": len(ids),
-        "status": dict(Counter(o.status for o in outcomes)),
-        "reasons": dict(Counter(o.reason for o in outcomes if o.reason)),
-        "bytes_up": sum(o.bytes_up for o in outcomes),
-        "bytes_down": sum(o.bytes_down for o in outcomes),
-        "client_cpu_seconds": sum(o.cpu_seconds for o in outcomes),
-        "process_cpu_seconds": time.process_time() - cpu0,
-        "wall_seconds": time.perf_counter() - wall0,
-    }
+    summary = _clients_summary(outcomes, cpu0, wall0)
     _emit(out, summary)
     return summary
 
@@ -216,17 +224,7 @@ def job_client_process(policy: Any, keys: str, host: str, port: int, ids: Sequen
     sessions: Counter = Counter()
     for o in outcomes:
         sessions.update(o.sessions)
-    summary = {
-        "event": "clients", "clients": len(ids),
-        "status": dict(Counter(o.status for o in outcomes)),
-        "reasons": dict(Counter(o.reason for o in outcomes if o.reason)),
-        "sessions": dict(sessions),
-        "bytes_up": sum(o.bytes_up for o in outcomes),
-        "bytes_down": sum(o.bytes_down for o in outcomes),
-        "client_cpu_seconds": sum(o.cpu_seconds for o in outcomes),
-        "process_cpu_seconds": time.process_time() - cpu0,
-        "wall_seconds": time.perf_counter() - wall0,
-    }
+    summary = _clients_summary(outcomes, cpu0, wall0, sessions=dict(sessions))
     _emit(out, summary)
     return summary
 

@@ -195,20 +195,31 @@ class NetSecAggServer(TlsListener):
                  ) -> None:
         if spec.malicious and (verify_keys is None or len(verify_keys) != spec.n):
             raise ValueError(f"the malicious-server variant needs {spec.n} verification keys")
-        if stage_seconds <= 0 or join_seconds <= 0:
-            raise ValueError("deadlines must be positive")
         self.spec = spec
         self.params = spec.params()
+        self._configure(ssl_context, verify_keys, host, port, stage_seconds, join_seconds, rand,
+                        events)
+        self._session: _Session | None = None
+        self._server: asyncio.base_events.Server | None = None
+        #: refusals outside any session (a message between sessions)
+        self.refused: list[tuple[int | None, str]] = []
+
+    def _configure(self, ssl_context: ssl.SSLContext, verify_keys: Sequence[bytes] | None,
+                   host: str, port: int, stage_seconds: float, join_seconds: float,
+                   rand: Any, events: Callable[[dict[str, Any]], None] | None) -> None:
+        """What every secure-aggregation server keeps (a job server too).
+
+        Raises:
+            ValueError: deadlines that are not positive.
+        """
+        if stage_seconds <= 0 or join_seconds <= 0:
+            raise ValueError("deadlines must be positive")
         self.ssl_context = ssl_context
         self.verify_keys = list(verify_keys) if verify_keys is not None else None
         self.host, self.port = host, port
         self.stage_seconds, self.join_seconds = float(stage_seconds), float(join_seconds)
         self.rand = rand if rand is not None else OsRandom()
         self.events = events or (lambda _e: None)
-        self._session: _Session | None = None
-        self._server: asyncio.base_events.Server | None = None
-        #: refusals outside any session (a message between sessions)
-        self.refused: list[tuple[int | None, str]] = []
 
     # ------------------------------------------------------------------ listening
     async def serve(self, sessions: int = 1) -> list[SessionReport]:

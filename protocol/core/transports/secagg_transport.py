@@ -64,6 +64,7 @@ from secagg.params import (
 from secagg.state import SessionConfig
 
 __all__ = ["SecAggTransport", "SecAggSessionOptions", "spec_context", "vote_modulus",
+           "sum_release",
            "VoteRows", "MatrixRows"]
 
 
@@ -392,17 +393,26 @@ class SecAggTransport(SecAggSessionOptions, Transport):
             reason = run.server_abort_reason.value if run.server_abort_reason else "aborted"
             raise AggregationAborted(f"secagg_{reason}",
                                      f"survivors {len(run.survivors)} of {n}")
-        contributed = len(run.survivors)
-        if contributed < spec.min_participants:
-            raise AggregationAborted("too_few_participants",
-                                     f"{contributed} contributions survived, "
-                                     f"{spec.min_participants} required")
-        if spec.kind is Kind.VOTE:
-            counts = run.result.astype(np.int64)
-            release = Release(spec, contributed, counts=threshold_counts(spec, counts))
-        else:
-            release = Release(spec, contributed, vector=run.result.copy())
+        release = sum_release(spec, run.result, len(run.survivors))
         return RoundResult(release, _views(run), _cost(run))
+
+
+def sum_release(spec: RoundSpec, total: np.ndarray, contributed: int) -> Release:
+    """The release of a secure-aggregation round from its sum over ``contributed``
+    clients: the thresholded counts of a vote round, the vector of a vector round.
+
+    Raises:
+        AggregationAborted: ``too_few_participants`` (fewer survived than the round
+            requires).
+    """
+    if contributed < spec.min_participants:
+        raise AggregationAborted("too_few_participants",
+                                 f"{contributed} contributions survived, "
+                                 f"{spec.min_participants} required")
+    if spec.kind is Kind.VOTE:
+        counts = total.astype(np.int64)
+        return Release(spec, contributed, counts=threshold_counts(spec, counts))
+    return Release(spec, contributed, vector=total.copy())
 
 
 def _views(run: SecAggRun) -> dict[str, dict[str, Any]]:
