@@ -10,7 +10,7 @@ from protocol.cli import count
 T = TypeVar("T")
 
 __all__ = ["add_session_args", "add_server_args", "spec_from_args", "host_port",
-           "resolve_session_args", "SESSION_DEFAULTS", "add_shuffle_round_args",
+           "resolve_session_args", "resolve_job_session_args", "SESSION_DEFAULTS", "add_shuffle_round_args",
            "shuffle_round_from_args",
            "listen_address", "add_network_server_args", "job_policy_from_args", "serve_job",
            "add_job_args"]
@@ -41,6 +41,22 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
                    help="secagg: the fraction of dropouts the parameters must tolerate "
                         "(delta; at least the default of secagg.params)")
     add_threat_arg(g, default=None)
+
+
+def resolve_job_session_args(args: argparse.Namespace) -> None:
+    """As :func:`resolve_session_args` for a job: its threat model, graph and dropout
+    rate apply; ``--dim``, ``--modulus`` and ``--label`` do not (each round's session
+    follows from its sample and contributions).
+
+    Raises:
+        protocol.cli.UsageError: one of those was given.
+    """
+    from protocol.cli import UsageError
+
+    wrong = sorted(set(resolve_session_args(args)) & {"--dim", "--modulus", "--label"})
+    if wrong:
+        raise UsageError(f"{', '.join(wrong)} does not apply to a job: each round's session "
+                         "follows from its sample and contributions")
 
 
 def resolve_session_args(args: argparse.Namespace, applies: bool = True) -> list[str]:

@@ -77,19 +77,16 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.net_args import spec_from_args
     from protocol.core.net.processes import client_process
 
-    from protocol.cli.net_args import resolve_session_args
+    from protocol.cli.net_args import resolve_job_session_args, resolve_session_args
 
     if args.stall and args.stall_at is None:
         raise UsageError("--stall needs --stall-at")
     if args.transport == "shuffler":
         return _run_shuffler(args)
-    given = resolve_session_args(args)
     if args.job is not None:
-        wrong = sorted(set(given) & {"--dim", "--modulus", "--label"})
-        if wrong:
-            raise UsageError(f"{', '.join(wrong)} does not apply to a job: each round's "
-                             "session follows from its sample and contributions")
+        resolve_job_session_args(args)
         return _run_job(args)
+    resolve_session_args(args)
     spec = spec_from_args(args)
     host, port = args.connect
     ids = args.ids if args.ids is not None else range(spec.n)

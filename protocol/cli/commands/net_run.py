@@ -66,17 +66,15 @@ def register(cli) -> None:  # noqa: ANN001
 def run(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
     from protocol.cli.output import print_json, say
-    from protocol.cli.net_args import resolve_session_args
+    from protocol.cli.net_args import resolve_job_session_args, resolve_session_args
     from protocol.core.net.launcher import LoopbackOptions, run_loopback
 
     if args.transport == "shuffler":
         return _run_shuffler(args)
-    given = resolve_session_args(args)
     if args.job is not None:
-        wrong = sorted(set(given) & {"--dim", "--modulus", "--label"})
-        if wrong:
-            raise UsageError(f"{', '.join(wrong)} does not apply to --job")
+        resolve_job_session_args(args)
         return _run_job(args)
+    resolve_session_args(args)
 
     try:
         opts = LoopbackOptions(

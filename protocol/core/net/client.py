@@ -37,7 +37,8 @@ from secagg.client import SecAggClient
 from secagg.errors import SecAggError
 from secagg.randomness import OsRandom
 
-__all__ = ["ClientOutcome", "run_client", "run_clients", "exchange", "NETWORK_FAILURES",
+__all__ = ["ClientOutcome", "run_client", "run_clients", "exchange", "connect",
+           "NETWORK_FAILURES",
            "failure_outcome"]
 
 #: what a peer of a server can run into that is the server's or the network's doing
@@ -87,12 +88,9 @@ async def run_client(client: int, host: str, port: int, spec: NetSessionSpec,
     out = ClientOutcome(client, "disconnected")
     writer = None
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(
-            host, port, ssl=ssl_context, server_hostname=SERVER_NAME), wait_seconds)
-        check_pin(writer.get_extra_info("ssl_object"), pin)
-        hello = frame(Hello(PROTOCOL_VERSION, client))
-        writer.write(hello)
-        out.bytes_up += len(hello)
+        reader, writer, sent = await connect(host, port, ssl_context, pin,
+                                             Hello(PROTOCOL_VERSION, client), wait_seconds)
+        out.bytes_up += sent
         first, size = await asyncio.wait_for(read_message(reader, welcome_limits()), wait_seconds)
         out.bytes_down += size
         if isinstance(first, Bye):
@@ -113,6 +111,27 @@ async def run_client(client: int, host: str, port: int, spec: NetSessionSpec,
     finally:
         await close_writer(writer)
     return out
+
+
+async def connect(host: str, port: int, ssl_context: ssl.SSLContext, pin: bytes,
+                  hello: Any, wait_seconds: float
+                  ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, int]:
+    """Open a TLS connection to the server, check its certificate against ``pin`` and
+    send the first frame; ``(reader, writer, bytes sent)``.
+
+    Raises:
+        as :data:`NETWORK_FAILURES` (the caller maps them with :func:`failure_outcome`).
+    """
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(
+        host, port, ssl=ssl_context, server_hostname=SERVER_NAME), wait_seconds)
+    try:
+        check_pin(writer.get_extra_info("ssl_object"), pin)
+        data = frame(hello)
+        writer.write(data)
+    except BaseException:
+        await close_writer(writer)
+        raise
+    return reader, writer, len(data)
 
 
 async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,

@@ -55,7 +55,9 @@ from protocol.core import wire_secagg
 from protocol.core.contract import (
     AggregationAborted, AtClients, ContractError, Cost, Kind, RoundResult, RoundSpec, Transport,
 )
-from protocol.core.net.client import NETWORK_FAILURES, ClientOutcome, exchange, failure_outcome
+from protocol.core.net.client import (
+    NETWORK_FAILURES, ClientOutcome, connect, exchange, failure_outcome,
+)
 from protocol.core.net.frames import close_writer, frame, read_message
 from protocol.core.net.messages import (
     PROTOCOL_VERSION, Bye, Hello, Task, Welcome, hello_limits, task_limits, welcome_limits,
@@ -65,7 +67,6 @@ from protocol.core.net.server import (
     read_first, send_and_close,
 )
 from protocol.core.net.session import NetSessionSpec, SessionRejected
-from protocol.core.net.tls import SERVER_NAME, check_pin
 from protocol.core.transports.secagg_transport import spec_context, sum_release, vote_modulus
 from secagg.client import SecAggClient
 from secagg.crypto import FRESH_NONCE_BYTES
@@ -479,12 +480,9 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
     writer = None
     rand = rand if rand is not None else OsRandom()
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(
-            host, port, ssl=ssl_context, server_hostname=SERVER_NAME), wait_seconds)
-        check_pin(writer.get_extra_info("ssl_object"), pin)
-        hello = frame(Hello(PROTOCOL_VERSION, member))
-        writer.write(hello)
-        out.bytes_up += len(hello)
+        reader, writer, sent = await connect(host, port, ssl_context, pin,
+                                             Hello(PROTOCOL_VERSION, member), wait_seconds)
+        out.bytes_up += sent
         between = task_limits(policy.population, policy.max_candidates, policy.max_dim)
         last_round = -1
         while True:

@@ -53,14 +53,13 @@ import numpy as np
 from protocol.core import wire_shuffler
 from protocol.core.codec import CodecError, SessionLimits
 from protocol.core.contract import Kind, RoundSpec
-from protocol.core.net.client import NETWORK_FAILURES, failure_outcome
+from protocol.core.net.client import NETWORK_FAILURES, connect, failure_outcome
 from protocol.core.net.frames import close_writer, frame, read_message
 from protocol.core.net.messages import (
     PROTOCOL_VERSION, AnalyzerHello, BatchReceipt, Bye, Hello, analyzer_limits,
     bye_limits, hello_or_analyzer_limits,
 )
 from protocol.core.net.server import TlsListener, read_first, send_and_close
-from protocol.core.net.tls import SERVER_NAME, check_pin
 from protocol.core.randomness import OsRandom
 from protocol.core.transports.shuffler_transport import shuffled_release
 from shuffler import (
@@ -430,12 +429,11 @@ async def run_shuffle_client(client: int, host: str, port: int, round: ShuffleRo
     writer = None
     sent = 0
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(
-            host, port, ssl=ssl_context, server_hostname=SERVER_NAME), wait_seconds)
-        check_pin(writer.get_extra_info("ssl_object"), pin)
-        data = frame(Hello(PROTOCOL_VERSION, client)) + frame(envelope)
+        reader, writer, sent = await connect(host, port, ssl_context, pin,
+                                             Hello(PROTOCOL_VERSION, client), wait_seconds)
+        data = frame(envelope)
         writer.write(data)
-        sent = len(data)
+        sent += len(data)
         await writer.drain()
         bye, _ = await asyncio.wait_for(read_message(reader, bye_limits()), wait_seconds)
         return bye.status, bye.reason, sent
@@ -471,10 +469,8 @@ async def run_analyzer(host: str, port: int, round: ShuffleRound,
     out: dict[str, Any] = {"status": "disconnected", "reason": "", "release": None}
     writer = None
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(
-            host, port, ssl=ssl_context, server_hostname=SERVER_NAME), wait_seconds)
-        check_pin(writer.get_extra_info("ssl_object"), pin)
-        writer.write(frame(AnalyzerHello(PROTOCOL_VERSION)))
+        reader, writer, _ = await connect(host, port, ssl_context, pin,
+                                          AnalyzerHello(PROTOCOL_VERSION), wait_seconds)
         await writer.drain()
         accepted = analyzer_limits(limits.shapes[ShuffledBatch.TAG])
         msg, size = await asyncio.wait_for(read_message(reader, accepted), wait_seconds)
