@@ -477,3 +477,26 @@ def test_net_run_job_ldp_sums_exactly_what_the_devices_sent():
     # unbiased estimates either way: both errors near the analytical variance
     var = res["mean_analytical_variance"]
     assert res["mse"] < 5 * var and out["simulation"]["mse"] < 5 * var
+
+
+def test_a_client_refuses_a_round_too_small_for_its_threat_model(keys):
+    """A Task whose sample is big enough for the policy but too small for any malicious
+    parameters: the client refuses the Welcome instead of failing."""
+    from protocol.core.contract import AggregationAborted
+
+    sample = (5, 6, 7)  # the fake server's client is 7
+    spec = RoundSpec("triehh", 1, Kind.VOTE, candidates=("a", "b"), theta=2)
+    session = JobPolicy("triehh", POP).session(spec, sample)
+    try:
+        session.params()
+    except AggregationAborted:
+        pass
+    else:
+        pytest.skip("parameters exist for 3 clients under this threat model")
+    from protocol.core.net.messages import Welcome
+
+    # whatever parameters the server offers (here k = t = 2), the client derives none
+    welcome = Welcome(PROTOCOL_VERSION, 3, 2, 2, "complete", True, 2, 255,
+                      session.context(), b"\1" * 32, 5000)
+    out, _ = _fake_server(keys, [_task(sample=sample), frame(welcome)])
+    assert out.status == "refused" and "no_secagg_parameters" in out.reason, out

@@ -29,6 +29,7 @@ import numpy as np
 
 from protocol.core import wire_secagg
 from protocol.core.codec import CodecError
+from protocol.core.contract import AggregationAborted
 from protocol.core.net.frames import close_writer, frame, read_message
 from protocol.core.net.messages import PROTOCOL_VERSION, Bye, Hello, Welcome, bye_limits, welcome_limits
 from protocol.core.net.session import NetSessionSpec, SessionRejected
@@ -99,7 +100,7 @@ async def run_client(client: int, host: str, port: int, spec: NetSessionSpec,
         assert isinstance(first, Welcome)
         try:
             config = spec.accept(first)
-        except SessionRejected as exc:
+        except (SessionRejected, AggregationAborted) as exc:  # incl. no parameters
             out.status, out.reason = "refused", str(exc)
             return out
         machine = SecAggClient(config, client, value, rand if rand is not None else OsRandom(),

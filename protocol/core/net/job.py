@@ -373,7 +373,8 @@ class NetworkTransport(Transport):
     def run_round(self, spec: RoundSpec, contributions: Any,
                   rng: np.random.Generator) -> RoundResult:
         if not isinstance(contributions, AtClients):
-            raise ContractError("the network transport's clients vote themselves: give it "
+            raise ContractError("the network transport's clients compute their own "
+                                "contributions: give it "
                                 "AtClients (who is sampled), not "
                                 f"{type(contributions).__name__}")
         users = np.sort(contributions.validate(spec, self.server.policy.population))
@@ -512,7 +513,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
             assert isinstance(first, Welcome)
             try:
                 config = netspec.accept(first)
-            except SessionRejected as exc:
+            except (SessionRejected, AggregationAborted) as exc:  # incl. no parameters
                 out.status, out.reason = "refused", str(exc)
                 return out
             try:
