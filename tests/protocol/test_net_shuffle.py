@@ -82,9 +82,12 @@ def test_a_shuffled_round_releases_the_thresholded_votes(keys, reveal):
 def test_a_replayed_envelope_and_a_second_send_are_refused(keys):
     root, files = keys
     s_pub, a_pub = files.public_keys()
-    rnd = ShuffleRound(8, candidates=3, theta=1)  # 7 positions send: open until the deadline
+    rnd = ShuffleRound(7, candidates=3, theta=1)  # 6 positions send: open until the deadline
 
     async def replay(port, ctx, pin):
+        # position 0 tries again first: a repeat must not count as a position's attempt
+        again = await run_shuffle_client(0, "127.0.0.1", port, rnd, ctx, pin, s_pub, a_pub,
+                                         files.crowd_master(), 1)
         envelope = rnd.encoder(s_pub, a_pub).encode_envelope(b"\0\0\0\1", b"\1" * 16)
         outcomes = []
         for position in (4, 5):  # the same envelope from two positions
@@ -94,13 +97,13 @@ def test_a_replayed_envelope_and_a_second_send_are_refused(keys):
             await w.drain()
             outcomes.append(await r.read())
             w.close()
-        again = await run_shuffle_client(0, "127.0.0.1", port, rnd, ctx, pin, s_pub, a_pub,
-                                         files.crowd_master(), 1)
         return outcomes, again
 
     _, report, result, (raw, again) = _round_trip(keys, rnd, clients=[0, 1, 2, 3],
                                                   extra=replay, batch_seconds=3)
     assert again[0] == "refused" and "already sent" in again[1]
+    # 6 of 7 positions had their attempt: the repeat did not close the batch early
+    assert report.wall_seconds >= 2.5
     assert 4 in report.accepted and 5 not in report.accepted
     assert (5, "duplicate_envelope") in report.refused
     assert result["status"] == "completed" and result["contributions"] == 5

@@ -267,7 +267,8 @@ class NetShufflerServer(TlsListener):
         self.shuffler.open_batch(self.context)
         self._open = True
         self._server: Any = None
-        self._seen: set[int] = set()
+        self._seen: set[int] = set()     # positions that said Hello
+        self._done: set[int] = set()     # positions whose one attempt is over
         self._analyzers: list[asyncio.StreamWriter] = []
         self._analyzer_joined: asyncio.Event | None = None
         self._all_sent: asyncio.Event | None = None
@@ -331,7 +332,7 @@ class NetShufflerServer(TlsListener):
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, CodecError, OSError,
                 ssl.SSLError) as exc:
             report.refused.append((client, f"no envelope: {type(exc).__name__}: {exc}"[:200]))
-            self._count_done()
+            self._count_done(client)
             await close_writer(writer)
             return
         report.bytes_up += size
@@ -343,17 +344,19 @@ class NetShufflerServer(TlsListener):
             self.shuffler.submit(env)
         except EnvelopeRejected as exc:
             report.refused.append((client, exc.reason.value))
-            self._count_done()
+            self._count_done(client)
             await send_and_close(writer, Bye("refused", exc.reason.value))
             return
         report.accepted.append(client)
-        self._count_done()
+        self._count_done(client)
         await send_and_close(writer, Bye("completed", ""))
 
-    def _count_done(self) -> None:
-        done = len(self.report.accepted) + sum(1 for c, _ in self.report.refused
-                                               if c is not None and c in self._seen)
-        if done >= self.round.n and self._all_sent is not None:
+    def _count_done(self, client: int) -> None:
+        """Position ``client`` has had its one attempt; the batch closes early once
+        every position has (counted by position, so no peer can close it by repeating
+        itself)."""
+        self._done.add(client)
+        if len(self._done) >= self.round.n and self._all_sent is not None:
             self._all_sent.set()
 
     async def run_batch(self) -> ShuffleReport:
