@@ -88,7 +88,10 @@ def run(args: argparse.Namespace) -> int:
         opts.spec()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    out = run_loopback(opts, say=say(not args.quiet))
+    try:
+        out = run_loopback(opts, say=say(not args.quiet))
+    except RuntimeError as exc:  # a process failed to start, or the time limit passed
+        raise UsageError(str(exc)) from None
     if args.json:
         print_json(out)
     else:
@@ -150,7 +153,7 @@ def _run_job(args: argparse.Namespace) -> int:
                 epsilon=2.0 if args.epsilon is None else args.epsilon, zipf_s=args.zipf_s,
                 g=args.g, B=args.B, **common)
             out = net_jobs.run_ldp_loopback(opts, say=say(not args.quiet))
-    except (ValueError, StudyError) as exc:
+    except (ValueError, StudyError, RuntimeError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:
         print_json(out)
@@ -180,7 +183,10 @@ def _run_shuffler(args: argparse.Namespace) -> int:
             kill=args.kill, timeout=args.timeout)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    out = run_shuffle_loopback(opts, say=say(not args.quiet))
+    try:
+        out = run_shuffle_loopback(opts, say=say(not args.quiet))
+    except RuntimeError as exc:
+        raise UsageError(str(exc)) from None
     if args.json:
         print_json(out)
     else:

@@ -42,7 +42,7 @@ from protocol.core.net import tls
 from protocol.core.net.session import NetSessionSpec, demo_input
 
 __all__ = ["LoopbackOptions", "run_loopback", "expected_sum", "release_digest", "fedhh_command",
-           "client_summaries", "kill_all",
+           "client_summaries", "kill_all", "next_before",
            "ShuffleLoopbackOptions", "run_shuffle_loopback",
            "read_json_lines", "stop_process"]
 
@@ -151,6 +151,19 @@ async def stop_process(proc: asyncio.subprocess.Process, grace: float) -> bool:
         return True
 
 
+async def next_before(events: asyncio.Queue, deadline: float, limit: float
+                      ) -> dict[str, Any] | None:
+    """The next event, waiting at most until ``deadline`` (``time.monotonic()``).
+
+    Raises:
+        RuntimeError: the experiment passed its time limit of ``limit`` seconds.
+    """
+    try:
+        return await asyncio.wait_for(events.get(), max(0.1, deadline - time.monotonic()))
+    except asyncio.TimeoutError:
+        raise RuntimeError(f"the experiment passed its time limit of {limit:g} s") from None
+
+
 async def client_summaries(procs: list[asyncio.subprocess.Process], killed: Any,
                            grace: float) -> tuple[list[dict[str, Any]], int]:
     """Wait for each client process (killed past ``grace`` seconds) and read its JSON
@@ -204,7 +217,7 @@ async def _loopback(o: LoopbackOptions, keys: str, say: Callable[[str], None]
     deadline = time.monotonic() + o.timeout
 
     async def next_event() -> dict[str, Any] | None:
-        return await asyncio.wait_for(events.get(), max(0.1, deadline - time.monotonic()))
+        return await next_before(events, deadline, o.timeout)
 
     try:
         ev = await next_event()
@@ -441,7 +454,7 @@ async def _shuffle_loopback(o: ShuffleLoopbackOptions, keys: str, say: Callable[
     to_kill = set(int(p) for p in rng.choice(o.processes, size=o.kill, replace=False))
 
     async def next_event() -> dict[str, Any] | None:
-        return await asyncio.wait_for(events.get(), max(0.1, deadline - time.monotonic()))
+        return await next_before(events, deadline, o.timeout)
 
     report: dict[str, Any] | None = None
     analysis: dict[str, Any] | None = None

@@ -43,7 +43,7 @@ import numpy as np
 from mechanisms.triehh import ClientVoter
 from protocol.core.net import tls
 from protocol.core.net.launcher import (
-    client_summaries, fedhh_command, kill_all, read_json_lines, stop_process,
+    client_summaries, fedhh_command, kill_all, next_before, read_json_lines, stop_process,
 )
 from protocol.studies.runners import ldp, triehh
 
@@ -193,7 +193,7 @@ async def _job_processes(o: Any, job: str, command: str, keys: str, n: int, view
     procs: list[asyncio.subprocess.Process] = []
 
     async def next_event() -> dict[str, Any] | None:
-        return await asyncio.wait_for(events.get(), max(0.1, deadline - time.monotonic()))
+        return await next_before(events, deadline, o.timeout)
 
     try:
         ev = await next_event()
