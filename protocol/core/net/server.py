@@ -120,6 +120,8 @@ class _Conn:
     bytes_down: int = 0
     #: a client speaks only when spoken to: one message after each server frame
     may_send: bool = True
+    #: handed on after the session (its reader stopped, the stream left open)
+    kept: bool = False
 
     @property
     def who(self) -> int:
@@ -303,7 +305,7 @@ class NetSecAggServer(TlsListener):
         except asyncio.CancelledError:
             pass
         finally:
-            if conn.open:
+            if conn.open and not conn.kept:
                 conn.open = False
                 session = self._current_of(conn)
                 if session is not None:
@@ -311,12 +313,17 @@ class NetSecAggServer(TlsListener):
                 await close_writer(conn.writer)
 
     # ------------------------------------------------------------------ one session
-    async def run_session(self) -> SessionReport:
+    async def run_session(self, keep: frozenset[int] = frozenset()) -> SessionReport:
         """Admit clients, run the rounds with deadlines, say Bye, report.
+
+        ``keep``: positions whose connections stay open after a completed session (the
+        committee's helpers, who go on to the comparison with the server): their readers
+        are stopped before the Bye, and the streams are in :attr:`kept` afterwards.
 
         Never raises for anything a client does; a server-side failure is reported as
         status ``aborted``.
         """
+        self.kept: dict[int, tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
         wall0, cpu0 = time.perf_counter(), time.process_time()
         spec, params = self.spec, self.params
         nonce = self.rand.token_bytes(FRESH_NONCE_BYTES)
@@ -336,7 +343,22 @@ class NetSecAggServer(TlsListener):
         try:
             status, reason = await self._run_stages(session, srv, stages)
         finally:
-            await end_all(session.conns.values(), Bye(status, reason[:120]))
+            bye = Bye(status, reason[:120])
+            handed = [c for p, c in session.conns.items()
+                      if p in keep and c.open and status == "completed"]
+            for conn in handed:  # stop its reader first: nothing of the next step is read
+                conn.kept = True
+                if conn.task is not None and conn.task is not asyncio.current_task():
+                    conn.task.cancel()
+            await asyncio.gather(*(c.task for c in handed if c.task is not None
+                                   and c.task is not asyncio.current_task()),
+                                 return_exceptions=True)
+            for conn in handed:
+                with contextlib.suppress(Exception):
+                    conn.writer.write(frame(bye))
+                    await asyncio.wait_for(conn.writer.drain(), self.stage_seconds)
+                self.kept[conn.client] = (conn.reader, conn.writer)
+            await end_all([c for c in session.conns.values() if not c.kept], bye)
             self._session = None
         report = SessionReport(
             status=status, reason=reason, n=spec.n, degree=params.degree,

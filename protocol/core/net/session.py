@@ -55,6 +55,9 @@ class NetSessionSpec:
     #: the session's context, when it is not SHA-256 of ``label`` (a job's round binds
     #: its specification and sample: :func:`protocol.core.net.job.round_context`)
     context_digest: bytes | None = None
+    #: the last ``required`` positions must be in every survivor set (the thresholding
+    #: committee's two helpers: a client refuses to unmask a sum without them)
+    required: int = 0
 
     def __post_init__(self) -> None:
         if type(self.n) is not int or self.n < 3:
@@ -66,6 +69,8 @@ class NetSessionSpec:
         if self.context_digest is not None and (type(self.context_digest) is not bytes
                                                 or len(self.context_digest) != 32):
             raise ValueError("context_digest must be 32 bytes")
+        if type(self.required) is not int or not 0 <= self.required < self.n:
+            raise ValueError("required must be an int in [0, n)")
         # validates threat, graph and dropout
         SecAggSessionOptions(graph=self.graph, threat=self.threat, dropout=self.dropout)
 
@@ -93,6 +98,7 @@ class NetSessionSpec:
     def config(self, server_nonce: bytes, params: SecAggParams | None = None) -> SessionConfig:
         return SessionConfig(params or self.params(), tuple(range(self.n)), self.context(),
                              self.dim, self.modulus, malicious=self.malicious,
+                             required=frozenset(range(self.n - self.required, self.n)),
                              server_nonce=server_nonce)
 
     def welcome(self, server_nonce: bytes, stage_seconds: float,

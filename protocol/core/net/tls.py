@@ -37,7 +37,8 @@ from secagg import crypto
 from secagg.randomness import OsRandom
 
 __all__ = ["SERVER_NAME", "KeyPaths", "PinError", "make_keys", "load_pki", "fingerprint",
-           "server_context", "client_context", "check_pin"]
+           "server_context", "client_context", "check_pin", "HELPER_NAMES", "make_helper_keys",
+           "helper_link_contexts"]
 
 #: the host name in the server certificate (clients check it whatever address they dial)
 SERVER_NAME = "fedhh-server"
@@ -76,6 +77,76 @@ def _write_private(path: pathlib.Path, data: bytes) -> None:
         f.write(data)
 
 
+def _identity(cert_path: pathlib.Path, key_path: pathlib.Path, name: str, days: int,
+              rand: object) -> None:
+    """An ECDSA P-256 key (mode 0600) and a self-signed certificate for ``name`` and
+    127.0.0.1."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+            .public_key(key.public_key())
+            .serial_number(int.from_bytes(rand.token_bytes(16), "big") >> 1)  # type: ignore[attr-defined]
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=days))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.DNSName(name), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .sign(key, hashes.SHA256()))
+    _write_private(key_path, key.private_bytes(serialization.Encoding.PEM,
+                                               serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+#: the host names of the committee helpers' certificates
+HELPER_NAMES = ("fedhh-helper1", "fedhh-helper2")
+
+
+def make_helper_keys(root: str | os.PathLike[str], *, days: int = 30,
+                     rand: object | None = None, overwrite: bool = False) -> None:
+    """Write the two committee helpers' TLS identities (``helper1.crt``/``.key``,
+    ``helper2.crt``/``.key``): the link between the helpers is mutually authenticated
+    with them (:func:`helper_link_contexts`).
+
+    Raises:
+        FileExistsError: the files exist and ``overwrite`` is false.
+    """
+    root = pathlib.Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    files = [root / f"helper{i}.{ext}" for i in (1, 2) for ext in ("crt", "key")]
+    existing = [p for p in files if p.exists()]
+    if existing and not overwrite:
+        raise FileExistsError(f"{existing[0]} exists (pass overwrite to replace the keys)")
+    rand = rand if rand is not None else OsRandom()
+    for i, name in enumerate(HELPER_NAMES, 1):
+        _identity(root / f"helper{i}.crt", root / f"helper{i}.key", name, days, rand)
+
+
+def helper_link_contexts(root: str | os.PathLike[str], index: int) -> ssl.SSLContext:
+    """The TLS 1.3 context of helper ``index``'s end of the helpers' link: helper 2
+    listens and requires helper 1's certificate; helper 1 connects with its certificate
+    and trusts only helper 2's. Each side trusts exactly the other's certificate."""
+    root = pathlib.Path(root)
+    if index not in (1, 2):
+        raise ValueError("helpers are 1 and 2")
+    other = 3 - index
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if index == 2 else ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_cert_chain(root / f"helper{index}.crt", root / f"helper{index}.key")
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.load_verify_locations(cafile=str(root / f"helper{other}.crt"))
+    if index == 1:
+        ctx.check_hostname = True
+    return ctx
+
+
 def make_keys(root: str | os.PathLike[str], clients: int, *, days: int = 30,
               rand: object | None = None, overwrite: bool = False) -> KeyPaths:
     """Write a server identity and a client PKI of ``clients`` positions into ``root``.
@@ -84,11 +155,6 @@ def make_keys(root: str | os.PathLike[str], clients: int, *, days: int = 30,
         FileExistsError: ``root`` already holds key files and ``overwrite`` is false.
         ValueError: ``clients`` or ``days`` not positive.
     """
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
     if clients < 1 or days < 1:
         raise ValueError("clients and days must be positive")
     paths = KeyPaths(pathlib.Path(root))
@@ -97,23 +163,7 @@ def make_keys(root: str | os.PathLike[str], clients: int, *, days: int = 30,
     if existing and not overwrite:
         raise FileExistsError(f"{existing[0]} exists (pass overwrite to replace the keys)")
     rand = rand if rand is not None else OsRandom()
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, SERVER_NAME)])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key())
-            .serial_number(int.from_bytes(rand.token_bytes(16), "big") >> 1)
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=days))
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.DNSName(SERVER_NAME), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .sign(key, hashes.SHA256()))
-    _write_private(paths.key, key.private_bytes(serialization.Encoding.PEM,
-                                                serialization.PrivateFormat.PKCS8,
-                                                serialization.NoEncryption()))
-    paths.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _identity(paths.cert, paths.key, SERVER_NAME, days, rand)
     pairs = [crypto.ed25519_keypair(rand) for _ in range(clients)]
     paths.roster.write_text(json.dumps({"format": "fedhh-roster/1", "clients": clients,
                                         "verify_keys": [pk.hex() for _, pk in pairs]}))

@@ -59,13 +59,13 @@ from protocol.core.transports.secagg_transport import SecAggSessionOptions, spec
 from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.state import AbortReason, SessionConfig
 
-__all__ = ["ThresholdTransport", "HELPERS"]
+__all__ = ["ThresholdTransport", "HELPERS", "uniform_mod"]
 
 #: the committee's helper names, in committee order after the server
 HELPERS = ("helper1", "helper2")
 
 
-def _uniform(rand: Any, dim: int, modulus: int) -> np.ndarray:
+def uniform_mod(rand: Any, dim: int, modulus: int) -> np.ndarray:
     """``dim`` uniform integers mod ``modulus`` (rejection sampling, no bias)."""
     if modulus & (modulus - 1) == 0:
         w = np.frombuffer(rand.token_bytes(8 * dim), dtype=np.uint64)
@@ -123,7 +123,7 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         else:
             secagg_rand, helper_rand = OsRandom(), [OsRandom(), OsRandom()]
             committee_rand = [OsRandom(), OsRandom(), OsRandom()]
-        blinds = [_uniform(r, dim, modulus) for r in helper_rand]
+        blinds = [uniform_mod(r, dim, modulus) for r in helper_rand]
         # every attempt draws a fresh server nonce (see docs/secagg-primitives.md)
         config = SessionConfig(params, tuple(range(total)), spec_context(spec), dim, modulus,
                                malicious=self.malicious, required=frozenset(helper_pos),
