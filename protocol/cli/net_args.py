@@ -13,7 +13,7 @@ __all__ = ["add_session_args", "add_server_args", "spec_from_args", "host_port",
            "resolve_session_args", "resolve_job_session_args", "SESSION_DEFAULTS", "add_shuffle_round_args",
            "shuffle_round_from_args",
            "listen_address", "add_network_server_args", "job_policy_from_args", "serve_job",
-           "add_job_args"]
+           "add_job_args", "threshold_round_from_args"]
 
 
 #: the secure-aggregation session options and their defaults (the parsers leave them
@@ -262,3 +262,28 @@ def add_job_args(p: argparse.ArgumentParser, job_help: str, mechanism: str = "ol
     g.add_argument("--g", type=int, default=0, help="OLH hash range")
     g.add_argument("--B", type=int, default=0, help="AoN hash range")
     return g
+
+
+def threshold_round_from_args(args: argparse.Namespace):  # noqa: ANN201
+    """The committee round of ``--transport threshold``: the vote round of
+    :func:`add_shuffle_round_args` (``--min-batch`` does not apply) and the session's
+    ``--threat``, ``--graph``, ``--dropout-rate``, ``--label`` (``--dim`` and
+    ``--modulus`` follow from the candidates and the committee's ring).
+
+    Raises:
+        protocol.cli.UsageError: an option that does not apply, or bad values.
+    """
+    from protocol.cli import UsageError
+    from protocol.core.net.threshold_net import ThresholdRound
+
+    wrong = sorted(set(resolve_session_args(args)) & {"--dim", "--modulus"})
+    if getattr(args, "min_batch", 1) != 1:
+        wrong.append("--min-batch")
+    if wrong:
+        raise UsageError(f"{', '.join(wrong)} does not apply to --transport threshold: the "
+                         "vector length is the candidates', the modulus the committee's ring")
+    try:
+        return ThresholdRound(shuffle_round_from_args(args), threat=args.threat,
+                              graph=args.graph, dropout=args.dropout_rate, label=args.label)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None

@@ -46,9 +46,11 @@ def register(cli) -> None:  # noqa: ANN001
 
     p = cli.command("client", "run secure-aggregation or shuffler clients as network peers",
                     run)
-    p.add_argument("--transport", choices=("secagg", "shuffler"), default="secagg",
+    p.add_argument("--transport", choices=("secagg", "shuffler", "threshold"),
+                   default="secagg",
                    help="the transport (default secagg; shuffler: each client sends its "
-                        "seeded vote through the shuffler)")
+                        "seeded vote through the shuffler; threshold: its seeded vote into "
+                        "the committee's session)")
     p.add_argument("--keys", required=True,
                    help="directory with server.crt (pinned), roster.json, signing.keys")
     p.add_argument("--connect", type=host_port, required=True, help="server HOST:PORT")
@@ -83,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--stall needs --stall-at")
     if args.transport == "shuffler":
         return _run_shuffler(args)
+    if args.transport == "threshold":
+        return _run_threshold(args)
     if args.job is not None:
         resolve_job_session_args(args)
         return _run_job(args)
@@ -191,6 +195,24 @@ def _run_shuffler(args: argparse.Namespace) -> int:
     try:
         summary = shuffle_client_process(rnd, args.keys, host, port, ids, seed=args.seed,
                                          wait_seconds=args.wait_seconds)
+    except (ValueError, FileNotFoundError) as exc:
+        raise UsageError(str(exc)) from None
+    return 0 if set(summary["status"]) <= {"completed"} else 1
+
+
+def _run_threshold(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+    from protocol.cli.net_args import threshold_round_from_args
+    from protocol.core.net.processes import threshold_client_process
+
+    if args.job is not None or args.stall:
+        raise UsageError("--job and --stall apply to --transport secagg")
+    rnd = threshold_round_from_args(args)
+    host, port = args.connect
+    ids = args.ids if args.ids is not None else range(rnd.vote.n)
+    try:
+        summary = threshold_client_process(rnd, args.keys, host, port, ids, seed=args.seed,
+                                           wait_seconds=args.wait_seconds)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     return 0 if set(summary["status"]) <= {"completed"} else 1

@@ -7,7 +7,9 @@ signing keys, mode 0600). Clients pin ``server.crt``. With ``--shuffler`` also t
 shuffler's and the analyzer's X25519 keys (``shuffler.x25519``, ``analyzer.x25519``,
 each mode 0600 and for its own process), the clients' crowd key (``crowd.key``, mode
 0600, never given to the shuffler) and both public keys (``shuffle-public.json``). See
-docs/network.md.
+docs/network.md. With ``--committee``: a roster of ``--clients`` + 2 positions (the
+committee's helpers last) and the helpers' TLS identities (``helper1.crt``/``.key``,
+``helper2.crt``/``.key``) for their mutually authenticated link.
 """
 from __future__ import annotations
 
@@ -24,6 +26,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--force", action="store_true", help="replace keys already in --out")
     p.add_argument("--shuffler", action="store_true",
                    help="also the shuffler's, the analyzer's and the crowd keys")
+    p.add_argument("--committee", action="store_true",
+                   help="a roster of --clients + 2 (the thresholding committee's two "
+                        "helpers last) and the helpers' TLS identities")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,7 +36,10 @@ def run(args: argparse.Namespace) -> int:
     from protocol.core.net import tls
 
     try:
-        paths = tls.make_keys(args.out, args.clients, days=args.days, overwrite=args.force)
+        roster = args.clients + (2 if args.committee else 0)
+        paths = tls.make_keys(args.out, roster, days=args.days, overwrite=args.force)
+        if args.committee:
+            tls.make_helper_keys(args.out, days=args.days, overwrite=args.force)
         if args.shuffler:
             from protocol.core.net.shuffle import make_shuffle_keys
 
@@ -40,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     pin = tls.fingerprint(paths.cert.read_bytes()).hex()
     print(f"wrote {paths.cert}, {paths.key}, {paths.roster}, {paths.signing}")
+    if args.committee:
+        print(f"wrote helper1.crt/.key and helper2.crt/.key; the roster has {roster} "
+              f"positions, the helpers at {args.clients} and {args.clients + 1}")
     if args.shuffler:
         print(f"wrote {shuffle.shuffler}, {shuffle.analyzer}, {shuffle.crowd}, {shuffle.public}")
     print(f"server certificate SHA-256 (clients pin it): {pin}")

@@ -47,9 +47,11 @@ def register(cli) -> None:  # noqa: ANN001
                    help="time limit of the whole experiment in seconds")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_quiet_arg(p)
-    p.add_argument("--transport", choices=("secagg", "shuffler"), default="secagg",
-                   help="secagg (default) or one shuffled vote round (fedhh serve "
-                        "--transport shuffler, fedhh analyze, clients)")
+    p.add_argument("--transport", choices=("secagg", "shuffler", "threshold"), default="secagg",
+                   help="secagg (default), one shuffled vote round (fedhh serve "
+                        "--transport shuffler, fedhh analyze, clients) or one vote round into "
+                        "the thresholding committee (fedhh serve --transport threshold, two "
+                        "fedhh helper processes, clients)")
     p.add_argument("--batch-seconds", type=float, default=60.0, dest="batch_seconds",
                    help="shuffler: how long the batch stays open (default 60)")
     add_session_args(p)
@@ -71,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.transport == "shuffler":
         return _run_shuffler(args)
+    if args.transport == "threshold":
+        return _run_threshold(args)
     if args.job is not None:
         resolve_job_session_args(args)
         return _run_job(args)
@@ -197,6 +201,47 @@ def _run_shuffler(args: argparse.Namespace) -> int:
               f"the analyzer")
         print(f"analyzer: {an.get('status')}{' (' + an['reason'] + ')' if an.get('reason') else ''}"
               f", passed {an.get('passed')}, counts {an.get('release')}")
+        if out["killed_processes"]:
+            print(f"  killed client processes {out['killed_processes']} at start")
+        print(f"exact: {out['exact']}; wall {out['wall_seconds']:.1f} s; processes left "
+              f"behind: {out['left_behind']}")
+    return 0 if out["wrong_results"] == 0 and out["left_behind"] == 0 else 1
+
+
+def _run_threshold(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+    from protocol.cli.net_args import threshold_round_from_args
+    from protocol.cli.output import print_json, say
+    from protocol.core.net.launcher import ThresholdLoopbackOptions, run_threshold_loopback
+
+    rnd = threshold_round_from_args(args)  # refuses options that do not apply
+    if args.job is not None or args.stall or args.sessions != 1:
+        raise UsageError("--job, --stall and --sessions apply to --transport secagg")
+    try:
+        opts = ThresholdLoopbackOptions(
+            clients=rnd.vote.n, processes=args.processes, seed=args.seed,
+            candidates=rnd.vote.candidates, theta=rnd.vote.theta,
+            membership_only=not rnd.vote.reveal_counts, threat=rnd.threat, graph=rnd.graph,
+            dropout_rate=rnd.dropout, stage_seconds=args.stage_seconds,
+            join_seconds=args.join_seconds, kill=args.kill, timeout=args.timeout)
+        out = run_threshold_loopback(opts, say=say(not args.quiet))
+    except (ValueError, RuntimeError) as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print_json(out)
+    else:
+        sv = out["server"]
+        print(f"committee round: {sv['status']}"
+              f"{' (' + sv['reason'] + ')' if sv['reason'] else ''}; threat {sv['threat']}, "
+              f"k = {sv['degree']}, t = {sv['threshold']}; {len(sv.get('in_sum') or [])} of "
+              f"{args.clients} clients in the sum")
+        print(f"  released: passed {sv.get('passed')}, counts {sv.get('release')}")
+        print(f"  helpers: {[h.get('status') for h in out['helpers']]}; committee "
+              f"{sv.get('committee')}")
+        print(f"  {'stage':<16}{'expected':>9}{'received':>9}{'seconds':>9}")
+        for st in sv["stages"]:
+            print(f"  {st['name']:<16}{st['expected']:>9}{st['received']:>9}"
+                  f"{st['seconds']:>9.3f}")
         if out["killed_processes"]:
             print(f"  killed client processes {out['killed_processes']} at start")
         print(f"exact: {out['exact']}; wall {out['wall_seconds']:.1f} s; processes left "

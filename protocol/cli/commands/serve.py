@@ -7,7 +7,10 @@ event) and prints one JSON line per event. ``--transport secagg`` (the default) 
 ``--stage-seconds`` or silent are dropouts. ``--transport shuffler`` is the shuffler of
 one batch (:mod:`protocol.core.net.shuffle`): clients send one envelope each until all
 ``--clients`` have or ``--batch-seconds`` passed, then the thresholded, shuffled batch
-goes to the analyzer (``fedhh analyze``). See docs/network.md.
+goes to the analyzer (``fedhh analyze``). ``--transport threshold`` runs one vote
+round into the thresholding committee: a secure-aggregation session of the
+``--clients`` clients and the two helpers (``fedhh helper``), then the three-party
+comparison; the report holds only what passed the threshold. See docs/network.md.
 """
 from __future__ import annotations
 
@@ -18,8 +21,9 @@ def register(cli) -> None:  # noqa: ANN001
     from protocol.cli.net_args import add_server_args, add_session_args, add_shuffle_round_args
 
     p = cli.command("serve", "run a secure-aggregation server or a shuffler process", run)
-    p.add_argument("--transport", choices=("secagg", "shuffler"), default="secagg",
-                   help="the transport to serve (default secagg)")
+    p.add_argument("--transport", choices=("secagg", "shuffler", "threshold"), default="secagg",
+                   help="the transport to serve (default secagg; threshold: one vote round "
+                        "into the thresholding committee, with 'fedhh helper' processes)")
     p.add_argument("--keys", required=True, help="directory made by 'fedhh keys'")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8443, help="port (0: any free one)")
@@ -37,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.transport == "shuffler":
         return _serve_shuffler(args)
+    if args.transport == "threshold":
+        return _serve_threshold(args)
     spec = spec_from_args(args)
     if args.sessions < 1:
         raise UsageError("--sessions must be at least 1")
@@ -63,6 +69,23 @@ def _serve_shuffler(args: argparse.Namespace) -> int:
         report = shuffler_serve_process(rnd, args.keys, host=args.host, port=args.port,
                                         batch_seconds=args.batch_seconds,
                                         stage_seconds=args.stage_seconds)
+    except (ValueError, FileNotFoundError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    return 0 if report["status"] == "completed" else 1
+
+
+def _serve_threshold(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+    from protocol.cli.net_args import threshold_round_from_args
+    from protocol.core.net.processes import threshold_serve_process
+
+    if args.sessions != 1:
+        raise UsageError("--sessions: the committee serves one round")
+    rnd = threshold_round_from_args(args)
+    try:
+        report = threshold_serve_process(rnd, args.keys, host=args.host, port=args.port,
+                                         stage_seconds=args.stage_seconds,
+                                         join_seconds=args.join_seconds)
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise UsageError(str(exc)) from None
     return 0 if report["status"] == "completed" else 1

@@ -43,7 +43,8 @@ from protocol.core.net.session import NetSessionSpec, demo_input
 
 __all__ = ["LoopbackOptions", "run_loopback", "expected_sum", "release_digest", "fedhh_command",
            "client_summaries", "kill_all", "next_before",
-           "ShuffleLoopbackOptions", "run_shuffle_loopback",
+           "ShuffleLoopbackOptions", "run_shuffle_loopback", "ThresholdLoopbackOptions",
+           "run_threshold_loopback",
            "read_json_lines", "stop_process"]
 
 
@@ -535,6 +536,177 @@ def run_shuffle_loopback(o: ShuffleLoopbackOptions, say: Callable[[str], None] |
         say(f"loopback shuffler: {o.clients} clients in {o.processes} processes, "
             f"{o.candidates} candidates, theta {o.theta}")
         out = asyncio.run(_shuffle_loopback(o, keys, say))
+    finally:
+        if made:
+            shutil.rmtree(keys, ignore_errors=True)
+    out = {"options": {k: v for k, v in asdict(o).items() if k != "keys"}, **out}
+    out["wrong_results"] = int(out["exact"] is False)
+    return out
+
+
+@dataclass(frozen=True)
+class ThresholdLoopbackOptions:
+    """One committee round on loopback: ``fedhh serve --transport threshold``, the two
+    ``fedhh helper`` processes and ``processes`` ``fedhh client --transport threshold``
+    processes (seeded votes). ``kill`` client processes get SIGKILL at start."""
+
+    clients: int = 100
+    processes: int = 4
+    seed: int = 0
+    candidates: int = 20
+    theta: int = 3
+    membership_only: bool = False
+    threat: str = "malicious"
+    graph: str = "harary"
+    dropout_rate: float = 0.0
+    stage_seconds: float = 60.0
+    join_seconds: float = 60.0
+    kill: int = 0
+    keys: str | None = None
+    timeout: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.processes < 1 or self.processes > self.clients:
+            raise ValueError("processes must be in [1, clients]")
+        if not 0 <= self.kill <= self.processes:
+            raise ValueError("kill must be in [0, processes]")
+        if self.stage_seconds <= 0 or self.join_seconds <= 0 or self.timeout <= 0:
+            raise ValueError("deadlines must be positive")
+        self.round().session()
+
+    def round(self):  # noqa: ANN201
+        from protocol.core.net.shuffle import ShuffleRound
+        from protocol.core.net.threshold_net import ThresholdRound
+
+        return ThresholdRound(ShuffleRound(self.clients, candidates=self.candidates,
+                                           theta=self.theta,
+                                           reveal_counts=not self.membership_only),
+                              threat=self.threat, graph=self.graph, dropout=self.dropout_rate)
+
+    def round_args(self) -> list[str]:
+        return (["--clients", str(self.clients), "--candidates", str(self.candidates),
+                 "--threshold", str(self.theta), "--threat", self.threat, "--graph",
+                 self.graph, "--dropout-rate", str(self.dropout_rate)]
+                + (["--membership-only"] if self.membership_only else []))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _threshold_loopback(o: ThresholdLoopbackOptions, keys: str,
+                              say: Callable[[str], None]) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    wall0 = time.perf_counter()
+    server = await asyncio.create_subprocess_exec(
+        *fedhh_command("serve", "--transport", "threshold", "--keys", keys, "--port", "0",
+                       "--stage-seconds", str(o.stage_seconds), "--join-seconds",
+                       str(o.join_seconds), *o.round_args()),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+    events: asyncio.Queue = asyncio.Queue()
+    reader = asyncio.create_task(read_json_lines(server.stdout, events))
+    everything: list[asyncio.subprocess.Process] = [server]
+    deadline = time.monotonic() + o.timeout
+    rng = np.random.default_rng([o.seed, 0x636F6D])
+    to_kill = set(int(p) for p in rng.choice(o.processes, size=o.kill, replace=False))
+    report: dict[str, Any] | None = None
+    helpers: list[dict[str, Any] | None] = []
+    summaries: list[dict[str, Any]] = []
+    left = 0
+    try:
+        ev = await next_before(events, deadline, o.timeout)
+        if not ev or ev.get("event") != "listening":
+            err = (await server.stderr.read()).decode(errors="replace")[-2000:]
+            raise RuntimeError(f"the committee server did not start: {err or ev}")
+        port = int(ev["port"])
+        link = f"127.0.0.1:{_free_port()}"
+        wait = str(o.join_seconds + 5 * o.stage_seconds)
+        helper_procs = []
+        for index in (2, 1):  # helper 2 listens on the link, helper 1 connects
+            h = await asyncio.create_subprocess_exec(
+                *fedhh_command("helper", "--index", str(index), "--keys", keys, "--connect",
+                               f"127.0.0.1:{port}", "--link", link, "--wait-seconds", wait,
+                               *o.round_args()),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+            helper_procs.append(h)
+            everything.append(h)
+        procs = []
+        for i, ids in enumerate(np.array_split(np.arange(o.clients), o.processes)):
+            p = await asyncio.create_subprocess_exec(
+                *fedhh_command("client", "--transport", "threshold", "--keys", keys,
+                               "--connect", f"127.0.0.1:{port}",
+                               "--ids", f"{ids[0]}:{ids[-1] + 1}", "--seed", str(o.seed),
+                               "--wait-seconds", wait, *o.round_args()),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+            procs.append(p)
+            everything.append(p)
+            if i in to_kill:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGKILL)
+        while report is None:
+            ev = await next_before(events, deadline, o.timeout)
+            if ev is None:
+                raise RuntimeError("the committee server stopped before its report")
+            if ev.get("event") == "report":
+                report = ev
+        say(f"round: {report['status']}{' (' + report['reason'] + ')' if report['reason'] else ''}")
+        await stop_process(server, 30)
+        for h in helper_procs:
+            await stop_process(h, o.stage_seconds + 10)
+            lines = (await h.stdout.read()).decode(errors="replace").strip().splitlines()
+            out = None
+            with contextlib.suppress(ValueError, IndexError):
+                out = json.loads(lines[-1])
+            if out is None:
+                out = {"status": "failed", "exit": h.returncode,
+                       "stderr": (await h.stderr.read()).decode(errors="replace")[-600:]}
+            helpers.append(out)
+        summaries, _ = await client_summaries(procs, to_kill, o.stage_seconds + 10)
+    finally:
+        left = await kill_all(everything)
+        reader.cancel()
+    assert report is not None
+    exact = None
+    if report["status"] == "completed":
+        from protocol.core.net.threshold_net import expected_release
+
+        want = expected_release(o.round(), o.seed, report["in_sum"])
+        exact = (report["passed"] == want["passed"] and report["release"] == want["release"]
+                 and all(h.get("passed") == want["passed"]
+                         and h.get("release") == want["release"] for h in helpers))
+    return {"server": report, "helpers": helpers, "clients": summaries,
+            "killed_processes": sorted(to_kill), "exact": exact,
+            "wall_seconds": time.perf_counter() - wall0, "left_behind": left}
+
+
+def run_threshold_loopback(o: ThresholdLoopbackOptions,
+                           say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the committee round; a JSON-ready report: the server's (the release, the
+    session's stages), both helpers' outcomes, the clients' summaries and ``exact``
+    (server and helpers opened exactly the threshold rule over the seeded votes of the
+    clients in the sum).
+
+    Raises:
+        ValueError: bad options.
+        RuntimeError: the server failed to start, died, or the time limit passed.
+    """
+    say = say or (lambda _line: None)
+    made = o.keys is None
+    keys = tempfile.mkdtemp(prefix="fedhh-keys-") if made else str(o.keys)
+    try:
+        if made:
+            tls.make_keys(keys, o.clients + 2)
+            tls.make_helper_keys(keys)
+        rnd = o.round()
+        params = rnd.session().params()
+        say(f"loopback committee: {o.clients} clients in {o.processes} processes and 2 "
+            f"helpers, {o.threat}, k = {params.degree}, t = {params.threshold}, ring "
+            f"2^{rnd.k}, theta {o.theta}")
+        out = asyncio.run(_threshold_loopback(o, keys, say))
     finally:
         if made:
             shutil.rmtree(keys, ignore_errors=True)

@@ -28,7 +28,8 @@ from protocol.core.net.session import NetSessionSpec, demo_input
 
 __all__ = ["serve_process", "client_process", "raise_open_files_limit", "small_tls_buffers",
            "job_server", "job_client_process", "job_report", "shuffler_serve_process",
-           "shuffle_client_process", "analyzer_process"]
+           "shuffle_client_process", "analyzer_process", "threshold_serve_process",
+           "helper_process", "threshold_client_process"]
 
 
 #: socket read buffer per TLS connection in the network processes; asyncio's default
@@ -313,3 +314,89 @@ def analyzer_process(round: Any, keys: str, host: str, port: int, *,
     result = {"event": "analyzer", **result}
     _emit(out, result)
     return result
+
+
+def threshold_serve_process(rnd: Any, keys: str, *, host: str = "127.0.0.1", port: int = 0,
+                            stage_seconds: float = 60.0, join_seconds: float = 60.0,
+                            out: TextIO = sys.stdout) -> dict[str, Any]:
+    """``fedhh serve --transport threshold``: one committee round as member 0; one JSON
+    line per event, the last ``{"event": "report", ...}`` (the release, no blinded sum).
+
+    Raises:
+        ValueError: bad keys.
+        OSError: the address cannot be bound.
+    """
+    from protocol.core.net.threshold_net import serve_threshold_round
+
+    spec = rnd.session()
+    verify, _ = _roster(keys, spec.n, False, "the session (clients and two helpers)")
+    _network_process(spec.n)
+    server = NetSecAggServer(spec, tls.server_context(keys), verify_keys=verify, host=host,
+                             port=port, stage_seconds=stage_seconds, join_seconds=join_seconds,
+                             events=lambda e: _emit(out, e))
+
+    async def main() -> dict[str, Any]:
+        await server.start()
+        try:
+            report = await serve_threshold_round(server, rnd, stage_seconds)
+        finally:
+            await server.close()
+        report["peak_rss_mb"] = peak_rss_mb()
+        _emit(out, {"event": "report", **report})
+        return report
+
+    return asyncio.run(main())
+
+
+def helper_process(index: int, rnd: Any, keys: str, host: str, port: int,
+                   link: tuple[str, int], *, wait_seconds: float = 120.0,
+                   out: TextIO = sys.stdout) -> dict[str, Any]:
+    """``fedhh helper``: committee helper ``index`` of one round; prints and returns its
+    outcome as one JSON line (``{"event": "helper", ...}``).
+
+    Raises:
+        ValueError: bad keys.
+    """
+    from protocol.core.net.threshold_net import run_helper
+
+    spec = rnd.session()
+    verify, signing = _roster(keys, spec.n, spec.malicious,
+                              "the session (clients and two helpers)")
+    ctx, pin = tls.client_context(keys)
+    position = rnd.vote.n + index - 1
+    result = asyncio.run(run_helper(
+        index, host, port, rnd, ctx, pin, link, tls.helper_link_contexts(keys, index),
+        signing_key=signing[position] if signing is not None else None,
+        verify_keys=verify if spec.malicious else None, wait_seconds=wait_seconds))
+    result = {"event": "helper", **result}
+    _emit(out, result)
+    return result
+
+
+def threshold_client_process(rnd: Any, keys: str, host: str, port: int, ids: Sequence[int],
+                             *, seed: int = 0, wait_seconds: float = 300.0,
+                             out: TextIO = sys.stdout) -> dict[str, Any]:
+    """``fedhh client --transport threshold``: clients ``ids`` of a committee round, each
+    with its seeded one-hot vote; prints and returns a summary.
+
+    Raises:
+        ValueError: ids outside the clients, bad keys.
+    """
+    from protocol.core.net.threshold_net import demo_votes_vector
+
+    ids = list(ids)
+    if not ids or min(ids) < 0 or max(ids) >= rnd.vote.n:
+        raise ValueError(f"client ids must be in [0, {rnd.vote.n})")
+    spec = rnd.session()
+    verify, signing = _roster(keys, spec.n, spec.malicious,
+                              "the session (clients and two helpers)")
+    _network_process(len(ids))
+    ctx, pin = tls.client_context(keys)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    outcomes = asyncio.run(run_clients(
+        ids, host, port, spec, ctx, pin,
+        lambda c: demo_votes_vector(seed, c, rnd.vote.candidates), signing_keys=signing,
+        verify_keys=verify if spec.malicious else None, wait_seconds=wait_seconds))
+    summary = _clients_summary(outcomes, cpu0, wall0)
+    _emit(out, summary)
+    return summary
