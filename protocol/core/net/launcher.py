@@ -438,79 +438,104 @@ def _expected_release(o: ShuffleLoopbackOptions, accepted: list[int]
     return sorted(counts), None if o.membership_only else counts
 
 
-async def _shuffle_loopback(o: ShuffleLoopbackOptions, keys: str, say: Callable[[str], None]
-                            ) -> dict[str, Any]:
+async def _last_json(proc: asyncio.subprocess.Process) -> dict[str, Any]:
+    """A finished process's last stdout line as JSON, or its exit status and stderr."""
+    lines = (await proc.stdout.read()).decode(errors="replace").strip().splitlines()
+    with contextlib.suppress(ValueError, IndexError):
+        out = json.loads(lines[-1])
+        if isinstance(out, dict):
+            return out
+    return {"status": "failed", "exit": proc.returncode,
+            "stderr": (await proc.stderr.read()).decode(errors="replace")[-600:]}
+
+
+async def _one_round(o: Any, what: str, server_args: list[str],
+                     peers: list[Callable[[int], list[str]]],
+                     client_args: Callable[[int, np.ndarray], list[str]]
+                     ) -> dict[str, Any]:
+    """One round with real processes: the server (``fedhh SERVER_ARGS --port 0``, JSON
+    events on stdout), then ``peers`` (commands given the server's port: analyzer,
+    helpers; started in order), then ``o.processes`` client processes
+    (``client_args(port, ids)``), ``o.kill`` of them SIGKILLed at start. Waits for the
+    server's ``report`` event and every process; nothing is left running."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     wall0 = time.perf_counter()
     server = await asyncio.create_subprocess_exec(
-        *fedhh_command("serve", "--transport", "shuffler", "--keys", keys, "--port", "0",
-                       "--batch-seconds", str(o.batch_seconds), "--stage-seconds",
-                       str(o.stage_seconds), *o.round_args()),
+        *fedhh_command(*server_args, "--port", "0"),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
     events: asyncio.Queue = asyncio.Queue()
     reader = asyncio.create_task(read_json_lines(server.stdout, events))
     everything: list[asyncio.subprocess.Process] = [server]
     deadline = time.monotonic() + o.timeout
-    rng = np.random.default_rng([o.seed, 0x736875])
+    rng = np.random.default_rng([o.seed, 0x726F756E64])
     to_kill = set(int(p) for p in rng.choice(o.processes, size=o.kill, replace=False))
-
-    async def next_event() -> dict[str, Any] | None:
-        return await next_before(events, deadline, o.timeout)
-
     report: dict[str, Any] | None = None
-    analysis: dict[str, Any] | None = None
+    peer_out: list[dict[str, Any]] = []
     summaries: list[dict[str, Any]] = []
     left = 0
     try:
-        ev = await next_event()
+        ev = await next_before(events, deadline, o.timeout)
         if not ev or ev.get("event") != "listening":
             err = (await server.stderr.read()).decode(errors="replace")[-2000:]
-            raise RuntimeError(f"the shuffler did not start: {err or ev}")
+            raise RuntimeError(f"the {what} did not start: {err or ev}")
         port = int(ev["port"])
-        wait = str(o.batch_seconds + 2 * o.stage_seconds + 30)
-        analyzer = await asyncio.create_subprocess_exec(
-            *fedhh_command("analyze", "--keys", keys, "--connect", f"127.0.0.1:{port}",
-                           "--wait-seconds", wait, *o.round_args()),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
-        everything.append(analyzer)
+        peer_procs = []
+        for args in peers:
+            peer = await asyncio.create_subprocess_exec(
+                *fedhh_command(*args(port)), stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env)
+            peer_procs.append(peer)
+            everything.append(peer)
         procs = []
         for i, ids in enumerate(np.array_split(np.arange(o.clients), o.processes)):
             p = await asyncio.create_subprocess_exec(
-                *fedhh_command("client", "--transport", "shuffler", "--keys", keys,
-                               "--connect", f"127.0.0.1:{port}",
-                               "--ids", f"{ids[0]}:{ids[-1] + 1}", "--seed", str(o.seed),
-                               "--wait-seconds", wait, *o.round_args()),
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+                *fedhh_command(*client_args(port, ids)), stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env)
             procs.append(p)
             everything.append(p)
             if i in to_kill:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(p.pid, signal.SIGKILL)
         while report is None:
-            ev = await next_event()
+            ev = await next_before(events, deadline, o.timeout)
             if ev is None:
-                raise RuntimeError("the shuffler stopped before its report")
+                raise RuntimeError(f"the {what} stopped before its report")
             if ev.get("event") == "report":
                 report = ev
-        say(f"batch: {report['status']}{' (' + report['reason'] + ')' if report['reason'] else ''}"
-            f", {len(report['accepted'])} of {o.clients} envelopes accepted")
         await stop_process(server, 30)
-        await stop_process(analyzer, o.stage_seconds + 10)
-        lines = (await analyzer.stdout.read()).decode(errors="replace").strip().splitlines()
-        with contextlib.suppress(ValueError, IndexError):
-            analysis = json.loads(lines[-1])
+        for peer in peer_procs:
+            await stop_process(peer, o.stage_seconds + 10)
+            peer_out.append(await _last_json(peer))
         summaries, _ = await client_summaries(procs, to_kill, o.stage_seconds + 10)
     finally:
         left = await kill_all(everything)
         reader.cancel()
     assert report is not None
+    return {"server": report, "peers": peer_out, "clients": summaries,
+            "killed_processes": sorted(to_kill), "wall_seconds": time.perf_counter() - wall0,
+            "left_behind": left}
+
+
+async def _shuffle_loopback(o: ShuffleLoopbackOptions, keys: str, say: Callable[[str], None]
+                            ) -> dict[str, Any]:
+    wait = str(o.batch_seconds + 2 * o.stage_seconds + 30)
+    run = await _one_round(
+        o, "shuffler",
+        ["serve", "--transport", "shuffler", "--keys", keys, "--batch-seconds",
+         str(o.batch_seconds), "--stage-seconds", str(o.stage_seconds), *o.round_args()],
+        [lambda port: ["analyze", "--keys", keys, "--connect", f"127.0.0.1:{port}",
+                       "--wait-seconds", wait, *o.round_args()]],
+        lambda port, ids: ["client", "--transport", "shuffler", "--keys", keys, "--connect",
+                           f"127.0.0.1:{port}", "--ids", f"{ids[0]}:{ids[-1] + 1}",
+                           "--seed", str(o.seed), "--wait-seconds", wait, *o.round_args()])
+    report, analysis = run.pop("server"), run.pop("peers")[0]
+    say(f"batch: {report['status']}{' (' + report['reason'] + ')' if report['reason'] else ''}"
+        f", {len(report['accepted'])} of {o.clients} envelopes accepted")
     exact = None
-    if report["status"] == "completed" and analysis and analysis.get("status") == "completed":
+    if report["status"] == "completed" and analysis.get("status") == "completed":
         passed, counts = _expected_release(o, sorted(report["accepted"]))
         exact = analysis["passed"] == passed and analysis["release"] == counts
-    return {"shuffler": report, "analyzer": analysis, "clients": summaries,
-            "killed_processes": sorted(to_kill), "exact": exact,
-            "wall_seconds": time.perf_counter() - wall0, "left_behind": left}
+    return {"shuffler": report, "analyzer": analysis, **run, "exact": exact}
 
 
 def run_shuffle_loopback(o: ShuffleLoopbackOptions, say: Callable[[str], None] | None = None
@@ -600,87 +625,33 @@ def _free_port() -> int:
 
 async def _threshold_loopback(o: ThresholdLoopbackOptions, keys: str,
                               say: Callable[[str], None]) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    wall0 = time.perf_counter()
-    server = await asyncio.create_subprocess_exec(
-        *fedhh_command("serve", "--transport", "threshold", "--keys", keys, "--port", "0",
-                       "--stage-seconds", str(o.stage_seconds), "--join-seconds",
-                       str(o.join_seconds), *o.round_args()),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
-    events: asyncio.Queue = asyncio.Queue()
-    reader = asyncio.create_task(read_json_lines(server.stdout, events))
-    everything: list[asyncio.subprocess.Process] = [server]
-    deadline = time.monotonic() + o.timeout
-    rng = np.random.default_rng([o.seed, 0x636F6D])
-    to_kill = set(int(p) for p in rng.choice(o.processes, size=o.kill, replace=False))
-    report: dict[str, Any] | None = None
-    helpers: list[dict[str, Any] | None] = []
-    summaries: list[dict[str, Any]] = []
-    left = 0
-    try:
-        ev = await next_before(events, deadline, o.timeout)
-        if not ev or ev.get("event") != "listening":
-            err = (await server.stderr.read()).decode(errors="replace")[-2000:]
-            raise RuntimeError(f"the committee server did not start: {err or ev}")
-        port = int(ev["port"])
-        link = f"127.0.0.1:{_free_port()}"
-        wait = str(o.join_seconds + 5 * o.stage_seconds)
-        helper_procs = []
-        for index in (2, 1):  # helper 2 listens on the link, helper 1 connects
-            h = await asyncio.create_subprocess_exec(
-                *fedhh_command("helper", "--index", str(index), "--keys", keys, "--connect",
-                               f"127.0.0.1:{port}", "--link", link, "--wait-seconds", wait,
-                               *o.round_args()),
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
-            helper_procs.append(h)
-            everything.append(h)
-        procs = []
-        for i, ids in enumerate(np.array_split(np.arange(o.clients), o.processes)):
-            p = await asyncio.create_subprocess_exec(
-                *fedhh_command("client", "--transport", "threshold", "--keys", keys,
-                               "--connect", f"127.0.0.1:{port}",
-                               "--ids", f"{ids[0]}:{ids[-1] + 1}", "--seed", str(o.seed),
-                               "--wait-seconds", wait, *o.round_args()),
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
-            procs.append(p)
-            everything.append(p)
-            if i in to_kill:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signal.SIGKILL)
-        while report is None:
-            ev = await next_before(events, deadline, o.timeout)
-            if ev is None:
-                raise RuntimeError("the committee server stopped before its report")
-            if ev.get("event") == "report":
-                report = ev
-        say(f"round: {report['status']}{' (' + report['reason'] + ')' if report['reason'] else ''}")
-        await stop_process(server, 30)
-        for h in helper_procs:
-            await stop_process(h, o.stage_seconds + 10)
-            lines = (await h.stdout.read()).decode(errors="replace").strip().splitlines()
-            out = None
-            with contextlib.suppress(ValueError, IndexError):
-                out = json.loads(lines[-1])
-            if out is None:
-                out = {"status": "failed", "exit": h.returncode,
-                       "stderr": (await h.stderr.read()).decode(errors="replace")[-600:]}
-            helpers.append(out)
-        summaries, _ = await client_summaries(procs, to_kill, o.stage_seconds + 10)
-    finally:
-        left = await kill_all(everything)
-        reader.cancel()
-    assert report is not None
+    from protocol.core.net.threshold_net import expected_release
+
+    link = f"127.0.0.1:{_free_port()}"
+    wait = str(o.join_seconds + 5 * o.stage_seconds)
+
+    def helper(index: int) -> Callable[[int], list[str]]:
+        return lambda port: ["helper", "--index", str(index), "--keys", keys, "--connect",
+                             f"127.0.0.1:{port}", "--link", link, "--wait-seconds", wait,
+                             *o.round_args()]
+
+    run = await _one_round(
+        o, "committee server",
+        ["serve", "--transport", "threshold", "--keys", keys, "--stage-seconds",
+         str(o.stage_seconds), "--join-seconds", str(o.join_seconds), *o.round_args()],
+        [helper(2), helper(1)],  # helper 2 listens on the link, helper 1 connects
+        lambda port, ids: ["client", "--transport", "threshold", "--keys", keys, "--connect",
+                           f"127.0.0.1:{port}", "--ids", f"{ids[0]}:{ids[-1] + 1}",
+                           "--seed", str(o.seed), "--wait-seconds", wait, *o.round_args()])
+    report, helpers = run["server"], run.pop("peers")
+    say(f"round: {report['status']}{' (' + report['reason'] + ')' if report['reason'] else ''}")
     exact = None
     if report["status"] == "completed":
-        from protocol.core.net.threshold_net import expected_release
-
         want = expected_release(o.round(), o.seed, report["in_sum"])
         exact = (report["passed"] == want["passed"] and report["release"] == want["release"]
                  and all(h.get("passed") == want["passed"]
                          and h.get("release") == want["release"] for h in helpers))
-    return {"server": report, "helpers": helpers, "clients": summaries,
-            "killed_processes": sorted(to_kill), "exact": exact,
-            "wall_seconds": time.perf_counter() - wall0, "left_behind": left}
+    return {**run, "helpers": helpers, "exact": exact}
 
 
 def run_threshold_loopback(o: ThresholdLoopbackOptions,
