@@ -384,11 +384,8 @@ def run_loopback(o: LoopbackOptions, say: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)
-class ShuffleLoopbackOptions:
-    """One shuffled vote round on loopback: ``fedhh serve --transport shuffler``,
-    ``fedhh analyze`` and ``processes`` ``fedhh client --transport shuffler`` processes
-    (each client sends its seeded vote, :func:`~protocol.core.net.shuffle.demo_vote`).
-    ``kill`` client processes get SIGKILL as soon as they are started."""
+class _RoundOptions:
+    """What a one-round loopback experiment takes (the shuffler's and the committee's)."""
 
     clients: int = 100
     processes: int = 4
@@ -396,9 +393,7 @@ class ShuffleLoopbackOptions:
     candidates: int = 20
     theta: int = 3
     membership_only: bool = False
-    min_batch: int = 1
-    batch_seconds: float = 60.0
-    stage_seconds: float = 30.0
+    stage_seconds: float = 60.0
     kill: int = 0
     keys: str | None = None
     timeout: float = 3600.0
@@ -408,7 +403,24 @@ class ShuffleLoopbackOptions:
             raise ValueError("processes must be in [1, clients]")
         if not 0 <= self.kill <= self.processes:
             raise ValueError("kill must be in [0, processes]")
-        if self.batch_seconds <= 0 or self.stage_seconds <= 0 or self.timeout <= 0:
+        if self.stage_seconds <= 0 or self.timeout <= 0:
+            raise ValueError("deadlines must be positive")
+
+
+@dataclass(frozen=True)
+class ShuffleLoopbackOptions(_RoundOptions):
+    """One shuffled vote round on loopback: ``fedhh serve --transport shuffler``,
+    ``fedhh analyze`` and ``processes`` ``fedhh client --transport shuffler`` processes
+    (each client sends its seeded vote, :func:`~protocol.core.net.shuffle.demo_vote`).
+    ``kill`` client processes get SIGKILL as soon as they are started."""
+
+    min_batch: int = 1
+    batch_seconds: float = 60.0
+    stage_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.batch_seconds <= 0:
             raise ValueError("deadlines must be positive")
         self.round()
 
@@ -570,32 +582,19 @@ def run_shuffle_loopback(o: ShuffleLoopbackOptions, say: Callable[[str], None] |
 
 
 @dataclass(frozen=True)
-class ThresholdLoopbackOptions:
+class ThresholdLoopbackOptions(_RoundOptions):
     """One committee round on loopback: ``fedhh serve --transport threshold``, the two
     ``fedhh helper`` processes and ``processes`` ``fedhh client --transport threshold``
     processes (seeded votes). ``kill`` client processes get SIGKILL at start."""
 
-    clients: int = 100
-    processes: int = 4
-    seed: int = 0
-    candidates: int = 20
-    theta: int = 3
-    membership_only: bool = False
     threat: str = "malicious"
     graph: str = "harary"
     dropout_rate: float = 0.0
-    stage_seconds: float = 60.0
     join_seconds: float = 60.0
-    kill: int = 0
-    keys: str | None = None
-    timeout: float = 3600.0
 
     def __post_init__(self) -> None:
-        if self.processes < 1 or self.processes > self.clients:
-            raise ValueError("processes must be in [1, clients]")
-        if not 0 <= self.kill <= self.processes:
-            raise ValueError("kill must be in [0, processes]")
-        if self.stage_seconds <= 0 or self.join_seconds <= 0 or self.timeout <= 0:
+        super().__post_init__()
+        if self.join_seconds <= 0:
             raise ValueError("deadlines must be positive")
         self.round().session()
 
