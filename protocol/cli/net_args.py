@@ -10,7 +10,8 @@ from protocol.cli import count
 T = TypeVar("T")
 
 __all__ = ["add_session_args", "add_server_args", "spec_from_args", "host_port",
-           "resolve_session_args", "resolve_job_session_args", "SESSION_DEFAULTS", "add_shuffle_round_args",
+           "resolve_session_args", "resolve_job_session_args", "SESSION_DEFAULTS",
+           "add_shuffle_round_args",
            "shuffle_round_from_args",
            "listen_address", "add_network_server_args", "job_policy_from_args", "serve_job",
            "add_job_args", "threshold_round_from_args"]

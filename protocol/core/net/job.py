@@ -19,9 +19,10 @@ is one secure-aggregation session among the clients the mechanism sampled:
    :class:`~protocol.core.net.messages.Welcome` against the parameters its own policy
    derives (the threat model's threshold and degree for the sample's size, the vector
    length and modulus, the context binding the Task: :func:`round_context`) and runs
-   the session as session position ``j``, its rank in the sample. The server runs the stages with deadlines exactly as
-   :class:`~protocol.core.net.server.NetSecAggServer` does and ends the session with
-   a Bye (``completed`` or ``aborted``) that leaves the connection open.
+   the session as session position ``j``, its rank in the sample. The server runs the
+   stages with deadlines exactly as :class:`~protocol.core.net.server.NetSecAggServer`
+   does and ends the session with a Bye (``completed`` or ``aborted``) that leaves the
+   connection open.
 4. **End.** ``Bye("finished")`` to everyone.
 
 The server's side of the mechanism runs in the analyst's process
@@ -378,10 +379,10 @@ class NetworkTransport(Transport):
                                 "AtClients (who is sampled), not "
                                 f"{type(contributions).__name__}")
         users = np.sort(contributions.validate(spec, self.server.policy.population))
-        if users.size < max(spec.min_participants, self.server.policy.min_clients):
+        need = max(spec.min_participants, self.server.policy.min_clients)
+        if users.size < need:
             raise AggregationAborted("too_few_participants",
-                                     f"{users.size} sampled, the round needs "
-                                     f"{max(spec.min_participants, self.server.policy.min_clients)}")
+                                     f"{users.size} sampled, the round needs {need}")
         report = asyncio.run_coroutine_threadsafe(
             self.server.run_round(spec, users.tolist()), self.loop).result()
         self.reports.append(report)

@@ -56,8 +56,8 @@ from secagg.state import ServerState
 
 _NOTHING = SessionLimits({})
 
-__all__ = ["TlsListener", "NetSecAggServer", "SessionReport", "StageReport", "send_and_close", "end_all",
-           "read_first"]
+__all__ = ["TlsListener", "NetSecAggServer", "SessionReport", "StageReport", "send_and_close",
+           "end_all", "read_first"]
 
 STAGE_NAMES = {0: "advertise_keys", 1: "share_keys", 2: "masked_input",
                3: "consistency", 4: "unmask"}

@@ -413,7 +413,8 @@ async def run_shuffle_client(client: int, host: str, port: int, round: ShuffleRo
                              ) -> tuple[str, str, int]:
     """Send one vote (a candidate index, or -1 to abstain) through the shuffler;
     ``(status, reason, bytes up)`` with status ``completed`` (accepted), ``refused``,
-    or as :func:`~protocol.core.net.client.failure_outcome`. Never raises for anything the network does.
+    or as :func:`~protocol.core.net.client.failure_outcome`. Never raises for anything
+    the network does.
 
     Raises:
         ValueError: a vote outside the candidates (this client's own error).

@@ -30,6 +30,7 @@ import os
 import pathlib
 import ssl
 from dataclasses import dataclass
+from typing import Any
 
 import msgpack
 
@@ -78,7 +79,7 @@ def _write_private(path: pathlib.Path, data: bytes) -> None:
 
 
 def _identity(cert_path: pathlib.Path, key_path: pathlib.Path, name: str, days: int,
-              rand: object) -> None:
+              rand: Any) -> None:
     """An ECDSA P-256 key (mode 0600) and a self-signed certificate for ``name`` and
     127.0.0.1."""
     from cryptography import x509
@@ -91,7 +92,7 @@ def _identity(cert_path: pathlib.Path, key_path: pathlib.Path, name: str, days: 
     now = datetime.datetime.now(datetime.timezone.utc)
     cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
             .public_key(key.public_key())
-            .serial_number(int.from_bytes(rand.token_bytes(16), "big") >> 1)  # type: ignore[attr-defined]
+            .serial_number(int.from_bytes(rand.token_bytes(16), "big") >> 1)
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=days))
             .add_extension(x509.SubjectAlternativeName(
