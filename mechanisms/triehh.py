@@ -232,9 +232,6 @@ class ClientVoter:
         self._labels = alphabet.labels
         self._row = {int(u): i for i, u in enumerate(held.tolist())}
 
-    def holds(self, user: int) -> bool:
-        return int(user) in self._row
-
     def votes(self, users: Sequence[int] | np.ndarray, level: int,
               candidates: Sequence[str]) -> np.ndarray:
         """The choice (index into ``candidates`` or ``ABSTAIN``) of each of ``users``.
