@@ -10,7 +10,8 @@ from protocol.cli import count
 T = TypeVar("T")
 
 __all__ = ["add_session_args", "add_server_args", "spec_from_args", "host_port",
-           "resolve_session_args", "resolve_job_session_args", "SESSION_DEFAULTS",
+           "resolve_session_args", "resolve_job_session_args",
+           "resolve_shuffler_session_args", "SESSION_DEFAULTS",
            "add_shuffle_round_args",
            "shuffle_round_from_args",
            "listen_address", "add_network_server_args", "job_policy_from_args", "serve_job",
@@ -44,40 +45,46 @@ def add_session_args(p: argparse.ArgumentParser) -> None:
     add_threat_arg(g, default=None)
 
 
-def resolve_job_session_args(args: argparse.Namespace) -> None:
-    """As :func:`resolve_session_args` for a job: its threat model, graph and dropout
-    rate apply; ``--dim``, ``--modulus`` and ``--label`` do not (each round's session
-    follows from its sample and contributions).
-
-    Raises:
-        protocol.cli.UsageError: one of those was given.
-    """
-    from protocol.cli import UsageError
-
-    wrong = sorted(set(resolve_session_args(args)) & {"--dim", "--modulus", "--label"})
-    if wrong:
-        raise UsageError(f"{', '.join(wrong)} does not apply to a job: each round's session "
-                         "follows from its sample and contributions")
+#: session options a job does not take: each round's session follows from its sample
+#: and contributions
+JOB_REFUSES = ("--dim", "--modulus", "--label")
+#: session options the committee does not take: the vector length is the candidates',
+#: the modulus the committee's ring
+THRESHOLD_REFUSES = ("--dim", "--modulus")
+#: every session option (the shuffler takes none)
+SECAGG_ONLY = tuple(_SESSION_FLAGS.values())
 
 
-def resolve_session_args(args: argparse.Namespace, applies: bool = True) -> list[str]:
+def resolve_session_args(args: argparse.Namespace, refuse: tuple[str, ...] = (),
+                         why: str = "") -> None:
     """Fill the secure-aggregation session options the command was not given with
-    their defaults; the flags that were given.
+    their defaults.
 
     Raises:
-        protocol.cli.UsageError: ``applies`` is false (the transport is not secure
-            aggregation) and one of them was given.
+        protocol.cli.UsageError: an option in ``refuse`` was given (``why`` says why it
+            does not apply).
     """
     from protocol.cli import UsageError
 
-    given = [flag for name, flag in _SESSION_FLAGS.items()
-             if getattr(args, name, None) is not None]
-    if given and not applies:
-        raise UsageError(f"{', '.join(given)} applies to secure aggregation only")
+    wrong = [flag for name, flag in _SESSION_FLAGS.items()
+             if flag in refuse and getattr(args, name, None) is not None]
+    if wrong:
+        raise UsageError(f"{', '.join(wrong)} {why}")
     for name, value in SESSION_DEFAULTS.items():
         if getattr(args, name, None) is None:
             setattr(args, name, value)
-    return given
+
+
+def resolve_job_session_args(args: argparse.Namespace) -> None:
+    """:func:`resolve_session_args` for a job (threat model, graph and dropout rate
+    apply; :data:`JOB_REFUSES` does not)."""
+    resolve_session_args(args, JOB_REFUSES, "does not apply to a job: each round's session "
+                         "follows from its sample and contributions")
+
+
+def resolve_shuffler_session_args(args: argparse.Namespace) -> None:
+    """:func:`resolve_session_args` for the shuffler, which takes none of them."""
+    resolve_session_args(args, SECAGG_ONLY, "applies to secure aggregation only")
 
 
 def add_server_args(p: argparse.ArgumentParser) -> None:
@@ -277,12 +284,11 @@ def threshold_round_from_args(args: argparse.Namespace):  # noqa: ANN201
     from protocol.cli import UsageError
     from protocol.core.net.threshold_net import ThresholdRound
 
-    wrong = sorted(set(resolve_session_args(args)) & {"--dim", "--modulus"})
+    resolve_session_args(args, THRESHOLD_REFUSES, "does not apply to --transport threshold: "
+                         "the vector length is the candidates', the modulus the committee's "
+                         "ring")
     if getattr(args, "min_batch", 1) != 1:
-        wrong.append("--min-batch")
-    if wrong:
-        raise UsageError(f"{', '.join(wrong)} does not apply to --transport threshold: the "
-                         "vector length is the candidates', the modulus the committee's ring")
+        raise UsageError("--min-batch applies to the shuffler, not to --transport threshold")
     try:
         return ThresholdRound(shuffle_round_from_args(args), threat=args.threat,
                               graph=args.graph, dropout=args.dropout_rate, label=args.label)

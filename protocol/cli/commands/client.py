@@ -183,10 +183,10 @@ def _ldp_devices(args: argparse.Namespace):  # noqa: ANN202
 
 def _run_shuffler(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
-    from protocol.cli.net_args import resolve_session_args, shuffle_round_from_args
+    from protocol.cli.net_args import resolve_shuffler_session_args, shuffle_round_from_args
     from protocol.core.net.processes import shuffle_client_process
 
-    resolve_session_args(args, applies=False)
+    resolve_shuffler_session_args(args)
     if args.job is not None or args.stall:
         raise UsageError("--job and --stall apply to secure aggregation")
     rnd = shuffle_round_from_args(args)

@@ -171,11 +171,11 @@ def _run_job(args: argparse.Namespace) -> int:
 
 def _run_shuffler(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
-    from protocol.cli.net_args import resolve_session_args
+    from protocol.cli.net_args import resolve_shuffler_session_args
     from protocol.cli.output import print_json, say
     from protocol.core.net.launcher import ShuffleLoopbackOptions, run_shuffle_loopback
 
-    resolve_session_args(args, applies=False)
+    resolve_shuffler_session_args(args)
     if args.job is not None or args.stall or args.sessions != 1:
         raise UsageError("--job, --stall and --sessions apply to secure aggregation")
     try:

@@ -57,10 +57,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve_shuffler(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
-    from protocol.cli.net_args import resolve_session_args, shuffle_round_from_args
+    from protocol.cli.net_args import resolve_shuffler_session_args, shuffle_round_from_args
     from protocol.core.net.processes import shuffler_serve_process
 
-    resolve_session_args(args, applies=False)
+    resolve_shuffler_session_args(args)
     if args.sessions != 1:
         raise UsageError("--sessions applies to secure aggregation; the shuffler serves one "
                          "batch")

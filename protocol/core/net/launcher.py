@@ -40,6 +40,7 @@ import numpy as np
 
 from protocol.core.net import tls
 from protocol.core.net.session import NetSessionSpec, demo_input
+from protocol.core.net.shuffle import expected_release
 
 __all__ = ["LoopbackOptions", "run_loopback", "expected_sum", "release_digest", "fedhh_command",
            "client_summaries", "kill_all", "next_before",
@@ -165,6 +166,22 @@ async def next_before(events: asyncio.Queue, deadline: float, limit: float
         raise RuntimeError(f"the experiment passed its time limit of {limit:g} s") from None
 
 
+async def _last_json(proc: asyncio.subprocess.Process) -> dict[str, Any] | None:
+    """A finished process's last stdout line as a JSON object (``None``: there is none)."""
+    lines = (await proc.stdout.read()).decode(errors="replace").strip().splitlines()
+    with contextlib.suppress(ValueError, IndexError):
+        out = json.loads(lines[-1])
+        if isinstance(out, dict):
+            return out
+    return None
+
+
+async def _failure(proc: asyncio.subprocess.Process) -> dict[str, Any]:
+    """A process that printed no result: its exit status and the end of its stderr."""
+    return {"exit": proc.returncode,
+            "stderr": (await proc.stderr.read()).decode(errors="replace")[-600:]}
+
+
 async def client_summaries(procs: list[asyncio.subprocess.Process], killed: Any,
                            grace: float) -> tuple[list[dict[str, Any]], int]:
     """Wait for each client process (killed past ``grace`` seconds) and read its JSON
@@ -177,15 +194,10 @@ async def client_summaries(procs: list[asyncio.subprocess.Process], killed: Any,
         stuck += await stop_process(p, grace)
         if i in killed:
             continue
-        out = (await p.stdout.read()).decode(errors="replace").strip().splitlines()
-        summary = None
-        with contextlib.suppress(ValueError, IndexError):
-            summary = json.loads(out[-1])
-        if not isinstance(summary, dict) or summary.get("event") != "clients":
-            err = (await p.stderr.read()).decode(errors="replace")[-600:]
-            summaries.append({"process": i, "exit": p.returncode, "stderr": err})
-        else:
-            summaries.append(summary)
+        summary = await _last_json(p)
+        if summary is None or summary.get("event") != "clients":
+            summary = {"process": i, **await _failure(p)}
+        summaries.append(summary)
     return summaries, stuck
 
 
@@ -406,6 +418,12 @@ class _RoundOptions:
         if self.stage_seconds <= 0 or self.timeout <= 0:
             raise ValueError("deadlines must be positive")
 
+    def vote_args(self) -> list[str]:
+        """The vote round's options, as every process of the round is given them."""
+        return (["--clients", str(self.clients), "--candidates", str(self.candidates),
+                 "--threshold", str(self.theta)]
+                + (["--membership-only"] if self.membership_only else []))
+
 
 @dataclass(frozen=True)
 class ShuffleLoopbackOptions(_RoundOptions):
@@ -431,34 +449,7 @@ class ShuffleLoopbackOptions(_RoundOptions):
                             reveal_counts=not self.membership_only, min_batch=self.min_batch)
 
     def round_args(self) -> list[str]:
-        args = ["--clients", str(self.clients), "--candidates", str(self.candidates),
-                "--threshold", str(self.theta), "--min-batch", str(self.min_batch)]
-        return args + (["--membership-only"] if self.membership_only else [])
-
-
-def _expected_release(o: ShuffleLoopbackOptions, accepted: list[int]
-                      ) -> tuple[list[str], dict[str, int] | None]:
-    """What the analyzer must release, ``(passed, counts)``: the threshold rule over the
-    seeded votes of exactly the clients whose envelope the shuffler accepted (no counts
-    in a membership-only round)."""
-    from protocol.core.contract import threshold_counts
-    from protocol.core.net.shuffle import demo_vote
-
-    spec = o.round().spec()
-    votes = np.array([demo_vote(o.seed, c, o.candidates) for c in accepted], dtype=np.int64)
-    counts = threshold_counts(spec, np.bincount(votes, minlength=o.candidates))
-    return sorted(counts), None if o.membership_only else counts
-
-
-async def _last_json(proc: asyncio.subprocess.Process) -> dict[str, Any]:
-    """A finished process's last stdout line as JSON, or its exit status and stderr."""
-    lines = (await proc.stdout.read()).decode(errors="replace").strip().splitlines()
-    with contextlib.suppress(ValueError, IndexError):
-        out = json.loads(lines[-1])
-        if isinstance(out, dict):
-            return out
-    return {"status": "failed", "exit": proc.returncode,
-            "stderr": (await proc.stderr.read()).decode(errors="replace")[-600:]}
+        return [*self.vote_args(), "--min-batch", str(self.min_batch)]
 
 
 async def _one_round(o: Any, what: str, server_args: list[str],
@@ -517,7 +508,8 @@ async def _one_round(o: Any, what: str, server_args: list[str],
         await stop_process(server, 30)
         for peer in peer_procs:
             await stop_process(peer, o.stage_seconds + 10)
-            peer_out.append(await _last_json(peer))
+            peer_out.append(await _last_json(peer) or {"status": "failed",
+                                                        **await _failure(peer)})
         summaries, _ = await client_summaries(procs, to_kill, o.stage_seconds + 10)
     finally:
         left = await kill_all(everything)
@@ -545,8 +537,8 @@ async def _shuffle_loopback(o: ShuffleLoopbackOptions, keys: str, say: Callable[
         f", {len(report['accepted'])} of {o.clients} envelopes accepted")
     exact = None
     if report["status"] == "completed" and analysis.get("status") == "completed":
-        passed, counts = _expected_release(o, sorted(report["accepted"]))
-        exact = analysis["passed"] == passed and analysis["release"] == counts
+        want = expected_release(o.round(), o.seed, sorted(report["accepted"]))
+        exact = analysis["passed"] == want["passed"] and analysis["release"] == want["release"]
     return {"shuffler": report, "analyzer": analysis, **run, "exact": exact}
 
 
@@ -608,10 +600,8 @@ class ThresholdLoopbackOptions(_RoundOptions):
                               threat=self.threat, graph=self.graph, dropout=self.dropout_rate)
 
     def round_args(self) -> list[str]:
-        return (["--clients", str(self.clients), "--candidates", str(self.candidates),
-                 "--threshold", str(self.theta), "--threat", self.threat, "--graph",
-                 self.graph, "--dropout-rate", str(self.dropout_rate)]
-                + (["--membership-only"] if self.membership_only else []))
+        return [*self.vote_args(), "--threat", self.threat, "--graph", self.graph,
+                "--dropout-rate", str(self.dropout_rate)]
 
 
 def _free_port() -> int:
@@ -624,8 +614,6 @@ def _free_port() -> int:
 
 async def _threshold_loopback(o: ThresholdLoopbackOptions, keys: str,
                               say: Callable[[str], None]) -> dict[str, Any]:
-    from protocol.core.net.threshold_net import expected_release
-
     link = f"127.0.0.1:{_free_port()}"
     wait = str(o.join_seconds + 5 * o.stage_seconds)
 
@@ -646,7 +634,7 @@ async def _threshold_loopback(o: ThresholdLoopbackOptions, keys: str,
     say(f"round: {report['status']}{' (' + report['reason'] + ')' if report['reason'] else ''}")
     exact = None
     if report["status"] == "completed":
-        want = expected_release(o.round(), o.seed, report["in_sum"])
+        want = expected_release(o.round().vote, o.seed, report["in_sum"])
         exact = (report["passed"] == want["passed"] and report["release"] == want["release"]
                  and all(h.get("passed") == want["passed"]
                          and h.get("release") == want["release"] for h in helpers))

@@ -79,6 +79,18 @@ def _roster(keys: str, n: int, signing: bool, what: str = "the session"
     return verify, sign
 
 
+def _ids_within(ids: Sequence[int], n: int) -> list[int]:
+    """The client ids a process runs, all among the ``n`` positions.
+
+    Raises:
+        ValueError: none, or one outside ``[0, n)``.
+    """
+    ids = list(ids)
+    if not ids or min(ids) < 0 or max(ids) >= n:
+        raise ValueError(f"client ids must be in [0, {n})")
+    return ids
+
+
 def _clients_summary(outcomes: Sequence[Any], cpu0: float, wall0: float,
                      **extra: Any) -> dict[str, Any]:
     """The one JSON line a client process prints: outcomes by status and reason,
@@ -140,9 +152,7 @@ def client_process(spec: NetSessionSpec, keys: str, host: str, port: int, ids: S
     Raises:
         ValueError: ids outside the roster, bad keys.
     """
-    ids = list(ids)
-    if not ids or min(ids) < 0 or max(ids) >= spec.n:
-        raise ValueError(f"client ids must be in [0, {spec.n})")
+    ids = _ids_within(ids, spec.n)
     verify, signing = _roster(keys, spec.n, spec.malicious)
     _network_process(len(ids))
     ctx, pin = tls.client_context(keys)
@@ -199,20 +209,19 @@ def job_report(reports: Sequence[Any]) -> dict[str, Any]:
 
 
 def job_client_process(policy: Any, keys: str, host: str, port: int, ids: Sequence[int],
-                       contribution_of: Callable[[int, Any], int], *, wait_seconds: float = 300.0,
+                       contribution_of: Callable[[int, Any], Any], *,
+                       wait_seconds: float = 300.0,
                        stall: Sequence[int] = (), stall_at: int | None = None,
                        out: TextIO = sys.stdout) -> dict[str, Any]:
     """Run the clients ``ids`` of a job (``fedhh client --job``); ``contribution_of(member,
-    task)`` is a client's vote. Prints and returns a summary.
+    task)`` is a client's contribution (a vote, or a vector). Prints and returns a summary.
 
     Raises:
         ValueError: ids outside the population, bad keys.
     """
     from protocol.core.net.job import run_job_clients
 
-    ids = list(ids)
-    if not ids or min(ids) < 0 or max(ids) >= policy.population:
-        raise ValueError(f"client ids must be in [0, {policy.population})")
+    ids = _ids_within(ids, policy.population)
     malicious = policy.threat == "malicious"
     verify, signing = _roster(keys, policy.population, malicious, "the population")
     _network_process(len(ids))
@@ -274,9 +283,7 @@ def shuffle_client_process(round: Any, keys: str, host: str, port: int, ids: Seq
     """
     from protocol.core.net.shuffle import ShuffleKeys, demo_vote, run_shuffle_clients
 
-    ids = list(ids)
-    if not ids or min(ids) < 0 or max(ids) >= round.n:
-        raise ValueError(f"client ids must be in [0, {round.n})")
+    ids = _ids_within(ids, round.n)
     files = ShuffleKeys(pathlib.Path(keys))
     s_pub, a_pub = files.public_keys()
     master = files.crowd_master()
@@ -384,9 +391,7 @@ def threshold_client_process(rnd: Any, keys: str, host: str, port: int, ids: Seq
     """
     from protocol.core.net.threshold_net import demo_votes_vector
 
-    ids = list(ids)
-    if not ids or min(ids) < 0 or max(ids) >= rnd.vote.n:
-        raise ValueError(f"client ids must be in [0, {rnd.vote.n})")
+    ids = _ids_within(ids, rnd.vote.n)
     spec = rnd.session()
     verify, signing = _roster(keys, spec.n, spec.malicious,
                               "the session (clients and two helpers)")

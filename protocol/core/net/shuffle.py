@@ -70,7 +70,7 @@ from shuffler import (
 from shuffler.keys import PublicKey
 from shuffler.thresholds import AnalyzerReceipt
 
-__all__ = ["make_shuffle_keys", "ShuffleKeys", "ShuffleRound", "demo_vote",
+__all__ = ["make_shuffle_keys", "ShuffleKeys", "ShuffleRound", "demo_vote", "expected_release",
            "NetShufflerServer", "run_shuffle_client", "run_shuffle_clients", "run_analyzer"]
 
 #: bytes of a vote report (a candidate index)
@@ -213,6 +213,19 @@ def demo_vote(seed: int, client: int, candidates: int) -> int:
     rng = np.random.default_rng([int(seed), int(client), 0x73687566])
     w = 1.0 / np.arange(1, candidates + 1) ** 1.2
     return int(rng.choice(candidates, p=w / w.sum()))
+
+
+def expected_release(vote: ShuffleRound, seed: int, clients: Sequence[int]
+                     ) -> dict[str, Any]:
+    """What a vote round must release from exactly ``clients``' seeded votes
+    (:func:`demo_vote`): ``passed`` (the candidates at or above ``theta``) and
+    ``release`` (their counts; ``None`` in a membership-only round). The loopback
+    experiments check the shuffler's and the committee's releases against it."""
+    from protocol.core.contract import threshold_counts
+
+    votes = np.array([demo_vote(seed, c, vote.candidates) for c in clients], dtype=np.int64)
+    counts = threshold_counts(vote.spec(), np.bincount(votes, minlength=vote.candidates))
+    return {"passed": sorted(counts), "release": counts if vote.reveal_counts else None}
 
 
 # ---------------------------------------------------------------------------- shuffler

@@ -36,7 +36,7 @@ import numpy as np
 
 from protocol.core import wire_secagg
 from protocol.core.committee import CommitteeAborted, ring_bits
-from protocol.core.contract import AggregationAborted, threshold_counts
+from protocol.core.contract import AggregationAborted
 from protocol.core.net.client import (
     NETWORK_FAILURES, ClientOutcome, connect, exchange, failure_outcome,
 )
@@ -51,7 +51,7 @@ from protocol.core.transports.threshold import uniform_mod
 from secagg.client import SecAggClient
 
 __all__ = ["ThresholdRound", "serve_threshold_round", "run_helper", "demo_votes_vector",
-           "expected_release", "HELPERS"]
+           "HELPERS"]
 
 #: the committee's helpers
 HELPERS = 2
@@ -101,14 +101,6 @@ def demo_votes_vector(seed: int, client: int, candidates: int) -> np.ndarray:
     v = np.zeros(candidates, dtype=np.uint64)
     v[demo_vote(seed, client, candidates)] = 1
     return v
-
-
-def expected_release(rnd: ThresholdRound, seed: int, clients: Sequence[int]
-                     ) -> dict[str, Any]:
-    """The release the committee must produce from exactly ``clients``' votes."""
-    votes = np.array([demo_vote(seed, c, rnd.vote.candidates) for c in clients], dtype=np.int64)
-    counts = threshold_counts(rnd.vote.spec(), np.bincount(votes, minlength=rnd.vote.candidates))
-    return {"passed": sorted(counts), "release": counts if rnd.vote.reveal_counts else None}
 
 
 # ---------------------------------------------------------------------------- server
