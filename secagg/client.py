@@ -290,10 +290,10 @@ class SecAggClient:
         except CryptoError:
             raise _Abort(AbortReason.INVALID_PUBLIC_KEY) from None
         xs = [v + 1 for v in peers]
-        b_shares = shamir.split(self._b, xs, cfg.threshold, self._rand)
-        s_shares = shamir.split(self._s_sk, xs, cfg.threshold, self._rand)
+        b_shares = shamir.split_encoded(self._b, xs, cfg.threshold, self._rand)
+        s_shares = shamir.split_encoded(self._s_sk, xs, cfg.threshold, self._rand)
         cts = tuple(
-            crypto.aead_encrypt(share_keys[v], bs.to_bytes() + ss.to_bytes(),
+            crypto.aead_encrypt(share_keys[v], bs + ss,
                                 crypto.routing_ad(sid, 1, u, v), self._rand)
             for v, bs, ss in zip(peers, b_shares, s_shares))
         out = ShareKeys(u, peers, cts)

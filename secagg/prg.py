@@ -84,6 +84,12 @@ _SMALL_MASK_BYTES = 1 << 16
 # the plaintext of every keystream step: shared, never written
 _ZEROS = np.zeros(_CHUNK_BYTES, np.uint8)
 _ZEROS.setflags(write=False)
+_ZERO_BYTES = bytes(_SMALL_MASK_BYTES)
+#: the counter block every mask starts from (immutable; shared by every cipher)
+_CTR_ZERO = modes.CTR(bytes(16))
+#: ``(dim, modulus) -> (keystream bytes, word dtype, low-bit mask or None)`` for masks
+#: that take the one-call path: filled by the checked path, bounded in size
+_SMALL_PLANS: dict[tuple[int, int], tuple[int, np.dtype, np.uint64 | None]] = {}
 
 
 class _Keystream:
@@ -155,6 +161,16 @@ def expand_mask(seed: bytes, dim: int, modulus: int) -> np.ndarray:
     Raises:
         ParameterError: bad seed, dim or modulus.
     """
+    plan = _SMALL_PLANS.get((dim, modulus)) if type(dim) is int and type(modulus) is int else None
+    if plan is not None and type(seed) is bytes and len(seed) == SEED_BYTES:
+        # the common case of a simulation, checked and planned once per (dim, modulus):
+        # a power-of-two modulus and a mask of one keystream call
+        nbytes, word, low_mask = plan
+        ks = Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor().update(_ZERO_BYTES[:nbytes])
+        small = np.frombuffer(ks, dtype=word).astype(np.uint64)
+        if low_mask is not None:
+            np.bitwise_and(small, low_mask, out=small)
+        return small
     seed = _check_seed(seed)
     dim = _check_count(dim, "dim")
     modulus = _check_modulus(modulus)
@@ -166,6 +182,9 @@ def expand_mask(seed: bytes, dim: int, modulus: int) -> np.ndarray:
     if exact and dim * w <= _SMALL_MASK_BYTES:
         # one keystream call and one conversion: most masks of a simulation are this
         # small (a TrieHH vote vector), where the fixed costs dominate
+        if len(_SMALL_PLANS) < 64:
+            _SMALL_PLANS[(dim, modulus)] = (
+                dim * w, word, low_mask if low_mask is not None and b != 8 * w else None)
         ks = Cipher(algorithms.AES(seed), modes.CTR(bytes(16))).encryptor().update(
             _ZEROS[:dim * w])
         small = np.frombuffer(ks, dtype=word).astype(np.uint64)

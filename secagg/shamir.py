@@ -38,7 +38,7 @@ from .errors import ParameterError
 from .randomness import RandomSource
 
 __all__ = ["PRIME", "SECRET_BYTES", "SHARE_BYTES", "SHARE_WIRE_BYTES", "MAX_X", "Share",
-           "split", "combine"]
+           "split", "split_encoded", "combine"]
 
 PRIME = (1 << 256) + 297
 SECRET_BYTES = 32
@@ -142,6 +142,28 @@ def split(secret: bytes, xs: Sequence[int], threshold: int, rand: RandomSource) 
     Raises:
         ParameterError: bad secret length, repeated or out-of-range points, bad threshold.
     """
+    points, ys = _split(secret, xs, threshold, rand)
+    return [Share(x, y) for x, y in zip(points, ys)]
+
+
+def split_encoded(secret: bytes, xs: Sequence[int], threshold: int,
+                  rand: RandomSource) -> list[bytes]:
+    """:func:`split`, each share returned in its wire encoding (``Share.to_bytes``).
+
+    The same polynomial and points for the same randomness; what a client sends, without
+    building a checked :class:`Share` per point (the points were checked once for the
+    whole call, and every ``y`` is reduced mod ``p`` by construction).
+
+    Raises:
+        ParameterError: as :func:`split`.
+    """
+    points, ys = _split(secret, xs, threshold, rand)
+    return [x.to_bytes(2, "big") + y.to_bytes(SHARE_BYTES, "big") for x, y in zip(points, ys)]
+
+
+def _split(secret: bytes, xs: Sequence[int], threshold: int,
+           rand: RandomSource) -> tuple[list[int], list[int]]:
+    """The checked points and the polynomial's values at them."""
     if not isinstance(secret, (bytes, bytearray, memoryview)):
         raise ParameterError(f"secret must be bytes, got {type(secret).__name__}")
     secret = bytes(secret)
@@ -155,8 +177,7 @@ def split(secret: bytes, xs: Sequence[int], threshold: int, rand: RandomSource) 
         raise ParameterError("evaluation points must be distinct")
     _check_threshold(threshold, len(points))
     coeffs = [int.from_bytes(secret, "big")] + _field_elements(rand, threshold - 1)
-    ys = _evaluate(coeffs, points)
-    return [Share(x, y) for x, y in zip(points, ys)]
+    return points, _evaluate(coeffs, points)
 
 
 def _evaluate(coeffs: list[int], points: list[int]) -> list[int]:

@@ -48,7 +48,8 @@ class PrimitiveProfile:
 _CATEGORY = {
     ("crypto", "x25519_shared"): "key_agreement", ("crypto", "x25519_keypair"): "key_agreement",
     ("crypto", "x25519_public"): "key_agreement", ("prg", "expand_mask"): "prg",
-    ("shamir", "split"): "shamir", ("shamir", "combine"): "shamir",
+    ("shamir", "split"): "shamir", ("shamir", "split_encoded"): "shamir",
+    ("shamir", "combine"): "shamir",
     ("crypto", "aead_encrypt"): "aead", ("crypto", "aead_decrypt"): "aead",
     ("crypto", "ed25519_sign"): "signature", ("crypto", "ed25519_verify"): "signature",
     ("crypto", "hkdf"): "kdf",
@@ -58,7 +59,7 @@ _CATEGORY = {
 def _shape(name: str, args: tuple[Any, ...]) -> Any:
     if name == "expand_mask":
         return (args[1], args[2])
-    if name == "split":
+    if name in ("split", "split_encoded"):
         return (len(args[1]), args[2])
     if name == "combine":
         return args[1]
@@ -122,7 +123,7 @@ def category_seconds(prof: PrimitiveProfile) -> dict[str, float]:
 #: primitive family -> the wrapped functions that belong to it
 FAMILIES: dict[str, tuple[str, ...]] = {
     "key_agreement": ("x25519_shared", "x25519_keypair", "x25519_public"),
-    "prg": ("expand_mask",), "shamir": ("split", "combine"),
+    "prg": ("expand_mask",), "shamir": ("split", "split_encoded", "combine"),
     "aead": ("aead_encrypt", "aead_decrypt"), "signature": ("ed25519_sign", "ed25519_verify"),
     "kdf": ("hkdf",),
 }
@@ -186,10 +187,12 @@ def bare_costs(prof: PrimitiveProfile, sample: int = 2000) -> dict[str, float]:
     out["prg"] = prg_t
     sh_t = 0.0
     rnd = OsRandom()
-    for (m, t), count in prof.shapes.get("split", {}).items():
-        xs = list(range(1, m + 1))
-        sec = os.urandom(32)
-        sh_t += timed(count, lambda: shamir.split(sec, xs, t, rnd))
+    for name in ("split", "split_encoded"):
+        fn = getattr(shamir, name)
+        for (m, t), count in prof.shapes.get(name, {}).items():
+            xs = list(range(1, m + 1))
+            sec = os.urandom(32)
+            sh_t += timed(count, lambda: fn(sec, xs, t, rnd))
     for t, count in prof.shapes.get("combine", {}).items():
         shares = shamir.split(os.urandom(32), list(range(1, t + 1)), t, rnd)
         sh_t += timed(count, lambda: shamir.combine(shares, t))

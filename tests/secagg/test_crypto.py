@@ -1,13 +1,14 @@
 """secagg.crypto: published vectors check the wiring; properties check the protocol rules.
 
-Vectors: RFC 7748 sections 5.2 and 6.1 (X25519), RFC 5869 appendix A.1 (HKDF-SHA256
-test case 1), RFC 8439 section 2.8.2 (ChaCha20-Poly1305 AEAD), RFC 8032 section 7.1
+Vectors: RFC 7748 sections 5.2 and 6.1 (X25519), RFC 5869 appendix A.1 and A.3 (HKDF-SHA256
+test cases 1 and 3), RFC 8439 section 2.8.2 (ChaCha20-Poly1305 AEAD), RFC 8032 section 7.1
 TEST 1-3 (Ed25519).
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
+import random
 import struct
 
 import pytest
@@ -134,6 +135,24 @@ def test_hkdf_info_construction_matches_the_documented_layout() -> None:
     assert c.hkdf(ikm, label=c.LABEL_MASK_SEED, context=ctx) == _reference_hkdf(ikm, info, 32)
     assert c.hkdf(ikm, label=c.LABEL_MASK_SEED, context=ctx, length=100) == \
         _reference_hkdf(ikm, info, 100)
+
+
+def test_hkdf_rfc5869_test_case_3_empty_salt() -> None:
+    # RFC 5869 A.3: SHA-256, empty salt, empty info: exactly the construction hkdf() uses
+    okm = c._hkdf_sha256(b"\x0b" * 22, b"", 42)
+    assert okm == H("8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d"
+                    "9d201395faa4b61a96c8")
+
+
+@pytest.mark.parametrize("length", [1, 31, 32, 33, 64, 100, 255 * 32])
+def test_hkdf_equals_the_library_hkdf(length: int) -> None:
+    # the hashlib-based HMAC against cryptography's HKDF object, over ikm and info of
+    # several lengths (an ikm longer than the hash block included)
+    rng = random.Random(length)
+    for ikm_len, info_len in ((0, 0), (32, 40), (65, 3), (200, 130)):
+        ikm, info = rng.randbytes(ikm_len), rng.randbytes(info_len)
+        ref = HKDF(algorithm=hashes.SHA256(), length=length, salt=b"", info=info).derive(ikm)
+        assert c._hkdf_sha256(ikm, info, length) == ref
 
 
 def test_hkdf_labels_separate_domains() -> None:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from protocol.core.randomness import insecure_deterministic_randomness
 from secagg.errors import ParameterError
-from secagg.shamir import PRIME, SHARE_BYTES, Share, combine, split
+from secagg.shamir import PRIME, SHARE_BYTES, Share, combine, split, split_encoded
 
 VECTORS = json.loads((pathlib.Path(__file__).parent / "vectors" / "secagg_prg_shamir.json")
                      .read_text())
@@ -260,3 +260,21 @@ def test_share_decoding_of_garbage_returns_a_valid_share_or_raises_value_error(d
     except ValueError:
         return
     assert len(data) == 35 and 1 <= s.x < 2**16 and 0 <= s.y < PRIME and s.to_bytes() == data
+
+
+@pytest.mark.parametrize("xs,t", [([1, 2, 3], 2), (list(range(1, 31)), 17),
+                                  ([65535, 7, 300], 3)])
+def test_split_encoded_is_split_in_wire_encoding(xs: list, t: int) -> None:
+    # same randomness, same polynomial: the encodings a client sends equal Share.to_bytes
+    secret = bytes(range(32))
+    a = split(secret, xs, t, insecure_deterministic_randomness(5))
+    b = split_encoded(secret, xs, t, insecure_deterministic_randomness(5))
+    assert b == [s.to_bytes() for s in a]
+    assert combine([Share.from_bytes(e) for e in b[:t]], t) == secret
+
+
+@pytest.mark.parametrize("secret,xs,t", [(b"short", [1, 2], 2), (bytes(32), [1, 1], 2),
+                                         (bytes(32), [0, 2], 2), (bytes(32), [1, 2], 3)])
+def test_split_encoded_rejects_what_split_rejects(secret: bytes, xs: list, t: int) -> None:
+    with pytest.raises(ParameterError):
+        split_encoded(secret, xs, t, insecure_deterministic_randomness(1))

@@ -169,6 +169,8 @@ def _print_table(out: dict[str, Any]) -> None:
         print(f"  on {d['workers']} {d['engine']} workers: wall {d['seconds']:.3f} s (CPU "
               f"{d['cpu_seconds']:.3f} s) vs {d['one_worker_seconds']:.3f} s on one: speedup "
               f"{d['speedup']}x, same release: {d['release_equal']}")
+    print(f"  primitives, timed in a second run of the round (CPU "
+          f"{out['profiled_cpu_seconds']:.3f} s with the timers):")
     print(f"  {'primitive':<14}{'calls':>9}{'in round s':>12}{'bare s':>10}{'ratio':>8}")
     for k, v in out["primitives"].items():
         ratio = "-" if v["overhead_ratio"] is None else f"{v['overhead_ratio']:.2f}"

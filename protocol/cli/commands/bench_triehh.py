@@ -70,6 +70,9 @@ def _print_human(out: dict[str, Any]) -> None:
           f"same heavy hitters: {d['same_heavy_hitters']}\n")
     if out["primitives"] is None:
         return
+    w(f"  run CPU / bare X25519 cost (floor ratio): {out['floor_ratio']}\n")
+    w(f"  primitives, timed in a second run with the same seed (CPU "
+      f"{out['profiled_cpu_seconds']:.2f} s with the timers):\n")
     w(f"  {'primitive':<14}{'calls':>10}{'in run s':>10}{'bare s':>10}{'ratio':>8}\n")
     for k, v in out["primitives"].items():
         ratio = "-" if v["overhead_ratio"] is None else f"{v['overhead_ratio']:.2f}"
@@ -77,6 +80,6 @@ def _print_human(out: dict[str, Any]) -> None:
           f"{ratio:>8}\n")
     x = out["x25519"]
     w(f"  X25519: {x['operations']:,} operations, {x['seconds']:.2f} s CPU = "
-      f"{100 * x['share_of_run_cpu']:.1f}% of the run's CPU time; the bare scalar "
+      f"{100 * x['share_of_run_cpu']:.1f}% of the timed run's CPU time; the bare scalar "
       f"multiplications take {x['bare_seconds']:.2f} s "
-      f"({100 * x['bare_share_of_run_cpu']:.1f}%)\n")
+      f"({100 * x['bare_share_of_run_cpu']:.1f}% of the untimed run's)\n")
