@@ -43,7 +43,8 @@ returns what to send; the dispatcher sets the next state the table names.
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, Sequence
+from bisect import bisect_left
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -61,6 +62,10 @@ from .state import (
 __all__ = ["SecAggClient", "PeerStatus", "CLIENT_TRANSITIONS"]
 
 _SHARE_PLAINTEXT = 2 * shamir.SHARE_WIRE_BYTES
+_SHARE = shamir.SHARE_WIRE_BYTES
+#: bytes per neighbour of the pairwise keys kept from round 1 to round 2: the share
+#: encryption key, then the mask seed
+_PAIR = 2 * crypto.KEY_BYTES
 
 
 class PeerStatus(str, enum.Enum):
@@ -70,6 +75,15 @@ class PeerStatus(str, enum.Enum):
     DROPPED_AT_ROUND_0 = "dropped_at_round_0"  # no keys advertised
     DROPPED_AT_ROUND_1 = "dropped_at_round_1"  # no shares received
     DROPPED_AT_ROUND_2 = "dropped_at_round_2"  # shares received, no masked input
+
+
+# the per-neighbour status is kept as one byte per neighbour (in the order of the
+# sorted neighbourhood), not as a dict of enum members: a dict costs about 1 KiB per
+# client at k = 30, and a simulation holds every client at once
+_ALIVE, _DROPPED_0, _DROPPED_1, _DROPPED_2 = 0, 1, 2, 3
+_STATUS = (PeerStatus.ALIVE, PeerStatus.DROPPED_AT_ROUND_0, PeerStatus.DROPPED_AT_ROUND_1,
+           PeerStatus.DROPPED_AT_ROUND_2)
+_CODE = {st: code for code, st in enumerate(_STATUS)}
 
 
 class _Abort(Exception):
@@ -153,22 +167,25 @@ class SecAggClient:
         self.state = ClientState.INIT
         self.abort_reason: AbortReason | None = None
         self.server_abort_reason: AbortReason | None = None
-        self.peer_status: dict[int, PeerStatus] = {}
+        #: one status code per neighbour, in the order of ``neighbours`` (see
+        #: :attr:`peer_status` for the readable form)
+        self._status = bytearray()
         # secrets
         self._c_sk = self._s_sk = self._b = b""
         self._c_pk = self._s_pk = self._nonce = b""
         #: the transcript-bound session id ``sid_1`` (set in round 1)
         self.session = b""
-        # per-peer material
-        self._share_keys: dict[int, bytes] = {}
-        self._mask_seeds: dict[int, bytes] = {}
-        #: encoded shares (``Share.to_bytes``) this client holds, by owner
-        self._held_b: dict[int, bytes] = {}
-        self._held_s: dict[int, bytes] = {}
+        # per-neighbour material, one fixed-size record per neighbour slot (the slot of
+        # ``v`` is its index in ``neighbours``): from round 1 to round 2 the pairwise
+        # keys (``_PAIR`` bytes: share key, mask seed; zeros for a neighbour without
+        # keys), from round 2 on the encoded shares held for each peer (``Share.to_bytes``
+        # of the b-share, then of the s-share; zeros where none were received). One
+        # bytes object per client instead of four dicts of small bytes objects.
+        self._pair_keys = b""
+        self._held = b""
         self._signed_alive: bytes | None = None
-        #: what this client revealed in round 4 (for transcripts and tests)
-        self.revealed_b: frozenset[int] = frozenset()
-        self.revealed_s: frozenset[int] = frozenset()
+        # what this client revealed in round 4 (sorted owners; see revealed_b/revealed_s)
+        self._revealed: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
 
     # ------------------------------------------------------------------ driving
 
@@ -192,6 +209,61 @@ class SecAggClient:
     @property
     def aborted(self) -> bool:
         return self.state is ClientState.ABORTED
+
+    @property
+    def revealed_b(self) -> frozenset[int]:
+        """The peers whose b-share this client revealed in round 4."""
+        return frozenset(self._revealed[0])
+
+    @property
+    def revealed_s(self) -> frozenset[int]:
+        """The peers whose s-share this client revealed in round 4."""
+        return frozenset(self._revealed[1])
+
+    @property
+    def peer_status(self) -> dict[int, PeerStatus]:
+        """What this client knows about each neighbour (a fresh dict; empty before
+        round 1)."""
+        return {v: _STATUS[code] for v, code in zip(self.neighbours, self._status)}
+
+    def _slot(self, v: int) -> int:
+        """Index of ``v`` in the sorted neighbourhood, or -1 for a non-neighbour."""
+        nb = self.neighbours
+        i = bisect_left(nb, v)
+        return i if i < len(nb) and nb[i] == v else -1
+
+    def _keys_of(self, slot: int) -> tuple[bytes, bytes]:
+        """The share key and mask seed of the neighbour in ``slot``."""
+        rec = self._pair_keys[slot * _PAIR:(slot + 1) * _PAIR]
+        return rec[:crypto.KEY_BYTES], rec[crypto.KEY_BYTES:]
+
+    def _held_share(self, slot: int, which: int) -> bytes:
+        """The encoded b-share (``which = 0``) or s-share (1) held for ``slot``."""
+        start = slot * _SHARE_PLAINTEXT + which * _SHARE
+        return self._held[start:start + _SHARE]
+
+    # read-only views of the compact records (for transcripts and tests)
+    @property
+    def _share_keys(self) -> dict[int, bytes]:
+        return {v: self._keys_of(i)[0] for i, v in enumerate(self.neighbours)
+                if self._pair_keys and self._status[i] == _ALIVE}
+
+    @property
+    def _mask_seeds(self) -> dict[int, bytes]:
+        return {v: self._keys_of(i)[1] for i, v in enumerate(self.neighbours)
+                if self._pair_keys and self._status[i] == _ALIVE}
+
+    def _held_by_owner(self, which: int) -> dict[int, bytes]:
+        return {v: self._held_share(i, which) for i, v in enumerate(self.neighbours)
+                if self._held and self._status[i] in (_ALIVE, _DROPPED_2)}
+
+    @property
+    def _held_b(self) -> dict[int, bytes]:
+        return self._held_by_owner(0)
+
+    @property
+    def _held_s(self) -> dict[int, bytes]:
+        return self._held_by_owner(1)
 
     def _dispatch(self, event: Any) -> list[Any]:
         edge = self._table.get((self.state, type(event)))
@@ -217,9 +289,9 @@ class SecAggClient:
         ``bytes``; dropping the references keeps a finished client from carrying them
         (and keeps memory at what the remaining rounds need)."""
         self._c_sk = self._s_sk = self._b = b""
-        self._share_keys, self._mask_seeds = {}, {}
+        self._pair_keys = b""
         if shares:
-            self._held_b, self._held_s = {}, {}
+            self._held = b""
 
     # ------------------------------------------------------------------ round 0
 
@@ -276,52 +348,55 @@ class SecAggClient:
                                           e.signature)
                 except CryptoError:
                     raise _Abort(AbortReason.INVALID_KEY_SIGNATURE) from None
-        share_keys: dict[int, bytes] = {}
-        mask_seeds: dict[int, bytes] = {}
+        # one record per neighbour slot: the keys of a peer, zeros for a neighbour that
+        # advertised none (its status says so)
+        status = bytearray([_DROPPED_0]) * len(neighbours)
+        records = [bytes(_PAIR)] * len(neighbours)
+        share_keys: list[bytes] = []
         try:
             for e in msg.entries:
                 pc = cfg.pair_context(sid, u, e.sender)
-                share_keys[e.sender] = crypto.hkdf(
+                share_key = crypto.hkdf(
                     crypto.x25519_shared(self._c_sk, e.c_pk), label=crypto.LABEL_SHARE_KEY,
                     context=pc)
-                mask_seeds[e.sender] = crypto.hkdf(
+                slot = bisect_left(neighbours, e.sender)
+                records[slot] = share_key + crypto.hkdf(
                     crypto.x25519_shared(self._s_sk, e.s_pk), label=crypto.LABEL_MASK_SEED,
                     context=pc)
+                status[slot] = _ALIVE
+                share_keys.append(share_key)
         except CryptoError:
             raise _Abort(AbortReason.INVALID_PUBLIC_KEY) from None
         xs = [v + 1 for v in peers]
         b_shares = shamir.split_encoded(self._b, xs, cfg.threshold, self._rand)
         s_shares = shamir.split_encoded(self._s_sk, xs, cfg.threshold, self._rand)
         cts = tuple(
-            crypto.aead_encrypt(share_keys[v], bs + ss,
-                                crypto.routing_ad(sid, 1, u, v), self._rand)
-            for v, bs, ss in zip(peers, b_shares, s_shares))
+            crypto.aead_encrypt(key, bs + ss, crypto.routing_ad(sid, 1, u, v), self._rand)
+            for v, key, bs, ss in zip(peers, share_keys, b_shares, s_shares))
         out = ShareKeys(u, peers, cts)
         # mutate
         self.session = sid
         self.neighbours = neighbours
-        self._share_keys, self._mask_seeds = share_keys, mask_seeds
-        for v in self.neighbours:
-            self.peer_status[v] = PeerStatus.DROPPED_AT_ROUND_0
-        for v in peers:
-            self.peer_status[v] = PeerStatus.ALIVE
+        self._pair_keys = b"".join(records)
+        self._status = status
         return [out]
 
     # ------------------------------------------------------------------ round 2
 
     def _on_shares(self, msg: RoutedShares) -> list[Any]:
         cfg, u = self.config, self.index
-        for v in msg.senders:
-            if v not in self._share_keys:
+        slots = [self._slot(v) for v in msg.senders]
+        for slot in slots:
+            # only a peer of the key list holds a share key (its status is ALIVE)
+            if slot < 0 or self._status[slot] != _ALIVE:
                 raise _Abort(AbortReason.SHARES_FROM_UNKNOWN_PEER)
         if len(msg.senders) < cfg.threshold:
             raise _Abort(AbortReason.TOO_FEW_SHARES)
-        held_b: dict[int, bytes] = {}
-        held_s: dict[int, bytes] = {}
+        held = [bytes(_SHARE_PLAINTEXT)] * len(self.neighbours)
         x_bytes = (u + 1).to_bytes(2, "big")
-        for v, ct in zip(msg.senders, msg.ciphertexts):
+        for v, slot, ct in zip(msg.senders, slots, msg.ciphertexts):
             try:
-                pt = crypto.aead_decrypt(self._share_keys[v], ct,
+                pt = crypto.aead_decrypt(self._keys_of(slot)[0], ct,
                                          crypto.routing_ad(self.session, 1, v, u))
             except CryptoError:
                 raise _Abort(AbortReason.DECRYPTION_FAILED) from None
@@ -333,14 +408,15 @@ class SecAggClient:
                     or int.from_bytes(bs[2:], "big") >= shamir.PRIME
                     or int.from_bytes(ss[2:], "big") >= shamir.PRIME):
                 raise _Abort(AbortReason.MALFORMED_SHARE)
-            held_b[v], held_s[v] = bs, ss
-        y = self._masked_input(msg.senders)
+            held[slot] = pt
+        y = self._masked_input(msg.senders, slots)
         out = MaskedInput.from_vector(u, y, cfg.modulus)
-        # mutate
-        self._held_b, self._held_s = held_b, held_s
-        for v, st in self.peer_status.items():
-            if st is PeerStatus.ALIVE and v not in held_b:
-                self.peer_status[v] = PeerStatus.DROPPED_AT_ROUND_1
+        # mutate: a peer of the key list whose shares did not come is dead from now on
+        received = set(slots)
+        for slot, code in enumerate(self._status):
+            if code == _ALIVE and slot not in received:
+                self._status[slot] = _DROPPED_1
+        self._held = b"".join(held)
         self._forget(shares=False)
         return [out]
 
@@ -348,14 +424,15 @@ class SecAggClient:
         value = self._value
         return _check_input(self.config, value()) if callable(value) else value
 
-    def _masked_input(self, peers: Sequence[int]) -> np.ndarray:
-        """``x_u + PRG(b_u) + sum_{u<v} PRG(s_uv) - sum_{v<u} PRG(s_uv) mod R``."""
+    def _masked_input(self, peers: Sequence[int], slots: Sequence[int]) -> np.ndarray:
+        """``x_u + PRG(b_u) + sum_{u<v} PRG(s_uv) - sum_{v<u} PRG(s_uv) mod R`` over
+        ``peers`` (in neighbour ``slots``)."""
         cfg, u = self.config, self.index
         acc = ModAccumulator(cfg.dim, cfg.modulus)
         acc.add(self._input())
         acc.add(prg.expand_mask(self_mask_seed(self.session, self._b), cfg.dim, cfg.modulus))
-        for v in peers:
-            mask = prg.expand_mask(self._mask_seeds[v], cfg.dim, cfg.modulus)
+        for v, slot in zip(peers, slots):
+            mask = prg.expand_mask(self._keys_of(slot)[1], cfg.dim, cfg.modulus)
             if u < v:
                 acc.add(mask)
             else:
@@ -374,7 +451,7 @@ class SecAggClient:
                                   cfg.consistency_message(self.session, msg.alive))
         out = ConsistencySignature(u, sig)
         # mutate: the peers left out of the signed U3 are dead from now on
-        self.peer_status = status
+        self._status = status
         self._signed_alive = msg.alive
         return [out]
 
@@ -389,8 +466,9 @@ class SecAggClient:
             raise _Abort(AbortReason.UNKNOWN_PEER_IN_SET)
         return bitmap_to_mask(bitmap, n)
 
-    def _status_after(self, alive: np.ndarray) -> dict[int, PeerStatus]:
-        """The per-peer status once the server announced the survivor set ``alive``.
+    def _status_after(self, alive: np.ndarray) -> bytearray:
+        """The per-peer status codes (one per neighbour slot) once the server announced
+        the survivor set ``alive``.
 
         Status only ever moves from ``ALIVE`` to a ``DROPPED_AT_ROUND_k``, never back:
         a neighbour named alive must still be ``ALIVE`` here (it sent us its shares and
@@ -405,15 +483,15 @@ class SecAggClient:
             raise _Abort(AbortReason.SELF_NOT_ALIVE)
         if any(not alive[r] for r in self.config.required):
             raise _Abort(AbortReason.REQUIRED_PARTICIPANT_MISSING)
-        status = dict(self.peer_status)
+        status = bytearray(self._status)
         survivors = 0
-        for v in self.neighbours:
+        for slot, v in enumerate(self.neighbours):
             if alive[v]:
-                if status[v] is not PeerStatus.ALIVE:
+                if status[slot] != _ALIVE:
                     raise _Abort(AbortReason.UNKNOWN_PEER_IN_SET)
                 survivors += 1
-            elif status[v] is PeerStatus.ALIVE:
-                status[v] = PeerStatus.DROPPED_AT_ROUND_2
+            elif status[slot] == _ALIVE:
+                status[slot] = _DROPPED_2
         if survivors < self.config.threshold:
             raise _Abort(AbortReason.TOO_FEW_SURVIVORS)
         return status
@@ -448,30 +526,37 @@ class SecAggClient:
                 raise _Abort(AbortReason.TOO_FEW_SIGNATURES)
         status = self._status_after(alive)
         # the server's dropped set must be exactly the peers now DROPPED_AT_ROUND_2
-        named = [v for v in self.neighbours if dropped[v]]
-        if named != [v for v in self.neighbours if status[v] is PeerStatus.DROPPED_AT_ROUND_2]:
-            if any(status[v] is not PeerStatus.DROPPED_AT_ROUND_2 for v in named):
+        named = [slot for slot, v in enumerate(self.neighbours) if dropped[v]]
+        if named != [slot for slot, code in enumerate(status) if code == _DROPPED_2]:
+            if any(status[slot] != _DROPPED_2 for slot in named):
                 raise _Abort(AbortReason.UNKNOWN_PEER_IN_SET)  # dropped before sharing
             raise _Abort(AbortReason.DROPPED_SET_MISMATCH)
         out = self._unmask_shares(status)
         # mutate
-        self.peer_status = status
-        self.revealed_b, self.revealed_s = frozenset(out.b_owners), frozenset(out.s_owners)
+        self._status = status
+        self._revealed = (out.b_owners, out.s_owners)
         self._forget(shares=True)
         return [out]
 
-    def _unmask_shares(self, status: dict[int, PeerStatus]) -> UnmaskShares:
+    def _unmask_shares(self, status: bytearray | Mapping[int, PeerStatus]) -> UnmaskShares:
         """The round-4 answer, decided by per-peer status alone (the single decision
         point, as in Google's fcp/secagg client): the ``b``-share of an ``ALIVE`` peer,
         the ``s^SK``-share of a ``DROPPED_AT_ROUND_2`` peer, nothing for a peer dropped
         earlier (this client holds no share of it). Status never returns to ``ALIVE``,
         so a peer once dead never gets its self-mask share revealed, and a surviving
-        peer never gets its mask-key share revealed."""
-        b_owners = tuple(v for v in self.neighbours if status[v] is PeerStatus.ALIVE)
-        s_owners = tuple(v for v in self.neighbours
-                         if status[v] is PeerStatus.DROPPED_AT_ROUND_2)
-        return UnmaskShares(self.index, b_owners, tuple(self._held_b[v] for v in b_owners),
-                            s_owners, tuple(self._held_s[v] for v in s_owners))
+        peer never gets its mask-key share revealed.
+
+        ``status`` is one code per neighbour slot (or, for tests, a mapping from peer
+        to :class:`PeerStatus`)."""
+        if not isinstance(status, bytearray):
+            status = bytearray(_CODE[status[v]] for v in self.neighbours)
+        nb = self.neighbours
+        b_slots = [slot for slot, code in enumerate(status) if code == _ALIVE]
+        s_slots = [slot for slot, code in enumerate(status) if code == _DROPPED_2]
+        return UnmaskShares(self.index, tuple(nb[i] for i in b_slots),
+                            tuple(self._held_share(i, 0) for i in b_slots),
+                            tuple(nb[i] for i in s_slots),
+                            tuple(self._held_share(i, 1) for i in s_slots))
 
     # ------------------------------------------------------------------ abort
 

@@ -37,7 +37,7 @@ import numpy as np
 from .errors import ParameterError
 from .prg import expand_mask
 
-__all__ = ["harary_graph", "complete_graph", "neighbours_of", "ring_order"]
+__all__ = ["harary_graph", "complete_graph", "complete_neighbours", "neighbours_of", "ring_order"]
 
 _PERM_LABEL = b"fedhh/secagg/v1\x00harary-permutation\x00"
 
@@ -82,6 +82,20 @@ def ring_order(n: int, seed: bytes) -> np.ndarray:
     return _ring_and_positions(n, seed)[0].copy()
 
 
+# One int object per participant index, shared by every neighbour tuple this process
+# builds: a tuple of k indices then costs 8 bytes per entry instead of 36 (ints above 256
+# are separate 28-byte objects), which a simulation holding n clients' neighbourhoods
+# (and the server's n lists) feels.
+_INDEX: list[int] = []
+
+
+def _indices(values: object, n: int) -> tuple[int, ...]:
+    """``tuple(values)`` (ints in ``[0, n)``) built from the shared index objects."""
+    if len(_INDEX) < n:
+        _INDEX.extend(range(len(_INDEX), n))
+    return tuple(map(_INDEX.__getitem__, values))  # type: ignore[call-overload]
+
+
 def complete_graph(n: int) -> list[tuple[int, ...]]:
     """Neighbour lists of the complete graph on ``0..n-1``.
 
@@ -90,8 +104,21 @@ def complete_graph(n: int) -> list[tuple[int, ...]]:
     """
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ParameterError(f"n must be an int >= 1, got {n!r}")
-    everyone = tuple(range(n))
+    everyone = _indices(range(n), n)
     return [everyone[:i] + everyone[i + 1:] for i in range(n)]
+
+
+def complete_neighbours(i: int, n: int) -> tuple[int, ...]:
+    """``complete_graph(n)[i]``: everyone but ``i``, sorted.
+
+    Raises:
+        ParameterError: ``n < 1`` or ``i`` not in ``[0, n)``.
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ParameterError(f"n must be an int >= 1, got {n!r}")
+    if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < n:
+        raise ParameterError(f"node index must be in [0, {n}), got {i!r}")
+    return _indices((j for j in range(n) if j != i), n)
 
 
 def harary_graph(n: int, degree: int, seed: bytes) -> list[tuple[int, ...]]:
@@ -122,7 +149,7 @@ def harary_graph(n: int, degree: int, seed: bytes) -> list[tuple[int, ...]]:
     adj.sort(axis=1)
     by_node = np.empty_like(adj)
     by_node[ring] = adj
-    return [tuple(row) for row in by_node.tolist()]
+    return [_indices(row, n) for row in by_node.tolist()]
 
 
 def neighbours_of(i: int, n: int, degree: int, seed: bytes) -> tuple[int, ...]:
@@ -135,11 +162,11 @@ def neighbours_of(i: int, n: int, degree: int, seed: bytes) -> tuple[int, ...]:
     if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < n:
         raise ParameterError(f"node index must be in [0, {n}), got {i!r}")
     if degree >= n - 1:
-        return tuple(j for j in range(n) if j != i)
+        return _indices((j for j in range(n) if j != i), n)
     if degree == 0:
         return ()
     ring, positions = _ring_and_positions(n, seed)
     pos = int(positions[i])
     half = degree // 2
     offsets = np.concatenate([np.arange(-half, 0), np.arange(1, half + 1)])
-    return tuple(sorted(ring[(pos + offsets) % n].tolist()))
+    return _indices(sorted(ring[(pos + offsets) % n].tolist()), n)

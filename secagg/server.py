@@ -134,7 +134,9 @@ class SecAggServer:
         self._in_u3 = np.zeros(n, dtype=bool)
         self._in_u4 = np.zeros(n, dtype=bool)
         self._in_u5 = np.zeros(n, dtype=bool)
-        self._routes: dict[int, list[tuple[int, bytes]]] = {}
+        #: recipient -> (senders, ciphertexts), two parallel lists (a tuple per route
+        #: would cost 64 bytes more per ciphertext held)
+        self._routes: dict[int, tuple[list[int], list[bytes]]] = {}
         self._acc = ModAccumulator(config.dim, config.modulus)
         self.input_digests: dict[int, bytes] = {}
         self._signatures: dict[int, bytes] = {}
@@ -257,7 +259,9 @@ class SecAggServer:
         if msg.recipients != expected:
             raise InvalidMessage(f"{u} must address exactly its neighbours in U1")
         for v, ct in zip(msg.recipients, msg.ciphertexts):
-            self._routes.setdefault(v, []).append((u, ct))
+            senders, cts = self._routes.setdefault(v, ([], []))
+            senders.append(u)
+            cts.append(ct)
         self._in_u2[u] = True
 
     def _close_shares(self, _: CloseRound) -> Outgoing:
@@ -266,9 +270,10 @@ class SecAggServer:
             raise _Abort(AbortReason.TOO_FEW_SHARE_SENDERS, u2)
         out = []
         for u in u2:
-            routed = sorted((v, ct) for v, ct in self._routes.get(u, ()) if self._in_u2[v])
-            out.append((u, RoutedShares(tuple(v for v, _ in routed),
-                                        tuple(ct for _, ct in routed))))
+            senders, cts = self._routes.get(u, ((), ()))
+            order = sorted((v, i) for i, v in enumerate(senders) if self._in_u2[v])
+            out.append((u, RoutedShares(tuple(v for v, _ in order),
+                                        tuple(cts[i] for _, i in order))))
         self._routes = {}
         self.sets["U2"] = frozenset(u2)
         return out
@@ -352,10 +357,17 @@ class SecAggServer:
             raise InvalidMessage(f"malformed share from {u}") from None
         if any(sh.x != u + 1 for sh in b + s):
             raise InvalidMessage(f"share from {u} has the wrong evaluation point")
+        # reconstruction takes the first t shares of each owner; the server keeps no more
+        # (every share was checked above, and each sender's point x = u + 1 is its own)
+        t = self.config.threshold
         for v, sh in zip(msg.b_owners, b):
-            self._b_shares.setdefault(v, []).append(sh)
+            kept = self._b_shares.setdefault(v, [])
+            if len(kept) < t:
+                kept.append(sh)
         for v, sh in zip(msg.s_owners, s):
-            self._s_shares.setdefault(v, []).append(sh)
+            kept = self._s_shares.setdefault(v, [])
+            if len(kept) < t:
+                kept.append(sh)
         self._in_u5[u] = True
 
     def _close_unmask(self, _: CloseRound) -> Outgoing:

@@ -316,9 +316,8 @@ class SessionConfig:
             ParameterError: ``root`` is not 32 bytes.
         """
         if self.graph == "complete":
-            return tuple(j for j in range(self.n) if j != i)
-        return tuple(sorted(graph_mod.neighbours_of(i, self.n, self.degree,
-                                                    self.graph_seed(root))))
+            return graph_mod.complete_neighbours(i, self.n)
+        return graph_mod.neighbours_of(i, self.n, self.degree, self.graph_seed(root))  # sorted
 
     def all_neighbours(self, root: bytes) -> list[tuple[int, ...]]:
         """``N(i)`` for every ``i`` (what the server uses once round 0 closed).
@@ -327,9 +326,8 @@ class SessionConfig:
             ParameterError: ``root`` is not 32 bytes.
         """
         if self.graph == "complete":
-            return [tuple(j for j in range(self.n) if j != i) for i in range(self.n)]
-        return [tuple(sorted(x)) for x in graph_mod.harary_graph(self.n, self.degree,
-                                                                  self.graph_seed(root))]
+            return graph_mod.complete_graph(self.n)
+        return graph_mod.harary_graph(self.n, self.degree, self.graph_seed(root))  # sorted
 
     def transcript_session(self, root: bytes) -> bytes:
         """``sid_1 = H("transcript", sid_0, root)``: the id of this attempt from round 1

@@ -29,8 +29,9 @@ class Transcript:
     """What happened on the wire, queryable by tests."""
 
     envelopes: list[EnvelopeRecord] = field(default_factory=list)
-    #: client -> (peers whose b-share it sent, peers whose s_sk-share it sent)
-    reveals: dict[int, tuple[set[int], set[int]]] = field(default_factory=dict)
+    #: client -> (peers whose b-share it sent, peers whose s_sk-share it sent), each
+    #: sorted (tuples, not sets: a simulation keeps one pair per client)
+    reveals: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)
     #: messages the server or a client refused: (recipient, round, reason text)
     rejected: list[tuple[int, int, str]] = field(default_factory=list)
     threshold: int = 0
@@ -43,9 +44,12 @@ class Transcript:
     def note_reveal(self, client: int, b_owners: Any, s_owners: Any) -> None:
         """Record that ``client`` sent the ``b``-shares of ``b_owners`` and the
         ``s^SK``-shares of ``s_owners`` (its round-4 message)."""
-        b, s = self.reveals.setdefault(client, (set(), set()))
-        b.update(b_owners)
-        s.update(s_owners)
+        b, s = self.reveals.get(client, ((), ()))
+        if b or s:  # a second message of the same client (tests and attacks): merge
+            self.reveals[client] = (tuple(sorted({*b, *b_owners})),
+                                    tuple(sorted({*s, *s_owners})))
+        else:
+            self.reveals[client] = (tuple(sorted(b_owners)), tuple(sorted(s_owners)))
 
     def revealed_both(self, client: int, peer: int) -> bool:
         """Did ``client`` ever send both a ``b``-share and an ``s_sk``-share of ``peer``?"""

@@ -52,7 +52,7 @@ def test_double_reveal_is_caught():
     c = next(iter(bad.transcript.reveals))
     b, s = bad.transcript.reveals[c]
     peer = next(iter(b))
-    s.add(peer)
+    bad.transcript.reveals[c] = (b, s + (peer,))
     with pytest.raises(InvariantViolation) as e:
         check_secagg_transcript(bad, x, collective=False)
     assert e.value.invariant == "no_double_reveal"

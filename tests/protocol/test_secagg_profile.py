@@ -30,7 +30,7 @@ def test_counts_match_the_protocol_complete_graph() -> None:
     assert prof.calls["x25519_shared"] == 2 * n * (n - 1)
     # n-1 pairwise masks and a self mask per client, and the server's self masks
     assert prof.calls["expand_mask"] == n * n + n
-    assert prof.calls["split"] == 2 * n and prof.calls["combine"] == n
+    assert prof.calls["split_encoded"] == 2 * n and prof.calls["combine"] == n
 
 
 def test_counts_on_a_sparse_graph_with_a_dropout() -> None:
