@@ -350,24 +350,29 @@ class SecAggServer:
         exp_s = tuple(v for v in nb if self._in_u2[v] and not self._in_u3[v])
         if msg.b_owners != exp_b or msg.s_owners != exp_s:
             raise InvalidMessage(f"{u} revealed shares for the wrong peers")
-        try:
-            b = [shamir.Share.from_bytes(s) for s in msg.b_shares]
-            s = [shamir.Share.from_bytes(s) for s in msg.s_shares]
-        except ValueError:
-            raise InvalidMessage(f"malformed share from {u}") from None
-        if any(sh.x != u + 1 for sh in b + s):
-            raise InvalidMessage(f"share from {u} has the wrong evaluation point")
+        # every share is checked (the encoding of Share(x = u + 1, y < PRIME)) before
+        # any is kept; a Share object is built only for the ones kept below
+        x = u + 1
+        ys = []
+        for enc in msg.b_shares + msg.s_shares:
+            if type(enc) is not bytes or len(enc) != shamir.SHARE_WIRE_BYTES:
+                raise InvalidMessage(f"malformed share from {u}")
+            y = int.from_bytes(enc[2:], "big")
+            if y >= shamir.PRIME or int.from_bytes(enc[:2], "big") == 0:
+                raise InvalidMessage(f"malformed share from {u}")
+            if int.from_bytes(enc[:2], "big") != x:
+                raise InvalidMessage(f"share from {u} has the wrong evaluation point")
+            ys.append(y)
         # reconstruction takes the first t shares of each owner; the server keeps no more
-        # (every share was checked above, and each sender's point x = u + 1 is its own)
+        # (each sender's point x = u + 1 is its own, so the kept points are distinct)
         t = self.config.threshold
-        for v, sh in zip(msg.b_owners, b):
-            kept = self._b_shares.setdefault(v, [])
-            if len(kept) < t:
-                kept.append(sh)
-        for v, sh in zip(msg.s_owners, s):
-            kept = self._s_shares.setdefault(v, [])
-            if len(kept) < t:
-                kept.append(sh)
+        nb_ = len(msg.b_owners)
+        for owners, values, store in ((msg.b_owners, ys[:nb_], self._b_shares),
+                                      (msg.s_owners, ys[nb_:], self._s_shares)):
+            for v, y in zip(owners, values):
+                kept = store.setdefault(v, [])
+                if len(kept) < t:
+                    kept.append(shamir.Share(x, y))
         self._in_u5[u] = True
 
     def _close_unmask(self, _: CloseRound) -> Outgoing:
