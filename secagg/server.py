@@ -366,9 +366,9 @@ class SecAggServer:
         # reconstruction takes the first t shares of each owner; the server keeps no more
         # (each sender's point x = u + 1 is its own, so the kept points are distinct)
         t = self.config.threshold
-        nb_ = len(msg.b_owners)
-        for owners, values, store in ((msg.b_owners, ys[:nb_], self._b_shares),
-                                      (msg.s_owners, ys[nb_:], self._s_shares)):
+        n_b = len(msg.b_owners)
+        for owners, values, store in ((msg.b_owners, ys[:n_b], self._b_shares),
+                                      (msg.s_owners, ys[n_b:], self._s_shares)):
             for v, y in zip(owners, values):
                 kept = store.setdefault(v, [])
                 if len(kept) < t:
