@@ -243,15 +243,17 @@ class SecAggClient:
         return self._held[start:start + _SHARE]
 
     # read-only views of the compact records (for transcripts and tests)
-    @property
-    def _share_keys(self) -> dict[int, bytes]:
-        return {v: self._keys_of(i)[0] for i, v in enumerate(self.neighbours)
+    def _keys_by_peer(self, which: int) -> dict[int, bytes]:
+        return {v: self._keys_of(i)[which] for i, v in enumerate(self.neighbours)
                 if self._pair_keys and self._status[i] == _ALIVE}
 
     @property
+    def _share_keys(self) -> dict[int, bytes]:
+        return self._keys_by_peer(0)
+
+    @property
     def _mask_seeds(self) -> dict[int, bytes]:
-        return {v: self._keys_of(i)[1] for i, v in enumerate(self.neighbours)
-                if self._pair_keys and self._status[i] == _ALIVE}
+        return self._keys_by_peer(1)
 
     def _held_by_owner(self, which: int) -> dict[int, bytes]:
         return {v: self._held_share(i, which) for i, v in enumerate(self.neighbours)

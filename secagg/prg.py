@@ -88,7 +88,8 @@ _ZERO_BYTES = bytes(_SMALL_MASK_BYTES)
 #: the counter block every mask starts from (immutable; shared by every cipher)
 _CTR_ZERO = modes.CTR(bytes(16))
 #: ``(dim, modulus) -> (keystream bytes, word dtype, low-bit mask or None)`` for masks
-#: that take the one-call path: filled by the checked path, bounded in size
+#: that take the one-call path (:func:`_one_call_mask`): filled by the checked path,
+#: bounded in size
 _SMALL_PLANS: dict[tuple[int, int], tuple[int, np.dtype, np.uint64 | None]] = {}
 
 
@@ -147,6 +148,17 @@ def keystream(seed: bytes, nbytes: int) -> bytes:
     return out.tobytes()
 
 
+def _one_call_mask(seed: bytes, nbytes: int, word: np.dtype,
+                   low_mask: np.uint64 | None) -> np.ndarray:
+    """A mask of one keystream call (power-of-two modulus): ``nbytes`` of keystream as
+    words, widened to ``uint64``, the bits above the modulus cleared (``low_mask``)."""
+    ks = Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor().update(_ZERO_BYTES[:nbytes])
+    small = np.frombuffer(ks, dtype=word).astype(np.uint64)
+    if low_mask is not None:
+        np.bitwise_and(small, low_mask, out=small)
+    return small
+
+
 def expand_mask(seed: bytes, dim: int, modulus: int) -> np.ndarray:
     """Expand a 32-byte seed into ``dim`` entries exactly uniform on ``[0, modulus)``.
 
@@ -163,14 +175,8 @@ def expand_mask(seed: bytes, dim: int, modulus: int) -> np.ndarray:
     """
     plan = _SMALL_PLANS.get((dim, modulus)) if type(dim) is int and type(modulus) is int else None
     if plan is not None and type(seed) is bytes and len(seed) == SEED_BYTES:
-        # the common case of a simulation, checked and planned once per (dim, modulus):
-        # a power-of-two modulus and a mask of one keystream call
-        nbytes, word, low_mask = plan
-        ks = Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor().update(_ZERO_BYTES[:nbytes])
-        small = np.frombuffer(ks, dtype=word).astype(np.uint64)
-        if low_mask is not None:
-            np.bitwise_and(small, low_mask, out=small)
-        return small
+        # the common case of a simulation, checked and planned once per (dim, modulus)
+        return _one_call_mask(seed, *plan)
     seed = _check_seed(seed)
     dim = _check_count(dim, "dim")
     modulus = _check_modulus(modulus)
@@ -182,15 +188,10 @@ def expand_mask(seed: bytes, dim: int, modulus: int) -> np.ndarray:
     if exact and dim * w <= _SMALL_MASK_BYTES:
         # one keystream call and one conversion: most masks of a simulation are this
         # small (a TrieHH vote vector), where the fixed costs dominate
+        plan = (dim * w, word, low_mask if low_mask is not None and b != 8 * w else None)
         if len(_SMALL_PLANS) < 64:
-            _SMALL_PLANS[(dim, modulus)] = (
-                dim * w, word, low_mask if low_mask is not None and b != 8 * w else None)
-        ks = Cipher(algorithms.AES(seed), modes.CTR(bytes(16))).encryptor().update(
-            _ZEROS[:dim * w])
-        small = np.frombuffer(ks, dtype=word).astype(np.uint64)
-        if low_mask is not None and b != 8 * w:
-            np.bitwise_and(small, low_mask, out=small)
-        return small
+            _SMALL_PLANS[(dim, modulus)] = plan
+        return _one_call_mask(seed, *plan)
     out = np.empty(dim, np.uint64)
     per_chunk = _CHUNK_BYTES // w
     # largest step below: the whole mask, or its first rejection-sampling batch

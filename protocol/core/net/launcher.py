@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -117,6 +117,26 @@ def release_digest(vector: np.ndarray) -> str:
 def fedhh_command(*args: str) -> list[str]:
     """``python -m protocol.cli ARGS`` with this interpreter."""
     return [sys.executable, "-m", "protocol.cli", *args]
+
+
+@contextlib.contextmanager
+def key_directory(given: Any, make: Callable[[str], None]) -> Iterator[str]:
+    """The directory of an experiment's keys: ``given`` when it is not ``None``, else
+    a fresh temporary directory that ``make`` fills and that is removed afterwards."""
+    if given is not None:
+        yield str(given)
+        return
+    keys = tempfile.mkdtemp(prefix="fedhh-keys-")
+    try:
+        make(keys)
+        yield keys
+    finally:
+        shutil.rmtree(keys, ignore_errors=True)
+
+
+def options_report(o: Any) -> dict[str, Any]:
+    """An experiment's options for its report (the key directory left out)."""
+    return {k: v for k, v in asdict(o).items() if k != "keys"}
 
 
 def _spec_args(o: LoopbackOptions) -> list[str]:
@@ -363,18 +383,11 @@ def run_loopback(o: LoopbackOptions, say: Callable[[str], None] | None = None
     say = say or (lambda _line: None)
     spec = o.spec()
     params = spec.params()
-    made = o.keys is None
-    keys = tempfile.mkdtemp(prefix="fedhh-keys-") if made else str(o.keys)
-    try:
-        if made:
-            tls.make_keys(keys, o.clients)
+    with key_directory(o.keys, lambda d: tls.make_keys(d, o.clients)) as keys:
         say(f"loopback: {o.clients} clients in {o.processes} processes, {o.sessions} "
             f"session(s), {o.threat}, k = {params.degree}, t = {params.threshold}")
         out = asyncio.run(_loopback(o, keys, say))
-    finally:
-        if made:
-            shutil.rmtree(keys, ignore_errors=True)
-    out = {"options": {k: v for k, v in asdict(o).items() if k != "keys"}, **out}
+    out = {"options": options_report(o), **out}
     out["wrong_results"] = sum(s["exact"] is False for s in out["sessions"])
     if o.compare:
         sim = _simulate(o)
@@ -556,19 +569,16 @@ def run_shuffle_loopback(o: ShuffleLoopbackOptions, say: Callable[[str], None] |
     from protocol.core.net.shuffle import make_shuffle_keys
 
     say = say or (lambda _line: None)
-    made = o.keys is None
-    keys = tempfile.mkdtemp(prefix="fedhh-keys-") if made else str(o.keys)
-    try:
-        if made:
-            tls.make_keys(keys, 1)
-            make_shuffle_keys(keys)
+
+    def make(d: str) -> None:
+        tls.make_keys(d, 1)
+        make_shuffle_keys(d)
+
+    with key_directory(o.keys, make) as keys:
         say(f"loopback shuffler: {o.clients} clients in {o.processes} processes, "
             f"{o.candidates} candidates, theta {o.theta}")
         out = asyncio.run(_shuffle_loopback(o, keys, say))
-    finally:
-        if made:
-            shutil.rmtree(keys, ignore_errors=True)
-    out = {"options": {k: v for k, v in asdict(o).items() if k != "keys"}, **out}
+    out = {"options": options_report(o), **out}
     out["wrong_results"] = int(out["exact"] is False)
     return out
 
@@ -653,21 +663,18 @@ def run_threshold_loopback(o: ThresholdLoopbackOptions,
         RuntimeError: the server failed to start, died, or the time limit passed.
     """
     say = say or (lambda _line: None)
-    made = o.keys is None
-    keys = tempfile.mkdtemp(prefix="fedhh-keys-") if made else str(o.keys)
-    try:
-        if made:
-            tls.make_keys(keys, o.clients + 2)
-            tls.make_helper_keys(keys)
+
+    def make(d: str) -> None:
+        tls.make_keys(d, o.clients + 2)
+        tls.make_helper_keys(d)
+
+    with key_directory(o.keys, make) as keys:
         rnd = o.round()
         params = rnd.session().params()
         say(f"loopback committee: {o.clients} clients in {o.processes} processes and 2 "
             f"helpers, {o.threat}, k = {params.degree}, t = {params.threshold}, ring "
             f"2^{rnd.k}, theta {o.theta}")
         out = asyncio.run(_threshold_loopback(o, keys, say))
-    finally:
-        if made:
-            shutil.rmtree(keys, ignore_errors=True)
-    out = {"options": {k: v for k, v in asdict(o).items() if k != "keys"}, **out}
+    out = {"options": options_report(o), **out}
     out["wrong_results"] = int(out["exact"] is False)
     return out

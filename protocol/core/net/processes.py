@@ -18,7 +18,7 @@ import resource
 import sys
 import time
 from collections import Counter
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Awaitable, Callable, Sequence, TextIO
 
 from protocol.core.memory import peak_rss_mb
 from protocol.core.net import tls
@@ -259,10 +259,20 @@ def shuffler_serve_process(round: Any, keys: str, *, host: str = "127.0.0.1", po
                                host=host, port=port, batch_seconds=batch_seconds,
                                stage_seconds=stage_seconds, events=lambda e: _emit(out, e))
 
+    async def batch() -> dict[str, Any]:
+        return (await server.run_batch()).to_json()
+
+    return _serve_one(server, batch, out)
+
+
+def _serve_one(server: Any, work: Callable[[], Awaitable[dict[str, Any]]],
+               out: TextIO) -> dict[str, Any]:
+    """Start ``server``, run ``work`` for its one report, close it; the report, with
+    the process's peak memory, is printed as ``{"event": "report", ...}`` and returned."""
     async def main() -> dict[str, Any]:
         await server.start()
         try:
-            report = (await server.run_batch()).to_json()
+            report = await work()
         finally:
             await server.close()
         report["peak_rss_mb"] = peak_rss_mb()
@@ -342,17 +352,7 @@ def threshold_serve_process(rnd: Any, keys: str, *, host: str = "127.0.0.1", por
                              port=port, stage_seconds=stage_seconds, join_seconds=join_seconds,
                              events=lambda e: _emit(out, e))
 
-    async def main() -> dict[str, Any]:
-        await server.start()
-        try:
-            report = await serve_threshold_round(server, rnd, stage_seconds)
-        finally:
-            await server.close()
-        report["peak_rss_mb"] = peak_rss_mb()
-        _emit(out, {"event": "report", **report})
-        return report
-
-    return asyncio.run(main())
+    return _serve_one(server, lambda: serve_threshold_round(server, rnd, stage_seconds), out)
 
 
 def helper_process(index: int, rnd: Any, keys: str, host: str, port: int,

@@ -31,11 +31,10 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -43,7 +42,8 @@ import numpy as np
 from mechanisms.triehh import ClientVoter
 from protocol.core.net import tls
 from protocol.core.net.launcher import (
-    client_summaries, fedhh_command, kill_all, next_before, read_json_lines, stop_process,
+    client_summaries, fedhh_command, key_directory, kill_all, next_before, options_report,
+    read_json_lines, stop_process,
 )
 from protocol.studies.runners import ldp, triehh
 
@@ -269,23 +269,16 @@ def _check_rounds(prep: Any, view: list[dict[str, Any]]) -> list[bool | None]:
 def _orchestrate(o: Any, job: str, command: str, n: int, say: Callable[[str], None]
                  ) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
     """Keys (unless given), the processes, the server's view; ``(report, view)``."""
-    made = o.keys is None
-    keys = tempfile.mkdtemp(prefix="fedhh-keys-") if made else str(o.keys)
-    scratch = tempfile.mkdtemp(prefix="fedhh-job-")
-    view_path = os.path.join(scratch, "server-view.json")
     view = None
-    try:
-        if made:
-            tls.make_keys(keys, n)
+    with key_directory(o.keys, lambda d: tls.make_keys(d, n)) as keys, \
+            tempfile.TemporaryDirectory(prefix="fedhh-job-",
+                                        ignore_cleanup_errors=True) as scratch:
+        view_path = os.path.join(scratch, "server-view.json")
         out = asyncio.run(_job_processes(o, job, command, keys, n, view_path, say))
         with contextlib.suppress(OSError, ValueError):
             with open(view_path, encoding="utf-8") as f:
                 view = json.load(f)
-    finally:
-        if made:
-            shutil.rmtree(keys, ignore_errors=True)
-        shutil.rmtree(scratch, ignore_errors=True)
-    out = {"options": {k: v for k, v in asdict(o).items() if k != "keys"}, "n": n, **out}
+    out = {"options": options_report(o), "n": n, **out}
     return out, view
 
 
