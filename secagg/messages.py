@@ -191,25 +191,40 @@ class MaskedInput:
     _vector: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        _pos(self.sender, "sender")
-        if type(self.dim) is not int or not 1 <= self.dim <= MAX_DIM:
-            raise ValueError(f"dim must be in [1, {MAX_DIM}]")
-        if type(self.modulus) is not int or not 2 <= self.modulus <= 1 << 64:
-            raise ValueError("modulus must be in [2, 2**64]")
+        self._check_header()
         _bytes(self.packed, "packed")
         vec = prg.unpack_uints(self.packed, self.dim, self.modulus)
         vec.setflags(write=False)
         object.__setattr__(self, "_vector", vec)
 
+    def _check_header(self) -> None:
+        _pos(self.sender, "sender")
+        if type(self.dim) is not int or not 1 <= self.dim <= MAX_DIM:
+            raise ValueError(f"dim must be in [1, {MAX_DIM}]")
+        if type(self.modulus) is not int or not 2 <= self.modulus <= 1 << 64:
+            raise ValueError("modulus must be in [2, 2**64]")
+
     @classmethod
     def from_vector(cls, sender: int, vector: np.ndarray, modulus: int) -> "MaskedInput":
         """Pack a vector of entries in ``[0, R)``.
 
+        Packing checks every entry once; the packed bytes are not unpacked again (the
+        vector kept is a read-only copy of the one packed; a received message is
+        checked in full when it is decoded).
+
         Raises:
-            ValueError: an entry is out of range.
+            ValueError: an entry is out of range, or a bad sender, length or modulus.
         """
-        vec = np.asarray(vector, dtype=np.uint64)
-        return cls(sender, int(vec.size), modulus, prg.pack_uints(vec, modulus))
+        vec = np.array(vector, dtype=np.uint64).reshape(-1)
+        msg = object.__new__(cls)
+        for name, value in (("sender", sender), ("dim", int(vec.size)),
+                            ("modulus", modulus)):
+            object.__setattr__(msg, name, value)
+        msg._check_header()
+        object.__setattr__(msg, "packed", prg.pack_uints(vec, modulus))
+        vec.setflags(write=False)
+        object.__setattr__(msg, "_vector", vec)
+        return msg
 
     def vector(self) -> np.ndarray:
         """The masked vector (read-only ``uint64``)."""

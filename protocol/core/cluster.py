@@ -2,9 +2,10 @@
 
 An :class:`Engine` holds one stateful *shard* object per batch of clients (an actor that
 lives on one worker for the whole session) and calls a method on every shard at once:
-:meth:`Engine.start_shards` creates them, :meth:`Engine.map` calls one method on each
-(in parallel on a cluster) and returns, per shard, its result or :class:`ShardLost` when
-the worker holding it died. Arguments and results are bytes and small arrays, never
+:meth:`Engine.start_shards` creates them, :meth:`Engine.imap` calls one method on each
+(in parallel on a cluster) and yields, shard by shard in order as each call returns, its
+result or :class:`ShardLost` when the worker holding it died (:meth:`Engine.map`: all at
+once). Arguments and results are bytes and small arrays, never
 per-client Python objects (see :mod:`protocol.core.secagg_shards`).
 
 * :class:`LocalEngine`: the shards are objects in this process, called one after the
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 __all__ = ["Engine", "LocalEngine", "DaskEngine", "ShardLost", "make_engine",
            "ClusterUnavailable", "default_workers", "dask_available"]
@@ -62,9 +63,18 @@ class Engine:
     def start_shards(self, cls: type, args: Sequence[tuple]) -> list[Any]:
         raise NotImplementedError
 
+    def imap(self, handles: Sequence[Any], method: str, args: Sequence[tuple]
+             ) -> Iterator[Any]:
+        """Call ``method`` on every handle with its arguments; yield the results in the
+        handles' order, each as soon as it is ready (a caller can work on the first
+        results while the later calls still run). A call whose worker died yields a
+        :class:`ShardLost`."""
+        raise NotImplementedError
+
     def map(self, handles: Sequence[Any], method: str, args: Sequence[tuple]
             ) -> list[Any]:
-        raise NotImplementedError
+        """:meth:`imap`, all results at once."""
+        return list(self.imap(handles, method, args))
 
     def drop(self, handles: Sequence[Any]) -> None:
         """Release shards that are no longer needed."""
@@ -88,8 +98,11 @@ class LocalEngine(Engine):
     def start_shards(self, cls: type, args: Sequence[tuple]) -> list[Any]:
         return [cls(*a) for a in args]
 
-    def map(self, handles: Sequence[Any], method: str, args: Sequence[tuple]) -> list[Any]:
-        return [getattr(h, method)(*a) for h, a in zip(handles, args)]
+    def imap(self, handles: Sequence[Any], method: str, args: Sequence[tuple]
+             ) -> Iterator[Any]:
+        # lazily: shard i runs when the caller asks for its result
+        for h, a in zip(handles, args):
+            yield getattr(h, method)(*a)
 
 
 class DaskEngine(Engine):
@@ -158,23 +171,25 @@ class DaskEngine(Engine):
                 except Exception:  # noqa: BLE001 - a dead worker's actor is gone anyway
                     pass
 
-    def map(self, handles: Sequence[Any], method: str, args: Sequence[tuple]) -> list[Any]:
+    def imap(self, handles: Sequence[Any], method: str, args: Sequence[tuple]
+             ) -> Iterator[Any]:
+        # every call is submitted before the first result is awaited: the workers run
+        # them while the caller handles the results in order
         pending = []
         for i, (h, a) in enumerate(zip(handles, args)):
             try:
                 pending.append(getattr(h, method)(*a))
             except Exception as exc:  # noqa: BLE001 - a dead actor: the shard is lost
                 pending.append(ShardLost(i, f"{type(exc).__name__}: {exc}"))
-        out: list[Any] = []
         for i, p in enumerate(pending):
             if isinstance(p, ShardLost):
-                out.append(p)
+                yield p
                 continue
             try:
-                out.append(p.result())
+                result = p.result()
             except Exception as exc:  # noqa: BLE001 - worker died mid-call
-                out.append(ShardLost(i, f"{type(exc).__name__}: {exc}"[:300]))
-        return out
+                result = ShardLost(i, f"{type(exc).__name__}: {exc}"[:300])
+            yield result
 
     def close(self) -> None:
         client = getattr(self, "client", None)

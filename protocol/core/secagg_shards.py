@@ -25,7 +25,7 @@ aborts with the state machine's reason.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import msgpack
 import numpy as np
@@ -212,6 +212,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
         self.lost: dict[int, str] = {}
         self.clients: list[SecAggClient] = []
         self._driver_state(config, server, verify_keys)
+        self._registry = codec.registered()  # a copy: taken once, not per envelope
         self._shard_of = np.repeat(np.arange(len(self.bounds)),
                                    [hi - lo for lo, hi in self.bounds])
 
@@ -225,34 +226,35 @@ class ShardedSecAggSimulation(SecAggSimulation):
         self.alive[lo:hi] = False
         self.transcript.rejected.append((SERVER, -1, f"shard {shard} lost: {detail}"[:300]))
 
-    def _replies(self, results: list[Any], live: list[int]) -> list[Envelope]:
-        """Unpack the shards' replies into upward envelopes (sizes and kinds recorded;
+    def _replies(self, s: int, res: Any) -> list[Envelope]:
+        """Unpack shard ``s``'s reply into upward envelopes (sizes and kinds recorded;
         reveals are noted when the driver decodes them, :meth:`note_up`)."""
+        if isinstance(res, ShardLost):
+            self._lose(s, res.detail)
+            return []
         envs = []
-        registry = codec.registered()  # a copy: taken once, not per envelope
-        for s, res in zip(live, results):
-            if isinstance(res, ShardLost):
-                self._lose(s, res.detail)
+        registry = self._registry
+        lo, hi = self.bounds[s]
+        for i, data in _unpack(res, 2 * (hi - lo) + 2):
+            if not lo <= i < hi or not self.alive[i]:
                 continue
-            lo, hi = self.bounds[s]
-            for i, data in _unpack(res, 2 * (hi - lo) + 2):
-                if not lo <= i < hi or not self.alive[i]:
-                    continue
-                tag = data[2] if len(data) > 2 else -1  # [VERSION, tag, ...] fixarray
-                cls = registry.get(tag)
-                env = Envelope(i, SERVER, getattr(cls, "ROUND", -1) or 0, data)
-                self.up[i] += len(data)
-                self.transcript.record(env, cls.__name__ if cls else "?")
-                envs.append(env)
+            tag = data[2] if len(data) > 2 else -1  # [VERSION, tag, ...] fixarray
+            cls = registry.get(tag)
+            env = Envelope(i, SERVER, getattr(cls, "ROUND", -1) or 0, data)
+            self.up[i] += len(data)
+            self.transcript.record(env, cls.__name__ if cls else "?")
+            envs.append(env)
         return envs
 
-    def _call_shards(self, method: str, per_shard: dict[int, Any]) -> tuple[list[Any], list[int]]:
+    def _call_shards(self, method: str, per_shard: dict[int, Any]
+                     ) -> Iterator[tuple[int, Any]]:
+        """``(shard, result)`` for every live shard in ``per_shard``, in shard order, each
+        as soon as its call returns (the calls run in parallel on a cluster)."""
         live = [s for s in sorted(per_shard) if s not in self.lost]
         if not live:
-            return [], []
-        results = self.engine.map([self.handles[s] for s in live], method,
-                                  [(per_shard[s],) for s in live])
-        return results, live
+            return iter(())
+        return zip(live, self.engine.imap([self.handles[s] for s in live], method,
+                                          [(per_shard[s],) for s in live]))
 
     def note_up(self, env: Envelope, msg: Any) -> None:
         """Note round-4 reveals (the base class notes them when its local clients
@@ -260,16 +262,38 @@ class ShardedSecAggSimulation(SecAggSimulation):
         if isinstance(msg, UnmaskShares):
             self.transcript.note_reveal(env.sender, msg.b_owners, msg.s_owners)
 
-    def _deliver_down(self, envs: list[Envelope]) -> list[Envelope]:
+    def _deliver_down(self, envs: list[Envelope]) -> Iterator[tuple[int, list[Envelope]]]:
+        """Send each shard its clients' envelopes; yield, shard by shard as the replies
+        come, how many clients were served and their encoded replies."""
         per_shard: dict[int, list[tuple[int, bytes]]] = {}
+        skipped = 0
         for env in envs:
             c = env.recipient
             if not 0 <= c < self.config.n or not self.alive[c]:
+                skipped += 1  # served at once, as the in-process simulation does
                 continue
             self.down[c] += len(env.data)
             per_shard.setdefault(int(self._shard_of[c]), []).append((c, env.data))
-        results, live = self._call_shards("deliver", {s: _pack(v) for s, v in per_shard.items()})
-        return self._replies(results, live)
+        if skipped:
+            yield skipped, []
+        for s, res in self._call_shards("deliver", {s: _pack(v) for s, v in per_shard.items()}):
+            yield len(per_shard[s]), self._replies(s, res)
+
+    def _hand_up(self, replies: Iterator[tuple[int, list[Envelope]]], step: int,
+                 total: int) -> None:
+        """Give each shard's replies to the server as they come (or hold them for the
+        adversary hook): the driver decodes one shard's messages while the workers still
+        compute the next ones'. Progress is reported per shard."""
+        done = 0
+        for served, envs in replies:
+            if self.adversary is None:
+                for e in envs:
+                    self.deliver_up(e)
+            else:
+                self.pending.extend(envs)
+            done += served
+            if self.progress is not None:
+                self.progress(step, done, total)
 
     # -- phases -----------------------------------------------------------------------
     def start(self) -> None:
@@ -278,15 +302,9 @@ class ShardedSecAggSimulation(SecAggSimulation):
         per_shard: dict[int, list[int]] = {}
         for c in np.flatnonzero(self.alive):
             per_shard.setdefault(int(self._shard_of[c]), []).append(int(c))
-        results, live = self._call_shards("start", per_shard)
-        envs = self._replies(results, live)
-        if self.adversary is None:
-            for e in envs:
-                self.deliver_up(e)
-        else:
-            self.pending.extend(envs)
-        if self.progress is not None:
-            self.progress(0, len(envs), len(envs))
+        replies = ((len(per_shard[s]), self._replies(s, res))
+                   for s, res in self._call_shards("start", per_shard))
+        self._hand_up(replies, 0, sum(len(v) for v in per_shard.values()))
 
     def step(self) -> None:
         """One server round, the replies computed by all shards at once."""
@@ -312,22 +330,14 @@ class ShardedSecAggSimulation(SecAggSimulation):
         self.codec_cpu += time.process_time() - t0
         if adversary is not None:
             downs = adversary(round_no, "down", downs)
-        ups = self._deliver_down(downs)
-        if adversary is None:
-            for e in ups:
-                self.deliver_up(e)
-        else:
-            self.pending.extend(ups)
-        if self.progress is not None:
-            self.progress(round_no + 1, len(out), len(out))
+        self._hand_up(self._deliver_down(downs), round_no + 1, len(downs))
 
     def result(self, check_invariants: bool = True) -> SecAggRun:
         """As :meth:`SecAggSimulation.result`; client states come from the shards (a lost
         shard's clients are reported as they were last seen: not finished)."""
-        results, live = self._call_shards("finish", {s: None for s in range(len(self.bounds))})
         states = [ClientState.INIT] * self.config.n
         reasons: dict[int, AbortReason] = {}
-        for s, res in zip(live, results):
+        for s, res in self._call_shards("finish", {s: None for s in range(len(self.bounds))}):
             if isinstance(res, ShardLost):
                 self._lose(s, res.detail)
                 continue

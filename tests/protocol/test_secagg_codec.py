@@ -177,3 +177,25 @@ def test_masked_input_carries_two_to_the_64() -> None:
     assert back.modulus == 1 << 64 and np.array_equal(back.vector(), v)
     assert len(m.packed) == 24
     assert len(MaskedInput.from_vector(0, np.zeros(10, np.uint64), 1 << 10).packed) == 13
+
+
+@pytest.mark.parametrize("modulus", [2, 1 << 10, 1000, 1 << 32, 1 << 64])
+def test_masked_input_from_a_vector_is_the_checked_message(modulus: int) -> None:
+    """Built from a vector (packed once, not unpacked again) it equals the message the
+    constructor checks in full, keeps a read-only copy, and refuses what it refuses."""
+    rng = np.random.default_rng(modulus % 97)
+    v = rng.integers(0, modulus, 37, dtype=np.uint64, endpoint=False) if modulus < 1 << 64 \
+        else rng.integers(0, 1 << 63, 37, dtype=np.uint64) * np.uint64(2)
+    m = MaskedInput.from_vector(5, v, modulus)
+    checked = MaskedInput(5, 37, modulus, m.packed)
+    assert m == checked and np.array_equal(m.vector(), checked.vector())
+    assert np.array_equal(m.vector(), v) and not m.vector().flags.writeable
+    v[0] ^= np.uint64(1)  # the caller's array is not the message's
+    assert np.array_equal(m.vector(), checked.vector())
+    if modulus < 1 << 64:
+        with pytest.raises(ValueError):
+            MaskedInput.from_vector(5, np.full(3, modulus, np.uint64), modulus)
+    for bad in ((-1, v, modulus), (True, v, modulus), (5, v[:0], modulus),
+                (5, v, 1), (5, v, (1 << 64) + 1)):
+        with pytest.raises((ValueError, TypeError)):
+            MaskedInput.from_vector(*bad)

@@ -147,3 +147,44 @@ def test_an_existing_scheduler_by_address(dask_engine):
         remote = run_secagg_sharded(c2, rows, rand=r2, engine=remote_engine)
     np.testing.assert_array_equal(local.result, remote.result)
     assert dask_engine.client.scheduler_info()["workers"]  # the cluster outlives the client
+
+
+def test_the_driver_hands_each_shards_replies_up_before_awaiting_the_next():
+    """Replies are given to the server shard by shard as they come (the driver decodes
+    one shard's messages while the workers compute the next ones'), with progress
+    reported per shard; the run is still the in-process one."""
+    events: list[tuple] = []
+
+    class Recording(LocalEngine):
+        def imap(self, handles, method, args):
+            for i, res in enumerate(super().imap(handles, method, args)):
+                events.append(("result", method, i))
+                yield res
+
+    spec = NetSessionSpec(40, dim=6, threat="semi-honest", graph="complete")
+    rows = SeededRows(5, 6, spec.modulus)
+    c1, r1 = _config(spec, 11)
+    local = run_secagg(c1, rows, rand=r1)
+    c2, r2 = _config(spec, 11)
+    sim = ShardedSecAggSimulation(
+        c2, rows, rand=r2, engine=Recording(), shards=4,
+        progress=lambda step, done, total: events.append(("progress", step, done, total)))
+    sim.run()
+    run = sim.result()
+    np.testing.assert_array_equal(run.result, local.result)
+    assert _records(run) == _records(local)
+    calls = [e for e in events if e[0] == "result" and e[1] in ("start", "deliver")]
+    assert len(calls) == 4 * 4  # round 0 and the three rounds a semi-honest session runs
+    # each shard's result is followed by its progress report before the next shard's
+    for i, e in enumerate(events):
+        if e[0] == "result" and e[1] in ("start", "deliver"):
+            assert events[i + 1][0] == "progress", events[i:i + 2]
+    by_step: dict[int, list[tuple]] = {}
+    for e in events:
+        if e[0] == "progress":
+            by_step.setdefault(e[1], []).append(e[2:])
+    assert sorted(by_step) == [0, 1, 2, 3]
+    for reports in by_step.values():
+        dones = [d for d, _ in reports]
+        assert len(reports) == 4 and dones == sorted(set(dones))
+        assert reports[-1][0] == reports[-1][1] == 40

@@ -74,6 +74,18 @@ def test_x25519_rfc7748_section_6_1() -> None:
     assert c.x25519_shared(a, b_pub) == k and c.x25519_shared(b, a_pub) == k
 
 
+def test_x25519_public_is_the_librarys_public_key() -> None:
+    """libsodium's fixed-base multiplication gives what OpenSSL's private-key object
+    gives, for random secrets and for secrets whose clamped bits are set or clear."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    secrets = [bytes(32), b"\xff" * 32, b"\x07" + bytes(31), bytes(31) + b"\x80"]
+    secrets += [bytes(RNG.token_bytes(32)) for _ in range(50)]
+    for sk in secrets:
+        assert c.x25519_public(sk) == (
+            X25519PrivateKey.from_private_bytes(sk).public_key().public_bytes_raw())
+
+
 def test_x25519_keypair_agrees_and_uses_injected_randomness() -> None:
     sa, pa = c.x25519_keypair(RNG)
     sb, pb = c.x25519_keypair(RNG)

@@ -201,39 +201,73 @@ class SecAggSessionOptions:
 
     def predict_session_seconds(self, n: int, dim: int) -> float:
         """Predicted CPU seconds of one session of ``n`` clients with vectors of ``dim``
-        entries, from a measured per-client cost: two probe sessions of
-        :attr:`PROBE_CLIENTS` clients (simulated keys, this threat model and graph) at
-        two vector lengths give a per-client cost ``a + b dim``; ``a``, which grows
-        with the number of neighbours, is scaled by the degree the parameters choose
-        for ``n`` over the probe's. Measured once per transport.
+        entries (all processes together: on ``w`` workers the wall time is about a
+        ``w``-th of it), from a measured per-client cost ``a0 + a1 k + b dim``, where
+        ``k`` is the degree the parameters choose for ``n``: three probe sessions of
+        :attr:`PROBE_CLIENTS` clients (simulated keys, this threat model) on a sparse
+        and on the complete graph and at two vector lengths separate the cost per
+        client, per neighbour and per entry. Measured once per transport, after a
+        warm-up session.
 
         Raises:
             AggregationAborted: ``no_secagg_parameters`` for ``n``.
         """
         if self._cost_model is None:
             self._cost_model = self._probe()
-        a, b, probe_degree = self._cost_model
-        degree = self.session_params(n).degree
-        return n * (a * max(1.0, degree / probe_degree) + b * dim)
+        a0, a1, b = self._cost_model
+        return n * (a0 + a1 * self.session_params(n).degree + b * dim)
 
-    def _probe(self) -> tuple[float, float, int]:
+    def _probe(self) -> tuple[float, float, float]:
+        """``(a0, a1, b)``: CPU seconds per client, per client and neighbour, and per
+        client and vector entry (each at least 0)."""
         import time
 
         k = self.PROBE_CLIENTS
-        params = self.session_params(k)
-        per_client = []
-        for dim in self.PROBE_DIMS:
+        sparse = self.session_params(k)
+        try:
+            dense = find_params(k, graph="complete", dropout_rate=sparse.dropout_rate,
+                                corrupt_fraction=self.corrupt_fraction, sigma=self.sigma,
+                                eta=self.eta, threat=self.threat, grinding_bits=0)
+        except ParameterError:  # no complete-graph parameters: per-neighbour cost only
+            dense = None
+
+        def per_client(params: SecAggParams, dim: int) -> float:
             rand = insecure_deterministic_randomness(dim, "secagg-estimate")
-            config = SessionConfig(params, tuple(range(k)), b"fedhh estimate", dim, 1 << 32,
-                                   malicious=self.malicious,
+            config = SessionConfig(params, tuple(range(k)), b"fedhh estimate", dim,
+                                   1 << 32, malicious=self.malicious,
                                    server_nonce=rand.token_bytes(FRESH_NONCE_BYTES))
             zero = np.zeros(dim, dtype=np.uint64)
             t0 = time.process_time()
             run_secagg(config, lambda _i: zero, rand=rand)
-            per_client.append((time.process_time() - t0) / k)
+            return (time.process_time() - t0) / k
+
         lo, hi = self.PROBE_DIMS
-        b = max(0.0, (per_client[1] - per_client[0]) / (hi - lo))
-        return max(0.0, per_client[0] - b * lo), b, params.degree
+        per_client(sparse, lo)  # warm-up: first calls build caches and plans
+        c_lo, c_hi = per_client(sparse, lo), per_client(sparse, hi)
+        b = max(0.0, (c_hi - c_lo) / (hi - lo))
+        if dense is not None and dense.degree > sparse.degree:
+            a1 = max(0.0, (per_client(dense, lo) - c_lo) / (dense.degree - sparse.degree))
+            a0 = max(0.0, c_lo - a1 * sparse.degree - b * lo)
+        else:
+            a0, a1 = 0.0, max(0.0, c_lo - b * lo) / max(1, sparse.degree)
+        return a0, a1, b
+
+    def planned_workers(self, n: int) -> int:
+        """How many worker processes an ``n``-client session would run on (1: this
+        process; on a cluster given by address, the workers it has are not known
+        before connecting and 1 is returned)."""
+        from protocol.core import cluster
+
+        if self._engine is not None:
+            return int(self._engine.workers)
+        if self.cluster is not None:
+            return 1
+        if self.workers is None:
+            cores = cluster.default_workers()
+            if n < self.AUTO_SHARD_CLIENTS or cores < 2 or not cluster.dask_available():
+                return 1
+            return cores
+        return int(self.workers)
 
     def announce(self, n: int, dim: int, what: str = "secure-aggregation session") -> None:
         """Say a one-line estimate before a session predicted to take more than
@@ -287,16 +321,9 @@ class SecAggSessionOptions:
 
         if self._engine is not None:
             return self._engine
-        workers = self.workers
-        if self.cluster is None:
-            if workers == 1:
-                return None
-            if workers is None:
-                cores = cluster.default_workers()
-                if (n < self.AUTO_SHARD_CLIENTS or cores < 2
-                        or not cluster.dask_available()):
-                    return None
-                workers = cores
+        workers = self.planned_workers(n) if self.cluster is None else self.workers
+        if self.cluster is None and workers == 1:
+            return None
         self._engine = cluster.make_engine(workers, self.cluster)
         return self._engine
 

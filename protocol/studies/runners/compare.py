@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence

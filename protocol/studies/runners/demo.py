@@ -164,12 +164,12 @@ def run_demo(users: int, epsilon: float, seed: int, progress=None,  # noqa: ANN0
     recorder = ViewRecorder(get_transport(DEMO_TRANSPORT, simulate=False,
                                           malicious=threat == "malicious"))
     if say is not None:
-        from protocol.studies.runners.triehh import _duration, estimate_seconds
+        from protocol.studies.runners.triehh import _m, cpu_phrase, estimate_seconds
 
         predicted = estimate_seconds(prep, recorder.inner)
         if predicted is not None and predicted > 60:
-            say(f"estimate: up to {_duration(predicted)} for the secure run, from a measured "
-                "per-client cost")
+            say(f"estimate: up to {cpu_phrase(predicted, recorder.inner, _m(prep))} for the "
+                "secure run, from a measured per-client cost")
     t1 = time.perf_counter()
     secure = run_once(prep, recorder, rng, progress)
     t2 = time.perf_counter()

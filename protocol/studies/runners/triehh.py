@@ -259,10 +259,10 @@ def run(opts: TrieHHOptions, transport: Transport,
     if say is not None:
         predicted = estimate_seconds(prep, transport)
         if predicted is not None and predicted > 60:
-            say(f"estimate: up to {_duration(predicted)} over {opts.transport} "
-                f"({prep.config.max_levels} rounds of {_m(prep)} clients, measured "
-                f"{predicted / (_m(prep) * prep.config.max_levels) * 1e3:.1f} ms per client "
-                "per round)")
+            say(f"estimate: up to {cpu_phrase(predicted, transport, _m(prep))} over "
+                f"{opts.transport} ({prep.config.max_levels} rounds of {_m(prep)} clients, "
+                f"measured {predicted / (_m(prep) * prep.config.max_levels) * 1e3:.1f} ms of "
+                "CPU per client per round)")
     t1 = time.perf_counter()
     result = run_once(prep, transport, rng, progress, client_progress)
     t2 = time.perf_counter()
@@ -275,6 +275,18 @@ def run(opts: TrieHHOptions, transport: Transport,
 def _m(prep: Prepared) -> int:
     return int(prep.params.m) if prep.params is not None else \
         int(math.floor(prep.config.gamma * math.sqrt(prep.n)))
+
+
+def cpu_phrase(seconds: float, transport: Transport, clients: int) -> str:
+    """``seconds`` of predicted CPU said as such, with the wall time it comes to at best
+    when the sessions' clients run on several worker processes."""
+    inner = getattr(transport, "inner", transport)
+    planned = getattr(inner, "planned_workers", None)
+    workers = planned(clients) if planned is not None else 1
+    text = f"{_duration(seconds)} of CPU"
+    if workers > 1:
+        text += f" (at best {_duration(seconds / workers)} of wall time on {workers} workers)"
+    return text
 
 
 def _duration(seconds: float) -> str:

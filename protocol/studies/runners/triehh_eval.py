@@ -81,11 +81,12 @@ def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path,
               "transport": {k: getattr(transport, k) for k in
                             ("name", "threat", "graph", "dropout", "grinding_bits")
                             if isinstance(getattr(transport, k, None), (str, int, float))}}
-    from protocol.studies.runners.triehh import _duration, estimate_seconds
+    from protocol.studies.runners.triehh import _duration, _m, cpu_phrase, estimate_seconds
 
     predicted = estimate_seconds(prep, transport)
     if predicted is not None and predicted * runs > 60:
-        say(f"estimate: up to {_duration(predicted * runs)} for {runs} runs over "
+        say(f"estimate: up to {cpu_phrase(predicted * runs, transport, _m(prep))} for "
+            f"{runs} runs over "
             f"{opts.transport} ({_duration(predicted)} per run, from a measured per-client "
             "cost)")
     results: list[_Run] = []
