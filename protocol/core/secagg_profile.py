@@ -145,6 +145,20 @@ def primitive_table(prof: PrimitiveProfile, sample: int = 2000) -> dict[str, dic
     return table
 
 
+def floor_ratios(cpu_seconds: float, table: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The round's CPU over the bare cost of its X25519 operations (``floor_ratio``),
+    and the ratio the round would have if nothing but the bare primitives cost CPU:
+    every family at its bare cost, over the same X25519 cost
+    (``primitive_floor_ratio``, a lower bound for ``floor_ratio`` with these
+    libraries, whatever the code around them). ``None`` without key agreements."""
+    ka = table["key_agreement"]["bare_seconds"]
+    if not ka:
+        return {"floor_ratio": None, "primitive_floor_ratio": None}
+    bare = sum(v["bare_seconds"] for v in table.values())
+    return {"floor_ratio": round(cpu_seconds / ka, 2),
+            "primitive_floor_ratio": round(bare / ka, 2)}
+
+
 def bare_costs(prof: PrimitiveProfile, sample: int = 2000) -> dict[str, float]:
     """CPU seconds the bare library calls take for the operations ``prof`` counted."""
     import nacl.bindings as nacl_b

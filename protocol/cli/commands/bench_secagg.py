@@ -162,7 +162,8 @@ def _print_table(out: dict[str, Any]) -> None:
           f"   server CPU {out['server_seconds']:.3f} s   codec {out['codec_seconds']:.3f} s")
     print(f"  bytes per client: up {out['bytes_up_per_client']:.0f}  "
           f"down {out['bytes_down_per_client']:.0f}  (expansion {out['expansion_up']}x)")
-    print(f"  round CPU / bare X25519 cost (floor ratio): {out['floor_ratio']}   peak memory "
+    print(f"  round CPU / bare X25519 cost (floor ratio): {out['floor_ratio']} (every "
+          f"primitive at its bare cost: {out['primitive_floor_ratio']})   peak memory "
           f"growth per client: {out['memory_per_client_kb']} KiB")
     d = out.get("distributed")
     if d:

@@ -70,7 +70,8 @@ def _print_human(out: dict[str, Any]) -> None:
           f"same heavy hitters: {d['same_heavy_hitters']}\n")
     if out["primitives"] is None:
         return
-    w(f"  run CPU / bare X25519 cost (floor ratio): {out['floor_ratio']}\n")
+    w(f"  run CPU / bare X25519 cost (floor ratio): {out['floor_ratio']} (every primitive "
+      f"at its bare cost: {out['primitive_floor_ratio']})\n")
     w(f"  primitives, timed in a second run with the same seed (CPU "
       f"{out['profiled_cpu_seconds']:.2f} s with the timers):\n")
     w(f"  {'primitive':<14}{'calls':>10}{'in run s':>10}{'bare s':>10}{'ratio':>8}\n")

@@ -74,7 +74,7 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     from protocol.core.secagg_engine import (
         Dropout, category_seconds, profile_primitives, run_secagg,
     )
-    from protocol.core.secagg_profile import primitive_table
+    from protocol.core.secagg_profile import floor_ratios, primitive_table
     from protocol.core.secagg_shards import SeededRows
     from secagg.errors import ParameterError
     from secagg.crypto import FRESH_NONCE_BYTES
@@ -203,9 +203,9 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         "primitives": primitives,
         "primitive_seconds_total": round(sum(cats.values()), 3),
         # the round's CPU over the bare cost of its X25519 operations (the floor a
-        # simulation cannot go below without fewer key agreements)
-        "floor_ratio": (round(cpu_round / primitives["key_agreement"]["bare_seconds"], 2)
-                        if primitives["key_agreement"]["bare_seconds"] else None),
+        # simulation cannot go below without fewer key agreements), and what that ratio
+        # would be if only the bare primitives cost CPU
+        **floor_ratios(cpu_round, primitives),
         # growth of the process's peak resident memory during the round, per client
         # (0 when the round fits in memory the process had already touched)
         "memory_per_client_kb": round(rss_growth / clients / 1024, 2),

@@ -371,6 +371,7 @@ def benchmark(opts: TrieHHOptions, transport: Transport, bare_sample: int = 2000
         "load_seconds": round(wall1 - wall0, 3),
         "load_cpu_seconds": round(cpu1 - cpu0, 3),
         "primitives": None, "x25519": None,
+        "floor_ratio": None, "primitive_floor_ratio": None,
         "distributed": None,
     }
     if distributed is not None:
@@ -380,14 +381,13 @@ def benchmark(opts: TrieHHOptions, transport: Transport, bare_sample: int = 2000
                            same_heavy_hitters=same)
         out["distributed"] = distributed
     if prof is not None:
-        from protocol.core.secagg_profile import primitive_table
+        from protocol.core.secagg_profile import floor_ratios, primitive_table
 
         table = primitive_table(prof, bare_sample)
         ka = table["key_agreement"]
         out["primitives"] = table
         out["profiled_cpu_seconds"] = round(profiled_cpu, 3)
-        out["floor_ratio"] = (round(run_cpu / ka["bare_seconds"], 2)
-                              if ka["bare_seconds"] else None)
+        out.update(floor_ratios(run_cpu, table))
         out["primitive_seconds_total"] = round(sum(v["seconds"] for v in table.values()), 3)
         out["x25519"] = {
             "operations": ka["calls"],
