@@ -283,8 +283,11 @@ class ShardedSecAggSimulation(SecAggSimulation):
                  total: int) -> None:
         """Give each shard's replies to the server as they come (or hold them for the
         adversary hook): the driver decodes one shard's messages while the workers still
-        compute the next ones'. Progress is reported per shard."""
+        compute the next ones'. Progress is reported as the step starts (0 served, so
+        that a display times the step from here) and after each shard."""
         done = 0
+        if self.progress is not None and total:
+            self.progress(step, 0, total)
         for served, envs in replies:
             if self.adversary is None:
                 for e in envs:

@@ -109,3 +109,20 @@ def test_bench_triehh_runs_no_probe_inside_its_profile(monkeypatch: pytest.Monke
     args = p.parse_args(["--transport", "secagg", "--users", "1000"])
     assert bench_triehh.run(args) == 0
     assert seen and getattr(seen[0], "estimate_say") is None
+
+
+def test_the_estimate_says_cpu_and_the_wall_time_on_the_planned_workers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from protocol.core import cluster
+    from protocol.studies.runners.triehh import cpu_phrase
+
+    monkeypatch.setattr(cluster, "default_workers", lambda: 4)
+    monkeypatch.setattr(cluster, "dask_available", lambda: True)
+    one, two = SecAggTransport(workers=1), SecAggTransport(workers=2)
+    auto = SecAggTransport()  # workers=None: all cores for sessions of >= 5000 clients
+    assert one.planned_workers(10**5) == 1 and two.planned_workers(10) == 2
+    assert auto.planned_workers(4999) == 1 and auto.planned_workers(5000) == 4
+    assert cpu_phrase(600, one, 10**5) == "10 min of CPU"
+    assert cpu_phrase(600, two, 10**5) == \
+        "10 min of CPU (at best 5 min of wall time on 2 workers)"
+    assert cpu_phrase(600, auto, 10**5).endswith("on 4 workers)")

@@ -185,6 +185,7 @@ def test_the_driver_hands_each_shards_replies_up_before_awaiting_the_next():
             by_step.setdefault(e[1], []).append(e[2:])
     assert sorted(by_step) == [0, 1, 2, 3]
     for reports in by_step.values():
+        # a report of 0 served as the step starts, then one per shard
         dones = [d for d, _ in reports]
-        assert len(reports) == 4 and dones == sorted(set(dones))
+        assert len(reports) == 5 and dones[0] == 0 and dones == sorted(set(dones))
         assert reports[-1][0] == reports[-1][1] == 40

@@ -201,7 +201,7 @@ class SecAggSessionOptions:
 
     def predict_session_seconds(self, n: int, dim: int) -> float:
         """Predicted CPU seconds of one session of ``n`` clients with vectors of ``dim``
-        entries (all processes together: on ``w`` workers the wall time is about a
+        entries (all processes together: on ``w`` workers the wall time is at best a
         ``w``-th of it), from a measured per-client cost ``a0 + a1 k + b dim``, where
         ``k`` is the degree the parameters choose for ``n``: three probe sessions of
         :attr:`PROBE_CLIENTS` clients (simulated keys, this threat model) on a sparse
