@@ -411,7 +411,14 @@ class SecAggSimulation:
             drop(next_round)
         downs = []
         progress = self.progress
-        for served, (recipient, msg) in enumerate(out, start=1):
+        # each message is dropped once delivered (popped, not iterated): a round's
+        # replies hold every routed ciphertext, which would otherwise all stay alive
+        # beside what the clients keep from them until the last client was served
+        out = list(out)
+        out.reverse()
+        total = len(out)
+        for served in range(1, total + 1):
+            recipient, msg = out.pop()
             t0 = time.process_time()
             env = Envelope(SERVER, recipient, round_no, codec.encode(msg))
             self.codec_cpu += time.process_time() - t0
@@ -422,7 +429,7 @@ class SecAggSimulation:
             else:
                 downs.append(env)
             if progress is not None:
-                progress(round_no + 1, served, len(out))
+                progress(round_no + 1, served, total)
         if adversary is not None:
             for env in adversary(round_no, "down", downs):
                 pending.extend(deliver_down(env))

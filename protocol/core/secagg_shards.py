@@ -326,7 +326,10 @@ class ShardedSecAggSimulation(SecAggSimulation):
             self.drop(srv.round)
         downs = []
         t0 = time.process_time()
-        for recipient, msg in out:
+        out = list(out)
+        out.reverse()  # popped as encoded: a message is dropped once its envelope exists
+        while out:
+            recipient, msg = out.pop()
             env = Envelope(SERVER, recipient, round_no, codec.encode(msg))
             self.transcript.record(env, type(msg).__name__)
             downs.append(env)
