@@ -35,7 +35,12 @@ Readings of ``E[x]`` (:data:`DRIFT_READINGS`; ``"printed"`` is the default):
 * ``"counts"``: the frequencies taken as counts of the level's group (``f n``) against
   the oracle's standard deviation of a *fraction* -- the units a reader may assume the
   printed formula mixes; the drift then vanishes unless two estimates are within a few
-  ``sigma / n`` of each other, and ``t`` is about ``k*``.
+  ``sigma / n`` of each other, and ``t`` is about ``k*``;
+* ``"variance"``: the sum as printed with the oracle's *variance* ``sigma^2`` in place
+  of ``sigma``. The text under equation 3 calls ``sigma`` the standard deviation, the
+  utility analysis of the adaptive extension calls it the variance; for a frequency
+  estimate (``sigma < 1``) the variance is the smaller scale, so fewer ranks look
+  likely to overtake the anchor.
 """
 from __future__ import annotations
 
@@ -47,7 +52,7 @@ from scipy.special import ndtr
 __all__ = ["anchor", "drift", "extension_number", "DRIFT_READINGS"]
 
 #: the readings of equation 3's ``E[x]`` (module docstring)
-DRIFT_READINGS = ("printed", "normalised", "counts")
+DRIFT_READINGS = ("printed", "normalised", "counts", "variance")
 
 
 def anchor(f_desc: np.ndarray, k: int) -> int:
@@ -94,6 +99,8 @@ def drift(f_desc: np.ndarray, k: int, k_star: int, sigma: float,
     if x.size == 0:
         return 0.0
     gap = f[k_star - 1] - f[k_star - 1 + x]
+    if reading == "variance":
+        sigma = sigma * sigma
     if sigma <= 0:
         prob = (gap <= 0).astype(float)
     else:

@@ -341,6 +341,22 @@ def test_drift_readings_by_hand() -> None:
     assert t_counts < t_printed
     with pytest.raises(FederatedError, match="drift must be one of"):
         FederatedConfig(drift="sum")
+    # the variance reading: sigma 0.3 becomes 0.09; x = 1 (gap 0): Pr 1/2 either way;
+    # x = 2 (gap 0.2): Phi(-0.2 / (sqrt 2 * 0.3)) = 0.3187 as printed, and
+    # Phi(-0.2 / (sqrt 2 * 0.09)) = 0.0581 with the variance
+    assert drift(f, 2, 2, 0.3) == pytest.approx(0.5 + 2 * 0.31868, abs=1e-4)
+    assert drift(f, 2, 2, 0.3, "variance") == pytest.approx(0.5 + 2 * 0.05805, abs=1e-4)
+    assert extension_number(g, 10, 0.05, "variance") <= t_printed
+    # the command line offers every reading
+    import argparse
+
+    from mechanisms.federated.adaptive import DRIFT_READINGS
+    from protocol.cli.commands import federated as federated_cli
+
+    parser = argparse.ArgumentParser()
+    federated_cli.register(type("Cli", (), {"command": lambda self, *a, **k: parser})())
+    drift_arg = next(a for a in parser._actions if a.dest == "drift")
+    assert tuple(drift_arg.choices) == DRIFT_READINGS
 
 
 def test_pruning_options_by_hand() -> None:
