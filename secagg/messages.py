@@ -215,7 +215,7 @@ class MaskedInput:
         Raises:
             ValueError: an entry is out of range, or a bad sender, length or modulus.
         """
-        vec = np.array(vector, dtype=np.uint64).reshape(-1)
+        vec = np.array(vector, dtype=np.uint64)  # pack_uints refuses anything not 1-D
         msg = object.__new__(cls)
         for name, value in (("sender", sender), ("dim", int(vec.size)),
                             ("modulus", modulus)):

@@ -196,6 +196,6 @@ def test_masked_input_from_a_vector_is_the_checked_message(modulus: int) -> None
         with pytest.raises(ValueError):
             MaskedInput.from_vector(5, np.full(3, modulus, np.uint64), modulus)
     for bad in ((-1, v, modulus), (True, v, modulus), (5, v[:0], modulus),
-                (5, v, 1), (5, v, (1 << 64) + 1)):
+                (5, v, 1), (5, v, (1 << 64) + 1), (5, v[:36].reshape(6, 6), modulus)):
         with pytest.raises((ValueError, TypeError)):
             MaskedInput.from_vector(*bad)
