@@ -395,7 +395,6 @@ class SecAggClient:
         if len(msg.senders) < cfg.threshold:
             raise _Abort(AbortReason.TOO_FEW_SHARES)
         held = [bytes(_SHARE_PLAINTEXT)] * len(self.neighbours)
-        x_bytes = (u + 1).to_bytes(2, "big")
         for v, slot, ct in zip(msg.senders, slots, msg.ciphertexts):
             try:
                 pt = crypto.aead_decrypt(self._keys_of(slot)[0], ct,
@@ -404,12 +403,12 @@ class SecAggClient:
                 raise _Abort(AbortReason.DECRYPTION_FAILED) from None
             if len(pt) != _SHARE_PLAINTEXT:
                 raise _Abort(AbortReason.MALFORMED_SHARE)
-            bs, ss = pt[:shamir.SHARE_WIRE_BYTES], pt[shamir.SHARE_WIRE_BYTES:]
-            # the encoding of Share(x = u + 1, y < PRIME), checked without decoding
-            if (bs[:2] != x_bytes or ss[:2] != x_bytes
-                    or int.from_bytes(bs[2:], "big") >= shamir.PRIME
-                    or int.from_bytes(ss[2:], "big") >= shamir.PRIME):
-                raise _Abort(AbortReason.MALFORMED_SHARE)
+            # both halves the encoding of Share(x = u + 1, y < PRIME)
+            try:
+                shamir.share_value(pt[:_SHARE], u + 1)
+                shamir.share_value(pt[_SHARE:], u + 1)
+            except ParameterError:
+                raise _Abort(AbortReason.MALFORMED_SHARE) from None
             held[slot] = pt
         y = self._masked_input(msg.senders, slots)
         out = MaskedInput.from_vector(u, y, cfg.modulus)

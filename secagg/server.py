@@ -353,16 +353,10 @@ class SecAggServer:
         # every share is checked (the encoding of Share(x = u + 1, y < PRIME)) before
         # any is kept; a Share object is built only for the ones kept below
         x = u + 1
-        ys = []
-        for enc in msg.b_shares + msg.s_shares:
-            if type(enc) is not bytes or len(enc) != shamir.SHARE_WIRE_BYTES:
-                raise InvalidMessage(f"malformed share from {u}")
-            y = int.from_bytes(enc[2:], "big")
-            if y >= shamir.PRIME or int.from_bytes(enc[:2], "big") == 0:
-                raise InvalidMessage(f"malformed share from {u}")
-            if int.from_bytes(enc[:2], "big") != x:
-                raise InvalidMessage(f"share from {u} has the wrong evaluation point")
-            ys.append(y)
+        try:
+            ys = [shamir.share_value(enc, x) for enc in msg.b_shares + msg.s_shares]
+        except ParameterError as exc:
+            raise InvalidMessage(f"malformed share from {u}: {exc}") from None
         # reconstruction takes the first t shares of each owner; the server keeps no more
         # (each sender's point x = u + 1 is its own, so the kept points are distinct)
         t = self.config.threshold

@@ -38,7 +38,7 @@ from .errors import ParameterError
 from .randomness import RandomSource
 
 __all__ = ["PRIME", "SECRET_BYTES", "SHARE_BYTES", "SHARE_WIRE_BYTES", "MAX_X", "Share",
-           "split", "split_encoded", "combine"]
+           "split", "split_encoded", "share_value", "combine"]
 
 PRIME = (1 << 256) + 297
 SECRET_BYTES = 32
@@ -91,6 +91,25 @@ class Share:
             raise ParameterError(f"share encoding must be {SHARE_WIRE_BYTES} bytes, "
                                  f"got {len(data)}")
         return cls(struct.unpack(">H", data[:2])[0], int.from_bytes(data[2:], "big"))
+
+
+def share_value(data: bytes, x: int) -> int:
+    """``y`` of an encoded share that must be ``Share(x, y)`` (:meth:`Share.to_bytes`),
+    checked without building a :class:`Share`: bytes of the wire length, the point ``x``
+    (``x >= 1``, the receiver's or sender's own) and ``y < PRIME``.
+
+    Raises:
+        ParameterError: (a ``ValueError``) not bytes of the wire length, another point,
+            or ``y`` outside the field.
+    """
+    if type(data) is not bytes or len(data) != SHARE_WIRE_BYTES:
+        raise ParameterError(f"a share encoding is {SHARE_WIRE_BYTES} bytes")
+    if int.from_bytes(data[:2], "big") != x:
+        raise ParameterError(f"share has the wrong evaluation point (expected {x})")
+    y = int.from_bytes(data[2:], "big")
+    if y >= PRIME:
+        raise ParameterError("share value outside the field")
+    return y
 
 
 def _field_elements(rand: RandomSource, count: int) -> list[int]:

@@ -218,6 +218,30 @@ def test_decryption_failed() -> None:
     _aborts_with(c, RoutedShares(rs.senders, cts), R.DECRYPTION_FAILED)
 
 
+@pytest.mark.parametrize("case", ["b point", "s point", "point 0", "b outside field",
+                                  "s outside field", "short"])
+def test_malformed_share(case: str) -> None:
+    """A peer's ciphertext decrypts, but its plaintext is not two encodings of
+    Share(x = u + 1, y < PRIME): the client aborts with MALFORMED_SHARE."""
+    from secagg.shamir import PRIME, SHARE_BYTES
+
+    c, rs = drive(S.AWAIT_SHARES, False)
+    v = rs.senders[0]
+    key = c._share_keys[v]
+    pt = crypto.aead_decrypt(key, rs.ciphertexts[0], crypto.routing_ad(c.session, 1, v, 0))
+    b, s = pt[:35], pt[35:]
+    outside = PRIME.to_bytes(SHARE_BYTES, "big")
+    bad = {"b point": (2).to_bytes(2, "big") + b[2:] + s,
+           "s point": b + (2).to_bytes(2, "big") + s[2:],
+           "point 0": bytes(2) + b[2:] + s,
+           "b outside field": b[:2] + outside + s,
+           "s outside field": b + s[:2] + outside,
+           "short": pt[:-1]}[case]
+    ct = crypto.aead_encrypt(key, bad, crypto.routing_ad(c.session, 1, v, 0),
+                             insecure_deterministic_randomness(b"malformed"))
+    _aborts_with(c, RoutedShares(rs.senders, (ct,) + rs.ciphertexts[1:]), R.MALFORMED_SHARE)
+
+
 def _unmask_parts(req: UnmaskRequest) -> tuple[set[int], set[int]]:
     return (set(np.flatnonzero(bitmap_to_mask(req.alive, req.n)).tolist()),
             set(np.flatnonzero(bitmap_to_mask(req.dropped, req.n)).tolist()))

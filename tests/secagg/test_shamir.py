@@ -278,3 +278,22 @@ def test_split_encoded_is_split_in_wire_encoding(xs: list, t: int) -> None:
 def test_split_encoded_rejects_what_split_rejects(secret: bytes, xs: list, t: int) -> None:
     with pytest.raises(ParameterError):
         split_encoded(secret, xs, t, insecure_deterministic_randomness(1))
+
+
+def test_share_value_checks_an_encoding_without_decoding() -> None:
+    """The value of an encoded share at an expected point; anything else refused."""
+    from secagg.shamir import share_value
+
+    rand = insecure_deterministic_randomness(b"share_value")
+    for sh in split(bytes(range(32)), [1, 7, 65535], 2, rand):
+        assert share_value(sh.to_bytes(), sh.x) == sh.y
+        with pytest.raises(ParameterError, match="wrong evaluation point"):
+            share_value(sh.to_bytes(), sh.x + 1 if sh.x < 65535 else 1)
+    good = Share(3, 5).to_bytes()
+    for bad in (good[:-1], good + b"\x00", bytearray(good), "x" * len(good)):
+        with pytest.raises(ParameterError):
+            share_value(bad, 3)  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="outside the field"):
+        share_value(good[:2] + PRIME.to_bytes(SHARE_BYTES, "big"), 3)
+    with pytest.raises(ParameterError, match="wrong evaluation point"):  # x = 0 is never a point
+        share_value(bytes(2) + good[2:], 3)
