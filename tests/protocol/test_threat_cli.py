@@ -58,8 +58,13 @@ def test_bench_secagg_reports_the_threat_model(capsys: pytest.CaptureFixture[str
     assert out["log2_security_failure"] is not None and out["corrupt_fraction"] == 0.05
     # the round's CPU cannot be below its X25519 operations' bare cost
     assert out["floor_ratio"] is not None and out["floor_ratio"] >= 1.0
-    # with only the bare primitives costing CPU the ratio is lower, and still >= 1
-    assert 1.0 <= out["primitive_floor_ratio"] < out["floor_ratio"]
+    # with only the bare primitives costing CPU: every family's bare cost over the
+    # X25519 one (>= 1; below floor_ratio in expectation, but both are timed apart, on
+    # 5 sampled operations here, so their order is not asserted)
+    bare = {k: v["bare_seconds"] for k, v in out["primitives"].items()}
+    assert out["primitive_floor_ratio"] == pytest.approx(
+        sum(bare.values()) / bare["key_agreement"], abs=0.05)
+    assert out["primitive_floor_ratio"] >= 1.0
     assert out["memory_per_client_kb"] >= 0.0
     assert main(base + ["--threat", "semi-honest"]) == 0
     semi = json.loads(capsys.readouterr().out)
