@@ -59,13 +59,20 @@ from .state import (
     UnexpectedEvent, bitmap_to_mask,
 )
 
-__all__ = ["SecAggClient", "PeerStatus", "CLIENT_TRANSITIONS"]
+__all__ = ["SecAggClient", "PeerStatus", "CLIENT_TRANSITIONS", "SHARE_CIPHERTEXT_BYTES"]
 
 _SHARE_PLAINTEXT = 2 * shamir.SHARE_WIRE_BYTES
+#: length of a round-1 ciphertext: nonce, the two encoded shares, tag
+SHARE_CIPHERTEXT_BYTES = crypto.NONCE_BYTES + _SHARE_PLAINTEXT + crypto.TAG_BYTES
 _SHARE = shamir.SHARE_WIRE_BYTES
 #: bytes per neighbour of the pairwise keys kept from round 1 to round 2: the share
 #: encryption key, then the mask seed
 _PAIR = 2 * crypto.KEY_BYTES
+#: a neighbour slot's record: its pairwise keys (``_PAIR`` bytes), later the shares
+#: held for it (``_SHARE_PLAINTEXT``), in the same place
+_SLOT = max(_PAIR, _SHARE_PLAINTEXT)
+#: what the records hold
+_NOTHING, _KEYS, _HELD = 0, 1, 2
 
 
 class PeerStatus(str, enum.Enum):
@@ -140,6 +147,12 @@ class SecAggClient:
         ParameterError: bad index, input or keys.
     """
 
+    # no per-instance dict: a simulation holds one client object per participant
+    __slots__ = ("config", "index", "_value", "_rand", "_signing_key", "_verify_keys",
+                 "neighbours", "_table", "state", "abort_reason", "server_abort_reason",
+                 "_status", "_c_sk", "_s_sk", "_b", "_c_pk", "_s_pk", "_nonce", "session",
+                 "_records", "_records_hold", "_signed_alive", "_revealed", "__weakref__")
+
     def __init__(self, config: SessionConfig, index: int, value: np.ndarray, rand: Any, *,
                  signing_key: bytes | None = None,
                  verify_keys: Sequence[bytes] | None = None) -> None:
@@ -176,13 +189,16 @@ class SecAggClient:
         #: the transcript-bound session id ``sid_1`` (set in round 1)
         self.session = b""
         # per-neighbour material, one fixed-size record per neighbour slot (the slot of
-        # ``v`` is its index in ``neighbours``): from round 1 to round 2 the pairwise
-        # keys (``_PAIR`` bytes: share key, mask seed; zeros for a neighbour without
-        # keys), from round 2 on the encoded shares held for each peer (``Share.to_bytes``
-        # of the b-share, then of the s-share; zeros where none were received). One
-        # bytes object per client instead of four dicts of small bytes objects.
-        self._pair_keys = b""
-        self._held = b""
+        # ``v`` is its index in ``neighbours``) in one buffer: from round 1 to round 2
+        # the pairwise keys (``_PAIR`` bytes: share key, mask seed; zeros for a
+        # neighbour without keys), from round 2 on, written over them, the encoded shares
+        # held for each peer (``Share.to_bytes`` of the b-share, then of the s-share;
+        # zeros where none were received). One buffer per client, not four dicts of small
+        # bytes objects; reused in place, so that a simulation of many clients does not
+        # leave each client's freed keys as a hole too small for its shares; and zeroed
+        # when dropped (``_forget``).
+        self._records = bytearray()
+        self._records_hold = _NOTHING
         self._signed_alive: bytes | None = None
         # what this client revealed in round 4 (sorted owners; see revealed_b/revealed_s)
         self._revealed: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
@@ -234,18 +250,21 @@ class SecAggClient:
 
     def _keys_of(self, slot: int) -> tuple[bytes, bytes]:
         """The share key and mask seed of the neighbour in ``slot``."""
-        rec = self._pair_keys[slot * _PAIR:(slot + 1) * _PAIR]
-        return rec[:crypto.KEY_BYTES], rec[crypto.KEY_BYTES:]
+        assert self._records_hold == _KEYS
+        start, r = slot * _SLOT, self._records
+        mid = start + crypto.KEY_BYTES
+        return bytes(r[start:mid]), bytes(r[mid:start + _PAIR])
 
     def _held_share(self, slot: int, which: int) -> bytes:
         """The encoded b-share (``which = 0``) or s-share (1) held for ``slot``."""
-        start = slot * _SHARE_PLAINTEXT + which * _SHARE
-        return self._held[start:start + _SHARE]
+        assert self._records_hold == _HELD
+        start = slot * _SLOT + which * _SHARE
+        return bytes(self._records[start:start + _SHARE])
 
     # read-only views of the compact records (for transcripts and tests)
     def _keys_by_peer(self, which: int) -> dict[int, bytes]:
         return {v: self._keys_of(i)[which] for i, v in enumerate(self.neighbours)
-                if self._pair_keys and self._status[i] == _ALIVE}
+                if self._records_hold == _KEYS and self._status[i] == _ALIVE}
 
     @property
     def _share_keys(self) -> dict[int, bytes]:
@@ -257,7 +276,7 @@ class SecAggClient:
 
     def _held_by_owner(self, which: int) -> dict[int, bytes]:
         return {v: self._held_share(i, which) for i, v in enumerate(self.neighbours)
-                if self._held and self._status[i] in (_ALIVE, _DROPPED_2)}
+                if self._records_hold == _HELD and self._status[i] in (_ALIVE, _DROPPED_2)}
 
     @property
     def _held_b(self) -> dict[int, bytes]:
@@ -285,15 +304,20 @@ class SecAggClient:
         return out
 
     def _forget(self, *, shares: bool) -> None:
-        """Drop secrets no later step needs: the secret keys, the self-mask seed and the
-        pairwise keys once the masked input is out, and (``shares``) the shares held
-        for peers once round 4 is answered or the client aborted. Python cannot wipe
-        ``bytes``; dropping the references keeps a finished client from carrying them
-        (and keeps memory at what the remaining rounds need)."""
+        """Drop secrets no later step needs: the self-mask seed and the pairwise keys
+        once the masked input is out (the key pairs went after round 1; here too, for
+        a client that aborts before), and (``shares``) the shares held
+        for peers once round 4 is answered or the client aborted. The records buffer
+        is zeroed before it is dropped; Python cannot wipe ``bytes`` (the keys and the
+        copies taken from the records), so for them dropping the references is all:
+        it keeps a finished client from carrying them (and memory at what the
+        remaining rounds need)."""
         self._c_sk = self._s_sk = self._b = b""
-        self._pair_keys = b""
-        if shares:
-            self._held = b""
+        if shares or self._records_hold == _KEYS:
+            records = self._records
+            records[:] = bytes(len(records))
+            self._records = bytearray()
+            self._records_hold = _NOTHING
 
     # ------------------------------------------------------------------ round 0
 
@@ -353,7 +377,7 @@ class SecAggClient:
         # one record per neighbour slot: the keys of a peer, zeros for a neighbour that
         # advertised none (its status says so)
         status = bytearray([_DROPPED_0]) * len(neighbours)
-        records = [bytes(_PAIR)] * len(neighbours)
+        records = bytearray(_SLOT * len(neighbours))
         share_keys: list[bytes] = []
         try:
             for e in msg.entries:
@@ -361,11 +385,11 @@ class SecAggClient:
                 share_key = crypto.hkdf(
                     crypto.x25519_shared(self._c_sk, e.c_pk), label=crypto.LABEL_SHARE_KEY,
                     context=pc)
-                slot = bisect_left(neighbours, e.sender)
-                records[slot] = share_key + crypto.hkdf(
+                start = bisect_left(neighbours, e.sender) * _SLOT
+                records[start:start + _PAIR] = share_key + crypto.hkdf(
                     crypto.x25519_shared(self._s_sk, e.s_pk), label=crypto.LABEL_MASK_SEED,
                     context=pc)
-                status[slot] = _ALIVE
+                status[start // _SLOT] = _ALIVE
                 share_keys.append(share_key)
         except CryptoError:
             raise _Abort(AbortReason.INVALID_PUBLIC_KEY) from None
@@ -379,8 +403,12 @@ class SecAggClient:
         # mutate
         self.session = sid
         self.neighbours = neighbours
-        self._pair_keys = b"".join(records)
+        self._records, self._records_hold = records, _KEYS
         self._status = status
+        # no later step needs the key pairs (the pairwise keys are derived, s_sk is
+        # shared) or the nonce: only b, for the self-mask
+        self._c_sk = self._s_sk = b""
+        self._c_pk = self._s_pk = self._nonce = b""
         return [out]
 
     # ------------------------------------------------------------------ round 2
@@ -394,7 +422,7 @@ class SecAggClient:
                 raise _Abort(AbortReason.SHARES_FROM_UNKNOWN_PEER)
         if len(msg.senders) < cfg.threshold:
             raise _Abort(AbortReason.TOO_FEW_SHARES)
-        held = [bytes(_SHARE_PLAINTEXT)] * len(self.neighbours)
+        held = [bytes(_SLOT)] * len(self.neighbours)
         for v, slot, ct in zip(msg.senders, slots, msg.ciphertexts):
             try:
                 pt = crypto.aead_decrypt(self._keys_of(slot)[0], ct,
@@ -417,7 +445,12 @@ class SecAggClient:
         for slot, code in enumerate(self._status):
             if code == _ALIVE and slot not in received:
                 self._status[slot] = _DROPPED_1
-        self._held = b"".join(held)
+        # the shares over the keys, in place: every slot written (zeros where no share
+        # came), so no key is left
+        if _SLOT > _SHARE_PLAINTEXT:  # pragma: no cover - pairwise records are shorter
+            held = [pt.ljust(_SLOT, b"\0") for pt in held]
+        self._records[:] = b"".join(held)
+        self._records_hold = _HELD
         self._forget(shares=False)
         return [out]
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import struct
+import weakref
 
 import numpy as np
 
@@ -96,6 +97,48 @@ def _indices(values: object, n: int) -> tuple[int, ...]:
     return tuple(map(_INDEX.__getitem__, values))  # type: ignore[call-overload]
 
 
+class _Graph(list):  # type: ignore[type-arg]
+    """A graph's neighbour lists: a read-only ``list`` that can be referenced weakly.
+
+    Read-only because a simulation's clients share its tuples (:func:`_recall`): a
+    party that wants another graph assigns another list, it cannot edit this one
+    under the others."""
+
+    __slots__ = ("__weakref__",)
+
+    def _read_only(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("a graph's neighbour lists are read-only")
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only  # type: ignore[assignment]
+    append = extend = insert = pop = remove = clear = sort = reverse = _read_only  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[type, tuple[list[tuple[int, ...]]]]:
+        return _Graph, (list(self),)
+
+
+#: the graph last built by :func:`harary_graph` or :func:`complete_graph`, by its
+#: arguments, while something else holds it (a weak reference): a simulation's clients
+#: then take their neighbourhood tuples from the server's lists instead of building
+#: their own copies (half the memory of the neighbourhoods), and nothing is kept
+#: alive for it
+_last: tuple[tuple[int, int, bytes], "weakref.ref[_Graph]"] | None = None
+
+
+def _remember(key: tuple[int, int, bytes], graph: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    global _last
+    g = _Graph(graph)
+    _last = (key, weakref.ref(g))
+    return g
+
+
+def _recall(key: tuple[int, int, bytes], i: int) -> tuple[int, ...] | None:
+    last = _last
+    if last is None or last[0] != key:
+        return None
+    g = last[1]()
+    return None if g is None else g[i]
+
+
 def complete_graph(n: int) -> list[tuple[int, ...]]:
     """Neighbour lists of the complete graph on ``0..n-1``.
 
@@ -105,7 +148,7 @@ def complete_graph(n: int) -> list[tuple[int, ...]]:
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ParameterError(f"n must be an int >= 1, got {n!r}")
     everyone = _indices(range(n), n)
-    return [everyone[:i] + everyone[i + 1:] for i in range(n)]
+    return _remember((n, n - 1, b""), [everyone[:i] + everyone[i + 1:] for i in range(n)])
 
 
 def complete_neighbours(i: int, n: int) -> tuple[int, ...]:
@@ -118,7 +161,8 @@ def complete_neighbours(i: int, n: int) -> tuple[int, ...]:
         raise ParameterError(f"n must be an int >= 1, got {n!r}")
     if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < n:
         raise ParameterError(f"node index must be in [0, {n}), got {i!r}")
-    return _indices((j for j in range(n) if j != i), n)
+    known = _recall((n, n - 1, b""), i)
+    return known if known is not None else _indices((j for j in range(n) if j != i), n)
 
 
 def harary_graph(n: int, degree: int, seed: bytes) -> list[tuple[int, ...]]:
@@ -140,6 +184,7 @@ def harary_graph(n: int, degree: int, seed: bytes) -> list[tuple[int, ...]]:
         return complete_graph(n)
     if degree == 0:
         return [() for _ in range(n)]
+    key = (n, degree, seed)
     ring = _ring_and_positions(n, seed)[0]
     half = degree // 2
     offsets = np.concatenate([np.arange(-half, 0), np.arange(1, half + 1)])
@@ -149,7 +194,7 @@ def harary_graph(n: int, degree: int, seed: bytes) -> list[tuple[int, ...]]:
     adj.sort(axis=1)
     by_node = np.empty_like(adj)
     by_node[ring] = adj
-    return [_indices(row, n) for row in by_node.tolist()]
+    return _remember(key, [_indices(row, n) for row in by_node.tolist()])
 
 
 def neighbours_of(i: int, n: int, degree: int, seed: bytes) -> tuple[int, ...]:
@@ -162,9 +207,12 @@ def neighbours_of(i: int, n: int, degree: int, seed: bytes) -> tuple[int, ...]:
     if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < n:
         raise ParameterError(f"node index must be in [0, {n}), got {i!r}")
     if degree >= n - 1:
-        return _indices((j for j in range(n) if j != i), n)
+        return complete_neighbours(i, n)
     if degree == 0:
         return ()
+    known = _recall((n, degree, seed), i)
+    if known is not None:
+        return known
     ring, positions = _ring_and_positions(n, seed)
     pos = int(positions[i])
     half = degree // 2

@@ -38,12 +38,13 @@ returns a :class:`~secagg.messages.ServerAbort` for every client still in the se
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable, Sequence
+from bisect import bisect_left
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from . import crypto, prg, shamir
-from .client import self_mask_seed
+from .client import SHARE_CIPHERTEXT_BYTES, self_mask_seed
 from .errors import CryptoError, ParameterError
 from .messages import (
     CLIENT_MESSAGES, AdvertiseKeys, ConsistencyRequest, ConsistencySignature, KeyList,
@@ -92,13 +93,39 @@ COLLECTING_ROUND: dict[ServerState, int] = {
     state: event.ROUND for table in SERVER_TRANSITIONS.values() for (state, event) in table
     if event in CLIENT_MESSAGES}
 
-Outgoing = list[tuple[int, Any]]
+Outgoing = Sequence[tuple[int, Any]]
 
 
 class _Abort(Exception):
     def __init__(self, reason: AbortReason, recipients: Sequence[int]) -> None:
         self.reason = reason
         self.recipients = recipients
+
+
+class _Replies(Sequence[tuple[int, Any]]):
+    """A round's replies ``(u, message)`` for ``u`` in ``recipients``, each built by
+    ``build(u)`` when it is taken, so that a simulation holds one at a time: the key
+    lists and the routed ciphertexts of every client at once would double what the
+    server already holds (their material stays in the server's own records until
+    then). Taking a reply twice builds it twice (the same message)."""
+
+    def __init__(self, recipients: list[int], build: Callable[[int], Any]) -> None:
+        self._recipients = recipients
+        self._build = build
+
+    def __len__(self) -> int:
+        return len(self._recipients)
+
+    def _item(self, u: int) -> tuple[int, Any]:
+        return u, self._build(u)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def,override]
+        if isinstance(i, slice):
+            return [self._item(u) for u in self._recipients[i]]
+        return self._item(self._recipients[i])
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        return map(self._item, self._recipients)
 
 
 class SecAggServer:
@@ -134,9 +161,13 @@ class SecAggServer:
         self._in_u3 = np.zeros(n, dtype=bool)
         self._in_u4 = np.zeros(n, dtype=bool)
         self._in_u5 = np.zeros(n, dtype=bool)
-        #: recipient -> (senders, ciphertexts), two parallel lists (a tuple per route
-        #: would cost 64 bytes more per ciphertext held)
-        self._routes: dict[int, tuple[list[int], list[bytes]]] = {}
+        #: the round-1 ciphertexts (all of one length), sender after sender, each
+        #: sender's in the order of its recipients from ``_cts_start[sender]`` (in
+        #: ciphertexts): one buffer for the round, allocated when round 0 closes (its
+        #: pages are touched as ciphertexts arrive), not an object per ciphertext or
+        #: per sender scattered over the heap
+        self._cts = np.zeros(0, np.uint8)
+        self._cts_start = np.zeros(1, np.int64)
         self._acc = ModAccumulator(config.dim, config.modulus)
         self.input_digests: dict[int, bytes] = {}
         self._signatures: dict[int, bytes] = {}
@@ -146,8 +177,10 @@ class SecAggServer:
         self.session = b""
         self.transcript_root = b""
         self._needed_s: list[int] = []
-        self._b_shares: dict[int, list[shamir.Share]] = {}
-        self._s_shares: dict[int, list[shamir.Share]] = {}
+        #: owner -> the first ``t`` checked encodings of its b- (s_sk-) shares, joined
+        #: (``shamir.SHARE_WIRE_BYTES`` each; decoded only to rebuild the secret)
+        self._b_shares: dict[int, bytearray] = {}
+        self._s_shares: dict[int, bytearray] = {}
         #: the last sets fixed by a closed round (for the server's view)
         self.sets: dict[str, frozenset[int]] = {}
 
@@ -243,9 +276,19 @@ class SecAggServer:
         root = levels[-1][0]
         # the graph of this attempt: fixed only now, by the root over the fresh nonces
         self.neighbours = self.config.all_neighbours(root)
-        out = [(u, KeyList(tuple(self._keys[v] for v in self.neighbours[u] if self._in_u1[v]),
-                           root, crypto.transcript_path(levels, u)))
-               for u in u1]
+        keys, neighbours, in_u1 = self._keys, self.neighbours, self._in_u1
+        out = _Replies(u1, lambda u: KeyList(
+            tuple(keys[v] for v in neighbours[u] if in_u1[v]), root,
+            crypto.transcript_path(levels, u)))
+        # room for round 1: each member of U1 addresses its neighbours in U1
+        if self._in_u1.all():
+            counts = np.fromiter(map(len, neighbours), np.int64, len(neighbours))
+        else:
+            counts = np.fromiter((int(in_u1[list(nb)].sum()) if in_u1[u] and nb else 0
+                                  for u, nb in enumerate(neighbours)), np.int64,
+                                 len(neighbours))
+        self._cts_start = np.concatenate([[0], np.cumsum(counts)])
+        self._cts = np.zeros(int(self._cts_start[-1]) * SHARE_CIPHERTEXT_BYTES, np.uint8)
         self.session = self.config.transcript_session(root)
         self.transcript_root = root
         self.sets["U1"] = frozenset(u1)
@@ -258,25 +301,49 @@ class SecAggServer:
         expected = tuple(v for v in self.neighbours[u] if self._in_u1[v])
         if msg.recipients != expected:
             raise InvalidMessage(f"{u} must address exactly its neighbours in U1")
-        for v, ct in zip(msg.recipients, msg.ciphertexts):
-            senders, cts = self._routes.setdefault(v, ([], []))
-            senders.append(u)
-            cts.append(ct)
+        if any(len(ct) != SHARE_CIPHERTEXT_BYTES for ct in msg.ciphertexts):
+            # an honest client's are all this long; a recipient could not decrypt another
+            raise InvalidMessage(f"share ciphertexts must be {SHARE_CIPHERTEXT_BYTES} bytes")
+        size, start = SHARE_CIPHERTEXT_BYTES, int(self._cts_start[u]) * SHARE_CIPHERTEXT_BYTES
+        self._cts[start:start + size * len(msg.ciphertexts)] = np.frombuffer(
+            b"".join(msg.ciphertexts), np.uint8)
         self._in_u2[u] = True
 
     def _close_shares(self, _: CloseRound) -> Outgoing:
         u2 = self._members(self._in_u2)
         if len(u2) < self.config.threshold + 1:
             raise _Abort(AbortReason.TOO_FEW_SHARE_SENDERS, u2)
-        out = []
-        for u in u2:
-            senders, cts = self._routes.get(u, ((), ()))
-            order = sorted((v, i) for i, v in enumerate(senders) if self._in_u2[v])
-            out.append((u, RoutedShares(tuple(v for v, _ in order),
-                                        tuple(cts[i] for _, i in order))))
-        self._routes = {}
+        out = _Replies(u2, self._routed_shares(self._cts, self._cts_start))
+        self._cts, self._cts_start = np.zeros(0, np.uint8), np.zeros(1, np.int64)
         self.sets["U2"] = frozenset(u2)
         return out
+
+    def _routed_shares(self, cts: np.ndarray, first: np.ndarray
+                       ) -> Callable[[int], RoutedShares]:
+        """``u -> RoutedShares``: the ciphertexts addressed to ``u`` by ``U2 & N(u)``,
+        in sender order, cut from the round's buffer (``cts``, sender ``v``'s from
+        ciphertext ``first[v]`` on)."""
+        size, neighbours = SHARE_CIPHERTEXT_BYTES, self.neighbours
+        in_u1, in_u2 = self._in_u1, self._in_u2
+        all_u1 = bool(in_u1.all())
+
+        def slot(v: int, u: int) -> int:
+            # v addressed its neighbours in U1, in order: u's place among them is its
+            # place in N(v) less the neighbours before it outside U1 (none, unless some
+            # client did not advertise keys)
+            nb = neighbours[v]
+            i = bisect_left(nb, u)
+            return i if all_u1 else i - sum(1 for w in nb[:i] if not in_u1[w])
+
+        def build(u: int) -> RoutedShares:
+            senders = tuple(v for v in neighbours[u] if in_u2[v])
+            out = []
+            for v in senders:
+                start = (int(first[v]) + slot(v, u)) * size
+                out.append(cts[start:start + size].tobytes())
+            return RoutedShares(senders, tuple(out))
+
+        return build
 
     # ------------------------------------------------------------------ round 2
 
@@ -354,36 +421,46 @@ class SecAggServer:
         # any is kept; a Share object is built only for the ones kept below
         x = u + 1
         try:
-            ys = [shamir.share_value(enc, x) for enc in msg.b_shares + msg.s_shares]
+            for enc in msg.b_shares + msg.s_shares:
+                shamir.share_value(enc, x)
         except ParameterError as exc:
             raise InvalidMessage(f"malformed share from {u}: {exc}") from None
         # reconstruction takes the first t shares of each owner; the server keeps no more
         # (each sender's point x = u + 1 is its own, so the kept points are distinct)
-        t = self.config.threshold
-        n_b = len(msg.b_owners)
-        for owners, values, store in ((msg.b_owners, ys[:n_b], self._b_shares),
-                                      (msg.s_owners, ys[n_b:], self._s_shares)):
-            for v, y in zip(owners, values):
-                kept = store.setdefault(v, [])
-                if len(kept) < t:
-                    kept.append(shamir.Share(x, y))
+        full = self.config.threshold * shamir.SHARE_WIRE_BYTES
+        for owners, encs, store in ((msg.b_owners, msg.b_shares, self._b_shares),
+                                    (msg.s_owners, msg.s_shares, self._s_shares)):
+            for v, enc in zip(owners, encs):
+                kept = store.get(v)
+                if kept is None:
+                    store[v] = bytearray(enc)
+                elif len(kept) < full:
+                    kept += enc
         self._in_u5[u] = True
+
+    @staticmethod
+    def _combine(kept: bytearray, t: int) -> bytes:
+        """The secret rebuilt from the ``t`` share encodings kept for its owner."""
+        w = shamir.SHARE_WIRE_BYTES
+        return shamir.combine([shamir.Share.from_bytes(kept[i:i + w])
+                               for i in range(0, t * w, w)], t)
 
     def _close_unmask(self, _: CloseRound) -> Outgoing:
         cfg, t = self.config, self.config.threshold
         u3 = self._members(self._in_u3)
         dropped = self._needed_s
         u5 = self._members(self._in_u5)
-        if len(u5) < t or any(len(self._b_shares.get(u, ())) < t for u in u3) or any(
-                len(self._s_shares.get(v, ())) < t for v in dropped):
+        full = t * shamir.SHARE_WIRE_BYTES
+        if len(u5) < t or any(len(self._b_shares.get(u, b"")) < full for u in u3) or any(
+                len(self._s_shares.get(v, b"")) < full for v in dropped):
             raise _Abort(AbortReason.TOO_FEW_UNMASK_RESPONSES, [])
         acc = self._acc
         try:
             for u in u3:
-                b = shamir.combine(self._b_shares[u], t)
+                b = self._combine(self._b_shares[u], t)
                 acc.sub(prg.expand_mask(self_mask_seed(self.session, b), cfg.dim, cfg.modulus))
             for v in dropped:
-                s_sk = shamir.combine(self._s_shares[v], t)
+                s_sk = self._combine(self._s_shares[v], t)
                 if not crypto.constant_time_equal(crypto.x25519_public(s_sk),
                                                   self._keys[v].s_pk):
                     raise _Abort(AbortReason.RECONSTRUCTION_FAILED, [])

@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -188,6 +188,33 @@ class SecAggRun:
 Hook = Callable[[int, str, list[Envelope]], list[Envelope]]
 
 
+class _InputOf:
+    """``source(i)``, called when client ``i`` needs its input (a closure would cost
+    four times the memory, per simulated client)."""
+
+    __slots__ = ("source", "i")
+
+    def __init__(self, source: Callable[[int], np.ndarray], i: int) -> None:
+        self.source, self.i = source, i
+
+    def __call__(self) -> np.ndarray:
+        return self.source(self.i)
+
+
+def drain(out: Sequence[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+    """The server's replies of one round, each dropped once taken: a list is popped
+    (its messages would otherwise all stay alive beside what the clients keep from
+    them until the last client was served); a lazy sequence (round 1's routed
+    ciphertexts, :class:`secagg.server.SecAggServer`) builds each as it is taken."""
+    if isinstance(out, list):
+        out = list(out)
+        out.reverse()
+        while out:
+            yield out.pop()
+    else:
+        yield from out
+
+
 class SecAggSimulation:
     """One session in this process, driven a phase at a time.
 
@@ -228,7 +255,7 @@ class SecAggSimulation:
             source = inputs
 
             def value_of(i: int) -> Any:
-                return lambda: source(i)
+                return _InputOf(source, i)
         else:
             inputs = np.asarray(inputs)
             if inputs.shape != (n, config.dim):
@@ -411,14 +438,8 @@ class SecAggSimulation:
             drop(next_round)
         downs = []
         progress = self.progress
-        # each message is dropped once delivered (popped, not iterated): a round's
-        # replies hold every routed ciphertext, which would otherwise all stay alive
-        # beside what the clients keep from them until the last client was served
-        out = list(out)
-        out.reverse()
         total = len(out)
-        for served in range(1, total + 1):
-            recipient, msg = out.pop()
+        for served, (recipient, msg) in enumerate(drain(out), 1):
             t0 = time.process_time()
             env = Envelope(SERVER, recipient, round_no, codec.encode(msg))
             self.codec_cpu += time.process_time() - t0

@@ -33,7 +33,9 @@ import numpy as np
 from protocol.core import codec, wire_secagg
 from protocol.core.cluster import Engine, LocalEngine, ShardLost
 from protocol.core.randomness import OsRandom
-from protocol.core.secagg_engine import SERVER, Dropout, Envelope, Hook, SecAggRun, SecAggSimulation
+from protocol.core.secagg_engine import (
+    SERVER, Dropout, Envelope, Hook, SecAggRun, SecAggSimulation, drain,
+)
 from secagg import crypto
 from secagg.client import SecAggClient
 from secagg.errors import ParameterError, SecAggError
@@ -326,10 +328,8 @@ class ShardedSecAggSimulation(SecAggSimulation):
             self.drop(srv.round)
         downs = []
         t0 = time.process_time()
-        out = list(out)
-        out.reverse()  # popped as encoded: a message is dropped once its envelope exists
-        while out:
-            recipient, msg = out.pop()
+        # each message dropped once its envelope exists
+        for recipient, msg in drain(out):
             env = Envelope(SERVER, recipient, round_no, codec.encode(msg))
             self.transcript.record(env, type(msg).__name__)
             downs.append(env)

@@ -49,3 +49,21 @@ def test_phases_match_run_secagg(malicious: bool) -> None:
     rounds = [0, 1, 2, 3, 4] if malicious else [0, 1, 2, 4]
     assert [r for r, d, _ in seen if d == "up"] == rounds
     assert [r for r, d, _ in seen if d == "down"] == rounds
+
+
+def test_the_envelope_log_keeps_records_in_columns() -> None:
+    """The transcript's envelope log reads back what was recorded: iteration, indexing
+    (negative too), slices and length as a list of EnvelopeRecord would."""
+    from protocol.core.secagg_transcript import EnvelopeLog, EnvelopeRecord
+
+    recs = [EnvelopeRecord(-1, 3, 1, "KeyList", 500), EnvelopeRecord(3, -1, 1, "ShareKeys", 2900),
+            EnvelopeRecord(70000, -1, 2, "MaskedInput", 1 << 40)]
+    log = EnvelopeLog(recs)
+    assert list(log) == recs and len(log) == 3
+    assert log[1] == recs[1] and log[-1] == recs[-1] and log[0:2] == recs[:2] and log[::-1] == recs[::-1]
+    with pytest.raises(IndexError):
+        log[3]
+    with pytest.raises(IndexError):
+        log[-4]
+    log.add(5, -1, 4, "KeyList", 7)
+    assert log[3] == EnvelopeRecord(5, -1, 4, "KeyList", 7) and len(log._kinds) == 3

@@ -69,8 +69,37 @@ def test_graph_is_a_pure_function_of_its_inputs() -> None:
 
 def test_neighbours_of_matches_the_full_graph() -> None:
     for n, k in ((7, 2), (30, 6), (257, 16), (12, 11), (12, 20)):
+        alone = [neighbours_of(i, n, k, b"nb") for i in range(n)]  # no graph built yet
         g = harary_graph(n, k, b"nb")
-        assert [neighbours_of(i, n, k, b"nb") for i in range(n)] == g
+        assert alone == g
+
+
+def test_clients_share_the_neighbourhoods_of_a_graph_in_memory() -> None:
+    """While a graph of the same arguments is alive (the server's, in a simulation),
+    neighbours_of returns its tuples instead of copies; the graph is read-only (a
+    party cannot change the others' neighbourhoods through it), survives pickling,
+    and nothing keeps it alive once its holder drops it."""
+    import copy
+    import gc
+    import pickle
+
+    import secagg.graph as graph_mod
+
+    g = harary_graph(60, 6, b"shared")
+    assert all(neighbours_of(i, 60, 6, b"shared") is g[i] for i in range(60))
+    assert neighbours_of(3, 60, 6, b"other") is not g[3]     # other arguments: computed
+    assert neighbours_of(3, 60, 8, b"shared") != g[3]
+    c = complete_graph(9)
+    assert graph_mod.complete_neighbours(4, 9) is c[4]
+    for edit in (lambda: g.__setitem__(0, ()), lambda: g.append(()), lambda: g.sort(),
+                 lambda: g.pop(), lambda: g.__delitem__(0), lambda: g.extend([()])):
+        with pytest.raises(TypeError, match="read-only"):
+            edit()
+    assert pickle.loads(pickle.dumps(g)) == g and copy.deepcopy(g) == g
+    del g, c
+    gc.collect()
+    assert graph_mod._last is not None and graph_mod._last[1]() is None
+    assert neighbours_of(3, 60, 6, b"shared") == harary_graph(60, 6, b"shared")[3]
 
 
 def test_complete_graph_and_degree_at_least_n_minus_1() -> None:

@@ -225,6 +225,36 @@ def test_clients_forget_their_secrets_when_done() -> None:
             assert not c._held_b and not c._held_s
 
 
+def test_clients_drop_round_0_secrets_after_round_1_and_keep_shares_over_their_keys() -> None:
+    """Once its key list is handled a client keeps neither key pair nor its round-0
+    nonce (the pairwise keys are derived, ``s_sk`` is shared), only the self-mask
+    seed; the shares it receives in round 2 are written over the pairwise keys in the
+    same buffer, and that buffer is zeroed when dropped."""
+    from protocol.core.secagg_engine import SecAggSimulation
+
+    cfg = make_config(8, 3, threshold=3)
+    sim = SecAggSimulation(cfg, np.ones((8, 3), dtype=np.uint64),
+                           rand=insecure_deterministic_randomness(4))
+    sim.start()
+    assert all(c._c_sk and c._s_sk and c._c_pk and c._nonce for c in sim.clients)
+    sim.step()  # round 0 closed: every client handled its key list and sent shares
+    buffers = []
+    for c in sim.clients:
+        assert c._c_sk == c._s_sk == c._c_pk == c._s_pk == c._nonce == b""
+        assert len(c._b) == 32 and len(c._share_keys) == 7 and not c._held_b
+        buffers.append(c._records)
+    sim.step()  # round 1 closed: every client received its shares and masked its input
+    for c, buf in zip(sim.clients, buffers):
+        assert c._records is buf and c._b == b"" and not c._share_keys
+        assert len(c._held_b) == len(c._held_s) == 7
+        # what the buffer holds now is the shares alone: no byte of a pairwise key left
+        assert bytes(buf) == b"".join(c._held_share(i, 0) + c._held_share(i, 1)
+                                      for i in range(len(c.neighbours)))
+    sim.run()
+    assert sim.server.result is not None and [int(v) for v in sim.server.result] == [8] * 3
+    assert all(not any(buf) for buf in buffers)  # zeroed when the shares were dropped
+
+
 # --------------------------------------------------------------- round numbers: one source
 
 def test_message_table_in_the_docstring_matches_tag_and_round() -> None:

@@ -54,6 +54,7 @@ def fingerprint(s: SecAggServer) -> tuple:
     return (s.state, s.abort_reason, s._in_u1.tobytes(), s._in_u2.tobytes(),
             s._in_u3.tobytes(), s._in_u4.tobytes(), s._in_u5.tobytes(),
             tuple(sorted(s.sets.items())), len(s._keys), len(s._signatures),
+            s._cts.tobytes(), s._cts_start.tobytes(),
             s._acc.acc.tobytes(), tuple((k, len(v)) for k, v in sorted(s._b_shares.items())),
             None if s.result is None else s.result.tobytes())
 
@@ -158,6 +159,47 @@ def test_round1_checks() -> None:
     _rejects(server, ShareKeys(m.sender, m.recipients[:-1], m.ciphertexts[:-1]))
     server.receive(m)
     _rejects(server, m)
+
+
+def test_round1_ciphertexts_must_have_the_share_length() -> None:
+    """A recipient could not decrypt a ciphertext of another length; the server refuses
+    the message whole (the sender leaves U2) instead of forwarding it."""
+    from secagg.client import SHARE_CIPHERTEXT_BYTES
+
+    server, up = drive(S.COLLECT_SHARES, False)
+    m = up[0]
+    assert {len(ct) for ct in m.ciphertexts} == {SHARE_CIPHERTEXT_BYTES}
+    for bad in (m.ciphertexts[0][:-1], m.ciphertexts[0] + b"\0"):
+        _rejects(server, ShareKeys(m.sender, m.recipients, (bad,) + m.ciphertexts[1:]))
+    server.receive(m)
+
+
+@pytest.mark.parametrize("silent", [None, 4])
+def test_round1_replies_route_each_ciphertext_to_its_recipient(silent: int | None) -> None:
+    """The replies that close round 1 are built as they are taken (not a list), the
+    same each time, and carry for ``u`` exactly what each sender addressed to ``u``, in
+    sender order; also when a client never advertised keys (``silent``), so that the
+    senders address fewer than their neighbours."""
+    cfg = make_config(N, DIM, threshold=2)
+    server = SecAggServer(cfg)
+    rand = insecure_deterministic_randomness(3)
+    clients = [SecAggClient(cfg, i, np.zeros(DIM, np.uint64), rand.child(str(i)))
+               for i in range(N)]
+    for c in clients:
+        if c.index != silent:
+            server.receive(c.start()[0])
+    shares = [r for u, msg in server.close_round() for r in clients[u].receive(msg)]
+    for m in shares:
+        server.receive(m)
+    out = server.close_round()
+    assert not isinstance(out, list) and len(out) == N - (silent is not None)
+    taken = list(out)
+    assert list(out) == taken and out[0] == taken[0] and out[1:3] == taken[1:3]
+    sent = {(m.sender, r): ct for m in shares for r, ct in zip(m.recipients, m.ciphertexts)}
+    assert len(sent) == sum(len(m.recipients) for m in shares)
+    for u, rs in taken:
+        assert rs.senders == tuple(v for v in range(N) if v not in (u, silent))
+        assert rs.ciphertexts == tuple(sent[(v, u)] for v in rs.senders)
 
 
 def test_round1_sender_must_have_advertised() -> None:

@@ -439,7 +439,7 @@ class NetSecAggServer(TlsListener):
                 conn.task.cancel()
             await close_writer(conn.writer)
 
-    async def _send(self, session: _Session, out: list[tuple[int, Any]],
+    async def _send(self, session: _Session, out: Sequence[tuple[int, Any]],
                     stage: StageReport) -> set[int]:
         """Write the round's replies; the recipients still connected are expected next."""
         sent: set[int] = set()
