@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 __all__ = ["Engine", "LocalEngine", "DaskEngine", "ShardLost", "make_engine",
            "ClusterUnavailable", "default_workers", "dask_available"]
@@ -63,15 +63,16 @@ class Engine:
     def start_shards(self, cls: type, args: Sequence[tuple]) -> list[Any]:
         raise NotImplementedError
 
-    def imap(self, handles: Sequence[Any], method: str, args: Sequence[tuple]
+    def imap(self, handles: Sequence[Any], method: str, args: Iterable[tuple]
              ) -> Iterator[Any]:
         """Call ``method`` on every handle with its arguments; yield the results in the
         handles' order, each as soon as it is ready (a caller can work on the first
-        results while the later calls still run). A call whose worker died yields a
-        :class:`ShardLost`."""
+        results while the later calls still run). ``args`` is read as the calls are
+        made, one tuple per handle, so that a caller can build each call's arguments
+        only then. A call whose worker died yields a :class:`ShardLost`."""
         raise NotImplementedError
 
-    def map(self, handles: Sequence[Any], method: str, args: Sequence[tuple]
+    def map(self, handles: Sequence[Any], method: str, args: Iterable[tuple]
             ) -> list[Any]:
         """:meth:`imap`, all results at once."""
         return list(self.imap(handles, method, args))
@@ -98,7 +99,7 @@ class LocalEngine(Engine):
     def start_shards(self, cls: type, args: Sequence[tuple]) -> list[Any]:
         return [cls(*a) for a in args]
 
-    def imap(self, handles: Sequence[Any], method: str, args: Sequence[tuple]
+    def imap(self, handles: Sequence[Any], method: str, args: Iterable[tuple]
              ) -> Iterator[Any]:
         # lazily: shard i runs when the caller asks for its result
         for h, a in zip(handles, args):
@@ -171,25 +172,42 @@ class DaskEngine(Engine):
                 except Exception:  # noqa: BLE001 - a dead worker's actor is gone anyway
                     pass
 
-    def imap(self, handles: Sequence[Any], method: str, args: Sequence[tuple]
+    def imap(self, handles: Sequence[Any], method: str, args: Iterable[tuple]
              ) -> Iterator[Any]:
-        # every call is submitted before the first result is awaited: the workers run
-        # them while the caller handles the results in order
-        pending = []
-        for i, (h, a) in enumerate(zip(handles, args)):
+        # at most `window` calls in flight: a worker's next call is queued while it runs
+        # this one, and the results this process has not taken yet (an actor's result
+        # is sent here when it is ready, not when it is asked for) are at most that many
+        # shards' worth, not a whole step's
+        window = max(2, 2 * self.workers)
+        arg_iter = iter(args)
+        pending: dict[int, Any] = {}
+
+        def submit(i: int) -> None:
+            a = next(arg_iter)
             try:
-                pending.append(getattr(h, method)(*a))
+                pending[i] = getattr(handles[i], method)(*a)
             except Exception as exc:  # noqa: BLE001 - a dead actor: the shard is lost
-                pending.append(ShardLost(i, f"{type(exc).__name__}: {exc}"))
-        for i, p in enumerate(pending):
+                pending[i] = ShardLost(i, f"{type(exc).__name__}: {exc}"[:300])
+
+        n = len(handles)
+        for i in range(min(n, window)):
+            submit(i)
+        for i in range(n):
+            p = pending.pop(i)
             if isinstance(p, ShardLost):
-                yield p
-                continue
-            try:
-                result = p.result()
-            except Exception as exc:  # noqa: BLE001 - worker died mid-call
-                result = ShardLost(i, f"{type(exc).__name__}: {exc}"[:300])
+                result = p
+            else:
+                try:
+                    result = p.result()
+                except Exception as exc:  # noqa: BLE001 - worker died mid-call
+                    result = ShardLost(i, f"{type(exc).__name__}: {exc}"[:300])
+            # the future goes with its result (an actor future keeps it); the next call
+            # is made before the caller handles this result, so the workers stay busy
+            del p
+            if i + window < n:
+                submit(i + window)
             yield result
+            del result
 
     def close(self) -> None:
         client = getattr(self, "client", None)

@@ -25,7 +25,7 @@ aborts with the state machine's reason.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import msgpack
 import numpy as np
@@ -248,15 +248,21 @@ class ShardedSecAggSimulation(SecAggSimulation):
             envs.append(env)
         return envs
 
-    def _call_shards(self, method: str, per_shard: dict[int, Any]
+    def _call_shards(self, method: str, per_shard: dict[int, Any],
+                     prepare: Callable[[Any], Any] | None = None
                      ) -> Iterator[tuple[int, Any]]:
         """``(shard, result)`` for every live shard in ``per_shard``, in shard order, each
-        as soon as its call returns (the calls run in parallel on a cluster)."""
+        as soon as its call returns (the calls run in parallel on a cluster). With
+        ``prepare``, a shard's argument is ``prepare(per_shard.pop(s))``, made when its
+        call is (the engine keeps a few calls in flight): what is left of a step's
+        messages in this process is the shards not yet called."""
         live = [s for s in sorted(per_shard) if s not in self.lost]
         if not live:
             return iter(())
-        return zip(live, self.engine.imap([self.handles[s] for s in live], method,
-                                          [(per_shard[s],) for s in live]))
+        args: Iterable[tuple[Any]] = (
+            ((per_shard[s],) for s in live) if prepare is None
+            else ((prepare(per_shard.pop(s)),) for s in live))
+        return zip(live, self.engine.imap([self.handles[s] for s in live], method, args))
 
     def note_up(self, env: Envelope, msg: Any) -> None:
         """Note round-4 reveals (the base class notes them when its local clients
@@ -269,7 +275,11 @@ class ShardedSecAggSimulation(SecAggSimulation):
         come, how many clients were served and their encoded replies."""
         per_shard: dict[int, list[tuple[int, bytes]]] = {}
         skipped = 0
-        for env in envs:
+        # envs is consumed (popped): once grouped, a message is held by its shard's
+        # list only, and that list is packed and dropped when the shard's call is made
+        envs.reverse()
+        while envs:
+            env = envs.pop()
             c = env.recipient
             if not 0 <= c < self.config.n or not self.alive[c]:
                 skipped += 1  # served at once, as the in-process simulation does
@@ -278,8 +288,11 @@ class ShardedSecAggSimulation(SecAggSimulation):
             per_shard.setdefault(int(self._shard_of[c]), []).append((c, env.data))
         if skipped:
             yield skipped, []
-        for s, res in self._call_shards("deliver", {s: _pack(v) for s, v in per_shard.items()}):
-            yield len(per_shard[s]), self._replies(s, res)
+        served = {s: len(v) for s, v in per_shard.items()}
+        for s, res in self._call_shards("deliver", per_shard, _pack):
+            replies = self._replies(s, res)
+            del res  # the shard's packed reply, unpacked: not kept beside its messages
+            yield served[s], replies
 
     def _hand_up(self, replies: Iterator[tuple[int, list[Envelope]]], step: int,
                  total: int) -> None:
@@ -292,10 +305,13 @@ class ShardedSecAggSimulation(SecAggSimulation):
             self.progress(step, 0, total)
         for served, envs in replies:
             if self.adversary is None:
-                for e in envs:
-                    self.deliver_up(e)
+                # each envelope dropped once the server has it (popped, not iterated)
+                envs.reverse()
+                while envs:
+                    self.deliver_up(envs.pop())
             else:
                 self.pending.extend(envs)
+            del envs
             done += served
             if self.progress is not None:
                 self.progress(step, done, total)
@@ -333,10 +349,15 @@ class ShardedSecAggSimulation(SecAggSimulation):
             env = Envelope(SERVER, recipient, round_no, codec.encode(msg))
             self.transcript.record(env, type(msg).__name__)
             downs.append(env)
+        # the replies are all encoded: whatever the server kept for building them
+        # (round 1's ciphertext buffer) goes now, not after the step
+        del out
         self.codec_cpu += time.process_time() - t0
         if adversary is not None:
-            downs = adversary(round_no, "down", downs)
-        self._hand_up(self._deliver_down(downs), round_no + 1, len(downs))
+            # a copy: the hook may keep the list it returned, and _deliver_down empties it
+            downs = list(adversary(round_no, "down", downs))
+        total = len(downs)
+        self._hand_up(self._deliver_down(downs), round_no + 1, total)
 
     def result(self, check_invariants: bool = True) -> SecAggRun:
         """As :meth:`SecAggSimulation.result`; client states come from the shards (a lost

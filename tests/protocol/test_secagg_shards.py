@@ -189,3 +189,47 @@ def test_the_driver_hands_each_shards_replies_up_before_awaiting_the_next():
         dones = [d for d, _ in reports]
         assert len(reports) == 5 and dones[0] == 0 and dones == sorted(set(dones))
         assert reports[-1][0] == reports[-1][1] == 40
+
+
+def test_the_dask_engine_keeps_a_window_of_calls_in_flight():
+    """At most 2 x workers calls are in flight (made, result not yet taken), each call's
+    arguments are built only when it is made, results come in the handles' order, and a
+    call that cannot be made is a ShardLost in its place: a step's messages and replies
+    are then not all in the driver at once. Fakes stand in for the actors."""
+    engine = object.__new__(DaskEngine)  # the cluster is not needed for the scheduling
+    engine.workers = 2
+    events: list[tuple[str, int]] = []
+
+    class Future:
+        def __init__(self, i: int) -> None:
+            self.i = i
+
+        def result(self) -> int:
+            events.append(("take", self.i))
+            return 10 * self.i
+
+    class Handle:
+        def __init__(self, i: int) -> None:
+            self.i = i
+
+        def go(self, x: int) -> Future:
+            if self.i == 7:
+                raise RuntimeError("actor gone")
+            events.append(("call", self.i))
+            return Future(self.i)
+
+    def args():
+        for i in range(12):
+            events.append(("args", i))
+            yield (i,)
+
+    out = list(engine.imap([Handle(i) for i in range(12)], "go", args()))
+    assert [r for r in out if not isinstance(r, ShardLost)] == [10 * i for i in range(12) if i != 7]
+    assert isinstance(out[7], ShardLost) and out[7].shard == 7 and "actor gone" in out[7].detail
+    in_flight = peak = 0
+    for kind, i in events:
+        in_flight += {"call": 1, "take": -1}.get(kind, 0)
+        peak = max(peak, in_flight)
+        if kind == "args":  # an argument is built only when its call is about to be made
+            assert sum(k == "take" for k, _ in events[:events.index((kind, i))]) >= i - 4
+    assert peak == 4
