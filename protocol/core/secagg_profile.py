@@ -48,6 +48,7 @@ class PrimitiveProfile:
 _CATEGORY = {
     ("crypto", "x25519_shared"): "key_agreement", ("crypto", "x25519_keypair"): "key_agreement",
     ("crypto", "x25519_public"): "key_agreement", ("prg", "expand_mask"): "prg",
+    ("prg", "mask_sum"): "prg",
     ("shamir", "split"): "shamir", ("shamir", "split_encoded"): "shamir",
     ("shamir", "combine"): "shamir",
     ("crypto", "aead_encrypt"): "aead", ("crypto", "aead_decrypt"): "aead",
@@ -59,6 +60,8 @@ _CATEGORY = {
 def _shape(name: str, args: tuple[Any, ...]) -> Any:
     if name == "expand_mask":
         return (args[1], args[2])
+    if name == "mask_sum":  # (dim, modulus, masks summed)
+        return (args[1], args[2], len(args[0]))
     if name in ("split", "split_encoded"):
         return (len(args[1]), args[2])
     if name == "combine":
@@ -123,7 +126,7 @@ def category_seconds(prof: PrimitiveProfile) -> dict[str, float]:
 #: primitive family -> the wrapped functions that belong to it
 FAMILIES: dict[str, tuple[str, ...]] = {
     "key_agreement": ("x25519_shared", "x25519_keypair", "x25519_public"),
-    "prg": ("expand_mask",), "shamir": ("split", "split_encoded", "combine"),
+    "prg": ("expand_mask", "mask_sum"), "shamir": ("split", "split_encoded", "combine"),
     "aead": ("aead_encrypt", "aead_decrypt"), "signature": ("ed25519_sign", "ed25519_verify"),
     "kdf": ("hkdf",),
 }
@@ -192,7 +195,10 @@ def bare_costs(prof: PrimitiveProfile, sample: int = 2000) -> dict[str, float]:
         lambda: nacl_b.crypto_scalarmult_base(sk))
     # PRG: the raw AES-256-CTR keystream for the same number of bytes
     prg_t = 0.0
-    for (dim, modulus), count in prof.shapes.get("expand_mask", {}).items():
+    masks = dict(prof.shapes.get("expand_mask", {}))
+    for (dim, modulus, terms), count in prof.shapes.get("mask_sum", {}).items():
+        masks[(dim, modulus)] = masks.get((dim, modulus), 0) + count * terms
+    for (dim, modulus), count in masks.items():
         nbytes = dim * prg.mask_bytes_per_entry(modulus)
         zeros = np.zeros(nbytes, np.uint8)
         buf = np.empty(nbytes + 16, np.uint8)

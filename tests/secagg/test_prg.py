@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from secagg import prg
 from secagg.errors import ParameterError
 from secagg.prg import (expand_mask, keystream, mask_bytes_per_entry, pack_uints,
                         unpack_uints)
@@ -249,3 +250,38 @@ def test_unpack_of_garbage_returns_canonical_values_or_raises_value_error(
         return
     assert out.shape == (count,) and (modulus == 2**64 or int(out.max(initial=0)) < modulus)
     assert pack_uints(out, modulus) == data  # only canonical encodings are accepted
+
+
+@pytest.mark.parametrize("modulus", [2, 4, 1 << 7, 1 << 8, 1 << 9, 1 << 16, 1 << 20, 1 << 32,
+                                     1 << 33, 1 << 63, 1 << 64])
+@pytest.mark.parametrize("dim", [0, 1, 5, 1000, 16385, 300001])
+def test_mask_sum_is_the_signed_sum_of_the_masks(modulus: int, dim: int) -> None:
+    """The same masks as expand_mask, summed mod the modulus: below and above the
+    one-call size and across keystream chunks (300,001 entries of 4 or 8 bytes)."""
+    import hashlib
+
+    from secagg.state import ModAccumulator
+
+    terms = [(hashlib.sha256(b"%d %d %d" % (modulus.bit_length(), dim, i)).digest(), s)
+             for i, s in enumerate((1, -1, -1, 1, 1))]
+    acc = ModAccumulator(dim, modulus)
+    for seed, sign in terms:
+        mask = prg.expand_mask(seed, dim, modulus)
+        acc.add(mask) if sign == 1 else acc.sub(mask)
+    got = prg.mask_sum(terms, dim, modulus)
+    assert got.dtype == np.uint64 and got.shape == (dim,)
+    assert np.array_equal(got, acc.value())
+    if dim:
+        assert int(got.max()) < modulus or modulus == 1 << 64
+
+
+def test_mask_sum_refuses_what_it_cannot_sum() -> None:
+    seed = bytes(32)
+    with pytest.raises(ParameterError, match="power-of-two"):
+        prg.mask_sum([(seed, 1)], 4, 1000003)
+    for sign in (0, 2, True, 1.0):
+        with pytest.raises(ParameterError, match="sign"):
+            prg.mask_sum([(seed, sign)], 4, 1 << 32)
+    with pytest.raises(ParameterError):
+        prg.mask_sum([(bytes(31), 1)], 4, 1 << 32)
+    assert np.array_equal(prg.mask_sum([], 3, 1 << 16), np.zeros(3, np.uint64))
