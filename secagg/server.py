@@ -455,10 +455,13 @@ class SecAggServer:
                 len(self._s_shares.get(v, b"")) < full for v in dropped):
             raise _Abort(AbortReason.TOO_FEW_UNMASK_RESPONSES, [])
         acc = self._acc
+        # the masks to take off, as (seed, sign): summed in one call for a power-of-two
+        # modulus (prg.mask_sum), one by one otherwise
+        terms: list[tuple[bytes, int]] = []
         try:
             for u in u3:
                 b = self._combine(self._b_shares[u], t)
-                acc.sub(prg.expand_mask(self_mask_seed(self.session, b), cfg.dim, cfg.modulus))
+                terms.append((self_mask_seed(self.session, b), -1))
             for v in dropped:
                 s_sk = self._combine(self._s_shares[v], t)
                 if not crypto.constant_time_equal(crypto.x25519_public(s_sk),
@@ -470,11 +473,13 @@ class SecAggServer:
                     seed = crypto.hkdf(crypto.x25519_shared(s_sk, self._keys[w].s_pk),
                                        label=crypto.LABEL_MASK_SEED,
                                        context=cfg.pair_context(self.session, v, w))
+                    terms.append((seed, -1 if w < v else 1))  # w < v added +PRG(s_wv)
+            if cfg.modulus & (cfg.modulus - 1) == 0:
+                acc.add(prg.mask_sum(terms, cfg.dim, cfg.modulus))
+            else:
+                for seed, sign in terms:
                     mask = prg.expand_mask(seed, cfg.dim, cfg.modulus)
-                    if w < v:   # w added +PRG(s_wv)
-                        acc.sub(mask)
-                    else:
-                        acc.add(mask)
+                    acc.add(mask) if sign == 1 else acc.sub(mask)
         except (CryptoError, ParameterError):
             raise _Abort(AbortReason.RECONSTRUCTION_FAILED, []) from None
         self.result = acc.value()

@@ -29,9 +29,10 @@ def test_counts_match_the_protocol_complete_graph() -> None:
     # a c-secret and an s-secret with every other client
     assert prof.calls["x25519_shared"] == 2 * n * (n - 1)
     # n-1 pairwise masks and a self mask per client, summed in one call (the modulus
-    # 2^32 is a power of two), and the server's self masks one by one
-    assert prof.calls["mask_sum"] == n and prof.shapes["mask_sum"] == {(7, 1 << 32, n): n}
-    assert prof.calls["expand_mask"] == n
+    # 2^32 is a power of two), and the server's n self masks in one more
+    assert prof.calls["mask_sum"] == n + 1
+    assert prof.shapes["mask_sum"] == {(7, 1 << 32, n): n + 1}
+    assert prof.calls.get("expand_mask", 0) == 0
     assert prof.calls["split_encoded"] == 2 * n and prof.calls["combine"] == n
 
 
