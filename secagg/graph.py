@@ -140,7 +140,8 @@ def _recall(key: tuple[int, int, bytes], i: int) -> tuple[int, ...] | None:
 
 
 def complete_graph(n: int) -> list[tuple[int, ...]]:
-    """Neighbour lists of the complete graph on ``0..n-1``.
+    """Neighbour lists of the complete graph on ``0..n-1`` (a read-only list: see
+    :class:`_Graph`).
 
     Raises:
         ParameterError: ``n < 1``.
@@ -174,7 +175,9 @@ def harary_graph(n: int, degree: int, seed: bytes) -> list[tuple[int, ...]]:
         seed: public seed (bytes) shared by all participants.
 
     Returns:
-        ``graph[i]`` is the sorted tuple of the ``min(k, n - 1)`` neighbours of ``i``.
+        ``graph[i]`` is the sorted tuple of the ``min(k, n - 1)`` neighbours of ``i``
+        (a read-only list: :func:`neighbours_of` hands out its tuples while it lives;
+        ``list(graph)`` is a copy to edit).
 
     Raises:
         ParameterError: bad ``n``, odd ``degree < n - 1``, or seed not bytes.
