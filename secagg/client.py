@@ -48,7 +48,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import crypto, prg, shamir
+from . import crypto, shamir
 from .errors import CryptoError, ParameterError
 from .messages import (
     AdvertiseKeys, ConsistencyRequest, ConsistencySignature, KeyList, MaskedInput,
@@ -464,20 +464,10 @@ class SecAggClient:
         cfg, u = self.config, self.index
         acc = ModAccumulator(cfg.dim, cfg.modulus)
         acc.add(self._input())
-        if cfg.modulus & (cfg.modulus - 1) == 0:
-            # the same masks, summed in the keystream's word width (prg.mask_sum)
-            terms = [(self_mask_seed(self.session, self._b), 1)]
-            terms += [(self._keys_of(slot)[1], 1 if u < v else -1)
-                      for v, slot in zip(peers, slots)]
-            acc.add(prg.mask_sum(terms, cfg.dim, cfg.modulus))
-            return acc.value()
-        acc.add(prg.expand_mask(self_mask_seed(self.session, self._b), cfg.dim, cfg.modulus))
-        for v, slot in zip(peers, slots):
-            mask = prg.expand_mask(self._keys_of(slot)[1], cfg.dim, cfg.modulus)
-            if u < v:
-                acc.add(mask)
-            else:
-                acc.sub(mask)
+        terms = [(self_mask_seed(self.session, self._b), 1)]
+        terms += [(self._keys_of(slot)[1], 1 if u < v else -1)
+                  for v, slot in zip(peers, slots)]
+        acc.add_masks(terms)
         return acc.value()
 
     # ------------------------------------------------------------------ round 3

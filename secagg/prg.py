@@ -71,14 +71,18 @@ def _bits(modulus: int) -> int:
     return (modulus - 1).bit_length()
 
 
+def _word_bytes(b: int) -> int:
+    """The smallest of 1, 2, 4, 8 bytes that holds ``b`` bits."""
+    return 1 if b <= 8 else 2 if b <= 16 else 4 if b <= 32 else 8
+
+
 def mask_bytes_per_entry(modulus: int) -> int:
     """Keystream bytes consumed per candidate for ``modulus``: 1, 2, 4 or 8.
 
     Raises:
         ParameterError: modulus outside ``[2, 2**64]``.
     """
-    b = _bits(_check_modulus(modulus))
-    return 1 if b <= 8 else 2 if b <= 16 else 4 if b <= 32 else 8
+    return _word_bytes(_bits(_check_modulus(modulus)))
 
 
 # masks of at most this many keystream bytes take the one-call path of expand_mask
@@ -180,7 +184,7 @@ def mask_sum(terms: Iterable[tuple[bytes, int]], dim: int, modulus: int) -> np.n
     if modulus & (modulus - 1):
         raise ParameterError("mask_sum needs a power-of-two modulus (expand_mask serves any)")
     b = _bits(modulus)
-    w = 1 if b <= 8 else 2 if b <= 16 else 4 if b <= 32 else 8
+    w = _word_bytes(b)
     word = _WORD_DTYPES[w]
     acc = np.zeros(dim, word.newbyteorder("="))
     nbytes = dim * w
@@ -232,7 +236,7 @@ def expand_mask(seed: bytes, dim: int, modulus: int) -> np.ndarray:
     dim = _check_count(dim, "dim")
     modulus = _check_modulus(modulus)
     b = _bits(modulus)
-    w = 1 if b <= 8 else 2 if b <= 16 else 4 if b <= 32 else 8
+    w = _word_bytes(b)
     word = _WORD_DTYPES[w]
     low_mask = np.uint64((1 << b) - 1) if b < 64 else None
     exact = modulus == 1 << b

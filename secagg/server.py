@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from . import crypto, prg, shamir
+from . import crypto, shamir
 from .client import SHARE_CIPHERTEXT_BYTES, self_mask_seed
 from .errors import CryptoError, ParameterError
 from .messages import (
@@ -455,8 +455,7 @@ class SecAggServer:
                 len(self._s_shares.get(v, b"")) < full for v in dropped):
             raise _Abort(AbortReason.TOO_FEW_UNMASK_RESPONSES, [])
         acc = self._acc
-        # the masks to take off, as (seed, sign): summed in one call for a power-of-two
-        # modulus (prg.mask_sum), one by one otherwise
+        # the masks to take off, as (seed, sign), for ModAccumulator.add_masks
         terms: list[tuple[bytes, int]] = []
         try:
             for u in u3:
@@ -474,12 +473,7 @@ class SecAggServer:
                                        label=crypto.LABEL_MASK_SEED,
                                        context=cfg.pair_context(self.session, v, w))
                     terms.append((seed, -1 if w < v else 1))  # w < v added +PRG(s_wv)
-            if cfg.modulus & (cfg.modulus - 1) == 0:
-                acc.add(prg.mask_sum(terms, cfg.dim, cfg.modulus))
-            else:
-                for seed, sign in terms:
-                    mask = prg.expand_mask(seed, cfg.dim, cfg.modulus)
-                    acc.add(mask) if sign == 1 else acc.sub(mask)
+            acc.add_masks(terms)
         except (CryptoError, ParameterError):
             raise _Abort(AbortReason.RECONSTRUCTION_FAILED, []) from None
         self.result = acc.value()

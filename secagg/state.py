@@ -45,7 +45,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from . import crypto, graph as graph_mod
+from . import crypto, graph as graph_mod, prg
 from .errors import ParameterError, SecAggError
 
 __all__ = [
@@ -395,6 +395,27 @@ class ModAccumulator:
         else:
             neg = np.where(x == 0, np.uint64(0), self._r - x)
             self._add_big(neg)
+
+    def add_masks(self, terms: Sequence[tuple[bytes, int]]) -> None:
+        """acc += sum(sign * prg.expand_mask(seed)) over ``terms`` of ``(seed, sign)``,
+        ``sign`` 1 or -1: with a power-of-two modulus in one :func:`secagg.prg.mask_sum`
+        call (the masks summed in the keystream's word width), otherwise mask by mask.
+
+        Raises:
+            ParameterError: a bad seed or sign.
+        """
+        dim = len(self.acc)
+        if self._pow2:
+            self.add(prg.mask_sum(terms, dim, self.modulus))
+            return
+        for seed, sign in terms:
+            if sign not in (1, -1) or type(sign) is not int:
+                raise ParameterError(f"a mask's sign must be 1 or -1, got {sign!r}")
+            mask = prg.expand_mask(seed, dim, self.modulus)
+            if sign == 1:
+                self.add(mask)
+            else:
+                self.sub(mask)
 
     def _reserve(self) -> None:
         if self._pending >= self._room:

@@ -285,3 +285,24 @@ def test_mask_sum_refuses_what_it_cannot_sum() -> None:
     with pytest.raises(ParameterError):
         prg.mask_sum([(bytes(31), 1)], 4, 1 << 32)
     assert np.array_equal(prg.mask_sum([], 3, 1 << 16), np.zeros(3, np.uint64))
+
+
+@pytest.mark.parametrize("modulus", [1000003, (1 << 61) - 1, 1 << 32, 1 << 64])
+def test_accumulator_add_masks_is_the_mask_by_mask_sum(modulus: int) -> None:
+    """ModAccumulator.add_masks (what client and server call): mask_sum for a
+    power-of-two modulus, expand_mask one by one otherwise; the same sum either way."""
+    import hashlib
+
+    from secagg.state import ModAccumulator
+
+    dim = 257
+    terms = [(hashlib.sha256(b"%d" % i).digest(), s) for i, s in enumerate((1, -1, 1, -1, -1))]
+    want = ModAccumulator(dim, modulus)
+    for seed, sign in terms:
+        mask = prg.expand_mask(seed, dim, modulus)
+        want.add(mask) if sign == 1 else want.sub(mask)
+    got = ModAccumulator(dim, modulus)
+    got.add_masks(terms)
+    assert np.array_equal(got.value(), want.value())
+    with pytest.raises(ParameterError, match="sign"):
+        ModAccumulator(dim, modulus).add_masks([(terms[0][0], 0)])
