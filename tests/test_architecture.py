@@ -35,7 +35,8 @@ ALLOWED_TOP = {
     "protocol.core": {"protocol", "secagg", "shuffler", "msgpack", "numpy", "cryptography",
                       "nacl", "distributed"},
     "protocol.studies": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "scipy",
-                         "cryptography", "nacl", "matplotlib", "wordfreq"},
+                         "cryptography", "nacl", "matplotlib", "wordfreq",
+                         "flwr"},  # flwr: only `fedhh bench flower`, an optional extra
     "protocol.cli": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "tqdm"},
 }
 # layer -> the parts of protocol/ it may import (prefixes of dotted module names)
