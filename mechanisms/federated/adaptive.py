@@ -27,7 +27,8 @@ are skipped (the printed lower limit ``k* - k + 1`` can be negative); ``eta`` is
 to the nearest integer and clipped to ``[0, k]``; ``t`` never exceeds ``pi``. With at
 most ``k`` candidates every candidate is extended (equation 2 needs ``k + 1`` ranks).
 
-Readings of ``E[x]`` (:data:`DRIFT_READINGS`; ``"printed"`` is the default):
+Readings of ``E[x]`` (:data:`DRIFT_READINGS`; :class:`~mechanisms.federated.common.FederatedConfig`
+uses ``"variance"`` by default, :func:`drift` the literal ``"printed"``):
 
 * ``"printed"``: the sum above, as printed (not an expectation: the probabilities do
   not sum to 1, so at large ``sigma``, where every one tends to 1/2, it grows with k);

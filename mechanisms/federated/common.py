@@ -50,8 +50,11 @@ class FederatedConfig:
         prune_negative: prune the consensus set even when its score (equation 5/6) is
             not positive (default True, as printed); False prunes nothing then.
         drift: how equation 3's ``E[x]`` is read by the adaptive extension:
-            ``"printed"`` (default), ``"normalised"`` or ``"counts"``
-            (:data:`mechanisms.federated.adaptive.DRIFT_READINGS`).
+            ``"variance"`` (default: the oracle's variance for ``sigma``, as the paper's
+            utility analysis of the extension calls it; the other readings let TAP and
+            TAPS collapse at epsilon 1), ``"printed"`` (the standard deviation, as the
+            text under equation 3 says), ``"normalised"`` or ``"counts"``
+            (:data:`mechanisms.federated.adaptive.DRIFT_READINGS`, docs/federated.md).
 
     Raises:
         FederatedError: on out-of-range parameters.
@@ -67,7 +70,7 @@ class FederatedConfig:
     prune_ratio: float = 0.1
     tau: float = 1e-11
     shared_trie: bool = True
-    drift: str = "printed"
+    drift: str = "variance"
     validation: str = "each"
     prune_negative: bool = True
 

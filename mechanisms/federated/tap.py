@@ -49,7 +49,8 @@ from mechanisms.prefix_tree.core import subset_index
 from mechanisms.prefix_tree.levels import PartySession, construct, level_lengths, top_indices, walk_levels
 from .parties import FederatedError, Population, split_sizes
 
-__all__ = ["tap", "taps", "shared_shallow_trie", "consensus_set", "pruning_levels"]
+__all__ = ["tap", "taps", "shared_shallow_trie", "consensus_set", "pruning_levels",
+           "pruning_stats"]
 
 
 def shared_shallow_trie(sessions: list[PartySession], bits: int, cfg: FederatedConfig,
@@ -259,3 +260,26 @@ def taps(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
     reports = [reports[j] for j in back]
     top, score = aggregate_counts(items, counts, cfg.k)
     return FederatedResult("taps", top, score, reports, timer() - t0, pop.bits, c_gs)
+
+
+def pruning_stats(res: FederatedResult, truth: np.ndarray, levels: int) -> dict[str, float]:
+    """What TAPS's pruning did in one run, against the true global top-k ``truth``.
+
+    Over every (party, level) where a party pruned: ``levels`` (how many), the mean
+    number of candidates removed from the domain (``removed_per_level``), and the mean
+    number of prefixes of a true global top-k item in the consensus pruning set
+    (``true_prefixes_per_level``; the set may hold prefixes outside the domain, so this
+    can exceed what was removed). ``levels`` is the run's granularity ``g``.
+    """
+    lengths = level_lengths(res.bits, levels)
+    n, removed, true_hits = 0, 0, 0
+    for party in res.parties:
+        for h, count in party.pruned_per_level.items():
+            shift = np.uint64(res.bits - lengths[h - 1])
+            true_prefixes = np.unique(np.asarray(truth, dtype=np.uint64) >> shift)
+            pruned = party.pruned_prefixes.get(h, np.empty(0, dtype=np.uint64))
+            n += 1
+            removed += count
+            true_hits += int(np.isin(pruned, true_prefixes).sum())
+    return {"levels": n, "removed_per_level": round(removed / n, 3) if n else 0.0,
+            "true_prefixes_per_level": round(true_hits / n, 3) if n else 0.0}

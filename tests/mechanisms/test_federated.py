@@ -384,3 +384,25 @@ def test_pruning_options_by_hand() -> None:
         res = run("taps", pop, FederatedConfig(k=2, levels=4, validation=v),
                   np.random.default_rng(1))
         assert res.max_reports_per_user() == 1
+
+
+def test_pruning_stats_by_hand() -> None:
+    # 8-bit items, g = 4 levels of 2 bits; truth holds 0b1101_0000 and 0b0011_1111
+    from mechanisms.federated.common import Communication, FederatedResult, PartyReport
+    from mechanisms.federated.tap import pruning_stats
+
+    def party(pruned: dict[int, int], sets: dict[int, list[int]]) -> PartyReport:
+        return PartyReport("p", np.empty(0, dtype=np.uint64), np.empty(0), Communication(),
+                           np.ones(3, dtype=np.int64), [], pruned,
+                           {h: np.asarray(v, dtype=np.uint64) for h, v in sets.items()})
+
+    truth = np.asarray([0b11010000, 0b00111111], dtype=np.uint64)
+    # level 2 (4-bit prefixes 1101 and 0011): the set holds 1101 and 0000 -> 1 true
+    # level 3 (6-bit prefixes 110100, 001111): 110100 and 001111 -> 2 true
+    a = party({2: 2, 3: 1}, {2: [0b1101, 0b0000], 3: [0b110100, 0b001111]})
+    b = party({2: 0}, {2: [0b0101]})
+    res = FederatedResult("taps", np.empty(0, dtype=np.uint64), np.empty(0), [a, b], 0.0, 8)
+    out = pruning_stats(res, truth, 4)
+    assert out == {"levels": 3, "removed_per_level": 1.0, "true_prefixes_per_level": 1.0}
+    none = FederatedResult("taps", np.empty(0, dtype=np.uint64), np.empty(0), [], 0.0, 8)
+    assert pruning_stats(none, truth, 4)["levels"] == 0

@@ -50,7 +50,7 @@ class FederatedOptions:
     extension: str | int = "adaptive"
     no_shared_trie: bool = False
     phase_one_fraction: float | None = None
-    drift: str = "printed"
+    drift: str = "variance"
     beta: float = 0.5
     scale: float = 1.0
     data_seed: int = 0
@@ -120,6 +120,10 @@ def run(opts: FederatedOptions, transport: Any = None) -> dict[str, Any]:
         "heavy_hitters": [f"{int(x):012x}" for x in res.heavy_hitters],
         "privacy": privacy(opts.mechanism, cfg).to_json(),
     }
+    if opts.mechanism == "taps":
+        from mechanisms.federated.tap import pruning_stats
+
+        out["pruning"] = pruning_stats(res, truth, cfg.levels)
     if opts.dataset == "words" or opts.dataset.endswith(".csv"):
         out["heavy_hitter_words"] = [decode_item(int(x)) for x in res.heavy_hitters]
     return out
@@ -349,7 +353,7 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
                 from mechanisms.federated.adaptive import DRIFT_READINGS
 
                 variants = [(m, d, "each", True) for d in DRIFT_READINGS for m in ("taps", "tap")]
-                variants += [("taps", d, v, neg) for d in ("printed", "counts")
+                variants += [("taps", d, v, neg) for d in ("printed", "counts", "variance")
                              for v, neg in (("split", True), ("each", False), ("split", False))]
                 rows = []
                 for e in eps:
