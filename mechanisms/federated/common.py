@@ -49,6 +49,10 @@ class FederatedConfig:
             ``prune_ratio``, half each; the privacy proof speaks of one set of beta).
         prune_negative: prune the consensus set even when its score (equation 5/6) is
             not positive (default True, as printed); False prunes nothing then.
+        fedpem_upload: what a FedPEM party uploads with its local top-k and the
+            server sums: ``"counts"`` (default, ``f_hat * |U^i|``, as the paper's section
+            7.1 says) or ``"frequencies"`` (``f_hat``, as the text of its Algorithm 1
+            says; parties are then weighted equally whatever their size).
         drift: how equation 3's ``E[x]`` is read by the adaptive extension:
             ``"variance"`` (default: the oracle's variance for ``sigma``, as the paper's
             utility analysis of the extension calls it; the other readings let TAP and
@@ -73,6 +77,7 @@ class FederatedConfig:
     drift: str = "variance"
     validation: str = "each"
     prune_negative: bool = True
+    fedpem_upload: str = "counts"
 
     def __post_init__(self) -> None:
         if not (self.epsilon > 0 and np.isfinite(self.epsilon)):
@@ -89,6 +94,9 @@ class FederatedConfig:
             raise FederatedError("extension must be 'adaptive' or an integer >= 1")
         if self.validation not in ("each", "split"):
             raise FederatedError(f"validation must be 'each' or 'split', got {self.validation!r}")
+        if self.fedpem_upload not in ("counts", "frequencies"):
+            raise FederatedError("fedpem_upload must be 'counts' or 'frequencies', got "
+                                 f"{self.fedpem_upload!r}")
         if self.drift not in DRIFT_READINGS:
             raise FederatedError(f"drift must be one of {DRIFT_READINGS}, got {self.drift!r}")
         gs = self.g_s

@@ -67,7 +67,8 @@ def _local_pem_everywhere(pop: Population, cfg: FederatedConfig, rng: np.random.
 
 def fedpem(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
         transport: Transport | None = None) -> FederatedResult:
-    """Run FedPEM (Algorithm 1): PEM per party, the server sums local top-k counts.
+    """Run FedPEM (Algorithm 1): PEM per party, the server sums local top-k counts
+    (``cfg.fedpem_upload="frequencies"``: their estimated frequencies).
 
     Each party's oracle rounds travel over ``transport`` (default: plaintext; see
     :class:`~mechanisms.prefix_tree.levels.PartySession`).
@@ -80,8 +81,9 @@ def fedpem(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
     """
     t0 = timer()
     items, freqs, reports = _local_pem_everywhere(pop, cfg, rng, transport)
-    counts = [r.counts for r in reports]
-    top, score = aggregate_counts(items, counts, cfg.k)
+    # the paper's section 7.1 says counts, the text of its Algorithm 1 frequencies
+    weights = [r.counts for r in reports] if cfg.fedpem_upload == "counts" else freqs
+    top, score = aggregate_counts(items, weights, cfg.k)
     return FederatedResult("fedpem", top, score, reports, timer() - t0, pop.bits)
 
 

@@ -251,8 +251,9 @@ def _mean_f1(pop: Population, mech: str, cfg: FederatedConfig, runs: int = 10) -
 
 @pytest.mark.slow
 def test_documented_figures_on_syn() -> None:
-    """SYN (data seed 0), epsilon 4, k 10, mean of 10 runs (seeds 0..9): the figures
-    docs/federated.md reports for Tables 3, 5 and 6 (deterministic given the seeds).
+    """SYN (data seed 0), epsilon 4 (and 1), k 10, mean of 10 runs (seeds 0..9): the
+    figures docs/federated.md reports for Tables 3, 5 and 6 and Figure 4 at epsilon 1
+    (deterministic given the seeds).
 
     A regression test of the documented measurement, not of the paper: on this SYN the
     paper's orderings TAPS > FedPEM and TAPS > TAP do not hold (FedPEM 0.98, TAPS = TAP
@@ -266,6 +267,10 @@ def test_documented_figures_on_syn() -> None:
              for t in (5, 10, 20, 30)]
     assert fixed == [0.80, 0.98, 0.96, 0.98], fixed
     assert f1["taps"] > f1["gtf"] and f1["taps"] > fixed[0]  # the orderings that do hold
+    # epsilon 1 under the default `variance` reading (no collapse), and under `printed`
+    low = {m: round(_mean_f1(pop, m, FederatedConfig(epsilon=1)), 2) for m in MECHS}
+    assert low == {"taps": 0.39, "tap": 0.42, "fedpem": 0.38, "gtf": 0.25}, low
+    assert round(_mean_f1(pop, "taps", FederatedConfig(epsilon=1, drift="printed")), 2) == 0.09
     assert round(_mean_f1(pop, "taps", FederatedConfig(shared_trie=False)), 2) == 0.89
 
 
@@ -406,3 +411,23 @@ def test_pruning_stats_by_hand() -> None:
     assert out == {"levels": 3, "removed_per_level": 1.0, "true_prefixes_per_level": 1.0}
     none = FederatedResult("taps", np.empty(0, dtype=np.uint64), np.empty(0), [], 0.0, 8)
     assert pruning_stats(none, truth, 4)["levels"] == 0
+
+
+def test_fedpem_upload_counts_or_frequencies() -> None:
+    # a large party where X is held by 30% of 60,000 users (18,000) and a small one where
+    # Y is held by 90% of 6,000 (5,400): summing counts ranks X first, summing
+    # frequencies (0.3 against 0.9) ranks Y first
+    rng = np.random.default_rng(5)
+    x, y = (int(v) for v in rng.integers(1 << 40, 1 << 47, 2))
+    tail_a = rng.integers(1 << 40, 1 << 47, 1000).astype(np.uint64)
+    tail_b = rng.integers(1 << 40, 1 << 47, 100).astype(np.uint64)
+    a = np.concatenate([np.full(18_000, x, dtype=np.uint64), np.resize(tail_a, 42_000)])
+    b = np.concatenate([np.full(5_400, y, dtype=np.uint64), np.resize(tail_b, 600)])
+    pop = Population((Party("A", a), Party("B", b)), bits=48)
+    for upload, first in (("counts", x), ("frequencies", y)):
+        cfg = FederatedConfig(epsilon=8, k=2, fedpem_upload=upload)
+        res = run("fedpem", pop, cfg, np.random.default_rng(0))
+        assert int(res.heavy_hitters[0]) == first, upload
+        assert set(int(v) for v in res.heavy_hitters) == {x, y}
+    with pytest.raises(FederatedError, match="fedpem_upload"):
+        FederatedConfig(fedpem_upload="votes")

@@ -25,6 +25,11 @@ def register(cli) -> None:  # noqa: ANN001
                         "printed (the standard deviation, as the text under equation 3 "
                         "says), normalised (sum x Pr / sum Pr) or counts (estimates as "
                         "counts against a fraction's sigma)")
+    p.add_argument("--fedpem-upload", choices=["counts", "frequencies"], default="counts",
+                   dest="fedpem_upload",
+                   help="what a FedPEM party uploads with its local top-k: counts "
+                        "(default, the paper's section 7.1) or frequencies (the text of its "
+                        "Algorithm 1: parties weighted equally)")
     p.add_argument("--phase-one-fraction", type=float, default=None,
                    help="share of each party's users for Phase I (default g_s/g; the paper's "
                         "section 7.1 mentions 0.1)")

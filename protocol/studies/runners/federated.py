@@ -51,6 +51,7 @@ class FederatedOptions:
     no_shared_trie: bool = False
     phase_one_fraction: float | None = None
     drift: str = "variance"
+    fedpem_upload: str = "counts"
     beta: float = 0.5
     scale: float = 1.0
     data_seed: int = 0
@@ -75,7 +76,8 @@ def config(opts: FederatedOptions):  # noqa: ANN201
         return FederatedConfig(epsilon=opts.epsilon, k=opts.k, levels=opts.levels,
                                oracle=opts.oracle, extension=ext,
                                shared_trie=not opts.no_shared_trie,
-                               shared_fraction=opts.phase_one_fraction, drift=opts.drift)
+                               shared_fraction=opts.phase_one_fraction, drift=opts.drift,
+                               fedpem_upload=opts.fedpem_upload)
     except FederatedError as exc:
         raise StudyError(str(exc)) from None
 
@@ -360,13 +362,21 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
                     for m, d, v, neg in variants:
                         cfg = replace(base, epsilon=e, drift=d, validation=v, prune_negative=neg)
                         r = evaluate(pop, m, cfg, ["readings", m, e, d, v, neg])
-                        rows.append([m, e, d, v, neg, _mean(r, "f1"), _ci(r, "f1"),
+                        rows.append([m, e, d, v, neg, "-", _mean(r, "f1"), _ci(r, "f1"),
                                      _mean(r, "ncr"), _ci(r, "ncr")])
                         say(f"{m:>4} eps={e:g} drift={d:<10} validation={v:<5} "
-                            f"prune_negative={neg!s:<5} F1={rows[-1][5]:.3f} +- {rows[-1][6]}")
+                            f"prune_negative={neg!s:<5} F1={rows[-1][6]:.3f} +- {rows[-1][7]}")
+                    # FedPEM: counts (section 7.1) or frequencies (Algorithm 1's text)
+                    for up in ("counts", "frequencies"):
+                        cfg = replace(base, epsilon=e, fedpem_upload=up)
+                        r = evaluate(pop, "fedpem", cfg, ["readings", "fedpem", e, up])
+                        rows.append(["fedpem", e, "-", "-", "-", up, _mean(r, "f1"),
+                                     _ci(r, "f1"), _mean(r, "ncr"), _ci(r, "ncr")])
+                        say(f"fedpem eps={e:g} upload={up:<11} F1={rows[-1][6]:.3f} "
+                            f"+- {rows[-1][7]}")
                 _write(out / "federated_readings.csv",
-                       ["mechanism", "epsilon", "drift", "validation", "prune_negative", "f1",
-                        "f1_ci95", "ncr", "ncr_ci95"], rows)
+                       ["mechanism", "epsilon", "drift", "validation", "prune_negative",
+                        "fedpem_upload", "f1", "f1_ci95", "ncr", "ncr_ci95"], rows)
             elif exp == "beta":
                 if dataset != "syn":
                     raise StudyError("the beta experiment needs --dataset syn")
