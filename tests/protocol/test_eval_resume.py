@@ -128,3 +128,18 @@ def test_eval_federated_one_run_prints_no_interval(tmp_path: Path) -> None:
                  "--quiet", "--out", str(tmp_path)]) == 0
     with open(tmp_path / "federated_summary.csv") as fh:
         assert {r["f1_ci95"] for r in csv.DictReader(fh)} == {"n/a"}
+
+
+def test_eval_federated_refuses_a_journal_of_other_defaults(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a journal written before the drift default changed (no "drift" in its options, as
+    # then) must not be resumed: its runs used the "printed" reading
+    assert main(FEDERATED + ["--out", str(tmp_path)]) == 0
+    journal = tmp_path / "runs.jsonl"
+    lines = journal.read_text().splitlines()
+    head = json.loads(lines[0])
+    assert head["config"]["drift"] == "variance"
+    del head["config"]["drift"], head["config"]["fedpem_upload"]
+    journal.write_text("\n".join([json.dumps(head)] + lines[1:]) + "\n")
+    assert main(FEDERATED + ["--out", str(tmp_path), "--resume"]) == 2
+    assert "written with other options" in capsys.readouterr().err

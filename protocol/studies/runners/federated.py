@@ -270,9 +270,13 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
         raise StudyError("--runs must be >= 1")
     eps = list(epsilons)
     out = output_dir(out_dir)
+    defaults = FederatedConfig()
+    # the readings the mechanisms default to are part of the options: a journal written
+    # under other defaults (before 2026-11-25: drift "printed") is not resumed
     config = {"evaluation": "federated", "experiment": experiment, "dataset": dataset,
               "epsilons": eps, "epsilon": epsilon, "k": k, "oracle": oracle, "runs": runs,
-              "seed": seed, "data_seed": data_seed, "scale": scale}
+              "seed": seed, "data_seed": data_seed, "scale": scale,
+              "drift": defaults.drift, "fedpem_upload": defaults.fedpem_upload}
     journal = Journal(out / JOURNAL, config, resume=resume, say=say)
     per_run = say if verbose else None
 
