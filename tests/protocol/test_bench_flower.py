@@ -48,8 +48,7 @@ def test_bad_sizes_are_refused(argv: list[str], capsys: pytest.CaptureFixture[st
     assert "must be at least" in capsys.readouterr().err
 
 
-def test_flower_round_outputs_the_sum_and_the_check_can_fail(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_flower_round_outputs_the_sum_and_the_check_can_fail() -> None:
     pytest.importorskip("flwr")
     row = fc.run_flower_round(16, 40, 5, 3, seed=2)
     assert row["correct"] is True
