@@ -46,7 +46,8 @@ from protocol.core.contract import Transport
 from .common import (Communication, FederatedConfig, FederatedResult, PartyReport,
                      aggregate_counts, make_sessions, timer)
 from mechanisms.prefix_tree.core import subset_index
-from mechanisms.prefix_tree.levels import PartySession, construct, level_lengths, top_indices, walk_levels
+from mechanisms.prefix_tree.levels import (PartySession, construct, level_lengths, prefixes,
+                                           top_indices, walk_levels)
 from .parties import FederatedError, Population, split_sizes
 
 __all__ = ["tap", "taps", "shared_shallow_trie", "consensus_set", "pruning_levels",
@@ -275,8 +276,8 @@ def pruning_stats(res: FederatedResult, truth: np.ndarray, levels: int) -> dict[
     n, removed, true_hits = 0, 0, 0
     for party in res.parties:
         for h, count in party.pruned_per_level.items():
-            shift = np.uint64(res.bits - lengths[h - 1])
-            true_prefixes = np.unique(np.asarray(truth, dtype=np.uint64) >> shift)
+            true_prefixes = np.unique(prefixes(np.asarray(truth, dtype=np.uint64), res.bits,
+                                               lengths[h - 1]))
             pruned = party.pruned_prefixes.get(h, np.empty(0, dtype=np.uint64))
             n += 1
             removed += count

@@ -41,7 +41,7 @@ from secagg.client import SecAggClient
 from secagg.errors import ParameterError, SecAggError
 from secagg.messages import UnmaskShares
 from secagg.server import SecAggServer
-from secagg.state import AbortReason, ClientState, SessionConfig
+from secagg.state import AbortReason, ClientState, ModAccumulator, SessionConfig
 
 __all__ = ["ClientShard", "ShardedSecAggSimulation", "SeededRows", "shard_bounds",
            "run_secagg_sharded"]
@@ -59,6 +59,14 @@ class SeededRows:
         if self.modulus == 1 << 64:
             return rng.integers(0, 1 << 64, self.dim, dtype=np.uint64, endpoint=False)
         return rng.integers(0, self.modulus, self.dim, dtype=np.uint64)
+
+    def total(self, clients: Iterable[int]) -> np.ndarray:
+        """The plaintext sum of these clients' rows mod the modulus: what a round over
+        them must output."""
+        acc = ModAccumulator(self.dim, self.modulus)
+        for i in clients:
+            acc.add(self(i))
+        return acc.value()
 
 
 def shard_bounds(n: int, shards: int) -> list[tuple[int, int]]:

@@ -233,3 +233,10 @@ def test_the_dask_engine_keeps_a_window_of_calls_in_flight():
         if kind == "args":  # an argument is built only when its call is about to be made
             assert sum(k == "take" for k, _ in events[:events.index((kind, i))]) >= i - 4
     assert peak == 4
+
+
+def test_seeded_rows_total_is_the_plaintext_sum() -> None:
+    rows = SeededRows(4, 7, 1 << 16)
+    want = sum(rows(i).astype(np.int64) for i in (0, 3, 5)) % (1 << 16)
+    np.testing.assert_array_equal(rows.total([0, 3, 5]), want.astype(np.uint64))
+    np.testing.assert_array_equal(rows.total([]), np.zeros(7, np.uint64))

@@ -82,7 +82,7 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         DEFAULT_DROPOUT_RATE, SecAggParams, default_grinding_bits, find_params,
         min_honest_clients, threat_of,
     )
-    from secagg.state import ModAccumulator, SessionConfig
+    from secagg.state import SessionConfig
 
     try:
         threat = threat_of(threat, malicious)
@@ -172,10 +172,7 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         distributed["speedup"] = round(res.wall_seconds / max(distributed["seconds"], 1e-9), 3)
     correct = False
     if res.completed and res.result is not None:
-        acc = ModAccumulator(dim, modulus)
-        for i in sorted(res.survivors):
-            acc.add(input_of(i))
-        correct = bool(np.array_equal(acc.value(), res.result))
+        correct = bool(np.array_equal(input_of.total(sorted(res.survivors)), res.result))
     took_part = res.bytes_up > 0
     cats = category_seconds(prof)
     primitives = primitive_table(prof, bare_sample)
