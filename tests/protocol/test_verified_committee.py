@@ -1,0 +1,317 @@
+"""The malicious-secure committee (protocol.core.committee.verified) and its field."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from protocol.core.committee import CommitteeAborted
+from protocol.core.committee import field as F
+from protocol.core.committee.verified import (
+    CommitteeMessage, VerifiedParty, run_verified_committee,
+)
+from protocol.core.randomness import insecure_deterministic_randomness
+
+CTX = b"\x07" * 32
+
+
+def share(x: np.ndarray, rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A replicated sharing of ``x``: party ``i`` gets ``(c_i, c_{i+1})``."""
+    c0 = rng.integers(0, F.P, x.size, dtype=np.uint64)
+    c1 = rng.integers(0, F.P, x.size, dtype=np.uint64)
+    c = [c0, c1, F.sub(F.sub(x.astype(np.uint64), c0), c1)]
+    return [(c[i], c[(i + 1) % 3]) for i in range(3)]
+
+
+def rands(seed: int) -> list[Any]:
+    base = insecure_deterministic_randomness(seed, "verified-committee-test")
+    return [base.child(f"p{i}") for i in range(3)]
+
+
+# ------------------------------------------------------------------------- field
+
+
+def test_field_arithmetic_matches_python_integers() -> None:
+    rng = np.random.default_rng(0)
+    edge = np.array([0, 1, 2, F.P - 1, F.P - 2, 1 << 60, (1 << 32) - 1, 1 << 32],
+                    dtype=np.uint64)
+    a = np.concatenate([np.repeat(edge, edge.size), rng.integers(0, F.P, 5000, np.uint64)])
+    b = np.concatenate([np.tile(edge, edge.size), rng.integers(0, F.P, 5000, np.uint64)])
+    A, B = [int(v) for v in a], [int(v) for v in b]
+    assert [int(v) for v in F.mul(a, b)] == [(x * y) % F.P for x, y in zip(A, B)]
+    assert [int(v) for v in F.add(a, b)] == [(x + y) % F.P for x, y in zip(A, B)]
+    assert [int(v) for v in F.sub(a, b)] == [(x - y) % F.P for x, y in zip(A, B)]
+    assert [int(v) for v in F.neg(a)] == [(-x) % F.P for x in A]
+
+
+def test_uniform_is_in_range_deterministic_and_label_separated() -> None:
+    key = os.urandom(32)
+    u = F.uniform(key, "a", 100_000)
+    assert u.dtype == np.uint64 and int(u.max()) < F.P
+    assert np.array_equal(u, F.uniform(key, "a", 100_000))
+    assert not np.array_equal(u[:100], F.uniform(key, "b", 100))
+    # the top bit pattern is used: mean close to p / 2
+    assert abs(float(u.mean()) / F.P - 0.5) < 0.01
+
+
+def test_from_ints_refuses_out_of_field_values() -> None:
+    assert F.from_ints([0, 5]).tolist() == [0, 5]
+    for bad in ([-1], [F.P], [1.5]):
+        with pytest.raises(ValueError):
+            F.from_ints(np.array(bad))
+
+
+# --------------------------------------------------------------- correctness
+
+
+@pytest.mark.parametrize("theta", [1, 2, 3, 4, 7, 8, 12, 33])
+def test_comparison_is_exact(theta: int) -> None:
+    rng = np.random.default_rng(theta)
+    x = np.concatenate([np.array([0, theta - 1, theta, theta + 1, 10 * theta, F.P - 1 - 7],
+                                 dtype=np.uint64),
+                        rng.integers(0, 3 * theta, 60).astype(np.uint64)])
+    out = run_verified_committee(share(x, rng), theta, context=CTX, reveal_counts=True,
+                                 rands=rands(theta))
+    assert np.array_equal(out.passed, x >= theta)
+    assert out.counts is not None and np.array_equal(out.counts, x[x >= theta])
+    assert out.comparisons == x.size
+    # every member saw the same check value 0 and opened the same bits
+    assert all(int(v["check_value"][0]) == 0 for v in out.views)
+
+
+def test_membership_only_opens_no_count_and_no_threshold_opens_all() -> None:
+    rng = np.random.default_rng(1)
+    x = np.array([10, 2, 1, 0, 5], dtype=np.uint64)
+    out = run_verified_committee(share(x, rng), 3, context=CTX, reveal_counts=False)
+    assert out.counts is None and out.passed.tolist() == [True, False, False, False, True]
+    assert all(v["opened_counts"] is None for v in out.views)
+    # no count-dependent value is opened besides the bits: the opened product is
+    # never sent to anybody as a count
+    out = run_verified_committee(share(x, rng), None, context=CTX, reveal_counts=False)
+    assert out.passed.all() and out.counts.tolist() == [10, 2, 1, 0, 5]
+    out = run_verified_committee(share(x, rng), 0, context=CTX, reveal_counts=True)
+    assert out.passed.all() and out.comparisons == 0
+
+
+def test_empty_candidate_list() -> None:
+    out = run_verified_committee(share(np.zeros(0, np.uint64), np.random.default_rng(0)), 3,
+                                 context=CTX, reveal_counts=True)
+    assert out.passed.size == 0 and out.counts is not None and out.counts.size == 0
+
+
+# ------------------------------------------------------------------- deviations
+
+
+def _tamper(step: str, sender: int, change: Any, recipient: int | None = None):
+    """A hook that rewrites the payload of ``step`` messages from ``sender``."""
+    def hook(msg: CommitteeMessage) -> Any:
+        if msg.step == step and msg.sender == sender and (
+                recipient is None or msg.recipient == recipient):
+            return CommitteeMessage(msg.context, msg.step, msg.sender, msg.recipient,
+                                    change(msg.payload))
+        return msg
+    return hook
+
+
+def _add_one_at(pos: int):
+    def change(p: np.ndarray) -> np.ndarray:
+        q = p.copy()
+        q[pos] = F.add(q[pos:pos + 1], np.array([1], np.uint64))[0]
+        return q
+    return change
+
+
+VOTES_A = np.array([10, 2, 1, 0, 5], dtype=np.uint64)
+VOTES_B = np.array([10, 0, 2, 2, 5], dtype=np.uint64)
+THETA = 3
+#: one step per layer at theta = 3: [r x], the tree (2 rows of 3 -> 1 pair + carry,
+#: then 1 pair), the final product with rho
+MULT_STEPS = ["mult-0", "mult-1", "mult-2", "mult-3"]
+
+
+@pytest.mark.parametrize("step", MULT_STEPS)
+@pytest.mark.parametrize("sender", [0, 1, 2])
+def test_an_error_in_any_multiplication_layer_aborts_before_the_bits(step: str, sender: int) -> None:
+    rng = np.random.default_rng(3)
+    with pytest.raises(CommitteeAborted) as info:
+        run_verified_committee(share(VOTES_A, rng), THETA, context=CTX, reveal_counts=True,
+                               hook=_tamper(step, sender, _add_one_at(1)))
+    # the receiver's copy carries the error: either the check value is not 0, or the
+    # sender's own copy of it differs from the receiver's when it is opened
+    assert info.value.reason in ("verification_failed", "open_mismatch")
+    assert info.value.detail != "" and "bits" not in info.value.detail
+
+
+@pytest.mark.parametrize("step", ["open-coins", "open-check", "open-bits", "open-counts"])
+def test_a_wrong_opening_is_caught(step: str) -> None:
+    rng = np.random.default_rng(4)
+    with pytest.raises(CommitteeAborted) as info:
+        run_verified_committee(share(VOTES_A, rng), THETA, context=CTX, reveal_counts=True,
+                               hook=_tamper(step, 1, _add_one_at(0), recipient=2))
+    assert info.value.reason == "open_mismatch" and info.value.party == 2
+
+
+@pytest.mark.parametrize("holder, checker", [(0, 1), (1, 2), (2, 0)])
+def test_a_component_held_differently_is_named_at_set_up(holder: int, checker: int) -> None:
+    """``P_i`` sends the digest of ``c_{i+1}`` to ``P_{i+1}``: two copies that differ
+    abort with ``input_mismatch`` before any computation."""
+    rng = np.random.default_rng(5)
+    comps = share(VOTES_A, rng)
+    first, second = comps[holder]
+    shifted = second.copy()
+    shifted[1] = F.add(shifted[1:2], np.array([THETA], np.uint64))[0]
+    comps[holder] = (first, shifted)
+    with pytest.raises(CommitteeAborted) as info:
+        run_verified_committee(comps, THETA, context=CTX, reveal_counts=True)
+    assert info.value.reason == "input_mismatch" and info.value.party == checker
+
+
+class _SkipsInputCheck(VerifiedParty):
+    """A member that ignores the digest it receives (a corrupted checker)."""
+
+    def receive_setup(self, key: Any, digest: Any) -> None:
+        self._prev_key = self._take(key, "key", self.prev, nbytes=32)
+
+
+def test_a_member_computing_with_a_shifted_copy_fails_verification() -> None:
+    """The server shifts its own copy of ``S`` (as a cheater would, ignoring the check
+    of it): its messages carry the error, and verification catches it."""
+    rng = np.random.default_rng(6)
+    comps = share(VOTES_A, rng)
+    c0 = comps[0][0].copy()
+    c0[1] = F.add(c0[1:2], np.array([THETA], np.uint64))[0]
+    comps[0] = (c0, comps[0][1])
+    with pytest.raises(CommitteeAborted) as info:
+        run_verified_committee(comps, THETA, context=CTX, reveal_counts=True,
+                               party_classes=[_SkipsInputCheck, VerifiedParty, VerifiedParty])
+    assert info.value.reason in ("verification_failed", "open_mismatch")
+
+
+def test_replayed_lost_and_misrouted_messages() -> None:
+    rng = np.random.default_rng(7)
+    old: dict[str, CommitteeMessage] = {}
+
+    def record(msg: CommitteeMessage) -> Any:
+        old.setdefault(f"{msg.step}/{msg.sender}/{msg.recipient}", msg)
+        return msg
+
+    run_verified_committee(share(VOTES_A, rng), THETA, context=b"\x01" * 32,
+                           reveal_counts=True, hook=record)
+
+    def replay(msg: CommitteeMessage) -> Any:
+        if msg.step == "mult-1" and msg.sender == 2:
+            return old[f"{msg.step}/{msg.sender}/{msg.recipient}"]
+        return msg
+
+    cases = [(replay, "replayed_message"),
+             (lambda m: None if m.step == "open-check" else m, "missing_message"),
+             (lambda m: CommitteeMessage(m.context, "mult-9", m.sender, m.recipient,
+                                         m.payload) if m.step == "mult-0" else m,
+              "unexpected_message"),
+             (lambda m: CommitteeMessage(m.context, m.step, m.sender, m.recipient,
+                                         m.payload[:-1]) if m.step == "mult-2" else m,
+              "malformed_message"),
+             (lambda m: CommitteeMessage(m.context, m.step, m.sender, m.recipient,
+                                         np.full(m.payload.shape, F.P, np.uint64))
+              if m.step == "open-bits" else m, "malformed_message"),
+             (lambda m: "garbage" if m.step == "key" else m, "malformed_message")]
+    for hook, reason in cases:
+        with pytest.raises(CommitteeAborted) as info:
+            run_verified_committee(share(VOTES_A, rng), THETA, context=CTX,
+                                   reveal_counts=True, hook=hook)
+        assert info.value.reason == reason
+
+
+def test_bad_arguments_are_refused() -> None:
+    rng = np.random.default_rng(8)
+    with pytest.raises(CommitteeAborted):
+        run_verified_committee(share(VOTES_A, rng)[:2], THETA, context=CTX,
+                               reveal_counts=True)
+    with pytest.raises(CommitteeAborted):
+        run_verified_committee(share(VOTES_A, rng), THETA, context=b"short",
+                               reveal_counts=True)
+    comps = share(VOTES_A, rng)
+    comps[1] = (comps[1][0], np.full(5, F.P, np.uint64))
+    with pytest.raises(CommitteeAborted):
+        run_verified_committee(comps, THETA, context=CTX, reveal_counts=True)
+
+
+# ----------------------------------------------------------- selective failure
+
+
+def abort_rates(hook_of: Any, runs: int, seed: int) -> tuple[int, int]:
+    """Aborts out of ``runs`` for the two vote vectors under the same deviation."""
+    rng = np.random.default_rng(seed)
+    aborts = []
+    for votes in (VOTES_A, VOTES_B):
+        count = 0
+        for _ in range(runs):
+            try:
+                run_verified_committee(share(votes, rng), THETA, context=os.urandom(32),
+                                       reveal_counts=True, hook=hook_of())
+            except CommitteeAborted:
+                count += 1
+        aborts.append(count)
+    return aborts[0], aborts[1]
+
+
+#: deviations that act on sub-threshold positions (1, 2, 3) only
+DEVIATIONS = {
+    "rx layer, position 1": lambda: _tamper("mult-0", 0, _add_one_at(1)),
+    "tree layer, position 2": lambda: _tamper("mult-1", 1, _add_one_at(2)),
+    "final layer, position 3": lambda: _tamper("mult-3", 2, _add_one_at(3)),
+    "random position, random layer": lambda: _random_error(),
+}
+
+
+def _random_error() -> Any:
+    rng = np.random.default_rng()
+    step, pos = MULT_STEPS[int(rng.integers(4))], int(rng.integers(1, 4))
+    return _tamper(step, int(rng.integers(3)), _add_one_at(pos))
+
+
+def _fisher_p(a: int, b: int, runs: int) -> float:
+    return float(stats.fisher_exact([[a, runs - a], [b, runs - b]])[1])
+
+
+@pytest.mark.parametrize("name", list(DEVIATIONS))
+def test_abort_rate_does_not_depend_on_sub_threshold_counts(name: str) -> None:
+    """200 runs per vector here; ``-m slow`` runs 1,000 (below)."""
+    a, b = abort_rates(DEVIATIONS[name], 200, 11)
+    assert a == b == 200
+    assert _fisher_p(a, b, 200) == 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(DEVIATIONS))
+def test_abort_rate_does_not_depend_on_sub_threshold_counts_1000_runs(name: str) -> None:
+    a, b = abort_rates(DEVIATIONS[name], 1000, 12)
+    assert a == b == 1000
+    assert _fisher_p(a, b, 1000) == 1.0
+
+
+def test_views_do_not_depend_on_sub_threshold_counts() -> None:
+    """Every received field element is uniform whatever the sub-threshold counts are:
+    a chi-square test of equal distributions (the low 4 bits of each element, per
+    step and party) does not separate the two vectors over 300 honest runs each."""
+    rng = np.random.default_rng(13)
+    samples: dict[tuple[int, str], list[list[int]]] = {}
+    for which, votes in enumerate((VOTES_A, VOTES_B)):
+        for _ in range(300):
+            out = run_verified_committee(share(votes, rng), THETA, context=os.urandom(32),
+                                         reveal_counts=False)
+            for i, view in enumerate(out.views):
+                for step, _sender, payload in view["received"]:
+                    if isinstance(payload, np.ndarray) and step.startswith("mult"):
+                        key = (i, step)
+                        samples.setdefault(key, [[], []])[which].extend(
+                            (payload & np.uint64(15)).astype(int).tolist())
+            assert out.passed.tolist() == [True, False, False, False, True]
+    pvalues = []
+    for a, b in samples.values():
+        table = np.array([np.bincount(a, minlength=16), np.bincount(b, minlength=16)])
+        pvalues.append(stats.chi2_contingency(table)[1])
+    assert min(pvalues) > 1e-3 / len(pvalues)
