@@ -43,6 +43,7 @@ returns what to send; the dispatcher sets the next state the table names.
 from __future__ import annotations
 
 import enum
+import hashlib
 from bisect import bisect_left
 from typing import Any, Callable, Mapping, Sequence
 
@@ -440,6 +441,10 @@ class SecAggClient:
             held[slot] = pt
         y = self._masked_input(msg.senders, slots)
         out = MaskedInput.from_vector(u, y, cfg.modulus)
+        if cfg.malicious:
+            assert self._signing_key is not None
+            out = out.signed(crypto.ed25519_sign(self._signing_key, cfg.input_message(
+                self.session, u, hashlib.sha256(out.packed).digest())))
         # mutate: a peer of the key list whose shares did not come is dead from now on
         received = set(slots)
         for slot, code in enumerate(self._status):

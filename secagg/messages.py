@@ -177,6 +177,11 @@ class ShareKeys:
 class MaskedInput:
     """Round 2: ``y_u`` mod ``R``, packed at the bit width of ``R - 1``.
 
+    ``signature`` is empty (honest-but-curious) or, in the malicious-server variant, an
+    Ed25519 signature over ``SessionConfig.input_message`` (the session, the sender and
+    a digest of ``packed``): a replica of the server or an auditor that is handed the
+    masked inputs by the server can check that none was altered.
+
     On the wire ``R - 1`` is carried (so that ``R = 2**64`` fits a msgpack uint64).
     The constructor unpacks once (validating every entry is ``< R``) and keeps the
     vector, read-only, for :meth:`vector`.
@@ -188,11 +193,13 @@ class MaskedInput:
     dim: int
     modulus: int
     packed: bytes
+    signature: bytes = b""
     _vector: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._check_header()
         _bytes(self.packed, "packed")
+        _bytes(self.signature, "signature")
         vec = prg.unpack_uints(self.packed, self.dim, self.modulus)
         vec.setflags(write=False)
         object.__setattr__(self, "_vector", vec)
@@ -222,8 +229,22 @@ class MaskedInput:
             object.__setattr__(msg, name, value)
         msg._check_header()
         object.__setattr__(msg, "packed", prg.pack_uints(vec, modulus))
+        object.__setattr__(msg, "signature", b"")
         vec.setflags(write=False)
         object.__setattr__(msg, "_vector", vec)
+        return msg
+
+    def signed(self, signature: bytes) -> "MaskedInput":
+        """The same message carrying ``signature`` (the vector is shared, not copied).
+
+        Raises:
+            ValueError: a signature that is not bytes.
+        """
+        _bytes(signature, "signature")
+        msg = object.__new__(type(self))
+        for name in ("sender", "dim", "modulus", "packed", "_vector"):
+            object.__setattr__(msg, name, getattr(self, name))
+        object.__setattr__(msg, "signature", signature)
         return msg
 
     def vector(self) -> np.ndarray:
@@ -231,14 +252,14 @@ class MaskedInput:
         return self._vector
 
     def to_wire(self) -> list[Any]:
-        return [self.sender, self.dim, self.modulus - 1, self.packed]
+        return [self.sender, self.dim, self.modulus - 1, self.packed, self.signature]
 
     @classmethod
     def from_wire(cls, fields: list[Any]) -> "MaskedInput":
-        sender, dim, rm1, packed = _fields(fields, 4)
+        sender, dim, rm1, packed, signature = _fields(fields, 5)
         if type(rm1) is not int:
             raise TypeError("modulus must be an int")
-        return cls(sender, dim, rm1 + 1, packed)
+        return cls(sender, dim, rm1 + 1, packed, signature)
 
 
 @dataclass(frozen=True, slots=True)

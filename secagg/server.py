@@ -127,6 +127,13 @@ class _Replies(Sequence[tuple[int, Any]]):
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         return map(self._item, self._recipients)
 
+    def reply_to(self, u: int) -> Any:
+        """The message for recipient ``u`` (built now), or ``None`` if it has none."""
+        i = bisect_left(self._recipients, u)
+        if i < len(self._recipients) and self._recipients[i] == u:
+            return self._build(u)
+        return None
+
 
 class SecAggServer:
     """The aggregation server of one session.
@@ -351,8 +358,17 @@ class SecAggServer:
         u = self._sender(msg.sender, self._in_u2, self._in_u3)
         if msg.dim != self.config.dim or msg.modulus != self.config.modulus:
             raise InvalidMessage("masked input has the wrong dimension or modulus")
+        digest = hashlib.sha256(msg.packed).digest()
+        if self.config.malicious:
+            assert self._verify_keys is not None
+            try:
+                crypto.ed25519_verify(self._verify_keys[u],
+                                      self.config.input_message(self.session, u, digest),
+                                      msg.signature)
+            except CryptoError:
+                raise InvalidMessage(f"bad masked-input signature from {u}") from None
         self._acc.add(msg.vector())
-        self.input_digests[u] = hashlib.sha256(msg.packed).digest()
+        self.input_digests[u] = digest
         self._in_u3[u] = True
 
     def _close_inputs(self, _: CloseRound) -> Outgoing:

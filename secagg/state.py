@@ -349,6 +349,13 @@ class SessionConfig:
                 + nonce + c_pk + s_pk)
 
     @staticmethod
+    def input_message(session: bytes, sender: int, packed_digest: bytes) -> bytes:
+        """What a client signs in round 2 (malicious variant): the transcript-bound
+        session ``sid_1``, its position and the SHA-256 digest of its packed masked
+        input."""
+        return b"secagg-masked-input\x00" + session + struct.pack(">Q", sender) + packed_digest
+
+    @staticmethod
     def consistency_message(session: bytes, alive_bitmap: bytes) -> bytes:
         """What a client signs in round 3: the transcript-bound session ``sid_1`` and
         the survivor set U3."""

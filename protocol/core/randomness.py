@@ -15,7 +15,11 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 from secagg.randomness import OsRandom, RandomSource
 
-__all__ = ["RandomSource", "OsRandom", "insecure_deterministic_randomness"]
+__all__ = ["RandomSource", "OsRandom", "insecure_deterministic_randomness", "seeded_randomness",
+           "SEED_BYTES"]
+
+#: length of a secret seed for :func:`seeded_randomness`
+SEED_BYTES = 32
 
 
 class _DeterministicRandom:
@@ -46,4 +50,20 @@ class _DeterministicRandom:
 
 def insecure_deterministic_randomness(seed: int | bytes | str, label: str = "") -> _DeterministicRandom:
     """A reproducible source for simulations only: every key is derivable from ``seed``."""
+    return _DeterministicRandom(seed, label)
+
+
+def seeded_randomness(seed: bytes, label: str) -> _DeterministicRandom:
+    """The stream of a party whose every random choice must be re-derivable by an
+    auditor: a ChaCha20 keystream keyed by SHA-256 of ``label`` and a 32-byte ``seed``.
+
+    Secure exactly when ``seed`` is 32 uniform secret bytes (drawn from the OS in
+    production): anyone who is given the seed can replay the party, which is the point
+    (the threshold transport's helpers hand theirs to their auditor).
+
+    Raises:
+        ValueError: a seed that is not 32 bytes.
+    """
+    if not isinstance(seed, bytes) or len(seed) != SEED_BYTES:
+        raise ValueError(f"an auditable party's seed is {SEED_BYTES} bytes")
     return _DeterministicRandom(seed, label)

@@ -50,7 +50,7 @@ import numpy as np
 
 from protocol.core import codec
 from protocol.core import wire_secagg  # registers the message types; session limits
-from protocol.core.randomness import OsRandom
+from protocol.core.randomness import OsRandom, seeded_randomness
 from protocol.core.secagg_profile import (  # noqa: F401  (re-exported)
     PrimitiveProfile, category_seconds, profile_primitives,
 )
@@ -234,7 +234,12 @@ class SecAggSimulation:
         signing_keys, verify_keys: Ed25519 PKI for the malicious-server variant
             (generated from ``rand`` when omitted).
         server: a server object to use instead of a fresh honest one (tests may
-            pass a subclass that misbehaves).
+            pass a subclass that misbehaves; the threshold transport passes one that
+            a committee helper replicates).
+        client_seeds: ``position -> 32-byte seed`` for clients whose randomness must
+            be re-derivable (``protocol.core.randomness.seeded_randomness(seed,
+            "client-<i>")``): the threshold transport's helpers, whose auditors replay
+            them.
         progress: called as ``progress(step, done, total)`` after each client has been
             served in protocol step ``step`` (0: advertise keys, then one step per
             server round), ``total`` being the clients served in that step.
@@ -248,7 +253,8 @@ class SecAggSimulation:
                  adversary: Hook | None = None, signing_keys: Sequence[bytes] | None = None,
                  verify_keys: Sequence[bytes] | None = None,
                  server: SecAggServer | None = None,
-                 progress: Callable[[int, int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int, int], None] | None = None,
+                 client_seeds: Mapping[int, bytes] | None = None) -> None:
         n = config.n
         rand = self._begin(config, rand, dropout, adversary, progress)
         if callable(inputs):
@@ -270,8 +276,13 @@ class SecAggSimulation:
         if verify_keys is not None:
             verify_keys = tuple(verify_keys)  # one tuple, shared by every client
         child = getattr(rand, "child", None)
-        self.clients = [SecAggClient(config, i, value_of(i),
-                                     child(f"client-{i}") if child else rand,
+        seeded = dict(client_seeds or {})
+
+        def rand_of(i: int) -> Any:
+            own = child(f"client-{i}") if child else rand  # the same draws either way
+            return seeded_randomness(seeded[i], f"client-{i}") if i in seeded else own
+
+        self.clients = [SecAggClient(config, i, value_of(i), rand_of(i),
                                      signing_key=signing_keys[i] if signing_keys else None,
                                      verify_keys=verify_keys) for i in range(n)]
         self._driver_state(config, server, verify_keys)
@@ -498,12 +509,13 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
                verify_keys: Sequence[bytes] | None = None,
                server: SecAggServer | None = None,
                check_invariants: bool = True,
-               progress: Callable[[int, int, int], None] | None = None) -> SecAggRun:
+               progress: Callable[[int, int, int], None] | None = None,
+               client_seeds: Mapping[int, bytes] | None = None) -> SecAggRun:
     """Run one full session in this process (a :class:`SecAggSimulation` from start to end).
 
     Args:
         config, inputs, rand, dropout, adversary, signing_keys, verify_keys, server,
-            progress: as for :class:`SecAggSimulation`.
+            progress, client_seeds: as for :class:`SecAggSimulation`.
         check_invariants: as for :meth:`SecAggSimulation.result`.
 
     Returns:
@@ -516,7 +528,7 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
     """
     sim = SecAggSimulation(config, inputs, rand=rand, dropout=dropout, adversary=adversary,
                            signing_keys=signing_keys, verify_keys=verify_keys, server=server,
-                           progress=progress)
+                           progress=progress, client_seeds=client_seeds)
     sim.run()
     return sim.result(check_invariants)
 

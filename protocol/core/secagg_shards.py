@@ -25,14 +25,14 @@ aborts with the state machine's reason.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import msgpack
 import numpy as np
 
 from protocol.core import codec, wire_secagg
 from protocol.core.cluster import Engine, LocalEngine, ShardLost
-from protocol.core.randomness import OsRandom
+from protocol.core.randomness import SEED_BYTES, OsRandom
 from protocol.core.secagg_engine import (
     SERVER, Dropout, Envelope, Hook, SecAggRun, SecAggSimulation, drain,
 )
@@ -92,8 +92,9 @@ class ClientShard:
         config: the session.
         lo, hi: the roster positions held.
         inputs: ``(hi - lo, dim)`` rows, or a picklable ``i -> row`` for global ``i``.
-        seeds: per-client 32-byte child seeds (deterministic runs) or ``None`` (each
-            client draws from the operating system).
+        seeds: per-client 32-byte child seeds (deterministic runs, and auditable
+            clients in any run) or ``None`` (each client draws from the operating
+            system); a ``None`` entry also means the operating system.
         signing_keys: the held clients' Ed25519 seeds (malicious variant) or ``None``.
         verify_keys: all ``n`` verification keys (malicious variant) or ``None``.
     """
@@ -115,8 +116,8 @@ class ClientShard:
                 value: Any = inputs[j]
             else:
                 value = (lambda i=i: inputs(i))
-            rand = (_DeterministicRandom(seeds[j], f"client-{i}") if seeds is not None
-                    else OsRandom())
+            rand = (_DeterministicRandom(seeds[j], f"client-{i}")
+                    if seeds is not None and seeds[j] is not None else OsRandom())
             clients.append(SecAggClient(
                 config, i, value, rand,
                 signing_key=signing_keys[j] if signing_keys is not None else None,
@@ -175,7 +176,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
 
     Args:
         config, inputs, rand, dropout, adversary, signing_keys, verify_keys, server,
-            progress: as for :class:`SecAggSimulation`; ``inputs`` is an ``(n, dim)``
+            progress, client_seeds: as for :class:`SecAggSimulation`; ``inputs`` is an ``(n, dim)``
             array (each shard receives its rows), a picklable ``i -> row`` with a
             ``shard(lo, hi)`` method that keeps only those rows
             (:class:`~protocol.core.transports.secagg_transport.VoteRows`), or any
@@ -190,7 +191,8 @@ class ShardedSecAggSimulation(SecAggSimulation):
                  adversary: Hook | None = None, signing_keys: Sequence[bytes] | None = None,
                  verify_keys: Sequence[bytes] | None = None,
                  server: SecAggServer | None = None,
-                 progress: Callable[[int, int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int, int], None] | None = None,
+                 client_seeds: Mapping[int, bytes] | None = None) -> None:
         n = config.n
         rand = self._begin(config, rand, dropout, adversary, progress)
         if not callable(inputs):
@@ -202,8 +204,15 @@ class ShardedSecAggSimulation(SecAggSimulation):
             pairs = [crypto.ed25519_keypair(rand) for _ in range(n)]
             signing_keys = [sk for sk, _ in pairs]
             verify_keys = [pk for _, pk in pairs]
-        seeds = ([rand.token_bytes(32) for _ in range(n)]
-                 if getattr(rand, "child", None) is not None else None)
+        seeds: list[bytes | None] | None = (
+            [rand.token_bytes(32) for _ in range(n)]
+            if getattr(rand, "child", None) is not None else None)
+        if client_seeds:
+            seeds = seeds if seeds is not None else [None] * n
+            for i, seed in client_seeds.items():
+                if not isinstance(seed, bytes) or len(seed) != SEED_BYTES:
+                    raise ParameterError(f"an auditable client's seed is {SEED_BYTES} bytes")
+                seeds[i] = seed   # the shard derives seeded_randomness(seed, "client-i")
         self.engine = engine or LocalEngine()
         count = shards or 4 * self.engine.workers
         self.bounds = shard_bounds(n, max(1, min(n, count)))

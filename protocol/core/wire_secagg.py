@@ -20,7 +20,8 @@ Two sets of shapes exist (:func:`shapes`):
    ShareKeys             <= k recipients < n, as many ciphertexts of exactly
                          SHARE_CIPHERTEXT_BYTES (98: nonce, two shares, tag)
    MaskedInput           dim and R - 1 equal to the session's; packed exactly
-                         ceil(dim * bits(R - 1) / 8) bytes
+                         ceil(dim * bits(R - 1) / 8) bytes; a signature as for
+                         AdvertiseKeys
    ConsistencySignature  64 bytes
    UnmaskShares          <= k owners of each kind, shares of 35 bytes, one per owner
    KeyList               <= k entries (AdvertiseKeys), a 32-byte root, a path of
@@ -111,7 +112,7 @@ def shapes(n: int = MAX_PARTICIPANTS, degree: int | None = None, dim: int | None
     return {
         AdvertiseKeys.TAG: keys,
         ShareKeys.TAG: Record((pos, Array(pos, k), Array(ct, k)), equal=((1, 2),)),
-        MaskedInput.TAG: Record((pos, dim_s, rm1_s, packed)),
+        MaskedInput.TAG: Record((pos, dim_s, rm1_s, packed, sig)),
         ConsistencySignature.TAG: Record((pos, Bin(SIGNATURE_BYTES, SIGNATURE_BYTES))),
         UnmaskShares.TAG: Record((pos, Array(pos, k), Array(share, k), Array(pos, k),
                                   Array(share, k)), equal=((1, 2), (3, 4))),

@@ -165,6 +165,8 @@ def test_largest_real_messages_decode_at_the_limit() -> None:
     lim = wire_secagg.server_limits(cfg)
     mi = MaskedInput.from_vector(cfg.n - 1, np.full(cfg.dim, cfg.modulus - 1, np.uint64),
                                  cfg.modulus)
+    if cfg.malicious:   # the malicious variant signs its masked inputs
+        mi = mi.signed(b"\x01" * 64)
     sk = ShareKeys(cfg.n - 1, tuple(range(cfg.n - 1)),
                    tuple(b"\x07" * SHARE_CIPHERTEXT_BYTES for _ in range(cfg.n - 1)))
     for m in (mi, sk):

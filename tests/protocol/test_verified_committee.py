@@ -107,12 +107,10 @@ def test_empty_candidate_list() -> None:
 
 def _tamper(step: str, sender: int, change: Any, recipient: int | None = None):
     """A hook that rewrites the payload of ``step`` messages from ``sender``."""
-    def hook(msg: CommitteeMessage) -> Any:
-        if msg.step == step and msg.sender == sender and (
-                recipient is None or msg.recipient == recipient):
-            return CommitteeMessage(msg.context, msg.step, msg.sender, msg.recipient,
-                                    change(msg.payload))
-        return msg
+    def hook(s: str, frm: int, to: int, payload: Any) -> Any:
+        if s == step and frm == sender and (recipient is None or to == recipient):
+            return change(payload)
+        return payload
     return hook
 
 
@@ -192,32 +190,37 @@ def test_a_member_computing_with_a_shifted_copy_fails_verification() -> None:
 
 def test_replayed_lost_and_misrouted_messages() -> None:
     rng = np.random.default_rng(7)
+    old_context = b"\x01" * 32
     old: dict[str, CommitteeMessage] = {}
 
-    def record(msg: CommitteeMessage) -> Any:
-        old.setdefault(f"{msg.step}/{msg.sender}/{msg.recipient}", msg)
-        return msg
+    def record(step: str, sender: int, recipient: int, payload: Any) -> Any:
+        old.setdefault(f"{step}/{sender}/{recipient}",
+                       CommitteeMessage(old_context, step, sender, recipient, payload))
+        return payload
 
-    run_verified_committee(share(VOTES_A, rng), THETA, context=b"\x01" * 32,
+    run_verified_committee(share(VOTES_A, rng), THETA, context=old_context,
                            reveal_counts=True, hook=record)
 
-    def replay(msg: CommitteeMessage) -> Any:
-        if msg.step == "mult-1" and msg.sender == 2:
-            return old[f"{msg.step}/{msg.sender}/{msg.recipient}"]
-        return msg
+    def replay(step: str, sender: int, recipient: int, payload: Any) -> Any:
+        if step == "mult-1" and sender == 2:
+            return old[f"{step}/{sender}/{recipient}"]
+        return payload
+
+    def relabel(step: str, sender: int, recipient: int, payload: Any) -> Any:
+        if step == "mult-0":
+            return CommitteeMessage(CTX, "mult-9", sender, recipient, payload)
+        return payload
+
+    def change(at: str, fn: Any) -> Any:
+        return lambda step, s, r, payload: fn(payload) if step == at else payload
 
     cases = [(replay, "replayed_message"),
-             (lambda m: None if m.step == "open-check" else m, "missing_message"),
-             (lambda m: CommitteeMessage(m.context, "mult-9", m.sender, m.recipient,
-                                         m.payload) if m.step == "mult-0" else m,
-              "unexpected_message"),
-             (lambda m: CommitteeMessage(m.context, m.step, m.sender, m.recipient,
-                                         m.payload[:-1]) if m.step == "mult-2" else m,
+             (change("open-check", lambda p: None), "missing_message"),
+             (relabel, "unexpected_message"),
+             (change("mult-2", lambda p: p[:-1]), "malformed_message"),
+             (change("open-bits", lambda p: np.full(p.shape, F.P, np.uint64)),
               "malformed_message"),
-             (lambda m: CommitteeMessage(m.context, m.step, m.sender, m.recipient,
-                                         np.full(m.payload.shape, F.P, np.uint64))
-              if m.step == "open-bits" else m, "malformed_message"),
-             (lambda m: "garbage" if m.step == "key" else m, "malformed_message")]
+             (change("key", lambda p: "garbage"), "malformed_message")]
     for hook, reason in cases:
         with pytest.raises(CommitteeAborted) as info:
             run_verified_committee(share(VOTES_A, rng), THETA, context=CTX,

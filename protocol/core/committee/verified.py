@@ -85,8 +85,10 @@ STATISTICAL_SECURITY_BITS = 59
 CONTEXT_BYTES = 32
 _COIN_WORDS = 4
 
-#: hook(message) -> message, or None (the message is lost); sees every message
-MessageHook = Callable[["CommitteeMessage"], Any]
+#: hook(step, sender, recipient, payload) -> payload, a whole CommitteeMessage (to
+#: substitute another, e.g. one replayed from another round), or None (the message is
+#: lost); the same shape as the semi-honest committee's hook
+MessageHook = Callable[[str, int, int, Any], Any]
 
 Pair = tuple[np.ndarray, np.ndarray]
 
@@ -435,8 +437,9 @@ def run_verified_committee(components: Sequence[Pair], theta: int | None, *,
         reveal_counts: open the counts of the passing candidates (always, when
             ``theta`` is ``None``).
         rands: one randomness source per party (default OS randomness).
-        hook: sees every message (``hook(message) -> message``; ``None`` loses it);
-            tests and the attack catalogue model a deviating member with it.
+        hook: sees every message (:data:`MessageHook`: ``hook(step, sender, recipient,
+            payload)`` returns the payload to deliver, a whole message, or ``None`` to
+            lose it); tests and the attack catalogue model a deviating member with it.
         party_classes: per party, a :class:`VerifiedParty` subclass (the attack
             catalogue models a member that skips its own checks); honest by default.
 
@@ -472,7 +475,11 @@ def run_verified_committee(components: Sequence[Pair], theta: int | None, *,
         box: dict[tuple[int, int, str], Any] = {}
         for msg in msgs:
             sent[msg.sender] += msg.nbytes
-            out: Any = hook(msg) if hook is not None else msg
+            out: Any = msg
+            if hook is not None:
+                res = hook(msg.step, msg.sender, msg.recipient, msg.payload)
+                out = res if res is None or isinstance(res, CommitteeMessage) else \
+                    CommitteeMessage(msg.context, msg.step, msg.sender, msg.recipient, res)
             if out is None:
                 raise CommitteeAborted("missing_message", msg.recipient,
                                        f"{msg.step} from party {msg.sender}")

@@ -44,38 +44,62 @@ every key, every ``R_h`` and the committee's keys from the ``rng`` of ``run_roun
 """
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from protocol.core.committee import CommitteeAborted, Hook, ring_bits, run_committee
+from protocol.core.committee import field as F
+from protocol.core.committee.binding import (
+    AuditFailed, MirroredServer, audit_helper, helper_blind, uniform_mod,
+)
+from protocol.core.committee.verified import MessageHook, run_verified_committee
 from protocol.core.contract import (
     AggregationAborted, Contributions, Cost, Kind, Release, RoundResult, RoundSpec,
     Transport,
 )
-from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
+from protocol.core.randomness import SEED_BYTES, OsRandom, insecure_deterministic_randomness
 from protocol.core.secagg_engine import SecAggRun
 from protocol.core.transports.secagg_transport import SecAggSessionOptions, spec_context
+from secagg import crypto
 from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.state import AbortReason, SessionConfig
 
-__all__ = ["ThresholdTransport", "HELPERS", "uniform_mod"]
+__all__ = ["ThresholdTransport", "HELPERS", "Deviation", "uniform_mod"]
 
 #: the committee's helper names, in committee order after the server
 HELPERS = ("helper1", "helper2")
+#: committee member names by index
+MEMBERS = ("server", *HELPERS)
 
 
-def uniform_mod(rand: Any, dim: int, modulus: int) -> np.ndarray:
-    """``dim`` uniform integers mod ``modulus`` (rejection sampling, no bias)."""
-    if modulus & (modulus - 1) == 0:
-        w = np.frombuffer(rand.token_bytes(8 * dim), dtype=np.uint64)
-        return (w & np.uint64(modulus - 1)) if modulus < 1 << 64 else w.copy()
-    out = np.empty(0, dtype=np.uint64)
-    limit = ((1 << 64) // modulus) * modulus
-    while out.size < dim:
-        w = np.frombuffer(rand.token_bytes(8 * dim), dtype=np.uint64)
-        out = np.concatenate([out, w[w < np.uint64(limit)] % np.uint64(modulus)])
-    return out[:dim].copy()
+@dataclass(frozen=True)
+class Deviation:
+    """Switches that make one committee member deviate (the attack catalogue, tests and
+    the launcher's fault switches use them; an honest run passes none).
+
+    Attributes:
+        components: ``components(member, (first, second)) -> (first, second)``: the
+            copies a member computes with (a server that shifts ``S``, a helper that
+            shifts ``-R_h``).
+        seed: ``seed(helper, sigma) -> sigma``: what a helper hands its auditor.
+        secagg_input: ``secagg_input(helper, R_h) -> vector``: what a helper enters into
+            secure aggregation instead of ``R_h``.
+        party_classes: the verified committee's party classes (a member that skips
+            its own checks).
+        replica_feed: ``replica_feed(message) -> message``: what the server forwards
+            to helper 2's replica in place of each client message.
+    """
+
+    components: Callable[[int, tuple[np.ndarray, np.ndarray]],
+                         tuple[np.ndarray, np.ndarray]] | None = None
+    seed: Callable[[int, bytes], bytes] | None = None
+    secagg_input: Callable[[int, np.ndarray], np.ndarray] | None = None
+    party_classes: Sequence[type] | None = None
+    replica_feed: Callable[[Any], Any] | None = None
 
 
 class ThresholdTransport(SecAggSessionOptions, Transport):
@@ -86,12 +110,16 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
     malicious threat model by default, as every secure-aggregation session), plus:
 
     Args:
-        committee_hook: ``hook(step, sender, recipient, payload)`` on every committee
-            message (attack studies and tests model a faulty helper with it).
+        committee_hook: sees every committee message. Under the malicious model it is
+            a :data:`~protocol.core.committee.verified.MessageHook` (``hook(message) ->
+            message``); under ``threat="semi-honest"`` a
+            :data:`~protocol.core.committee.Hook` (``hook(step, sender, recipient,
+            payload) -> payload``). Attack studies and tests model a faulty member.
+        deviation: a :class:`Deviation` (malicious model only).
 
     The helpers never drop; ``dropout`` applies to clients only, and ``simulate`` also
-    derives the helpers' blinding vectors and the committee's randomness from the
-    ``rng`` of ``run_round``.
+    derives the helpers' seeds and the committee's randomness from the ``rng`` of
+    ``run_round``.
 
     Raises:
         ValueError: bad option values.
@@ -100,37 +128,32 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
     name = "threshold"
     kinds = frozenset({Kind.VOTE, Kind.VECTOR})
 
-    def __init__(self, *args: Any, committee_hook: Hook | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, *args: Any, committee_hook: Hook | MessageHook | None = None,
+                 deviation: Deviation | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.committee_hook = committee_hook
+        if deviation is not None and not isinstance(deviation, Deviation):
+            raise ValueError("deviation must be a threshold.Deviation")
+        self.deviation = deviation or Deviation()
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:
-        n, dim, modulus, client_input = self.client_inputs(
-            spec, contributions, lambda m: 1 << ring_bits(m, spec.theta))
-        k = ring_bits(n, spec.theta) if spec.kind is Kind.VOTE else 0
-        total = n + len(HELPERS)
-        helper_pos = tuple(range(n, total))
-        self.announce(total, dim, "secure-aggregation session (with the committee's helpers)")
-        params = self.session_params(total)
+        if self.malicious:
+            return self._run_verified(spec, contributions, rng)
+        return self._run_semi_honest(spec, contributions, rng)
+
+    # ----------------------------------------------------------- randomness
+
+    def _sources(self, rng: np.random.Generator) -> tuple[Any, list[Any], list[Any]]:
         if self.simulate:
             base = insecure_deterministic_randomness(int(rng.integers(0, 1 << 63)),
                                                      "threshold-transport")
-            secagg_rand: Any = base.child("secagg")
-            helper_rand: list[Any] = [base.child(h) for h in HELPERS]
-            committee_rand: list[Any] = [base.child(f"committee-{i}") for i in range(3)]
-        else:
-            secagg_rand, helper_rand = OsRandom(), [OsRandom(), OsRandom()]
-            committee_rand = [OsRandom(), OsRandom(), OsRandom()]
-        blinds = [uniform_mod(r, dim, modulus) for r in helper_rand]
-        # every attempt draws a fresh server nonce (see docs/secagg-primitives.md)
-        config = SessionConfig(params, tuple(range(total)), spec_context(spec), dim, modulus,
-                               malicious=self.malicious, required=frozenset(helper_pos),
-                               server_nonce=secagg_rand.token_bytes(FRESH_NONCE_BYTES))
+            return (base.child("secagg"), [base.child(h) for h in HELPERS],
+                    [base.child(f"committee-{i}") for i in range(3)])
+        return OsRandom(), [OsRandom(), OsRandom()], [OsRandom(), OsRandom(), OsRandom()]
 
-        run = self.run_session(config, _WithHelpers(client_input, blinds, n),
-                               rand=secagg_rand, dropout=self.dropout_schedule(n, rng))
+    def _check_run(self, run: SecAggRun, helper_pos: tuple[int, ...], spec: RoundSpec,
+                   total: int) -> int:
         if any(r is AbortReason.REQUIRED_PARTICIPANT_MISSING
                for r in run.client_abort_reasons.values()):
             raise AggregationAborted("threshold_helper_missing",
@@ -147,6 +170,124 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
             raise AggregationAborted("too_few_participants",
                                      f"{contributed} contributions survived, "
                                      f"{spec.min_participants} required")
+        return contributed
+
+    # ------------------------------------------------------ malicious model
+
+    def _run_verified(self, spec: RoundSpec, contributions: Contributions,
+                      rng: np.random.Generator) -> RoundResult:
+        """The default: inputs bound by the replica and the audits, the comparison
+        verified (:mod:`protocol.core.committee.binding`,
+        :mod:`protocol.core.committee.verified`)."""
+        dev = self.deviation
+        n, dim, modulus, client_input = self.client_inputs(
+            spec, contributions, lambda m: F.P)
+        total = n + len(HELPERS)
+        helper_pos = tuple(range(n, total))
+        self.announce(total, dim, "secure-aggregation session (with the committee's helpers)")
+        params = self.session_params(total)
+        secagg_rand, helper_rand, committee_rand = self._sources(rng)
+        seeds = [bytes(r.token_bytes(SEED_BYTES)) for r in helper_rand]
+        blinds = [helper_blind(s, dim, modulus) for s in seeds]
+        entered = [dev.secagg_input(h, b.copy()) if dev.secagg_input else b
+                   for h, b in enumerate(blinds)]
+        config = SessionConfig(params, tuple(range(total)), spec_context(spec), dim, modulus,
+                               malicious=True, required=frozenset(helper_pos),
+                               server_nonce=secagg_rand.token_bytes(FRESH_NONCE_BYTES))
+        pairs = [crypto.ed25519_keypair(secagg_rand) for _ in range(total)]
+        verify_keys = [pk for _, pk in pairs]
+        server = MirroredServer(config, verify_keys=verify_keys, watched=helper_pos,
+                                feed=dev.replica_feed)
+        run = self.run_session(config, _WithHelpers(client_input, entered, n),
+                               rand=secagg_rand, dropout=self.dropout_schedule(n, rng),
+                               signing_keys=[sk for sk, _ in pairs], verify_keys=verify_keys,
+                               server=server, client_seeds=dict(zip(helper_pos, seeds)),
+                               progress=self.client_progress)
+        contributed = self._check_run(run, helper_pos, spec, total)
+        s_server = run.result.astype(np.uint64)
+        s_replica = server.replica.result
+        if s_replica is None:
+            raise AggregationAborted("committee_replica_failed",
+                                     "helper 2's replica of the server did not complete")
+        s_replica = s_replica.astype(np.uint64)
+        # each helper hands its seed to its auditor (helper 1 -> server, 2 -> helper 1)
+        audit_seconds = [0.0, 0.0]
+        audited = []
+        for h, pos in enumerate(helper_pos):
+            handed = dev.seed(h, seeds[h]) if dev.seed else seeds[h]
+            t0 = time.process_time()
+            try:
+                audited.append(audit_helper(config, pos, handed, modulus, server.inbound[pos],
+                                            server.outbound[pos], verify_keys))
+            except AuditFailed as exc:
+                raise AggregationAborted("committee_helper_audit_failed",
+                                         f"{HELPERS[h]}: {exc.detail}") from None
+            finally:
+                audit_seconds[h] += time.process_time() - t0
+        if spec.kind is Kind.VECTOR:
+            # the release is the whole sum: the server, which audited helper 1, is handed
+            # helper 1's audit of helper 2 with helper 2's seed (it learns R2 too)
+            total_sum = _add_mod([s_server, _negate(audited[0], modulus),
+                                  _negate(audited[1], modulus)], modulus)
+            release = Release(spec, contributed, vector=total_sum)
+            views = _views(run, s_server, [_negate(b, modulus) for b in blinds], None)
+            return RoundResult(release, views, _cost(run, None, server, audit_seconds))
+        neg_r1, neg_r2 = F.neg(blinds[0]), F.neg(blinds[1])
+        aud_r1, aud_r2 = F.neg(audited[0]), F.neg(audited[1])
+        comps = [(s_server, aud_r1), (neg_r1, aud_r2), (neg_r2, s_replica)]
+        if dev.components is not None:
+            comps = [dev.components(i, (c[0].copy(), c[1].copy())) for i, c in enumerate(comps)]
+        context = hashlib.sha256(b"fedhh threshold committee\x00" + run.config.session
+                                 + spec_context(spec)).digest()
+        try:
+            out = run_verified_committee(comps, spec.theta, context=context,
+                                         reveal_counts=spec.reveal_counts,
+                                         rands=committee_rand, hook=self.committee_hook,
+                                         party_classes=dev.party_classes)
+        except CommitteeAborted as exc:
+            raise AggregationAborted(f"committee_{exc.reason}", str(exc)) from None
+        release = self._release(spec, contributed, out)
+        views = _views(run, s_server, [neg_r1, neg_r2], out)
+        views["server"]["audited"] = {"helper1_blind": audited[0].copy()}
+        views["helper1"]["audited"] = {"helper2_blind": audited[1].copy()}
+        views["helper2"]["replica_sum"] = s_replica.copy()
+        return RoundResult(release, views, _cost(run, out, server, audit_seconds))
+
+    @staticmethod
+    def _release(spec: RoundSpec, contributed: int, out: Any) -> Release:
+        passed = np.flatnonzero(out.passed)
+        if spec.reveal_counts:
+            assert out.counts is not None
+            counts = {spec.candidates[i]: int(c) for i, c in zip(passed, out.counts)}
+        else:
+            # membership only: the count field is a placeholder at theta, which the
+            # release drops (reveal_counts is false), never a real count
+            counts = {spec.candidates[i]: int(spec.theta or 0) for i in passed}
+        return Release(spec, contributed, counts=counts)
+
+    # ---------------------------------------------------- semi-honest model
+
+    def _run_semi_honest(self, spec: RoundSpec, contributions: Contributions,
+                         rng: np.random.Generator) -> RoundResult:
+        """``threat="semi-honest"``: the committee of Araki et al. (``rss``) on
+        ``Z_{2^k}``; no replica, no audits, no verification."""
+        n, dim, modulus, client_input = self.client_inputs(
+            spec, contributions, lambda m: 1 << ring_bits(m, spec.theta))
+        k = ring_bits(n, spec.theta) if spec.kind is Kind.VOTE else 0
+        total = n + len(HELPERS)
+        helper_pos = tuple(range(n, total))
+        self.announce(total, dim, "secure-aggregation session (with the committee's helpers)")
+        params = self.session_params(total)
+        secagg_rand, helper_rand, committee_rand = self._sources(rng)
+        blinds = [uniform_mod(r, dim, modulus) for r in helper_rand]
+        # every attempt draws a fresh server nonce (see docs/secagg-primitives.md)
+        config = SessionConfig(params, tuple(range(total)), spec_context(spec), dim, modulus,
+                               malicious=self.malicious, required=frozenset(helper_pos),
+                               server_nonce=secagg_rand.token_bytes(FRESH_NONCE_BYTES))
+        run = self.run_session(config, _WithHelpers(client_input, blinds, n),
+                               rand=secagg_rand, dropout=self.dropout_schedule(n, rng),
+                               progress=self.client_progress)
+        contributed = self._check_run(run, helper_pos, spec, total)
         blinded = run.result.astype(np.uint64)
         helper_shares = [_negate(b, modulus) for b in blinds]
         if spec.kind is Kind.VECTOR:
@@ -158,20 +299,11 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         try:
             out = run_committee([blinded, *helper_shares], k, spec.theta,
                                 reveal_counts=spec.reveal_counts, rands=committee_rand,
-                                hook=self.committee_hook)
+                                hook=self.committee_hook)  # type: ignore[arg-type]
         except CommitteeAborted as exc:
             raise AggregationAborted(f"committee_{exc.reason}", str(exc)) from None
-        passed = np.flatnonzero(out.passed)
-        if spec.reveal_counts:
-            assert out.counts is not None
-            counts = {spec.candidates[i]: int(c) for i, c in zip(passed, out.counts)}
-        else:
-            # membership only: the count field is a placeholder at theta, which the
-            # release drops (reveal_counts is false), never a real count
-            counts = {spec.candidates[i]: int(spec.theta or 0) for i in passed}
-        release = Release(spec, contributed, counts=counts)
-        return RoundResult(release, _views(run, blinded, helper_shares, out),
-                           _cost(run, out))
+        return RoundResult(self._release(spec, contributed, out),
+                           _views(run, blinded, helper_shares, out), _cost(run, out))
 
 
 def _add_mod(vectors: list[np.ndarray], modulus: int) -> np.ndarray:
@@ -214,12 +346,18 @@ def _views(run: SecAggRun, blinded: np.ndarray, helper_shares: list[np.ndarray],
     return views
 
 
-def _cost(run: SecAggRun, out: Any) -> Cost:
+def _cost(run: SecAggRun, out: Any, server: MirroredServer | None = None,
+          audit_seconds: Sequence[float] = (0.0, 0.0)) -> Cost:
+    """CPU by party: the replica's share of the server's calls is helper 2's; each
+    audit is its auditor's (helper 1's by the server, helper 2's by helper 1)."""
     n = run.config.n - len(HELPERS)
-    cpu = {"server": run.server_seconds, "clients": float(run.client_seconds[:n].sum()),
-           "codec": run.codec_seconds}
+    replica = server.replica_seconds if server is not None else 0.0
+    cpu = {"server": run.server_seconds - replica + audit_seconds[0],
+           "clients": float(run.client_seconds[:n].sum()), "codec": run.codec_seconds}
     for h, name in enumerate(HELPERS):
         cpu[name] = float(run.client_seconds[n + h])
+    cpu["helper1"] += audit_seconds[1]
+    cpu["helper2"] += replica
     up, down = int(run.bytes_up.sum()), int(run.bytes_down.sum())
     if out is not None:
         cpu["server"] += out.seconds[0]
