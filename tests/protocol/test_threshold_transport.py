@@ -97,9 +97,10 @@ def test_server_and_helper_views_are_blinded_over_many_seeds() -> None:
     assert min(pvalues) * len(pvalues) > 1e-3
 
 
-def test_a_failing_helper_aborts_the_round() -> None:
+@pytest.mark.parametrize("threat, layer", [("malicious", "mult"), ("semi-honest", "and")])
+def test_a_failing_helper_aborts_the_round(threat: str, layer: str) -> None:
     def lose(step: str, sender: int, recipient: int, payload: Any) -> Any:
-        return None if sender == 1 and step.startswith("and") else payload
+        return None if sender == 1 and step.startswith(layer) else payload
 
     def lie(step: str, sender: int, recipient: int, payload: Any) -> Any:
         if sender == 2 and step == "open-counts":
@@ -107,7 +108,7 @@ def test_a_failing_helper_aborts_the_round() -> None:
         return payload
 
     for hook, reason in ((lose, "committee_missing_message"), (lie, "committee_open_mismatch")):
-        t = ThresholdTransport(simulate=True, committee_hook=hook)
+        t = ThresholdTransport(simulate=True, committee_hook=hook, threat=threat)
         with pytest.raises(AggregationAborted) as info:
             t.run_round(_spec(), _votes(A), np.random.default_rng(2))
         assert info.value.reason == reason

@@ -150,7 +150,7 @@ class VerifiedParty:
         self._prev_key: bytes | None = None
         self.seconds = 0.0
         self.view: dict[str, Any] = {
-            "own_key": self._own_key, "keys_received": [], "received": [],
+            "context": context, "own_key": self._own_key, "keys_received": [], "received": [],
             "components": (first.copy(), second.copy()), "opened_coins": None,
             "check_value": None, "opened_bits": None, "opened_counts": None}
         self._plan: list[Any] = []

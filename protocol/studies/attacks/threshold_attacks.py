@@ -5,7 +5,16 @@ Theory of operation
 -------------------
 Each attack runs the honest transport on the votes ``[10, 2, 1, 0, 5]`` at
 ``theta = 3`` (18 clients, a TrieHH++ round that reveals passing counts, so a wrongly
-passing position would have its count opened) and plays one or two committee members:
+passing position would have its count opened) and plays one or two committee members.
+Under the default (malicious) model the transport's :class:`~protocol.core.transports.
+threshold.Deviation` switches and the committee hook make the server or a helper
+deviate: it shifts its copy of ``S`` or ``-R_h`` at a sub-threshold position (and
+skips its own checks, as a cheater would), makes helper 2's replica take an altered
+masked input, enters another blinding vector than its seed gives or hands its auditor
+another seed, adds an error to a multiplication layer, opens a wrong value, or replays
+a committee message of another round. Every one is expected to end in a named abort
+with nothing released (:mod:`protocol.core.committee.verified`,
+:mod:`protocol.core.committee.binding`). The semi-honest option's limits stay measured:
 
 * :func:`opens_sub_threshold` -- helper 1 flips the pass bit of a sub-threshold
   candidate in both its opening messages, so that the count of that candidate would be
@@ -13,17 +22,18 @@ passing position would have its count opened) and plays one or two committee mem
   compares the copies (Araki et al., "High-Throughput Semi-Honest Secure Three-Party
   Computation with an Honest Majority", CCS 2016): detected, the round aborts with
   ``committee_open_mismatch``, nothing is released.
-* :func:`wrong_share` -- helper 1 enters the committee with its share ``-R_1`` plus
-  ``theta`` at a sub-threshold position, consistently (it re-randomises and sends the
-  wrong share as if it were right). The semi-honest protocol has no input check: the
-  release changes undetected, and since the helper knows its offset it learns that
-  candidate's real count from the opened one. Measured (outside the semi-honest model).
+* :func:`wrong_share` -- under ``threat="semi-honest"``, helper 1 enters the committee
+  with its share ``-R_1`` plus ``theta`` at a sub-threshold position, consistently (it
+  re-randomises and sends the wrong share as if it were right). The semi-honest
+  protocol has no input check: the release changes undetected, and since the helper
+  knows its offset it learns that candidate's real count from the opened one.
+  Measured (outside the semi-honest model; the default catches it).
 * :func:`collusion` -- two members pool their views. In replicated sharing each member
   holds two of the three components, so any two hold all three and reconstruct every
   count, sub-threshold ones included. Measured (outside the honest-majority model).
 
-The assumption these measure -- a semi-honest committee with an honest majority -- is
-stated in ``docs/threshold.md`` and ``docs/security.md``.
+The trust model -- at most one of the three members corrupted -- is stated in
+``docs/threshold.md`` and ``docs/security.md``.
 """
 from __future__ import annotations
 
@@ -32,8 +42,11 @@ from typing import Any
 import numpy as np
 
 from protocol.core.committee import CommitteeAborted, ring_bits, run_committee
+from protocol.core.committee import field as F
+from protocol.core.committee.verified import CommitteeMessage, VerifiedParty
 from protocol.core.contract import AggregationAborted, Kind, RoundSpec, Votes
-from protocol.core.transports.threshold import ThresholdTransport
+from protocol.core.transports.threshold import Deviation, ThresholdTransport
+from secagg.messages import MaskedInput
 from protocol.studies.attacks import Outcome, attack
 
 __all__ = ["VOTES", "THETA"]
@@ -53,8 +66,8 @@ def _votes() -> Votes:
     return Votes(np.repeat(np.arange(len(VOTES)), VOTES))
 
 
-def _honest(seed: int, reveal_counts: bool = True) -> Any:
-    return ThresholdTransport(simulate=True).run_round(
+def _honest(seed: int, reveal_counts: bool = True, threat: str = "malicious") -> Any:
+    return ThresholdTransport(simulate=True, threat=threat).run_round(
         _spec(reveal_counts), _votes(), np.random.default_rng(seed))
 
 
@@ -93,14 +106,16 @@ def opens_sub_threshold(seed: int) -> Outcome:
 
 
 @attack("threshold.helper_wrong_share", system="threshold",
-        target="semi-honest model: no check of a member's input share",
+        target="the semi-honest option (threat='semi-honest'): no check of a member's "
+               "input share",
         expected="limit: a helper that adds theta to its share at a sub-threshold position "
                  "changes the release undetected (the candidate passes) and learns the "
                  "candidate's real count (opened minus theta); nobody aborts",
         kind="measured")
 def wrong_share(seed: int) -> Outcome:
-    """A helper enters the committee with a wrong (but consistently used) share."""
-    honest = _honest(seed)
+    """A helper enters the committee with a wrong (but consistently used) share, under
+    the semi-honest option."""
+    honest = _honest(seed, threat="semi-honest")
     server, h1, h2 = (honest.views["server"], honest.views["helper1"],
                       honest.views["helper2"])
     n = sum(VOTES)
@@ -142,9 +157,6 @@ def wrong_share(seed: int) -> Outcome:
 def collusion(seed: int) -> Outcome:
     """Two committee members (server + helper 1, and helper 1 + helper 2) pool views."""
     res = _honest(seed, reveal_counts=False)
-    n = sum(VOTES)
-    k = ring_bits(n, THETA)
-    mask = np.uint64((1 << k) - 1)
     comm = {"server": res.views["server"]["committee"],
             "helper1": res.views["helper1"]["committee"],
             "helper2": res.views["helper2"]["committee"]}
@@ -156,7 +168,7 @@ def collusion(seed: int) -> Outcome:
             i = order[who]
             mine, nxt = comm[who]["components"]
             comps[i], comps[(i + 1) % 3] = mine, nxt
-        total = (comps[0] + comps[1] + comps[2]) & mask
+        total = F.add(F.add(comps[0], comps[1]), comps[2])
         learned[f"{a}+{b}"] = total.tolist()
     # alone: a member's components are uniformly random; the opened values are bits only
     alone_opened = [comm[w]["opened_counts"] for w in comm]
@@ -169,3 +181,248 @@ def collusion(seed: int) -> Outcome:
                    f"single members opened bits only", ok,
                    {"server": "completed", "helper1": "completed", "helper2": "completed"},
                    {"pairs": learned})
+
+
+# --------------------------------------------- the default (malicious) model
+
+
+class SkipsChecks(VerifiedParty):
+    """A member that computes with whatever copies it likes and ignores the digest of
+    its shared component (a cheater does not check itself)."""
+
+    def receive_setup(self, key: Any, digest: Any) -> None:
+        self._prev_key = self._take(key, "key", self.prev, nbytes=32)
+
+
+def _shift_at(member: int, which: int, amount: int = THETA) -> Any:
+    """``Deviation.components``: ``member`` adds ``amount`` at ``TARGET`` to its copy
+    number ``which`` (0: first, 1: second)."""
+    def change(i: int, pair: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        if i != member:
+            return pair
+        out = [pair[0].copy(), pair[1].copy()]
+        out[which][TARGET] = F.add(out[which][TARGET:TARGET + 1],
+                                   np.array([amount], np.uint64))[0]
+        return out[0], out[1]
+    return change
+
+
+def _cheater(member: int) -> list[type]:
+    return [SkipsChecks if i == member else VerifiedParty for i in range(3)]
+
+
+def _detected(name: str, expected: str, reasons: tuple[str, ...], seed: int,
+              *, deviation: Deviation | None = None, hook: Any = None,
+              bits_may_open: bool = False) -> Outcome:
+    """Run the deviating round; passed when it aborts with one of ``reasons`` before
+    any pass bit is opened (``bits_may_open``: the deviation is in an opening after
+    the bits) and nothing is released."""
+    steps: list[str] = []
+
+    def watch(step: str, sender: int, recipient: int, payload: Any) -> Any:
+        steps.append(step)
+        return hook(step, sender, recipient, payload) if hook is not None else payload
+
+    try:
+        res = ThresholdTransport(simulate=True, deviation=deviation,
+                                 committee_hook=watch).run_round(
+            _spec(), _votes(), np.random.default_rng(seed))
+    except AggregationAborted as exc:
+        bits = "open-bits" in steps
+        counts = "open-counts" in steps
+        ok = exc.reason in reasons and (bits_may_open or not bits) and not (
+            counts and not bits_may_open)
+        return Outcome(name, expected,
+                       f"aborted {exc.reason}; pass bits opened: {bits}; counts opened: "
+                       f"{counts}", ok, {"server": exc.reason, "helper1": exc.reason,
+                                         "helper2": exc.reason},
+                       {"bits_opened": bits, "counts_opened": counts})
+    return Outcome(name, expected, f"released {dict(res.release.counts or {})}", False,
+                   {}, {"released": dict(res.release.counts or {})})
+
+
+_EARLY = ("committee_verification_failed", "committee_open_mismatch")
+
+
+@attack("threshold.server_shifts_blinded_sum", system="threshold",
+        target="verified committee: the server computes with S + theta at a "
+               "sub-threshold position and skips its own input check",
+        expected="the copies of the two honest members define the counts: verification "
+                 "(or the check value's opening) fails, the round aborts before any bit "
+                 "is opened, nothing is released")
+def server_shifts_blinded_sum(seed: int) -> Outcome:
+    """The server shifts its own committee share (it learned every count before)."""
+    return _detected("threshold.server_shifts_blinded_sum",
+                     "aborted before the bits; nothing released", _EARLY, seed,
+                     deviation=Deviation(components=_shift_at(0, 0),
+                                         party_classes=_cheater(0)))
+
+
+@attack("threshold.helper_shifts_blinding", system="threshold",
+        target="verified committee: helper 1 computes with -R1 + theta at a "
+               "sub-threshold position and skips its own input check",
+        expected="verification (or the check value's opening) fails; aborted before any "
+                 "bit is opened; nothing released")
+def helper_shifts_blinding(seed: int) -> Outcome:
+    """Helper 1 shifts its blinding share (the semi-honest committee let it through)."""
+    return _detected("threshold.helper_shifts_blinding",
+                     "aborted before the bits; nothing released", _EARLY, seed,
+                     deviation=Deviation(components=_shift_at(1, 0),
+                                         party_classes=_cheater(1)))
+
+
+@attack("threshold.member_holds_other_share", system="threshold",
+        target="input digest: a member's copy of a shared component differs from the "
+               "other holder's",
+        expected="the other holder names it at set-up: committee_input_mismatch, nothing "
+                 "computed")
+def member_holds_other_share(seed: int) -> Outcome:
+    """Helper 2 holds a shifted copy of ``S`` (checked by the server on receipt of its
+    digest: the server's check is the honest one here)."""
+    return _detected("threshold.member_holds_other_share",
+                     "aborted committee_input_mismatch at set-up",
+                     ("committee_input_mismatch",), seed,
+                     deviation=Deviation(components=_shift_at(2, 1)))
+
+
+def _forge_input(message: Any) -> Any:
+    """A masked input from client 0 with ``theta`` added at ``TARGET``, its signature
+    kept (the server cannot sign for the client)."""
+    if isinstance(message, MaskedInput) and message.sender == 0:
+        vec = message.vector().copy()
+        vec[TARGET] = (int(vec[TARGET]) + THETA) % message.modulus
+        return MaskedInput.from_vector(0, vec, message.modulus).signed(message.signature)
+    return message
+
+
+@attack("threshold.server_equivocates_blinded_sum", system="threshold",
+        target="replica of the server: helper 2 unmasks S from the client messages the "
+               "server forwards, each masked input signed by its client",
+        expected="the altered masked input fails its signature at the replica, which "
+                 "cannot unmask: committee_replica_failed, nothing released")
+def server_equivocates_blinded_sum(seed: int) -> Outcome:
+    """The server forwards helper 2 a client's masked input shifted by ``theta``."""
+    return _detected("threshold.server_equivocates_blinded_sum",
+                     "aborted committee_replica_failed", ("committee_replica_failed",), seed,
+                     deviation=Deviation(replica_feed=_forge_input))
+
+
+@attack("threshold.helper_enters_other_blinding", system="threshold",
+        target="replay audit: each helper's secure-aggregation client is replayed from "
+               "its seed by its auditor",
+        expected="helper 2 enters R2 + theta into the sum: its replayed masked input "
+                 "differs, committee_helper_audit_failed, nothing released")
+def helper_enters_other_blinding(seed: int) -> Outcome:
+    """Helper 2 enters a shifted blinding vector into secure aggregation."""
+    def shifted(h: int, blind: np.ndarray) -> np.ndarray:
+        if h != 1:
+            return blind
+        out = blind.copy()
+        out[TARGET] = F.add(out[TARGET:TARGET + 1], np.array([THETA], np.uint64))[0]
+        return out
+    return _detected("threshold.helper_enters_other_blinding",
+                     "aborted committee_helper_audit_failed",
+                     ("committee_helper_audit_failed",), seed,
+                     deviation=Deviation(secagg_input=shifted))
+
+
+@attack("threshold.helper_hands_other_seed", system="threshold",
+        target="replay audit: the seed a helper hands its auditor must reproduce every "
+               "message it sent",
+        expected="helper 1 hands the server another seed: the replay differs, "
+                 "committee_helper_audit_failed, nothing released")
+def helper_hands_other_seed(seed: int) -> Outcome:
+    """Helper 1 hands its auditor (the server) a seed it did not use."""
+    return _detected("threshold.helper_hands_other_seed",
+                     "aborted committee_helper_audit_failed",
+                     ("committee_helper_audit_failed",), seed,
+                     deviation=Deviation(seed=lambda h, s: bytes(32) if h == 0 else s))
+
+
+def _mult_error(sender: int) -> Any:
+    def hook(step: str, frm: int, to: int, payload: Any) -> Any:
+        if step == "mult-1" and frm == sender and isinstance(payload, np.ndarray):
+            out = payload.copy()
+            out[TARGET] = F.add(out[TARGET:TARGET + 1], np.array([1], np.uint64))[0]
+            return out
+        return payload
+    return hook
+
+
+@attack("threshold.server_multiplication_error", system="threshold",
+        target="verified multiplications (Chida et al. 2018): the server adds an error "
+               "to a product in the comparison",
+        expected="aborted before any bit is opened (verification or the check's opening)")
+def server_multiplication_error(seed: int) -> Outcome:
+    """The server adds 1 to a product of the comparison's tree."""
+    return _detected("threshold.server_multiplication_error", "aborted before the bits",
+                     _EARLY, seed, hook=_mult_error(0))
+
+
+@attack("threshold.helper_multiplication_error", system="threshold",
+        target="verified multiplications: a helper adds an error to a product",
+        expected="aborted before any bit is opened")
+def helper_multiplication_error(seed: int) -> Outcome:
+    """Helper 2 adds 1 to a product of the comparison's tree."""
+    return _detected("threshold.helper_multiplication_error", "aborted before the bits",
+                     _EARLY, seed, hook=_mult_error(2))
+
+
+def _open_error(step: str, sender: int) -> Any:
+    def hook(s: str, frm: int, to: int, payload: Any) -> Any:
+        if s == step and frm == sender and isinstance(payload, np.ndarray) and payload.size:
+            out = payload.copy()
+            out[0] = F.add(out[:1], np.array([1], np.uint64))[0]
+            return out
+        return payload
+    return hook
+
+
+@attack("threshold.server_opens_wrong_value", system="threshold",
+        target="checked openings: the check value and the counts arrive from both "
+               "other members",
+        expected="the server sends a wrong copy of the check value: "
+                 "committee_open_mismatch before any bit is opened")
+def server_opens_wrong_value(seed: int) -> Outcome:
+    """The server sends a wrong component while the check value is opened."""
+    return _detected("threshold.server_opens_wrong_value", "aborted before the bits",
+                     ("committee_open_mismatch",), seed, hook=_open_error("open-check", 0))
+
+
+@attack("threshold.helper_opens_wrong_count", system="threshold",
+        target="checked openings of the passing counts",
+        expected="helper 1 sends a wrong count component: committee_open_mismatch, "
+                 "no count released")
+def helper_opens_wrong_count(seed: int) -> Outcome:
+    """Helper 1 sends a wrong component while the passing counts are opened."""
+    return _detected("threshold.helper_opens_wrong_count", "aborted at the counts",
+                     ("committee_open_mismatch",), seed, hook=_open_error("open-counts", 1),
+                     bits_may_open=True)
+
+
+@attack("threshold.replayed_committee_message", system="threshold",
+        target="every committee message carries its round's context",
+        expected="helper 1 replays its multiplication message of an earlier round: "
+                 "committee_replayed_message before any bit is opened")
+def replayed_committee_message(seed: int) -> Outcome:
+    """Helper 1 sends, in this round, the message it sent in an earlier one."""
+    earlier: dict[str, Any] = {}
+
+    def record(step: str, sender: int, recipient: int, payload: Any) -> Any:
+        if step == "mult-1" and sender == 1:
+            earlier[f"{recipient}"] = payload
+        return payload
+
+    before = ThresholdTransport(simulate=True, committee_hook=record).run_round(
+        RoundSpec("threshold-attack-earlier", 0, Kind.VOTE, candidates=CANDS, theta=THETA,
+                  reveal_counts=True), _votes(), np.random.default_rng(seed + 1))
+    old_context = before.views["helper1"]["committee"]["context"]
+
+    def replay(step: str, sender: int, recipient: int, payload: Any) -> Any:
+        if step == "mult-1" and sender == 1:
+            return CommitteeMessage(old_context, step, sender, recipient,
+                                    earlier[f"{recipient}"])
+        return payload
+
+    return _detected("threshold.replayed_committee_message", "aborted replayed_message",
+                     ("committee_replayed_message",), seed, hook=replay)
