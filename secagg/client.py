@@ -42,6 +42,7 @@ returns what to send; the dispatcher sets the next state the table names.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 from bisect import bisect_left
@@ -568,6 +569,10 @@ class SecAggClient:
                 raise _Abort(AbortReason.UNKNOWN_PEER_IN_SET)  # dropped before sharing
             raise _Abort(AbortReason.DROPPED_SET_MISMATCH)
         out = self._unmask_shares(status)
+        if cfg.malicious:
+            assert self._signing_key is not None
+            out = dataclasses.replace(out, signature=crypto.ed25519_sign(
+                self._signing_key, cfg.unmask_message(self.session, u, out.body_digest())))
         # mutate
         self._status = status
         self._revealed = (out.b_owners, out.s_owners)

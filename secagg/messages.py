@@ -36,6 +36,9 @@ message it asks for (the client answers a ``KeyList`` with its round-1 ``ShareKe
 """
 from __future__ import annotations
 
+import hashlib
+import struct
+
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -288,7 +291,10 @@ class UnmaskShares:
     """Round 4: shares of ``b_v`` for survivors and of ``s_v^SK`` for dropped peers.
 
     The two owner lists are disjoint by construction: no message can reveal both
-    kinds of share of one peer.
+    kinds of share of one peer. ``signature`` is empty (honest-but-curious) or, in the
+    malicious-server variant, an Ed25519 signature over ``SessionConfig.unmask_message``
+    (the session, the sender and :meth:`body_digest`), so that a replica of the server
+    handed the reveals can check none was forged.
     """
 
     TAG: ClassVar[int] = 5
@@ -298,6 +304,7 @@ class UnmaskShares:
     b_shares: tuple[bytes, ...]
     s_owners: tuple[int, ...]
     s_shares: tuple[bytes, ...]
+    signature: bytes = b""
 
     def __post_init__(self) -> None:
         _pos(self.sender, "sender")
@@ -309,14 +316,26 @@ class UnmaskShares:
                                                     len(self.b_owners), length=SHARE_WIRE_BYTES))
         object.__setattr__(self, "s_shares", _blobs(self.s_shares, "s_shares",
                                                     len(self.s_owners), length=SHARE_WIRE_BYTES))
+        _bytes(self.signature, "signature")
+
+    def body_digest(self) -> bytes:
+        """SHA-256 of the owners and shares (everything but the sender and signature),
+        each list length-prefixed."""
+        h = hashlib.sha256()
+        for owners, shares in ((self.b_owners, self.b_shares), (self.s_owners, self.s_shares)):
+            h.update(struct.pack(">I", len(owners)))
+            for v in owners:
+                h.update(struct.pack(">I", v))
+            h.update(b"".join(shares))
+        return h.digest()
 
     def to_wire(self) -> list[Any]:
         return [self.sender, list(self.b_owners), list(self.b_shares),
-                list(self.s_owners), list(self.s_shares)]
+                list(self.s_owners), list(self.s_shares), self.signature]
 
     @classmethod
     def from_wire(cls, fields: list[Any]) -> "UnmaskShares":
-        return cls(*_fields(fields, 5))
+        return cls(*_fields(fields, 6))
 
 
 # ------------------------------------------------------------------ server -> client

@@ -441,6 +441,15 @@ class SecAggServer:
                 shamir.share_value(enc, x)
         except ParameterError as exc:
             raise InvalidMessage(f"malformed share from {u}: {exc}") from None
+        if self.config.malicious:
+            assert self._verify_keys is not None
+            try:
+                crypto.ed25519_verify(self._verify_keys[u],
+                                      self.config.unmask_message(self.session, u,
+                                                                 msg.body_digest()),
+                                      msg.signature)
+            except CryptoError:
+                raise InvalidMessage(f"bad unmasking signature from {u}") from None
         # reconstruction takes the first t shares of each owner; the server keeps no more
         # (each sender's point x = u + 1 is its own, so the kept points are distinct)
         full = self.config.threshold * shamir.SHARE_WIRE_BYTES

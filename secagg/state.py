@@ -356,6 +356,12 @@ class SessionConfig:
         return b"secagg-masked-input\x00" + session + struct.pack(">Q", sender) + packed_digest
 
     @staticmethod
+    def unmask_message(session: bytes, sender: int, body_digest: bytes) -> bytes:
+        """What a client signs in round 4 (malicious variant): ``sid_1``, its position
+        and the digest of the shares it reveals (``UnmaskShares.body_digest``)."""
+        return b"secagg-unmask\x00" + session + struct.pack(">Q", sender) + body_digest
+
+    @staticmethod
     def consistency_message(session: bytes, alive_bitmap: bytes) -> bytes:
         """What a client signs in round 3: the transcript-bound session ``sid_1`` and
         the survivor set U3."""

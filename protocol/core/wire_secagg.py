@@ -23,7 +23,8 @@ Two sets of shapes exist (:func:`shapes`):
                          ceil(dim * bits(R - 1) / 8) bytes; a signature as for
                          AdvertiseKeys
    ConsistencySignature  64 bytes
-   UnmaskShares          <= k owners of each kind, shares of 35 bytes, one per owner
+   UnmaskShares          <= k owners of each kind, shares of 35 bytes, one per owner;
+                         a signature as for AdvertiseKeys
    KeyList               <= k entries (AdvertiseKeys), a 32-byte root, a path of
                          exactly transcript_depth(n) 32-byte hashes
    RoutedShares          <= k senders, as many ciphertexts
@@ -115,7 +116,7 @@ def shapes(n: int = MAX_PARTICIPANTS, degree: int | None = None, dim: int | None
         MaskedInput.TAG: Record((pos, dim_s, rm1_s, packed, sig)),
         ConsistencySignature.TAG: Record((pos, Bin(SIGNATURE_BYTES, SIGNATURE_BYTES))),
         UnmaskShares.TAG: Record((pos, Array(pos, k), Array(share, k), Array(pos, k),
-                                  Array(share, k)), equal=((1, 2), (3, 4))),
+                                  Array(share, k), sig), equal=((1, 2), (3, 4))),
         KeyList.TAG: Record((Array(keys, k), digest, path)),
         RoutedShares.TAG: Record((Array(pos, k), Array(ct, k)), equal=((0, 1),)),
         ConsistencyRequest.TAG: Record((digest, n_s, bitmap)),

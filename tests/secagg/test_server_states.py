@@ -271,3 +271,30 @@ def test_abort_notifies_remaining_clients() -> None:
     assert [u for u, _ in out] == [0]
     assert all(isinstance(m, ServerAbort) and m.reason == R.TOO_FEW_SHARE_SENDERS.value
                for _, m in out)
+
+
+def test_malicious_round2_and_round4_messages_are_signed() -> None:
+    """In the malicious variant a masked input and an unmasking answer carry their
+    sender's signature over the session, the sender and the body: an unsigned, a
+    re-signed-by-another or an altered message is refused (a replica of the server
+    that is handed them checks the same)."""
+    server, up = drive(S.COLLECT_INPUTS, True)
+    m = up[0]
+    assert len(m.signature) == 64
+    _rejects(server, m.signed(b""))
+    _rejects(server, m.signed(up[1].signature))
+    shifted = m.vector().copy()
+    shifted[0] = (int(shifted[0]) + 1) % m.modulus
+    _rejects(server, MaskedInput.from_vector(m.sender, shifted, m.modulus).signed(m.signature))
+    server.receive(m)
+
+    server, up = drive(S.COLLECT_UNMASK, True)
+    m = up[0]
+    assert len(m.signature) == 64
+    _rejects(server, dataclasses.replace(m, signature=b""))
+    _rejects(server, dataclasses.replace(m, signature=up[1].signature))
+    # two well-formed shares swapped between owners: the body differs from what was signed
+    assert len(m.b_shares) > 1 and m.b_shares[0] != m.b_shares[1]
+    swapped = (m.b_shares[1], m.b_shares[0]) + m.b_shares[2:]
+    _rejects(server, dataclasses.replace(m, b_shares=swapped))
+    server.receive(m)

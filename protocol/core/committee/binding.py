@@ -47,7 +47,7 @@ import numpy as np
 from protocol.core.randomness import seeded_randomness
 from secagg.client import SecAggClient
 from secagg.errors import SecAggError
-from secagg.messages import AdvertiseKeys, ConsistencySignature, MaskedInput
+from secagg.messages import AdvertiseKeys, ConsistencySignature, MaskedInput, UnmaskShares
 from secagg.server import SecAggServer
 from secagg.state import SessionConfig
 
@@ -149,13 +149,12 @@ def _same(produced: Any, received: Any) -> bool:
         return False
     if isinstance(produced, ConsistencySignature):
         return bool(produced.sender == received.sender)
-    if isinstance(produced, (AdvertiseKeys, MaskedInput)):
+    if isinstance(produced, MaskedInput):
+        return bool(produced.signed(received.signature) == received)
+    if isinstance(produced, (AdvertiseKeys, UnmaskShares)):
         # the auditor replays with a stand-in key: everything but the signature must
         # match (the server checked the signature with the helper's verification key)
-        return bool(produced.signed(received.signature) == received
-                    if isinstance(produced, MaskedInput)
-                    else dataclasses.replace(produced, signature=received.signature)
-                    == received)
+        return bool(dataclasses.replace(produced, signature=received.signature) == received)
     return bool(produced == received)
 
 
