@@ -118,18 +118,18 @@ def _events(server: subprocess.Popen, log) -> list[dict]:  # noqa: ANN001
 
 def test_server_restarted_between_sessions(tmp_path):
     n = 12
-    tls.make_keys(tmp_path, n)
+    tls.make_party_keys(tmp_path, n)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     procs: list[subprocess.Popen] = []
     try:
         port, sessions = 0, []
         for attempt in range(2):
             log = tmp_path / f"server-{attempt}.log"
-            server, port = _start_server(["--keys", str(tmp_path), "--port", str(port),
+            server, port = _start_server(["--keys", str(tmp_path / "server"), "--port", str(port),
                                           "--stage-seconds", "5", "--join-seconds", "10",
                                           *_spec(n)], log, env)
             procs.append(server)  # the restarted server takes the same port
-            client = subprocess.Popen(_cli("client", "--keys", str(tmp_path), "--connect",
+            client = subprocess.Popen(_cli("client", "--keys", str(tmp_path / "clients"), "--connect",
                                            f"127.0.0.1:{port}", "--seed", "4", *_spec(n)),
                                       stdout=subprocess.PIPE, text=True, env=env)
             procs.append(client)
@@ -154,9 +154,9 @@ def test_server_restarted_between_sessions(tmp_path):
 
 def test_a_client_of_a_dead_server_gives_up(tmp_path):
     n = 4
-    tls.make_keys(tmp_path, n)
+    tls.make_party_keys(tmp_path, n)
     # nothing listens on this port: the client process exits promptly with a reason
-    proc = subprocess.run(_cli("client", "--keys", str(tmp_path), "--connect", "127.0.0.1:9",
+    proc = subprocess.run(_cli("client", "--keys", str(tmp_path / "clients"), "--connect", "127.0.0.1:9",
                                "--wait-seconds", "5", *_spec(n)), capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 1
@@ -189,16 +189,16 @@ def test_server_process_survives_garbage_and_oversized_frames(tmp_path):
     from protocol.core.net.messages import PROTOCOL_VERSION, Hello
 
     n = 20
-    tls.make_keys(tmp_path, n)
+    tls.make_party_keys(tmp_path, n)
     spec = [*_spec(n), "--dropout-rate", "0.3"]  # 3 of 20 dropped by the server
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     log = tmp_path / "server.log"
-    server, port = _start_server(["--keys", str(tmp_path), "--port", "0",
+    server, port = _start_server(["--keys", str(tmp_path / "server"), "--port", "0",
                                   "--stage-seconds", "5", "--join-seconds", "6", *spec],
                                  log, env)
     client = None
     try:
-        ctx, _ = tls.client_context(tmp_path)
+        ctx, _ = tls.client_context(tmp_path / "clients")
         for position, payload in ((17, HEADER.pack(0xFFFFFFF0, 1)),
                                   (18, HEADER.pack(64, 1) + os.urandom(64)),
                                   (19, b"\x00" * 4096)):
@@ -218,7 +218,7 @@ def test_server_process_survives_garbage_and_oversized_frames(tmp_path):
                 while raw.recv(65536):
                     pass
                 raise ConnectionError("closed")
-        client = subprocess.Popen(_cli("client", "--keys", str(tmp_path), "--connect",
+        client = subprocess.Popen(_cli("client", "--keys", str(tmp_path / "clients"), "--connect",
                                        f"127.0.0.1:{port}", "--ids", "0:16", "--seed", "6",
                                        *spec), stdout=subprocess.PIPE, text=True, env=env)
         events = _events(server, log)

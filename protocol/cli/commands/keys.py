@@ -1,15 +1,16 @@
-"""``fedhh keys``: the key material of a networked session.
+"""``fedhh keys``: the key material of a networked session, one directory per party.
 
-Writes into ``--out``: the server's TLS identity (``server.crt``, an ECDSA P-256
-self-signed certificate for ``fedhh-server`` and 127.0.0.1; ``server.key``, mode 0600)
-and the clients' Ed25519 PKI (``roster.json``: verification keys; ``signing.keys``:
-signing keys, mode 0600). Clients pin ``server.crt``. With ``--shuffler`` also the
-shuffler's and the analyzer's X25519 keys (``shuffler.x25519``, ``analyzer.x25519``,
-each mode 0600 and for its own process), the clients' crowd key (``crowd.key``, mode
-0600, never given to the shuffler) and both public keys (``shuffle-public.json``). See
-docs/network.md. With ``--committee``: a roster of ``--clients`` + 2 positions (the
-committee's helpers last) and the helpers' TLS identities (``helper1.crt``/``.key``,
-``helper2.crt``/``.key``) for their mutually authenticated link.
+Writes under ``--out``: ``server/`` (the server's TLS identity: ``server.crt``, an ECDSA
+P-256 self-signed certificate for ``fedhh-server`` and 127.0.0.1, and ``server.key``,
+mode 0600; the public roster), ``clients/`` (``server.crt`` to pin, the roster, and the
+clients' Ed25519 signing keys, mode 0600) and, with ``--committee``, ``helper1/`` and
+``helper2/`` (each its own TLS identity and signing key, the other's certificate, the
+roster of ``--clients`` + 2 positions, the helpers last). ``serve``, ``helper`` and
+``client`` refuse a directory that holds another party's secret key. With
+``--shuffler`` the shuffler's and the analyzer's X25519 keys (``shuffler.x25519``,
+``analyzer.x25519``), the clients' crowd key (``crowd.key``) and both public keys
+(``shuffle-public.json``) are written flat into ``--out`` with the single-directory
+server identity and roster the shuffler set-up reads. See docs/network.md.
 """
 from __future__ import annotations
 
@@ -35,23 +36,38 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
     from protocol.core.net import tls
 
+    if args.shuffler and args.committee:
+        raise UsageError("--shuffler and --committee are separate set-ups: run fedhh keys "
+                         "once for each, with different --out directories")
     try:
-        roster = args.clients + (2 if args.committee else 0)
-        paths = tls.make_keys(args.out, roster, days=args.days, overwrite=args.force)
-        if args.committee:
-            tls.make_helper_keys(args.out, days=args.days, overwrite=args.force)
         if args.shuffler:
             from protocol.core.net.shuffle import make_shuffle_keys
 
+            paths = tls.make_keys(args.out, args.clients, days=args.days,
+                                  overwrite=args.force)
             shuffle = make_shuffle_keys(args.out, overwrite=args.force)
+            pin = tls.fingerprint(paths.cert.read_bytes()).hex()
+            print(f"wrote {paths.cert}, {paths.key}, {paths.roster}, {paths.signing}")
+            print(f"wrote {shuffle.shuffler}, {shuffle.analyzer}, {shuffle.crowd}, "
+                  f"{shuffle.public}")
+            print(f"server certificate SHA-256 (clients pin it): {pin}")
+            return 0
+        dirs = tls.make_party_keys(args.out, args.clients, committee=args.committee,
+                                   days=args.days, overwrite=args.force)
     except (FileExistsError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
-    pin = tls.fingerprint(paths.cert.read_bytes()).hex()
-    print(f"wrote {paths.cert}, {paths.key}, {paths.roster}, {paths.signing}")
-    if args.committee:
-        print(f"wrote helper1.crt/.key and helper2.crt/.key; the roster has {roster} "
-              f"positions, the helpers at {args.clients} and {args.clients + 1}")
-    if args.shuffler:
-        print(f"wrote {shuffle.shuffler}, {shuffle.analyzer}, {shuffle.crowd}, {shuffle.public}")
-    print(f"server certificate SHA-256 (clients pin it): {pin}")
+        raise UsageError(str(exc).replace("pass overwrite", "pass --force")) from None
+    except OSError as exc:
+        raise UsageError(f"cannot write keys into {args.out}: {exc.strerror or exc}") from None
+    roster = args.clients + (2 if args.committee else 0)
+    for party, d in dirs.items():
+        what = {"server": "the server's TLS key, no signing key",
+                "clients": f"the signing keys of positions 0..{args.clients - 1}",
+                "helper1": f"helper 1's TLS key and the signing key of position "
+                           f"{args.clients}",
+                "helper2": f"helper 2's TLS key and the signing key of position "
+                           f"{args.clients + 1}"}[party]
+        print(f"wrote {d}/ for the {party} ({what}); give it to that party only")
+    pin = tls.fingerprint((dirs["server"] / "server.crt").read_bytes()).hex()
+    print(f"the roster has {roster} positions; server certificate SHA-256 (clients pin "
+          f"it): {pin}")
     return 0

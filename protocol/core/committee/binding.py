@@ -15,9 +15,7 @@ corrupted member does:
   server (:class:`MirroredServer`) that takes the same client messages and closes the
   same rounds, and unmasks ``S`` itself. Both copies enter the committee; if the server
   computes with anything else, the verified comparison aborts. Every client message
-  that determines ``S`` is checked by the replica as by the server (signed key
-  advertisements and round-3 signatures in the malicious variant; masked inputs and
-  reveals as the server checks them).
+  that determines ``S`` is checked by the replica as by the server.
 * ``R_h``: helper ``h`` draws a 32-byte seed ``sigma_h`` from the OS and derives from it
   every random choice of its secure-aggregation client (key pairs, nonces, Shamir
   polynomials, its self-mask seed) and its blinding vector ``R_h``
@@ -31,10 +29,10 @@ corrupted member does:
   server knows ``S`` and ``R1`` (their difference ``x + R2`` is uniform), helper 1
   knows ``R1`` and ``R2`` but not ``S``.
 
-What this does not cover: the replica takes the client messages the server received;
-in a deployment the server forwards them, and a server that forges a client's masked
-input *consistently* in its own unmasking and in what it forwards is caught only if the
-clients sign their masked inputs and reveals (not built: see docs/threshold.md).
+Every client message that determines ``S`` is signed by its sender in the malicious
+variant (key advertisements, masked inputs, the round-3 consistency signature, the
+unmasking answers), so a server that forwards the replica an altered message makes the
+replica refuse it, and the replica cannot complete (``replica_failed``).
 """
 from __future__ import annotations
 

@@ -238,7 +238,8 @@ async def _loopback(o: LoopbackOptions, keys: str, say: Callable[[str], None]
     rng = np.random.default_rng([o.seed, 0x6E6574])
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     server = await asyncio.create_subprocess_exec(
-        *fedhh_command("serve", "--transport", "secagg", "--keys", keys, "--port", "0",
+        *fedhh_command("serve", "--transport", "secagg", "--keys", os.path.join(keys, "server"),
+                       "--port", "0",
                   "--sessions", str(o.sessions), "--stage-seconds", str(o.stage_seconds),
                   "--join-seconds", str(o.join_seconds), *_spec_args(o)),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
@@ -271,7 +272,8 @@ async def _loopback(o: LoopbackOptions, keys: str, say: Callable[[str], None]
             procs = []
             t0 = time.perf_counter()
             for i, ids in enumerate(ranges):
-                args = ["client", "--transport", "secagg", "--keys", keys,
+                args = ["client", "--transport", "secagg", "--keys",
+                        os.path.join(keys, "clients"),
                         "--connect", f"127.0.0.1:{port}", "--ids", f"{ids[0]}:{ids[-1] + 1}",
                         "--seed", str(o.seed), "--wait-seconds",
                         str(o.join_seconds + 5 * o.stage_seconds), *_spec_args(o)]
@@ -383,7 +385,7 @@ def run_loopback(o: LoopbackOptions, say: Callable[[str], None] | None = None
     say = say or (lambda _line: None)
     spec = o.spec()
     params = spec.params()
-    with key_directory(o.keys, lambda d: tls.make_keys(d, o.clients)) as keys:
+    with key_directory(o.keys, lambda d: tls.make_party_keys(d, o.clients)) as keys:
         say(f"loopback: {o.clients} clients in {o.processes} processes, {o.sessions} "
             f"session(s), {o.threat}, k = {params.degree}, t = {params.threshold}")
         out = asyncio.run(_loopback(o, keys, say))
@@ -628,16 +630,19 @@ async def _threshold_loopback(o: ThresholdLoopbackOptions, keys: str,
     wait = str(o.join_seconds + 5 * o.stage_seconds)
 
     def helper(index: int) -> Callable[[int], list[str]]:
-        return lambda port: ["helper", "--index", str(index), "--keys", keys, "--connect",
+        return lambda port: ["helper", "--index", str(index), "--keys",
+                             os.path.join(keys, f"helper{index}"), "--connect",
                              f"127.0.0.1:{port}", "--link", link, "--wait-seconds", wait,
                              *o.round_args()]
 
     run = await _one_round(
         o, "committee server",
-        ["serve", "--transport", "threshold", "--keys", keys, "--stage-seconds",
+        ["serve", "--transport", "threshold", "--keys", os.path.join(keys, "server"),
+         "--stage-seconds",
          str(o.stage_seconds), "--join-seconds", str(o.join_seconds), *o.round_args()],
         [helper(2), helper(1)],  # helper 2 listens on the link, helper 1 connects
-        lambda port, ids: ["client", "--transport", "threshold", "--keys", keys, "--connect",
+        lambda port, ids: ["client", "--transport", "threshold", "--keys",
+                           os.path.join(keys, "clients"), "--connect",
                            f"127.0.0.1:{port}", "--ids", f"{ids[0]}:{ids[-1] + 1}",
                            "--seed", str(o.seed), "--wait-seconds", wait, *o.round_args()])
     report, helpers = run["server"], run.pop("peers")
@@ -665,8 +670,7 @@ def run_threshold_loopback(o: ThresholdLoopbackOptions,
     say = say or (lambda _line: None)
 
     def make(d: str) -> None:
-        tls.make_keys(d, o.clients + 2)
-        tls.make_helper_keys(d)
+        tls.make_party_keys(d, o.clients, committee=True)
 
     with key_directory(o.keys, make) as keys:
         rnd = o.round()

@@ -18,7 +18,7 @@ import resource
 import sys
 import time
 from collections import Counter
-from typing import Any, Awaitable, Callable, Sequence, TextIO
+from typing import Any, Awaitable, Callable, Iterable, Sequence, TextIO
 
 from protocol.core.memory import peak_rss_mb
 from protocol.core.net import tls
@@ -66,16 +66,27 @@ def _network_process(connections: int) -> None:
     small_tls_buffers()
 
 
-def _roster(keys: str, n: int, signing: bool, what: str = "the session"
+def _roster(keys: str, n: int, signing: bool, what: str = "the session", *,
+            party: str, own: Iterable[int] = (), runs: Iterable[int] = ()
             ) -> tuple[list[bytes], list[bytes] | None]:
-    """The key directory's verification (and signing) keys, for exactly ``n`` clients.
+    """The key directory's verification (and signing) keys, for exactly ``n`` clients,
+    after checking that the directory is ``party``'s own (no other party's secret:
+    :func:`~protocol.core.net.tls.check_own_keys`, signing keys only of ``own``) and,
+    with ``signing``, that it holds the key of every position in ``runs``.
 
     Raises:
-        ValueError: a roster of another size, or bad keys.
+        ValueError: a roster of another size, bad keys, another party's secret key
+            (:class:`~protocol.core.net.tls.ForeignKeyError`), or a missing signing key.
     """
+    tls.check_own_keys(keys, party, own)
     verify, sign = tls.load_pki(keys, signing=signing)
     if len(verify) != n:
         raise ValueError(f"the roster in {keys} has {len(verify)} clients, {what} {n}")
+    if sign is not None:
+        missing = [i for i in runs if sign[i] is None]
+        if missing:
+            raise ValueError(f"{keys} holds no signing key for position {missing[0]} "
+                             f"({len(missing)} missing)")
     return verify, sign
 
 
@@ -122,7 +133,7 @@ def serve_process(spec: NetSessionSpec, keys: str, *, host: str = "127.0.0.1", p
         ValueError: bad keys or options.
         OSError: the address cannot be bound.
     """
-    verify, _ = _roster(keys, spec.n, False)
+    verify, _ = _roster(keys, spec.n, False, party="server")
     _network_process(spec.n)
     server = NetSecAggServer(spec, tls.server_context(keys), verify_keys=verify, host=host,
                              port=port, stage_seconds=stage_seconds, join_seconds=join_seconds,
@@ -153,7 +164,8 @@ def client_process(spec: NetSessionSpec, keys: str, host: str, port: int, ids: S
         ValueError: ids outside the roster, bad keys.
     """
     ids = _ids_within(ids, spec.n)
-    verify, signing = _roster(keys, spec.n, spec.malicious)
+    verify, signing = _roster(keys, spec.n, spec.malicious, party="clients",
+                              own=range(spec.n), runs=ids)
     _network_process(len(ids))
     ctx, pin = tls.client_context(keys)
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -179,7 +191,7 @@ def job_server(policy: Any, keys: str, *, host: str = "127.0.0.1", port: int = 0
     """
     from protocol.core.net.job import NetJobServer
 
-    verify, _ = _roster(keys, policy.population, False, "the population")
+    verify, _ = _roster(keys, policy.population, False, "the population", party="server")
     _network_process(policy.population)
     return NetJobServer(policy, tls.server_context(keys), verify_keys=verify, host=host,
                         port=port, stage_seconds=stage_seconds, join_seconds=join_seconds,
@@ -223,7 +235,8 @@ def job_client_process(policy: Any, keys: str, host: str, port: int, ids: Sequen
 
     ids = _ids_within(ids, policy.population)
     malicious = policy.threat == "malicious"
-    verify, signing = _roster(keys, policy.population, malicious, "the population")
+    verify, signing = _roster(keys, policy.population, malicious, "the population",
+                              party="clients", own=range(policy.population), runs=ids)
     _network_process(len(ids))
     ctx, pin = tls.client_context(keys)
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -346,7 +359,8 @@ def threshold_serve_process(rnd: Any, keys: str, *, host: str = "127.0.0.1", por
     from protocol.core.net.threshold_net import serve_threshold_round
 
     spec = rnd.session()
-    verify, _ = _roster(keys, spec.n, False, "the session (clients and two helpers)")
+    verify, _ = _roster(keys, spec.n, False, "the session (clients and two helpers)",
+                        party="server")
     _network_process(spec.n)
     server = NetSecAggServer(spec, tls.server_context(keys), verify_keys=verify, host=host,
                              port=port, stage_seconds=stage_seconds, join_seconds=join_seconds,
@@ -367,10 +381,13 @@ def helper_process(index: int, rnd: Any, keys: str, host: str, port: int,
     from protocol.core.net.threshold_net import run_helper
 
     spec = rnd.session()
-    verify, signing = _roster(keys, spec.n, spec.malicious,
-                              "the session (clients and two helpers)")
-    ctx, pin = tls.client_context(keys)
+    if index not in (1, 2):
+        raise ValueError("helpers are 1 and 2")
     position = rnd.vote.n + index - 1
+    verify, signing = _roster(keys, spec.n, spec.malicious,
+                              "the session (clients and two helpers)",
+                              party=f"helper{index}", own={position}, runs={position})
+    ctx, pin = tls.client_context(keys)
     result = asyncio.run(run_helper(
         index, host, port, rnd, ctx, pin, link, tls.helper_link_contexts(keys, index),
         signing_key=signing[position] if signing is not None else None,
@@ -394,7 +411,8 @@ def threshold_client_process(rnd: Any, keys: str, host: str, port: int, ids: Seq
     ids = _ids_within(ids, rnd.vote.n)
     spec = rnd.session()
     verify, signing = _roster(keys, spec.n, spec.malicious,
-                              "the session (clients and two helpers)")
+                              "the session (clients and two helpers)", party="clients",
+                              own=range(rnd.vote.n), runs=ids)
     _network_process(len(ids))
     ctx, pin = tls.client_context(keys)
     wall0, cpu0 = time.perf_counter(), time.process_time()

@@ -10,9 +10,15 @@ Ed25519 PKI, and the TLS contexts that use them.
 * **TLS 1.3 only**, both sides (``ssl.TLSVersion.TLSv1_3``).
 * **Client PKI** (the malicious-server variant's input): one Ed25519 key pair per roster
   position; ``roster.json`` holds the verification keys (public), ``signing.keys`` the
-  signing keys (msgpack list of 32-byte seeds, file mode 0600). In a deployment each
-  device would hold only its own signing key; the loopback launcher keeps them in one
-  file for convenience.
+  signing keys (msgpack list of one 32-byte seed or ``nil`` per position, file mode
+  0600).
+* **One directory per party** (:func:`make_party_keys`, what ``fedhh keys`` writes):
+  ``server/`` (its TLS key, the public roster and certificates, no signing key),
+  ``clients/`` (the clients' signing keys only), and with a committee ``helper1/`` and
+  ``helper2/`` (each its own TLS key and its own signing key). Every process checks
+  with :func:`check_own_keys` that its directory holds no other party's secret and
+  refuses it otherwise: a server given a directory with signing keys could act as any
+  client, and one given a helper's key could run the helper itself.
 
 The channel is authenticated one way (clients know the server). A client names itself
 in its Hello; under the malicious-server variant every round-0 key advertisement is
@@ -30,7 +36,7 @@ import os
 import pathlib
 import ssl
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 import msgpack
 
@@ -39,7 +45,15 @@ from secagg.randomness import OsRandom
 
 __all__ = ["SERVER_NAME", "KeyPaths", "PinError", "make_keys", "load_pki", "fingerprint",
            "server_context", "client_context", "check_pin", "HELPER_NAMES", "make_helper_keys",
-           "helper_link_contexts"]
+           "helper_link_contexts", "make_party_keys", "check_own_keys", "PARTIES",
+           "ForeignKeyError"]
+
+#: the parties of a networked session, one key directory each (helpers with a committee)
+PARTIES = ("server", "clients", "helper1", "helper2")
+
+
+class ForeignKeyError(ValueError):
+    """A key directory holds another party's secret key."""
 
 #: the host name in the server certificate (clients check it whatever address they dial)
 SERVER_NAME = "fedhh-server"
@@ -190,18 +204,122 @@ def load_pki(root: str | os.PathLike[str], *, signing: bool = True
         raise ValueError(f"{paths.roster}: verification keys must be 32 bytes each")
     if not signing:
         return verify, None
+    return verify, _signing_keys(paths, len(verify))
+
+
+def _signing_keys(paths: KeyPaths, n: int) -> list[bytes | None]:
+    """The signing-key file: one 32-byte seed or ``None`` (not this party's) per
+    position; a missing file holds none.
+
+    Raises:
+        ValueError: a malformed file.
+    """
+    if not paths.signing.exists():
+        return [None] * n
     data = paths.signing.read_bytes()
-    if len(data) > 64 * (len(verify) + 8):
-        raise ValueError(f"{paths.signing}: larger than {len(verify)} signing keys")
+    if len(data) > 64 * (n + 8):
+        raise ValueError(f"{paths.signing}: larger than {n} signing keys")
     try:
         keys = msgpack.unpackb(data, raw=False, strict_map_key=True,
-                               max_bin_len=32, max_array_len=len(verify))
+                               max_bin_len=32, max_array_len=n)
     except (ValueError, msgpack.UnpackException) as exc:
         raise ValueError(f"{paths.signing}: not a signing-key file ({exc})") from None
-    if (not isinstance(keys, list) or len(keys) != len(verify)
-            or any(type(k) is not bytes or len(k) != 32 for k in keys)):
-        raise ValueError(f"{paths.signing}: expected {len(verify)} 32-byte keys")
-    return verify, keys
+    if (not isinstance(keys, list) or len(keys) != n
+            or any(k is not None and (type(k) is not bytes or len(k) != 32) for k in keys)):
+        raise ValueError(f"{paths.signing}: expected {n} entries, each a 32-byte key or nil")
+    return keys
+
+
+def make_party_keys(root: str | os.PathLike[str], clients: int, *, committee: bool = False,
+                    days: int = 30, rand: object | None = None,
+                    overwrite: bool = False) -> dict[str, pathlib.Path]:
+    """Write one key directory per party under ``root``: ``server``, ``clients`` and,
+    with ``committee``, ``helper1`` and ``helper2`` (roster positions ``clients`` and
+    ``clients + 1``). Each holds the public roster and certificates and only its own
+    secrets.
+
+    Returns:
+        party name -> its directory.
+
+    Raises:
+        FileExistsError: a party directory already holds keys and ``overwrite`` is false.
+        ValueError: ``clients`` or ``days`` not positive.
+    """
+    if clients < 1 or days < 1:
+        raise ValueError("clients and days must be positive")
+    root = pathlib.Path(root)
+    parties = list(PARTIES if committee else PARTIES[:2])
+    dirs = {p: root / p for p in parties}
+    for d in dirs.values():
+        if d.exists() and any(d.iterdir()) and not overwrite:
+            raise FileExistsError(f"{d} holds keys (pass overwrite to replace them)")
+    root.mkdir(parents=True, exist_ok=True)
+    for d in dirs.values():
+        d.mkdir(exist_ok=True)
+    rand = rand if rand is not None else OsRandom()
+    n = clients + (2 if committee else 0)
+    server = KeyPaths(dirs["server"])
+    _identity(server.cert, server.key, SERVER_NAME, days, rand)
+    if committee:
+        for i, name in enumerate(HELPER_NAMES, 1):
+            h = dirs[f"helper{i}"]
+            _identity(h / f"helper{i}.crt", h / f"helper{i}.key", name, days, rand)
+    pairs = [crypto.ed25519_keypair(rand) for _ in range(n)]
+    roster = json.dumps({"format": "fedhh-roster/1", "clients": n,
+                         "verify_keys": [pk.hex() for _, pk in pairs]})
+    owned = {"server": set(), "clients": set(range(clients)),
+             "helper1": {clients}, "helper2": {clients + 1}}
+    for party, d in dirs.items():
+        paths = KeyPaths(d)
+        paths.roster.write_text(roster)
+        if party != "server":
+            paths.cert.write_bytes(server.cert.read_bytes())
+        if committee:
+            for i in (1, 2):
+                if party != f"helper{i}":
+                    (d / f"helper{i}.crt").write_bytes(
+                        (dirs[f"helper{i}"] / f"helper{i}.crt").read_bytes())
+        if owned[party]:
+            _write_private(paths.signing, msgpack.packb(
+                [sk if i in owned[party] else None for i, (sk, _) in enumerate(pairs)],
+                use_bin_type=True))
+    return dirs
+
+
+def check_own_keys(root: str | os.PathLike[str], party: str,
+                   positions: Iterable[int] = ()) -> None:
+    """Refuse a key directory that holds another party's secret: the server's TLS key
+    (unless ``party`` is ``"server"``), a helper's TLS key (unless it is that helper),
+    or a signing key of a roster position outside ``positions``.
+
+    Raises:
+        ForeignKeyError: such a key is there (the message names the file).
+        ValueError: an unknown party or a malformed signing-key file.
+    """
+    if party not in PARTIES:
+        raise ValueError(f"unknown party {party!r}")
+    root = pathlib.Path(root)
+    paths = KeyPaths(root)
+    hint = (f"give {party} only its own directory (`fedhh keys` writes one per party: "
+            f"{', '.join(PARTIES)})")
+    if party != "server" and paths.key.exists():
+        raise ForeignKeyError(f"{paths.key} is the server's secret key; {hint}")
+    for i in (1, 2):
+        key = root / f"helper{i}.key"
+        if party != f"helper{i}" and key.exists():
+            raise ForeignKeyError(f"{key} is helper {i}'s secret key; {hint}")
+    if paths.signing.exists():
+        try:
+            n = len(load_pki(root, signing=False)[0])
+        except FileNotFoundError:
+            raise ForeignKeyError(f"{paths.signing} holds signing keys; {hint}") from None
+        allowed = set(positions)
+        foreign = [i for i, k in enumerate(_signing_keys(paths, n))
+                   if k is not None and i not in allowed]
+        if foreign:
+            raise ForeignKeyError(f"{paths.signing} holds the signing keys of "
+                                  f"{len(foreign)} position(s) not {party}'s (first: "
+                                  f"{foreign[0]}); {hint}")
 
 
 def fingerprint(cert_pem: bytes) -> bytes:

@@ -159,14 +159,16 @@ class LDPLoopbackOptions(_ProcessOptions):
 
 
 def _server_args(o: Any, command: str, keys: str, view: str) -> list[str]:
-    return [command, "--transport", "secagg", "--network", "127.0.0.1:0", "--keys", keys,
+    return [command, "--transport", "secagg", "--network", "127.0.0.1:0", "--keys",
+            os.path.join(keys, "server"),
             "--json", "--quiet", "--threat", o.threat, "--secagg-graph", o.graph,
             "--dropout", str(o.dropout_rate), "--stage-seconds", str(o.stage_seconds),
             "--join-seconds", str(o.join_seconds), "--server-view", view, *o.data_args()]
 
 
 def _client_args(o: Any, job: str, keys: str, port: int, ids: np.ndarray) -> list[str]:
-    return ["client", "--job", job, "--keys", keys, "--connect", f"127.0.0.1:{port}",
+    return ["client", "--job", job, "--keys", os.path.join(keys, "clients"),
+            "--connect", f"127.0.0.1:{port}",
             "--ids", f"{ids[0]}:{ids[-1] + 1}", "--threat", o.threat, "--graph", o.graph,
             "--dropout-rate", str(o.dropout_rate), "--wait-seconds",
             str(o.join_seconds + 5 * o.stage_seconds), *o.data_args(), *o.client_extra()]
@@ -270,7 +272,7 @@ def _orchestrate(o: Any, job: str, command: str, n: int, say: Callable[[str], No
                  ) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
     """Keys (unless given), the processes, the server's view; ``(report, view)``."""
     view = None
-    with key_directory(o.keys, lambda d: tls.make_keys(d, n)) as keys, \
+    with key_directory(o.keys, lambda d: tls.make_party_keys(d, n)) as keys, \
             tempfile.TemporaryDirectory(prefix="fedhh-job-",
                                         ignore_cleanup_errors=True) as scratch:
         view_path = os.path.join(scratch, "server-view.json")
