@@ -167,6 +167,12 @@ class ClientReporter:
             round (fresh OS entropy on a device; a seeded stream in a simulation that
             must be checked).
 
+    **Ledger.** A device randomises its value once per job: its first report is kept
+    and every later round of the job gets the support vector of that same report. A
+    server that asks the same device again (another round number, the same task)
+    learns nothing new: it cannot average fresh noise away, and the device's epsilon
+    is spent once (:attr:`reports_drawn` counts the randomisations).
+
     Raises:
         ValueError: ``values`` and ``held`` of different lengths.
     """
@@ -179,6 +185,9 @@ class ClientReporter:
         self.oracle = oracle
         self._value = dict(zip(held, np.asarray(values).tolist()))
         self._rng_for = rng_for
+        self._reports: dict[int, Any] = {}
+        #: how many reports were randomised (at most one per held user)
+        self.reports_drawn = 0
 
     @staticmethod
     def seeded(seed: int):  # noqa: ANN205
@@ -212,6 +221,10 @@ class ClientReporter:
         if modulus != vector_modulus(participants):
             raise ValueError(f"modulus {modulus} is not the one for {participants} "
                              "participants")
-        value = np.asarray([self._value[int(user)]])
-        reports = self.oracle.randomize(value, self._rng_for(int(user), int(round)))
-        return self.oracle.support_vectors(reports)[0]
+        report = self._reports.get(int(user))
+        if report is None:
+            value = np.asarray([self._value[int(user)]])
+            report = self.oracle.randomize(value, self._rng_for(int(user), int(round)))
+            self._reports[int(user)] = report
+            self.reports_drawn += 1
+        return self.oracle.support_vectors(report)[0]

@@ -432,11 +432,15 @@ def test_a_devices_reporter_checks_the_round_and_its_noise_is_its_own():
         args.update(bad)
         with pytest.raises(ValueError):
             seeded.vector(**args)
-    # OS entropy: fresh per report (a device's noise is not a function of anything public)
-    fresh = ClientReporter(oracle, np.zeros(1, dtype=np.int64), [0], ClientReporter.os_entropy)
-    draws = {tuple(fresh.vector(0, 0, oracle.vector_dim, vector_modulus(1), 1))
-             for _ in range(60)}
+    # OS entropy: a device's noise is not a function of anything public (60 devices with
+    # the same value draw different reports), and a device draws it once per job
+    draws = {tuple(ClientReporter(oracle, np.zeros(1, dtype=np.int64), [0],
+                                  ClientReporter.os_entropy).vector(
+        0, 0, oracle.vector_dim, vector_modulus(1), 1)) for _ in range(60)}
     assert len(draws) > 1
+    one = ClientReporter(oracle, np.zeros(1, dtype=np.int64), [0], ClientReporter.os_entropy)
+    assert len({tuple(one.vector(0, r, oracle.vector_dim, vector_modulus(1), 1))
+                for r in range(60)}) == 1 and one.reports_drawn == 1
 
 
 def test_an_ldp_job_name_binds_the_oracles_public_parameters():
@@ -500,3 +504,50 @@ def test_a_client_refuses_a_round_too_small_for_its_threat_model(keys):
                       session.context(), b"\1" * 32, 5000)
     out, _ = _fake_server(keys, [_task(sample=sample), frame(welcome)])
     assert out.status == "refused" and "no_secagg_parameters" in out.reason, out
+
+
+# ------------------------------------------------------------ the device's ledger
+def test_a_device_answers_each_round_once_and_at_most_max_votes_rounds():
+    from protocol.core.net.job import _task_problem
+    from protocol.core.net.messages import Task
+
+    def task(rnd, sample=(1, 2, 3, 7)):
+        return Task("triehh", rnd, ("a", "b"), 2, False, 1, 0, 0, tuple(sample))
+
+    policy = JobPolicy("triehh", POP, max_votes=2)
+    assert _task_problem(task(3), policy, last_round=2, member=7, votes=1) is None
+    assert _task_problem(task(2), policy, last_round=2, member=7, votes=1).startswith(
+        "stale_round")
+    assert _task_problem(task(1), policy, last_round=2, member=7, votes=0).startswith(
+        "stale_round")
+    assert _task_problem(task(3), policy, last_round=2, member=7, votes=2).startswith(
+        "budget_spent")
+    # a round it is not sampled in costs nothing
+    assert _task_problem(task(3, (1, 2, 3)), policy, last_round=2, member=7, votes=2) is None
+    assert _task_problem(task(3), JobPolicy("triehh", POP), 2, 7, 10**6) is None
+    with pytest.raises(ValueError):
+        JobPolicy("triehh", POP, max_votes=0)
+
+
+def test_a_client_refuses_an_old_round(keys):
+    out, _ = _fake_server(keys, [_task(round=2, sample=tuple(range(8, 20))),
+                                 _task(round=2, sample=tuple(range(0, 12)))])
+    assert out.status == "aborted" and out.reason.startswith("stale_round")
+    assert out.votes == 0
+
+
+def test_a_frequency_oracle_device_randomises_once_per_job():
+    """Asked again (another round of the same job), a device sends the support vector of
+    the same report: a server cannot average its noise away."""
+    from mechanisms.fo import ClientReporter, vector_modulus
+    from mechanisms.fo.olh import OLH
+
+    oracle = OLH(epsilon=1.0, domain_size=50)
+    values = np.arange(10) % 50
+    reporter = ClientReporter(oracle, values, range(10), ClientReporter.os_entropy)
+    mod = vector_modulus(10)
+    first = [reporter.vector(u, 1, oracle.vector_dim, mod, 10) for u in range(10)]
+    again = [reporter.vector(u, r, oracle.vector_dim, mod, 10)
+             for r in (2, 3) for u in range(10)]
+    assert all(np.array_equal(a, first[i % 10]) for i, a in enumerate(again))
+    assert reporter.reports_drawn == 10

@@ -119,11 +119,11 @@ def _run_job(args: argparse.Namespace) -> int:
 
     try:
         if args.job == "triehh":
-            population, job, contribution_of, ids = _triehh_devices(args)
+            population, job, contribution_of, ids, max_votes = _triehh_devices(args)
         else:
-            population, job, contribution_of, ids = _ldp_devices(args)
+            population, job, contribution_of, ids, max_votes = _ldp_devices(args)
         policy = JobPolicy(job, population, threat=args.threat, graph=args.graph,
-                           dropout=args.dropout_rate)
+                           dropout=args.dropout_rate, max_votes=max_votes)
     except (StudyError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     host, port = args.connect
@@ -158,7 +158,9 @@ def _triehh_devices(args: argparse.Namespace):  # noqa: ANN202
     def contribution_of(member: int, task) -> int:  # noqa: ANN001
         return int(voter.votes([member], task.round, task.candidates)[0])
 
-    return prep.n, prep.config.task, contribution_of, ids
+    # the ledger: at most one vote per level, L levels (the rounds TrieHH's analysis
+    # composes over); the stale-round rule keeps it to one per level
+    return prep.n, prep.config.task, contribution_of, ids, prep.config.max_levels
 
 
 def _ldp_devices(args: argparse.Namespace):  # noqa: ANN202
@@ -178,7 +180,8 @@ def _ldp_devices(args: argparse.Namespace):  # noqa: ANN202
         return reporter.vector(member, task.round, task.dim, task.modulus_minus_one + 1,
                                len(task.sample))
 
-    return n, ldp.job_name(oracle), contribution_of, ids
+    # no cap: the reporter memoises each device's report for the job (one epsilon)
+    return n, ldp.job_name(oracle), contribution_of, ids, None
 
 
 def _run_shuffler(args: argparse.Namespace) -> int:

@@ -32,7 +32,9 @@ samples, sends Tasks, and learns each round's sum, never a client's contribution
 **The client's policy** (:class:`JobPolicy`): it answers Tasks of one job name only,
 with round numbers strictly increasing (an old round is not answered twice), a sample
 of at least ``min_clients`` that contains it, and a Welcome exactly as its own
-derivation requires. A client whose state machine aborts (it detected the server
+derivation requires; its ledger (``max_votes``) caps the rounds it contributes to in
+the job (a TrieHH device: the ``L`` levels its privacy analysis counts), and it leaves
+the job (``budget_spent``) when sampled once more. A client whose state machine aborts (it detected the server
 misbehaving) leaves the job. A client that is late or silent in a stage is dropped by
 the server and stays out of the job: the server closes its connection.
 """
@@ -103,6 +105,10 @@ class JobPolicy:
     max_candidates: int = MAX_JOB_CANDIDATES
     #: the longest vector a client accepts to contribute
     max_dim: int = MAX_JOB_DIM
+    #: the device's ledger: it contributes to at most this many rounds of the job and
+    #: leaves it (``budget_spent``) when sampled once more; ``None``: no cap (a device
+    #: whose contribution is memoised, as the frequency oracles' reports are)
+    max_votes: int | None = None
 
     def __post_init__(self) -> None:
         if type(self.population) is not int or not 3 <= self.population < 1 << 32:
@@ -113,6 +119,9 @@ class JobPolicy:
             raise ValueError(f"max_candidates must be in [1, {MAX_JOB_CANDIDATES}]")
         if not 1 <= self.max_dim <= MAX_JOB_DIM:
             raise ValueError(f"max_dim must be in [1, {MAX_JOB_DIM}]")
+        if self.max_votes is not None and (type(self.max_votes) is not int
+                                           or self.max_votes < 1):
+            raise ValueError("max_votes must be a positive int or None")
         NetSessionSpec(3, threat=self.threat, graph=self.graph, dropout=self.dropout)
 
     def session(self, spec: RoundSpec, sample: Sequence[int]) -> NetSessionSpec:
@@ -460,6 +469,8 @@ class JobOutcome:
     #: sessions by how they ended (``completed``, ``aborted``)
     sessions: Counter = field(default_factory=Counter)
     rounds_seen: int = 0
+    #: rounds this client contributed to (its ledger, checked against ``max_votes``)
+    votes: int = 0
     bytes_up: int = 0
     bytes_down: int = 0
     cpu_seconds: float = 0.0
@@ -495,7 +506,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
                 return out
             assert isinstance(msg, Task)
             out.rounds_seen += 1
-            problem = _task_problem(msg, policy, last_round)
+            problem = _task_problem(msg, policy, last_round, member, out.votes)
             if problem is not None:
                 out.status, out.reason = "aborted", problem
                 return out
@@ -522,6 +533,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
             except (ValueError, TypeError, ContractError) as exc:
                 out.status, out.reason = "aborted", f"cannot_contribute: {exc}"[:200]
                 return out
+            out.votes += 1   # counted once the contribution exists, whatever follows
             keys = (tuple(verify_keys[m] for m in msg.sample)
                     if verify_keys is not None and netspec.malicious else None)
             machine = SecAggClient(config, pos, value, rand, signing_key=signing_key,
@@ -568,12 +580,17 @@ def _contribution(c: Any, spec: RoundSpec, netspec: NetSessionSpec) -> np.ndarra
     return v.astype(np.uint64)
 
 
-def _task_problem(task: Task, policy: JobPolicy, last_round: int) -> str | None:
-    """Why this client will not answer ``task`` (``None``: it will)."""
+def _task_problem(task: Task, policy: JobPolicy, last_round: int, member: int = -1,
+                  votes: int = 0) -> str | None:
+    """Why client ``member``, having contributed to ``votes`` rounds, will not answer
+    ``task`` (``None``: it will)."""
     if task.job != policy.job:
         return f"job_mismatch: the server runs {task.job!r}, this client {policy.job!r}"
     if task.round <= last_round:
         return f"stale_round: round {task.round} after round {last_round}"
+    if policy.max_votes is not None and votes >= policy.max_votes and member in task.sample:
+        return (f"budget_spent: sampled for round {task.round} after contributing to "
+                f"{votes} rounds, the most this job allows")
     if len(task.sample) < policy.min_clients:
         return f"sample_too_small: {len(task.sample)} < {policy.min_clients}"
     try:
