@@ -35,7 +35,8 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _round(keys, rnd, helpers=(1, 2), join=8.0, helper_wait=10.0):
+def _round(keys, rnd, helpers=(1, 2), join=8.0, helper_wait=10.0, faults=None):
+    faults = faults or {}
     verify, signing = tls.load_pki(keys)
     spec = rnd.session()
     link = ("127.0.0.1", _port())
@@ -45,13 +46,15 @@ def _round(keys, rnd, helpers=(1, 2), join=8.0, helper_wait=10.0):
                               stage_seconds=5, join_seconds=join)
         await srv.start()
         ctx, pin = tls.client_context(keys)
-        served = asyncio.create_task(serve_threshold_round(srv, rnd, 5))
+        served = asyncio.create_task(serve_threshold_round(srv, rnd, 5,
+                                                           fault=faults.get("server")))
         tasks = []
         for h in sorted(helpers, reverse=True):  # helper 2 listens first
             tasks.append(asyncio.create_task(run_helper(
                 h, "127.0.0.1", srv.port, rnd, ctx, pin, link,
                 tls.helper_link_contexts(keys, h), signing_key=signing[N + h - 1],
-                verify_keys=verify, wait_seconds=helper_wait)))
+                verify_keys=verify, wait_seconds=helper_wait,
+                fault=faults.get(f"helper{h}"))))
             await asyncio.sleep(0.1)
         outs = await run_clients(range(N), "127.0.0.1", srv.port, spec, ctx, pin,
                                  lambda c: demo_votes_vector(SEED, c, rnd.vote.candidates),
@@ -145,3 +148,32 @@ def test_net_run_threshold_with_a_killed_client_process():
     assert len(out["server"]["in_sum"]) == 30
     assert [h["status"] for h in out["helpers"]] == ["completed", "completed"]
     assert out["exact"] is True and out["wrong_results"] == 0
+
+
+@pytest.mark.parametrize("member, fault, reasons", [
+    ("server", "shift-sum", {"committee_verification_failed", "committee_open_mismatch"}),
+    ("helper1", "shift-blind", {"committee_verification_failed", "committee_open_mismatch"}),
+    ("helper2", "shift-blind", {"committee_verification_failed", "committee_open_mismatch"}),
+    ("helper1", "other-seed", {"committee_helper_audit_failed"}),
+    ("helper2", "other-blind", {"committee_helper_audit_failed"}),
+])
+def test_a_deviating_member_process_ends_in_its_named_abort(keys, member, fault, reasons):
+    """The malicious model over real streams: the member's auditor (or the verified
+    comparison) names the deviation; no member opens anything."""
+    rnd = ThresholdRound(ShuffleRound(N, candidates=6, theta=3))
+    assert rnd.verified
+    outs, report, helpers = _round(keys, rnd, faults={member: fault})
+    assert {o.status for o in outs} == {"completed"}      # secure aggregation finished
+    everyone = [report] + helpers
+    assert all(p["status"] == "aborted" for p in everyone)
+    assert {p["reason"] for p in everyone} & reasons
+    assert all(p.get("passed") is None and p.get("release") is None for p in everyone)
+
+
+def test_the_semi_honest_option_keeps_its_committee(keys):
+    rnd = ThresholdRound(ShuffleRound(N, candidates=6, theta=3), threat="semi-honest")
+    assert not rnd.verified and rnd.session().modulus == 1 << rnd.k
+    outs, report, helpers = _round(keys, rnd)
+    want = expected_release(rnd.vote, SEED, range(N))
+    assert report["status"] == "completed" and report["passed"] == want["passed"]
+    assert all(h["passed"] == want["passed"] for h in helpers)

@@ -31,6 +31,11 @@ def register(cli) -> None:  # noqa: ANN001
                         "connects to it")
     p.add_argument("--wait-seconds", type=float, default=300.0, dest="wait_seconds",
                    help="give up when a peer is silent this long (default 300)")
+    p.add_argument("--fault", default=None,
+                   choices=("shift-blind", "other-seed", "other-blind"),
+                   help="make this helper deviate (malicious model; for fault tests): "
+                        "shift its share, hand its auditor another seed, or enter another "
+                        "blinding vector")
     add_session_args(p)
     add_shuffle_round_args(p)
 
@@ -46,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("helper 1 needs helper 2's --link port")
     try:
         result = helper_process(args.index, rnd, args.keys, host, port, args.link,
-                                wait_seconds=args.wait_seconds)
+                                wait_seconds=args.wait_seconds, fault=args.fault)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     return 0 if result["status"] == "completed" else 1

@@ -60,6 +60,11 @@ def register(cli) -> None:  # noqa: ANN001
 
     add_job_args(p, "run a whole mechanism over the network instead of sessions",
                  mechanism="grr", domain=50)
+    p.add_argument("--fault", default=None, metavar="MEMBER:WHAT",
+                   help="--transport threshold (malicious model): one committee member "
+                        "deviates and the round must end in its named abort: "
+                        "server:shift-sum, helper1:shift-blind, helper2:other-blind, "
+                        "helper1:other-seed, ... (docs/network.md)")
     p.add_argument("--kill-round", type=int, default=None, dest="kill_round",
                    help="--job: the mechanism round when --kill processes die (default: "
                         "triehh 2, ldp its only round 0)")
@@ -71,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.net_args import resolve_job_session_args, resolve_session_args
     from protocol.core.net.launcher import LoopbackOptions, run_loopback
 
+    if args.fault is not None and args.transport != "threshold":
+        raise UsageError("--fault applies to --transport threshold")
     if args.transport == "shuffler":
         return _run_shuffler(args)
     if args.transport == "threshold":
@@ -208,6 +215,30 @@ def _run_shuffler(args: argparse.Namespace) -> int:
     return 0 if out["wrong_results"] == 0 and out["left_behind"] == 0 else 1
 
 
+def _fault(text: str | None, verified: bool) -> tuple[str, str] | None:
+    """``--fault MEMBER:WHAT`` as ``(member, what)``.
+
+    Raises:
+        UsageError: an unknown member or fault, or a fault without the malicious model.
+    """
+    from protocol.cli import UsageError
+    from protocol.core.net.threshold_net import FAULTS
+
+    if text is None:
+        return None
+    member, _, what = text.partition(":")
+    kinds = FAULTS["server"] if member == "server" else (
+        FAULTS["helper"] if member in ("helper1", "helper2") else None)
+    if kinds is None or what not in kinds:
+        choices = [f"server:{f}" for f in FAULTS["server"]] + [
+            f"{h}:{f}" for h in ("helper1", "helper2") for f in FAULTS["helper"]]
+        raise UsageError(f"--fault {text!r}: choose one of {', '.join(choices)}")
+    if not verified:
+        raise UsageError("--fault needs the malicious model (--threat malicious, the "
+                         "default): the semi-honest committee assumes members follow it")
+    return member, what
+
+
 def _run_threshold(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
     from protocol.cli.net_args import threshold_round_from_args
@@ -217,13 +248,15 @@ def _run_threshold(args: argparse.Namespace) -> int:
     rnd = threshold_round_from_args(args)  # refuses options that do not apply
     if args.job is not None or args.stall or args.sessions != 1:
         raise UsageError("--job, --stall and --sessions apply to --transport secagg")
+    fault = _fault(args.fault, rnd.verified)
     try:
         opts = ThresholdLoopbackOptions(
             clients=rnd.vote.n, processes=args.processes, seed=args.seed,
             candidates=rnd.vote.candidates, theta=rnd.vote.theta,
             membership_only=not rnd.vote.reveal_counts, threat=rnd.threat, graph=rnd.graph,
             dropout_rate=rnd.dropout, stage_seconds=args.stage_seconds,
-            join_seconds=args.join_seconds, kill=args.kill, timeout=args.timeout)
+            join_seconds=args.join_seconds, kill=args.kill, timeout=args.timeout,
+            fault=fault)
         out = run_threshold_loopback(opts, say=say(not args.quiet))
     except (ValueError, RuntimeError) as exc:
         raise UsageError(str(exc)) from None

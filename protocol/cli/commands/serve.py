@@ -30,6 +30,9 @@ def register(cli) -> None:  # noqa: ANN001
     add_server_args(p)
     p.add_argument("--batch-seconds", type=float, default=60.0, dest="batch_seconds",
                    help="shuffler: how long the batch stays open (default 60)")
+    p.add_argument("--fault", default=None, choices=("shift-sum",),
+                   help="threshold, malicious model (for fault tests): the server computes "
+                        "with its blinded sum shifted and skips its own check")
     add_session_args(p)
     add_shuffle_round_args(p)
 
@@ -43,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
         return _serve_shuffler(args)
     if args.transport == "threshold":
         return _serve_threshold(args)
+    if args.fault is not None:
+        raise UsageError("--fault applies to --transport threshold")
     spec = spec_from_args(args)
     if args.sessions < 1:
         raise UsageError("--sessions must be at least 1")
@@ -82,10 +87,12 @@ def _serve_threshold(args: argparse.Namespace) -> int:
     if args.sessions != 1:
         raise UsageError("--sessions: the committee serves one round")
     rnd = threshold_round_from_args(args)
+    if args.fault is not None and not rnd.verified:
+        raise UsageError("--fault needs the malicious model (--threat malicious)")
     try:
         report = threshold_serve_process(rnd, args.keys, host=args.host, port=args.port,
                                          stage_seconds=args.stage_seconds,
-                                         join_seconds=args.join_seconds)
+                                         join_seconds=args.join_seconds, fault=args.fault)
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise UsageError(str(exc)) from None
     return 0 if report["status"] == "completed" else 1

@@ -49,7 +49,8 @@ from secagg.messages import AdvertiseKeys, ConsistencySignature, MaskedInput, Un
 from secagg.server import SecAggServer
 from secagg.state import SessionConfig
 
-__all__ = ["AuditFailed", "MirroredServer", "audit_helper", "helper_blind", "uniform_mod"]
+__all__ = ["AuditFailed", "MirroredServer", "audit_helper", "helper_blind", "replay_journal",
+           "uniform_mod"]
 
 #: the replaying auditor's stand-in signing key (signatures are not compared)
 _AUDIT_SIGNING_KEY = b"\x5a" * 32
@@ -95,14 +96,22 @@ class MirroredServer(SecAggServer):
         feed: ``feed(message) -> message``: what the replica is given in place of each
             client message (the attack catalogue models a server that forwards altered
             messages to helper 2); the message itself by default.
+        replica: run helper 2's replica here (a simulation); without it (a server
+            process), :attr:`journal` keeps every client message taken and every round
+            closed, in order, for the server to forward to helper 2, who replays it
+            (:func:`replay_journal`).
     """
 
     def __init__(self, config: SessionConfig, *, verify_keys: Sequence[bytes] | None,
-                 watched: Sequence[int], feed: Callable[[Any], Any] | None = None) -> None:
+                 watched: Sequence[int], feed: Callable[[Any], Any] | None = None,
+                 replica: bool = True) -> None:
         super().__init__(config, verify_keys=verify_keys)
         self._feed = feed
-        self.replica = SecAggServer(config, verify_keys=verify_keys)
+        self.replica = SecAggServer(config, verify_keys=verify_keys) if replica else None
         self.replica_seconds = 0.0
+        #: ``(message, None)`` for a client message taken, ``(None, "close")`` for a
+        #: round closed (kept only without an in-process replica)
+        self.journal: list[tuple[Any, str | None]] = []
         self.inbound: dict[int, list[Any]] = {int(u): [] for u in watched}
         self.outbound: dict[int, list[Any]] = {int(u): [] for u in watched}
 
@@ -113,24 +122,57 @@ class MirroredServer(SecAggServer):
         try:
             super().receive(message)
         finally:
-            t0 = time.process_time()
-            try:
-                self.replica.receive(self._feed(message) if self._feed else message)
-            except SecAggError:
-                pass        # refused alike by the server (the engine records it)
-            self.replica_seconds += time.process_time() - t0
+            forwarded = self._feed(message) if self._feed else message
+            if self.replica is None:
+                self.journal.append((forwarded, None))
+            else:
+                t0 = time.process_time()
+                try:
+                    self.replica.receive(forwarded)
+                except SecAggError:
+                    pass        # refused alike by the server (the engine records it)
+                self.replica_seconds += time.process_time() - t0
 
     def close_round(self) -> Any:
         out = super().close_round()
-        t0 = time.process_time()
-        try:
-            self.replica.close_round()
-        except SecAggError:
-            pass            # the replica is over: its state says so
-        self.replica_seconds += time.process_time() - t0
+        if self.replica is None:
+            self.journal.append((None, "close"))
+        else:
+            t0 = time.process_time()
+            try:
+                self.replica.close_round()
+            except SecAggError:
+                pass            # the replica is over: its state says so
+            self.replica_seconds += time.process_time() - t0
         for u, msg in _replies_for(out, self.inbound):
             self.inbound[u].append(msg)
         return out
+
+
+def replay_journal(config: SessionConfig, verify_keys: Sequence[bytes] | None,
+                   journal: Sequence[tuple[Any, str | None]]) -> np.ndarray:
+    """Helper 2's replica over a forwarded journal: every client message in order (each
+    checked as the server checks it, signatures included), every round closed where
+    the server closed it. Returns ``S``.
+
+    Raises:
+        AuditFailed: the replica did not complete (a forged, missing or reordered
+            message, or rounds closed where they should not be).
+    """
+    replica = SecAggServer(config, verify_keys=verify_keys)
+    for message, event in journal:
+        try:
+            if event == "close":
+                replica.close_round()
+            else:
+                replica.receive(message)
+        except SecAggError:
+            continue        # refused as the server refuses it; the outcome tells
+    if replica.result is None:
+        raise AuditFailed(f"the replica ended {replica.state.value}"
+                          + (f" ({replica.abort_reason.value})" if replica.abort_reason
+                             else ""))
+    return replica.result.astype(np.uint64)
 
 
 def _replies_for(out: Any, targets: dict[int, Any]) -> list[tuple[int, Any]]:

@@ -44,7 +44,7 @@ from protocol.core.committee import COMMITTEE, CommitteeAborted, CommitteeParty
 from protocol.core.net.frames import frame, read_message
 
 __all__ = ["CommitteeMessage", "committee_limits", "CommitteeLink", "MemberOutcome",
-           "run_member"]
+           "run_member", "verified_limits", "run_verified_member"]
 
 MAX_STEP_BYTES = 32
 
@@ -87,6 +87,18 @@ def committee_limits(m: int) -> SessionLimits:
     if type(m) is not int or m < 1:
         raise ValueError("m must be a positive int")
     return SessionLimits({CommitteeMessage.TAG: _shape(2 * m)})
+
+
+def verified_limits(m: int, theta: int | None, relay_bytes: int = 0) -> SessionLimits:
+    """What a member accepts in a verified comparison of ``m`` counts at ``theta``: a
+    multiplication layer holds at most ``max(theta, 2) m`` words (the first tree layer,
+    main and checked products), plus the 32-byte context; with ``relay_bytes``, also
+    the forwarded secure-aggregation messages (the session's largest frame)."""
+    if type(m) is not int or m < 0:
+        raise ValueError("m must be a non-negative int")
+    words = max(int(theta or 0), 2) * max(m, 1) + 8
+    return SessionLimits({CommitteeMessage.TAG: Record((
+        Str(1, MAX_STEP_BYTES), Bin(0, max(64, 8 * words + 32, int(relay_bytes))))),})
 
 
 def _to_bytes(words: np.ndarray) -> bytes:
@@ -150,6 +162,28 @@ class CommitteeLink:
             raise CommitteeAborted("malformed_message", self.member,
                                    f"expected {step} from member {self.peer}, got {msg.step}")
         return msg.payload
+
+    async def receive_any(self, steps: frozenset[str]) -> tuple[str, bytes]:
+        """The next message, whose step must be one of ``steps``: ``(step, payload)``.
+
+        Raises:
+            CommitteeAborted: as :meth:`receive`.
+        """
+        try:
+            msg, _ = await asyncio.wait_for(read_message(self.reader, self.limits),
+                                            self.wait_seconds)
+        except CodecError as exc:
+            raise CommitteeAborted("malformed_message", self.member,
+                                   f"from member {self.peer}: {exc}") from None
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError,
+                OSError) as exc:
+            raise CommitteeAborted("missing_message", self.member,
+                                   f"from member {self.peer}: {type(exc).__name__}"
+                                   ) from None
+        if msg.step not in steps:
+            raise CommitteeAborted("malformed_message", self.member,
+                                   f"unexpected {msg.step} from member {self.peer}")
+        return msg.step, msg.payload
 
 
 @dataclass
@@ -233,3 +267,109 @@ async def _open(party: CommitteeParty, which: str, positions: np.ndarray | None,
     a = _to_words(await prev.receive(step), party.index, step)
     b = _to_words(await next.receive(step), party.index, step)
     return local(lambda: party.finish_open(which, a, b, positions))
+
+
+# ------------------------------------------------------------- the verified committee
+
+#: steps whose payload is raw bytes (the others carry 64-bit words)
+_BYTE_STEPS = frozenset({"key", "input-check"})
+
+
+def _encode(message: Any) -> bytes:
+    """A :class:`protocol.core.committee.verified.CommitteeMessage`'s payload on the
+    wire: its 32-byte context, then the bytes or little-endian words."""
+    p = message.payload
+    body = p if isinstance(p, bytes) else _to_bytes(p)
+    return message.context + body
+
+
+def _decode(step: str, payload: bytes, sender: int, recipient: int) -> Any:
+    """The verified message a member's link delivered (sender and recipient are the
+    link's: the channel is authenticated). A payload that is not whole words is handed
+    on as bytes, which the party refuses as malformed."""
+    from protocol.core.committee.verified import CONTEXT_BYTES
+    from protocol.core.committee.verified import CommitteeMessage as Verified
+
+    context, body = payload[:CONTEXT_BYTES], payload[CONTEXT_BYTES:]
+    value: Any = body
+    if step not in _BYTE_STEPS and len(body) % 8 == 0:
+        value = np.frombuffer(body, dtype="<u8").astype(np.uint64)
+    return Verified(context, step, sender, recipient, value)
+
+
+async def run_verified_member(index: int, first: np.ndarray, second: np.ndarray,
+                              theta: int | None, *, context: bytes, reveal_counts: bool,
+                              prev: CommitteeLink, next: CommitteeLink, rand: Any = None,
+                              party_class: type | None = None) -> MemberOutcome:
+    """Member ``index`` of the verified committee
+    (:mod:`protocol.core.committee.verified`), holding its components ``(c_i,
+    c_{i+1})`` of ``x`` over ``F_p``, linked to members ``i - 1`` (``prev``) and
+    ``i + 1`` (``next``): the same steps as
+    :func:`~protocol.core.committee.verified.run_verified_committee`, one member at a
+    time. ``party_class``: a :class:`~protocol.core.committee.verified.VerifiedParty`
+    subclass (the launcher's fault switches).
+
+    Raises:
+        CommitteeAborted: a missing, late, malformed, replayed or inconsistent message,
+            an input mismatch or a failed verification; nothing is opened then.
+    """
+    from protocol.core.committee.verified import VerifiedParty
+
+    if index not in range(COMMITTEE) or prev.peer != (index - 1) % 3 \
+            or next.peer != (index + 1) % 3:
+        raise CommitteeAborted("bad_arguments", index, "links to members i-1 and i+1")
+    try:
+        party = (party_class or VerifiedParty)(index, context, first, second, rand)
+    except ValueError as exc:
+        raise CommitteeAborted("bad_arguments", index, str(exc)) from None
+    cpu = 0.0
+
+    def local(fn: Callable[[], Any]) -> Any:
+        nonlocal cpu
+        t0 = time.process_time()
+        try:
+            return fn()
+        finally:
+            cpu += time.process_time() - t0
+
+    async def send(link: CommitteeLink, message: Any) -> None:
+        await link.send(message.step, _encode(message))
+
+    async def take(link: CommitteeLink, step: str) -> Any:
+        return _decode(step, await link.receive(step), link.peer, index)
+
+    async def open_value(step: str, pair: Any) -> np.ndarray:
+        to_next, to_prev = local(lambda: party.open_messages(step, pair))
+        await send(next, to_next)
+        await send(prev, to_prev)
+        a, b = await take(prev, step), await take(next, step)
+        return local(lambda: party.finish_open(step, pair, a, b))
+
+    key, digest = local(party.setup_messages)
+    await send(next, key)
+    await send(next, digest)
+    got_key, got_digest = await take(prev, "key"), await take(prev, "input-check")
+    local(lambda: party.receive_setup(got_key, got_digest))
+    m = party.m
+    compare = theta is not None and int(theta) >= 1
+    if not compare:
+        passed = np.ones(m, dtype=bool)
+    else:
+        local(lambda: party.begin(int(theta)))
+        more = True
+        while more:
+            msg = local(party.layer_message)
+            await send(prev, msg)
+            incoming = await take(next, msg.step)
+            more = local(lambda: party.receive_layer(incoming))
+        coins = await open_value("open-coins", local(party.coin_pair))
+        check = await open_value("open-check", local(lambda: party.check_pair(coins)))
+        local(lambda: party.accept_check(check))
+        passed = await open_value("open-bits", local(party.result_pair)) != 0
+        party.view["opened_bits"] = passed.astype(np.uint8)
+    counts = None
+    if reveal_counts or theta is None:
+        positions = np.flatnonzero(passed)
+        counts = await open_value("open-counts", local(lambda: party.counts_pair(positions)))
+        party.view["opened_counts"] = counts.copy()
+    return MemberOutcome(passed, counts, party.view, cpu, prev.bytes_sent + next.bytes_sent)

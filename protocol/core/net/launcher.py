@@ -595,6 +595,8 @@ class ThresholdLoopbackOptions(_RoundOptions):
     graph: str = "harary"
     dropout_rate: float = 0.0
     join_seconds: float = 60.0
+    #: ``(member, what)``: one member deviates (``threshold_net.FAULTS``)
+    fault: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -629,17 +631,21 @@ async def _threshold_loopback(o: ThresholdLoopbackOptions, keys: str,
     link = f"127.0.0.1:{_free_port()}"
     wait = str(o.join_seconds + 5 * o.stage_seconds)
 
+    def fault_of(member: str) -> list[str]:
+        return ["--fault", o.fault[1]] if o.fault is not None and o.fault[0] == member else []
+
     def helper(index: int) -> Callable[[int], list[str]]:
         return lambda port: ["helper", "--index", str(index), "--keys",
                              os.path.join(keys, f"helper{index}"), "--connect",
                              f"127.0.0.1:{port}", "--link", link, "--wait-seconds", wait,
-                             *o.round_args()]
+                             *o.round_args(), *fault_of(f"helper{index}")]
 
     run = await _one_round(
         o, "committee server",
         ["serve", "--transport", "threshold", "--keys", os.path.join(keys, "server"),
          "--stage-seconds",
-         str(o.stage_seconds), "--join-seconds", str(o.join_seconds), *o.round_args()],
+         str(o.stage_seconds), "--join-seconds", str(o.join_seconds), *o.round_args(),
+         *fault_of("server")],
         [helper(2), helper(1)],  # helper 2 listens on the link, helper 1 connects
         lambda port, ids: ["client", "--transport", "threshold", "--keys",
                            os.path.join(keys, "clients"), "--connect",
@@ -675,9 +681,11 @@ def run_threshold_loopback(o: ThresholdLoopbackOptions,
     with key_directory(o.keys, make) as keys:
         rnd = o.round()
         params = rnd.session().params()
+        field = "verified committee over F_p" if rnd.verified else f"ring 2^{rnd.k}"
         say(f"loopback committee: {o.clients} clients in {o.processes} processes and 2 "
-            f"helpers, {o.threat}, k = {params.degree}, t = {params.threshold}, ring "
-            f"2^{rnd.k}, theta {o.theta}")
+            f"helpers, {o.threat}, k = {params.degree}, t = {params.threshold}, {field}, "
+            f"theta {o.theta}"
+            + (f"; fault: {o.fault[0]} {o.fault[1]}" if o.fault else ""))
         out = asyncio.run(_threshold_loopback(o, keys, say))
     out = {"options": options_report(o), **out}
     out["wrong_results"] = int(out["exact"] is False)

@@ -348,7 +348,8 @@ def analyzer_process(round: Any, keys: str, host: str, port: int, *,
 
 def threshold_serve_process(rnd: Any, keys: str, *, host: str = "127.0.0.1", port: int = 0,
                             stage_seconds: float = 60.0, join_seconds: float = 60.0,
-                            out: TextIO = sys.stdout) -> dict[str, Any]:
+                            out: TextIO = sys.stdout, fault: str | None = None
+                            ) -> dict[str, Any]:
     """``fedhh serve --transport threshold``: one committee round as member 0; one JSON
     line per event, the last ``{"event": "report", ...}`` (the release, no blinded sum).
 
@@ -366,12 +367,13 @@ def threshold_serve_process(rnd: Any, keys: str, *, host: str = "127.0.0.1", por
                              port=port, stage_seconds=stage_seconds, join_seconds=join_seconds,
                              events=lambda e: _emit(out, e))
 
-    return _serve_one(server, lambda: serve_threshold_round(server, rnd, stage_seconds), out)
+    return _serve_one(server, lambda: serve_threshold_round(server, rnd, stage_seconds,
+                                                            fault=fault), out)
 
 
 def helper_process(index: int, rnd: Any, keys: str, host: str, port: int,
                    link: tuple[str, int], *, wait_seconds: float = 120.0,
-                   out: TextIO = sys.stdout) -> dict[str, Any]:
+                   out: TextIO = sys.stdout, fault: str | None = None) -> dict[str, Any]:
     """``fedhh helper``: committee helper ``index`` of one round; prints and returns its
     outcome as one JSON line (``{"event": "helper", ...}``).
 
@@ -391,7 +393,8 @@ def helper_process(index: int, rnd: Any, keys: str, host: str, port: int,
     result = asyncio.run(run_helper(
         index, host, port, rnd, ctx, pin, link, tls.helper_link_contexts(keys, index),
         signing_key=signing[position] if signing is not None else None,
-        verify_keys=verify if spec.malicious else None, wait_seconds=wait_seconds))
+        verify_keys=verify if spec.malicious else None, wait_seconds=wait_seconds,
+        fault=fault))
     result = {"event": "helper", **result}
     _emit(out, result)
     return result

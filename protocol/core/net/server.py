@@ -313,12 +313,17 @@ class NetSecAggServer(TlsListener):
                 await close_writer(conn.writer)
 
     # ------------------------------------------------------------------ one session
-    async def run_session(self, keep: frozenset[int] = frozenset()) -> SessionReport:
+    async def run_session(self, keep: frozenset[int] = frozenset(),
+                          server_factory: Callable[..., SecAggServer] | None = None
+                          ) -> SessionReport:
         """Admit clients, run the rounds with deadlines, say Bye, report.
 
         ``keep``: positions whose connections stay open after a completed session (the
         committee's helpers, who go on to the comparison with the server): their readers
         are stopped before the Bye, and the streams are in :attr:`kept` afterwards.
+        ``server_factory(config, verify_keys)``: the state machine to run (the
+        committee's server records the messages its helpers replay and audit); it is
+        :attr:`last_server` afterwards.
 
         Never raises for anything a client does; a server-side failure is reported as
         status ``aborted``.
@@ -337,7 +342,9 @@ class NetSecAggServer(TlsListener):
         session.joining = False
         joined = sorted(session.conns)
         self.events({"event": "joined", "clients": len(joined)})
-        srv = SecAggServer(config, verify_keys=self.verify_keys)
+        srv = (server_factory(config, self.verify_keys) if server_factory is not None
+               else SecAggServer(config, verify_keys=self.verify_keys))
+        self.last_server = srv
         stages: list[StageReport] = []
         status, reason = "aborted", ""
         try:

@@ -6,19 +6,28 @@ deployed:
 1. **Secure aggregation with the helpers in the roster.** The session has the ``n``
    clients at positions ``0..n-1`` and the helpers at ``n`` and ``n+1``, both
    *required* (:class:`secagg.state.SessionConfig`): a client refuses to unmask a sum
-   without them. Helper ``h`` inputs a uniform vector ``R_h`` modulo ``2^k`` (``k`` the
-   committee's ring, :func:`protocol.core.committee.ring_bits` of ``n`` and ``theta``),
-   so the server unmasks only ``S = sum + R_1 + R_2``. Every party derives the session
-   (threshold, degree, ring, context, the required positions) from the round's options
-   and refuses anything else, as in any networked session.
-2. **Comparison.** The server keeps the helpers' connections open
-   (:meth:`~protocol.core.net.server.NetSecAggServer.run_session` with ``keep``), and
-   the three run the replicated-sharing comparison (:func:`~protocol.core.net.
-   committee_net.run_member`) on ``(S, -R_1, -R_2)``: only the pass bits are opened,
-   and with counts, only the counts of the passing candidates. The link between the
-   helpers is its own TLS connection with both ends pinned (mutual authentication,
-   :func:`~protocol.core.net.tls.helper_link_contexts`): helper 1's key to helper 2
-   must not pass through the server, which with it would hold every key.
+   without them. Helper ``h`` inputs a blinding vector ``R_h``, so the server unmasks
+   only ``S = sum + R_1 + R_2``. Every party derives the session (threshold, degree,
+   modulus, context, the required positions) from the round's options and refuses
+   anything else, as in any networked session.
+2. **Malicious model (the default):** the session is over ``F_p``; each helper derives
+   its whole client and ``R_h`` from a 32-byte OS seed. After the session the server
+   forwards helper 2 the journal of client messages (helper 2's replica unmasks its own
+   ``S``, :func:`~protocol.core.committee.binding.replay_journal`) and helper 1 the
+   messages it exchanged with helper 2; helper 1 hands the server its seed, helper 2
+   hands helper 1 its seed, and each auditor replays the helper
+   (:func:`~protocol.core.committee.binding.audit_helper`). The three then run the
+   verified comparison (:func:`~protocol.core.net.committee_net.run_verified_member`)
+   on ``(S, -R1), (-R1, -R2), (-R2, S)``. ``FAULTS`` are the launcher's switches for a
+   deviating member.
+3. **Semi-honest option:** the ring ``Z_{2^k}``, OS blinding vectors, and the
+   replicated-sharing comparison (:func:`~protocol.core.net.committee_net.run_member`)
+   on ``(S, -R_1, -R_2)``.
+
+In both, only the pass bits are opened and, with counts, only the counts of the passing
+candidates. The link between the helpers is its own TLS connection with both ends pinned
+(mutual authentication, :func:`~protocol.core.net.tls.helper_link_contexts`): it must
+not pass through the server, which with what it carries would hold every share.
 
 Clients vote with the seeded experiment's votes (:func:`~protocol.core.net.shuffle.
 demo_vote`), so a launcher can check the release exactly.
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import ssl
 import time
 from dataclasses import dataclass
@@ -47,11 +57,27 @@ from protocol.core.net.server import NetSecAggServer
 from protocol.core.net.session import NetSessionSpec, SessionRejected
 from protocol.core.net.shuffle import ShuffleRound, demo_vote
 from protocol.core.randomness import OsRandom
+from protocol.core import codec
+from protocol.core.committee import field as F
+from protocol.core.committee.binding import (
+    AuditFailed, MirroredServer, audit_helper, helper_blind, replay_journal,
+)
+from protocol.core.committee.verified import VerifiedParty
+from protocol.core.net.committee_net import run_verified_member, verified_limits
+from protocol.core.randomness import SEED_BYTES, seeded_randomness
 from protocol.core.transports.threshold import uniform_mod
 from secagg.client import SecAggClient
+from secagg.state import SessionConfig
 
 __all__ = ["ThresholdRound", "serve_threshold_round", "run_helper", "demo_votes_vector",
-           "HELPERS"]
+           "HELPERS", "FAULTS"]
+
+#: the launcher's fault switches: what a deviating member does (``serve --fault``,
+#: ``helper --fault``); each must end the round in its named abort
+FAULTS = {
+    "server": ("shift-sum",),
+    "helper": ("shift-blind", "other-seed", "other-blind"),
+}
 
 #: the committee's helpers
 HELPERS = 2
@@ -77,14 +103,22 @@ class ThresholdRound:
     def k(self) -> int:
         return ring_bits(self.vote.n, self.vote.theta)
 
+    @property
+    def verified(self) -> bool:
+        """The malicious model (the default): the verified committee over ``F_p``, the
+        replica of the server at helper 2 and the helpers' replay audits."""
+        return self.threat == "malicious"
+
     def session(self) -> NetSessionSpec:
         """The secure-aggregation session: ``n + 2`` positions, the helpers last and
-        required, vote vectors modulo ``2^k``, the context binding the round."""
+        required, vote vectors modulo ``p = 2^61 - 1`` (malicious model) or ``2^k``
+        (semi-honest), the context binding the round."""
         v = self.vote
         ctx = hashlib.sha256(b"fedhh/net/committee-round/v1\x00" + self.label.encode()
                              + b"\x00" + repr((v.candidates, v.theta, v.reveal_counts,
                                                v.round)).encode()).digest()
-        return NetSessionSpec(v.n + HELPERS, dim=v.candidates, modulus=1 << self.k,
+        return NetSessionSpec(v.n + HELPERS, dim=v.candidates,
+                              modulus=F.P if self.verified else 1 << self.k,
                               threat=self.threat, graph=self.graph, dropout=self.dropout,
                               context_digest=ctx, required=HELPERS)
 
@@ -105,11 +139,15 @@ def demo_votes_vector(seed: int, client: int, candidates: int) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- server
 async def serve_threshold_round(server: NetSecAggServer, rnd: ThresholdRound,
-                                wait_seconds: float) -> dict[str, Any]:
+                                wait_seconds: float, *, fault: str | None = None
+                                ) -> dict[str, Any]:
     """Run one round on a started server whose spec is ``rnd.session()``: the session
     (keeping the helpers' connections), then the comparison as member 0. A JSON-ready
     report: the session's (without the blinded sum), the committee's outcome, the
-    release. Never raises for anything a client or helper does."""
+    release. Never raises for anything a client or helper does. ``fault``: one of
+    ``FAULTS["server"]`` (the launcher's switch for a deviating server)."""
+    if rnd.verified:
+        return await _serve_verified(server, rnd, wait_seconds, fault)
     n = rnd.vote.n
     report = await server.run_session(keep=frozenset({n, n + 1}))
     out = report.to_json()
@@ -181,7 +219,8 @@ async def run_helper(index: int, host: str, port: int, rnd: ThresholdRound,
                      ssl_context: ssl.SSLContext, pin: bytes, link: tuple[str, int],
                      link_context: ssl.SSLContext, *, signing_key: bytes | None = None,
                      verify_keys: Sequence[bytes] | None = None, rand: Any = None,
-                     wait_seconds: float = 120.0) -> dict[str, Any]:
+                     wait_seconds: float = 120.0, fault: str | None = None
+                     ) -> dict[str, Any]:
     """Helper ``index`` (1 or 2) of one round: the link to the other helper, the
     session as position ``n + index - 1`` with a uniform blinding input, then the
     comparison. A JSON-ready outcome (``status``, ``reason``, what was opened). Never
@@ -215,14 +254,44 @@ async def run_helper(index: int, host: str, port: int, rnd: ThresholdRound,
         except (SessionRejected, AggregationAborted) as exc:
             out["status"], out["reason"] = "refused", str(exc)
             return out
-        blind = uniform_mod(rand, rnd.vote.candidates, 1 << rnd.k)
-        machine = SecAggClient(config, position, blind, rand, signing_key=signing_key,
-                               verify_keys=tuple(verify_keys) if verify_keys else None)
+        if rnd.verified:
+            # every random choice from one OS seed, handed to this helper's auditor
+            seed = bytes(rand.token_bytes(SEED_BYTES))
+            blind = helper_blind(seed, rnd.vote.candidates, F.P)
+            entered = blind
+            if fault == "other-blind":
+                entered = blind.copy()
+                entered[0] = F.add(entered[:1], np.array([1], np.uint64))[0]
+            machine = SecAggClient(config, position, entered,
+                                   seeded_randomness(seed, f"client-{position}"),
+                                   signing_key=signing_key,
+                                   verify_keys=tuple(verify_keys) if verify_keys else None)
+        else:
+            blind = uniform_mod(rand, rnd.vote.candidates, 1 << rnd.k)
+            machine = SecAggClient(config, position, blind, rand, signing_key=signing_key,
+                                   verify_keys=tuple(verify_keys) if verify_keys else None)
         session = ClientOutcome(position, "disconnected")
         await exchange(reader, writer, machine, wire_secagg.client_limits(config), session,
                        wait_seconds=wait_seconds)
         if session.status != "completed":
             out["status"], out["reason"] = session.status, session.reason
+            return out
+        if rnd.verified:
+            server_link = CommitteeLink(index, 0, reader, writer,
+                                        verified_limits(rnd.vote.candidates, rnd.vote.theta,
+                                                        _relay_bytes(config)), wait_seconds)
+            helper_link = CommitteeLink(index, 3 - index, l_reader, l_writer,
+                                        verified_limits(rnd.vote.candidates, rnd.vote.theta),
+                                        wait_seconds)
+            try:
+                member = await _helper_verified(index, rnd, config, machine, seed, blind,
+                                                server_link, helper_link, verify_keys,
+                                                fault)
+            except CommitteeAborted as exc:
+                out["status"], out["reason"] = "aborted", f"committee_{exc.reason}"
+                return out
+            out.update({"status": "completed", **rnd.release(member.passed, member.counts),
+                        "bytes_sent": member.bytes_sent})
             return out
         limits = committee_limits(rnd.vote.candidates)
         server_link = CommitteeLink(index, 0, reader, writer, limits, wait_seconds)
@@ -248,3 +317,166 @@ async def run_helper(index: int, host: str, port: int, rnd: ThresholdRound,
             await close_writer(w)
         if listener is not None:
             listener.close()
+
+
+# ------------------------------------------------ the verified committee (malicious)
+
+def _relay_bytes(config: SessionConfig) -> int:
+    """The largest secure-aggregation frame of the session, either way: the bound of a
+    forwarded message."""
+    up, down = wire_secagg.server_limits(config), wire_secagg.client_limits(config)
+    return max([up.max_frame(t) for t in up.shapes] + [down.max_frame(t) for t in down.shapes])
+
+
+def _context(config: SessionConfig, machine_session: bytes) -> bytes:
+    return hashlib.sha256(b"fedhh threshold committee\x00net\x00" + machine_session
+                          + config.context).digest()
+
+
+class _IgnoresInputCheck(VerifiedParty):
+    """The launcher's deviating member: it computes with the copies it likes and does
+    not check its own (a cheater would not)."""
+
+    def receive_setup(self, key: Any, digest: Any) -> None:
+        self._prev_key = self._take(key, "key", self.prev, nbytes=32)
+
+
+def _shifted(v: np.ndarray, theta: int) -> np.ndarray:
+    out = v.copy()
+    if out.size:
+        out[0] = F.add(out[:1], np.array([max(int(theta), 1)], np.uint64))[0]
+    return out
+
+
+async def _send_all(link: CommitteeLink, items: list[tuple[str, bytes]]) -> None:
+    for step, payload in items:
+        await link.send(step, payload)
+
+
+async def _serve_verified(server: NetSecAggServer, rnd: ThresholdRound, wait_seconds: float,
+                          fault: str | None) -> dict[str, Any]:
+    """Member 0 of the verified committee: the session on a recording server, helper 2
+    handed the journal of client messages (its replica), helper 1 handed helper 2's
+    exchange (its audit), helper 1 audited from its seed, then the comparison."""
+    n = rnd.vote.n
+    h1, h2 = n, n + 1
+    report = await server.run_session(
+        keep=frozenset({h1, h2}),
+        server_factory=lambda config, vks: MirroredServer(config, verify_keys=vks,
+                                                          watched=(h1, h2), replica=False))
+    out = report.to_json()
+    out.pop("result", None)  # the blinded sum stays with the server
+    out["committee"] = None
+    kept = server.kept
+    try:
+        if report.status != "completed":
+            return out
+        if not {h1, h2} <= set(report.sets.get("U3", ())) or len(kept) != HELPERS:
+            out["status"], out["reason"] = "aborted", "threshold_helper_missing"
+            return out
+        assert report.result is not None
+        srv = server.last_server
+        assert isinstance(srv, MirroredServer)
+        config = srv.config
+        limits = verified_limits(rnd.vote.candidates, rnd.vote.theta, _relay_bytes(config))
+        to_h1 = CommitteeLink(0, 1, *kept[h1], limits, wait_seconds)
+        to_h2 = CommitteeLink(0, 2, *kept[h2], limits, wait_seconds)
+        t0 = time.process_time()
+        try:
+            journal = [("j-close", b"") if ev == "close" else ("j-msg", codec.encode(msg))
+                       for msg, ev in srv.journal] + [("j-end", b"")]
+            await _send_all(to_h2, journal)
+            exchange_items = ([("x-in", codec.encode(m)) for m in srv.inbound[h2]]
+                              + [("x-out", codec.encode(m)) for m in srv.outbound[h2]]
+                              + [("x-end", b"")])
+            await _send_all(to_h1, exchange_items)
+            seed1 = await to_h1.receive("seed")
+            verify = server.verify_keys
+            try:
+                r1 = audit_helper(config, h1, seed1, F.P, srv.inbound[h1], srv.outbound[h1],
+                                  verify)
+            except AuditFailed as exc:
+                raise CommitteeAborted("helper_audit_failed", 0, f"helper 1: {exc.detail}"
+                                       ) from None
+            s_copy = report.result.astype(np.uint64)
+            party_class = None
+            if fault == "shift-sum":
+                s_copy, party_class = _shifted(s_copy, rnd.vote.theta), _IgnoresInputCheck
+            member = await run_verified_member(
+                0, s_copy, F.neg(r1), rnd.vote.theta, context=_context(config, srv.session),
+                reveal_counts=rnd.vote.reveal_counts, prev=to_h2, next=to_h1,
+                party_class=party_class)
+        except CommitteeAborted as exc:
+            out["status"], out["reason"] = "aborted", f"committee_{exc.reason}"
+            return out
+        out["committee"] = {"cpu_seconds": time.process_time() - t0,
+                            "bytes_sent": member.bytes_sent,
+                            "comparisons": int(member.passed.size), "verified": True}
+        out.update(rnd.release(member.passed, member.counts))
+        out["in_sum"] = [c for c in report.sets.get("U3", ()) if c < n]
+        return out
+    finally:
+        for _, writer in kept.values():
+            await close_writer(writer)
+
+
+async def _receive_items(link: CommitteeLink, steps: frozenset[str], end: str
+                         ) -> list[tuple[str, bytes]]:
+    items = []
+    while True:
+        step, payload = await link.receive_any(steps | {end})
+        if step == end:
+            return items
+        items.append((step, payload))
+
+
+def _decode_secagg(payload: bytes, limits: Any, member: int) -> Any:
+    try:
+        return codec.decode(payload, limits=limits)
+    except codec.CodecError as exc:
+        raise CommitteeAborted("malformed_message", member, f"forwarded: {exc}") from None
+
+
+async def _helper_verified(index: int, rnd: ThresholdRound, config: SessionConfig,
+                           machine: SecAggClient, seed: bytes, blind: np.ndarray,
+                           server_link: CommitteeLink, helper_link: CommitteeLink,
+                           verify_keys: Sequence[bytes] | None, fault: str | None) -> Any:
+    """Helper ``index``'s part after the session: hand its seed to its auditor, derive
+    its second component (helper 1: audit helper 2; helper 2: replay the server's
+    journal), then the comparison."""
+    n = rnd.vote.n
+    up, down = wire_secagg.server_limits(config), wire_secagg.client_limits(config)
+    handed = os.urandom(SEED_BYTES) if fault == "other-seed" else seed
+    own = F.neg(blind)
+    party_class = None
+    if fault == "shift-blind":
+        own, party_class = _shifted(own, rnd.vote.theta), _IgnoresInputCheck
+    context = _context(config, machine.session)
+    if index == 1:
+        await server_link.send("seed", handed)
+        seed2 = await helper_link.receive("seed")
+        items = await _receive_items(server_link, frozenset({"x-in", "x-out"}), "x-end")
+        inbound = [_decode_secagg(p, down, index) for s, p in items if s == "x-in"]
+        outbound = [_decode_secagg(p, up, index) for s, p in items if s == "x-out"]
+        try:
+            r2 = audit_helper(config, n + 1, seed2, F.P, inbound, outbound, verify_keys)
+        except AuditFailed as exc:
+            raise CommitteeAborted("helper_audit_failed", 1, f"helper 2: {exc.detail}"
+                                   ) from None
+        return await run_verified_member(1, own, F.neg(r2), rnd.vote.theta,
+                                         context=context,
+                                         reveal_counts=rnd.vote.reveal_counts,
+                                         prev=server_link, next=helper_link,
+                                         party_class=party_class)
+    await helper_link.send("seed", handed)
+    items = await _receive_items(server_link, frozenset({"j-msg", "j-close"}), "j-end")
+    journal = [(None, "close") if s == "j-close" else (_decode_secagg(p, up, index), None)
+               for s, p in items]
+    try:
+        s_replica = replay_journal(config, verify_keys, journal)
+    except AuditFailed as exc:
+        raise CommitteeAborted("replica_failed", 2, exc.detail) from None
+    return await run_verified_member(2, own, s_replica, rnd.vote.theta, context=context,
+                                     reveal_counts=rnd.vote.reveal_counts,
+                                     prev=helper_link, next=server_link,
+                                     party_class=party_class)

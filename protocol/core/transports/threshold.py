@@ -205,6 +205,7 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
                                progress=self.client_progress)
         contributed = self._check_run(run, helper_pos, spec, total)
         s_server = run.result.astype(np.uint64)
+        assert server.replica is not None
         s_replica = server.replica.result
         if s_replica is None:
             raise AggregationAborted("committee_replica_failed",
