@@ -426,3 +426,52 @@ def replayed_committee_message(seed: int) -> Outcome:
 
     return _detected("threshold.replayed_committee_message", "aborted replayed_message",
                      ("committee_replayed_message",), seed, hook=replay)
+
+
+@attack("threshold.party_with_another_keys", system="threshold",
+        target="keys per party: each process checks its key directory holds no other "
+               "party's secret (tls.check_own_keys)",
+        expected="the server started with helper 1's directory, helper 1 with helper 2's, "
+                 "helper 2 with the server's, a client process with the server's: each "
+                 "refused before it opens a connection (ForeignKeyError naming the file)")
+def party_with_another_keys(seed: int) -> Outcome:
+    """Every party is started with another party's key directory."""
+    import io
+    import tempfile
+
+    from protocol.core.net import tls
+    from protocol.core.net.processes import (
+        helper_process, threshold_client_process, threshold_serve_process,
+    )
+    from protocol.core.net.shuffle import ShuffleRound
+    from protocol.core.net.threshold_net import ThresholdRound
+
+    n = 6
+    rnd = ThresholdRound(ShuffleRound(n, candidates=4, theta=2, round=seed))
+    refused: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="fedhh-attack-keys-") as root:
+        dirs = {p: str(d) for p, d in tls.make_party_keys(root, n, committee=True).items()}
+        out = io.StringIO()
+        tries = {
+            "server with helper1's": lambda: threshold_serve_process(rnd, dirs["helper1"],
+                                                                     out=out),
+            "helper1 with helper2's": lambda: helper_process(
+                1, rnd, dirs["helper2"], "127.0.0.1", 9, ("127.0.0.1", 9), out=out),
+            "helper2 with the server's": lambda: helper_process(
+                2, rnd, dirs["server"], "127.0.0.1", 9, ("127.0.0.1", 9), out=out),
+            "clients with the server's": lambda: threshold_client_process(
+                rnd, dirs["server"], "127.0.0.1", 9, [0], out=out),
+        }
+        for name, start in tries.items():
+            try:
+                start()
+                refused[name] = "started"
+            except tls.ForeignKeyError as exc:
+                refused[name] = f"refused: {str(exc).split(';')[0]}"
+        started_output = out.getvalue()
+    ok = all(v.startswith("refused") for v in refused.values()) and not started_output
+    return Outcome("threshold.party_with_another_keys",
+                   "every start refused before any connection",
+                   "; ".join(f"{k}: {v.split(': ', 1)[0]}" for k, v in refused.items()), ok,
+                   {k: v for k, v in refused.items()}, {"started": sum(
+                       v == "started" for v in refused.values())})

@@ -252,3 +252,46 @@ def lowered_theta(seed: int) -> Outcome:
                    f"hitters {out['claimed']['heavy_hitters']} -> "
                    f"{out['lowered']['heavy_hitters']}", ok, {"server": f"theta {theta}->{low}"},
                    {"claimed": out["claimed"], "lowered": out["lowered"]})
+
+
+@attack("triehh.device_asked_again", system="triehh",
+        target="the device's ledger in a job (JobPolicy: stale rounds, max_votes; "
+               "ClientReporter: one report per job)",
+        expected="a server that asks a TrieHH device for a round again, for an old round, "
+                 "or for more than L rounds is refused (stale_round, budget_spent); a "
+                 "frequency-oracle device asked again sends the same report, so "
+                 "averaging 200 answers recovers nothing beyond one report")
+def device_asked_again(seed: int) -> Outcome:
+    """The server re-queries one device, in a TrieHH job and in a frequency-oracle job."""
+    from mechanisms.fo import ClientReporter, make_oracle, vector_modulus
+    from protocol.core.net.job import JobPolicy, _task_problem
+    from protocol.core.net.messages import Task
+
+    L = 4
+    policy = JobPolicy("triehh", 100, max_votes=L)
+    member = 7
+
+    def task(rnd: int) -> Task:
+        return Task("triehh", rnd, ("a", "b"), 2, False, 1, 0, 0, (1, 2, member, 9))
+
+    answers = {"same round again": _task_problem(task(3), policy, 3, member, 1),
+               "an old round": _task_problem(task(2), policy, 3, member, 1),
+               f"a round after {L} votes": _task_problem(task(9), policy, 8, member, L),
+               "the next round": _task_problem(task(4), policy, 3, member, 1)}
+    oracle = make_oracle("grr", 1.0, 8)
+    reporter = ClientReporter(oracle, np.array([5]), [member], ClientReporter.os_entropy)
+    mod = vector_modulus(1)
+    reports = {tuple(reporter.vector(member, r, oracle.vector_dim, mod, 1))
+               for r in range(1, 201)}
+    refused = [k for k, v in answers.items() if v is not None]
+    ok = (set(refused) == set(answers) - {"the next round"}
+          and answers["same round again"].startswith("stale_round")
+          and answers[f"a round after {L} votes"].startswith("budget_spent")
+          and len(reports) == 1 and reporter.reports_drawn == 1)
+    return Outcome("triehh.device_asked_again",
+                   "re-asked rounds refused; one report per job",
+                   f"refused: {', '.join(refused)}; the next round answered; 200 asks of a "
+                   f"frequency-oracle device gave {len(reports)} distinct report(s) "
+                   f"({reporter.reports_drawn} randomisation)", ok,
+                   {k: (v or "answered").split(":")[0] for k, v in answers.items()},
+                   {"distinct_reports": len(reports)})
