@@ -102,6 +102,16 @@ def ring_bits(max_value: int, theta: int | None = None) -> int:
     return k
 
 
+def charged(party: Any, fn: Callable[[], Any]) -> Any:
+    """``fn()``, its CPU time added to ``party.seconds`` (a simulation's per-member
+    accounting)."""
+    t0 = time.process_time()
+    try:
+        return fn()
+    finally:
+        party.seconds += time.process_time() - t0
+
+
 def _mask(k: int) -> np.uint64:
     return np.uint64((1 << k) - 1)
 
@@ -425,11 +435,7 @@ def run_committee(shares: Sequence[np.ndarray], k: int, theta: int | None, *,
     sent = [0, 0, 0]
 
     def call(i: int, fn: Callable[[], Any]) -> Any:
-        t0 = time.process_time()
-        try:
-            return fn()
-        finally:
-            parties[i].seconds += time.process_time() - t0
+        return charged(parties[i], fn)
 
     def route(step: str, sender: int, recipient: int, payload: Any) -> Any:
         if isinstance(payload, np.ndarray):

@@ -66,14 +66,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from protocol.core.committee import field as F
-from protocol.core.committee.rss import COMMITTEE, CommitteeAborted, CommitteeOutcome
+from protocol.core.committee.rss import (
+    COMMITTEE, CommitteeAborted, CommitteeOutcome, charged,
+)
 from protocol.core.randomness import OsRandom
 
 __all__ = ["CommitteeMessage", "MessageHook", "VerifiedParty", "run_verified_committee",
@@ -464,11 +465,7 @@ def run_verified_committee(components: Sequence[Pair], theta: int | None, *,
     sent = [0] * COMMITTEE
 
     def call(i: int, fn: Callable[[], Any]) -> Any:
-        t0 = time.process_time()
-        try:
-            return fn()
-        finally:
-            parties[i].seconds += time.process_time() - t0
+        return charged(parties[i], fn)
 
     def post(msgs: list[CommitteeMessage]) -> dict[tuple[int, int, str], Any]:
         """Route one step's messages: ``(sender, recipient, step) -> delivered``."""

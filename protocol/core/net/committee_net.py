@@ -140,6 +140,21 @@ class CommitteeLink:
                                    ) from None
         self.bytes_sent += len(data)
 
+    async def _read(self, what: str) -> Any:
+        """The next message from member ``peer`` (``what`` names it in errors)."""
+        try:
+            msg, _ = await asyncio.wait_for(read_message(self.reader, self.limits),
+                                            self.wait_seconds)
+        except CodecError as exc:
+            raise CommitteeAborted("malformed_message", self.member,
+                                   f"{what} from member {self.peer}: {exc}") from None
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError,
+                OSError) as exc:
+            raise CommitteeAborted("missing_message", self.member,
+                                   f"{what} from member {self.peer}: {type(exc).__name__}"
+                                   ) from None
+        return msg
+
     async def receive(self, step: str) -> bytes:
         """The payload of member ``peer``'s message for ``step``.
 
@@ -147,17 +162,7 @@ class CommitteeLink:
             CommitteeAborted: ``missing_message`` (late, closed), ``malformed_message``
                 (refused by the framing, or for another step).
         """
-        try:
-            msg, _ = await asyncio.wait_for(read_message(self.reader, self.limits),
-                                            self.wait_seconds)
-        except CodecError as exc:
-            raise CommitteeAborted("malformed_message", self.member,
-                                   f"{step} from member {self.peer}: {exc}") from None
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError,
-                OSError) as exc:
-            raise CommitteeAborted("missing_message", self.member,
-                                   f"{step} from member {self.peer}: {type(exc).__name__}"
-                                   ) from None
+        msg = await self._read(step)
         if msg.step != step:
             raise CommitteeAborted("malformed_message", self.member,
                                    f"expected {step} from member {self.peer}, got {msg.step}")
@@ -169,17 +174,7 @@ class CommitteeLink:
         Raises:
             CommitteeAborted: as :meth:`receive`.
         """
-        try:
-            msg, _ = await asyncio.wait_for(read_message(self.reader, self.limits),
-                                            self.wait_seconds)
-        except CodecError as exc:
-            raise CommitteeAborted("malformed_message", self.member,
-                                   f"from member {self.peer}: {exc}") from None
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError,
-                OSError) as exc:
-            raise CommitteeAborted("missing_message", self.member,
-                                   f"from member {self.peer}: {type(exc).__name__}"
-                                   ) from None
+        msg = await self._read("a message")
         if msg.step not in steps:
             raise CommitteeAborted("malformed_message", self.member,
                                    f"unexpected {msg.step} from member {self.peer}")

@@ -138,6 +138,24 @@ def demo_votes_vector(seed: int, client: int, candidates: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- server
+async def _committee_session(server: NetSecAggServer, rnd: ThresholdRound,
+                             server_factory: Any = None) -> tuple[Any, dict[str, Any], bool]:
+    """The round's session, keeping both helpers' connections: ``(report, the JSON-ready
+    report without the blinded sum, whether the committee can go on)``."""
+    n = rnd.vote.n
+    report = await server.run_session(keep=frozenset({n, n + 1}),
+                                      server_factory=server_factory)
+    out = report.to_json()
+    out.pop("result", None)  # the blinded sum stays with the server
+    out["committee"] = None
+    ready = report.status == "completed"
+    if ready and (not {n, n + 1} <= set(report.sets.get("U3", ()))
+                  or len(server.kept) != HELPERS):
+        out["status"], out["reason"] = "aborted", "threshold_helper_missing"
+        ready = False
+    return report, out, ready
+
+
 async def serve_threshold_round(server: NetSecAggServer, rnd: ThresholdRound,
                                 wait_seconds: float, *, fault: str | None = None
                                 ) -> dict[str, Any]:
@@ -149,16 +167,10 @@ async def serve_threshold_round(server: NetSecAggServer, rnd: ThresholdRound,
     if rnd.verified:
         return await _serve_verified(server, rnd, wait_seconds, fault)
     n = rnd.vote.n
-    report = await server.run_session(keep=frozenset({n, n + 1}))
-    out = report.to_json()
-    out.pop("result", None)  # the blinded sum stays with the server
-    out["committee"] = None
+    report, out, ready = await _committee_session(server, rnd)
     kept = server.kept
     try:
-        if report.status != "completed":
-            return out
-        if not {n, n + 1} <= set(report.sets.get("U3", ())) or len(kept) != HELPERS:
-            out["status"], out["reason"] = "aborted", "threshold_helper_missing"
+        if not ready:
             return out
         assert report.result is not None
         limits = committee_limits(rnd.vote.candidates)
@@ -360,19 +372,12 @@ async def _serve_verified(server: NetSecAggServer, rnd: ThresholdRound, wait_sec
     exchange (its audit), helper 1 audited from its seed, then the comparison."""
     n = rnd.vote.n
     h1, h2 = n, n + 1
-    report = await server.run_session(
-        keep=frozenset({h1, h2}),
-        server_factory=lambda config, vks: MirroredServer(config, verify_keys=vks,
-                                                          watched=(h1, h2), replica=False))
-    out = report.to_json()
-    out.pop("result", None)  # the blinded sum stays with the server
-    out["committee"] = None
+    report, out, ready = await _committee_session(
+        server, rnd, lambda config, vks: MirroredServer(config, verify_keys=vks,
+                                                        watched=(h1, h2), replica=False))
     kept = server.kept
     try:
-        if report.status != "completed":
-            return out
-        if not {h1, h2} <= set(report.sets.get("U3", ())) or len(kept) != HELPERS:
-            out["status"], out["reason"] = "aborted", "threshold_helper_missing"
+        if not ready:
             return out
         assert report.result is not None
         srv = server.last_server
