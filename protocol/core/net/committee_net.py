@@ -181,6 +181,21 @@ class CommitteeLink:
         return msg.step, msg.payload
 
 
+class _CpuClock:
+    """``clock(fn)`` runs ``fn`` and adds its CPU time to :attr:`seconds` (a member's own
+    computation, not its waiting on the links)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def __call__(self, fn: Callable[[], Any]) -> Any:
+        t0 = time.process_time()
+        try:
+            return fn()
+        finally:
+            self.seconds += time.process_time() - t0
+
+
 @dataclass
 class MemberOutcome:
     """What one member learned: the opened pass bits (and counts at the passing
@@ -210,15 +225,7 @@ async def run_member(index: int, share: np.ndarray, k: int, theta: int | None, *
     if theta is not None and not 0 <= int(theta) < 1 << (k - 1):
         raise CommitteeAborted("bad_arguments", index, "theta outside the ring's half")
     party = CommitteeParty(index, k, rand)
-    cpu = 0.0
-
-    def local(fn: Callable[[], Any]) -> Any:
-        nonlocal cpu
-        t0 = time.process_time()
-        try:
-            return fn()
-        finally:
-            cpu += time.process_time() - t0
+    local = _CpuClock()
 
     # 1. keys
     await next.send("key", party.key_message())
@@ -249,7 +256,8 @@ async def run_member(index: int, share: np.ndarray, k: int, theta: int | None, *
     counts = None
     if reveal_counts:
         counts = await _open(party, "counts", np.flatnonzero(passed), prev, next, local)
-    return MemberOutcome(passed, counts, party.view, cpu, prev.bytes_sent + next.bytes_sent)
+    return MemberOutcome(passed, counts, party.view, local.seconds,
+                         prev.bytes_sent + next.bytes_sent)
 
 
 async def _open(party: CommitteeParty, which: str, positions: np.ndarray | None,
@@ -317,15 +325,7 @@ async def run_verified_member(index: int, first: np.ndarray, second: np.ndarray,
         party = (party_class or VerifiedParty)(index, context, first, second, rand)
     except ValueError as exc:
         raise CommitteeAborted("bad_arguments", index, str(exc)) from None
-    cpu = 0.0
-
-    def local(fn: Callable[[], Any]) -> Any:
-        nonlocal cpu
-        t0 = time.process_time()
-        try:
-            return fn()
-        finally:
-            cpu += time.process_time() - t0
+    local = _CpuClock()
 
     async def send(link: CommitteeLink, message: Any) -> None:
         await link.send(message.step, _encode(message))
@@ -367,4 +367,5 @@ async def run_verified_member(index: int, first: np.ndarray, second: np.ndarray,
         positions = np.flatnonzero(passed)
         counts = await open_value("open-counts", local(lambda: party.counts_pair(positions)))
         party.view["opened_counts"] = counts.copy()
-    return MemberOutcome(passed, counts, party.view, cpu, prev.bytes_sent + next.bytes_sent)
+    return MemberOutcome(passed, counts, party.view, local.seconds,
+                         prev.bytes_sent + next.bytes_sent)

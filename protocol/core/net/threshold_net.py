@@ -288,33 +288,29 @@ async def run_helper(index: int, host: str, port: int, rnd: ThresholdRound,
         if session.status != "completed":
             out["status"], out["reason"] = session.status, session.reason
             return out
-        if rnd.verified:
-            server_link = CommitteeLink(index, 0, reader, writer,
-                                        verified_limits(rnd.vote.candidates, rnd.vote.theta,
-                                                        _relay_bytes(config)), wait_seconds)
-            helper_link = CommitteeLink(index, 3 - index, l_reader, l_writer,
-                                        verified_limits(rnd.vote.candidates, rnd.vote.theta),
-                                        wait_seconds)
-            try:
+        try:
+            if rnd.verified:
+                server_link = CommitteeLink(
+                    index, 0, reader, writer,
+                    verified_limits(rnd.vote.candidates, rnd.vote.theta,
+                                    _relay_bytes(config)), wait_seconds)
+                helper_link = CommitteeLink(
+                    index, 3 - index, l_reader, l_writer,
+                    verified_limits(rnd.vote.candidates, rnd.vote.theta), wait_seconds)
                 member = await _helper_verified(index, rnd, config, machine, seed, blind,
                                                 server_link, helper_link, verify_keys,
                                                 fault)
-            except CommitteeAborted as exc:
-                out["status"], out["reason"] = "aborted", f"committee_{exc.reason}"
-                return out
-            out.update({"status": "completed", **rnd.release(member.passed, member.counts),
-                        "bytes_sent": member.bytes_sent})
-            return out
-        limits = committee_limits(rnd.vote.candidates)
-        server_link = CommitteeLink(index, 0, reader, writer, limits, wait_seconds)
-        helper_link = CommitteeLink(index, 3 - index, l_reader, l_writer, limits, wait_seconds)
-        share = (np.uint64(0) - blind) & np.uint64((1 << rnd.k) - 1)
-        prev, next_ = ((server_link, helper_link) if index == 1
-                       else (helper_link, server_link))
-        try:
-            member = await run_member(index, share, rnd.k, rnd.vote.theta,
-                                      reveal_counts=rnd.vote.reveal_counts, prev=prev,
-                                      next=next_, rand=rand)
+            else:
+                limits = committee_limits(rnd.vote.candidates)
+                server_link = CommitteeLink(index, 0, reader, writer, limits, wait_seconds)
+                helper_link = CommitteeLink(index, 3 - index, l_reader, l_writer, limits,
+                                            wait_seconds)
+                share = (np.uint64(0) - blind) & np.uint64((1 << rnd.k) - 1)
+                prev, next_ = ((server_link, helper_link) if index == 1
+                               else (helper_link, server_link))
+                member = await run_member(index, share, rnd.k, rnd.vote.theta,
+                                          reveal_counts=rnd.vote.reveal_counts, prev=prev,
+                                          next=next_, rand=rand)
         except CommitteeAborted as exc:
             out["status"], out["reason"] = "aborted", f"committee_{exc.reason}"
             return out
