@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -318,3 +320,16 @@ def test_views_do_not_depend_on_sub_threshold_counts() -> None:
         table = np.array([np.bincount(a, minlength=16), np.bincount(b, minlength=16)])
         pvalues.append(stats.chi2_contingency(table)[1])
     assert min(pvalues) > 1e-3 / len(pvalues)
+
+
+def test_bench_committee_compares_both_committees_on_the_same_counts() -> None:
+    from protocol.studies.runners.benchmarks import bench_committee
+
+    out = bench_committee(60, 3, 2, seed=1, clients=100)
+    assert out["correct"] is True and out["statistical_security_bits"] >= 40
+    for name in ("verified", "semi_honest"):
+        assert out[name]["bytes_per_candidate_and_member"] > 0
+    assert out["verified_over_semi_honest"]["cpu"] > 0
+    proc = subprocess.run([sys.executable, "-m", "protocol.cli", "bench", "committee",
+                           "--candidates", "0"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr

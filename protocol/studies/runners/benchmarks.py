@@ -514,3 +514,78 @@ def bench_fo(mechanism: str = "olh", users: int = 100_000, domain: int = 1000,
         "max_abs_z": round(float(np.max(np.abs(z))), 3),
     }
     return out
+
+
+def bench_committee(candidates: int, theta: int, runs: int, seed: int | None,
+                    clients: int = 10_000) -> dict[str, Any]:
+    """The committee's comparison of ``candidates`` counts with ``theta``: the verified
+    committee (the malicious default) and the semi-honest one, run alternately ``runs``
+    times each on the same counts; medians of CPU per candidate and member (the three
+    members run in one process, so a run's CPU is divided by three) and the bytes each
+    member sends per candidate. Both results are checked against the plaintext rule.
+    The semi-honest ring is the one the transport uses for a round of ``clients``."""
+    import os
+    import statistics
+    import time
+
+    import numpy as np
+
+    from protocol.core.committee import field as F
+    from protocol.core.committee import ring_bits, run_committee
+    from protocol.core.committee.verified import (
+        STATISTICAL_SECURITY_BITS, run_verified_committee,
+    )
+    from protocol.core.randomness import insecure_deterministic_randomness
+
+    if candidates < 1 or theta < 1 or runs < 1:
+        raise StudyError("candidates, theta and runs must be >= 1")
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 3 * theta, candidates).astype(np.uint64)
+    want = x >= theta
+    k = ring_bits(max(int(x.max()), int(clients)), theta)
+    mask = np.uint64((1 << k) - 1)
+
+    def rands(i: int) -> Any:
+        if seed is None:
+            return None
+        base = insecure_deterministic_randomness(seed * 1000 + i, "bench-committee")
+        return [base.child(f"p{j}") for j in range(3)]
+
+    cpu: dict[str, list[float]] = {"verified": [], "semi_honest": []}
+    sent: dict[str, int] = {}
+    correct = True
+    for i in range(runs):
+        c0 = rng.integers(0, F.P, candidates, dtype=np.uint64)
+        c1 = rng.integers(0, F.P, candidates, dtype=np.uint64)
+        comps = [c0, c1, F.sub(F.sub(x, c0), c1)]
+        pairs = [(comps[j], comps[(j + 1) % 3]) for j in range(3)]
+        t = time.process_time()
+        out = run_verified_committee(pairs, theta, context=os.urandom(32),
+                                     reveal_counts=False, rands=rands(i))
+        cpu["verified"].append(time.process_time() - t)
+        sent["verified"] = max(out.bytes_sent)
+        correct &= bool(np.array_equal(out.passed, want))
+        r1 = rng.integers(0, 1 << 63, candidates, dtype=np.uint64) & mask
+        r2 = rng.integers(0, 1 << 63, candidates, dtype=np.uint64) & mask
+        shares = [(x + r1 + r2) & mask, (np.uint64(0) - r1) & mask, (np.uint64(0) - r2) & mask]
+        t = time.process_time()
+        semi = run_committee(shares, k, theta, reveal_counts=False, rands=rands(i + runs))
+        cpu["semi_honest"].append(time.process_time() - t)
+        sent["semi_honest"] = max(semi.bytes_sent)
+        correct &= bool(np.array_equal(semi.passed, want))
+    med = {name: statistics.median(v) for name, v in cpu.items()}
+    per = {name: {"cpu_us_per_candidate_and_member": round(1e6 * med[name] / 3 / candidates, 2),
+                  "bytes_per_candidate_and_member": round(sent[name] / candidates, 1),
+                  "seconds_median": round(med[name], 4)} for name in cpu}
+    return {
+        "candidates": candidates, "theta": theta, "runs": runs, "seed": seed,
+        "clients": clients,
+        "semi_honest_ring_bits": k, "field": "F_p, p = 2^61 - 1",
+        "statistical_security_bits": STATISTICAL_SECURITY_BITS, "correct": correct,
+        **per,
+        "verified_over_semi_honest": {
+            "cpu": round(med["verified"] / med["semi_honest"], 2),
+            "bytes": round(sent["verified"] / sent["semi_honest"], 2)},
+        "seconds": round(sum(sum(v) for v in cpu.values()), 3),
+        "peak_rss_mb": round(_peak_rss_bytes() / 2**20, 1),
+    }
