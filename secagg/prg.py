@@ -39,7 +39,8 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from .errors import ParameterError
 
-__all__ = ["SEED_BYTES", "MAX_MODULUS", "expand_mask", "mask_sum", "mask_bytes_per_entry",
+__all__ = ["SEED_BYTES", "MAX_MODULUS", "MERSENNE61", "expand_mask", "mask_sum",
+           "mask_sum_mersenne61", "mask_bytes_per_entry",
            "pack_uints", "unpack_uints", "keystream"]
 
 SEED_BYTES = 32
@@ -175,14 +176,19 @@ def mask_sum(terms: Iterable[tuple[bytes, int]], dim: int, modulus: int) -> np.n
     own. For a large vector that halves the memory traffic per mask (a client adds
     ``k + 1`` of them).
 
+    ``2^61 - 1`` has its own fast path (:func:`mask_sum_mersenne61`).
+
     Raises:
-        ParameterError: a bad seed, dim or modulus, a modulus that is not a power of
-            two, or a sign other than ``1`` and ``-1``.
+        ParameterError: a bad seed, dim or modulus, a modulus that is neither a power of
+            two nor ``2^61 - 1``, or a sign other than ``1`` and ``-1``.
     """
     dim = _check_count(dim, "dim")
     modulus = _check_modulus(modulus)
+    if modulus == MERSENNE61:
+        return mask_sum_mersenne61(terms, dim)
     if modulus & (modulus - 1):
-        raise ParameterError("mask_sum needs a power-of-two modulus (expand_mask serves any)")
+        raise ParameterError("mask_sum needs a power-of-two modulus or 2^61 - 1 "
+                             "(expand_mask serves any)")
     b = _bits(modulus)
     w = _word_bytes(b)
     word = _WORD_DTYPES[w]
@@ -212,6 +218,63 @@ def mask_sum(terms: Iterable[tuple[bytes, int]], dim: int, modulus: int) -> np.n
     if b < 64:
         np.bitwise_and(out, np.uint64(modulus - 1), out=out)
     return out
+
+
+#: the Mersenne prime of the threshold committee's field, the one prime modulus with a
+#: summing fast path (:func:`mask_sum_mersenne61`)
+MERSENNE61 = (1 << 61) - 1
+_M61 = np.uint64(MERSENNE61)
+_S61 = np.uint64(61)
+
+
+def mask_sum_mersenne61(terms: Iterable[tuple[bytes, int]], dim: int) -> np.ndarray:
+    """:func:`mask_sum` for the modulus ``p = 2^61 - 1``: ``sum(sign *
+    expand_mask(seed, dim, p)) mod p``, a fresh ``uint64`` array in ``[0, p)``.
+
+    :func:`expand_mask` draws each entry as the low 61 bits of the next 64-bit keystream
+    word, rejecting the one value ``p`` (probability ``2^-61`` a word). So a mask whose
+    first ``dim`` words reject nothing is exactly those words' low bits; it is added
+    straight from the keystream, the sum folded with ``2^61 = 1 (mod p)`` every six
+    masks instead of reduced by division. A mask with a rejected word (never seen in
+    practice) is expanded by :func:`expand_mask` itself, so the result is the same.
+
+    Raises:
+        ParameterError: a bad seed or dim, or a sign other than ``1`` and ``-1``.
+    """
+    dim = _check_count(dim, "dim")
+    acc = np.zeros(dim, np.uint64)
+    low = np.empty(dim, np.uint64)
+    nbytes = 8 * dim
+    big = np.empty(dim, np.uint64) if nbytes > _SMALL_MASK_BYTES else None
+    pending = 0
+    for seed, sign in terms:
+        if type(seed) is not bytes or len(seed) != SEED_BYTES:
+            seed = _check_seed(seed)
+        if sign not in (1, -1) or type(sign) is not int:
+            raise ParameterError(f"a mask's sign must be 1 or -1, got {sign!r}")
+        if big is None:
+            enc = Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor()
+            words = np.frombuffer(enc.update(_ZERO_BYTES[:nbytes]), dtype="<u8")
+        else:
+            _Keystream(seed, nbytes).into(big.view(np.uint8))
+            words = big.view("<u8")
+        np.bitwise_and(words, _M61, out=low)
+        # low <= p everywhere, so its maximum is p exactly when a word is rejected
+        mask = low if not dim or low.max() != _M61 else expand_mask(seed, dim, MERSENNE61)
+        if sign == 1:
+            np.add(acc, mask, out=acc)
+        else:   # acc + p - m (wrapping in between; the true value is below 2^64)
+            np.subtract(acc, mask, out=acc)
+            np.add(acc, _M61, out=acc)
+        pending += 1
+        if pending == 6:          # after a fold acc < 2^61 + 8; six more stay < 2^64
+            high = acc >> _S61
+            np.bitwise_and(acc, _M61, out=acc)
+            np.add(acc, high, out=acc)
+            pending = 0
+    acc = (acc & _M61) + (acc >> _S61)
+    acc = (acc & _M61) + (acc >> _S61)
+    return np.where(acc >= _M61, acc - _M61, acc)
 
 
 def expand_mask(seed: bytes, dim: int, modulus: int) -> np.ndarray:

@@ -412,17 +412,19 @@ class SecAggServer:
                 self._members(self._in_u3) + self._needed_s, self._in_u4):
             raise _Abort(AbortReason.TOO_FEW_CONSISTENCY_SIGNATURES, u4)
         dropped = set_to_bitmap(self._members(self._in_u2 & ~self._in_u3), cfg.n)
-        out = []
-        for u in u4:
+        in_u4, neighbours, signatures = self._in_u4, self.neighbours, self._signatures
+
+        def build(u: int) -> UnmaskRequest:
             # the client's own signature and exactly t of its signing neighbours: the
             # client needs t (Bonawitz et al. 2017, round 4), and each extra one would cost
             # it an Ed25519 verification and 64 bytes for no added assurance
-            signing = [w for w in self.neighbours[u] if self._in_u4[w]][:cfg.threshold]
+            signing = [w for w in neighbours[u] if in_u4[w]][:cfg.threshold]
             signers = tuple(sorted([u] + signing))
-            out.append((u, UnmaskRequest(self.session, cfg.n, self._alive_bitmap, dropped,
-                                         signers, tuple(self._signatures[w] for w in signers))))
+            return UnmaskRequest(self.session, cfg.n, self._alive_bitmap, dropped, signers,
+                                 tuple(signatures[w] for w in signers))
+
         self.sets["U4"] = frozenset(u4)
-        return out
+        return _Replies(u4, build)
 
     # ------------------------------------------------------------------ round 4
 

@@ -411,14 +411,15 @@ class ModAccumulator:
 
     def add_masks(self, terms: Sequence[tuple[bytes, int]]) -> None:
         """acc += sum(sign * prg.expand_mask(seed)) over ``terms`` of ``(seed, sign)``,
-        ``sign`` 1 or -1: with a power-of-two modulus in one :func:`secagg.prg.mask_sum`
-        call (the masks summed in the keystream's word width), otherwise mask by mask.
+        ``sign`` 1 or -1: with a power-of-two modulus or ``2^61 - 1`` in one
+        :func:`secagg.prg.mask_sum` call (the masks summed without a reduction per
+        mask), otherwise mask by mask.
 
         Raises:
             ParameterError: a bad seed or sign.
         """
         dim = len(self.acc)
-        if self._pow2:
+        if self._pow2 or self.modulus == prg.MERSENNE61:
             self.add(prg.mask_sum(terms, dim, self.modulus))
             return
         for seed, sign in terms:

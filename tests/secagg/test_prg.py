@@ -306,3 +306,25 @@ def test_accumulator_add_masks_is_the_mask_by_mask_sum(modulus: int) -> None:
     assert np.array_equal(got.value(), want.value())
     with pytest.raises(ParameterError, match="sign"):
         ModAccumulator(dim, modulus).add_masks([(terms[0][0], 0)])
+
+
+def test_mask_sum_for_the_committee_prime_equals_the_masks_one_by_one() -> None:
+    """``2^61 - 1`` (the threshold committee's field) sums its masks from the keystream
+    words with a fold per six masks; the result is the mask-by-mask sum."""
+    import os
+
+    from secagg.state import ModAccumulator
+
+    p = prg.MERSENNE61
+    for dim in (0, 1, 7, 1456, 8192, 8193, 70_001):
+        terms = [(os.urandom(32), 1 if i % 3 else -1) for i in range(14)]
+        ref = np.zeros(dim, dtype=object)
+        for seed, sign in terms:
+            ref = (ref + sign * prg.expand_mask(seed, dim, p).astype(object)) % p
+        got = prg.mask_sum(terms, dim, p)
+        assert got.dtype == np.uint64 and [int(v) for v in got] == [int(v) for v in ref]
+        acc = ModAccumulator(dim, p)
+        acc.add_masks(terms)
+        assert np.array_equal(acc.value(), got)
+    with pytest.raises(ParameterError):
+        prg.mask_sum([(os.urandom(32), 2)], 4, p)
