@@ -3,44 +3,54 @@ place, followed by a secure comparison of every count with ``theta``.
 
 Theory of operation
 -------------------
-One round (:meth:`ThresholdTransport.run_round`):
+One round (:meth:`ThresholdTransport.run_round`). The default (``threat="malicious"``)
+is secure against one deviating member, the server or a helper (docs/threshold.md):
 
 1. **Secure aggregation with two blinding participants.** The session has the ``n``
    clients at positions ``0..n-1`` and the two committee helpers at positions ``n`` and
    ``n+1`` (:func:`protocol.core.secagg_engine.run_secagg`, every message through the
    codec, the same threat-model parameters as :mod:`~protocol.core.transports.
-   secagg_transport`). Helper ``h`` inputs a fresh uniform vector ``R_h`` mod ``2^k``
-   drawn from its own randomness, so the server unmasks only the *blinded* sum
-   ``S = sum + R_1 + R_2`` and helper ``h`` keeps ``-R_h``: the three hold an additive
-   sharing of the sum over ``Z_{2^k}``, the committee's ring. The helpers' positions are
-   the session's ``required`` set (:class:`secagg.state.SessionConfig`), bound into the
-   session id: a client refuses (``REQUIRED_PARTICIPANT_MISSING``) to reveal shares for a
-   survivor set without both helpers, so the server cannot drop a helper to unmask the
-   sum with a blinding vector left out; with both helpers in, the sum it unmasks
-   always carries ``R_1 + R_2``. Helpers never drop (dropouts are drawn for
-   clients only); client dropouts keep Bonawitz et al.'s behaviour.
-2. **Comparison.** The server and the helpers run :func:`protocol.core.committee.
-   run_committee` on ``(S, -R_1, -R_2)``: only the pass bits are opened and, when the
-   round reveals counts (TrieHH++), only the counts of the passing candidates.
-   ``k`` is :func:`protocol.core.committee.ring_bits` of ``(n, theta)``, so counts
-   never wrap and ``x - theta`` keeps its sign.
-3. **Vector rounds** (modulus ``spec.modulus``): the release is the whole sum, so the
-   helpers hand their shares to the server, which adds them. **Report rounds** are not
+   secagg_transport`), over ``F_p``, ``p = 2^61 - 1``. Helper ``h`` draws a 32-byte
+   seed and derives from it its whole secure-aggregation client and its blinding
+   vector ``R_h`` (:mod:`protocol.core.committee.binding`), so the server unmasks only
+   ``S = sum + R_1 + R_2``. The helpers' positions are the session's ``required`` set
+   (:class:`secagg.state.SessionConfig`), bound into the session id: a client refuses
+   (``REQUIRED_PARTICIPANT_MISSING``) to reveal shares for a survivor set without both
+   helpers. Helpers never drop (dropouts are drawn for clients only); client dropouts
+   keep Bonawitz et al.'s behaviour.
+2. **Each member derives its own shares.** Helper 2 unmasks ``S`` on a replica of the
+   server (:class:`~protocol.core.committee.binding.MirroredServer`) from the same
+   signed client messages; helper 1's seed goes to the server and helper 2's to helper
+   1, each of whom replays that helper's client and checks every message it sent
+   (:func:`~protocol.core.committee.binding.audit_helper`). The committee holds
+   ``(S, -R1)``, ``(-R1, -R2)``, ``(-R2, S)``.
+3. **Verified comparison** (:func:`protocol.core.committee.verified.
+   run_verified_committee`): every multiplication verified before anything is opened,
+   checked openings, context-bound messages; only the pass bits are opened and, when
+   the round reveals counts (TrieHH++), only the counts of the passing candidates.
+4. **Vector rounds** (modulus ``spec.modulus``): the release is the whole sum; the
+   server audits both helpers and adds their shares. **Report rounds** are not
    supported (:class:`~protocol.core.contract.ContractError`).
 
-Failures: a helper that fails or sends something malformed aborts the round with
-``AggregationAborted("committee_<reason>")`` naming the check; a session whose survivor
-set lacks a helper aborts as ``threshold_helper_missing`` (or with the secure-aggregation
-abort reason). There is never a partial release.
+``threat="semi-honest"`` (a named option) keeps the earlier design: the ring
+``Z_{2^k}`` (``k`` from :func:`protocol.core.committee.ring_bits` of ``(n, theta)``),
+OS blinding vectors, and the semi-honest committee
+(:func:`protocol.core.committee.run_committee`) on ``(S, -R_1, -R_2)``.
+
+Failures: a member that fails, deviates or sends something malformed aborts the round
+with ``AggregationAborted("committee_<reason>")`` naming the check
+(``helper_audit_failed``, ``replica_failed``, ``input_mismatch``,
+``verification_failed``, ``open_mismatch``, ``replayed_message``, ...); a session whose
+survivor set lacks a helper aborts as ``threshold_helper_missing`` (or with the
+secure-aggregation abort reason). There is never a partial release.
 
 Views (``RoundResult.views``): ``server`` -- the secure-aggregation server's view with the
-*blinded* sum, and its committee view; ``helper1``, ``helper2`` -- the share ``-R_h`` and
-the committee view (keys received, every received message, the opened bits and counts);
-``clients`` -- as for secure aggregation. The trust model -- semi-honest committee with
-an honest majority -- is in ``docs/threshold.md``.
+*blinded* sum, what it audited, and its committee view; ``helper1``, ``helper2`` -- the
+share ``-R_h``, what each audited or unmasked, and the committee view (keys received,
+every received message, the opened values); ``clients`` -- as for secure aggregation.
 
 Randomness: OS randomness by default; ``simulate=True`` (the explicit switch) derives
-every key, every ``R_h`` and the committee's keys from the ``rng`` of ``run_round``.
+every key, every helper seed and the committee's keys from the ``rng`` of ``run_round``.
 """
 from __future__ import annotations
 
@@ -72,8 +82,6 @@ __all__ = ["ThresholdTransport", "HELPERS", "Deviation", "uniform_mod"]
 
 #: the committee's helper names, in committee order after the server
 HELPERS = ("helper1", "helper2")
-#: committee member names by index
-MEMBERS = ("server", *HELPERS)
 
 
 @dataclass(frozen=True)
@@ -110,11 +118,11 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
     malicious threat model by default, as every secure-aggregation session), plus:
 
     Args:
-        committee_hook: sees every committee message. Under the malicious model it is
-            a :data:`~protocol.core.committee.verified.MessageHook` (``hook(message) ->
-            message``); under ``threat="semi-honest"`` a
-            :data:`~protocol.core.committee.Hook` (``hook(step, sender, recipient,
-            payload) -> payload``). Attack studies and tests model a faulty member.
+        committee_hook: ``hook(step, sender, recipient, payload) -> payload`` on every
+            committee message (``None`` loses it; under the malicious model it may also
+            return a whole :class:`~protocol.core.committee.verified.CommitteeMessage`,
+            e.g. one replayed from another round). Attack studies and tests model a
+            faulty member with it.
         deviation: a :class:`Deviation` (malicious model only).
 
     The helpers never drop; ``dropout`` applies to clients only, and ``simulate`` also
