@@ -69,12 +69,17 @@ def test_issue_vectors_release_and_view_shape(reveal: bool) -> None:
 
 
 @pytest.mark.slow
-def test_server_and_helper_views_are_blinded_over_many_seeds() -> None:
-    """Over the whole transport, the blinded sum and the helpers' shares are uniform mod
-    2^k for both vote vectors (two-sample chi-square per position, Bonferroni)."""
+@pytest.mark.parametrize("threat", ["malicious", "semi-honest"])
+def test_server_and_helper_views_are_blinded_over_many_seeds(threat: str) -> None:
+    """Over the whole transport, the blinded sum and the helpers' shares are uniform
+    modulo the session's modulus (``2^61 - 1`` by default, ``2^k`` semi-honest) for both
+    vote vectors (two-sample chi-square per position, Bonferroni)."""
     from scipy.stats import chi2
 
-    t = ThresholdTransport(simulate=True, graph="complete")
+    from protocol.core.committee import field as F
+
+    t = ThresholdTransport(simulate=True, graph="complete", threat=threat)
+    modulus = F.P if threat == "malicious" else 256
     fields: dict[str, list[list[np.ndarray]]] = {}
     for which, counts in enumerate((A, B)):
         for seed in range(150):
@@ -87,9 +92,9 @@ def test_server_and_helper_views_are_blinded_over_many_seeds() -> None:
     for name, (xa, xb) in fields.items():
         a, b = np.stack(xa), np.stack(xb)
         for j in range(5):
-            # 256 values, 150 samples: bin by the top 3 bits to keep expected counts up
-            ca = np.bincount((a[:, j] >> np.uint64(5)).astype(int), minlength=8)
-            cb = np.bincount((b[:, j] >> np.uint64(5)).astype(int), minlength=8)
+            # 150 samples: eight equal bins of the modulus keep expected counts up
+            ca = np.bincount([int(v) * 8 // modulus for v in a[:, j]], minlength=8)
+            cb = np.bincount([int(v) * 8 // modulus for v in b[:, j]], minlength=8)
             tot = ca + cb
             e = tot / 2
             stat = float((((ca - e) ** 2 + (cb - e) ** 2) / np.maximum(e, 1e-9))[tot > 0].sum())
