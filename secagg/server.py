@@ -143,17 +143,24 @@ class SecAggServer:
         verify_keys: Ed25519 public keys of all participants by roster position
             (malicious-server variant: the server checks signatures too, so that one
             bad client cannot make honest ones abort).
+        memo: a dict shared with another server of the same session in the same
+            process (a simulation's replica of this server): a signature check or a
+            secret reconstruction that one of them did on the very same bytes is not
+            done again (each is a pure function of those bytes; a check that failed
+            is never remembered). ``None``: no sharing.
 
     Raises:
         ParameterError: missing verification keys in the malicious variant.
     """
 
     def __init__(self, config: SessionConfig, *,
-                 verify_keys: Sequence[bytes] | None = None) -> None:
+                 verify_keys: Sequence[bytes] | None = None,
+                 memo: dict[Any, Any] | None = None) -> None:
         if config.malicious and (verify_keys is None or len(verify_keys) != config.n):
             raise ParameterError("the malicious-server variant needs n verification keys")
         self.config = config
         self._verify_keys = tuple(verify_keys) if verify_keys is not None else None
+        self._memo = memo
         n = config.n
         #: ``N(u)`` for every ``u``: fixed when round 0 closes, from the transcript
         #: root (the graph seed is derived from ``sid_1``); empty before
@@ -260,14 +267,9 @@ class SecAggServer:
         if msg.c_pk == msg.s_pk:
             raise InvalidMessage("the two public keys must differ")
         if self.config.malicious:
-            assert self._verify_keys is not None
-            try:
-                crypto.ed25519_verify(self._verify_keys[u],
-                                      self.config.keys_message(u, msg.nonce, msg.c_pk,
-                                                               msg.s_pk),
-                                      msg.signature)
-            except CryptoError:
-                raise InvalidMessage(f"bad key signature from {u}") from None
+            self._check_signature(u, self.config.keys_message(u, msg.nonce, msg.c_pk,
+                                                              msg.s_pk),
+                                  msg.signature, "key")
         elif msg.signature:
             raise InvalidMessage("unexpected signature in the honest-but-curious variant")
         self._keys[u] = msg
@@ -360,13 +362,8 @@ class SecAggServer:
             raise InvalidMessage("masked input has the wrong dimension or modulus")
         digest = hashlib.sha256(msg.packed).digest()
         if self.config.malicious:
-            assert self._verify_keys is not None
-            try:
-                crypto.ed25519_verify(self._verify_keys[u],
-                                      self.config.input_message(self.session, u, digest),
-                                      msg.signature)
-            except CryptoError:
-                raise InvalidMessage(f"bad masked-input signature from {u}") from None
+            self._check_signature(u, self.config.input_message(self.session, u, digest),
+                                  msg.signature, "masked-input")
         self._acc.add(msg.vector())
         self.input_digests[u] = digest
         self._in_u3[u] = True
@@ -394,14 +391,9 @@ class SecAggServer:
 
     def _on_signature(self, msg: ConsistencySignature) -> None:
         u = self._sender(msg.sender, self._in_u3, self._in_u4)
-        assert self._verify_keys is not None
-        try:
-            crypto.ed25519_verify(self._verify_keys[u],
-                                  self.config.consistency_message(self.session,
-                                                                  self._alive_bitmap),
-                                  msg.signature)
-        except CryptoError:
-            raise InvalidMessage(f"bad consistency signature from {u}") from None
+        self._check_signature(u, self.config.consistency_message(self.session,
+                                                                 self._alive_bitmap),
+                              msg.signature, "consistency")
         self._signatures[u] = msg.signature
         self._in_u4[u] = True
 
@@ -444,14 +436,9 @@ class SecAggServer:
         except ParameterError as exc:
             raise InvalidMessage(f"malformed share from {u}: {exc}") from None
         if self.config.malicious:
-            assert self._verify_keys is not None
-            try:
-                crypto.ed25519_verify(self._verify_keys[u],
-                                      self.config.unmask_message(self.session, u,
-                                                                 msg.body_digest()),
-                                      msg.signature)
-            except CryptoError:
-                raise InvalidMessage(f"bad unmasking signature from {u}") from None
+            self._check_signature(u, self.config.unmask_message(self.session, u,
+                                                                msg.body_digest()),
+                                  msg.signature, "unmasking")
         # reconstruction takes the first t shares of each owner; the server keeps no more
         # (each sender's point x = u + 1 is its own, so the kept points are distinct)
         full = self.config.threshold * shamir.SHARE_WIRE_BYTES
@@ -465,12 +452,37 @@ class SecAggServer:
                     kept += enc
         self._in_u5[u] = True
 
-    @staticmethod
-    def _combine(kept: bytearray, t: int) -> bytes:
+    def _check_signature(self, u: int, message: bytes, signature: bytes, what: str) -> None:
+        """Verify ``u``'s Ed25519 signature on ``message`` (malicious variant).
+
+        Raises:
+            InvalidMessage: it does not verify (never remembered in the memo).
+        """
+        assert self._verify_keys is not None
+        key = self._verify_keys[u]
+        memo = self._memo
+        entry = ("ed25519", key, message, signature)
+        if memo is not None and entry in memo:
+            return
+        try:
+            crypto.ed25519_verify(key, message, signature)
+        except CryptoError:
+            raise InvalidMessage(f"bad {what} signature from {u}") from None
+        if memo is not None:
+            memo[entry] = True
+
+    def _combine(self, kept: bytearray, t: int) -> bytes:
         """The secret rebuilt from the ``t`` share encodings kept for its owner."""
         w = shamir.SHARE_WIRE_BYTES
-        return shamir.combine([shamir.Share.from_bytes(kept[i:i + w])
-                               for i in range(0, t * w, w)], t)
+        encodings = bytes(kept[:t * w])
+        memo = self._memo
+        if memo is not None and ("shamir", t, encodings) in memo:
+            return memo[("shamir", t, encodings)]
+        secret = shamir.combine([shamir.Share.from_bytes(encodings[i:i + w])
+                                 for i in range(0, t * w, w)], t)
+        if memo is not None:
+            memo[("shamir", t, encodings)] = secret
+        return secret
 
     def _close_unmask(self, _: CloseRound) -> Outgoing:
         cfg, t = self.config, self.config.threshold

@@ -298,3 +298,24 @@ def test_malicious_round2_and_round4_messages_are_signed() -> None:
     swapped = (m.b_shares[1], m.b_shares[0]) + m.b_shares[2:]
     _rejects(server, dataclasses.replace(m, b_shares=swapped))
     server.receive(m)
+
+
+def test_a_shared_memo_skips_only_identical_checks() -> None:
+    """Two servers of one session sharing a memo (a simulation's replica): the second
+    does not re-verify a signature the first verified on the same bytes, and still
+    refuses altered bytes."""
+    first, up = drive(S.COLLECT_INPUTS, True)     # deterministic: the same session
+    second, again = drive(S.COLLECT_INPUTS, True)
+    assert [x.packed for x in up] == [x.packed for x in again]
+    memo: dict = {}
+    first._memo = second._memo = memo
+    m = up[0]
+    first.receive(m)
+    checks = sum(1 for k in memo if k[0] == "ed25519")
+    assert checks == 1
+    second.receive(m)
+    assert sum(1 for k in memo if k[0] == "ed25519") == checks   # a hit, not a new check
+    shifted = m.vector().copy()
+    shifted[0] = (int(shifted[0]) + 1) % m.modulus
+    forged = MaskedInput.from_vector(up[1].sender, shifted, m.modulus).signed(up[1].signature)
+    _rejects(second, forged)

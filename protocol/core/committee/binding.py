@@ -105,9 +105,14 @@ class MirroredServer(SecAggServer):
     def __init__(self, config: SessionConfig, *, verify_keys: Sequence[bytes] | None,
                  watched: Sequence[int], feed: Callable[[Any], Any] | None = None,
                  replica: bool = True) -> None:
-        super().__init__(config, verify_keys=verify_keys)
+        # in one process the replica reuses the server's signature checks and share
+        # reconstructions of the very same bytes (pure functions of them); altered
+        # bytes are checked afresh. A deployed helper 2 pays about the server's CPU.
+        memo: dict[Any, Any] | None = {} if replica else None
+        super().__init__(config, verify_keys=verify_keys, memo=memo)
         self._feed = feed
-        self.replica = SecAggServer(config, verify_keys=verify_keys) if replica else None
+        self.replica = (SecAggServer(config, verify_keys=verify_keys, memo=memo)
+                        if replica else None)
         self.replica_seconds = 0.0
         #: ``(message, None)`` for a client message taken, ``(None, "close")`` for a
         #: round closed (kept only without an in-process replica)
