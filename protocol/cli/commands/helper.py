@@ -2,9 +2,10 @@
 threshold``).
 
 Helper ``--index 1`` or ``2`` joins the round's secure-aggregation session as the
-position after the clients (``--clients`` and ``--clients`` + 1), inputs a fresh
-uniform blinding vector from the operating system, and then runs the three-party
-comparison with the server and the other helper. The link between the helpers is its
+position after the clients (``--clients`` and ``--clients`` + 1), inputs a blinding
+vector (under the malicious default derived, with its whole client, from a seed it
+hands its auditor), and then runs the three-party comparison with the server and the
+other helper. The link between the helpers is its
 own TLS connection at ``--link HOST:PORT`` (helper 2 listens there, helper 1 connects),
 each end pinning the other's certificate from ``--keys`` (``fedhh keys --committee``).
 Prints one JSON line: what was opened (only what passed the threshold). The round's
@@ -46,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     from protocol.core.net.processes import helper_process
 
     rnd = threshold_round_from_args(args)
+    if args.fault is not None and not rnd.verified:
+        raise UsageError("--fault needs the malicious model (--threat malicious)")
     host, port = args.connect
     if args.index == 1 and args.link[1] == 0:
         raise UsageError("helper 1 needs helper 2's --link port")
