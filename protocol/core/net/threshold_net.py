@@ -156,6 +156,17 @@ async def _committee_session(server: NetSecAggServer, rnd: ThresholdRound,
     return report, out, ready
 
 
+def _served(out: dict[str, Any], report: Any, rnd: ThresholdRound, member: Any,
+            cpu_seconds: float, verified: bool) -> dict[str, Any]:
+    """The server's report of a completed comparison: its cost, the release, the
+    clients in the sum."""
+    out["committee"] = {"cpu_seconds": cpu_seconds, "bytes_sent": member.bytes_sent,
+                        "comparisons": int(member.passed.size), "verified": verified}
+    out.update(rnd.release(member.passed, member.counts))
+    out["in_sum"] = [c for c in report.sets.get("U3", ()) if c < rnd.vote.n]
+    return out
+
+
 async def serve_threshold_round(server: NetSecAggServer, rnd: ThresholdRound,
                                 wait_seconds: float, *, fault: str | None = None
                                 ) -> dict[str, Any]:
@@ -184,12 +195,7 @@ async def serve_threshold_round(server: NetSecAggServer, rnd: ThresholdRound,
         except CommitteeAborted as exc:
             out["status"], out["reason"] = "aborted", f"committee_{exc.reason}"
             return out
-        out["committee"] = {"cpu_seconds": time.process_time() - t0,
-                            "bytes_sent": member.bytes_sent,
-                            "comparisons": int(member.passed.size)}
-        out.update(rnd.release(member.passed, member.counts))
-        out["in_sum"] = [c for c in report.sets.get("U3", ()) if c < n]
-        return out
+        return _served(out, report, rnd, member, time.process_time() - t0, False)
     finally:
         for _, writer in kept.values():
             await close_writer(writer)
@@ -410,12 +416,7 @@ async def _serve_verified(server: NetSecAggServer, rnd: ThresholdRound, wait_sec
         except CommitteeAborted as exc:
             out["status"], out["reason"] = "aborted", f"committee_{exc.reason}"
             return out
-        out["committee"] = {"cpu_seconds": time.process_time() - t0,
-                            "bytes_sent": member.bytes_sent,
-                            "comparisons": int(member.passed.size), "verified": True}
-        out.update(rnd.release(member.passed, member.counts))
-        out["in_sum"] = [c for c in report.sets.get("U3", ()) if c < n]
-        return out
+        return _served(out, report, rnd, member, time.process_time() - t0, True)
     finally:
         for _, writer in kept.values():
             await close_writer(writer)
