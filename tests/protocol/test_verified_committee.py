@@ -333,3 +333,38 @@ def test_bench_committee_compares_both_committees_on_the_same_counts() -> None:
     proc = subprocess.run([sys.executable, "-m", "protocol.cli", "bench", "committee",
                            "--candidates", "0"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_a_failed_check_opens_nothing_that_depends_on_the_counts() -> None:
+    """An error in the checked branch of a tree layer is multiplied into later wires, so
+    the check value ``V`` itself depends on the counts; only ``beta V`` is opened, and
+    its distribution is the same for both vote vectors (chi-square on the low 4 bits,
+    300 runs each), and it is never 0 (every run aborts)."""
+    rng = np.random.default_rng(21)
+    pairs_per_layer = 1   # theta = 3: the first tree layer pairs rows (0, 1)
+    offset = pairs_per_layer * VOTES_A.size + 1   # checked half, candidate 1
+
+    def run(votes: np.ndarray) -> int:
+        firsts: dict[int, int] = {}
+
+        def hook(step: str, sender: int, recipient: int, payload: Any) -> Any:
+            if step == "mult-1" and sender == 1:
+                out = payload.copy()
+                out[offset] = F.add(out[offset:offset + 1], np.array([1], np.uint64))[0]
+                return out
+            if step == "open-check" and recipient == (sender + 1) % 3:
+                firsts[sender] = int(payload[0])      # c_sender, the first component
+            return payload
+
+        with pytest.raises(CommitteeAborted):
+            run_verified_committee(share(votes, rng), THETA, context=os.urandom(32),
+                                   reveal_counts=False, hook=hook)
+        assert len(firsts) == 3
+        return sum(firsts.values()) % F.P
+
+    opened = {name: [run(v) for _ in range(300)] for name, v in (("a", VOTES_A),
+                                                                ("b", VOTES_B))}
+    assert all(v != 0 for vals in opened.values() for v in vals)
+    table = np.array([np.bincount(np.array(vals) & 15, minlength=16)
+                      for vals in opened.values()])
+    assert stats.chi2_contingency(table)[1] > 1e-3

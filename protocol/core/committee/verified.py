@@ -36,15 +36,19 @@ uses as its own copies.
    multiplications are done, the parties open random coefficients ``alpha_k`` and ``r``
    (both from key-derived random sharings, opened with the check of step 4), form
    ``[V] = sum_k alpha_k ([r w_k] - r [w_k])`` over every checked wire ``w_k`` (the
-   input ``x``, every gate output) and open ``V``. Honest runs give ``V = 0``. With
-   errors chosen before ``alpha`` and ``r`` are known, each wire's defect is
-   ``c_k - r d_k`` with ``(c_k, d_k)`` fixed by the cheater's view; a non-zero
-   vector of defects survives the random combination with probability at most ``1/p``
-   and the random ``r`` with at most ``1/p``: **a cheater passes verification with
-   probability at most ``2/p < 2^-59``** (statistical security 59 bits). The errors are
-   functions of the cheater's view, which is independent of ``x`` (step 1), so the
-   abort does not depend on the counts. Nothing that depends on ``x`` is opened before
-   ``V = 0`` is established.
+   input ``x``, every gate output) and test it for zero without opening it: they
+   multiply it by a fresh random ``[beta]`` and open ``beta V`` (Chida et al.'s
+   CheckZero), 0 when ``V`` is and uniform non-zero otherwise. Honest runs give
+   ``V = 0``. With errors chosen before ``alpha`` and ``r`` are known, each wire's
+   defect is ``c_k - r d_k`` with ``(c_k, d_k)`` fixed by the cheater's view; a
+   non-zero vector of defects survives the random combination with probability at most
+   ``1/p`` and the random ``r`` with at most ``1/p``, and an error in the zero test's
+   own product hides a non-zero ``V`` with at most ``1/p``: **a cheater passes
+   verification with probability at most ``3/p < 2^-59``** (statistical security 59
+   bits). ``V`` itself may depend on the counts once errors were added (an error is
+   multiplied into later wires), which is why only ``beta V`` is opened: the opened
+   value and the abort depend on the cheater's view and fresh randomness, not on the
+   counts. Nothing that depends on ``x`` is opened before ``V = 0`` is established.
 4. **Opening.** A party lacks one component, held by both other parties; it takes it
    from both and aborts (``open_mismatch``) when the copies differ, so a single
    cheater cannot change an opened value. The pass bits ``rho * P != 0`` are opened to
@@ -80,7 +84,8 @@ from protocol.core.randomness import OsRandom
 __all__ = ["CommitteeMessage", "MessageHook", "VerifiedParty", "run_verified_committee",
            "STATISTICAL_SECURITY_BITS", "CONTEXT_BYTES"]
 
-#: ``-log2`` of the probability that a cheating member passes verification (``2/p``)
+#: ``floor(-log2)`` of the probability that a cheating member passes verification
+#: (``3/p``)
 STATISTICAL_SECURITY_BITS = 59
 #: length of a round's context
 CONTEXT_BYTES = 32
@@ -391,8 +396,27 @@ class VerifiedParty:
             out.append(np.array([_dot(alpha, d)], dtype=np.uint64))
         return out[0], out[1]
 
+    def zero_test_message(self, coins: np.ndarray) -> CommitteeMessage:
+        """The zero test of ``[V]`` (Chida et al.'s CheckZero): ``[V]`` times a fresh
+        random ``[beta]``, for party ``i-1``. Opened, ``beta V`` is 0 when ``V`` is, and
+        a uniform non-zero element otherwise -- whatever ``V`` is, so a failed check
+        reveals nothing but the failure (``V`` itself can depend on the counts once a
+        cheater has added errors)."""
+        v = self.check_pair(coins)
+        self._zero_own = self._mul_local(v, self._random("zero-test", 1), "zero-test")
+        return self._msg("check-zero", self.prev, self._zero_own)
+
+    def receive_zero_test(self, msg: Any) -> Pair:
+        """The sharing of ``beta V`` with party ``i+1``'s product.
+
+        Raises:
+            CommitteeAborted: a malformed or misrouted message.
+        """
+        incoming = self._take(msg, "check-zero", self.next, (1,))
+        return self._zero_own, incoming
+
     def accept_check(self, value: np.ndarray) -> None:
-        """Raises ``verification_failed`` unless the opened check value is 0."""
+        """Raises ``verification_failed`` unless the opened ``beta V`` is 0."""
         self.view["check_value"] = value.copy()
         if int(value[0]) != 0:
             raise self._abort("verification_failed",
@@ -514,8 +538,10 @@ def run_verified_committee(components: Sequence[Pair], theta: int | None, *,
                 box[(parties[i].next, i, step)])) for i in range(COMMITTEE)])
         coins = open_all("open-coins", [call(i, parties[i].coin_pair)
                                         for i in range(COMMITTEE)])
-        check = open_all("open-check", [call(i, lambda i=i: parties[i].check_pair(coins))
-                                        for i in range(COMMITTEE)])
+        box = post([call(i, lambda i=i: parties[i].zero_test_message(coins))
+                    for i in range(COMMITTEE)])
+        check = open_all("open-check", [call(i, lambda i=i: parties[i].receive_zero_test(
+            box[(parties[i].next, i, "check-zero")])) for i in range(COMMITTEE)])
         for i in range(COMMITTEE):
             call(i, lambda i=i: parties[i].accept_check(check))
         opened = open_all("open-bits", [call(i, parties[i].result_pair)

@@ -358,7 +358,11 @@ async def run_verified_member(index: int, first: np.ndarray, second: np.ndarray,
             incoming = await take(next, msg.step)
             more = local(lambda: party.receive_layer(incoming))
         coins = await open_value("open-coins", local(party.coin_pair))
-        check = await open_value("open-check", local(lambda: party.check_pair(coins)))
+        zero = local(lambda: party.zero_test_message(coins))
+        await send(prev, zero)
+        incoming = await take(next, "check-zero")
+        check = await open_value("open-check",
+                                 local(lambda: party.receive_zero_test(incoming)))
         local(lambda: party.accept_check(check))
         passed = await open_value("open-bits", local(party.result_pair)) != 0
         party.view["opened_bits"] = passed.astype(np.uint8)
