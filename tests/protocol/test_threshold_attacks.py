@@ -28,6 +28,7 @@ DEFAULT_MODEL = {
 }
 
 
+@pytest.mark.slow   # the default run covers each through test_attack_catalogue.py
 @pytest.mark.parametrize("name", sorted(DEFAULT_MODEL))
 def test_every_member_deviation_aborts_with_its_reason(name: str) -> None:
     load_catalogue()
@@ -36,6 +37,12 @@ def test_every_member_deviation_aborts_with_its_reason(name: str) -> None:
     assert out.passed, out.observed
     assert out.parties["server"] in DEFAULT_MODEL[name]
     assert "released" not in out.leakage
+
+
+def test_every_member_deviation_is_registered_as_detected() -> None:
+    load_catalogue()
+    for name in DEFAULT_MODEL:
+        assert ATTACKS[name].kind == "detected", name
 
 
 def test_committee_attacks_registered_and_measured() -> None:

@@ -284,10 +284,10 @@ def _fisher_p(a: int, b: int, runs: int) -> float:
 
 @pytest.mark.parametrize("name", list(DEVIATIONS))
 def test_abort_rate_does_not_depend_on_sub_threshold_counts(name: str) -> None:
-    """200 runs per vector here; ``-m slow`` runs 1,000 (below)."""
-    a, b = abort_rates(DEVIATIONS[name], 200, 11)
-    assert a == b == 200
-    assert _fisher_p(a, b, 200) == 1.0
+    """100 runs per vector here; ``-m slow`` runs 1,000 (below)."""
+    a, b = abort_rates(DEVIATIONS[name], 100, 11)
+    assert a == b == 100
+    assert _fisher_p(a, b, 100) == 1.0
 
 
 @pytest.mark.slow
@@ -339,7 +339,7 @@ def test_a_failed_check_opens_nothing_that_depends_on_the_counts() -> None:
     """An error in the checked branch of a tree layer is multiplied into later wires, so
     the check value ``V`` itself depends on the counts; only ``beta V`` is opened, and
     its distribution is the same for both vote vectors (chi-square on the low 4 bits,
-    300 runs each), and it is never 0 (every run aborts)."""
+    200 runs each), and it is never 0 (every run aborts)."""
     rng = np.random.default_rng(21)
     pairs_per_layer = 1   # theta = 3: the first tree layer pairs rows (0, 1)
     offset = pairs_per_layer * VOTES_A.size + 1   # checked half, candidate 1
@@ -362,7 +362,7 @@ def test_a_failed_check_opens_nothing_that_depends_on_the_counts() -> None:
         assert len(firsts) == 3
         return sum(firsts.values()) % F.P
 
-    opened = {name: [run(v) for _ in range(300)] for name, v in (("a", VOTES_A),
+    opened = {name: [run(v) for _ in range(200)] for name, v in (("a", VOTES_A),
                                                                 ("b", VOTES_B))}
     assert all(v != 0 for vals in opened.values() for v in vals)
     table = np.array([np.bincount(np.array(vals) & 15, minlength=16)

@@ -316,7 +316,7 @@ def test_mask_sum_for_the_committee_prime_equals_the_masks_one_by_one() -> None:
     from secagg.state import ModAccumulator
 
     p = prg.MERSENNE61
-    for dim in (0, 1, 7, 1456, 8192, 8193, 70_001):
+    for dim in (0, 1, 7, 1456, 8192, 8193, 20_001):
         terms = [(os.urandom(32), 1 if i % 3 else -1) for i in range(14)]
         ref = np.zeros(dim, dtype=object)
         for seed, sign in terms:
