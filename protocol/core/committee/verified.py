@@ -159,7 +159,6 @@ class VerifiedParty:
             "context": context, "own_key": self._own_key, "keys_received": [], "received": [],
             "components": (first.copy(), second.copy()), "opened_coins": None,
             "check_value": None, "opened_bits": None, "opened_counts": None}
-        self._plan: list[Any] = []
         self._checked: list[Pair] = []       # (u, w) pairs flattened later
         self._r: Pair | None = None
         self._out: Pair | None = None
@@ -272,13 +271,10 @@ class VerifiedParty:
         self._layer = 0
         self._pending: list[tuple[Pair, Pair, str]] = [(r_full, self._x, "rx")]
 
-    def _gates(self) -> list[tuple[Pair, Pair, str]]:
-        return self._pending
-
     def layer_message(self) -> CommitteeMessage:
         """This layer's masked products (main and checked), for party ``i-1``."""
         zs = [self._mul_local(a, b, f"{self._layer}/{tag}/{j}")
-              for j, (a, b, tag) in enumerate(self._gates())]
+              for j, (a, b, tag) in enumerate(self._pending)]
         self._own_z = zs
         return self._msg(f"mult-{self._layer}", self.prev, np.concatenate(zs))
 
