@@ -511,9 +511,9 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
                 out.status, out.reason = "aborted", problem
                 return out
             last_round = msg.round
-            pos = bisect.bisect_left(msg.sample, member)
-            if pos == len(msg.sample) or msg.sample[pos] != member:
+            if not _sampled(msg, member):
                 continue  # not sampled this round
+            pos = bisect.bisect_left(msg.sample, member)
             spec = round_spec(msg)
             netspec = policy.session(spec, msg.sample)
             first, size = await asyncio.wait_for(read_message(reader, welcome_limits()),
@@ -580,6 +580,12 @@ def _contribution(c: Any, spec: RoundSpec, netspec: NetSessionSpec) -> np.ndarra
     return v.astype(np.uint64)
 
 
+def _sampled(task: Task, member: int) -> bool:
+    """Whether ``member`` is in the Task's (ascending) sample."""
+    pos = bisect.bisect_left(task.sample, member)
+    return pos < len(task.sample) and task.sample[pos] == member
+
+
 def _task_problem(task: Task, policy: JobPolicy, last_round: int, member: int = -1,
                   votes: int = 0) -> str | None:
     """Why client ``member``, having contributed to ``votes`` rounds, will not answer
@@ -588,7 +594,7 @@ def _task_problem(task: Task, policy: JobPolicy, last_round: int, member: int = 
         return f"job_mismatch: the server runs {task.job!r}, this client {policy.job!r}"
     if task.round <= last_round:
         return f"stale_round: round {task.round} after round {last_round}"
-    if policy.max_votes is not None and votes >= policy.max_votes and member in task.sample:
+    if policy.max_votes is not None and votes >= policy.max_votes and _sampled(task, member):
         return (f"budget_spent: sampled for round {task.round} after contributing to "
                 f"{votes} rounds, the most this job allows")
     if len(task.sample) < policy.min_clients:
