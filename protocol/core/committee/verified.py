@@ -336,13 +336,13 @@ class VerifiedParty:
         m = self.m
         if self._rows > 1:
             pairs = self._rows // 2
-            n = pairs * m
-            a = (self._vals[0][:2 * n].reshape(pairs, 2, m)[:, 0].reshape(-1),
-                 self._vals[1][:2 * n].reshape(pairs, 2, m)[:, 0].reshape(-1))
-            b = (self._vals[0][:2 * n].reshape(pairs, 2, m)[:, 1].reshape(-1),
-                 self._vals[1][:2 * n].reshape(pairs, 2, m)[:, 1].reshape(-1))
-            ra = (self._rvals[0][:2 * n].reshape(pairs, 2, m)[:, 0].reshape(-1),
-                  self._rvals[1][:2 * n].reshape(pairs, 2, m)[:, 0].reshape(-1))
+
+            def rows(pair: Pair, which: int) -> Pair:
+                """Row ``2 q + which`` of each of the ``pairs`` row pairs, flattened."""
+                return (pair[0][:2 * pairs * m].reshape(pairs, 2, m)[:, which].reshape(-1),
+                        pair[1][:2 * pairs * m].reshape(pairs, 2, m)[:, which].reshape(-1))
+
+            a, b, ra = rows(self._vals, 0), rows(self._vals, 1), rows(self._rvals, 0)
             self._pending = [(a, b, "tree"), (ra, b, "tree")]
             return True
         rho = self._random("rho", m)

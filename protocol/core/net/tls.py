@@ -162,6 +162,12 @@ def helper_link_contexts(root: str | os.PathLike[str], index: int) -> ssl.SSLCon
     return ctx
 
 
+def _roster_json(pairs: list[tuple[bytes, bytes]]) -> str:
+    """The public roster: one verification key per position."""
+    return json.dumps({"format": "fedhh-roster/1", "clients": len(pairs),
+                       "verify_keys": [pk.hex() for _, pk in pairs]})
+
+
 def make_keys(root: str | os.PathLike[str], clients: int, *, days: int = 30,
               rand: object | None = None, overwrite: bool = False) -> KeyPaths:
     """Write a server identity and a client PKI of ``clients`` positions into ``root``.
@@ -180,8 +186,7 @@ def make_keys(root: str | os.PathLike[str], clients: int, *, days: int = 30,
     rand = rand if rand is not None else OsRandom()
     _identity(paths.cert, paths.key, SERVER_NAME, days, rand)
     pairs = [crypto.ed25519_keypair(rand) for _ in range(clients)]
-    paths.roster.write_text(json.dumps({"format": "fedhh-roster/1", "clients": clients,
-                                        "verify_keys": [pk.hex() for _, pk in pairs]}))
+    paths.roster.write_text(_roster_json(pairs))
     _write_private(paths.signing, msgpack.packb([sk for sk, _ in pairs], use_bin_type=True))
     return paths
 
@@ -265,8 +270,7 @@ def make_party_keys(root: str | os.PathLike[str], clients: int, *, committee: bo
             h = dirs[f"helper{i}"]
             _identity(h / f"helper{i}.crt", h / f"helper{i}.key", name, days, rand)
     pairs = [crypto.ed25519_keypair(rand) for _ in range(n)]
-    roster = json.dumps({"format": "fedhh-roster/1", "clients": n,
-                         "verify_keys": [pk.hex() for _, pk in pairs]})
+    roster = _roster_json(pairs)
     owned = {"server": set(), "clients": set(range(clients)),
              "helper1": {clients}, "helper2": {clients + 1}}
     for party, d in dirs.items():
