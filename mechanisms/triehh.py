@@ -8,8 +8,11 @@ Algorithm
 Every sequence ends with the EOS symbol ``$`` and is split into units of ``U``
 characters (:class:`mechanisms.prefix_tree.UnitAlphabet`). Round ``i = 1, 2, ...``:
 
-1. the server samples exactly ``m = floor(gamma * sqrt(n))`` users uniformly without
-   replacement (fresh in each round);
+1. exactly ``m = floor(gamma * sqrt(n))`` users are sampled uniformly without
+   replacement (fresh in each round); the sample comes from the transport's
+   commit-then-reveal beacon (:mod:`protocol.core.sample_beacon`), so over the
+   threshold committee (malicious model) the server cannot choose it, and elsewhere it
+   is the server's draw;
 2. a sampled user with several sequences picks one with probability equal to its
    local frequency ``f_i(w) = c_i(w) / sum_v c_i(v)`` (Algorithm 3); with one
    sequence per user this is its sequence (Algorithm 1);
@@ -50,6 +53,7 @@ vectorised), so a round costs ``O(m + k + |candidates|)``.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -63,7 +67,9 @@ from mechanisms.prefix_tree import (
 from mechanisms.triehh_privacy import (
     PrivacyGuarantee, TrieHHPrivacyError, batch_size, theorem1,
 )
-from protocol.core.contract import ABSTAIN, AtClients, Cost, Kind, RoundSpec, Transport, Votes
+from protocol.core.contract import (
+    ABSTAIN, AtClients, Cost, Kind, RoundSpec, Sample, Transport, Votes,
+)
 
 __all__ = [
     "TrieHHError", "TrieHHConfig", "UserSequences", "RoundRecord", "TrieHHResult", "TrieHH",
@@ -382,10 +388,16 @@ class TrieHH:
         self._labels = alphabet.labels
         self._records: list[RoundRecord] = []
         self._done = False
+        self._level = 0
+        self._drawn: Sample | None = None
 
     def sample(self) -> np.ndarray:
-        """Exactly ``m`` distinct users, uniformly (fixed-size sampling)."""
-        return self._sample_rng.choice(self.n, self.m, replace=False)
+        """Exactly ``m`` distinct users, uniformly (fixed-size sampling), ascending:
+        drawn through the transport (:meth:`~protocol.core.contract.Transport.
+        draw_sample`), so that over a committee the server cannot choose them."""
+        self._drawn = self.transport.draw_sample(self.config.task, self._level, self.n,
+                                                 self.m, self._sample_rng)
+        return self._drawn.users.copy()
 
     def rounds(self) -> Iterator[RoundRecord]:
         """Run the rounds, yielding a record after each."""
@@ -412,6 +424,7 @@ class TrieHH:
                          theta=int(self.config.theta),
                          reveal_counts=bool(self.config.release_counts),
                          min_participants=self.config.min_participants)
+        self._level = level
         users = self.sample()
         if self.data is None:  # the clients vote themselves (at_server)
             result = self.transport.run_round(spec, AtClients(users), self._transport_rng)
@@ -425,7 +438,12 @@ class TrieHH:
                           else self.data.units[seq[has], level - 1])
             choice = cands.index_of(self.trie, nodes, units)
             choice[choice < 0] = ABSTAIN
-            result = self.transport.run_round(spec, Votes(choice), self._transport_rng)
+            # the round names the users it asks (a deviating server may have
+            # changed them: a committee checks them against the beacon)
+            drawn = self._drawn
+            sample = None if drawn is None else dataclasses.replace(drawn, users=users)
+            result = self.transport.run_round(spec, Votes(choice, sample),
+                                              self._transport_rng)
         rel = result.release
         # without revealed counts a released prefix is only known to have >= theta votes
         released = dict(rel.counts) if rel.counts is not None else \

@@ -39,12 +39,16 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
+from protocol.core.sample_beacon import (
+    Sample, SampleRejected, beacon_context, run_beacon, sample_users, server_drawn,
+)
+
 ABSTAIN = -1
 
 __all__ = [
     "ABSTAIN", "ContractError", "AggregationAborted", "Kind", "RoundSpec", "Votes",
     "Vectors", "Reports", "AtClients", "Release", "Cost", "RoundResult", "Transport",
-    "threshold_counts", "pick_kind", "plaintext_transport",
+    "threshold_counts", "pick_kind", "plaintext_transport", "Sample", "SampleRejected",
 ]
 
 
@@ -132,9 +136,15 @@ class RoundSpec:
 
 @dataclass(frozen=True, slots=True)
 class Votes:
-    """One vote per client: an index into ``spec.candidates``, or ``ABSTAIN``."""
+    """One vote per client: an index into ``spec.candidates``, or ``ABSTAIN``.
+
+    ``sample``: when the voters are a sample the mechanism drew with
+    :meth:`Transport.draw_sample`, that sample (``choice[i]`` is the vote of
+    ``sample.users[i]``); a transport with a committee checks it as the devices would
+    (:func:`protocol.core.sample_beacon.check_sample`)."""
 
     choice: np.ndarray
+    sample: Sample | None = None
 
     def validate(self, spec: RoundSpec) -> np.ndarray:
         c = np.asarray(self.choice)
@@ -142,6 +152,8 @@ class Votes:
             raise ContractError("votes given to a non-vote round")
         if c.ndim != 1 or not np.issubdtype(c.dtype, np.integer):
             raise ContractError("Votes.choice must be a 1-d integer array")
+        if self.sample is not None and np.asarray(self.sample.users).shape != c.shape:
+            raise ContractError("Votes.sample must name one user per vote")
         if c.size and (c.min() < ABSTAIN or c.max() >= spec.domain_size):
             raise ContractError("a vote index is outside the candidate set")
         return c.astype(np.int64, copy=False)
@@ -332,6 +344,24 @@ class Transport(abc.ABC):
             ContractError: the contributions do not fit the spec.
             AggregationAborted: the round could not complete.
         """
+
+
+    def draw_sample(self, task: str, round_no: int, population: int, size: int,
+                    rng: np.random.Generator) -> Sample:
+        """A uniform ``size``-subset of ``range(population)`` for round ``round_no`` of
+        ``task`` (:mod:`protocol.core.sample_beacon`). Here the server draws every
+        beacon value from ``rng``: it picks the sample. A transport with a committee
+        overrides this so that the server, committing before it sees the helpers'
+        values, cannot; with the same ``rng`` both give the same sample in simulation.
+
+        Raises:
+            ValueError: ``size`` not in ``1..population``.
+            AggregationAborted: a committee member refused the beacon.
+        """
+        context = beacon_context(task, round_no, population, size)
+        beacon = run_beacon(context, server_drawn(context, rng))
+        return Sample(sample_users(beacon.seed, population, size), beacon, population,
+                      committee=False)
 
 
 def pick_kind(transport: Transport, preferred: "tuple[Kind, ...] | list[Kind]") -> Kind:

@@ -43,7 +43,9 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, Union
 
 import numpy as np
 
-from protocol.core.contract import Contributions, Cost, RoundResult, RoundSpec, Transport
+from protocol.core.contract import (
+    Contributions, Cost, RoundResult, RoundSpec, Sample, Transport,
+)
 from protocol.studies.errors import StudyError
 
 __all__ = ["HeavyHitter", "Round", "Costs", "PartyViews", "HeavyHitters", "Frequencies",
@@ -274,6 +276,15 @@ class _Recording(Transport):
                 setattr(self, attr, getattr(inner, attr))
         self.views: list[PartyViews] = []
         self.costs: list[tuple[float, Cost]] = []
+        self.samples: dict[tuple[str, int], Sample] = {}
+
+    def draw_sample(self, task: str, round_no: int, population: int, size: int,
+                    rng: np.random.Generator) -> Sample:
+        """The inner transport's sample (over a committee: its beacon's), kept in
+        ``samples``."""
+        drawn = self.inner.draw_sample(task, round_no, population, size, rng)
+        self.samples[(task, int(round_no))] = drawn
+        return drawn
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:

@@ -25,6 +25,12 @@ DEFAULT_MODEL = {
     "threshold.helper_opens_wrong_count": {"committee_open_mismatch"},
     "threshold.replayed_committee_message": {"committee_replayed_message"},
     "threshold.helper_opens_sub_threshold": {"committee_open_mismatch"},
+    "threshold.server_alters_helper_exchange": {"committee_helper_audit_failed"},
+    "threshold.server_forces_device_into_sample": {"committee_sample_not_from_seed"},
+    "threshold.server_redraws_sample": {"committee_sample_redrawn"},
+    "threshold.server_reuses_sample": {"committee_sample_not_from_beacon"},
+    "threshold.server_reveals_other_beacon_value": {"committee_sample_commitment_mismatch"},
+    "threshold.helper_reveals_other_beacon_value": {"committee_sample_commitment_mismatch"},
 }
 
 

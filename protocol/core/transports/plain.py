@@ -10,15 +10,37 @@ import time
 
 import numpy as np
 
+from typing import Mapping
+
 from protocol.core.contract import (
-    AggregationAborted, Cost, Kind, Release, Reports, RoundResult, RoundSpec, Transport,
-    Vectors, Votes, threshold_counts, Contributions,
+    AggregationAborted, Cost, Kind, Release, Reports, RoundResult, RoundSpec, Sample,
+    Transport, Vectors, Votes, threshold_counts, Contributions,
 )
 
 
 class PlainTransport(Transport):
+    """Args:
+        samples: ``(task, round) -> Sample`` to hand out instead of drawing (to rerun,
+            in plaintext, the samples another transport's committee drew: the demo's
+            comparison with OS randomness).
+    """
+
     name = "plain"
     kinds = frozenset({Kind.VOTE, Kind.VECTOR, Kind.REPORT})
+
+    def __init__(self, samples: Mapping[tuple[str, int], Sample] | None = None) -> None:
+        self.samples = samples
+
+    def draw_sample(self, task: str, round_no: int, population: int, size: int,
+                    rng: np.random.Generator) -> Sample:
+        given = None if self.samples is None else self.samples.get((task, int(round_no)))
+        if given is None:
+            return super().draw_sample(task, round_no, population, size, rng)
+        if given.population != population or len(given.users) != size:
+            raise ValueError(f"the recorded sample of round {round_no} has "
+                             f"{len(given.users)} of {given.population} users, not "
+                             f"{size} of {population}")
+        return given
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:

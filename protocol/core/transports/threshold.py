@@ -28,7 +28,11 @@ is secure against one deviating member, the server or a helper (docs/threshold.m
    run_verified_committee`): every multiplication verified before anything is opened,
    checked openings, context-bound messages; only the pass bits are opened and, when
    the round reveals counts (TrieHH++), only the counts of the passing candidates.
-4. **Vector rounds** (modulus ``spec.modulus``): the release is the whole sum; the
+4. **Samples** (:meth:`ThresholdTransport.draw_sample`): a mechanism that samples its
+   voters gets each round's sample from the three members' commit-then-reveal beacon
+   (:mod:`protocol.core.sample_beacon`), one per round, rounds in order; a vote round
+   whose ``Votes.sample`` is not the one its beacon selects aborts before any session.
+5. **Vector rounds** (modulus ``spec.modulus``): the release is the whole sum; the
    server audits both helpers and adds their shares. **Report rounds** are not
    supported (:class:`~protocol.core.contract.ContractError`).
 
@@ -69,9 +73,13 @@ from protocol.core.committee.binding import (
 from protocol.core.committee.verified import MessageHook, run_verified_committee
 from protocol.core.contract import (
     AggregationAborted, Contributions, Cost, Kind, Release, RoundResult, RoundSpec,
-    Transport,
+    Transport, Votes,
 )
 from protocol.core.randomness import SEED_BYTES, OsRandom, insecure_deterministic_randomness
+from protocol.core.sample_beacon import (
+    MEMBERS, VALUE_BYTES, BeaconTranscript, Sample, SampleRejected, beacon_context,
+    check_sample, run_beacon, sample_users, server_drawn,
+)
 from protocol.core.secagg_engine import SecAggRun
 from protocol.core.transports.secagg_transport import SecAggSessionOptions, spec_context
 from secagg import crypto
@@ -100,6 +108,12 @@ class Deviation:
             its own checks).
         replica_feed: ``replica_feed(message) -> message``: what the server forwards
             to helper 2's replica in place of each client message.
+        helper_exchange: ``helper_exchange(inbound, outbound) -> (inbound, outbound)``:
+            the copy of helper 2's exchange with the server that the server forwards to
+            helper 1 for its audit.
+        beacon_reveal: ``beacon_reveal(member, value) -> value``: what a member reveals
+            in the sample beacon after every commitment is in
+            (:func:`protocol.core.sample_beacon.run_beacon`).
     """
 
     components: Callable[[int, tuple[np.ndarray, np.ndarray]],
@@ -108,6 +122,8 @@ class Deviation:
     secagg_input: Callable[[int, np.ndarray], np.ndarray] | None = None
     party_classes: Sequence[type] | None = None
     replica_feed: Callable[[Any], Any] | None = None
+    helper_exchange: Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]] | None = None
+    beacon_reveal: Callable[[str, bytes], bytes] | None = None
 
 
 class ThresholdTransport(SecAggSessionOptions, Transport):
@@ -143,11 +159,75 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         if deviation is not None and not isinstance(deviation, Deviation):
             raise ValueError("deviation must be a threshold.Deviation")
         self.deviation = deviation or Deviation()
+        #: (task, round) -> the beacon the committee ran for that round's sample
+        self._beacons: dict[tuple[str, int], BeaconTranscript] = {}
+
+    def draw_sample(self, task: str, round_no: int, population: int, size: int,
+                    rng: np.random.Generator) -> Sample:
+        """Under the malicious model the three members run the commit-then-reveal
+        beacon (:mod:`protocol.core.sample_beacon`): each commits to its own value
+        before any is revealed, so no one member chooses the sample. ``simulate=True``
+        draws the values from ``rng`` in the order every transport does (the same
+        sample as ``plain``); otherwise each member draws its own from the OS. The
+        semi-honest option keeps the server's draw.
+
+        Raises:
+            AggregationAborted: ``committee_sample_commitment_mismatch`` (a member
+                revealed a value its commitment does not open),
+                ``committee_sample_redrawn`` (a beacon for this or a later round of the
+                task was already run).
+        """
+        if not self.malicious:
+            return super().draw_sample(task, round_no, population, size, rng)
+        last = max((r for t, r in self._beacons if t == task), default=None)
+        if last is not None and int(round_no) <= last:
+            # one beacon per round, rounds in order: a server cannot draw again until
+            # it likes the sample (each redraw costs it a round number)
+            raise AggregationAborted("committee_sample_redrawn",
+                                     f"a beacon for round {last} of {task!r} was already run")
+        context = beacon_context(task, round_no, population, size)
+        if self.simulate:
+            values = server_drawn(context, rng)
+        else:
+            values = {m: OsRandom().token_bytes(VALUE_BYTES) for m in MEMBERS}
+        try:
+            beacon = run_beacon(context, values, self.deviation.beacon_reveal)
+        except SampleRejected as exc:
+            raise AggregationAborted(f"committee_{exc.reason}", exc.detail) from None
+        self._beacons[(task, int(round_no))] = beacon
+        return Sample(sample_users(beacon.seed, population, size), beacon, population,
+                      committee=True)
+
+    def _check_sample(self, spec: RoundSpec, votes: Votes) -> None:
+        """What every helper and every device checks before a sampled vote round: the
+        users are the ones this round's beacon selects (a device outside the sample
+        refuses; one inside refuses a round whose sample another device was forced
+        into, as the transcript would not verify)."""
+        sample = votes.sample
+        if sample is None:
+            return  # the mechanism does not sample (every user takes part)
+        ran = self._beacons.get((spec.task, int(spec.round)))
+        if ran is None or not sample.committee or sample.beacon != ran:
+            raise AggregationAborted("committee_sample_not_from_beacon",
+                                     "the round's sample is not the one the committee's "
+                                     "beacon drew for it")
+        try:
+            check_sample(sample, spec.task, spec.round, len(sample.users))
+        except SampleRejected as exc:
+            raise AggregationAborted(f"committee_{exc.reason}", exc.detail) from None
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:
         if self.malicious:
-            return self._run_verified(spec, contributions, rng)
+            sampled = isinstance(contributions, Votes) and contributions.sample is not None
+            if sampled:
+                self._check_sample(spec, contributions)
+            result = self._run_verified(spec, contributions, rng)
+            if sampled:
+                beacon = contributions.sample.beacon.as_dict()
+                for member in MEMBERS:
+                    result.views.setdefault(member, {})["sample_beacon"] = beacon
+            return result
         return self._run_semi_honest(spec, contributions, rng)
 
     # ----------------------------------------------------------- randomness
@@ -224,10 +304,14 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         audited = []
         for h, pos in enumerate(helper_pos):
             handed = dev.seed(h, seeds[h]) if dev.seed else seeds[h]
+            inbound, outbound = list(server.inbound[pos]), list(server.outbound[pos])
+            if h == 1 and dev.helper_exchange is not None:
+                # helper 1 audits helper 2 on the copy of its exchange the server forwards
+                inbound, outbound = dev.helper_exchange(inbound, outbound)
             t0 = time.process_time()
             try:
-                audited.append(audit_helper(config, pos, handed, modulus, server.inbound[pos],
-                                            server.outbound[pos], verify_keys))
+                audited.append(audit_helper(config, pos, handed, modulus, inbound,
+                                            outbound, verify_keys))
             except AuditFailed as exc:
                 raise AggregationAborted("committee_helper_audit_failed",
                                          f"{HELPERS[h]}: {exc.detail}") from None

@@ -12,7 +12,10 @@ deviate: it shifts its copy of ``S`` or ``-R_h`` at a sub-threshold position (an
 skips its own checks, as a cheater would), makes helper 2's replica take an altered
 masked input, enters another blinding vector than its seed gives or hands its auditor
 another seed, adds an error to a multiplication layer, opens a wrong value, or replays
-a committee message of another round. Every one is expected to end in a named abort
+a committee message of another round, forwards helper 1 an altered copy of helper 2's
+exchange, or -- running TrieHH over the transport -- forces a device into a round's
+sample, redraws or reuses a sample, or reveals another beacon value than it committed
+to (:mod:`protocol.core.sample_beacon`). Every one is expected to end in a named abort
 with nothing released (:mod:`protocol.core.committee.verified`,
 :mod:`protocol.core.committee.binding`). The semi-honest option's limits stay measured:
 
@@ -475,3 +478,200 @@ def party_with_another_keys(seed: int) -> Outcome:
                    "; ".join(f"{k}: {v.split(': ', 1)[0]}" for k, v in refused.items()), ok,
                    {k: v for k, v in refused.items()}, {"started": sum(
                        v == "started" for v in refused.values())})
+
+
+def _forge_helper_input(outbound: list[Any]) -> list[Any]:
+    """Helper 2's masked input in the forwarded copy, shifted by ``theta`` at ``TARGET``
+    (its signature kept: the server cannot sign for helper 2)."""
+    out = list(outbound)
+    for k, m in enumerate(out):
+        if isinstance(m, MaskedInput):
+            vec = m.vector().copy()
+            vec[TARGET] = (int(vec[TARGET]) + THETA) % m.modulus
+            out[k] = MaskedInput.from_vector(m.sender, vec, m.modulus).signed(m.signature)
+    return out
+
+
+@attack("threshold.server_alters_helper_exchange", system="threshold",
+        target="replay audit: helper 1 audits helper 2 on the copy of helper 2's exchange "
+               "with the server that the server forwards",
+        expected="the server shifts helper 2's masked input in that copy: helper 1's "
+                 "replay from helper 2's seed (which the server never sees) differs, "
+                 "committee_helper_audit_failed, nothing released")
+def server_alters_helper_exchange(seed: int) -> Outcome:
+    """The server forwards helper 1 an altered copy of helper 2's exchange."""
+    return _detected("threshold.server_alters_helper_exchange",
+                     "aborted committee_helper_audit_failed",
+                     ("committee_helper_audit_failed",), seed,
+                     deviation=Deviation(helper_exchange=lambda i, o: (i, _forge_helper_input(o))))
+
+
+# ----------------------------------------------------------------- the round's sample
+
+#: a small TrieHH population for the sampling attacks: 400 users, m = 40 per round
+_SAMPLE_N, _SAMPLE_GAMMA = 400, 2.0
+
+
+def _sample_population() -> tuple[Any, Any]:
+    from mechanisms.prefix_tree import UnitAlphabet
+    from mechanisms.triehh import encode_population
+
+    a = UnitAlphabet("abc", 1)
+    vocab = ["ab", "abc", "ba", "c"]
+    items = np.repeat(np.arange(len(vocab)), [200, 120, 60, 20])
+    data = encode_population(vocab, np.arange(_SAMPLE_N + 1), items,
+                             np.ones(_SAMPLE_N, np.int64), a, 4)
+    return data, a
+
+
+def _sampled_run(name: str, expected: str, reasons: tuple[str, ...], seed: int,
+                 mechanism: type, deviation: Deviation | None = None,
+                 rounds_before: int = 0) -> Outcome:
+    """TrieHH (or a deviating subclass) over the default threshold transport; passed
+    when round ``rounds_before + 1`` aborts with one of ``reasons`` before any client's
+    session starts (``rounds_before`` round records), and the honest sample of round 1
+    is the ``plain`` transport's."""
+    from mechanisms.triehh import TrieHH, TrieHHConfig
+    from protocol.core.transports.plain import PlainTransport
+
+    data, a = _sample_population()
+    cfg = TrieHHConfig(4, _SAMPLE_GAMMA, 4)
+    mech = mechanism(data, a, cfg, ThresholdTransport(simulate=True, deviation=deviation),
+                     np.random.default_rng(seed))
+    # the honest draw of round 1 over the committee is the plain transport's
+    honest = [TrieHH(data, a, cfg, t, np.random.default_rng(seed))
+              for t in (ThresholdTransport(simulate=True), PlainTransport())]
+    for h in honest:
+        h._level = 1
+    same = bool(np.array_equal(honest[0].sample(), honest[1].sample()))
+    try:
+        records = list(mech.rounds())
+    except AggregationAborted as exc:
+        ok = exc.reason in reasons and len(mech._records) == rounds_before and same
+        return Outcome(name, expected, f"aborted {exc.reason} in round "
+                       f"{len(mech._records) + 1} before any vote; "
+                       f"the honest committee's sample is plain's: {same}",
+                       ok, {"server": exc.reason, "helper1": exc.reason,
+                            "helper2": exc.reason, "devices": exc.reason},
+                       {"rounds_released": 0, "honest_sample_is_plain": same})
+    return Outcome(name, expected, f"ran {len(records)} rounds", False, {},
+                   {"rounds_released": len(records)})
+
+
+def _forcing_class() -> type:
+    from mechanisms.triehh import TrieHH
+
+    class ForcingTrieHH(TrieHH):
+        target = 0
+
+        def sample(self) -> np.ndarray:
+            s = super().sample()
+            # device 0, or the first device the beacon left out if it drew device 0
+            s[0] = self.target if self.target not in s else np.setdiff1d(
+                np.arange(self.n), s)[0]
+            return s
+
+    return ForcingTrieHH
+
+
+def _redrawing_class() -> type:
+    from mechanisms.triehh import TrieHH
+
+    class RedrawingTrieHH(TrieHH):
+        """Asks the committee for a second beacon in the same round (to keep the draw
+        it likes better)."""
+
+        def sample(self) -> np.ndarray:
+            first = super().sample()
+            super().sample()
+            return first
+
+    return RedrawingTrieHH
+
+
+def _reusing_class() -> type:
+    from mechanisms.triehh import TrieHH
+
+    class ReusingTrieHH(TrieHH):
+        """Presents round 1's sample (and its beacon) again in round 2."""
+
+        def sample(self) -> np.ndarray:
+            users = super().sample()
+            if self._level == 1:
+                self._first = (self._drawn, users.copy())
+                return users
+            self._drawn, users = self._first
+            return users.copy()
+
+    return ReusingTrieHH
+
+
+@attack("threshold.server_forces_device_into_sample", system="threshold",
+        target="sample beacon: a round's users are the m smallest keystream words under "
+               "the seed the three members fixed by commit-then-reveal",
+        expected="the server replaces a sampled user by a chosen device: the helpers and "
+                 "devices recompute the sample, committee_sample_not_from_seed, round 1 "
+                 "aborts before any vote")
+def server_forces_device_into_sample(seed: int) -> Outcome:
+    """TrieHH's server puts a chosen device into the round's sample."""
+    return _sampled_run("threshold.server_forces_device_into_sample",
+                        "aborted committee_sample_not_from_seed",
+                        ("committee_sample_not_from_seed",), seed, _forcing_class())
+
+
+@attack("threshold.server_redraws_sample", system="threshold",
+        target="sample beacon: the committee runs one beacon per round, rounds in order",
+        expected="the server asks for a second beacon in round 1 (to keep the draw it "
+                 "likes): committee_sample_redrawn, round 1 aborts before any vote")
+def server_redraws_sample(seed: int) -> Outcome:
+    """The server re-draws a round's sample to choose between draws."""
+    return _sampled_run("threshold.server_redraws_sample",
+                        "aborted committee_sample_redrawn",
+                        ("committee_sample_redrawn",), seed, _redrawing_class())
+
+
+@attack("threshold.server_reuses_sample", system="threshold",
+        target="sample beacon: a round's sample must come from that round's beacon",
+        expected="the server presents round 1's sample and beacon in round 2: "
+                 "committee_sample_not_from_beacon, round 2 aborts before any vote")
+def server_reuses_sample(seed: int) -> Outcome:
+    """The server keeps round 1's sample for round 2."""
+    return _sampled_run("threshold.server_reuses_sample",
+                        "aborted committee_sample_not_from_beacon",
+                        ("committee_sample_not_from_beacon",), seed, _reusing_class(),
+                        rounds_before=1)
+
+
+def _other_value(who: str) -> Any:
+    def reveal(member: str, value: bytes) -> bytes:
+        return bytes(32) if member == who else value
+    return reveal
+
+
+@attack("threshold.server_reveals_other_beacon_value", system="threshold",
+        target="sample beacon: every revealed value must open its member's commitment",
+        expected="the server reveals another value than it committed to (to steer the "
+                 "seed after seeing the helpers'): committee_sample_commitment_mismatch, "
+                 "round 1 aborts before any vote")
+def server_reveals_other_beacon_value(seed: int) -> Outcome:
+    """The server changes its beacon value after the helpers reveal theirs."""
+    from mechanisms.triehh import TrieHH
+
+    return _sampled_run("threshold.server_reveals_other_beacon_value",
+                        "aborted committee_sample_commitment_mismatch",
+                        ("committee_sample_commitment_mismatch",), seed, TrieHH,
+                        Deviation(beacon_reveal=_other_value("server")))
+
+
+@attack("threshold.helper_reveals_other_beacon_value", system="threshold",
+        target="sample beacon: every revealed value must open its member's commitment",
+        expected="helper 2 reveals another value than it committed to: "
+                 "committee_sample_commitment_mismatch, round 1 aborts before any vote")
+def helper_reveals_other_beacon_value(seed: int) -> Outcome:
+    """Helper 2 changes its beacon value after the others reveal theirs."""
+    from mechanisms.triehh import TrieHH
+
+    return _sampled_run("threshold.helper_reveals_other_beacon_value",
+                        "aborted committee_sample_commitment_mismatch",
+                        ("committee_sample_commitment_mismatch",), seed, TrieHH,
+                        Deviation(beacon_reveal=_other_value("helper2")))

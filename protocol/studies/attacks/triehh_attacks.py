@@ -125,9 +125,10 @@ class TargetedTrieHH(TrieHH):
     target: int = 0
 
     def sample(self) -> np.ndarray:
-        s = super().sample()
+        s = super().sample()  # ascending: replace a uniformly chosen position, not the first
         if self.target not in s:
-            s[0] = self.target
+            assert self._drawn is not None
+            s[int.from_bytes(self._drawn.beacon.seed[:8], "little") % s.size] = self.target
         return s
 
 

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from protocol.core.contract import Contributions, RoundResult, RoundSpec, Transport
+from protocol.core.contract import Contributions, RoundResult, RoundSpec, Sample, Transport
 from protocol.studies.errors import StudyError
 from protocol.studies.runners import default_transport
 from protocol.studies.runners.triehh import TrieHHOptions, prepare, run_once, summarize
@@ -56,6 +56,15 @@ class ViewRecorder(Transport):
         self.kinds = inner.kinds  # type: ignore[misc]
         self.thetas: set[int] = set()
         self.parties: dict[str, dict[str, Any]] = {}
+        self.samples: dict[tuple[str, int], Sample] = {}
+
+    def draw_sample(self, task: str, round_no: int, population: int, size: int,
+                    rng: np.random.Generator) -> Sample:
+        """The inner transport's sample (over a committee: its beacon's), kept in
+        ``samples``."""
+        drawn = self.inner.draw_sample(task, round_no, population, size, rng)
+        self.samples[(task, int(round_no))] = drawn
+        return drawn
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:
@@ -176,7 +185,11 @@ def run_demo(users: int, epsilon: float, seed: int, progress=None,  # noqa: ANN0
     out = summarize(prep, secure)
     out["seconds"] = {"load": round(t1 - t0, 3), "run": round(t2 - t1, 3),
                       "total": round(t2 - t0, 3)}
-    plain = run_once(prep, default_transport("plain"), rng_plain)
+    # the committee drew each round's sample from OS randomness (its beacon): the
+    # plaintext rerun asks the same users
+    from protocol.core.transports.plain import PlainTransport
+
+    plain = run_once(prep, PlainTransport(samples=recorder.samples), rng_plain)
     same = (set(plain.heavy_hitters) == set(secure.heavy_hitters)
             and set(plain.prefixes) == set(secure.prefixes))
     return {"threshold": out, "learned": learned_lines(recorder.parties, recorder.thetas),
