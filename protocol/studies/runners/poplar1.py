@@ -1,0 +1,386 @@
+"""Heavy hitters with Poplar1 (``fedhh hh --mechanism poplar1``, ``api.poplar1``).
+
+Boneh, Boyle, Corrigan-Gibbs, Gilboa, Ishai, "Lightweight Techniques for Private Heavy
+Hitters" (IEEE S&P 2021), section 5.1's prefix search, over the Poplar1 VDAF of
+draft-irtf-cfrg-vdaf-20 (:mod:`protocol.core.poplar1`):
+
+1. every client encodes its word as a ``BITS``-bit string, shards it once (one report:
+   a public share and one input share per aggregator, sent as bytes) and is gone;
+2. level ``l = 0, 1, ...``: the candidate prefixes are the two children of every
+   level-``(l - 1)`` prefix whose count reached the threshold (level 0: ``0`` and
+   ``1``); both aggregators prepare every report at these candidates (two rounds of
+   sketch shares; a report whose sketch fails is dropped at that level), sum the output
+   shares, exchange aggregate shares and so learn every candidate's count;
+3. the heavy hitters are the leaf-level (``BITS``-bit) strings whose count reached the
+   threshold.
+
+Encoding (the same alphabet as TrieHH): a word over the population's public alphabet
+``A`` is cut to ``max_length`` characters; character ``i`` of ``A`` is the code ``i + 1``
+and the end of the word is padded with code 0, each code on ``ceil(log2(|A| + 1))``
+bits, most significant first. So a word of up to ``max_length`` characters is one
+``max_length * ceil(log2(|A| + 1))``-bit string, and a decoded string drops the
+padding. Longer words are found by their first ``max_length`` characters; the truth a
+run is scored against is the population's ranking of words cut to ``max_length``.
+
+The two aggregators are separate :class:`AggregatorParty` objects: each holds only its
+own decoded input shares (and the public shares), runs its half of the preparation and
+records its view (every candidate prefix it was asked about and every count it learnt,
+the reports it rejected) and its costs (CPU seconds, bytes sent and received). What
+Poplar1 hides: each client's string from either aggregator alone (the IDPF keys are
+pseudorandom), beyond the counts of the candidate prefixes. What it does not: those
+counts (of every candidate, including the ones below the threshold) are learnt by both
+aggregators; there is no differential privacy unless noise is added; the two
+aggregators must not collude; robustness holds against malicious clients, privacy
+against one malicious aggregator (the draft's security considerations).
+
+Threshold: ``threshold`` clients (default ``max(2, ceil(n / (20 K)))``, a public rule that
+reads only ``n`` and ``K``).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from protocol.studies.errors import StudyError
+
+__all__ = ["Poplar1Options", "AggregatorParty", "SearchResult", "encode_words",
+           "decode_bits", "default_threshold", "make_reports", "search", "run_poplar1",
+           "heavy_hitters_bits"]
+
+CTX = b"fedhh poplar1 heavy hitters"
+CHUNK = 2048
+
+
+@dataclass(frozen=True)
+class Poplar1Options:
+    """One Poplar1 heavy-hitters run: the threshold (a count of clients; ``None``: the
+    default rule), ``max_length`` characters per word, the cap on candidates per level,
+    and the simulation seed (``None``: the clients' randomness and the verify key come
+    from the OS)."""
+
+    threshold: int | None = None
+    max_length: int = 10
+    max_candidates: int = 1 << 14
+    seed: int | None = None
+
+
+def default_threshold(n: int, k: int) -> int:
+    """``max(2, ceil(n / (20 K)))``."""
+    return max(2, math.ceil(n / (20 * k)))
+
+
+# ----------------------------------------------------------------------- encoding
+def bits_per_char(alphabet: str) -> int:
+    return max(1, math.ceil(math.log2(len(alphabet) + 1)))
+
+
+def encode_words(vocabulary: Sequence[str], alphabet: str, max_length: int) -> np.ndarray:
+    """``(V, max_length * b)`` bool: each word cut to ``max_length`` characters, codes
+    ``index + 1`` on ``b = ceil(log2(|A| + 1))`` bits, padded with code 0.
+
+    Raises:
+        StudyError: a character outside the alphabet, or ``max_length < 1``.
+    """
+    if max_length < 1:
+        raise StudyError("--max-length must be >= 1")
+    b = bits_per_char(alphabet)
+    index = {c: i + 1 for i, c in enumerate(alphabet)}
+    codes = np.zeros((len(vocabulary), max_length), dtype=np.int64)
+    for v, w in enumerate(vocabulary):
+        for j, ch in enumerate(w[:max_length]):
+            if ch not in index:
+                raise StudyError(f"word {w!r} has a character outside the public alphabet")
+            codes[v, j] = index[ch]
+    shifts = np.arange(b - 1, -1, -1)
+    return ((codes[:, :, None] >> shifts) & 1).astype(bool).reshape(len(vocabulary), -1)
+
+
+def decode_bits(bits: Sequence[bool], alphabet: str) -> str:
+    """Inverse of :func:`encode_words` on one full-length string (padding dropped; a code
+    outside the alphabet, which no honest client sends, shows as ``?``)."""
+    b = bits_per_char(alphabet)
+    out = []
+    for j in range(0, len(bits) - b + 1, b):
+        code = 0
+        for x in bits[j:j + b]:
+            code = 2 * code + int(x)
+        if code:
+            out.append(alphabet[code - 1] if code <= len(alphabet) else "?")
+    return "".join(out)
+
+
+# ----------------------------------------------------------------------- parties
+def _concat_public(parts: list) -> Any:  # noqa: ANN401
+    from protocol.core.poplar1.idpf import PublicShares
+
+    return PublicShares(np.concatenate([p.seed_cw for p in parts]),
+                        np.concatenate([p.ctrl_cw for p in parts]),
+                        np.concatenate([p.w_inner for p in parts]),
+                        [x for p in parts for x in p.w_leaf])
+
+
+def _concat_inputs(parts: list) -> Any:  # noqa: ANN401
+    from protocol.core.poplar1.vdaf import InputShares
+
+    return InputShares(np.concatenate([p.key for p in parts]),
+                       np.concatenate([p.corr_seed for p in parts]),
+                       np.concatenate([p.corr_inner for p in parts]),
+                       [x for p in parts for x in p.corr_leaf])
+
+
+@dataclass
+class AggregatorParty:
+    """One of Poplar1's two aggregators: its own input shares, the public shares, the
+    shared verify key; its view and its costs.
+
+    ``view`` holds one entry per level: the candidates it prepared (the aggregation
+    parameter), the count of every candidate it learnt, and the reports it rejected.
+    """
+
+    agg_id: int
+    core: Any
+    view: list[dict[str, Any]] = field(default_factory=list)
+    cpu_seconds: float = 0.0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+
+    def timed(self, fn: Callable[..., Any], *args: Any) -> Any:  # noqa: ANN401
+        t = time.process_time()
+        try:
+            return fn(*args)
+        finally:
+            self.cpu_seconds += time.process_time() - t
+
+
+@dataclass
+class SearchResult:
+    """What a prefix search found: leaf strings (tuples of bools) with counts, and per
+    level the candidates, the passing prefixes and the rejected reports."""
+
+    heavy: dict[tuple[bool, ...], int]
+    levels: list[dict[str, Any]]
+    parties: tuple[AggregatorParty, AggregatorParty]
+    client_seconds: float
+    upload_bytes_per_client: int
+    bits: int
+    threshold: int
+    seconds: float
+
+
+def _randomness(seed: int | None, label: str):  # noqa: ANN202
+    from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
+
+    if seed is None:
+        return OsRandom()
+    return insecure_deterministic_randomness(seed, label)
+
+
+def make_reports(vdaf, measurements: np.ndarray, seed: int | None,  # noqa: ANN001
+                 progress: Callable[[int, int], None] | None = None):  # noqa: ANN201
+    """The clients: shard every measurement and encode the reports; the aggregators
+    decode them (every decoder validates completely). Returns ``(nonces, public shares,
+    (input shares 0, input shares 1), client CPU seconds, upload bytes per client)``.
+    Chunks of :data:`CHUNK` clients bound the memory of the encoded reports."""
+    from protocol.core.poplar1.idpf import encode_public_share
+
+    rnd = _randomness(seed, "poplar1 clients")
+    n = measurements.shape[0]
+    nonces_l, pub_l, in_l = [], [], ([], [])
+    cpu = 0.0
+    upload = vdaf.NONCE_SIZE + vdaf.public_share_size() + 2 * vdaf.input_share_size()
+    for lo in range(0, n, CHUNK):
+        hi = min(n, lo + CHUNK)
+        t = time.process_time()
+        raw = np.frombuffer(rnd.token_bytes((hi - lo) * (16 + vdaf.RAND_SIZE)),
+                            dtype=np.uint8).reshape(hi - lo, 16 + vdaf.RAND_SIZE)
+        rep = vdaf.shard_batch(measurements[lo:hi], raw[:, :16], raw[:, 16:])
+        pub_b = [encode_public_share(rep.public, r) for r in range(hi - lo)]
+        in_b = [[vdaf.encode_input_share(rep.shares[j], r) for r in range(hi - lo)]
+                for j in (0, 1)]
+        cpu += time.process_time() - t
+        nonces_l.append(rep.nonces)
+        pub_l.append(vdaf.decode_public_shares(pub_b))
+        for j in (0, 1):
+            in_l[j].append(vdaf.decode_input_shares(in_b[j]))
+        if progress is not None:
+            progress(hi, n)
+    return (np.concatenate(nonces_l), _concat_public(pub_l),
+            (_concat_inputs(in_l[0]), _concat_inputs(in_l[1])), cpu, upload)
+
+
+def _exchange(sender: AggregatorParty, receiver: AggregatorParty, level: int, bits: int,
+              values, count: int):  # noqa: ANN001, ANN202
+    """Send field elements as bytes, decoded (validated) by the receiver."""
+    from protocol.core.poplar1.vdaf import decode_field_vec, encode_field_vec
+
+    if isinstance(values, np.ndarray) or level < bits - 1:
+        blob = sender.timed(encode_field_vec, level, bits, np.asarray(values).reshape(-1))
+    else:
+        blob = sender.timed(encode_field_vec, level, bits, [x for row in values for x in
+                                                            (row if isinstance(row, list) else [row])])
+    sender.bytes_sent += len(blob)
+    receiver.bytes_received += len(blob)
+    return receiver.timed(decode_field_vec, level, bits, blob, count)
+
+
+def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa: ANN001
+           verify_key: bytes, max_candidates: int = 1 << 14,
+           progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+           parties: tuple[AggregatorParty, AggregatorParty] | None = None) -> dict[str, Any]:
+    """The level-by-level prefix search between two aggregator parties.
+
+    Raises:
+        StudyError: more candidates at a level than ``max_candidates``.
+    """
+    from protocol.core.poplar1 import Aggregator, encode_agg_param, sketch_accepts
+
+    bits = vdaf.bits
+    n = nonces.shape[0]
+    if parties is None:
+        parties = tuple(AggregatorParty(j, None) for j in (0, 1))  # type: ignore[assignment]
+        for p in parties:
+            p.core = p.timed(Aggregator, vdaf, p.agg_id, verify_key, nonces, public,
+                             shares[p.agg_id])
+    levels_out = []
+    passing: list[tuple[bool, ...]] = [()]
+    heavy: dict[tuple[bool, ...], int] = {}
+    it: Iterable[int] = range(bits)
+    if progress is not None:
+        it = progress(it)
+    for level in it:
+        cands = sorted(p + (b,) for p in passing for b in (False, True))
+        if not cands:
+            break
+        if len(cands) > max_candidates:
+            raise StudyError(f"Poplar1: {len(cands)} candidates at level {level}, more than "
+                             f"the cap {max_candidates}; raise the threshold")
+        agg_param = (level, tuple(cands))
+        ap_bytes = len(encode_agg_param(agg_param))
+        t0 = time.perf_counter()
+        r1 = [p.timed(p.core.verify_init, agg_param) for p in parties]
+        # each sends its sketch shares to the other; both form the round-1 message
+        got = [_exchange(parties[j], parties[1 - j], level, bits, r1[j], 3 * n) for j in (0, 1)]
+        msg = []
+        for j in (0, 1):
+            mine = r1[j]
+            other = got[1 - j]
+            if level < bits - 1:
+                from protocol.core.poplar1.field import add64
+                msg.append(parties[j].timed(add64, np.asarray(mine), other.reshape(n, 3)))
+            else:
+                o = [other[3 * r:3 * r + 3] for r in range(n)]
+                msg.append([[(x + y) % (2 ** 255 - 19) for x, y in zip(a, b)]
+                            for a, b in zip(mine, o)])
+        r2 = [parties[j].timed(parties[j].core.verify_next, msg[j]) for j in (0, 1)]
+        got2 = [_exchange(parties[j], parties[1 - j], level, bits, r2[j], n) for j in (0, 1)]
+        ok = [parties[j].timed(sketch_accepts, level, bits, r2[j], got2[1 - j]) for j in (0, 1)]
+        if not np.array_equal(ok[0], ok[1]):
+            raise AssertionError("the aggregators disagree on which reports passed")
+        accepted = ok[0]
+        agg = [p.timed(p.core.aggregate, accepted) for p in parties]
+        shares_seen = [_exchange(parties[j], parties[1 - j], level, bits, agg[j], len(cands))
+                       for j in (0, 1)]
+        mod = (1 << 64) - (1 << 32) + 1 if level < bits - 1 else 2 ** 255 - 19
+        counts = [(int(x) + int(y)) % mod for x, y in zip(agg[0], shares_seen[1])]
+        counts_b = [(int(x) + int(y)) % mod for x, y in zip(agg[1], shares_seen[0])]
+        if counts != counts_b:
+            raise AssertionError("the aggregators computed different counts")
+        rejected = np.flatnonzero(~accepted).tolist()
+        for p in parties:
+            p.bytes_received += ap_bytes
+            p.view.append({"level": level, "candidates": [_bitstr(c) for c in cands],
+                           "counts": counts, "rejected_reports": rejected})
+        passing = [c for c, k in zip(cands, counts) if k >= threshold]
+        levels_out.append({"level": level, "candidates": len(cands), "passing": len(passing),
+                           "rejected": len(rejected),
+                           "seconds": round(time.perf_counter() - t0, 4)})
+        if level == bits - 1:
+            heavy = {c: k for c, k in zip(cands, counts) if k >= threshold}
+    return {"heavy": heavy, "levels": levels_out, "parties": parties}
+
+
+def _bitstr(bits: Sequence[bool]) -> str:
+    return "".join("1" if b else "0" for b in bits)
+
+
+def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | None = None,
+                       max_candidates: int = 1 << 14,
+                       progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                       client_progress: Callable[[int, int], None] | None = None) -> SearchResult:
+    """Poplar1 heavy hitters over ``(n, BITS)`` bool measurements.
+
+    Raises:
+        StudyError: a bad threshold or measurement shape, or too many candidates.
+    """
+    from protocol.core.poplar1 import Poplar1
+
+    m = np.asarray(measurements, dtype=bool)
+    if m.ndim != 2 or m.shape[0] < 1 or m.shape[1] < 2:
+        raise StudyError("Poplar1 needs at least one client and strings of at least 2 bits")
+    if threshold < 1:
+        raise StudyError("--threshold must be >= 1")
+    vdaf = Poplar1(m.shape[1], CTX)
+    t0 = time.perf_counter()
+    nonces, public, shares, client_cpu, upload = make_reports(vdaf, m, seed, client_progress)
+    key = _randomness(seed, "poplar1 verify key").token_bytes(vdaf.VERIFY_KEY_SIZE)
+    out = search(vdaf, nonces, public, shares, threshold, verify_key=key,
+                 max_candidates=max_candidates, progress=progress)
+    return SearchResult(out["heavy"], out["levels"], out["parties"], client_cpu, upload,
+                        vdaf.bits, threshold, time.perf_counter() - t0)
+
+
+def privacy_statement() -> dict[str, Any]:
+    """Poplar1's guarantee (no differential privacy by itself)."""
+    return {"mechanism": "poplar1", "kind": "none", "epsilon": None, "delta": None,
+            "source": "Poplar1, draft-irtf-cfrg-vdaf-20 (Boneh et al., IEEE S&P 2021)",
+            "note": "no differential privacy: both aggregators learn the count of every "
+                    "candidate prefix; each client's string is hidden from either "
+                    "aggregator alone (two non-colluding aggregators)"}
+
+
+def run_poplar1(pop, k: int, *, threshold: int | None = None, max_length: int = 10,  # noqa: ANN001
+                seed: int | None = None, max_candidates: int = 1 << 14,
+                progress: Callable[[Iterable[int]], Iterable[int]] | None = None):  # noqa: ANN201
+    """Poplar1 heavy hitters on a one-word population, as an
+    :class:`protocol.studies.runners.hh.HHResult`.
+
+    Raises:
+        StudyError: bad parameters or too many candidates.
+    """
+    from protocol.studies.runners.hh import HHResult, truncated_truth
+
+    t = default_threshold(pop.n, k) if threshold is None else int(threshold)
+    vocab_bits = encode_words(pop.vocabulary, pop.alphabet, max_length)
+    meas = vocab_bits[pop.items]
+    res = heavy_hitters_bits(meas, t, seed=seed, max_candidates=max_candidates,
+                             progress=progress)
+    found = {decode_bits(s, pop.alphabet): float(c) for s, c in res.heavy.items()}
+    return HHResult("poplar1", found, truncated_truth(pop, max_length), privacy_statement(),
+                    details(res, pop.n, max_length, bits_per_char(pop.alphabet)))
+
+
+def details(res: SearchResult, n: int, max_length: int | None, b: int | None) -> dict[str, Any]:
+    """The run's parameters, costs and the parties' views, summarised (JSON-ready)."""
+    parties = res.parties
+    learnt = sum(len(v["counts"]) for v in parties[0].view)
+    below = sum(sum(1 for c in v["counts"] if c < res.threshold) for v in parties[0].view)
+    return {
+        "bits": res.bits, "threshold": res.threshold,
+        "encoding": (f"first {max_length} characters, {b} bits each (alphabet index + 1, "
+                     "0 pads)") if max_length else f"{res.bits}-bit strings",
+        "levels": len(res.levels),
+        "aggregator_rounds": 2 * len(res.levels),
+        "rejected_reports": sum(v["rejected"] for v in res.levels),
+        "client_upload_bytes": res.upload_bytes_per_client,
+        "client_cpu_seconds_per_report": round(res.client_seconds / max(n, 1), 6),
+        "aggregator_cpu_seconds": [round(p.cpu_seconds, 3) for p in parties],
+        "aggregator_bytes_sent": [p.bytes_sent for p in parties],
+        "aggregator_bytes_received": [p.bytes_received for p in parties],
+        "aggregators_learn": {"prefix_counts": learnt, "below_threshold": below},
+        "seconds": round(res.seconds, 3),
+        "per_level": res.levels,
+    }
