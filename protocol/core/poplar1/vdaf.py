@@ -334,6 +334,7 @@ class Aggregator:
         self._cache: I.EvalCache | None = None
         self._corr: list = [None] * n
         self._corr_pos = np.zeros(n, dtype=np.int64)
+        self._corr_dirty = np.zeros(n, dtype=bool)
         self._state: tuple | None = None
 
     def __len__(self) -> int:
@@ -342,18 +343,28 @@ class Aggregator:
     def _verify_rand(self, level: int, count: int):  # noqa: ANN202
         d = self.vdaf.dst(USAGE_VERIFY_RAND)
         lb = level.to_bytes(2, "big")
-        leaf = level == self.vdaf.bits - 1
-        out = []
-        for nonce in self.nonces:
-            x = XofTurboShake128(self.verify_key, d, nonce.tobytes() + lb)
-            out.append(x.next_vec255(count) if leaf else x.next_vec64(count))
-        return out if leaf else np.asarray(out, dtype=np.uint64).reshape(len(self), count)
+        key = self.verify_key
+        if level == self.vdaf.bits - 1:
+            return [XofTurboShake128(key, d, nonce.tobytes() + lb).next_vec255(count)
+                    for nonce in self.nonces]
+        # the common case in one pass: 8 * count bytes per report; a report with a
+        # rejected element (probability about count * 2^-32) is drawn again exactly
+        raw = b"".join(XofTurboShake128(key, d, nonce.tobytes() + lb).next(8 * count)
+                       for nonce in self.nonces)
+        out = np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(len(self), count)
+        for r in np.flatnonzero((out >= np.uint64(F.P64)).any(axis=1)):
+            out[r] = XofTurboShake128(key, d, self.nonces[r].tobytes() + lb).next_vec64(count)
+        return out
 
     def _corr_inner(self, level: int) -> np.ndarray:
+        """Elements ``3 level .. 3 level + 2`` of each report's correlated-randomness
+        stream. A report's stream object is kept between levels (its position advances
+        24 bytes a level); a report whose stream ever rejected an element is drawn
+        exactly from the start (rare: probability about ``2^-32`` per element)."""
         d = self.vdaf.dst(USAGE_CORR_INNER)
-        out = np.empty((len(self), 3), dtype=np.uint64)
         binder0 = bytes([self.agg_id])
-        want = 3 * level
+        want = 24 * level
+        raw = []
         for r in range(len(self)):
             x = self._corr[r]
             if x is None or self._corr_pos[r] > want:
@@ -362,10 +373,16 @@ class Aggregator:
                 self._corr[r] = x
                 self._corr_pos[r] = 0
             skip = want - int(self._corr_pos[r])
-            if skip:
-                x.next_vec64(skip)
+            raw.append(x.next(skip + 24)[skip:])
+            self._corr_pos[r] = want + 24
+        out = np.frombuffer(b"".join(raw), dtype="<u8").astype(np.uint64).reshape(len(self), 3)
+        # once a stream rejected an element its positions shift: exact from then on
+        self._corr_dirty |= (out >= np.uint64(F.P64)).any(axis=1)
+        for r in np.flatnonzero(self._corr_dirty):
+            x = XofTurboShake128(self.share.corr_seed[r].tobytes(), d,
+                                 binder0 + self.nonces[r].tobytes())
+            x.next_vec64(3 * level)
             out[r] = x.next_vec64(3)
-            self._corr_pos[r] = want + 3
         return out
 
     def verify_init(self, agg_param: AggParam):  # noqa: ANN201
