@@ -127,13 +127,17 @@ class Poplar1:
 
     # ------------------------------------------------------------------ client
     def shard_batch(self, measurements: np.ndarray, nonces: np.ndarray,
-                    rands: np.ndarray) -> Reports:
+                    rands: np.ndarray, *, weights: np.ndarray | None = None) -> Reports:
         """Shard ``N`` measurements.
 
         Args:
             measurements: ``(N, BITS)`` bool, most significant bit first.
             nonces: ``(N, 16)`` uint8.
             rands: ``(N, RAND_SIZE)`` uint8.
+            weights: ``(N, BITS)`` ints, the value each client programs on its path
+                (authenticated as ``weight * k``). Honest clients use 1 (the default);
+                any other weight is a malicious client, which the sketch rejects -- the
+                attack catalogue plays one with it.
 
         Raises:
             Poplar1UsageError: inputs of the wrong shape.
@@ -160,8 +164,17 @@ class Poplar1:
             k_leaf.append(xof.next_vec255(1)[0])
             ab_inner[r] = xof.next_vec64(2 * (b - 1)).reshape(b - 1, 2)
             ab_leaf1.append(xof.next_vec255(2))
-        beta_inner = np.stack([np.ones((n, b - 1), dtype=np.uint64), k_inner], axis=-1)
-        beta_leaf = [[1, k] for k in k_leaf]
+        if weights is None:
+            beta_inner = np.stack([np.ones((n, b - 1), dtype=np.uint64), k_inner], axis=-1)
+            beta_leaf = [[1, k] for k in k_leaf]
+        else:
+            w = np.asarray(weights)
+            if w.shape != (n, b):
+                raise Poplar1UsageError("shard: weights of the wrong shape")
+            wi = (w[:, :b - 1].astype(object) % F.P64).astype(np.uint64)
+            beta_inner = np.stack([wi, F.mul64(wi, k_inner)], axis=-1)
+            beta_leaf = [[int(w[r, b - 1]) % F.P255, int(w[r, b - 1]) * k % F.P255]
+                         for r, k in enumerate(k_leaf)]
         public, keys = I.gen(b, self.ctx, meas, beta_inner, beta_leaf, nonces, idpf_rand)
         # the (a, b, c) triples: the sum of both aggregators' expansions
         abc_inner = np.zeros((n, b - 1, 3), dtype=np.uint64)

@@ -212,10 +212,21 @@ def make_reports(vdaf, measurements: np.ndarray, seed: int | None,  # noqa: ANN0
             (_concat_inputs(in_l[0]), _concat_inputs(in_l[1])), cpu, upload)
 
 
+#: ``tamper(stage, agg_id, level, values) -> values``: the adversary hook of
+#: :func:`search` (the attack catalogue's malicious aggregator), called on what an
+#: aggregator is about to send: ``sketch1`` and ``sketch2`` (its two rounds of sketch
+#: shares, one row or value per report), ``agg_share`` (its aggregate share).
+Tamper = Callable[[str, int, int, Any], Any]
+
+
 def _exchange(sender: AggregatorParty, receiver: AggregatorParty, level: int, bits: int,
-              values, count: int):  # noqa: ANN001, ANN202
+              values, count: int, stage: str = "",  # noqa: ANN001
+              tamper: Tamper | None = None):  # noqa: ANN202
     """Send field elements as bytes, decoded (validated) by the receiver."""
     from protocol.core.poplar1.vdaf import decode_field_vec, encode_field_vec
+
+    if tamper is not None:
+        values = tamper(stage, sender.agg_id, level, values)
 
     if isinstance(values, np.ndarray) or level < bits - 1:
         blob = sender.timed(encode_field_vec, level, bits, np.asarray(values).reshape(-1))
@@ -230,8 +241,11 @@ def _exchange(sender: AggregatorParty, receiver: AggregatorParty, level: int, bi
 def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa: ANN001
            verify_key: bytes, max_candidates: int = 1 << 14,
            progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
-           parties: tuple[AggregatorParty, AggregatorParty] | None = None) -> dict[str, Any]:
-    """The level-by-level prefix search between two aggregator parties.
+           parties: tuple[AggregatorParty, AggregatorParty] | None = None,
+           tamper: Tamper | None = None) -> dict[str, Any]:
+    """The level-by-level prefix search between two aggregator parties. ``public`` is
+    the decoded public shares both aggregators received, or a pair (what each received,
+    when a client sent them different ones); ``tamper`` plays a malicious aggregator.
 
     Raises:
         StudyError: more candidates at a level than ``max_candidates``.
@@ -243,7 +257,8 @@ def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa:
     if parties is None:
         parties = tuple(AggregatorParty(j, None) for j in (0, 1))  # type: ignore[assignment]
         for p in parties:
-            p.core = p.timed(Aggregator, vdaf, p.agg_id, verify_key, nonces, public,
+            pub = public[p.agg_id] if isinstance(public, tuple) else public
+            p.core = p.timed(Aggregator, vdaf, p.agg_id, verify_key, nonces, pub,
                              shares[p.agg_id])
     levels_out = []
     passing: list[tuple[bool, ...]] = [()]
@@ -263,7 +278,8 @@ def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa:
         t0 = time.perf_counter()
         r1 = [p.timed(p.core.verify_init, agg_param) for p in parties]
         # each sends its sketch shares to the other; both form the round-1 message
-        got = [_exchange(parties[j], parties[1 - j], level, bits, r1[j], 3 * n) for j in (0, 1)]
+        got = [_exchange(parties[j], parties[1 - j], level, bits, r1[j], 3 * n, "sketch1", tamper)
+               for j in (0, 1)]
         msg = []
         for j in (0, 1):
             mine = r1[j]
@@ -276,24 +292,27 @@ def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa:
                 msg.append([[(x + y) % (2 ** 255 - 19) for x, y in zip(a, b)]
                             for a, b in zip(mine, o)])
         r2 = [parties[j].timed(parties[j].core.verify_next, msg[j]) for j in (0, 1)]
-        got2 = [_exchange(parties[j], parties[1 - j], level, bits, r2[j], n) for j in (0, 1)]
+        got2 = [_exchange(parties[j], parties[1 - j], level, bits, r2[j], n, "sketch2", tamper)
+                for j in (0, 1)]
         ok = [parties[j].timed(sketch_accepts, level, bits, r2[j], got2[1 - j]) for j in (0, 1)]
-        if not np.array_equal(ok[0], ok[1]):
-            raise AssertionError("the aggregators disagree on which reports passed")
-        accepted = ok[0]
+        # a report is aggregated only when both accept it (an aggregator that rejects
+        # tells the other, as in DAP's ping-pong; an honest one decides from the shares
+        # it received, so a lying peer cannot make it accept)
+        accepted = ok[0] & ok[1]
         agg = [p.timed(p.core.aggregate, accepted) for p in parties]
-        shares_seen = [_exchange(parties[j], parties[1 - j], level, bits, agg[j], len(cands))
-                       for j in (0, 1)]
+        shares_seen = [_exchange(parties[j], parties[1 - j], level, bits, agg[j], len(cands),
+                                 "agg_share", tamper) for j in (0, 1)]
         mod = (1 << 64) - (1 << 32) + 1 if level < bits - 1 else 2 ** 255 - 19
-        counts = [(int(x) + int(y)) % mod for x, y in zip(agg[0], shares_seen[1])]
-        counts_b = [(int(x) + int(y)) % mod for x, y in zip(agg[1], shares_seen[0])]
-        if counts != counts_b:
-            raise AssertionError("the aggregators computed different counts")
+        # each aggregator's counts: its own share plus the share it received; aggregator
+        # 0 (the leader) drives the search with its counts
+        seen = [[(int(x) + int(y)) % mod for x, y in zip(agg[j], shares_seen[1 - j])]
+                for j in (0, 1)]
+        counts = seen[0]
         rejected = np.flatnonzero(~accepted).tolist()
         for p in parties:
             p.bytes_received += ap_bytes
             p.view.append({"level": level, "candidates": [_bitstr(c) for c in cands],
-                           "counts": counts, "rejected_reports": rejected})
+                           "counts": seen[p.agg_id], "rejected_reports": rejected})
         passing = [c for c, k in zip(cands, counts) if k >= threshold]
         levels_out.append({"level": level, "candidates": len(cands), "passing": len(passing),
                            "rejected": len(rejected),
