@@ -69,3 +69,23 @@ def test_hh_command_poplar1(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["discovered"][0]["item"] == "the"
     assert main(["hh", "--mechanism", "poplar1", "--users", "300", "--transport", "secagg",
                  "--quiet"]) == 2
+
+
+def test_eval_compare_side_by_side(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    from protocol.cli import main
+
+    rc = main(["eval", "compare", "--mechanisms", "triehh,poplar1", "--dataset", "en",
+               "--users", "400", "--epsilons", "4", "--k", "5", "--max-length", "3",
+               "--threshold", "8",
+               "--out", str(tmp_path), "--seed", "1", "--json", "--quiet"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["mechanism"]: r for r in out["rows"]}
+    assert set(rows) == {"triehh", "poplar1"}
+    p = rows["poplar1"]
+    assert p["clients_contacted"] == 400 and p["rounds"] == 2 * p["levels"]
+    assert p["client_upload_bytes"] > rows["triehh"]["client_upload_bytes"]
+    assert "every candidate prefix" in p["learns"] and "DP" in rows["triehh"]["privacy"]
+    assert (tmp_path / "table.md").read_text().count("| poplar1 |") == 1
+    assert main(["eval", "compare", "--mechanisms", "triehh,pem", "--users", "400",
+                 "--out", str(tmp_path), "--quiet"]) == 2

@@ -49,7 +49,7 @@ from protocol.studies.errors import StudyError
 
 __all__ = ["Poplar1Options", "AggregatorParty", "SearchResult", "encode_words",
            "decode_bits", "default_threshold", "make_reports", "search", "run_poplar1",
-           "heavy_hitters_bits"]
+           "heavy_hitters_bits", "SideBySideOptions", "side_by_side"]
 
 CTX = b"fedhh poplar1 heavy hitters"
 CHUNK = 2048
@@ -403,3 +403,130 @@ def details(res: SearchResult, n: int, max_length: int | None, b: int | None) ->
         "seconds": round(res.seconds, 3),
         "per_level": res.levels,
     }
+
+
+# ----------------------------------------------------------------------- side by side
+@dataclass(frozen=True)
+class SideBySideOptions:
+    """TrieHH and Poplar1 on one population (``fedhh eval compare --mechanisms
+    triehh,poplar1``): TrieHH at the central target ``epsilon`` (``delta = 1/n^2``,
+    Corollary 1) over ``triehh_transport``; Poplar1 at ``threshold`` (default rule);
+    both with ``max_length`` characters."""
+
+    dataset: str = "en"
+    users: int = 100_000
+    k: int = 10
+    epsilon: float = 4.0
+    max_length: int = 10
+    threshold: int | None = None
+    triehh_transport: str = "plain"
+    alphabet: str | None = None
+    drop_unencodable: bool = False
+    seed: int | None = None
+
+
+_TRIEHH_LEARNS = {
+    "plain": "the server sees every sampled client's vote, then the passing prefixes",
+    "secagg": "the server sees each round's vote histogram over the candidates (the sum), "
+              "then the passing prefixes",
+    "threshold": "the committee opens only the prefixes at or above theta",
+}
+
+
+def side_by_side(opts: SideBySideOptions,
+                 say: Callable[[str], None] = lambda _m: None) -> tuple[dict[str, Any], list[str]]:
+    """Run both, score both at ``k`` against the truth each can reach, and return
+    ``(summary, Markdown table lines)``.
+
+    Raises:
+        StudyError: bad options, dataset, target or transport.
+    """
+    from protocol.studies.runners import default_transport
+    from protocol.studies.runners import triehh as triehh_runner
+    from protocol.studies.runners.hh import HHResult, load_population, score
+
+    if opts.users < 2 or opts.k < 1:
+        raise StudyError("--users must be >= 2 and --k >= 1")
+    if opts.triehh_transport not in _TRIEHH_LEARNS:
+        raise StudyError("the TrieHH transport must be plain, secagg or threshold")
+    root = np.random.default_rng(opts.seed)
+    data_rng, run_rng = root.spawn(2)
+    pop = load_population(opts.dataset, opts.users, data_rng, alphabet=opts.alphabet,
+                          drop_unencodable=opts.drop_unencodable)
+    n = pop.n
+    delta = 1.0 / float(n) ** 2
+    rows = []
+    # TrieHH
+    say(f"TrieHH on {pop.name}, n = {n:,}, central epsilon {opts.epsilon:g}")
+    t0 = time.perf_counter()
+    prep, _ = triehh_runner.prepare(triehh_runner.plain_options(
+        pop.name, n, opts.epsilon, delta, opts.max_length), population=pop)
+    tr = default_transport(opts.triehh_transport)
+    if opts.triehh_transport != "plain" and opts.seed is not None:
+        from protocol.core.transports import get_transport
+        tr = get_transport(opts.triehh_transport, simulate=True)
+    result = triehh_runner.run_once(prep, tr, run_rng)
+    t_sec = time.perf_counter() - t0
+    cost = result.total_cost
+    contacted = sum(r.sampled for r in result.rounds)
+    server_cpu = {k: round(v, 3) for k, v in cost.cpu_seconds.items()}
+    t_res = HHResult("triehh", dict(result.heavy_hitters), pop.top(len(pop.vocabulary)), {}, {})
+    g = result.guarantee
+    rows.append({
+        "mechanism": "triehh", **_metrics(score(t_res, opts.k), opts.k),
+        "client_upload_bytes": round(cost.bytes_up / contacted, 1) if contacted else 0,
+        "clients_contacted": int(contacted),
+        "rounds": len(result.rounds),
+        "server_cpu_seconds": server_cpu,
+        "server_bytes": int(cost.bytes_up + cost.bytes_down),
+        "learns": _TRIEHH_LEARNS[opts.triehh_transport],
+        "privacy": (f"central ({g.epsilon:.3g}, {g.delta:.2g})-DP (Zhu et al. 2020, Corollary 1)"
+                    if g else f"none: {result.guarantee_note}"),
+        "seconds": round(t_sec, 2),
+    })
+    # Poplar1
+    t = default_threshold(n, opts.k) if opts.threshold is None else int(opts.threshold)
+    say(f"Poplar1 on the same {n:,} clients, threshold {t}")
+    p_res = run_poplar1(pop, opts.k, threshold=t, max_length=opts.max_length, seed=opts.seed)
+    d = p_res.details
+    rows.append({
+        "mechanism": "poplar1", **_metrics(score(p_res, opts.k), opts.k),
+        "client_upload_bytes": d["client_upload_bytes"],
+        "clients_contacted": n,
+        "rounds": d["aggregator_rounds"],
+        "server_cpu_seconds": {f"aggregator {j}": c
+                               for j, c in enumerate(d["aggregator_cpu_seconds"])},
+        "server_bytes": int(sum(d["aggregator_bytes_sent"])),
+        "learns": (f"both aggregators learn the count of every candidate prefix: "
+                   f"{d['aggregators_learn']['prefix_counts']} counts, "
+                   f"{d['aggregators_learn']['below_threshold']} of them below the threshold"),
+        "privacy": "none by itself (no DP); a client's string is hidden from each "
+                   "aggregator alone",
+        "seconds": d["seconds"],
+        "threshold": t, "bits": d["bits"], "levels": d["levels"],
+    })
+    k = opts.k
+    lines = [f"{pop.name}, n = {n:,}, K = {k}, L = {opts.max_length} characters, seed "
+             f"{opts.seed}; TrieHH at central epsilon {opts.epsilon:g}, delta 1/n^2, over "
+             f"{opts.triehh_transport}; Poplar1 at threshold {t} ({rows[1]['bits']} bits).", "",
+             f"| mechanism | recall@{k} | precision@{k} | precision | client upload (bytes) "
+             "| clients contacted | rounds | server CPU (s) | server bytes | wall (s) |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for r in rows:
+        cpu = ", ".join(f"{p} {v:.2f}" for p, v in r["server_cpu_seconds"].items())
+        lines.append(f"| {r['mechanism']} | {r['recall_at_k']:.3f} | {r['precision_at_k']:.3f} "
+                     f"| {r['precision']:.3f} | {r['client_upload_bytes']:,} | "
+                     f"{r['clients_contacted']:,} | {r['rounds']} | {cpu} | "
+                     f"{r['server_bytes']:,} | {r['seconds']:.1f} |")
+    lines.append("")
+    for r in rows:
+        lines.append(f"- {r['mechanism']}: learns -- {r['learns']}; privacy -- {r['privacy']}")
+    summary = {"dataset": pop.name, "n": n, "k": k, "seed": opts.seed,
+               "max_length": opts.max_length, "rows": rows}
+    return summary, lines
+
+
+def _metrics(sc: dict[str, Any], k: int) -> dict[str, Any]:
+    return {"recall_at_k": sc["recall_at_k"], "precision_at_k": sc["precision_at_k"],
+            "f1_at_k": sc["f1_at_k"], "precision": sc["precision"],
+            "discovered": len(sc["discovered"])}
