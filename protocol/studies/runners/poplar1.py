@@ -49,7 +49,8 @@ from protocol.studies.errors import StudyError
 
 __all__ = ["Poplar1Options", "AggregatorParty", "SearchResult", "encode_words",
            "decode_bits", "default_threshold", "make_reports", "search", "run_poplar1",
-           "heavy_hitters_bits", "SideBySideOptions", "side_by_side"]
+           "heavy_hitters_bits", "SideBySideOptions", "side_by_side", "load_reference",
+           "bench_vs_reference", "bench_hh", "random_strings"]
 
 CTX = b"fedhh poplar1 heavy hitters"
 CHUNK = 2048
@@ -530,3 +531,220 @@ def _metrics(sc: dict[str, Any], k: int) -> dict[str, Any]:
     return {"recall_at_k": sc["recall_at_k"], "precision_at_k": sc["precision_at_k"],
             "f1_at_k": sc["f1_at_k"], "precision": sc["precision"],
             "discovered": len(sc["discovered"])}
+
+
+# ----------------------------------------------------------------------- benchmarks
+def load_reference(path: str):  # noqa: ANN201
+    """The draft's own Python reference (``poc/`` of the cfrg/draft-irtf-cfrg-vdaf
+    repository at the draft's tag), imported from ``path`` at run time -- never part of
+    this project. It imports ``Cryptodome`` (pycryptodomex); when only pycryptodome is
+    installed its ``Crypto`` package (the same code) is registered under that name.
+
+    Raises:
+        StudyError: no ``vdaf_poc`` under ``path``, or a Python older than 3.12 (the
+            reference uses PEP 695 generics).
+    """
+    import importlib
+    import pathlib
+    import sys
+
+    root = pathlib.Path(path)
+    if (root / "poc" / "vdaf_poc").is_dir():
+        root = root / "poc"
+    if not (root / "vdaf_poc" / "vdaf_poplar1.py").is_file():
+        raise StudyError(f"--reference {path}: no vdaf_poc/vdaf_poplar1.py there (give the "
+                         "poc/ directory of cfrg/draft-irtf-cfrg-vdaf)")
+    if sys.version_info < (3, 12):
+        raise StudyError("the draft's reference needs Python >= 3.12")
+    try:
+        importlib.import_module("Cryptodome")
+    except ModuleNotFoundError:
+        import Crypto
+        import Crypto.Cipher
+        import Crypto.Hash
+
+        sys.modules.update({"Cryptodome": Crypto, "Cryptodome.Cipher": Crypto.Cipher,
+                            "Cryptodome.Hash": Crypto.Hash})
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        return importlib.import_module("vdaf_poc.vdaf_poplar1")
+    except Exception as exc:  # noqa: BLE001 - any import failure of foreign code
+        raise StudyError(f"--reference {path}: cannot import the reference: {exc}") from None
+
+
+def _median(xs: list[float]) -> float:
+    return float(np.median(np.asarray(xs)))
+
+
+def bench_vs_reference(reference: str, *, bits: int = 32, reports: int = 1000,
+                       ref_reports: int = 6, candidates: int = 16, repeats: int = 3,
+                       seed: int = 0) -> dict[str, Any]:
+    """Cost per report of client sharding and of one level's preparation (both
+    aggregators, from the IDPF root as the reference does) at an inner level and at the
+    leaf, ours (batched over ``reports``) against the draft's reference (one report at a
+    time, ``ref_reports`` of them), interleaved ``repeats`` times; medians and ratios.
+    The outputs are checked equal on the reference's reports (public and input shares,
+    every verifier share, the output shares).
+
+    Raises:
+        StudyError: bad sizes, or a reference that cannot be loaded or disagrees.
+    """
+    from protocol.core.poplar1 import Aggregator, Poplar1, sketch_accepts, sketch_message
+    from protocol.core.poplar1.idpf import encode_public_share
+    from protocol.core.poplar1.vdaf import encode_field_vec
+
+    if bits < 2 or reports < 1 or not 1 <= ref_reports <= reports or candidates < 1 \
+            or repeats < 1:
+        raise StudyError("--bits >= 2, --reports >= --ref-reports >= 1, --candidates >= 1, "
+                         "--repeats >= 1")
+    ref_mod = load_reference(reference)
+    ref = ref_mod.Poplar1(bits)
+    ctx = CTX
+    ours = Poplar1(bits, ctx)
+    rng = np.random.default_rng(seed)
+    meas = rng.integers(0, 2, size=(reports, bits)).astype(bool)
+    nonces = rng.integers(0, 256, size=(reports, 16), dtype=np.uint8)
+    rands = rng.integers(0, 256, size=(reports, ours.RAND_SIZE), dtype=np.uint8)
+    key = rng.integers(0, 256, size=32, dtype=np.uint8).tobytes()
+
+    def agg_param(level: int) -> tuple[int, tuple[tuple[bool, ...], ...]]:
+        pref = {tuple(bool(b) for b in meas[i, :level + 1]) for i in range(min(reports, candidates // 2))}
+        while len(pref) < min(candidates, 2 ** (level + 1)):
+            pref.add(tuple(bool(b) for b in rng.integers(0, 2, size=level + 1)))
+        return level, tuple(sorted(pref))
+
+    levels = sorted({max(0, bits // 2 - 1), bits - 1})
+    params = {lv: agg_param(lv) for lv in levels}
+    res: dict[str, list[float]] = {k: [] for k in
+                                   ["shard_ours", "shard_ref"] + [f"prep_{w}_{lv}" for lv in levels
+                                                                  for w in ("ours", "ref")]}
+    checked = {"reports": ref_reports, "shares_equal": True, "prep_equal": True}
+    rep = None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        rep = ours.shard_batch(meas, nonces, rands)
+        res["shard_ours"].append((time.perf_counter() - t) / reports)
+        t = time.perf_counter()
+        ref_out = [ref.shard(ctx, tuple(bool(b) for b in meas[i]), nonces[i].tobytes(),
+                             rands[i].tobytes()) for i in range(ref_reports)]
+        res["shard_ref"].append((time.perf_counter() - t) / ref_reports)
+        for i, (pub, ins) in enumerate(ref_out):
+            if ref.encode_public_share(pub) != encode_public_share(rep.public, i) or \
+                    [ref.encode_input_share(s) for s in ins] != \
+                    [ours.encode_input_share(rep.shares[j], i) for j in (0, 1)]:
+                checked["shares_equal"] = False
+        for lv in levels:
+            ap = params[lv]
+            t = time.perf_counter()
+            aggs = [Aggregator(ours, j, key, rep.nonces, rep.public, rep.shares[j])
+                    for j in (0, 1)]
+            r1 = [a.verify_init(ap) for a in aggs]
+            r2 = [a.verify_next(sketch_message(lv, bits, *r1)) for a in aggs]
+            ok = sketch_accepts(lv, bits, *r2)
+            outs = [a.out_shares(ok) for a in aggs]
+            res[f"prep_ours_{lv}"].append((time.perf_counter() - t) / reports)
+            t = time.perf_counter()
+            ref_outs = []
+            for i, (pub, ins) in enumerate(ref_out):
+                st, sh = zip(*[ref.verify_init(key, ctx, j, ap, nonces[i].tobytes(), pub, ins[j])
+                               for j in (0, 1)])
+                msg = ref.verifier_shares_to_message(ctx, ap, list(sh))
+                st2, sh2 = zip(*[ref.verify_next(ctx, st[j], msg) for j in (0, 1)])
+                msg2 = ref.verifier_shares_to_message(ctx, ap, list(sh2))
+                ref_outs.append(([ref.verify_next(ctx, st2[j], msg2) for j in (0, 1)], sh, sh2))
+            res[f"prep_ref_{lv}"].append((time.perf_counter() - t) / ref_reports)
+            if not ok.all():
+                checked["prep_equal"] = False
+            for i, (o, sh, sh2) in enumerate(ref_outs):
+                for j in (0, 1):
+                    mine = [encode_field_vec(lv, bits, outs[j][i]),
+                            encode_field_vec(lv, bits, r1[j][i]),
+                            encode_field_vec(lv, bits, [r2[j][i]])]
+                    theirs = [ref.encode_out_share(o[j]), ref.encode_verifier_share(sh[j]),
+                              ref.encode_verifier_share(sh2[j])]
+                    if mine != theirs:
+                        checked["prep_equal"] = False
+    if not (checked["shares_equal"] and checked["prep_equal"]):
+        raise StudyError(f"the reference and this implementation disagree: {checked}")
+    med = {k: _median(v) for k, v in res.items()}
+    out: dict[str, Any] = {
+        "draft": "draft-irtf-cfrg-vdaf-20", "bits": bits, "reports": reports,
+        "ref_reports": ref_reports, "repeats": repeats, "candidates": candidates,
+        "outputs_checked": checked,
+        "shard": {"ours_us_per_report": round(1e6 * med["shard_ours"], 1),
+                  "reference_us_per_report": round(1e6 * med["shard_ref"], 1),
+                  "speedup": round(med["shard_ref"] / med["shard_ours"], 1)},
+        "prep": {},
+    }
+    for lv in levels:
+        o, r = med[f"prep_ours_{lv}"], med[f"prep_ref_{lv}"]
+        out["prep"][f"level {lv}" + (" (leaf)" if lv == bits - 1 else "")] = {
+            "candidates": len(params[lv][1]),
+            "ours_us_per_report": round(1e6 * o, 1), "reference_us_per_report": round(1e6 * r, 1),
+            "speedup": round(r / o, 1)}
+    return out
+
+
+def random_strings(support: int, chars: int, rng: np.random.Generator) -> list[str]:
+    """``support`` distinct strings of ``chars`` printable ASCII characters (codes
+    33-126)."""
+    out: set[str] = set()
+    while len(out) < support:
+        codes = rng.integers(33, 127, size=(support - len(out), chars))
+        out.update("".join(map(chr, row)) for row in codes)
+    return sorted(out)
+
+
+def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_000,
+             zipf_s: float = 1.1, threshold: int | None = None, k: int = 10,
+             seed: int = 0) -> dict[str, Any]:
+    """Poplar1 heavy hitters on Zipf(``zipf_s``) populations of ``support`` random
+    printable strings of ``chars`` characters (8 bits each: ``BITS = 8 * chars``), for
+    every ``n`` in ``users`` and length in ``chars``: wall and CPU seconds (clients and
+    each aggregator), levels, candidates, and whether the top-K was found.
+
+    Raises:
+        StudyError: bad sizes.
+    """
+    from protocol.studies.measure import peak_rss_mb
+
+    if not users or not chars or min(users) < 2 or min(chars) < 1 or support < 1:
+        raise StudyError("--users >= 2, --chars >= 1, --support >= 1")
+    runs = []
+    for c in chars:
+        rng = np.random.default_rng(seed)
+        vocab = random_strings(support, c, rng)
+        p = 1.0 / np.arange(1, support + 1) ** zipf_s
+        p /= p.sum()
+        codes = np.array([[ord(ch) for ch in w] for w in vocab], dtype=np.uint8)
+        vocab_bits = np.unpackbits(codes, axis=1).astype(bool)
+        for n in users:
+            items = rng.choice(support, size=n, p=p)
+            t = default_threshold(n, k) if threshold is None else threshold
+            cpu0 = time.process_time()
+            t0 = time.perf_counter()
+            res = heavy_hitters_bits(vocab_bits[items], t, seed=seed)
+            wall = time.perf_counter() - t0
+            cpu = time.process_time() - cpu0
+            counts = np.bincount(items, minlength=support)
+            true_top = set(np.argsort(-counts, kind="stable")[:k].tolist())
+            found = {vocab.index("".join(chr(int(x)) for x in np.packbits(np.array(s))))
+                     for s in res.heavy}
+            runs.append({
+                "n": n, "chars": c, "bits": 8 * c, "threshold": t,
+                "wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2),
+                "client_cpu_seconds": round(res.client_seconds, 2),
+                "aggregator_cpu_seconds": [round(pp.cpu_seconds, 2) for pp in res.parties],
+                "levels": len(res.levels),
+                "candidates_per_level_median": float(np.median([lv["candidates"]
+                                                                for lv in res.levels])),
+                "heavy_hitters": len(res.heavy),
+                "true_top_k_found": len(true_top & found),
+                "client_upload_bytes": res.upload_bytes_per_client,
+                "us_per_report_level_per_aggregator": round(
+                    1e6 * float(np.mean([pp.cpu_seconds for pp in res.parties]))
+                    / (n * max(1, len(res.levels))), 2),
+            })
+    return {"support": support, "zipf_s": zipf_s, "k": k, "seed": seed, "runs": runs,
+            "peak_rss_mb": round(peak_rss_mb(), 1)}
