@@ -44,6 +44,7 @@ RAND_SIZE = 32
 VALUE_LEN = 2
 _DST_EXTEND = format_dst(1, 0, 0)
 _DST_CONVERT = format_dst(1, 0, 1)
+_M255 = (1 << 255) - 1
 
 
 @dataclass
@@ -156,9 +157,17 @@ def _convert_leaf(ctx: bytes, nonces: np.ndarray, seeds: np.ndarray) -> tuple[np
         nb = nonces[r].tobytes()
         row = []
         for j in range(m):
-            xof = XofTurboShake128(seeds[r, j].tobytes(), dst, nb)
-            nxt[r, j] = np.frombuffer(xof.next(KEY_SIZE), dtype=np.uint8)
-            row.append(xof.next_vec255(VALUE_LEN))
+            # one read of the seed and two elements; the exact draw only when an element
+            # was rejected (probability 19 / 2^255 each)
+            sd = seeds[r, j].tobytes()
+            e = XofTurboShake128(sd, dst, nb).next(KEY_SIZE + 2 * F.ENC255)
+            v = [int.from_bytes(e[16 + 32 * i:48 + 32 * i], "little") & _M255 for i in (0, 1)]
+            if v[0] >= F.P255 or v[1] >= F.P255:
+                xof = XofTurboShake128(sd, dst, nb)
+                xof.next(KEY_SIZE)
+                v = xof.next_vec255(VALUE_LEN)
+            nxt[r, j] = np.frombuffer(e[:16], dtype=np.uint8)
+            row.append(v)
         vals.append(row)
     return nxt, vals
 
