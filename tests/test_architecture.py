@@ -38,7 +38,9 @@ ALLOWED_TOP = {
                       "Crypto"},  # pycryptodome: TurboSHAKE128 for protocol.core.poplar1
     "protocol.studies": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "scipy",
                          "cryptography", "nacl", "matplotlib", "wordfreq",
-                         "flwr"},  # flwr: only `fedhh bench flower`, an optional extra
+                         "flwr",  # flwr: only `fedhh bench flower`, an optional extra
+                         "Crypto"},  # `fedhh bench poplar1`: pycryptodome as the draft
+                                     # reference's `Cryptodome`
     "protocol.cli": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "tqdm"},
 }
 # layer -> the parts of protocol/ it may import (prefixes of dotted module names)

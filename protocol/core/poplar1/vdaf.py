@@ -487,15 +487,14 @@ class Aggregator:
     def aggregate(self, accepted: np.ndarray):  # noqa: ANN201
         """This aggregator's aggregate share: the sum of the accepted reports' output
         shares per prefix (``(C,)`` uint64, or ``C`` ints on the leaf)."""
-        level = self._state[1][0] if self._state else None
+        count = len(self._state[1][1]) if self._state else 0
         out = self.out_shares(accepted)
         if isinstance(out, np.ndarray):
             if out.shape[0] == 0:
-                return np.zeros(out.shape[1], dtype=np.uint64)
+                return np.zeros(count, dtype=np.uint64)
             return F.sum64(out, axis=0)
-        del level
         if not out:
-            return []
+            return [0] * count
         return [sum(col) % F.P255 for col in zip(*out)]
 
 

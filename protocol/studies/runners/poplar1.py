@@ -229,11 +229,11 @@ def _exchange(sender: AggregatorParty, receiver: AggregatorParty, level: int, bi
     if tamper is not None:
         values = tamper(stage, sender.agg_id, level, values)
 
-    if isinstance(values, np.ndarray) or level < bits - 1:
-        blob = sender.timed(encode_field_vec, level, bits, np.asarray(values).reshape(-1))
-    else:
-        blob = sender.timed(encode_field_vec, level, bits, [x for row in values for x in
-                                                            (row if isinstance(row, list) else [row])])
+    if level < bits - 1:
+        flat = np.asarray(values, dtype=np.uint64).reshape(-1)
+    else:   # Field255: a list of ints, or of triples (the round-1 sketch shares)
+        flat = [x for row in values for x in (row if isinstance(row, list) else [row])]
+    blob = sender.timed(encode_field_vec, level, bits, flat)
     sender.bytes_sent += len(blob)
     receiver.bytes_received += len(blob)
     return receiver.timed(decode_field_vec, level, bits, blob, count)
