@@ -181,13 +181,21 @@ class Poplar1:
         abc_leaf = [[0, 0, 0] for _ in range(n)]
         d_in, d_leaf = self.dst(USAGE_CORR_INNER), self.dst(USAGE_CORR_LEAF)
         for j in (0, 1):
+            # each aggregator's expansion, read once per client; a client whose stream
+            # rejected an element is expanded again element by element
+            raw = []
             for r in range(n):
                 binder = bytes([j]) + nonces[r].tobytes()
                 seed = corr_seeds[j][r].tobytes()
-                v = XofTurboShake128(seed, d_in, binder).next_vec64(3 * (b - 1))
-                abc_inner[r] = F.add64(abc_inner[r], v.reshape(b - 1, 3))
+                raw.append(XofTurboShake128(seed, d_in, binder).next(24 * (b - 1)))
                 lv = XofTurboShake128(seed, d_leaf, binder).next_vec255(3)
                 abc_leaf[r] = [(x + y) % F.P255 for x, y in zip(abc_leaf[r], lv)]
+            v = np.frombuffer(b"".join(raw), dtype="<u8").astype(np.uint64).reshape(n, b - 1, 3)
+            for r in np.flatnonzero((v >= np.uint64(F.P64)).reshape(n, -1).any(axis=1)):
+                v[r] = XofTurboShake128(corr_seeds[j][r].tobytes(), d_in,
+                                        bytes([j]) + nonces[r].tobytes()
+                                        ).next_vec64(3 * (b - 1)).reshape(b - 1, 3)
+            abc_inner = F.add64(abc_inner, v)
         a, bb, c = abc_inner[..., 0], abc_inner[..., 1], abc_inner[..., 2]
         A = F.add64(F.neg64(F.add64(a, a)), k_inner)
         B = F.add64(F.sub64(F.add64(F.mul64(a, a), bb), F.mul64(a, k_inner)), c)
