@@ -89,3 +89,12 @@ def test_eval_compare_side_by_side(tmp_path, capsys: pytest.CaptureFixture[str])
     assert (tmp_path / "table.md").read_text().count("| poplar1 |") == 1
     assert main(["eval", "compare", "--mechanisms", "triehh,pem", "--users", "400",
                  "--out", str(tmp_path), "--quiet"]) == 2
+
+
+def test_poplar1_options_are_refused_elsewhere() -> None:
+    from protocol.cli import main
+
+    assert main(["hh", "--mechanism", "pem", "--users", "300", "--threshold", "5",
+                 "--quiet"]) == 2
+    assert main(["hh", "--mechanism", "triehh", "--users", "300", "--max-length", "5",
+                 "--quiet"]) == 2

@@ -39,7 +39,7 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--threshold", type=int, default=None,
                    help="poplar1: clients a prefix needs to be extended (default "
                         "max(2, ceil(n / (20 K))))")
-    p.add_argument("--max-length", type=int, default=10, dest="max_length",
+    p.add_argument("--max-length", type=int, default=None, dest="max_length",
                    help="poplar1: characters of a word kept (default 10, TrieHH's L)")
     p.add_argument("--show", type=int, default=20, help="items listed (default 20)")
     p.add_argument("--seed", type=int, default=None, help="simulation seed")

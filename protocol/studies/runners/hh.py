@@ -71,7 +71,7 @@ class HHOptions:
     zipf_s: float = 1.1
     seed: int | None = None
     threshold: int | None = None
-    max_length: int = 10
+    max_length: int | None = None
 
 
 def load_population(dataset: str, users: int | None, rng, support: int = 10_000,  # noqa: ANN001, ANN201
@@ -255,7 +255,7 @@ def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: 
              oracle: str | None = None, delta: float | None = None, levels: int | None = None,
              word_bytes: int = 6, T: int = 20, extension: int | None = None,
              hash_filter: bool = False, transport: Any = None, threshold: int | None = None,
-             max_length: int = 10, seed: int | None = None) -> HHResult:
+             max_length: int | None = None, seed: int | None = None) -> HHResult:
     """Run one mechanism by name (``pem``, ``aon``, ``sfp``, ``triehh``, ``poplar1``) over
     ``transport`` (default: plain; in-process sums for SFP).
 
@@ -268,6 +268,8 @@ def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: 
         raise StudyError("--k must be >= 1")
     if hash_filter and mechanism != "sfp":
         raise StudyError("--hash-filter applies to --mechanism sfp only")
+    if mechanism != "poplar1" and (threshold is not None or max_length is not None):
+        raise StudyError("--threshold and --max-length apply to --mechanism poplar1 only")
     if mechanism in ("pem", "aon"):
         if mechanism == "aon" and oracle not in (None, "aon"):
             raise StudyError("--mechanism aon uses the AoN oracle")
@@ -285,9 +287,8 @@ def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: 
                              "--transport does not apply")
         from protocol.studies.runners.poplar1 import run_poplar1
 
-        return run_poplar1(pop, k, threshold=threshold, max_length=max_length, seed=seed)
-    if threshold is not None:
-        raise StudyError("--threshold applies to --mechanism poplar1 only")
+        return run_poplar1(pop, k, threshold=threshold,
+                           max_length=10 if max_length is None else max_length, seed=seed)
     raise StudyError(f"unknown mechanism {mechanism!r}")
 
 
