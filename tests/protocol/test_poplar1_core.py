@@ -173,3 +173,75 @@ def test_share_decoders_validate_completely() -> None:
             vdaf.decode_input_shares([b])
     with pytest.raises(Poplar1DecodeError):
         vdaf.decode_input_shares(["not bytes"])  # type: ignore[list-item]
+
+
+class _RejectingXof:
+    """A stand-in for XofTurboShake128 whose stream, for the ``(dst, binder)`` pairs in
+    ``TARGETS`` (streams that start with Field64 elements), starts with one element above
+    the modulus (0xff * 8) and then continues as the real stream: rejection sampling
+    must skip exactly that element."""
+
+    TARGETS: set[tuple[bytes, bytes]] = set()
+
+    def __init__(self, seed: bytes, dst: bytes, binder: bytes) -> None:
+        from protocol.core.poplar1.xof import XofTurboShake128
+
+        self._real = XofTurboShake128(seed, dst, binder)
+        self._prefix = b"\xff" * 8 if (dst, binder) in self.TARGETS else b""
+
+    def next(self, length: int) -> bytes:
+        take, self._prefix = self._prefix[:length], self._prefix[length:]
+        return take + (self._real.next(length - len(take)) if length > len(take) else b"")
+
+    def next_vec64(self, length: int) -> np.ndarray:
+        from protocol.core.poplar1.xof import next_vec_from_stream
+        return next_vec_from_stream(self.next, P, 8, length)
+
+    def next_vec255(self, length: int) -> list[int]:
+        from protocol.core.poplar1.xof import next_vec_from_stream
+        return next_vec_from_stream(self.next, F.P255, 32, length)
+
+
+def test_rejection_redraw_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one-pass readers fall back to the exact element-by-element draw for a report
+    whose stream rejected an element: the verification randomness, the correlated
+    randomness across levels, and the client's shard stream all come out as the real
+    stream with the rejected element skipped."""
+    from protocol.core.poplar1 import vdaf as V
+    from protocol.core.poplar1.xof import XofTurboShake128
+
+    vdaf = Poplar1(5, b"r")
+    rep = _reports(vdaf, [3, 17, 30], 9)
+    key = bytes(range(32))
+    nonce1 = rep.nonces[1].tobytes()
+    level = 2
+    # verification randomness of report 1 at level 2
+    _RejectingXof.TARGETS = {(vdaf.dst(V.USAGE_VERIFY_RAND), nonce1 + level.to_bytes(2, "big"))}
+    monkeypatch.setattr(V, "XofTurboShake128", _RejectingXof)
+    agg = Aggregator(vdaf, 0, key, rep.nonces, rep.public, rep.shares[0])
+    got = agg._verify_rand(level, 4)
+    want = XofTurboShake128(key, vdaf.dst(V.USAGE_VERIFY_RAND), nonce1 + b"\x00\x02").next_vec64(4)
+    assert got[1].tolist() == want.tolist()
+    # correlated randomness of report 1 (aggregator 0), levels 0, 1, 3: once dirty, exact
+    _RejectingXof.TARGETS = {(vdaf.dst(V.USAGE_CORR_INNER), b"\x00" + nonce1)}
+    agg = Aggregator(vdaf, 0, key, rep.nonces, rep.public, rep.shares[0])
+    seed = rep.shares[0].corr_seed[1].tobytes()
+    for lv in (0, 1, 3):
+        real = XofTurboShake128(seed, vdaf.dst(V.USAGE_CORR_INNER), b"\x00" + nonce1)
+        real.next_vec64(3 * lv)
+        assert agg._corr_inner(lv)[1].tolist() == real.next_vec64(3).tolist()
+    # the client's shard stream and its correlated randomness: a rejected first element
+    # is skipped, so the report equals the one from the real stream, byte for byte
+    monkeypatch.setattr(V, "XofTurboShake128", XofTurboShake128)
+    honest = _reports(vdaf, [3, 17, 30], 9)
+    n2 = honest.nonces[2].tobytes()
+    for target in ((vdaf.dst(V.USAGE_SHARD_RAND), n2), (vdaf.dst(V.USAGE_CORR_INNER), b"\x00" + n2),
+                   (vdaf.dst(V.USAGE_CORR_INNER), b"\x01" + n2)):
+        _RejectingXof.TARGETS = {target}
+        monkeypatch.setattr(V, "XofTurboShake128", _RejectingXof)
+        shifted = _reports(vdaf, [3, 17, 30], 9)
+        monkeypatch.setattr(V, "XofTurboShake128", XofTurboShake128)
+        for r in range(3):
+            for j in (0, 1):
+                assert vdaf.encode_input_share(shifted.shares[j], r) == \
+                    vdaf.encode_input_share(honest.shares[j], r)

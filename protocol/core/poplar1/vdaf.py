@@ -158,12 +158,33 @@ class Poplar1:
         ab_inner = np.empty((n, b - 1, 2), dtype=np.uint64)   # shares for aggregator 1
         ab_leaf1: list[list[int]] = []
         d_shard = self.dst(USAGE_SHARD_RAND)
+        m255 = (1 << 255) - 1
+        span = 8 * (b - 1) + 32 + 16 * (b - 1) + 64
+        raw = [XofTurboShake128(shard_seed[r].tobytes(), d_shard, nonces[r].tobytes()).next(span)
+               for r in range(n)]
+        # the stream is read once per client: k (inner), k (leaf), the (A, B) shares of
+        # aggregator 1 (inner, leaf); a client whose stream rejected an element
+        # (probability about 2^-32 per Field64 element) is drawn again element by element
+        buf = np.frombuffer(b"".join(raw), dtype=np.uint8).reshape(n, span)
+        k_inner[:] = buf[:, :8 * (b - 1)].copy().view("<u8").astype(np.uint64)
+        off = 8 * (b - 1) + 32
+        ab_inner[:] = buf[:, off:off + 16 * (b - 1)].copy().view("<u8").astype(
+            np.uint64).reshape(n, b - 1, 2)
+        bad = (k_inner >= np.uint64(F.P64)).any(axis=1) | \
+            (ab_inner >= np.uint64(F.P64)).reshape(n, -1).any(axis=1)
         for r in range(n):
-            xof = XofTurboShake128(shard_seed[r].tobytes(), d_shard, nonces[r].tobytes())
-            k_inner[r] = xof.next_vec64(b - 1)
-            k_leaf.append(xof.next_vec255(1)[0])
-            ab_inner[r] = xof.next_vec64(2 * (b - 1)).reshape(b - 1, 2)
-            ab_leaf1.append(xof.next_vec255(2))
+            e = raw[r]
+            kl = int.from_bytes(e[8 * (b - 1):off], "little") & m255
+            ab = [int.from_bytes(e[span - 64 + 32 * i:span - 32 + 32 * i], "little") & m255
+                  for i in range(2)]
+            if bad[r] or kl >= F.P255 or ab[0] >= F.P255 or ab[1] >= F.P255:
+                xof = XofTurboShake128(shard_seed[r].tobytes(), d_shard, nonces[r].tobytes())
+                k_inner[r] = xof.next_vec64(b - 1)
+                kl = xof.next_vec255(1)[0]
+                ab_inner[r] = xof.next_vec64(2 * (b - 1)).reshape(b - 1, 2)
+                ab = xof.next_vec255(2)
+            k_leaf.append(kl)
+            ab_leaf1.append(ab)
         if weights is None:
             beta_inner = np.stack([np.ones((n, b - 1), dtype=np.uint64), k_inner], axis=-1)
             beta_leaf = [[1, k] for k in k_leaf]
