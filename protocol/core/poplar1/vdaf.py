@@ -6,7 +6,7 @@ draws, per client, a random authenticator ``k_l`` for every level, programs the 
 string at level ``l``, and splits correlated randomness for the sketch: per level, shares
 of ``A = -2a + k`` and ``B = a^2 + b - a k + c`` for a triple ``(a, b, c)`` whose two
 additive shares each aggregator re-derives from its 32-byte seed (Boneh et al. 2021,
-appendix C.4). A report is the public share (the IDPF's correction words) and one input
+appendix C.4; the sketch is their section 4.2). A report is the public share (the IDPF's correction words) and one input
 share per aggregator.
 
 The two aggregators evaluate a level for a list of candidate prefixes (the aggregation
@@ -17,9 +17,10 @@ prefixes, giving shares of ``(data_i, auth_i)``, draws the verification randomne
 its share of the sketch ``(a + sum data_i r_i, b + sum data_i r_i^2, c + sum auth_i r_i)``
 (round 1). The sum of the two shares gives the sketch ``(z, z*, z**)``; each then sends
 ``agg_id (z^2 - z* - z**) + A z + B`` (round 2), and the report is accepted exactly when
-these two shares sum to zero, which holds for an honest report and fails, except with
-probability about ``2 / |F|`` per report, when the data is not one-hot with the
-authenticated weight (two votes, a wrong weight, an inconsistent public share). Accepted
+these two shares sum to zero: their sum is ``Z^2 - Z* - Z** + k Z`` over the unmasked
+sums, zero for an honest report and otherwise a nonzero polynomial of degree 2 in the
+unpredictable ``r_i``, so it vanishes with probability at most ``2 / |F|`` per report
+(Schwartz-Zippel) when the data is not one-hot with the authenticated weight (two votes, a wrong weight, an inconsistent public share). Accepted
 reports' data shares are summed per prefix (the aggregate share); the two aggregate shares
 sum to the count of each prefix.
 

@@ -7,10 +7,10 @@ Each attack runs the honest prefix search on a small population (4-bit strings:
 ``1011`` x 6, ``0110`` x 4, ``1100`` x 3, threshold 3) with one malicious client
 (a report for ``1011`` built with a deviation) or with a malicious aggregator (the
 search's ``tamper`` hook rewrites what it sends). Poplar1's sketch (Boneh et al. 2021,
-section 4 and appendix C.4) is the defence against clients: it accepts a report at a
+section 4.2, correlated randomness of appendix C.4) is the defence against clients: it accepts a report at a
 level exactly when the report's values at the level's candidates are one-hot with
-weight 1 and authenticated, except with probability about ``2 / p`` (Field64:
-``p ~ 2^64``).
+weight 1 and authenticated, except with probability at most ``2 / p`` (Schwartz-Zippel;
+Field64: ``p ~ 2^64``).
 
 * :func:`two_votes` -- the client flips the control-bit correction of the sibling at
   level 2, so its report holds a nonzero value on two prefixes of that level: rejected
