@@ -7,7 +7,8 @@ Layers, lowest first (a layer imports only from itself and the layers it names):
   also takes the one ``RandomSource`` from ``secagg.randomness`` and nothing else of
   ``secagg``;
 * ``mechanisms``: ``numpy``, ``scipy`` and, from ``protocol``, the contract module only;
-* ``protocol.core``: the cores, ``msgpack`` and its own modules -- never mechanisms,
+* ``protocol.core``: the cores, ``msgpack``, ``Crypto`` (pycryptodome's TurboSHAKE128, for
+  Poplar1) and its own modules -- never mechanisms,
   studies or the CLI;
 * ``protocol.studies``: mechanisms, the core and the cores -- never the CLI;
 * ``protocol.cli``: everything below; a command module never imports another command
@@ -33,10 +34,13 @@ ALLOWED_TOP = {
     "shuffler": {"shuffler", "secagg", "cryptography", "nacl", "numpy"},
     "mechanisms": {"mechanisms", "numpy", "scipy", "protocol"},
     "protocol.core": {"protocol", "secagg", "shuffler", "msgpack", "numpy", "cryptography",
-                      "nacl", "distributed"},
+                      "nacl", "distributed",
+                      "Crypto"},  # pycryptodome: TurboSHAKE128 for protocol.core.poplar1
     "protocol.studies": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "scipy",
                          "cryptography", "nacl", "matplotlib", "wordfreq",
-                         "flwr"},  # flwr: only `fedhh bench flower`, an optional extra
+                         "flwr",  # flwr: only `fedhh bench flower`, an optional extra
+                         "Crypto"},  # `fedhh bench poplar1`: pycryptodome as the draft
+                                     # reference's `Cryptodome`
     "protocol.cli": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "tqdm"},
 }
 # layer -> the parts of protocol/ it may import (prefixes of dotted module names)

@@ -49,7 +49,7 @@ from protocol.core.contract import (
 from protocol.studies.errors import StudyError
 
 __all__ = ["HeavyHitter", "Round", "Costs", "PartyViews", "HeavyHitters", "Frequencies",
-           "Quantile", "Quantiles", "frequencies", "pem", "triehh", "triehhpp", "sfp",
+           "Quantile", "Quantiles", "frequencies", "pem", "triehh", "triehhpp", "poplar1", "sfp",
            "federated", "quantiles", "DEFAULT_ALPHABET", "SFP_ALPHABET", "Items"]
 
 #: The public alphabet used unless the caller names one: printable ASCII without
@@ -149,7 +149,7 @@ class HeavyHitters(_Exported):
     """The result of a heavy-hitters run.
 
     Attributes:
-        mechanism: ``triehh`` or ``triehhpp``.
+        mechanism: ``triehh``, ``triehhpp`` or ``poplar1``.
         transport: the transport's name.
         n: number of users.
         heavy_hitters: the released heavy hitters.
@@ -440,6 +440,70 @@ def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
         parameters={"theta": int(prep.config.theta), "gamma": float(prep.config.gamma),
                     "m": int(res.m), "L": int(prep.config.max_levels)},
         rounds=rounds, costs=costs, views=tuple(rec.views), dropped=int(pop.dropped))
+
+
+def poplar1(items: Sequence[str] | np.ndarray[Any, Any], *, k: int = 10,
+            threshold: int | None = None, max_length: int = 10,
+            alphabet: str = DEFAULT_ALPHABET, seed: int | None = None,
+            on_unencodable: OnUnencodable = "error",
+            progress: Progress | None = None) -> HeavyHitters:
+    """Poplar1 heavy hitters (Boneh, Boyle, Corrigan-Gibbs, Gilboa, Ishai, "Lightweight
+    Techniques for Private Heavy Hitters", IEEE S&P 2021; the Poplar1 VDAF of
+    draft-irtf-cfrg-vdaf-20) on the caller's items: two aggregators, the level-by-level
+    prefix search (:mod:`protocol.studies.runners.poplar1`).
+
+    Args:
+        items: one word per user.
+        k: K, used only by the default threshold.
+        threshold: clients a prefix needs to be extended (default
+            ``max(2, ceil(n / (20 K)))``).
+        max_length: characters of a word kept (words are cut, as TrieHH's ``L``).
+        alphabet: the public alphabet (the encoding is TrieHH's: index + 1 per
+            character, 0 pads).
+        seed: reproducible simulation (the clients' randomness and the verify key from a
+            seeded source); ``None``: from the OS.
+        on_unencodable: ``error`` (default) or ``drop``.
+        progress: wraps the iterable of levels.
+
+    Returns:
+        The heavy hitters with their counts; ``guarantee`` is ``None`` (Poplar1 has no
+        differential privacy by itself; ``guarantee_note`` says what it hides); one
+        round per level, whose views are what each aggregator learnt (every
+        candidate's count, the reports it rejected).
+
+    Raises:
+        StudyError: bad items or parameters, or too many candidates at a level.
+    """
+    from protocol.studies.runners import poplar1 as runner
+
+    if k < 1:
+        raise StudyError("k must be >= 1")
+    pop, _ = _population(items, alphabet, on_unencodable, False)
+    pop = pop.compact()
+    t = runner.default_threshold(pop.n, k) if threshold is None else int(threshold)
+    meas = runner.encode_words(pop.vocabulary, pop.alphabet, max_length)[pop.items]
+    res = runner.heavy_hitters_bits(meas, t, seed=seed, progress=progress)
+    p0, p1 = res.parties
+    rounds = tuple(
+        Round(int(lv["level"]) + 1, int(lv["candidates"]), pop.n, int(lv["passing"]),
+              float(lv["seconds"]), pop.n * res.upload_bytes_per_client if i == 0 else 0, 0)
+        for i, lv in enumerate(res.levels))
+    views = tuple(PartyViews("poplar1", int(v0["level"]) + 1,
+                             {"aggregator 0": v0, "aggregator 1": v1})
+                  for v0, v1 in zip(p0.view, p1.view))
+    hh = sorted(((runner.decode_bits(s, pop.alphabet), int(c)) for s, c in res.heavy.items()),
+                key=lambda ic: (-ic[1], ic[0]))
+    return HeavyHitters(
+        mechanism="poplar1", transport="two aggregators", n=pop.n,
+        heavy_hitters=tuple(HeavyHitter(w, c) for w, c in hh), released_prefixes={},
+        guarantee=None, guarantee_note=runner.privacy_statement()["note"],
+        parameters={"threshold": t, "bits": res.bits, "levels": len(res.levels),
+                    "L": max_length},
+        rounds=rounds,
+        costs=Costs(res.seconds, {"clients": res.client_seconds, "aggregator 0": p0.cpu_seconds,
+                                  "aggregator 1": p1.cpu_seconds},
+                    pop.n * res.upload_bytes_per_client, 0),
+        views=views, dropped=int(pop.dropped))
 
 
 def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,

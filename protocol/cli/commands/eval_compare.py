@@ -34,6 +34,12 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--resume", action="store_true",
                    help="continue from the runs already in OUT/runs.jsonl (same options and "
                         "--seed); every run is appended there as it finishes")
+    p.add_argument("--mechanisms", default=None,
+                   help="triehh,poplar1: instead, TrieHH (first --epsilons value) and Poplar1 "
+                        "side by side on one population (recall/precision at --k, bytes, "
+                        "CPU, rounds, what each party learns)")
+    p.add_argument("--threshold", type=int, default=None,
+                   help="with --mechanisms: Poplar1's threshold (default max(2, ceil(n/(20K))))")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -54,8 +60,10 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.output import print_json
     from protocol.studies.runners.compare import CompareOptions, compare
 
+    mechs = None if args.mechanisms is None else tuple(
+        m.strip() for m in args.mechanisms.split(",") if m.strip())
     opts = options_from(CompareOptions, args, epsilons=_floats(args.epsilons, "--epsilons"),
-                        Ts=_floats(args.Ts, "--Ts"))
+                        Ts=_floats(args.Ts, "--Ts"), mechanisms=mechs)
     summary, lines = compare(opts, (lambda msg: None) if args.quiet
                              else (lambda msg: print(msg, file=sys.stderr)),
                              estimate=not args.quiet)

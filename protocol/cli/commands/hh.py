@@ -10,7 +10,7 @@ import sys
 def register(cli) -> None:  # noqa: ANN001
     from protocol.studies.runners.hh import MECHANISMS
 
-    p = cli.command("hh", "discover heavy hitters with PEM, AoN, SFP or TrieHH", run)
+    p = cli.command("hh", "discover heavy hitters with PEM, AoN, SFP, TrieHH or Poplar1", run)
     p.add_argument("--mechanism", choices=MECHANISMS, default="pem")
     p.add_argument("--dataset", default="zipf32",
                    help="en, en-oov, zipf, zipf32 (32-bit items, default) or PATH")
@@ -36,6 +36,11 @@ def register(cli) -> None:  # noqa: ANN001
                    help="zipf32: distinct items (default 10000)")
     p.add_argument("--zipf-s", type=float, default=1.1, dest="zipf_s",
                    help="zipf32 exponent (default 1.1)")
+    p.add_argument("--threshold", type=int, default=None,
+                   help="poplar1: clients a prefix needs to be extended (default "
+                        "max(2, ceil(n / (20 K))))")
+    p.add_argument("--max-length", type=int, default=None, dest="max_length",
+                   help="poplar1: characters of a word kept (default 10, TrieHH's L)")
     p.add_argument("--show", type=int, default=20, help="items listed (default 20)")
     p.add_argument("--seed", type=int, default=None, help="simulation seed")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -73,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
     k = args.k
     w(f"{out['mechanism'].upper()} on {out['dataset']}: n = {out['n']:,}, K = {k}, "
       f"transport {out['transport']}\n")
-    if pv["kind"] == "local":
+    if pv["kind"] == "none":
+        w(f"privacy: none by itself ({pv['note']})\n")
+    elif pv["kind"] == "local":
         w(f"privacy: local {pv['epsilon']:g}-LDP per user ({pv['source']})\n")
         c = pv.get("central_after_shuffling")
         if c:

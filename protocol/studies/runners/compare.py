@@ -26,6 +26,11 @@ Writes into the output directory: ``runs.csv`` (one row per run, mechanism and e
 ``f1_at_k.csv``, ``table.md`` (the Table 2 analogue), ``summary.json``,
 ``f1_at_k.png`` and ``runs.jsonl`` (each run as it finishes; ``resume`` continues
 from it).
+
+With ``mechanisms = ("triehh", "poplar1")`` it runs instead TrieHH and Poplar1 side by
+side on one population (:func:`protocol.studies.runners.poplar1.side_by_side`: recall
+and precision at K, client upload bytes, server CPU and bytes, rounds, what each party
+learns) at the first epsilon, and writes ``table.md`` and ``summary.json``.
 """
 from __future__ import annotations
 
@@ -65,6 +70,8 @@ class CompareOptions:
     drop_unencodable: bool = False
     seed: int | None = None
     resume: bool = False
+    mechanisms: Sequence[str] | None = None
+    threshold: int | None = None
 
 
 def _half(ci: float | None) -> str:
@@ -96,6 +103,11 @@ def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
     from protocol.studies.runners import default_transport
     from protocol.studies.runners.hh import load_population
     from protocol.studies.runners.sfp import users_words
+
+    if opts.mechanisms is not None:
+        return _side_by_side(opts, say)
+    if opts.threshold is not None:
+        raise StudyError("--threshold applies to --mechanisms triehh,poplar1 only")
 
     epsilons = list(opts.epsilons)
     Ts = [int(t) for t in opts.Ts]
@@ -157,6 +169,29 @@ def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
     journal.close()
     return _write(opts, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,
                   time.perf_counter() - t_start)
+
+
+def _side_by_side(opts: CompareOptions,
+                  say: Callable[[str], None]) -> tuple[dict[str, Any], list[str]]:
+    """``--mechanisms triehh,poplar1``: the side-by-side table, written to ``out``."""
+    from protocol.studies.evaluation import output_dir
+    from protocol.studies.runners.poplar1 import SideBySideOptions, side_by_side
+
+    if sorted(opts.mechanisms or ()) != ["poplar1", "triehh"]:
+        raise StudyError("--mechanisms takes triehh,poplar1")
+    if opts.resume:
+        raise StudyError("--resume applies to the TrieHH/SFP comparison only")
+    out_dir = output_dir(opts.out)
+    t0 = time.perf_counter()
+    summary, lines = side_by_side(SideBySideOptions(
+        dataset=opts.dataset, users=opts.users, k=opts.k, epsilon=float(list(opts.epsilons)[0]),
+        max_length=opts.max_length, threshold=opts.threshold, alphabet=opts.alphabet,
+        drop_unencodable=opts.drop_unencodable, seed=opts.seed), say)
+    summary["seconds"] = round(time.perf_counter() - t0, 1)
+    summary["files"] = ["table.md", "summary.json"]
+    (out_dir / "table.md").write_text("\n".join(lines) + "\n")
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary, lines
 
 
 def _probe_run_seconds(opts, pop, word_of_user, n, delta, eps, T, sfp_per_run) -> float:  # noqa: ANN001

@@ -15,6 +15,10 @@ K (:mod:`mechanisms.metrics`) and the privacy guarantee:
   printed too (FMT23 numerical bound, and the TrieHH authors' closed form).
 * ``triehh`` -- Zhu et al. (AISTATS 2020); ``epsilon``/``delta`` is the central
   target (Corollary 1), plain transport.
+* ``poplar1`` -- Boneh et al. (IEEE S&P 2021) as the Poplar1 VDAF of
+  draft-irtf-cfrg-vdaf-20: two aggregators, the level-by-level prefix search with a
+  count ``threshold`` (:mod:`protocol.studies.runners.poplar1`); no differential privacy
+  (``epsilon`` unused); words cut to ``max_length`` characters of TrieHH's alphabet.
 
 Item encodings. PEM and AoN work on fixed-length bit strings: a word is its first
 ``word_bytes`` (default 6) bytes of ASCII, zero-padded on the right, as a
@@ -42,7 +46,7 @@ __all__ = ["MECHANISMS", "HHOptions", "HHResult", "load_population", "truncated_
            "word_codes", "decode_word", "run_pem", "run_sfp", "run_triehh", "score",
            "discover", "run"]
 
-MECHANISMS = ("pem", "sfp", "triehh", "aon")
+MECHANISMS = ("pem", "sfp", "triehh", "aon", "poplar1")
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class HHOptions:
     support: int = 10_000
     zipf_s: float = 1.1
     seed: int | None = None
+    threshold: int | None = None
+    max_length: int | None = None
 
 
 def load_population(dataset: str, users: int | None, rng, support: int = 10_000,  # noqa: ANN001, ANN201
@@ -248,8 +254,9 @@ def score(res: HHResult, k: int) -> dict[str, Any]:
 def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: ANN001
              oracle: str | None = None, delta: float | None = None, levels: int | None = None,
              word_bytes: int = 6, T: int = 20, extension: int | None = None,
-             hash_filter: bool = False, transport: Any = None) -> HHResult:
-    """Run one mechanism by name (``pem``, ``aon``, ``sfp``, ``triehh``) over
+             hash_filter: bool = False, transport: Any = None, threshold: int | None = None,
+             max_length: int | None = None, seed: int | None = None) -> HHResult:
+    """Run one mechanism by name (``pem``, ``aon``, ``sfp``, ``triehh``, ``poplar1``) over
     ``transport`` (default: plain; in-process sums for SFP).
 
     Raises:
@@ -261,6 +268,8 @@ def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: 
         raise StudyError("--k must be >= 1")
     if hash_filter and mechanism != "sfp":
         raise StudyError("--hash-filter applies to --mechanism sfp only")
+    if mechanism != "poplar1" and (threshold is not None or max_length is not None):
+        raise StudyError("--threshold and --max-length apply to --mechanism poplar1 only")
     if mechanism in ("pem", "aon"):
         if mechanism == "aon" and oracle not in (None, "aon"):
             raise StudyError("--mechanism aon uses the AoN oracle")
@@ -272,6 +281,14 @@ def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: 
                        transport=transport)
     if mechanism == "triehh":
         return run_triehh(pop, epsilon, rng, delta=delta, transport=transport)
+    if mechanism == "poplar1":
+        if transport is not None:
+            raise StudyError("--mechanism poplar1 runs its own two aggregators; "
+                             "--transport does not apply")
+        from protocol.studies.runners.poplar1 import run_poplar1
+
+        return run_poplar1(pop, k, threshold=threshold,
+                           max_length=10 if max_length is None else max_length, seed=seed)
     raise StudyError(f"unknown mechanism {mechanism!r}")
 
 
@@ -294,12 +311,14 @@ def run(opts: HHOptions, transport: Any = None) -> dict[str, Any]:
     res = discover(opts.mechanism, pop, opts.epsilon, run_rng, k=opts.k, oracle=opts.oracle,
                    delta=opts.delta, levels=opts.levels, word_bytes=opts.word_bytes, T=opts.T,
                    extension=opts.extension, hash_filter=opts.hash_filter,
-                   transport=transport)
+                   transport=transport, threshold=opts.threshold, max_length=opts.max_length,
+                   seed=opts.seed)
     t2 = time.perf_counter()
     sc = score(res, opts.k)
     k = opts.k
-    where = ("in process" if res.mechanism == "sfp" else "plain") if transport is None \
-        else transport.name
+    where = ("in process" if res.mechanism == "sfp" else
+             "two aggregators" if res.mechanism == "poplar1" else "plain") \
+        if transport is None else transport.name
     return {"mechanism": res.mechanism, "dataset": pop.name, "n": pop.n, "k": k,
             "transport": where,
             "privacy": res.privacy, "details": res.details,

@@ -1,0 +1,75 @@
+"""``fedhh bench poplar1``: Poplar1's cost per report against the draft's own reference
+implementation, and heavy hitters at scale (:mod:`protocol.studies.runners.poplar1`).
+
+* ``--reference DIR`` (the ``poc/`` directory of cfrg/draft-irtf-cfrg-vdaf at tag
+  ``draft-irtf-cfrg-vdaf-20``, imported at run time; Python >= 3.12): client sharding and
+  one level's preparation per report, ours batched against the reference one report at a
+  time, interleaved ``--repeats`` times, medians and ratios, outputs checked equal;
+* ``--hh``: heavy hitters on Zipf populations of random printable strings
+  (``--users`` and ``--chars`` lists; 8 bits a character): wall and CPU seconds.
+
+Prints one JSON object (with the peak memory).
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def register(cli) -> None:  # noqa: ANN001
+    p = cli.subcommand("bench", "poplar1", "Poplar1: cost per report against the draft's "
+                       "reference, and heavy hitters at scale", run)
+    p.add_argument("--reference", default=None,
+                   help="the draft's poc/ directory (cfrg/draft-irtf-cfrg-vdaf, tag "
+                        "draft-irtf-cfrg-vdaf-20) to measure against")
+    p.add_argument("--bits", type=int, default=32, help="bits of a measurement (default 32)")
+    p.add_argument("--reports", type=int, default=1000,
+                   help="reports ours processes in one batch (default 1000)")
+    p.add_argument("--ref-reports", type=int, default=6, dest="ref_reports",
+                   help="reports the reference processes (default 6)")
+    p.add_argument("--candidates", type=int, default=16,
+                   help="candidate prefixes of the measured levels (default 16)")
+    p.add_argument("--repeats", type=int, default=3, help="interleaved repeats (default 3)")
+    p.add_argument("--hh", action="store_true", help="benchmark heavy hitters instead")
+    p.add_argument("--users", default="1000", dest="users_list",
+                   help="--hh: comma-separated n (default 1000; 1e5 accepted)")
+    p.add_argument("--chars", default="32",
+                   help="--hh: comma-separated string lengths (default 32: 256 bits)")
+    p.add_argument("--support", type=int, default=10_000,
+                   help="--hh: distinct strings (default 10000)")
+    p.add_argument("--zipf-s", type=float, default=1.1, dest="zipf_s",
+                   help="--hh: Zipf exponent (default 1.1)")
+    p.add_argument("--threshold", type=int, default=None,
+                   help="--hh: threshold (default max(2, ceil(n / 200)))")
+    p.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
+
+
+def _ints(text: str, name: str) -> list[int]:
+    from protocol.cli import UsageError, count
+
+    try:
+        vals = [count(x.strip()) for x in text.split(",") if x.strip()]
+    except (ValueError, argparse.ArgumentTypeError):
+        raise UsageError(f"{name} must be a comma-separated list of integers") from None
+    if not vals:
+        raise UsageError(f"{name} is empty")
+    return vals
+
+
+def run(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+    from protocol.cli.output import print_json
+    from protocol.studies.runners import poplar1
+
+    if args.hh:
+        out = poplar1.bench_hh(_ints(args.users_list, "--users"), _ints(args.chars, "--chars"),
+                               support=args.support, zipf_s=args.zipf_s,
+                               threshold=args.threshold, seed=args.seed)
+    else:
+        if args.reference is None:
+            raise UsageError("give --reference DIR (the draft's poc/ directory) or --hh")
+        out = poplar1.bench_vs_reference(args.reference, bits=args.bits, reports=args.reports,
+                                         ref_reports=args.ref_reports,
+                                         candidates=args.candidates, repeats=args.repeats,
+                                         seed=args.seed)
+    print_json(out)
+    return 0

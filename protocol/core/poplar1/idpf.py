@@ -1,0 +1,372 @@
+"""IdpfBBCGGI21: the incremental distributed point function of Poplar1, batched.
+
+Theory of operation (draft-irtf-cfrg-vdaf-20, section "The IDPF of BBCGGI21"; Boneh,
+Boyle, Corrigan-Gibbs, Gilboa, Ishai, "Lightweight Techniques for Private Heavy
+Hitters", IEEE S&P 2021, section 6). A client with a ``BITS``-bit string ``alpha``
+builds a binary tree whose node at level ``l`` on the path of ``alpha`` holds the value
+``beta[l]`` (a pair of field elements, Field64 on the inner levels, Field255 on the leaf)
+and every other node zero, and splits it into two keys and a public share of one
+correction word per level ``(seed_cw, ctrl_cw, w_cw)``. Each aggregator walks the tree
+from its key: a node is a 16-byte seed and a control bit; ``extend`` expands a seed into
+the two children's seeds and bits, the correction word is applied where the control
+bit is set, and ``convert`` turns the chosen child's seed into the next seed and the
+node's value share. Inner levels use the fixed-key AES XOF, the leaf TurboSHAKE128.
+
+Vectorisation. Every function here takes ``N`` reports at once: seeds are ``(N, ..., 16)``
+uint8 arrays, control bits bool arrays, Field64 values uint64 arrays. The XOR, bit and
+field arithmetic runs in numpy over all reports and all nodes of a level; the AES
+permutation is keyed per report (the key binds the report's nonce), so each level costs
+one AES call per report over all of its blocks. :class:`EvalCache` keeps the nodes of
+the last level an aggregator evaluated so the next level of a prefix search costs one
+``extend`` and one ``convert`` per candidate (the draft's implementation note on caching),
+not a walk from the root.
+
+The client's side (:func:`gen`) is not constant time in numpy (nor is the draft's
+reference); the aggregators' side handles only shares.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field as dc_field
+from typing import Sequence
+
+import numpy as np
+
+from protocol.core.poplar1 import field as F
+from protocol.core.poplar1.errors import Poplar1DecodeError, Poplar1UsageError
+from protocol.core.poplar1.xof import (XofFixedKeyAes128, XofTurboShake128, aes_ecb,
+                                       counter_blocks, fixed_key, format_dst, sigma)
+
+__all__ = ["KEY_SIZE", "RAND_SIZE", "PublicShares", "ReportCiphers", "EvalCache", "gen",
+           "eval_batch", "encode_public_share", "decode_public_shares", "public_share_size"]
+
+KEY_SIZE = 16
+RAND_SIZE = 32
+VALUE_LEN = 2
+_DST_EXTEND = format_dst(1, 0, 0)
+_DST_CONVERT = format_dst(1, 0, 1)
+_M255 = (1 << 255) - 1
+
+
+@dataclass
+class PublicShares:
+    """The correction words of ``N`` reports (struct of arrays).
+
+    ``seed_cw`` ``(N, BITS, 16)`` uint8, ``ctrl_cw`` ``(N, BITS, 2)`` bool, ``w_inner``
+    ``(N, BITS - 1, 2)`` uint64 (Field64), ``w_leaf`` ``N`` pairs of Field255 ints.
+    """
+
+    seed_cw: np.ndarray
+    ctrl_cw: np.ndarray
+    w_inner: np.ndarray
+    w_leaf: list[list[int]]
+
+    def __len__(self) -> int:
+        return self.seed_cw.shape[0]
+
+    def take(self, idx: np.ndarray) -> "PublicShares":
+        idx = np.asarray(idx)
+        return PublicShares(self.seed_cw[idx], self.ctrl_cw[idx], self.w_inner[idx],
+                            [self.w_leaf[int(i)] for i in idx])
+
+
+@dataclass
+class ReportCiphers:
+    """The two fixed-key AES permutations of each report (``extend`` and ``convert``
+    domain tags, the report's nonce as binder): derived once per report and aggregator."""
+
+    ctx: bytes
+    nonces: np.ndarray
+    extend: list = dc_field(default_factory=list)
+    convert: list = dc_field(default_factory=list)
+
+    @classmethod
+    def derive(cls, ctx: bytes, nonces: np.ndarray) -> "ReportCiphers":
+        rc = cls(ctx, nonces)
+        de, dc = _DST_EXTEND + ctx, _DST_CONVERT + ctx
+        for n in nonces:
+            nb = n.tobytes()
+            rc.extend.append(aes_ecb(fixed_key(de, nb)))
+            rc.convert.append(aes_ecb(fixed_key(dc, nb)))
+        return rc
+
+    def take(self, idx: np.ndarray) -> "ReportCiphers":
+        return ReportCiphers(self.ctx, self.nonces[idx], [self.extend[int(i)] for i in idx],
+                             [self.convert[int(i)] for i in idx])
+
+
+def _hash_per_report(ciphers: list, blocks: np.ndarray) -> np.ndarray:
+    """The circular correlation-robust hash of every block, report ``r``'s blocks
+    (``blocks[r]``) under ``ciphers[r]``: one AES call per report."""
+    s = np.ascontiguousarray(sigma(blocks))
+    n = s.shape[0]
+    flat = s.reshape(n, -1)
+    raw = flat.tobytes()
+    width = flat.shape[1]
+    enc = b"".join(c.encrypt(raw[r * width:(r + 1) * width]) for r, c in enumerate(ciphers))
+    return (np.frombuffer(enc, dtype=np.uint8).reshape(n, width) ^ flat).reshape(blocks.shape)
+
+
+def _split_ctrl(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The control bit is the low bit of a seed's first byte, then cleared."""
+    t = (s[..., 0] & 1).astype(bool)
+    s = s.copy()
+    s[..., 0] &= 0xFE
+    return s, t
+
+
+def _extend_inner(ciphers: list, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``extend`` on ``(N, M, 16)`` seeds: children ``(N, M, 2, 16)``, bits ``(N, M, 2)``."""
+    out = _hash_per_report(ciphers, counter_blocks(seeds, 2))
+    return _split_ctrl(out)
+
+
+def _convert_inner(ciphers: list, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``convert`` on ``(N, M, 16)`` seeds: next seeds ``(N, M, 16)`` and Field64 values
+    ``(N, M, 2)``; the rare rejected value (probability ``2^-32`` per element) is drawn
+    again from the scalar XOF."""
+    out = _hash_per_report(ciphers, counter_blocks(seeds, 2))
+    nxt = out[..., 0, :].copy()
+    w = out[..., 1, :].copy().view("<u8").astype(np.uint64)   # (N, M, 2)
+    bad = np.argwhere((w >= np.uint64(F.P64)).any(axis=-1))
+    for r, m in bad:
+        xof = XofFixedKeyAes128(seeds[r, m].tobytes(), b"", b"", cipher=ciphers[r])
+        xof.next(KEY_SIZE)
+        w[r, m] = xof.next_vec64(VALUE_LEN)
+    return nxt, w
+
+
+def _extend_leaf(ctx: bytes, nonces: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n, m = seeds.shape[:2]
+    out = np.empty((n, m, 2, 16), dtype=np.uint8)
+    dst = _DST_EXTEND + ctx
+    for r in range(n):
+        nb = nonces[r].tobytes()
+        for j in range(m):
+            out[r, j] = np.frombuffer(
+                XofTurboShake128(seeds[r, j].tobytes(), dst, nb).next(32),
+                dtype=np.uint8).reshape(2, 16)
+    return _split_ctrl(out)
+
+
+def _convert_leaf(ctx: bytes, nonces: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, list]:
+    n, m = seeds.shape[:2]
+    nxt = np.empty((n, m, 16), dtype=np.uint8)
+    vals: list[list[list[int]]] = []
+    dst = _DST_CONVERT + ctx
+    for r in range(n):
+        nb = nonces[r].tobytes()
+        row = []
+        for j in range(m):
+            # one read of the seed and two elements; the exact draw only when an element
+            # was rejected (probability 19 / 2^255 each)
+            sd = seeds[r, j].tobytes()
+            e = XofTurboShake128(sd, dst, nb).next(KEY_SIZE + 2 * F.ENC255)
+            v = [int.from_bytes(e[16 + 32 * i:48 + 32 * i], "little") & _M255 for i in (0, 1)]
+            if v[0] >= F.P255 or v[1] >= F.P255:
+                xof = XofTurboShake128(sd, dst, nb)
+                xof.next(KEY_SIZE)
+                v = xof.next_vec255(VALUE_LEN)
+            nxt[r, j] = np.frombuffer(e[:16], dtype=np.uint8)
+            row.append(v)
+        vals.append(row)
+    return nxt, vals
+
+
+def gen(bits: int, ctx: bytes, alpha: np.ndarray, beta_inner: np.ndarray,
+        beta_leaf: list[list[int]], nonces: np.ndarray, rand: np.ndarray,
+        ciphers: ReportCiphers | None = None) -> tuple[PublicShares, np.ndarray]:
+    """IDPF key generation for ``N`` clients.
+
+    Args:
+        alpha: ``(N, BITS)`` bool, each client's string (most significant bit first).
+        beta_inner: ``(N, BITS - 1, 2)`` uint64, the inner levels' values.
+        beta_leaf: ``N`` pairs of Field255 ints.
+        nonces: ``(N, 16)`` uint8.
+        rand: ``(N, 32)`` uint8, the two keys.
+
+    Returns:
+        The public shares and the keys, ``(2, N, 16)`` uint8.
+    """
+    alpha = np.asarray(alpha, dtype=bool)
+    n = alpha.shape[0]
+    if alpha.shape != (n, bits) or beta_inner.shape != (n, bits - 1, VALUE_LEN) \
+            or rand.shape != (n, RAND_SIZE) or nonces.shape != (n, 16) or len(beta_leaf) != n:
+        raise Poplar1UsageError("IDPF gen: inputs of the wrong shape")
+    if ciphers is None:
+        ciphers = ReportCiphers.derive(ctx, nonces)
+    keys = np.stack([rand[:, :16], rand[:, 16:]]).copy()
+    seed = keys.transpose(1, 0, 2).copy()                 # (N, 2, 16)
+    ctrl = np.zeros((n, 2), dtype=bool)
+    ctrl[:, 1] = True
+    seed_cw = np.empty((n, bits, 16), dtype=np.uint8)
+    ctrl_cw = np.empty((n, bits, 2), dtype=bool)
+    w_inner = np.empty((n, max(bits - 1, 0), VALUE_LEN), dtype=np.uint64)
+    w_leaf: list[list[int]] = []
+    rows = np.arange(n)
+    for level in range(bits):
+        bit = alpha[:, level]
+        keep = bit.astype(np.intp)
+        lose = 1 - keep
+        if level < bits - 1:
+            s, t = _extend_inner(ciphers.extend, seed)       # (N, 2, 2, 16), (N, 2, 2)
+        else:
+            s, t = _extend_leaf(ctx, nonces, seed)
+        scw = s[rows, 0, lose] ^ s[rows, 1, lose]
+        ccw = np.stack([t[:, 0, 0] ^ t[:, 1, 0] ^ ~bit, t[:, 0, 1] ^ t[:, 1, 1] ^ bit], axis=1)
+        x = s[rows[:, None], np.arange(2)[None, :], keep[:, None]]      # (N, 2, 16)
+        x = x ^ (ctrl[:, :, None] * scw[:, None, :]).astype(np.uint8)
+        tk = t[rows[:, None], np.arange(2)[None, :], keep[:, None]]     # (N, 2)
+        ctrl = tk ^ (ctrl & ccw[rows, keep][:, None])
+        if level < bits - 1:
+            seed, w = _convert_inner(ciphers.convert, x)                # w (N, 2, 2)
+            b = beta_inner[:, level]
+            wcw = F.add64(F.sub64(b, w[:, 0]), w[:, 1])
+            wcw = np.where(ctrl[:, 1:2], F.neg64(wcw), wcw)
+            w_inner[:, level] = wcw
+        else:
+            seed, wl = _convert_leaf(ctx, nonces, x)
+            for r in range(n):
+                v = [(beta_leaf[r][i] - wl[r][0][i] + wl[r][1][i]) % F.P255 for i in range(VALUE_LEN)]
+                if ctrl[r, 1]:
+                    v = [(-x_) % F.P255 for x_ in v]
+                w_leaf.append(v)
+        seed_cw[:, level] = scw
+        ctrl_cw[:, level] = ccw
+    return PublicShares(seed_cw, ctrl_cw, w_inner, w_leaf), keys
+
+
+@dataclass
+class EvalCache:
+    """The nodes an aggregator reached at its last evaluated level, for a batch of
+    reports: ``prefixes`` (tuples of bools, all of length ``level + 1``), their seeds
+    ``(N, M, 16)`` and control bits ``(N, M)``."""
+
+    level: int
+    prefixes: list[tuple[bool, ...]]
+    seeds: np.ndarray
+    ctrl: np.ndarray
+
+
+def eval_batch(bits: int, ctx: bytes, agg_id: int, public: PublicShares, keys: np.ndarray,
+               level: int, prefixes: Sequence[tuple[bool, ...]], ciphers: ReportCiphers,
+               cache: EvalCache | None = None) -> tuple[np.ndarray | list, EvalCache]:
+    """One aggregator's value shares at ``prefixes`` (all of length ``level + 1``,
+    distinct) for ``N`` reports.
+
+    Returns:
+        ``(N, C, 2)`` uint64 on an inner level or ``N`` lists of ``C`` pairs of
+        Field255 ints on the leaf, and the cache of the nodes at ``level`` (pass it to
+        the next call: nodes whose ancestors it holds start from there).
+
+    Raises:
+        Poplar1UsageError: a bad level, a prefix of the wrong length or a repeated one.
+    """
+    if agg_id not in (0, 1):
+        raise Poplar1UsageError("aggregator id out of range")
+    if not 0 <= level < bits:
+        raise Poplar1UsageError("level out of range")
+    prefixes = [tuple(bool(b) for b in p) for p in prefixes]
+    if len(set(prefixes)) != len(prefixes):
+        raise Poplar1UsageError("prefixes must be unique")
+    if any(len(p) != level + 1 for p in prefixes):
+        raise Poplar1UsageError("incorrect prefix length")
+    n = keys.shape[0]
+    # where to start: the cache when it holds every ancestor at its level, else the root
+    start, cur_pref, seeds, ctrl = -1, [()], keys[:, None, :].copy(), np.full((n, 1), bool(agg_id))
+    if cache is not None and cache.level < level and cache.seeds.shape[0] == n:
+        have = {p: i for i, p in enumerate(cache.prefixes)}
+        if all(p[:cache.level + 1] in have for p in prefixes):
+            start, cur_pref, seeds, ctrl = cache.level, cache.prefixes, cache.seeds, cache.ctrl
+    y: np.ndarray | list = np.zeros((n, 0, VALUE_LEN), dtype=np.uint64)
+    for depth in range(start + 1, level + 1):
+        nodes = sorted({p[:depth + 1] for p in prefixes}) if depth < level else prefixes
+        index = {p: i for i, p in enumerate(cur_pref)}
+        parent_ids = sorted({index[p[:depth]] for p in nodes})
+        pos = {q: i for i, q in enumerate(parent_ids)}
+        par = np.asarray(parent_ids, dtype=np.intp)
+        if depth < bits - 1:
+            s, t = _extend_inner(ciphers.extend, seeds[:, par])
+        else:
+            s, t = _extend_leaf(ctx, ciphers.nonces, seeds[:, par])
+        pc = ctrl[:, par]                                               # (N, Q)
+        s = s ^ (pc[:, :, None, None] * public.seed_cw[:, depth][:, None, None, :]).astype(np.uint8)
+        t = t ^ (pc[:, :, None] & public.ctrl_cw[:, depth][:, None, :])
+        qi = np.asarray([pos[index[p[:depth]]] for p in nodes], dtype=np.intp)
+        bi = np.asarray([int(p[depth]) for p in nodes], dtype=np.intp)
+        child = s[:, qi, bi]                                            # (N, M, 16)
+        ctrl = t[:, qi, bi]                                             # (N, M)
+        if depth < bits - 1:
+            seeds, w = _convert_inner(ciphers.convert, child)
+            if depth == level:
+                corr = public.w_inner[:, depth][:, None, :]             # (N, 1, 2)
+                y = np.where(ctrl[:, :, None], F.add64(w, corr), w)
+                if agg_id == 1:
+                    y = F.neg64(y)
+        else:
+            seeds, wl = _convert_leaf(ctx, ciphers.nonces, child)
+            out = []
+            for r in range(n):
+                cw = public.w_leaf[r]
+                row = []
+                for j in range(len(nodes)):
+                    v = wl[r][j]
+                    if ctrl[r, j]:
+                        v = [(v[i] + cw[i]) % F.P255 for i in range(VALUE_LEN)]
+                    if agg_id == 1:
+                        v = [(-x) % F.P255 for x in v]
+                    row.append(v)
+                out.append(row)
+            y = out
+        cur_pref = list(nodes)
+    return y, EvalCache(level, list(prefixes), seeds, ctrl)
+
+
+# ----------------------------------------------------------------------- encoding
+def public_share_size(bits: int) -> int:
+    """Bytes of one encoded public share."""
+    return (2 * bits + 7) // 8 + 16 * bits + F.ENC64 * VALUE_LEN * (bits - 1) + F.ENC255 * VALUE_LEN
+
+
+def encode_public_share(public: PublicShares, r: int) -> bytes:
+    """The draft's encoding of report ``r``'s public share: packed control bits
+    (least significant bit first), the seeds, the inner payloads, the leaf payload."""
+    ctrl = public.ctrl_cw[r].reshape(-1)
+    packed = np.packbits(ctrl, bitorder="little").tobytes()
+    return (packed + public.seed_cw[r].tobytes() + F.encode64(public.w_inner[r])
+            + F.encode255(public.w_leaf[r]))
+
+
+def decode_public_shares(bits: int, encoded: Sequence[bytes]) -> PublicShares:
+    """Decode ``N`` public shares, validating each completely (length, trailing bits of
+    the control-bit field, field elements below their moduli).
+
+    Raises:
+        Poplar1DecodeError: the first malformed share, naming its index.
+    """
+    size = public_share_size(bits)
+    n = len(encoded)
+    for i, e in enumerate(encoded):
+        if not isinstance(e, (bytes, bytearray)) or len(e) != size:
+            raise Poplar1DecodeError(f"public share {i}: expected {size} bytes")
+    buf = np.frombuffer(b"".join(encoded), dtype=np.uint8).reshape(n, size)
+    nctrl = (2 * bits + 7) // 8
+    ctrl = np.unpackbits(buf[:, :nctrl], axis=1, bitorder="little")
+    if ctrl[:, 2 * bits:].any():
+        bad = int(np.argmax(ctrl[:, 2 * bits:].any(axis=1)))
+        raise Poplar1DecodeError(f"public share {bad}: trailing control bits")
+    ctrl_cw = ctrl[:, :2 * bits].reshape(n, bits, 2).astype(bool)
+    off = nctrl
+    seed_cw = buf[:, off:off + 16 * bits].reshape(n, bits, 16).copy()
+    off += 16 * bits
+    inner = buf[:, off:off + 16 * (bits - 1)].copy().view("<u8").astype(np.uint64)
+    if (inner >= np.uint64(F.P64)).any():
+        bad = int(np.argmax((inner >= np.uint64(F.P64)).any(axis=1)))
+        raise Poplar1DecodeError(f"public share {bad}: Field64 element at or above the modulus")
+    off += 16 * (bits - 1)
+    w_leaf = []
+    for i in range(n):
+        try:
+            w_leaf.append(F.decode255(buf[i, off:].tobytes(), VALUE_LEN))
+        except Poplar1DecodeError as exc:
+            raise Poplar1DecodeError(f"public share {i}: {exc}") from None
+    return PublicShares(seed_cw, ctrl_cw, inner.reshape(n, bits - 1, VALUE_LEN), w_leaf)

@@ -1,0 +1,596 @@
+"""The Poplar1 VDAF of draft-irtf-cfrg-vdaf-20, batched over reports.
+
+Theory of operation. A client holds a ``BITS``-bit string. :meth:`Poplar1.shard_batch`
+draws, per client, a random authenticator ``k_l`` for every level, programs the IDPF
+(:mod:`protocol.core.poplar1.idpf`) with the value ``(1, k_l)`` on the path of its
+string at level ``l``, and splits correlated randomness for the sketch: per level, shares
+of ``A = -2a + k`` and ``B = a^2 + b - a k + c`` for a triple ``(a, b, c)`` whose two
+additive shares each aggregator re-derives from its 32-byte seed (Boneh et al. 2021,
+appendix C.4; the sketch is their section 4.2). A report is the public share (the IDPF's correction words) and one input
+share per aggregator.
+
+The two aggregators evaluate a level for a list of candidate prefixes (the aggregation
+parameter ``(level, prefixes)``; prefixes sorted and distinct, each level above the last
+and each prefix extending one of the last level's). Each evaluates its IDPF key at the
+prefixes, giving shares of ``(data_i, auth_i)``, draws the verification randomness
+``r_i`` from the 32-byte verify key they share (bound to the nonce and level), and sends
+its share of the sketch ``(a + sum data_i r_i, b + sum data_i r_i^2, c + sum auth_i r_i)``
+(round 1). The sum of the two shares gives the sketch ``(z, z*, z**)``; each then sends
+``agg_id (z^2 - z* - z**) + A z + B`` (round 2), and the report is accepted exactly when
+these two shares sum to zero: their sum is ``Z^2 - Z* - Z** + k Z`` over the unmasked
+sums, zero for an honest report and otherwise a nonzero polynomial of degree 2 in the
+unpredictable ``r_i``, so it vanishes with probability at most ``2 / |F|`` per report
+(Schwartz-Zippel) when the data is not one-hot with the authenticated weight (two votes, a wrong weight, an inconsistent public share). Accepted
+reports' data shares are summed per prefix (the aggregate share); the two aggregate shares
+sum to the count of each prefix.
+
+Batching. Everything takes ``N`` reports as arrays (:class:`InputShares`,
+:class:`~protocol.core.poplar1.idpf.PublicShares`); the one-report methods named as in
+the draft (:meth:`Poplar1.shard`, :func:`verify_one`) wrap the batch ones, encode and
+decode as the draft, and are what the conformance tests drive. A sketch that fails
+raises :class:`Poplar1VerificationError` in the one-report API; in the batch API the
+report is marked rejected (``accepted`` mask) and left out of the aggregate, as a DAP
+aggregator drops it.
+
+Randomness. The caller passes each client's ``RAND_SIZE`` random bytes and 16-byte
+nonce (from ``os.urandom`` in production; a seeded source only in a simulation that
+asks for it by name, :mod:`protocol.core.randomness`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from protocol.core.poplar1 import field as F
+from protocol.core.poplar1 import idpf as I
+from protocol.core.poplar1.errors import (Poplar1DecodeError, Poplar1UsageError,
+                                          Poplar1VerificationError)
+from protocol.core.poplar1.xof import XofTurboShake128, format_dst
+
+__all__ = ["Poplar1", "InputShares", "Reports", "Aggregator", "AggParam", "is_valid",
+           "encode_agg_param", "decode_agg_param", "sketch_message", "sketch_accepts",
+           "verify_one", "USAGE_SHARD_RAND", "USAGE_CORR_INNER", "USAGE_CORR_LEAF",
+           "USAGE_VERIFY_RAND"]
+
+USAGE_SHARD_RAND = 1
+USAGE_CORR_INNER = 2
+USAGE_CORR_LEAF = 3
+USAGE_VERIFY_RAND = 4
+
+#: ``(level, prefixes)``: prefixes are tuples of bools of length ``level + 1``
+AggParam = tuple[int, tuple[tuple[bool, ...], ...]]
+
+
+@dataclass
+class InputShares:
+    """One aggregator's input shares of ``N`` reports: IDPF keys ``(N, 16)``,
+    correlated-randomness seeds ``(N, 32)``, the inner levels' ``(A, B)`` shares
+    ``(N, BITS - 1, 2)`` uint64 and the leaf's (``N`` pairs of Field255 ints)."""
+
+    key: np.ndarray
+    corr_seed: np.ndarray
+    corr_inner: np.ndarray
+    corr_leaf: list[list[int]]
+
+    def __len__(self) -> int:
+        return self.key.shape[0]
+
+    def take(self, idx: np.ndarray) -> "InputShares":
+        return InputShares(self.key[idx], self.corr_seed[idx], self.corr_inner[idx],
+                           [self.corr_leaf[int(i)] for i in idx])
+
+
+@dataclass
+class Reports:
+    """``N`` clients' reports: nonces ``(N, 16)``, public shares, two input shares."""
+
+    nonces: np.ndarray
+    public: I.PublicShares
+    shares: tuple[InputShares, InputShares]
+
+    def __len__(self) -> int:
+        return self.nonces.shape[0]
+
+
+class Poplar1:
+    """Poplar1 with ``bits``-bit strings under the application context ``ctx``."""
+
+    ID = 0x00000006
+    NONCE_SIZE = 16
+    SHARES = 2
+    ROUNDS = 2
+    VERIFY_KEY_SIZE = XofTurboShake128.SEED_SIZE
+    RAND_SIZE = 3 * XofTurboShake128.SEED_SIZE + I.RAND_SIZE
+
+    def __init__(self, bits: int, ctx: bytes = b"") -> None:
+        if not 1 <= bits < (1 << 16):
+            raise Poplar1UsageError("bits must be in [1, 2^16)")
+        if bits < 2:
+            raise Poplar1UsageError("Poplar1 needs at least 2 bits (one inner level)")
+        self.bits = bits
+        self.ctx = bytes(ctx)
+
+    def dst(self, usage: int) -> bytes:
+        """The domain separation tag of ``usage`` (VDAF class 0, algorithm 6)."""
+        return format_dst(0, self.ID, usage) + self.ctx
+
+    def field_size(self, level: int) -> int:
+        return F.ENC255 if level == self.bits - 1 else F.ENC64
+
+    # ------------------------------------------------------------------ sizes
+    def public_share_size(self) -> int:
+        return I.public_share_size(self.bits)
+
+    def input_share_size(self) -> int:
+        return 16 + 32 + F.ENC64 * 2 * (self.bits - 1) + F.ENC255 * 2
+
+    # ------------------------------------------------------------------ client
+    def shard_batch(self, measurements: np.ndarray, nonces: np.ndarray,
+                    rands: np.ndarray, *, weights: np.ndarray | None = None) -> Reports:
+        """Shard ``N`` measurements.
+
+        Args:
+            measurements: ``(N, BITS)`` bool, most significant bit first.
+            nonces: ``(N, 16)`` uint8.
+            rands: ``(N, RAND_SIZE)`` uint8.
+            weights: ``(N, BITS)`` ints, the value each client programs on its path
+                (authenticated as ``weight * k``). Honest clients use 1 (the default);
+                any other weight is a malicious client, which the sketch rejects -- the
+                attack catalogue plays one with it.
+
+        Raises:
+            Poplar1UsageError: inputs of the wrong shape.
+        """
+        meas = np.asarray(measurements, dtype=bool)
+        nonces = np.ascontiguousarray(nonces, dtype=np.uint8)
+        rands = np.ascontiguousarray(rands, dtype=np.uint8)
+        n = meas.shape[0]
+        if meas.shape != (n, self.bits) or nonces.shape != (n, self.NONCE_SIZE) \
+                or rands.shape != (n, self.RAND_SIZE):
+            raise Poplar1UsageError("shard: measurement, nonce or rand of the wrong size")
+        b = self.bits
+        idpf_rand = rands[:, :I.RAND_SIZE]
+        corr_seeds = [rands[:, 32:64], rands[:, 64:96]]
+        shard_seed = rands[:, 96:128]
+        k_inner = np.empty((n, b - 1), dtype=np.uint64)
+        k_leaf: list[int] = []
+        ab_inner = np.empty((n, b - 1, 2), dtype=np.uint64)   # shares for aggregator 1
+        ab_leaf1: list[list[int]] = []
+        d_shard = self.dst(USAGE_SHARD_RAND)
+        m255 = (1 << 255) - 1
+        span = 8 * (b - 1) + 32 + 16 * (b - 1) + 64
+        raw = [XofTurboShake128(shard_seed[r].tobytes(), d_shard, nonces[r].tobytes()).next(span)
+               for r in range(n)]
+        # the stream is read once per client: k (inner), k (leaf), the (A, B) shares of
+        # aggregator 1 (inner, leaf); a client whose stream rejected an element
+        # (probability about 2^-32 per Field64 element) is drawn again element by element
+        buf = np.frombuffer(b"".join(raw), dtype=np.uint8).reshape(n, span)
+        k_inner[:] = buf[:, :8 * (b - 1)].copy().view("<u8").astype(np.uint64)
+        off = 8 * (b - 1) + 32
+        ab_inner[:] = buf[:, off:off + 16 * (b - 1)].copy().view("<u8").astype(
+            np.uint64).reshape(n, b - 1, 2)
+        bad = (k_inner >= np.uint64(F.P64)).any(axis=1) | \
+            (ab_inner >= np.uint64(F.P64)).reshape(n, -1).any(axis=1)
+        for r in range(n):
+            e = raw[r]
+            kl = int.from_bytes(e[8 * (b - 1):off], "little") & m255
+            ab = [int.from_bytes(e[span - 64 + 32 * i:span - 32 + 32 * i], "little") & m255
+                  for i in range(2)]
+            if bad[r] or kl >= F.P255 or ab[0] >= F.P255 or ab[1] >= F.P255:
+                xof = XofTurboShake128(shard_seed[r].tobytes(), d_shard, nonces[r].tobytes())
+                k_inner[r] = xof.next_vec64(b - 1)
+                kl = xof.next_vec255(1)[0]
+                ab_inner[r] = xof.next_vec64(2 * (b - 1)).reshape(b - 1, 2)
+                ab = xof.next_vec255(2)
+            k_leaf.append(kl)
+            ab_leaf1.append(ab)
+        if weights is None:
+            beta_inner = np.stack([np.ones((n, b - 1), dtype=np.uint64), k_inner], axis=-1)
+            beta_leaf = [[1, k] for k in k_leaf]
+        else:
+            w = np.asarray(weights)
+            if w.shape != (n, b):
+                raise Poplar1UsageError("shard: weights of the wrong shape")
+            wi = (w[:, :b - 1].astype(object) % F.P64).astype(np.uint64)
+            beta_inner = np.stack([wi, F.mul64(wi, k_inner)], axis=-1)
+            beta_leaf = [[int(w[r, b - 1]) % F.P255, int(w[r, b - 1]) * k % F.P255]
+                         for r, k in enumerate(k_leaf)]
+        public, keys = I.gen(b, self.ctx, meas, beta_inner, beta_leaf, nonces, idpf_rand)
+        # the (a, b, c) triples: the sum of both aggregators' expansions
+        abc_inner = np.zeros((n, b - 1, 3), dtype=np.uint64)
+        abc_leaf = [[0, 0, 0] for _ in range(n)]
+        d_in, d_leaf = self.dst(USAGE_CORR_INNER), self.dst(USAGE_CORR_LEAF)
+        for j in (0, 1):
+            # each aggregator's expansion, read once per client; a client whose stream
+            # rejected an element is expanded again element by element
+            raw = []
+            for r in range(n):
+                binder = bytes([j]) + nonces[r].tobytes()
+                seed = corr_seeds[j][r].tobytes()
+                raw.append(XofTurboShake128(seed, d_in, binder).next(24 * (b - 1)))
+                lv = XofTurboShake128(seed, d_leaf, binder).next_vec255(3)
+                abc_leaf[r] = [(x + y) % F.P255 for x, y in zip(abc_leaf[r], lv)]
+            v = np.frombuffer(b"".join(raw), dtype="<u8").astype(np.uint64).reshape(n, b - 1, 3)
+            for r in np.flatnonzero((v >= np.uint64(F.P64)).reshape(n, -1).any(axis=1)):
+                v[r] = XofTurboShake128(corr_seeds[j][r].tobytes(), d_in,
+                                        bytes([j]) + nonces[r].tobytes()
+                                        ).next_vec64(3 * (b - 1)).reshape(b - 1, 3)
+            abc_inner = F.add64(abc_inner, v)
+        a, bb, c = abc_inner[..., 0], abc_inner[..., 1], abc_inner[..., 2]
+        A = F.add64(F.neg64(F.add64(a, a)), k_inner)
+        B = F.add64(F.sub64(F.add64(F.mul64(a, a), bb), F.mul64(a, k_inner)), c)
+        ab0_inner = F.sub64(np.stack([A, B], axis=-1), ab_inner)
+        ab_leaf0: list[list[int]] = []
+        p = F.P255
+        for r in range(n):
+            la, lb, lc = abc_leaf[r]
+            k = k_leaf[r]
+            AB = [(-2 * la + k) % p, (la * la + lb - la * k + lc) % p]
+            ab_leaf0.append([(AB[i] - ab_leaf1[r][i]) % p for i in range(2)])
+        s0 = InputShares(keys[0], corr_seeds[0].copy(), ab0_inner, ab_leaf0)
+        s1 = InputShares(keys[1], corr_seeds[1].copy(), ab_inner, ab_leaf1)
+        return Reports(nonces.copy(), public, (s0, s1))
+
+    def shard(self, measurement: Sequence[bool], nonce: bytes,
+              rand: bytes) -> tuple[bytes, list[bytes]]:
+        """The draft's ``shard`` for one measurement, encoded: ``(public_share,
+        [input_share_0, input_share_1])``.
+
+        Raises:
+            Poplar1UsageError: wrong sizes.
+        """
+        if len(nonce) != self.NONCE_SIZE or len(rand) != self.RAND_SIZE \
+                or len(measurement) != self.bits:
+            raise Poplar1UsageError("shard: measurement, nonce or rand of the wrong size")
+        rep = self.shard_batch(np.asarray([measurement], dtype=bool),
+                               np.frombuffer(nonce, dtype=np.uint8)[None, :],
+                               np.frombuffer(rand, dtype=np.uint8)[None, :])
+        return (I.encode_public_share(rep.public, 0),
+                [self.encode_input_share(rep.shares[j], 0) for j in (0, 1)])
+
+    # ------------------------------------------------------------------ encoding
+    def encode_input_share(self, s: InputShares, r: int) -> bytes:
+        return (s.key[r].tobytes() + s.corr_seed[r].tobytes() + F.encode64(s.corr_inner[r])
+                + F.encode255(s.corr_leaf[r]))
+
+    def decode_input_shares(self, encoded: Sequence[bytes]) -> InputShares:
+        """Decode ``N`` input shares (of one aggregator), validating each completely.
+
+        Raises:
+            Poplar1DecodeError: the first malformed share, naming its index.
+        """
+        size, b = self.input_share_size(), self.bits
+        n = len(encoded)
+        for i, e in enumerate(encoded):
+            if not isinstance(e, (bytes, bytearray)) or len(e) != size:
+                raise Poplar1DecodeError(f"input share {i}: expected {size} bytes")
+        buf = np.frombuffer(b"".join(encoded), dtype=np.uint8).reshape(n, size)
+        inner = buf[:, 48:48 + 16 * (b - 1)].copy().view("<u8").astype(np.uint64)
+        if (inner >= np.uint64(F.P64)).any():
+            bad = int(np.argmax((inner >= np.uint64(F.P64)).any(axis=1)))
+            raise Poplar1DecodeError(f"input share {bad}: Field64 element at or above the modulus")
+        leaf = []
+        for i in range(n):
+            try:
+                leaf.append(F.decode255(buf[i, 48 + 16 * (b - 1):].tobytes(), 2))
+            except Poplar1DecodeError as exc:
+                raise Poplar1DecodeError(f"input share {i}: {exc}") from None
+        return InputShares(buf[:, :16].copy(), buf[:, 16:48].copy(),
+                           inner.reshape(n, b - 1, 2), leaf)
+
+    def decode_public_shares(self, encoded: Sequence[bytes]) -> I.PublicShares:
+        return I.decode_public_shares(self.bits, encoded)
+
+    def encode_agg_param(self, agg_param: AggParam) -> bytes:
+        return encode_agg_param(agg_param)
+
+    def decode_agg_param(self, encoded: bytes) -> AggParam:
+        level, prefixes = decode_agg_param(encoded)
+        if level >= self.bits:
+            raise Poplar1DecodeError("aggregation parameter: level out of range")
+        return level, prefixes
+
+
+# ---------------------------------------------------------------------- agg param
+def encode_agg_param(agg_param: AggParam) -> bytes:
+    """``be16(level) || be32(count) || prefixes`` packed most significant bit first,
+    ``ceil((level + 1) / 8)`` bytes each."""
+    level, prefixes = agg_param
+    if not 0 <= level < (1 << 16) or len(prefixes) >= (1 << 32):
+        raise Poplar1UsageError("aggregation parameter out of range")
+    out = bytearray(level.to_bytes(2, "big") + len(prefixes).to_bytes(4, "big"))
+    width = (level + 1 + 7) // 8
+    for p in prefixes:
+        if len(p) != level + 1:
+            raise Poplar1UsageError("incorrect prefix length")
+        bits = np.zeros(8 * width, dtype=np.uint8)
+        bits[:level + 1] = np.asarray(p, dtype=np.uint8)
+        out += np.packbits(bits).tobytes()
+    return bytes(out)
+
+
+def decode_agg_param(encoded: bytes) -> AggParam:
+    """Inverse of :func:`encode_agg_param`, refusing trailing bits and bytes.
+
+    Raises:
+        Poplar1DecodeError: a malformed encoding.
+    """
+    if not isinstance(encoded, (bytes, bytearray)) or len(encoded) < 6:
+        raise Poplar1DecodeError("aggregation parameter too short")
+    level = int.from_bytes(encoded[:2], "big")
+    count = int.from_bytes(encoded[2:6], "big")
+    width = (level + 1 + 7) // 8
+    if len(encoded) != 6 + width * count:
+        raise Poplar1DecodeError("aggregation parameter of the wrong length")
+    if count == 0:
+        return level, ()
+    bits = np.unpackbits(np.frombuffer(bytes(encoded[6:]), dtype=np.uint8).reshape(count, width),
+                         axis=1)
+    if bits[:, level + 1:].any():
+        raise Poplar1DecodeError("trailing bits in prefix")
+    return level, tuple(tuple(bool(x) for x in row[:level + 1]) for row in bits)
+
+
+def is_valid(agg_param: AggParam, previous: Sequence[AggParam]) -> bool:
+    """The draft's validity rule: prefixes sorted and distinct; the level above the
+    previous one; every prefix extends one of the previous level's."""
+    level, prefixes = agg_param
+    if any(prefixes[i - 1] >= prefixes[i] for i in range(1, len(prefixes))):
+        return False
+    if not previous:
+        return True
+    last_level, last = previous[-1]
+    if level <= last_level:
+        return False
+    last_set = set(last)
+    return all(p[:last_level + 1] in last_set for p in prefixes)
+
+
+# ---------------------------------------------------------------------- aggregator
+class Aggregator:
+    """One aggregator's preparation of a batch of reports, level after level.
+
+    It keeps, per report, its IDPF nodes of the last evaluated level and its position
+    in the correlated-randomness stream, so a level costs one IDPF step and 24 bytes of
+    stream per report (not a walk from the root).
+
+    Raises:
+        Poplar1UsageError: an aggregation parameter that breaks :func:`is_valid`, or a
+            message out of order.
+    """
+
+    def __init__(self, vdaf: Poplar1, agg_id: int, verify_key: bytes, nonces: np.ndarray,
+                 public: I.PublicShares, share: InputShares) -> None:
+        if agg_id not in (0, 1):
+            raise Poplar1UsageError("aggregator id out of range")
+        if len(verify_key) != vdaf.VERIFY_KEY_SIZE:
+            raise Poplar1UsageError("verify key of the wrong size")
+        n = nonces.shape[0]
+        if len(public) != n or len(share) != n:
+            raise Poplar1UsageError("reports of different counts")
+        self.vdaf, self.agg_id, self.verify_key = vdaf, agg_id, bytes(verify_key)
+        self.nonces, self.public, self.share = nonces, public, share
+        self.ciphers = I.ReportCiphers.derive(vdaf.ctx, nonces)
+        self.previous: list[AggParam] = []
+        self._cache: I.EvalCache | None = None
+        self._corr: list = [None] * n
+        self._corr_pos = np.zeros(n, dtype=np.int64)
+        self._corr_dirty = np.zeros(n, dtype=bool)
+        self._state: tuple | None = None
+
+    def __len__(self) -> int:
+        return self.nonces.shape[0]
+
+    def _verify_rand(self, level: int, count: int):  # noqa: ANN202
+        d = self.vdaf.dst(USAGE_VERIFY_RAND)
+        lb = level.to_bytes(2, "big")
+        key = self.verify_key
+        if level == self.vdaf.bits - 1:
+            return [XofTurboShake128(key, d, nonce.tobytes() + lb).next_vec255(count)
+                    for nonce in self.nonces]
+        # the common case in one pass: 8 * count bytes per report; a report with a
+        # rejected element (probability about count * 2^-32) is drawn again exactly
+        raw = b"".join(XofTurboShake128(key, d, nonce.tobytes() + lb).next(8 * count)
+                       for nonce in self.nonces)
+        out = np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(len(self), count)
+        for r in np.flatnonzero((out >= np.uint64(F.P64)).any(axis=1)):
+            out[r] = XofTurboShake128(key, d, self.nonces[r].tobytes() + lb).next_vec64(count)
+        return out
+
+    def _corr_inner(self, level: int) -> np.ndarray:
+        """Elements ``3 level .. 3 level + 2`` of each report's correlated-randomness
+        stream. A report's stream object is kept between levels (its position advances
+        24 bytes a level); a report whose stream ever rejected an element is drawn
+        exactly from the start (rare: probability about ``2^-32`` per element)."""
+        d = self.vdaf.dst(USAGE_CORR_INNER)
+        binder0 = bytes([self.agg_id])
+        want = 24 * level
+        raw = []
+        for r in range(len(self)):
+            x = self._corr[r]
+            if x is None or self._corr_pos[r] > want:
+                x = XofTurboShake128(self.share.corr_seed[r].tobytes(), d,
+                                     binder0 + self.nonces[r].tobytes())
+                self._corr[r] = x
+                self._corr_pos[r] = 0
+            skip = want - int(self._corr_pos[r])
+            raw.append(x.next(skip + 24)[skip:])
+            self._corr_pos[r] = want + 24
+        out = np.frombuffer(b"".join(raw), dtype="<u8").astype(np.uint64).reshape(len(self), 3)
+        # once a stream rejected an element its positions shift: exact from then on
+        self._corr_dirty |= (out >= np.uint64(F.P64)).any(axis=1)
+        for r in np.flatnonzero(self._corr_dirty):
+            x = XofTurboShake128(self.share.corr_seed[r].tobytes(), d,
+                                 binder0 + self.nonces[r].tobytes())
+            x.next_vec64(3 * level)
+            out[r] = x.next_vec64(3)
+        return out
+
+    def verify_init(self, agg_param: AggParam):  # noqa: ANN201
+        """Round 1: this aggregator's sketch shares, ``(N, 3)`` uint64 on an inner level,
+        ``N`` triples of Field255 ints on the leaf.
+
+        Raises:
+            Poplar1UsageError: an invalid aggregation parameter.
+        """
+        level, prefixes = agg_param
+        prefixes = tuple(tuple(bool(b) for b in p) for p in prefixes)
+        if not 0 <= level < self.vdaf.bits or not is_valid((level, prefixes), self.previous):
+            raise Poplar1UsageError("invalid aggregation parameter for this batch")
+        value, self._cache = I.eval_batch(self.vdaf.bits, self.vdaf.ctx, self.agg_id, self.public,
+                                          self.share.key, level, prefixes, self.ciphers,
+                                          self._cache)
+        self.previous.append((level, prefixes))
+        rand = self._verify_rand(level, len(prefixes))
+        n = len(self)
+        if level < self.vdaf.bits - 1:
+            abc = self._corr_inner(level)
+            data, auth = value[..., 0], value[..., 1]
+            r2 = F.mul64(rand, rand)
+            sketch = np.stack([F.add64(abc[:, 0], F.sum64(F.mul64(data, rand))),
+                               F.add64(abc[:, 1], F.sum64(F.mul64(data, r2))),
+                               F.add64(abc[:, 2], F.sum64(F.mul64(auth, rand)))], axis=1)
+            AB = self.share.corr_inner[:, level]
+            self._state = ("evaluate", agg_param, AB, data)
+            return sketch
+        d = self.vdaf.dst(USAGE_CORR_LEAF)
+        p = F.P255
+        sketch_l, data_l = [], []
+        for r in range(n):
+            a, b, c = XofTurboShake128(self.share.corr_seed[r].tobytes(), d,
+                                       bytes([self.agg_id]) + self.nonces[r].tobytes()).next_vec255(3)
+            row = value[r]
+            rr = rand[r]
+            data = [v[0] for v in row]
+            sketch_l.append([(a + sum(x * y for x, y in zip(data, rr))) % p,
+                             (b + sum(x * y * y for x, y in zip(data, rr))) % p,
+                             (c + sum(v[1] * y for v, y in zip(row, rr))) % p])
+            data_l.append(data)
+        self._state = ("evaluate", agg_param, self.share.corr_leaf, data_l)
+        return sketch_l
+
+    def verify_next(self, message):  # noqa: ANN001, ANN201
+        """Round 2: from the combined sketch (:func:`sketch_message`), this aggregator's
+        share of ``agg_id (z^2 - z* - z**) + A z + B``: ``(N,)`` uint64 or ``N`` ints.
+
+        Raises:
+            Poplar1UsageError: called out of order or with a message of the wrong shape.
+        """
+        if self._state is None or self._state[0] != "evaluate":
+            raise Poplar1UsageError("verify_next before verify_init")
+        _, agg_param, AB, data = self._state
+        level = agg_param[0]
+        if level < self.vdaf.bits - 1:
+            m = np.asarray(message, dtype=np.uint64)
+            if m.shape != (len(self), 3):
+                raise Poplar1UsageError("sketch message of the wrong shape")
+            z, zs, zss = m[:, 0], m[:, 1], m[:, 2]
+            out = F.add64(F.mul64(AB[:, 0], z), AB[:, 1])
+            if self.agg_id == 1:
+                out = F.add64(out, F.sub64(F.sub64(F.mul64(z, z), zs), zss))
+        else:
+            if len(message) != len(self) or any(len(x) != 3 for x in message):
+                raise Poplar1UsageError("sketch message of the wrong shape")
+            p = F.P255
+            out = [(self.agg_id * (z * z - zs - zss) + A * z + B) % p
+                   for (z, zs, zss), (A, B) in zip(message, AB)]
+        self._state = ("reveal", agg_param, None, data)
+        return out
+
+    def out_shares(self, accepted: np.ndarray):  # noqa: ANN201
+        """The output shares (data shares at every prefix) of the accepted reports.
+
+        Raises:
+            Poplar1UsageError: before the sketch was revealed.
+        """
+        if self._state is None or self._state[0] != "reveal":
+            raise Poplar1UsageError("output shares before the sketch was verified")
+        _, agg_param, _, data = self._state
+        self._state = None
+        idx = np.flatnonzero(np.asarray(accepted, dtype=bool))
+        if isinstance(data, np.ndarray):
+            return data[idx]
+        return [data[int(i)] for i in idx]
+
+    def aggregate(self, accepted: np.ndarray):  # noqa: ANN201
+        """This aggregator's aggregate share: the sum of the accepted reports' output
+        shares per prefix (``(C,)`` uint64, or ``C`` ints on the leaf)."""
+        count = len(self._state[1][1]) if self._state else 0
+        out = self.out_shares(accepted)
+        if isinstance(out, np.ndarray):
+            if out.shape[0] == 0:
+                return np.zeros(count, dtype=np.uint64)
+            return F.sum64(out, axis=0)
+        if not out:
+            return [0] * count
+        return [sum(col) % F.P255 for col in zip(*out)]
+
+
+def sketch_message(level: int, bits: int, share0, share1):  # noqa: ANN001, ANN201
+    """The round-1 message: the sum of the two sketch shares."""
+    if level < bits - 1:
+        return F.add64(np.asarray(share0, dtype=np.uint64), np.asarray(share1, dtype=np.uint64))
+    return [[(x + y) % F.P255 for x, y in zip(a, b)] for a, b in zip(share0, share1)]
+
+
+def sketch_accepts(level: int, bits: int, share0, share1) -> np.ndarray:  # noqa: ANN001
+    """Which reports pass: the two round-2 shares sum to zero."""
+    if level < bits - 1:
+        return F.add64(np.asarray(share0, dtype=np.uint64), np.asarray(share1, dtype=np.uint64)) == 0
+    return np.asarray([(x + y) % F.P255 == 0 for x, y in zip(share0, share1)], dtype=bool)
+
+
+def encode_field_vec(level: int, bits: int, values) -> bytes:  # noqa: ANN001
+    """A verifier share, message or aggregate share, encoded in the level's field."""
+    if level < bits - 1:
+        return F.encode64(np.asarray(values, dtype=np.uint64))
+    return F.encode255(list(values))
+
+
+def decode_field_vec(level: int, bits: int, encoded: bytes, count: int):  # noqa: ANN201
+    """Inverse of :func:`encode_field_vec`, requiring exactly ``count`` elements.
+
+    Raises:
+        Poplar1DecodeError: wrong length or an element out of range.
+    """
+    if level < bits - 1:
+        return F.decode64(encoded, count)
+    return F.decode255(encoded, count)
+
+
+def verify_one(vdaf: Poplar1, verify_key: bytes, agg_param: AggParam, nonce: bytes,
+               public_share: bytes, input_shares: Sequence[bytes]) -> dict:
+    """Prepare one encoded report with both aggregators, as the draft's
+    ``verify_init``, ``verifier_shares_to_message`` and ``verify_next``, and return every
+    intermediate encoding (``verifier_shares`` per round, ``verifier_messages``,
+    ``out_shares``).
+
+    Raises:
+        Poplar1DecodeError: a malformed share or nonce.
+        Poplar1VerificationError: the sketch does not verify.
+    """
+    if len(nonce) != vdaf.NONCE_SIZE:
+        raise Poplar1DecodeError("nonce of the wrong size")
+    level, prefixes = agg_param
+    bits = vdaf.bits
+    nonces = np.frombuffer(bytes(nonce), dtype=np.uint8)[None, :].copy()
+    public = vdaf.decode_public_shares([bytes(public_share)])
+    aggs = [Aggregator(vdaf, j, verify_key, nonces, public,
+                       vdaf.decode_input_shares([bytes(input_shares[j])])) for j in (0, 1)]
+    r1 = [a.verify_init(agg_param) for a in aggs]
+    msg1 = sketch_message(level, bits, r1[0], r1[1])
+    r2 = [a.verify_next(msg1) for a in aggs]
+    rec = {
+        "verifier_shares": [[encode_field_vec(level, bits, s[0]) for s in r1],
+                            [encode_field_vec(level, bits, [s[0]]) for s in r2]],
+        "verifier_messages": [encode_field_vec(level, bits, msg1[0])],
+    }
+    ok = sketch_accepts(level, bits, r2[0], r2[1])
+    if not ok[0]:
+        raise Poplar1VerificationError("sketch verification failed")
+    rec["verifier_messages"].append(b"")
+    outs = [a.out_shares(ok) for a in aggs]
+    rec["out_shares"] = [encode_field_vec(level, bits, o[0]) for o in outs]
+    return rec

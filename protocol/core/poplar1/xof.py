@@ -1,0 +1,187 @@
+"""The two XOFs of draft-irtf-cfrg-vdaf (section "Extendable Output Functions").
+
+* **XofTurboShake128**: the stream of TurboSHAKE128 (RFC 9861, domain byte 1) over
+  ``le16(len(dst)) || dst || le8(len(seed)) || seed || binder`` (pycryptodome's
+  ``Crypto.Hash.TurboSHAKE128``).
+* **XofFixedKeyAes128**: a fixed AES-128 key ``TurboSHAKE128(le16(len(dst)) || dst ||
+  binder, domain 2, 16 bytes)``; block ``i`` of the stream of a 16-byte seed is
+  ``hash(seed XOR le128(i))`` with ``hash(x) = AES(k, sigma(x)) XOR sigma(x)``, ``sigma(lo
+  || hi) = hi || (hi XOR lo)`` (the circular correlation-robust hash of Guo, Katz, Wang,
+  Weng, Yu, "Better concrete security for half-gates garbling", 2020). The IDPF uses it
+  on its inner levels; :func:`hash_blocks` runs it on many blocks under one key with one
+  AES call, which is what makes the IDPF vectorise.
+
+Field elements are drawn by rejection (``next_vec``): ``ENCODED_SIZE`` little-endian
+bytes, masked to the bit length of the modulus, kept when below it.
+"""
+from __future__ import annotations
+
+import numpy as np
+from Crypto.Hash import TurboSHAKE128
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from protocol.core.poplar1.field import ENC64, ENC255, P64, P255
+
+__all__ = ["VERSION", "format_dst", "XofTurboShake128", "fixed_key", "aes_ecb", "hash_blocks",
+           "XofFixedKeyAes128", "next_vec_from_stream"]
+
+#: the draft's VERSION constant (draft-irtf-cfrg-vdaf-20 keeps it at 18)
+VERSION = 18
+
+
+def format_dst(algo_class: int, algo: int, usage: int) -> bytes:
+    """``VERSION || algo_class || be32(algo) || be16(usage)``."""
+    return (VERSION.to_bytes(1, "big") + algo_class.to_bytes(1, "big")
+            + algo.to_bytes(4, "big") + usage.to_bytes(2, "big"))
+
+
+class XofTurboShake128:
+    """The TurboSHAKE128 XOF of the draft (seed of any length below 256 bytes)."""
+
+    SEED_SIZE = 32
+
+    def __init__(self, seed: bytes, dst: bytes, binder: bytes) -> None:
+        if len(dst) >= 1 << 16 or len(seed) >= 256:
+            raise ValueError("XofTurboShake128: dst or seed too long")
+        # one update call: pycryptodome's per-call overhead dominates these short inputs
+        self._h = TurboSHAKE128.new(domain=1, data=b"".join(
+            (len(dst).to_bytes(2, "little"), dst, len(seed).to_bytes(1, "little"), seed,
+             binder)))
+
+    def next(self, length: int) -> bytes:
+        """The next ``length`` bytes of the stream."""
+        return self._h.read(length)
+
+    def next_vec64(self, length: int) -> np.ndarray:
+        """The next ``length`` Field64 elements (``uint64``), by rejection."""
+        return next_vec_from_stream(self.next, P64, ENC64, length)
+
+    def next_vec255(self, length: int) -> list[int]:
+        """The next ``length`` Field255 elements, by rejection."""
+        return next_vec_from_stream(self.next, P255, ENC255, length)
+
+    def next_vec_mod(self, modulus: int, size: int, length: int) -> list[int]:
+        """The next ``length`` elements of the field of ``modulus`` (``size`` bytes
+        each), by rejection: the generic form (the XOF test vectors use Field128)."""
+        return _generic_vec(self.next, modulus, size, length)
+
+    @classmethod
+    def derive_seed(cls, seed: bytes, dst: bytes, binder: bytes) -> bytes:
+        return cls(seed, dst, binder).next(cls.SEED_SIZE)
+
+
+def _generic_vec(read, modulus: int, size: int, length: int) -> list[int]:  # noqa: ANN001
+    mask = (1 << (modulus - 1).bit_length()) - 1
+    out: list[int] = []
+    while len(out) < length:
+        x = int.from_bytes(read(size), "little") & mask
+        if x < modulus:
+            out.append(x)
+    return out
+
+
+def next_vec_from_stream(read, modulus: int, size: int, length: int):  # noqa: ANN001, ANN201
+    """``length`` field elements from the byte source ``read(n)`` as the draft's
+    ``next_vec``: a uint64 array for Field64, a list of ints for Field255. Reads
+    ``length`` elements' bytes at once and falls back to one element at a time only
+    when one was rejected (probability about ``length * 2^-32`` for Field64)."""
+    if modulus == P64:
+        raw = np.frombuffer(read(ENC64 * length), dtype="<u8").astype(np.uint64)
+        keep = raw[raw < np.uint64(P64)]
+        if keep.size == length:
+            return keep
+        rest = _generic_vec(read, P64, ENC64, length - keep.size)
+        return np.concatenate([keep, np.array(rest, dtype=np.uint64)])
+    if modulus == P255:
+        data = read(ENC255 * length)
+        mask = (1 << 255) - 1
+        vals = [int.from_bytes(data[i:i + ENC255], "little") & mask
+                for i in range(0, len(data), ENC255)]
+        keep = [v for v in vals if v < P255]
+        if len(keep) < length:
+            keep += _generic_vec(read, P255, ENC255, length - len(keep))
+        return keep
+    return _generic_vec(read, modulus, size, length)
+
+
+# ------------------------------------------------------------------ fixed-key AES-128
+def fixed_key(dst: bytes, binder: bytes) -> bytes:
+    """The AES-128 key of XofFixedKeyAes128 for ``dst`` and ``binder``."""
+    return TurboSHAKE128.new(domain=2, data=len(dst).to_bytes(2, "little") + dst + binder).read(16)
+
+
+class aes_ecb:  # noqa: N801 - used like a function
+    """AES-128 in ECB mode under one (public) key: the fixed-key permutation.
+
+    ``cryptography``'s AES (AES-NI through OpenSSL) costs about a microsecond per call
+    here, a tenth of pycryptodome's; the key is not secret (it is derived from the
+    context and the report's nonce), so ECB on independent blocks is what the draft asks.
+    """
+
+    __slots__ = ("_enc",)
+
+    def __init__(self, key: bytes) -> None:
+        self._enc = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
+
+    def encrypt(self, data: bytes) -> bytes:
+        return self._enc.update(data)
+
+    def encrypt_into(self, data, out) -> None:  # noqa: ANN001
+        self._enc.update_into(data, out)
+
+
+def sigma(blocks: np.ndarray) -> np.ndarray:
+    """``sigma(lo || hi) = hi || (hi XOR lo)`` on ``(..., 16)`` uint8 blocks."""
+    lo = blocks[..., :8]
+    hi = blocks[..., 8:]
+    return np.concatenate([hi, hi ^ lo], axis=-1)
+
+
+def hash_blocks(cipher, blocks: np.ndarray) -> np.ndarray:  # noqa: ANN001
+    """``AES(sigma(x)) XOR sigma(x)`` for every 16-byte block of ``blocks`` (any shape
+    ending in 16), one AES call."""
+    s = sigma(blocks)
+    enc = np.frombuffer(cipher.encrypt(s.tobytes()), dtype=np.uint8).reshape(s.shape)
+    return enc ^ s
+
+
+def counter_blocks(seeds: np.ndarray, count: int) -> np.ndarray:
+    """``seed XOR le128(i)`` for ``i < count``: shape ``seeds.shape[:-1] + (count, 16)``."""
+    ctr = np.zeros((count, 16), dtype=np.uint8)
+    ctr[:, :8] = np.arange(count, dtype="<u8").view(np.uint8).reshape(count, 8)
+    return seeds[..., None, :] ^ ctr
+
+
+class XofFixedKeyAes128:
+    """The fixed-key AES XOF on one seed (the scalar form; the IDPF batches
+    :func:`hash_blocks` instead)."""
+
+    SEED_SIZE = 16
+
+    def __init__(self, seed: bytes, dst: bytes, binder: bytes, *, cipher=None) -> None:  # noqa: ANN001
+        if len(seed) != self.SEED_SIZE:
+            raise ValueError("XofFixedKeyAes128: seed must be 16 bytes")
+        self._cipher = cipher if cipher is not None else aes_ecb(fixed_key(dst, binder))
+        self._seed = np.frombuffer(seed, dtype=np.uint8)
+        self._buf = b""
+        self._block = 0
+
+    def next(self, length: int) -> bytes:
+        """The next ``length`` bytes of the stream."""
+        while len(self._buf) < length:
+            need = (length - len(self._buf) + 15) // 16
+            blocks = counter_blocks(self._seed, self._block + need)[self._block:]
+            self._buf += hash_blocks(self._cipher, blocks).tobytes()
+            self._block += need
+        out, self._buf = self._buf[:length], self._buf[length:]
+        return out
+
+    def next_vec64(self, length: int) -> np.ndarray:
+        return next_vec_from_stream(self.next, P64, ENC64, length)
+
+    def next_vec_mod(self, modulus: int, size: int, length: int) -> list[int]:
+        return _generic_vec(self.next, modulus, size, length)
+
+    @classmethod
+    def derive_seed(cls, seed: bytes, dst: bytes, binder: bytes) -> bytes:
+        return cls(seed, dst, binder).next(cls.SEED_SIZE)

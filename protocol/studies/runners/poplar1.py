@@ -1,0 +1,750 @@
+"""Heavy hitters with Poplar1 (``fedhh hh --mechanism poplar1``, ``api.poplar1``).
+
+Boneh, Boyle, Corrigan-Gibbs, Gilboa, Ishai, "Lightweight Techniques for Private Heavy
+Hitters" (IEEE S&P 2021), section 5.1's prefix search, over the Poplar1 VDAF of
+draft-irtf-cfrg-vdaf-20 (:mod:`protocol.core.poplar1`):
+
+1. every client encodes its word as a ``BITS``-bit string, shards it once (one report:
+   a public share and one input share per aggregator, sent as bytes) and is gone;
+2. level ``l = 0, 1, ...``: the candidate prefixes are the two children of every
+   level-``(l - 1)`` prefix whose count reached the threshold (level 0: ``0`` and
+   ``1``); both aggregators prepare every report at these candidates (two rounds of
+   sketch shares; a report whose sketch fails is dropped at that level), sum the output
+   shares, exchange aggregate shares and so learn every candidate's count;
+3. the heavy hitters are the leaf-level (``BITS``-bit) strings whose count reached the
+   threshold.
+
+Encoding (the same alphabet as TrieHH): a word over the population's public alphabet
+``A`` is cut to ``max_length`` characters; character ``i`` of ``A`` is the code ``i + 1``
+and the end of the word is padded with code 0, each code on ``ceil(log2(|A| + 1))``
+bits, most significant first. So a word of up to ``max_length`` characters is one
+``max_length * ceil(log2(|A| + 1))``-bit string, and a decoded string drops the
+padding. Longer words are found by their first ``max_length`` characters; the truth a
+run is scored against is the population's ranking of words cut to ``max_length``.
+
+The two aggregators are separate :class:`AggregatorParty` objects: each holds only its
+own decoded input shares (and the public shares), runs its half of the preparation and
+records its view (every candidate prefix it was asked about and every count it learnt,
+the reports it rejected) and its costs (CPU seconds, bytes sent and received). What
+Poplar1 hides: each client's string from either aggregator alone (the IDPF keys are
+pseudorandom), beyond the counts of the candidate prefixes. What it does not: those
+counts (of every candidate, including the ones below the threshold) are learnt by both
+aggregators; there is no differential privacy unless noise is added; the two
+aggregators must not collude; robustness holds against malicious clients, privacy
+against one malicious aggregator (the draft's security considerations).
+
+Threshold: ``threshold`` clients (default ``max(2, ceil(n / (20 K)))``, a public rule that
+reads only ``n`` and ``K``).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from protocol.studies.errors import StudyError
+
+__all__ = ["Poplar1Options", "AggregatorParty", "SearchResult", "encode_words",
+           "decode_bits", "default_threshold", "make_reports", "search", "run_poplar1",
+           "heavy_hitters_bits", "SideBySideOptions", "side_by_side", "load_reference",
+           "bench_vs_reference", "bench_hh", "random_strings"]
+
+CTX = b"fedhh poplar1 heavy hitters"
+CHUNK = 2048
+
+
+@dataclass(frozen=True)
+class Poplar1Options:
+    """One Poplar1 heavy-hitters run: the threshold (a count of clients; ``None``: the
+    default rule), ``max_length`` characters per word, the cap on candidates per level,
+    and the simulation seed (``None``: the clients' randomness and the verify key come
+    from the OS)."""
+
+    threshold: int | None = None
+    max_length: int = 10
+    max_candidates: int = 1 << 14
+    seed: int | None = None
+
+
+def default_threshold(n: int, k: int) -> int:
+    """``max(2, ceil(n / (20 K)))``."""
+    return max(2, math.ceil(n / (20 * k)))
+
+
+# ----------------------------------------------------------------------- encoding
+def bits_per_char(alphabet: str) -> int:
+    return max(1, math.ceil(math.log2(len(alphabet) + 1)))
+
+
+def encode_words(vocabulary: Sequence[str], alphabet: str, max_length: int) -> np.ndarray:
+    """``(V, max_length * b)`` bool: each word cut to ``max_length`` characters, codes
+    ``index + 1`` on ``b = ceil(log2(|A| + 1))`` bits, padded with code 0.
+
+    Raises:
+        StudyError: a character outside the alphabet, or ``max_length < 1``.
+    """
+    if max_length < 1:
+        raise StudyError("--max-length must be >= 1")
+    b = bits_per_char(alphabet)
+    index = {c: i + 1 for i, c in enumerate(alphabet)}
+    codes = np.zeros((len(vocabulary), max_length), dtype=np.int64)
+    for v, w in enumerate(vocabulary):
+        for j, ch in enumerate(w[:max_length]):
+            if ch not in index:
+                raise StudyError(f"word {w!r} has a character outside the public alphabet")
+            codes[v, j] = index[ch]
+    shifts = np.arange(b - 1, -1, -1)
+    return ((codes[:, :, None] >> shifts) & 1).astype(bool).reshape(len(vocabulary), -1)
+
+
+def decode_bits(bits: Sequence[bool], alphabet: str) -> str:
+    """Inverse of :func:`encode_words` on one full-length string (padding dropped; a code
+    outside the alphabet, which no honest client sends, shows as ``?``)."""
+    b = bits_per_char(alphabet)
+    out = []
+    for j in range(0, len(bits) - b + 1, b):
+        code = 0
+        for x in bits[j:j + b]:
+            code = 2 * code + int(x)
+        if code:
+            out.append(alphabet[code - 1] if code <= len(alphabet) else "?")
+    return "".join(out)
+
+
+# ----------------------------------------------------------------------- parties
+def _concat_public(parts: list) -> Any:  # noqa: ANN401
+    from protocol.core.poplar1.idpf import PublicShares
+
+    return PublicShares(np.concatenate([p.seed_cw for p in parts]),
+                        np.concatenate([p.ctrl_cw for p in parts]),
+                        np.concatenate([p.w_inner for p in parts]),
+                        [x for p in parts for x in p.w_leaf])
+
+
+def _concat_inputs(parts: list) -> Any:  # noqa: ANN401
+    from protocol.core.poplar1.vdaf import InputShares
+
+    return InputShares(np.concatenate([p.key for p in parts]),
+                       np.concatenate([p.corr_seed for p in parts]),
+                       np.concatenate([p.corr_inner for p in parts]),
+                       [x for p in parts for x in p.corr_leaf])
+
+
+@dataclass
+class AggregatorParty:
+    """One of Poplar1's two aggregators: its own input shares, the public shares, the
+    shared verify key; its view and its costs.
+
+    ``view`` holds one entry per level: the candidates it prepared (the aggregation
+    parameter), the count of every candidate it learnt, and the reports it rejected.
+    """
+
+    agg_id: int
+    core: Any
+    view: list[dict[str, Any]] = field(default_factory=list)
+    cpu_seconds: float = 0.0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+
+    def timed(self, fn: Callable[..., Any], *args: Any) -> Any:  # noqa: ANN401
+        t = time.process_time()
+        try:
+            return fn(*args)
+        finally:
+            self.cpu_seconds += time.process_time() - t
+
+
+@dataclass
+class SearchResult:
+    """What a prefix search found: leaf strings (tuples of bools) with counts, and per
+    level the candidates, the passing prefixes and the rejected reports."""
+
+    heavy: dict[tuple[bool, ...], int]
+    levels: list[dict[str, Any]]
+    parties: tuple[AggregatorParty, AggregatorParty]
+    client_seconds: float
+    upload_bytes_per_client: int
+    bits: int
+    threshold: int
+    seconds: float
+
+
+def _randomness(seed: int | None, label: str):  # noqa: ANN202
+    from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
+
+    if seed is None:
+        return OsRandom()
+    return insecure_deterministic_randomness(seed, label)
+
+
+def make_reports(vdaf, measurements: np.ndarray, seed: int | None,  # noqa: ANN001
+                 progress: Callable[[int, int], None] | None = None):  # noqa: ANN201
+    """The clients: shard every measurement and encode the reports; the aggregators
+    decode them (every decoder validates completely). Returns ``(nonces, public shares,
+    (input shares 0, input shares 1), client CPU seconds, upload bytes per client)``.
+    Chunks of :data:`CHUNK` clients bound the memory of the encoded reports."""
+    from protocol.core.poplar1.idpf import encode_public_share
+
+    rnd = _randomness(seed, "poplar1 clients")
+    n = measurements.shape[0]
+    nonces_l, pub_l, in_l = [], [], ([], [])
+    cpu = 0.0
+    upload = vdaf.NONCE_SIZE + vdaf.public_share_size() + 2 * vdaf.input_share_size()
+    for lo in range(0, n, CHUNK):
+        hi = min(n, lo + CHUNK)
+        t = time.process_time()
+        raw = np.frombuffer(rnd.token_bytes((hi - lo) * (16 + vdaf.RAND_SIZE)),
+                            dtype=np.uint8).reshape(hi - lo, 16 + vdaf.RAND_SIZE)
+        rep = vdaf.shard_batch(measurements[lo:hi], raw[:, :16], raw[:, 16:])
+        pub_b = [encode_public_share(rep.public, r) for r in range(hi - lo)]
+        in_b = [[vdaf.encode_input_share(rep.shares[j], r) for r in range(hi - lo)]
+                for j in (0, 1)]
+        cpu += time.process_time() - t
+        nonces_l.append(rep.nonces)
+        pub_l.append(vdaf.decode_public_shares(pub_b))
+        for j in (0, 1):
+            in_l[j].append(vdaf.decode_input_shares(in_b[j]))
+        if progress is not None:
+            progress(hi, n)
+    return (np.concatenate(nonces_l), _concat_public(pub_l),
+            (_concat_inputs(in_l[0]), _concat_inputs(in_l[1])), cpu, upload)
+
+
+#: ``tamper(stage, agg_id, level, values) -> values``: the adversary hook of
+#: :func:`search` (the attack catalogue's malicious aggregator), called on what an
+#: aggregator is about to send: ``sketch1`` and ``sketch2`` (its two rounds of sketch
+#: shares, one row or value per report), ``agg_share`` (its aggregate share).
+Tamper = Callable[[str, int, int, Any], Any]
+
+
+def _exchange(sender: AggregatorParty, receiver: AggregatorParty, level: int, bits: int,
+              values, count: int, stage: str = "",  # noqa: ANN001
+              tamper: Tamper | None = None):  # noqa: ANN202
+    """Send field elements as bytes, decoded (validated) by the receiver."""
+    from protocol.core.poplar1.vdaf import decode_field_vec, encode_field_vec
+
+    if tamper is not None:
+        values = tamper(stage, sender.agg_id, level, values)
+
+    if level < bits - 1:
+        flat = np.asarray(values, dtype=np.uint64).reshape(-1)
+    else:   # Field255: a list of ints, or of triples (the round-1 sketch shares)
+        flat = [x for row in values for x in (row if isinstance(row, list) else [row])]
+    blob = sender.timed(encode_field_vec, level, bits, flat)
+    sender.bytes_sent += len(blob)
+    receiver.bytes_received += len(blob)
+    return receiver.timed(decode_field_vec, level, bits, blob, count)
+
+
+def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa: ANN001
+           verify_key: bytes, max_candidates: int = 1 << 14,
+           progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+           parties: tuple[AggregatorParty, AggregatorParty] | None = None,
+           tamper: Tamper | None = None) -> dict[str, Any]:
+    """The level-by-level prefix search between two aggregator parties. ``public`` is
+    the decoded public shares both aggregators received, or a pair (what each received,
+    when a client sent them different ones); ``tamper`` plays a malicious aggregator.
+
+    Raises:
+        StudyError: more candidates at a level than ``max_candidates``.
+    """
+    from protocol.core.poplar1 import Aggregator, encode_agg_param, sketch_accepts
+
+    bits = vdaf.bits
+    n = nonces.shape[0]
+    if parties is None:
+        parties = tuple(AggregatorParty(j, None) for j in (0, 1))  # type: ignore[assignment]
+        for p in parties:
+            pub = public[p.agg_id] if isinstance(public, tuple) else public
+            p.core = p.timed(Aggregator, vdaf, p.agg_id, verify_key, nonces, pub,
+                             shares[p.agg_id])
+    levels_out = []
+    passing: list[tuple[bool, ...]] = [()]
+    heavy: dict[tuple[bool, ...], int] = {}
+    it: Iterable[int] = range(bits)
+    if progress is not None:
+        it = progress(it)
+    for level in it:
+        cands = sorted(p + (b,) for p in passing for b in (False, True))
+        if not cands:
+            break
+        if len(cands) > max_candidates:
+            raise StudyError(f"Poplar1: {len(cands)} candidates at level {level}, more than "
+                             f"the cap {max_candidates}; raise the threshold")
+        agg_param = (level, tuple(cands))
+        ap_bytes = len(encode_agg_param(agg_param))
+        t0 = time.perf_counter()
+        r1 = [p.timed(p.core.verify_init, agg_param) for p in parties]
+        # each sends its sketch shares to the other; both form the round-1 message
+        got = [_exchange(parties[j], parties[1 - j], level, bits, r1[j], 3 * n, "sketch1", tamper)
+               for j in (0, 1)]
+        msg = []
+        for j in (0, 1):
+            mine = r1[j]
+            other = got[1 - j]
+            if level < bits - 1:
+                from protocol.core.poplar1.field import add64
+                msg.append(parties[j].timed(add64, np.asarray(mine), other.reshape(n, 3)))
+            else:
+                o = [other[3 * r:3 * r + 3] for r in range(n)]
+                msg.append([[(x + y) % (2 ** 255 - 19) for x, y in zip(a, b)]
+                            for a, b in zip(mine, o)])
+        r2 = [parties[j].timed(parties[j].core.verify_next, msg[j]) for j in (0, 1)]
+        got2 = [_exchange(parties[j], parties[1 - j], level, bits, r2[j], n, "sketch2", tamper)
+                for j in (0, 1)]
+        ok = [parties[j].timed(sketch_accepts, level, bits, r2[j], got2[1 - j]) for j in (0, 1)]
+        # a report is aggregated only when both accept it (an aggregator that rejects
+        # tells the other, as in DAP's ping-pong; an honest one decides from the shares
+        # it received, so a lying peer cannot make it accept)
+        accepted = ok[0] & ok[1]
+        agg = [p.timed(p.core.aggregate, accepted) for p in parties]
+        shares_seen = [_exchange(parties[j], parties[1 - j], level, bits, agg[j], len(cands),
+                                 "agg_share", tamper) for j in (0, 1)]
+        mod = (1 << 64) - (1 << 32) + 1 if level < bits - 1 else 2 ** 255 - 19
+        # each aggregator's counts: its own share plus the share it received; aggregator
+        # 0 (the leader) drives the search with its counts
+        seen = [[(int(x) + int(y)) % mod for x, y in zip(agg[j], shares_seen[1 - j])]
+                for j in (0, 1)]
+        counts = seen[0]
+        rejected = np.flatnonzero(~accepted).tolist()
+        for p in parties:
+            p.bytes_received += ap_bytes
+            p.view.append({"level": level, "candidates": [_bitstr(c) for c in cands],
+                           "counts": seen[p.agg_id], "rejected_reports": rejected})
+        passing = [c for c, k in zip(cands, counts) if k >= threshold]
+        levels_out.append({"level": level, "candidates": len(cands), "passing": len(passing),
+                           "rejected": len(rejected),
+                           "seconds": round(time.perf_counter() - t0, 4)})
+        if level == bits - 1:
+            heavy = {c: k for c, k in zip(cands, counts) if k >= threshold}
+    return {"heavy": heavy, "levels": levels_out, "parties": parties}
+
+
+def _bitstr(bits: Sequence[bool]) -> str:
+    return "".join("1" if b else "0" for b in bits)
+
+
+def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | None = None,
+                       max_candidates: int = 1 << 14,
+                       progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                       client_progress: Callable[[int, int], None] | None = None) -> SearchResult:
+    """Poplar1 heavy hitters over ``(n, BITS)`` bool measurements.
+
+    Raises:
+        StudyError: a bad threshold or measurement shape, or too many candidates.
+    """
+    from protocol.core.poplar1 import Poplar1
+
+    m = np.asarray(measurements, dtype=bool)
+    if m.ndim != 2 or m.shape[0] < 1 or m.shape[1] < 2:
+        raise StudyError("Poplar1 needs at least one client and strings of at least 2 bits")
+    if threshold < 1:
+        raise StudyError("--threshold must be >= 1")
+    vdaf = Poplar1(m.shape[1], CTX)
+    t0 = time.perf_counter()
+    nonces, public, shares, client_cpu, upload = make_reports(vdaf, m, seed, client_progress)
+    key = _randomness(seed, "poplar1 verify key").token_bytes(vdaf.VERIFY_KEY_SIZE)
+    out = search(vdaf, nonces, public, shares, threshold, verify_key=key,
+                 max_candidates=max_candidates, progress=progress)
+    return SearchResult(out["heavy"], out["levels"], out["parties"], client_cpu, upload,
+                        vdaf.bits, threshold, time.perf_counter() - t0)
+
+
+def privacy_statement() -> dict[str, Any]:
+    """Poplar1's guarantee (no differential privacy by itself)."""
+    return {"mechanism": "poplar1", "kind": "none", "epsilon": None, "delta": None,
+            "source": "Poplar1, draft-irtf-cfrg-vdaf-20 (Boneh et al., IEEE S&P 2021)",
+            "note": "no differential privacy: both aggregators learn the count of every "
+                    "candidate prefix; each client's string is hidden from either "
+                    "aggregator alone (two non-colluding aggregators)"}
+
+
+def run_poplar1(pop, k: int, *, threshold: int | None = None, max_length: int = 10,  # noqa: ANN001
+                seed: int | None = None, max_candidates: int = 1 << 14,
+                progress: Callable[[Iterable[int]], Iterable[int]] | None = None):  # noqa: ANN201
+    """Poplar1 heavy hitters on a one-word population, as an
+    :class:`protocol.studies.runners.hh.HHResult`.
+
+    Raises:
+        StudyError: bad parameters or too many candidates.
+    """
+    from protocol.studies.runners.hh import HHResult, truncated_truth
+
+    t = default_threshold(pop.n, k) if threshold is None else int(threshold)
+    vocab_bits = encode_words(pop.vocabulary, pop.alphabet, max_length)
+    meas = vocab_bits[pop.items]
+    res = heavy_hitters_bits(meas, t, seed=seed, max_candidates=max_candidates,
+                             progress=progress)
+    found = {decode_bits(s, pop.alphabet): float(c) for s, c in res.heavy.items()}
+    return HHResult("poplar1", found, truncated_truth(pop, max_length), privacy_statement(),
+                    details(res, pop.n, max_length, bits_per_char(pop.alphabet)))
+
+
+def details(res: SearchResult, n: int, max_length: int | None, b: int | None) -> dict[str, Any]:
+    """The run's parameters, costs and the parties' views, summarised (JSON-ready)."""
+    parties = res.parties
+    learnt = sum(len(v["counts"]) for v in parties[0].view)
+    below = sum(sum(1 for c in v["counts"] if c < res.threshold) for v in parties[0].view)
+    return {
+        "bits": res.bits, "threshold": res.threshold,
+        "encoding": (f"first {max_length} characters, {b} bits each (alphabet index + 1, "
+                     "0 pads)") if max_length else f"{res.bits}-bit strings",
+        "levels": len(res.levels),
+        "aggregator_rounds": 2 * len(res.levels),
+        "rejected_reports": sum(v["rejected"] for v in res.levels),
+        "client_upload_bytes": res.upload_bytes_per_client,
+        "client_cpu_seconds_per_report": round(res.client_seconds / max(n, 1), 6),
+        "aggregator_cpu_seconds": [round(p.cpu_seconds, 3) for p in parties],
+        "aggregator_bytes_sent": [p.bytes_sent for p in parties],
+        "aggregator_bytes_received": [p.bytes_received for p in parties],
+        "aggregators_learn": {"prefix_counts": learnt, "below_threshold": below},
+        "seconds": round(res.seconds, 3),
+        "per_level": res.levels,
+    }
+
+
+# ----------------------------------------------------------------------- side by side
+@dataclass(frozen=True)
+class SideBySideOptions:
+    """TrieHH and Poplar1 on one population (``fedhh eval compare --mechanisms
+    triehh,poplar1``): TrieHH at the central target ``epsilon`` (``delta = 1/n^2``,
+    Corollary 1) over ``triehh_transport``; Poplar1 at ``threshold`` (default rule);
+    both with ``max_length`` characters."""
+
+    dataset: str = "en"
+    users: int = 100_000
+    k: int = 10
+    epsilon: float = 4.0
+    max_length: int = 10
+    threshold: int | None = None
+    triehh_transport: str = "plain"
+    alphabet: str | None = None
+    drop_unencodable: bool = False
+    seed: int | None = None
+
+
+_TRIEHH_LEARNS = {
+    "plain": "the server sees every sampled client's vote, then the passing prefixes",
+    "secagg": "the server sees each round's vote histogram over the candidates (the sum), "
+              "then the passing prefixes",
+    "threshold": "the committee opens only the prefixes at or above theta",
+}
+
+
+def side_by_side(opts: SideBySideOptions,
+                 say: Callable[[str], None] = lambda _m: None) -> tuple[dict[str, Any], list[str]]:
+    """Run both, score both at ``k`` against the truth each can reach, and return
+    ``(summary, Markdown table lines)``.
+
+    Raises:
+        StudyError: bad options, dataset, target or transport.
+    """
+    from protocol.studies.runners import default_transport
+    from protocol.studies.runners import triehh as triehh_runner
+    from protocol.studies.runners.hh import HHResult, load_population, score
+
+    if opts.users < 2 or opts.k < 1:
+        raise StudyError("--users must be >= 2 and --k >= 1")
+    if opts.triehh_transport not in _TRIEHH_LEARNS:
+        raise StudyError("the TrieHH transport must be plain, secagg or threshold")
+    root = np.random.default_rng(opts.seed)
+    data_rng, run_rng = root.spawn(2)
+    pop = load_population(opts.dataset, opts.users, data_rng, alphabet=opts.alphabet,
+                          drop_unencodable=opts.drop_unencodable)
+    n = pop.n
+    delta = 1.0 / float(n) ** 2
+    rows = []
+    # TrieHH
+    say(f"TrieHH on {pop.name}, n = {n:,}, central epsilon {opts.epsilon:g}")
+    t0 = time.perf_counter()
+    prep, _ = triehh_runner.prepare(triehh_runner.plain_options(
+        pop.name, n, opts.epsilon, delta, opts.max_length), population=pop)
+    tr = default_transport(opts.triehh_transport)
+    if opts.triehh_transport != "plain" and opts.seed is not None:
+        from protocol.core.transports import get_transport
+        tr = get_transport(opts.triehh_transport, simulate=True)
+    result = triehh_runner.run_once(prep, tr, run_rng)
+    t_sec = time.perf_counter() - t0
+    cost = result.total_cost
+    contacted = sum(r.sampled for r in result.rounds)
+    server_cpu = {k: round(v, 3) for k, v in cost.cpu_seconds.items()}
+    t_res = HHResult("triehh", dict(result.heavy_hitters), pop.top(len(pop.vocabulary)), {}, {})
+    g = result.guarantee
+    rows.append({
+        "mechanism": "triehh", **_metrics(score(t_res, opts.k), opts.k),
+        "client_upload_bytes": round(cost.bytes_up / contacted, 1) if contacted else 0,
+        "clients_contacted": int(contacted),
+        "rounds": len(result.rounds),
+        "server_cpu_seconds": server_cpu,
+        "server_bytes": int(cost.bytes_up + cost.bytes_down),
+        "learns": _TRIEHH_LEARNS[opts.triehh_transport],
+        "privacy": (f"central ({g.epsilon:.3g}, {g.delta:.2g})-DP (Zhu et al. 2020, Corollary 1)"
+                    if g else f"none: {result.guarantee_note}"),
+        "seconds": round(t_sec, 2),
+    })
+    # Poplar1
+    t = default_threshold(n, opts.k) if opts.threshold is None else int(opts.threshold)
+    say(f"Poplar1 on the same {n:,} clients, threshold {t}")
+    p_res = run_poplar1(pop, opts.k, threshold=t, max_length=opts.max_length, seed=opts.seed)
+    d = p_res.details
+    rows.append({
+        "mechanism": "poplar1", **_metrics(score(p_res, opts.k), opts.k),
+        "client_upload_bytes": d["client_upload_bytes"],
+        "clients_contacted": n,
+        "rounds": d["aggregator_rounds"],
+        "server_cpu_seconds": {f"aggregator {j}": c
+                               for j, c in enumerate(d["aggregator_cpu_seconds"])},
+        "server_bytes": int(sum(d["aggregator_bytes_sent"])),
+        "learns": (f"both aggregators learn the count of every candidate prefix: "
+                   f"{d['aggregators_learn']['prefix_counts']} counts, "
+                   f"{d['aggregators_learn']['below_threshold']} of them below the threshold"),
+        "privacy": "none by itself (no DP); a client's string is hidden from each "
+                   "aggregator alone",
+        "seconds": d["seconds"],
+        "threshold": t, "bits": d["bits"], "levels": d["levels"],
+    })
+    k = opts.k
+    lines = [f"{pop.name}, n = {n:,}, K = {k}, L = {opts.max_length} characters, seed "
+             f"{opts.seed}; TrieHH at central epsilon {opts.epsilon:g}, delta 1/n^2, over "
+             f"{opts.triehh_transport}; Poplar1 at threshold {t} ({rows[1]['bits']} bits).", "",
+             f"| mechanism | recall@{k} | precision@{k} | precision | client upload (bytes) "
+             "| clients contacted | rounds | server CPU (s) | server bytes | wall (s) |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for r in rows:
+        cpu = ", ".join(f"{p} {v:.2f}" for p, v in r["server_cpu_seconds"].items())
+        lines.append(f"| {r['mechanism']} | {r['recall_at_k']:.3f} | {r['precision_at_k']:.3f} "
+                     f"| {r['precision']:.3f} | {r['client_upload_bytes']:,} | "
+                     f"{r['clients_contacted']:,} | {r['rounds']} | {cpu} | "
+                     f"{r['server_bytes']:,} | {r['seconds']:.1f} |")
+    lines.append("")
+    for r in rows:
+        lines.append(f"- {r['mechanism']}: learns -- {r['learns']}; privacy -- {r['privacy']}")
+    summary = {"dataset": pop.name, "n": n, "k": k, "seed": opts.seed,
+               "max_length": opts.max_length, "rows": rows}
+    return summary, lines
+
+
+def _metrics(sc: dict[str, Any], k: int) -> dict[str, Any]:
+    return {"recall_at_k": sc["recall_at_k"], "precision_at_k": sc["precision_at_k"],
+            "f1_at_k": sc["f1_at_k"], "precision": sc["precision"],
+            "discovered": len(sc["discovered"])}
+
+
+# ----------------------------------------------------------------------- benchmarks
+def load_reference(path: str):  # noqa: ANN201
+    """The draft's own Python reference (``poc/`` of the cfrg/draft-irtf-cfrg-vdaf
+    repository at the draft's tag), imported from ``path`` at run time -- never part of
+    this project. It imports ``Cryptodome`` (pycryptodomex); when only pycryptodome is
+    installed its ``Crypto`` package (the same code) is registered under that name.
+
+    Raises:
+        StudyError: no ``vdaf_poc`` under ``path``, or a Python older than 3.12 (the
+            reference uses PEP 695 generics).
+    """
+    import importlib
+    import pathlib
+    import sys
+
+    root = pathlib.Path(path)
+    if (root / "poc" / "vdaf_poc").is_dir():
+        root = root / "poc"
+    if not (root / "vdaf_poc" / "vdaf_poplar1.py").is_file():
+        raise StudyError(f"--reference {path}: no vdaf_poc/vdaf_poplar1.py there (give the "
+                         "poc/ directory of cfrg/draft-irtf-cfrg-vdaf)")
+    if sys.version_info < (3, 12):
+        raise StudyError("the draft's reference needs Python >= 3.12")
+    try:
+        importlib.import_module("Cryptodome")
+    except ModuleNotFoundError:
+        import Crypto
+        import Crypto.Cipher
+        import Crypto.Hash
+
+        sys.modules.update({"Cryptodome": Crypto, "Cryptodome.Cipher": Crypto.Cipher,
+                            "Cryptodome.Hash": Crypto.Hash})
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        return importlib.import_module("vdaf_poc.vdaf_poplar1")
+    except Exception as exc:  # noqa: BLE001 - any import failure of foreign code
+        raise StudyError(f"--reference {path}: cannot import the reference: {exc}") from None
+
+
+def _median(xs: list[float]) -> float:
+    return float(np.median(np.asarray(xs)))
+
+
+def bench_vs_reference(reference: str, *, bits: int = 32, reports: int = 1000,
+                       ref_reports: int = 6, candidates: int = 16, repeats: int = 3,
+                       seed: int = 0) -> dict[str, Any]:
+    """Cost per report of client sharding and of one level's preparation (both
+    aggregators, from the IDPF root as the reference does) at an inner level and at the
+    leaf, ours (batched over ``reports``) against the draft's reference (one report at a
+    time, ``ref_reports`` of them), interleaved ``repeats`` times; medians and ratios.
+    The outputs are checked equal on the reference's reports (public and input shares,
+    every verifier share, the output shares).
+
+    Raises:
+        StudyError: bad sizes, or a reference that cannot be loaded or disagrees.
+    """
+    from protocol.core.poplar1 import Aggregator, Poplar1, sketch_accepts, sketch_message
+    from protocol.core.poplar1.idpf import encode_public_share
+    from protocol.core.poplar1.vdaf import encode_field_vec
+
+    if bits < 2 or reports < 1 or not 1 <= ref_reports <= reports or candidates < 1 \
+            or repeats < 1:
+        raise StudyError("--bits >= 2, --reports >= --ref-reports >= 1, --candidates >= 1, "
+                         "--repeats >= 1")
+    ref_mod = load_reference(reference)
+    ref = ref_mod.Poplar1(bits)
+    ctx = CTX
+    ours = Poplar1(bits, ctx)
+    rng = np.random.default_rng(seed)
+    meas = rng.integers(0, 2, size=(reports, bits)).astype(bool)
+    nonces = rng.integers(0, 256, size=(reports, 16), dtype=np.uint8)
+    rands = rng.integers(0, 256, size=(reports, ours.RAND_SIZE), dtype=np.uint8)
+    key = rng.integers(0, 256, size=32, dtype=np.uint8).tobytes()
+
+    def agg_param(level: int) -> tuple[int, tuple[tuple[bool, ...], ...]]:
+        pref = {tuple(bool(b) for b in meas[i, :level + 1]) for i in range(min(reports, candidates // 2))}
+        while len(pref) < min(candidates, 2 ** (level + 1)):
+            pref.add(tuple(bool(b) for b in rng.integers(0, 2, size=level + 1)))
+        return level, tuple(sorted(pref))
+
+    levels = sorted({max(0, bits // 2 - 1), bits - 1})
+    params = {lv: agg_param(lv) for lv in levels}
+    res: dict[str, list[float]] = {k: [] for k in
+                                   ["shard_ours", "shard_ref"] + [f"prep_{w}_{lv}" for lv in levels
+                                                                  for w in ("ours", "ref")]}
+    checked = {"reports": ref_reports, "shares_equal": True, "prep_equal": True}
+    rep = None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        rep = ours.shard_batch(meas, nonces, rands)
+        res["shard_ours"].append((time.perf_counter() - t) / reports)
+        t = time.perf_counter()
+        ref_out = [ref.shard(ctx, tuple(bool(b) for b in meas[i]), nonces[i].tobytes(),
+                             rands[i].tobytes()) for i in range(ref_reports)]
+        res["shard_ref"].append((time.perf_counter() - t) / ref_reports)
+        for i, (pub, ins) in enumerate(ref_out):
+            if ref.encode_public_share(pub) != encode_public_share(rep.public, i) or \
+                    [ref.encode_input_share(s) for s in ins] != \
+                    [ours.encode_input_share(rep.shares[j], i) for j in (0, 1)]:
+                checked["shares_equal"] = False
+        for lv in levels:
+            ap = params[lv]
+            t = time.perf_counter()
+            aggs = [Aggregator(ours, j, key, rep.nonces, rep.public, rep.shares[j])
+                    for j in (0, 1)]
+            r1 = [a.verify_init(ap) for a in aggs]
+            r2 = [a.verify_next(sketch_message(lv, bits, *r1)) for a in aggs]
+            ok = sketch_accepts(lv, bits, *r2)
+            outs = [a.out_shares(ok) for a in aggs]
+            res[f"prep_ours_{lv}"].append((time.perf_counter() - t) / reports)
+            t = time.perf_counter()
+            ref_outs = []
+            for i, (pub, ins) in enumerate(ref_out):
+                st, sh = zip(*[ref.verify_init(key, ctx, j, ap, nonces[i].tobytes(), pub, ins[j])
+                               for j in (0, 1)])
+                msg = ref.verifier_shares_to_message(ctx, ap, list(sh))
+                st2, sh2 = zip(*[ref.verify_next(ctx, st[j], msg) for j in (0, 1)])
+                msg2 = ref.verifier_shares_to_message(ctx, ap, list(sh2))
+                ref_outs.append(([ref.verify_next(ctx, st2[j], msg2) for j in (0, 1)], sh, sh2))
+            res[f"prep_ref_{lv}"].append((time.perf_counter() - t) / ref_reports)
+            if not ok.all():
+                checked["prep_equal"] = False
+            for i, (o, sh, sh2) in enumerate(ref_outs):
+                for j in (0, 1):
+                    mine = [encode_field_vec(lv, bits, outs[j][i]),
+                            encode_field_vec(lv, bits, r1[j][i]),
+                            encode_field_vec(lv, bits, [r2[j][i]])]
+                    theirs = [ref.encode_out_share(o[j]), ref.encode_verifier_share(sh[j]),
+                              ref.encode_verifier_share(sh2[j])]
+                    if mine != theirs:
+                        checked["prep_equal"] = False
+    if not (checked["shares_equal"] and checked["prep_equal"]):
+        raise StudyError(f"the reference and this implementation disagree: {checked}")
+    med = {k: _median(v) for k, v in res.items()}
+    out: dict[str, Any] = {
+        "draft": "draft-irtf-cfrg-vdaf-20", "bits": bits, "reports": reports,
+        "ref_reports": ref_reports, "repeats": repeats, "candidates": candidates,
+        "outputs_checked": checked,
+        "shard": {"ours_us_per_report": round(1e6 * med["shard_ours"], 1),
+                  "reference_us_per_report": round(1e6 * med["shard_ref"], 1),
+                  "speedup": round(med["shard_ref"] / med["shard_ours"], 1)},
+        "prep": {},
+    }
+    for lv in levels:
+        o, r = med[f"prep_ours_{lv}"], med[f"prep_ref_{lv}"]
+        out["prep"][f"level {lv}" + (" (leaf)" if lv == bits - 1 else "")] = {
+            "candidates": len(params[lv][1]),
+            "ours_us_per_report": round(1e6 * o, 1), "reference_us_per_report": round(1e6 * r, 1),
+            "speedup": round(r / o, 1)}
+    return out
+
+
+def random_strings(support: int, chars: int, rng: np.random.Generator) -> list[str]:
+    """``support`` distinct strings of ``chars`` printable ASCII characters (codes
+    33-126)."""
+    out: set[str] = set()
+    while len(out) < support:
+        codes = rng.integers(33, 127, size=(support - len(out), chars))
+        out.update("".join(map(chr, row)) for row in codes)
+    return sorted(out)
+
+
+def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_000,
+             zipf_s: float = 1.1, threshold: int | None = None, k: int = 10,
+             seed: int = 0) -> dict[str, Any]:
+    """Poplar1 heavy hitters on Zipf(``zipf_s``) populations of ``support`` random
+    printable strings of ``chars`` characters (8 bits each: ``BITS = 8 * chars``), for
+    every ``n`` in ``users`` and length in ``chars``: wall and CPU seconds (clients and
+    each aggregator), levels, candidates, and whether the top-K was found.
+
+    Raises:
+        StudyError: bad sizes.
+    """
+    from protocol.studies.measure import peak_rss_mb
+
+    if not users or not chars or min(users) < 2 or min(chars) < 1 or support < 1:
+        raise StudyError("--users >= 2, --chars >= 1, --support >= 1")
+    runs = []
+    for c in chars:
+        rng = np.random.default_rng(seed)
+        vocab = random_strings(support, c, rng)
+        p = 1.0 / np.arange(1, support + 1) ** zipf_s
+        p /= p.sum()
+        codes = np.array([[ord(ch) for ch in w] for w in vocab], dtype=np.uint8)
+        vocab_bits = np.unpackbits(codes, axis=1).astype(bool)
+        for n in users:
+            items = rng.choice(support, size=n, p=p)
+            t = default_threshold(n, k) if threshold is None else threshold
+            cpu0 = time.process_time()
+            t0 = time.perf_counter()
+            res = heavy_hitters_bits(vocab_bits[items], t, seed=seed)
+            wall = time.perf_counter() - t0
+            cpu = time.process_time() - cpu0
+            counts = np.bincount(items, minlength=support)
+            true_top = set(np.argsort(-counts, kind="stable")[:k].tolist())
+            found = {vocab.index("".join(chr(int(x)) for x in np.packbits(np.array(s))))
+                     for s in res.heavy}
+            runs.append({
+                "n": n, "chars": c, "bits": 8 * c, "threshold": t,
+                "wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2),
+                "client_cpu_seconds": round(res.client_seconds, 2),
+                "aggregator_cpu_seconds": [round(pp.cpu_seconds, 2) for pp in res.parties],
+                "levels": len(res.levels),
+                "candidates_per_level_median": float(np.median([lv["candidates"]
+                                                                for lv in res.levels])),
+                "heavy_hitters": len(res.heavy),
+                "true_top_k_found": len(true_top & found),
+                "client_upload_bytes": res.upload_bytes_per_client,
+                "us_per_report_level_per_aggregator": round(
+                    1e6 * float(np.mean([pp.cpu_seconds for pp in res.parties]))
+                    / (n * max(1, len(res.levels))), 2),
+            })
+    return {"support": support, "zipf_s": zipf_s, "k": k, "seed": seed, "runs": runs,
+            "peak_rss_mb": round(peak_rss_mb(), 1)}

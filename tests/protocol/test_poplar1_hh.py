@@ -1,0 +1,100 @@
+"""Poplar1 heavy hitters: the prefix search, the parties' views, the encoding shared
+with TrieHH, ``api.poplar1`` and ``fedhh hh --mechanism poplar1``."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from protocol.studies import api
+from protocol.studies.errors import StudyError
+from protocol.studies.runners import poplar1 as runner
+
+
+def test_encoding_round_trip_and_refusal() -> None:
+    alphabet = "abc"
+    bits = runner.encode_words(["a", "cab", "abcabc"], alphabet, 4)
+    assert bits.shape == (3, 4 * 2)
+    assert [runner.decode_bits(b, alphabet) for b in bits] == ["a", "cab", "abca"]
+    with pytest.raises(StudyError):
+        runner.encode_words(["abd"], alphabet, 4)
+    with pytest.raises(StudyError):
+        runner.encode_words(["a"], alphabet, 0)
+
+
+def test_search_finds_exactly_the_strings_above_threshold_and_views_hold_every_count() -> None:
+    words = ["ab"] * 9 + ["ba"] * 5 + ["c"] * 3 + ["a"] * 1
+    res = runner.heavy_hitters_bits(runner.encode_words(words, "abc", 2), 4, seed=7)
+    found = {runner.decode_bits(s, "abc"): c for s, c in res.heavy.items()}
+    assert found == {"ab": 9, "ba": 5}
+    p0, p1 = res.parties
+    assert p0.view == p1.view and len(p0.view) == res.bits
+    # every count either aggregator learnt is the true count of that candidate prefix
+    enc = runner.encode_words(words, "abc", 2)
+    for v in p0.view:
+        for cand, count in zip(v["candidates"], v["counts"]):
+            pref = np.array([c == "1" for c in cand])
+            assert count == int((enc[:, :len(pref)] == pref).all(axis=1).sum())
+        assert v["rejected_reports"] == []
+    assert p0.cpu_seconds > 0 and p0.bytes_sent > 0 and p0.bytes_received > 0
+
+
+def test_api_poplar1_shape() -> None:
+    items = ["the"] * 30 + ["of"] * 20 + ["to"] * 3 + ["and"] * 2
+    out = api.poplar1(items, threshold=10, max_length=4, alphabet="abcdefghijklmnopqrstuvwxyz",
+                      seed=1)
+    assert [(h.item, h.count) for h in out.heavy_hitters] == [("the", 30), ("of", 20)]
+    assert out.mechanism == "poplar1" and out.guarantee is None and out.n == 55
+    assert len(out.rounds) == out.parameters["levels"] == 4 * 5
+    assert set(out.costs.cpu_seconds) == {"clients", "aggregator 0", "aggregator 1"}
+    d = json.loads(out.to_json(views=True))
+    # level 0 is the first bit of the first character's code (index + 1 on 5 bits):
+    # t = 20 and "to" start with 1 (33 users), o = 15 and a = 1 with 0 (22)
+    assert d["views"][0]["views"]["aggregator 0"]["counts"] == [22, 33]
+    assert "item,count" in out.to_table()
+    with pytest.raises(StudyError):
+        api.poplar1(["ab$"], alphabet="ab")
+
+
+def test_hh_command_poplar1(capsys: pytest.CaptureFixture[str]) -> None:
+    from protocol.cli import main
+
+    rc = main(["hh", "--mechanism", "poplar1", "--dataset", "en", "--users", "400",
+               "--threshold", "8", "--max-length", "3", "--seed", "2", "--json", "--quiet"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mechanism"] == "poplar1" and out["privacy"]["kind"] == "none"
+    assert out["details"]["levels"] >= 1 and out["discovered"]
+    assert out["discovered"][0]["item"] == "the"
+    assert main(["hh", "--mechanism", "poplar1", "--users", "300", "--transport", "secagg",
+                 "--quiet"]) == 2
+
+
+def test_eval_compare_side_by_side(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    from protocol.cli import main
+
+    rc = main(["eval", "compare", "--mechanisms", "triehh,poplar1", "--dataset", "en",
+               "--users", "400", "--epsilons", "4", "--k", "5", "--max-length", "3",
+               "--threshold", "8",
+               "--out", str(tmp_path), "--seed", "1", "--json", "--quiet"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["mechanism"]: r for r in out["rows"]}
+    assert set(rows) == {"triehh", "poplar1"}
+    p = rows["poplar1"]
+    assert p["clients_contacted"] == 400 and p["rounds"] == 2 * p["levels"]
+    assert p["client_upload_bytes"] > rows["triehh"]["client_upload_bytes"]
+    assert "every candidate prefix" in p["learns"] and "DP" in rows["triehh"]["privacy"]
+    assert (tmp_path / "table.md").read_text().count("| poplar1 |") == 1
+    assert main(["eval", "compare", "--mechanisms", "triehh,pem", "--users", "400",
+                 "--out", str(tmp_path), "--quiet"]) == 2
+
+
+def test_poplar1_options_are_refused_elsewhere() -> None:
+    from protocol.cli import main
+
+    assert main(["hh", "--mechanism", "pem", "--users", "300", "--threshold", "5",
+                 "--quiet"]) == 2
+    assert main(["hh", "--mechanism", "triehh", "--users", "300", "--max-length", "5",
+                 "--quiet"]) == 2
