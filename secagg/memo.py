@@ -85,7 +85,7 @@ class SessionMemo:
     """
 
     __slots__ = ("_entries", "_clock", "max_pending", "_pending", "hits", "misses",
-                 "seconds", "charged")
+                 "seconds", "charged", "__weakref__")
 
     def __init__(self, *, clock: Callable[[], float] | None = None,
                  max_pending: int = 1 << 18,

@@ -24,7 +24,9 @@ aborts with the state machine's reason.
 """
 from __future__ import annotations
 
+import os
 import time
+import weakref
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import msgpack
@@ -86,6 +88,23 @@ def _unpack(blob: bytes, max_items: int) -> list[tuple[int, bytes]]:
     return list(zip(positions, frames))
 
 
+#: the session memos of this process, by session token, held only by the shards that
+#: use them: a memo goes when the last shard of its session is dropped
+_SESSION_MEMOS: "weakref.WeakValueDictionary[bytes, SessionMemo]" = weakref.WeakValueDictionary()
+
+
+def session_memo(token: bytes) -> SessionMemo:
+    """The :class:`secagg.memo.SessionMemo` of the session ``token`` names, in this
+    process: every shard of one session on one worker shares it (a Harary neighbour
+    is in another shard more often than not, and the pairwise key it would share is
+    then computed twice); shards of other sessions never see it."""
+    memo = _SESSION_MEMOS.get(token)
+    if memo is None:
+        memo = SessionMemo(clock=time.process_time)
+        _SESSION_MEMOS[token] = memo
+    return memo
+
+
 class ClientShard:
     """Clients ``lo..hi-1`` of one session, as one stateful object (an actor).
 
@@ -98,13 +117,17 @@ class ClientShard:
             system); a ``None`` entry also means the operating system.
         signing_keys: the held clients' Ed25519 seeds (malicious variant) or ``None``.
         verify_keys: all ``n`` verification keys (malicious variant) or ``None``.
-        share_work: one :class:`secagg.memo.SessionMemo` for the shard's clients (this
-            session only, dropped with the shard); ``False``: none.
+        share_work: a token naming this session (bytes the driver drew for it): the
+            shard's clients use the :class:`secagg.memo.SessionMemo` of that token in
+            this process, shared with the session's other shards on the same worker
+            and dropped when the last of them goes (:func:`session_memo`); ``True``: a
+            memo of this shard's own; ``False`` or ``None``: none.
     """
 
     def __init__(self, config: SessionConfig, lo: int, hi: int, inputs: Any,
                  seeds: Sequence[bytes] | None, signing_keys: Sequence[bytes] | None,
-                 verify_keys: Sequence[bytes] | None, share_work: bool = True) -> None:
+                 verify_keys: Sequence[bytes] | None,
+                 share_work: bool | bytes | None = True) -> None:
         from protocol.core.randomness import _DeterministicRandom
 
         self.lo, self.hi, self.config = lo, hi, config
@@ -113,7 +136,8 @@ class ClientShard:
         self.limits = wire_secagg.client_limits(config)
         self.cpu = np.zeros(hi - lo)
         self.spared = np.zeros(hi - lo)
-        self.memo = SessionMemo(clock=time.process_time) if share_work else None
+        self.memo = (session_memo(share_work) if isinstance(share_work, bytes)
+                     else SessionMemo(clock=time.process_time) if share_work else None)
         self.rejected: list[tuple[int, int, str]] = []
         clients = []
         for j, i in enumerate(range(lo, hi)):
@@ -177,7 +201,9 @@ class ClientShard:
             "reasons": {c.index: c.abort_reason.value for c in self.clients
                         if c.abort_reason is not None},
             "cpu": self.cpu, "rejected": self.rejected, "spared": self.spared,
+            # shards of one worker share their session's memo: its statistics once
             "memo": self.memo.stats() if self.memo is not None else None,
+            "memo_id": f"{os.getpid()}:{id(self.memo)}" if self.memo is not None else None,
         }
 
 
@@ -225,6 +251,8 @@ class ShardedSecAggSimulation(SecAggSimulation):
                     raise ParameterError(f"an auditable client's seed is {SEED_BYTES} bytes")
                 seeds[i] = seed   # the shard derives seeded_randomness(seed, "client-i")
         self.engine = engine or LocalEngine()
+        # one memo per session and worker process: the shards get the session's token
+        token = os.urandom(16) if share_work else None
         count = shards or 4 * self.engine.workers
         self.bounds = shard_bounds(n, max(1, min(n, count)))
 
@@ -236,7 +264,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
         args = [(config, lo, hi, rows(lo, hi),
                  seeds[lo:hi] if seeds is not None else None,
                  list(signing_keys[lo:hi]) if signing_keys is not None else None,
-                 list(verify_keys) if verify_keys is not None else None, share_work)
+                 list(verify_keys) if verify_keys is not None else None, token)
                 for lo, hi in self.bounds]
         self.handles: list[Any] = self.engine.start_shards(ClientShard, args)
         self.lost: dict[int, str] = {}
@@ -392,7 +420,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
         shard's clients are reported as they were last seen: not finished)."""
         states = [ClientState.INIT] * self.config.n
         reasons: dict[int, AbortReason] = {}
-        shard_memos: list[dict[str, Any]] = []
+        shard_memos: dict[str, dict[str, Any]] = {}
         for s, res in self._call_shards("finish", {s: None for s in range(len(self.bounds))}):
             if isinstance(res, ShardLost):
                 self._lose(s, res.detail)
@@ -403,7 +431,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
             self.cpu[lo:hi] = res["cpu"]
             self.spared[lo:hi] = res["spared"]
             if res["memo"] is not None:
-                shard_memos.append(res["memo"])
+                shard_memos[res["memo_id"]] = res["memo"]
             self.transcript.rejected.extend(tuple(r) for r in res["rejected"])
         srv = self.server
         run = SecAggRun(
@@ -416,7 +444,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
             input_digests=dict(srv.input_digests), clients=[], server=srv,
             **self._device_figures())
         if run.memo_stats is not None:
-            run.memo_stats = _merge_stats([run.memo_stats, *shard_memos])
+            run.memo_stats = _merge_stats([run.memo_stats, *shard_memos.values()])
         if check_invariants:
             from protocol.core.invariants import check_no_double_reveal, check_no_send_after_abort
 

@@ -260,3 +260,25 @@ def test_the_memo_lives_and_dies_with_its_session() -> None:
     assert alone.memo is None and all(c._memo is None for c in alone.clients)
     alone.run()
     assert alone.result().memo_stats is None
+
+
+def test_shards_of_a_session_share_one_memo_per_process() -> None:
+    """Sharded: the shards of one session in one process use one memo (pairs across
+    shards computed once), another session's shards another, and the release is the
+    one of a run without any memo."""
+    from protocol.core.secagg_shards import ClientShard, run_secagg_sharded
+
+    cfg = make_config(30, 3, graph="harary", degree=8, malicious=True, rand=_rand("cfg"))
+    rows = np.arange(90, dtype=np.uint64).reshape(30, 3)
+    shared = run_secagg_sharded(cfg, rows, rand=_rand("run"), shards=3)
+    alone = run_secagg_sharded(cfg, rows, rand=_rand("run"), shards=3, share_work=False)
+    assert shared.completed and np.array_equal(shared.result, alone.result)
+    assert np.array_equal(shared.result, rows.sum(axis=0) % (1 << 32))
+    assert alone.memo_stats is None
+    # every pair's second end found its key: the three shards share one memo
+    assert shared.memo_stats["hits"][PAIRWISE] == 30 * 8
+    plain = make_config(30, 3, graph="harary", degree=8, rand=_rand("cfg"))
+    first = ClientShard(plain, 0, 10, rows[:10], None, None, None, b"session-a")
+    second = ClientShard(plain, 10, 20, rows[10:20], None, None, None, b"session-a")
+    other = ClientShard(plain, 20, 30, rows[20:], None, None, None, b"session-b")
+    assert first.memo is second.memo and other.memo is not first.memo
