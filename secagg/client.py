@@ -395,10 +395,8 @@ class SecAggClient:
             for e in msg.entries:
                 pc = cfg.pair_context(sid, u, e.sender)
                 if memo is not None:
-                    share_key = memo.pairwise_key(c_sk, c_pk, e.c_pk,
-                                                  label=crypto.LABEL_SHARE_KEY, context=pc)
-                    mask_seed = memo.pairwise_key(s_sk, s_pk, e.s_pk,
-                                                  label=crypto.LABEL_MASK_SEED, context=pc)
+                    share_key, mask_seed = memo.pairwise_keys(pc, c_sk, c_pk, e.c_pk,
+                                                              s_sk, s_pk, e.s_pk)
                 else:
                     share_key = crypto.hkdf(crypto.x25519_shared(c_sk, e.c_pk),
                                             label=crypto.LABEL_SHARE_KEY, context=pc)

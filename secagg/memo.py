@@ -16,7 +16,9 @@ the very same pure function of the very same bytes:
   always knows the public key of its own secret (it computed it), so the derivation is
   a function of the label, the context and the unordered pair ``{A, B}`` of public-key
   byte strings. (X25519 clamps the scalar, so the public key fixes the clamped secret
-  and with it every shared value.)
+  and with it every shared value.) A pair derives two such keys, the share-encryption
+  key from the ``c`` key pairs and the mask seed from the ``s`` key pairs; one entry
+  holds both, keyed by the context and the two unordered pairs.
 
 :class:`SessionMemo` remembers these results within **one** session. It is keyed by
 SHA-256 over a length-prefixed encoding of the exact inputs (collision resistance makes
@@ -32,14 +34,15 @@ a hit mean "the same bytes"), so:
 
 A pairwise key is wanted by exactly its two ends, so an entry is removed when it is
 taken (the second end's lookup); a derivation that finds no entry computes the key
-itself. Entries waiting for their second end are capped (``max_pending``): past the cap
-new ones are not stored, which only costs the saving, never correctness.
+itself. Entries waiting for their second end are capped (``max_pending``, pairs): past
+the cap new ones are not stored, which only costs the saving, never correctness.
 
 Accounting. With a ``clock`` (CPU seconds, injected: this package reads none), the memo
 measures the computations it does and charges every hit the mean cost of its kind in
 this session, in :attr:`charged`, so a simulation can report separately its own CPU and
 the CPU a real device would pay (it memoises nothing across devices). :attr:`hits` and
-:attr:`misses` count per kind (``"ed25519_verify"``, ``"pairwise_key"``).
+:attr:`misses` count per kind (``"ed25519_verify"``; ``"pairwise_keys"``: one per pair end, two X25519 and
+two HKDF each).
 
 This is a simulation device: a deployed client computes everything itself (it has no
 peer to share with), and nothing here changes what any party sends or accepts.
@@ -57,7 +60,7 @@ __all__ = ["SessionMemo", "VERIFY", "PAIRWISE"]
 
 #: kinds of memoised work (keys of :attr:`SessionMemo.hits` and ``misses``)
 VERIFY = "ed25519_verify"
-PAIRWISE = "pairwise_key"
+PAIRWISE = "pairwise_keys"
 _FAILED = b""              # a remembered failure (a genuine entry is never empty)
 _PASSED = b"\x01"
 _LEN = struct.Struct(">Q")
@@ -146,38 +149,41 @@ class SessionMemo:
 
     # ------------------------------------------------------------------ X25519 + HKDF
 
-    def pairwise_key(self, secret: bytes, own_public: bytes, peer_public: bytes, *,
-                     label: bytes, context: bytes) -> bytes:
-        """``HKDF(X25519(secret, peer_public), label, context)``, computed once for
-        both ends of a pair.
+    def pairwise_keys(self, context: bytes, c_secret: bytes, c_own: bytes, c_peer: bytes,
+                      s_secret: bytes, s_own: bytes, s_peer: bytes) -> tuple[bytes, bytes]:
+        """The share-encryption key and the mask seed of one pair, computed once for
+        both of its ends: ``(HKDF(X25519(c_secret, c_peer), "share-encryption-key",
+        context), HKDF(X25519(s_secret, s_peer), "pairwise-mask-seed", context))``.
 
-        ``own_public`` must be ``X25519(secret, 9)``: the caller's own public key, which
-        it computed itself (the memo is keyed by it; a caller passing another key would
-        be handed the derivation of that key's owner).
+        ``c_own`` and ``s_own`` must be the public keys of ``c_secret`` and
+        ``s_secret``: the caller's own, which it computed itself (the memo is keyed by
+        them; a caller passing other keys would be handed the derivation of those
+        keys' owner). One entry holds both keys (half the entries of one per key).
 
         Raises:
             CryptoError: a key of the wrong length, or a low-order peer key (the
                 all-zero shared value; remembered, raised again on every call).
-            ParameterError: a bad label or context.
+            ParameterError: a bad context.
         """
-        lo, hi = ((own_public, peer_public) if own_public <= peer_public
-                  else (peer_public, own_public))
-        key = _digest(b"fedhh/memo/pairwise\x00", label, context, lo, hi)
+        c_lo, c_hi = (c_own, c_peer) if c_own <= c_peer else (c_peer, c_own)
+        s_lo, s_hi = (s_own, s_peer) if s_own <= s_peer else (s_peer, s_own)
+        key = _digest(b"fedhh/memo/pairwise\x00", context, c_lo, c_hi, s_lo, s_hi)
         entries = self._entries
         known = entries.pop(key, None)
         if known is not None:
+            self._hit(PAIRWISE)
             if known == _FAILED:
                 entries[key] = _FAILED    # failures stay, for every later caller
-                self._hit(PAIRWISE)
                 raise CryptoError("X25519 produced the all-zero value (low-order public key)")
             self._pending -= 1
-            self._hit(PAIRWISE)
-            return known
+            return known[:crypto.KEY_BYTES], known[crypto.KEY_BYTES:]
         clock = self._clock
         t0 = clock() if clock else 0.0
         try:
-            derived = crypto.hkdf(crypto.x25519_shared(secret, peer_public), label=label,
-                                  context=context)
+            share_key = crypto.hkdf(crypto.x25519_shared(c_secret, c_peer),
+                                    label=crypto.LABEL_SHARE_KEY, context=context)
+            mask_seed = crypto.hkdf(crypto.x25519_shared(s_secret, s_peer),
+                                    label=crypto.LABEL_MASK_SEED, context=context)
         except CryptoError:
             entries[key] = _FAILED
             raise
@@ -186,9 +192,9 @@ class SessionMemo:
             if clock:
                 self.seconds[PAIRWISE] += clock() - t0
         if self._pending < self.max_pending:
-            entries[key] = derived
+            entries[key] = share_key + mask_seed
             self._pending += 1
-        return derived
+        return share_key, mask_seed
 
     # ------------------------------------------------------------------ other pure work
 

@@ -24,9 +24,9 @@ timing every call costs, so the profiled run can be the measured run (no second 
 Two figures (:func:`device_profile`): a simulation shares pure work between the
 parties it plays (:class:`secagg.memo.SessionMemo`), so the calls the profile sees are
 fewer than a deployment's. The per-device profile adds the memo's hits back as calls
-of the primitives they stand for (a signature check: ``ed25519_verify``; a pairwise
-key: ``x25519_shared`` and ``hkdf``), at the mean in-run cost per call: what devices
-of their own would execute.
+of the primitives they stand for (a signature check: ``ed25519_verify``; a pair's
+keys: two ``x25519_shared`` and two ``hkdf``), at the mean in-run cost per call: what
+devices of their own would execute.
 """
 from __future__ import annotations
 
@@ -164,9 +164,9 @@ def device_profile(prof: PrimitiveProfile, memo_stats: dict[str, Any] | None
     if not memo_stats:
         return out
     hits = memo_stats.get("hits", {})
-    for kind, fns in (("ed25519_verify", ("ed25519_verify",)),
-                      ("pairwise_key", ("x25519_shared", "hkdf"))):
-        extra = int(hits.get(kind, 0))
+    for kind, fns, per_hit in (("ed25519_verify", ("ed25519_verify",), 1),
+                               ("pairwise_keys", ("x25519_shared", "hkdf"), 2)):
+        extra = per_hit * int(hits.get(kind, 0))
         if not extra:
             continue
         for fn in fns:

@@ -88,7 +88,7 @@ def test_the_device_profile_counts_what_devices_execute(malicious: bool) -> None
     assert shared_res.completed and alone_res.completed
     assert np.array_equal(shared_res.result, alone_res.result)
     stats = shared_res.memo_stats
-    assert stats["hits"]["pairwise_key"] == n * k   # the second end of every pair
+    assert stats["hits"]["pairwise_keys"] == n * k // 2   # the second end of every pair
     assert shared.calls["x25519_shared"] == alone.calls["x25519_shared"] - n * k
     if malicious:
         assert stats["hits"]["ed25519_verify"] > 0

@@ -82,67 +82,72 @@ def test_accounting_charges_hits_at_the_mean_cost() -> None:
 
 # ----------------------------------------------------------------------- pairwise keys
 
-def _pair(label: str) -> tuple[bytes, bytes, bytes, bytes]:
-    rand = _rand(label)
-    a, big_a = crypto.x25519_keypair(rand)
-    b, big_b = crypto.x25519_keypair(rand)
-    return a, big_a, b, big_b
+class _Party:
+    """A simulated client's two X25519 key pairs."""
+
+    def __init__(self, label: str) -> None:
+        rand = _rand(label)
+        self.c, self.c_pk = crypto.x25519_keypair(rand)
+        self.s, self.s_pk = crypto.x25519_keypair(rand)
+
+    def keys(self, memo: SessionMemo, peer: "_Party", ctx: bytes,
+             c_peer: bytes | None = None) -> tuple[bytes, bytes]:
+        return memo.pairwise_keys(ctx, self.c, self.c_pk, c_peer or peer.c_pk,
+                                  self.s, self.s_pk, peer.s_pk)
+
+    def direct(self, peer_c: bytes, peer_s: bytes, ctx: bytes) -> tuple[bytes, bytes]:
+        return (crypto.hkdf(crypto.x25519_shared(self.c, peer_c),
+                            label=crypto.LABEL_SHARE_KEY, context=ctx),
+                crypto.hkdf(crypto.x25519_shared(self.s, peer_s),
+                            label=crypto.LABEL_MASK_SEED, context=ctx))
 
 
-def _direct(secret: bytes, peer: bytes, ctx: bytes) -> bytes:
-    return crypto.hkdf(crypto.x25519_shared(secret, peer), label=crypto.LABEL_MASK_SEED,
-                       context=ctx)
+_CTX = bytes(32) + (1).to_bytes(8, "big") + (2).to_bytes(8, "big")
 
 
-def test_both_ends_get_the_key_each_would_compute() -> None:
-    a, big_a, b, big_b = _pair("pair")
-    ctx = bytes(32) + (1).to_bytes(8, "big") + (2).to_bytes(8, "big")
+def test_both_ends_get_the_keys_each_would_compute() -> None:
+    u, v = _Party("u"), _Party("v")
     memo = SessionMemo()
-    k_u = memo.pairwise_key(a, big_a, big_b, label=crypto.LABEL_MASK_SEED, context=ctx)
+    k_u = u.keys(memo, v, _CTX)
     assert len(memo) == 1
-    k_v = memo.pairwise_key(b, big_b, big_a, label=crypto.LABEL_MASK_SEED, context=ctx)
-    assert k_u == k_v == _direct(a, big_b, ctx) == _direct(b, big_a, ctx)
+    k_v = v.keys(memo, u, _CTX)
+    assert k_u == k_v == u.direct(v.c_pk, v.s_pk, _CTX) == v.direct(u.c_pk, u.s_pk, _CTX)
+    assert k_u[0] != k_u[1]                      # share key and mask seed differ
     assert memo.misses[PAIRWISE] == 1 and memo.hits[PAIRWISE] == 1
     assert len(memo) == 0           # taken by its second end: nothing kept
-    # another label or context is another derivation
-    other = memo.pairwise_key(a, big_a, big_b, label=crypto.LABEL_SHARE_KEY, context=ctx)
+    # another context (session or pair) is another derivation
+    other = u.keys(memo, v, bytes(48))
     assert other != k_u and memo.misses[PAIRWISE] == 2
 
 
 def test_a_substituted_key_misses_the_memo() -> None:
     """A server that hands ``u`` its own key ``M`` in place of ``v``'s: ``u`` derives
-    with ``M`` (what it received), never ``v``'s entry."""
-    a, big_a, b, big_b = _pair("mitm")
-    m, big_m = crypto.x25519_keypair(_rand("mallory"))
-    ctx = bytes(48)
+    with ``M`` (what it received), never from ``v``'s entry."""
+    u, v, mallory = _Party("u"), _Party("v"), _Party("m")
     memo = SessionMemo()
-    k_v = memo.pairwise_key(b, big_b, big_a, label=crypto.LABEL_MASK_SEED, context=ctx)
-    k_u = memo.pairwise_key(a, big_a, big_m, label=crypto.LABEL_MASK_SEED, context=ctx)
-    assert k_u == _direct(a, big_m, ctx) == _direct(m, big_a, ctx) and k_u != k_v
+    k_v = v.keys(memo, u, _CTX)
+    k_u = u.keys(memo, v, _CTX, c_peer=mallory.c_pk)
+    assert k_u == u.direct(mallory.c_pk, v.s_pk, _CTX) and k_u[0] != k_v[0]
     assert memo.hits[PAIRWISE] == 0
 
 
 def test_a_low_order_key_fails_every_time() -> None:
-    a, big_a, _, _ = _pair("low")
+    u, v = _Party("u"), _Party("v")
     memo = SessionMemo()
     for _ in range(3):
         with pytest.raises(CryptoError):
-            memo.pairwise_key(a, big_a, bytes(32), label=crypto.LABEL_MASK_SEED,
-                              context=bytes(48))
+            u.keys(memo, v, _CTX, c_peer=bytes(32))
     assert memo.misses[PAIRWISE] == 1 and memo.hits[PAIRWISE] == 2
 
 
 def test_pending_keys_are_capped() -> None:
     memo = SessionMemo(max_pending=2)
-    rand = _rand("cap")
-    secrets = [crypto.x25519_keypair(rand) for _ in range(4)]
-    a, big_a = secrets[0]
-    got = [memo.pairwise_key(a, big_a, pk, label=crypto.LABEL_MASK_SEED, context=bytes(48))
-           for _, pk in secrets[1:]]
+    u = _Party("u")
+    peers = [_Party(f"p{i}") for i in range(3)]
+    got = [u.keys(memo, p, _CTX) for p in peers]
     assert len(memo) == 2          # the third waits nowhere
-    for (s, pk), key in zip(secrets[1:], got):   # and every end still gets its key
-        assert memo.pairwise_key(s, pk, big_a, label=crypto.LABEL_MASK_SEED,
-                                 context=bytes(48)) == key
+    for p, keys in zip(peers, got):   # and every end still gets its keys
+        assert p.keys(memo, u, _CTX) == keys
     assert memo.hits[PAIRWISE] == 2 and memo.misses[PAIRWISE] == 4
 
 
@@ -275,8 +280,8 @@ def test_shards_of_a_session_share_one_memo_per_process() -> None:
     assert shared.completed and np.array_equal(shared.result, alone.result)
     assert np.array_equal(shared.result, rows.sum(axis=0) % (1 << 32))
     assert alone.memo_stats is None
-    # every pair's second end found its key: the three shards share one memo
-    assert shared.memo_stats["hits"][PAIRWISE] == 30 * 8
+    # every pair's second end found its keys: the three shards share one memo
+    assert shared.memo_stats["hits"][PAIRWISE] == 30 * 8 // 2
     plain = make_config(30, 3, graph="harary", degree=8, rand=_rand("cfg"))
     first = ClientShard(plain, 0, 10, rows[:10], None, None, None, b"session-a")
     second = ClientShard(plain, 10, 20, rows[10:20], None, None, None, b"session-a")
