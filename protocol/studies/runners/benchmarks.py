@@ -251,7 +251,8 @@ def bench_threat_price(clients: int, dim: int, *, graph: str = "harary",
     """The price of the malicious default, as ratios measured in one run.
 
     Three sessions on the same inputs, interleaved ``repeats`` times (medians of process
-    CPU seconds): ``semi-honest`` and ``malicious`` each with the parameters
+    CPU seconds: the simulation's; each session also reports the per-device medians,
+    ``device_cpu_seconds_median`` and ``device_over_bare_median``): ``semi-honest`` and ``malicious`` each with the parameters
     :func:`secagg.params.find_params` gives its threat model, and
     ``semi-honest-at-malicious-parameters``, the semi-honest protocol run with the
     malicious model's ``(k, t)``. The three ratios split the price:
@@ -297,6 +298,10 @@ def bench_threat_price(clients: int, dim: int, *, graph: str = "harary",
             "correct": all(r["correct"] for r in rows),
             "cpu_seconds": [r["cpu_seconds"] for r in rows],
             "cpu_seconds_median": statistics.median(r["cpu_seconds"] for r in rows),
+            "device_cpu_seconds_median": statistics.median(r["device_cpu_seconds"]
+                                                           for r in rows),
+            "device_over_bare_median": statistics.median(r["device_over_bare"] or 0.0
+                                                         for r in rows),
             "signature_seconds_median": statistics.median(sig),
             "bytes_up_per_client": first["bytes_up_per_client"],
             "bytes_down_per_client": first["bytes_down_per_client"],
