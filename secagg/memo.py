@@ -80,7 +80,11 @@ class SessionMemo:
     Args:
         clock: CPU-seconds clock (``time.process_time``) for the accounting; ``None``:
             no accounting.
-        max_pending: most pairwise keys held for their second end at once.
+        max_pending: most pairs' keys held for their second end at once (the default,
+            ``2^20``, is about 200 MB at most: an entry is a 32-byte digest, the pair's
+            64 bytes of keys and a dict slot; a session of ``n`` clients of degree
+            ``k`` has ``n k / 2`` pairs, about half of them waiting at the end of
+            round 1 when the clients are served in roster order).
         entries: the mapping to store entries in (a dict shared with another memo of
             the same session, e.g. a server and its in-process replica); a fresh dict
             by default. Besides the memo's own entries it holds whatever
@@ -91,7 +95,7 @@ class SessionMemo:
                  "seconds", "charged", "__weakref__")
 
     def __init__(self, *, clock: Callable[[], float] | None = None,
-                 max_pending: int = 1 << 18,
+                 max_pending: int = 1 << 20,
                  entries: MutableMapping[Any, Any] | None = None) -> None:
         self._entries: MutableMapping[Any, Any] = {} if entries is None else entries
         self._clock = clock
