@@ -52,6 +52,7 @@ import numpy as np
 
 from . import crypto, shamir
 from .errors import CryptoError, ParameterError
+from .memo import SessionMemo
 from .messages import (
     AdvertiseKeys, ConsistencyRequest, ConsistencySignature, KeyList, MaskedInput,
     RoutedShares, ServerAbort, ShareKeys, UnmaskRequest, UnmaskShares,
@@ -144,6 +145,10 @@ class SecAggClient:
         signing_key: Ed25519 secret seed (malicious-server variant).
         verify_keys: Ed25519 public keys of all ``n`` participants, by roster position
             (malicious-server variant; the PKI input).
+        memo: a simulation's :class:`~secagg.memo.SessionMemo` of this session, shared
+            by the clients it plays: signature checks and pairwise key derivations of
+            the very same bytes are done once (the client still decides on exactly the
+            bytes it received). ``None`` (a real device): everything computed here.
 
     Raises:
         ParameterError: bad index, input or keys.
@@ -153,11 +158,13 @@ class SecAggClient:
     __slots__ = ("config", "index", "_value", "_rand", "_signing_key", "_verify_keys",
                  "neighbours", "_table", "state", "abort_reason", "server_abort_reason",
                  "_status", "_c_sk", "_s_sk", "_b", "_c_pk", "_s_pk", "_nonce", "session",
-                 "_records", "_records_hold", "_signed_alive", "_revealed", "__weakref__")
+                 "_records", "_records_hold", "_signed_alive", "_revealed", "_memo",
+                 "__weakref__")
 
     def __init__(self, config: SessionConfig, index: int, value: np.ndarray, rand: Any, *,
                  signing_key: bytes | None = None,
-                 verify_keys: Sequence[bytes] | None = None) -> None:
+                 verify_keys: Sequence[bytes] | None = None,
+                 memo: SessionMemo | None = None) -> None:
         if type(index) is not int or not 0 <= index < config.n:
             raise ParameterError(f"index must be in [0, {config.n})")
         if config.malicious:
@@ -204,6 +211,7 @@ class SecAggClient:
         self._signed_alive: bytes | None = None
         # what this client revealed in round 4 (sorted owners; see revealed_b/revealed_s)
         self._revealed: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+        self._memo = memo
 
     # ------------------------------------------------------------------ driving
 
@@ -367,13 +375,14 @@ class SecAggClient:
             keys += (e.c_pk, e.s_pk)
         if len(set(keys)) != len(keys):
             raise _Abort(AbortReason.DUPLICATE_KEYS)
+        memo = self._memo
         if cfg.malicious:
             assert self._verify_keys is not None
+            verify = memo.verify if memo is not None else crypto.ed25519_verify
             for e in msg.entries:
                 try:
-                    crypto.ed25519_verify(self._verify_keys[e.sender],
-                                          cfg.keys_message(e.sender, e.nonce, e.c_pk, e.s_pk),
-                                          e.signature)
+                    verify(self._verify_keys[e.sender],
+                           cfg.keys_message(e.sender, e.nonce, e.c_pk, e.s_pk), e.signature)
                 except CryptoError:
                     raise _Abort(AbortReason.INVALID_KEY_SIGNATURE) from None
         # one record per neighbour slot: the keys of a peer, zeros for a neighbour that
@@ -381,16 +390,20 @@ class SecAggClient:
         status = bytearray([_DROPPED_0]) * len(neighbours)
         records = bytearray(_SLOT * len(neighbours))
         share_keys: list[bytes] = []
+        c_sk, c_pk, s_sk, s_pk = self._c_sk, self._c_pk, self._s_sk, self._s_pk
         try:
             for e in msg.entries:
                 pc = cfg.pair_context(sid, u, e.sender)
-                share_key = crypto.hkdf(
-                    crypto.x25519_shared(self._c_sk, e.c_pk), label=crypto.LABEL_SHARE_KEY,
-                    context=pc)
+                if memo is not None:
+                    share_key, mask_seed = memo.pairwise_keys(pc, c_sk, c_pk, e.c_pk,
+                                                              s_sk, s_pk, e.s_pk)
+                else:
+                    share_key = crypto.hkdf(crypto.x25519_shared(c_sk, e.c_pk),
+                                            label=crypto.LABEL_SHARE_KEY, context=pc)
+                    mask_seed = crypto.hkdf(crypto.x25519_shared(s_sk, e.s_pk),
+                                            label=crypto.LABEL_MASK_SEED, context=pc)
                 start = bisect_left(neighbours, e.sender) * _SLOT
-                records[start:start + _PAIR] = share_key + crypto.hkdf(
-                    crypto.x25519_shared(self._s_sk, e.s_pk), label=crypto.LABEL_MASK_SEED,
-                    context=pc)
+                records[start:start + _PAIR] = share_key + mask_seed
                 status[start // _SLOT] = _ALIVE
                 share_keys.append(share_key)
         except CryptoError:
@@ -548,13 +561,13 @@ class SecAggClient:
             assert self._verify_keys is not None
             valid = 0
             neighbour_set = frozenset(self.neighbours)
+            verify = self._memo.verify if self._memo is not None else crypto.ed25519_verify
+            signed = cfg.consistency_message(self.session, msg.alive)
             for w, sig in zip(msg.signers, msg.signatures):
                 if w != u and not (w in neighbour_set and alive[w]):
                     raise _Abort(AbortReason.SIGNER_NOT_ALLOWED)
                 try:
-                    crypto.ed25519_verify(self._verify_keys[w],
-                                          cfg.consistency_message(self.session, msg.alive),
-                                          sig)
+                    verify(self._verify_keys[w], signed, sig)
                 except CryptoError:
                     raise _Abort(AbortReason.INVALID_CONSISTENCY_SIGNATURE) from None
                 if w != u:

@@ -46,6 +46,7 @@ import numpy as np
 from . import crypto, shamir
 from .client import SHARE_CIPHERTEXT_BYTES, self_mask_seed
 from .errors import CryptoError, ParameterError
+from .memo import SessionMemo
 from .messages import (
     CLIENT_MESSAGES, AdvertiseKeys, ConsistencyRequest, ConsistencySignature, KeyList,
     MaskedInput, RoutedShares, ServerAbort, ShareKeys, UnmaskRequest, UnmaskShares,
@@ -143,11 +144,13 @@ class SecAggServer:
         verify_keys: Ed25519 public keys of all participants by roster position
             (malicious-server variant: the server checks signatures too, so that one
             bad client cannot make honest ones abort).
-        memo: a dict shared with another server of the same session in the same
-            process (a simulation's replica of this server): a signature check or a
-            secret reconstruction that one of them did on the very same bytes is not
-            done again (each is a pure function of those bytes; a check that failed
-            is never remembered). ``None``: no sharing.
+        memo: a :class:`~secagg.memo.SessionMemo` of this session shared with the
+            simulated clients, or a dict shared with another server of the same
+            session in the same process (a simulation's replica of this server): a
+            signature check or a secret reconstruction that was done on the very same
+            bytes is not done again (each is a pure function of those bytes; a check
+            that failed is remembered as failed and refused again). ``None``: no
+            sharing.
 
     Raises:
         ParameterError: missing verification keys in the malicious variant.
@@ -155,12 +158,12 @@ class SecAggServer:
 
     def __init__(self, config: SessionConfig, *,
                  verify_keys: Sequence[bytes] | None = None,
-                 memo: dict[Any, Any] | None = None) -> None:
+                 memo: SessionMemo | dict[Any, Any] | None = None) -> None:
         if config.malicious and (verify_keys is None or len(verify_keys) != config.n):
             raise ParameterError("the malicious-server variant needs n verification keys")
         self.config = config
         self._verify_keys = tuple(verify_keys) if verify_keys is not None else None
-        self._memo = memo
+        self._memo = SessionMemo(entries=memo) if isinstance(memo, dict) else memo
         n = config.n
         #: ``N(u)`` for every ``u``: fixed when round 0 closes, from the transcript
         #: root (the graph seed is derived from ``sid_1``); empty before
@@ -456,32 +459,33 @@ class SecAggServer:
         """Verify ``u``'s Ed25519 signature on ``message`` (malicious variant).
 
         Raises:
-            InvalidMessage: it does not verify (never remembered in the memo).
+            InvalidMessage: it does not verify (now, or when the memo checked these
+                exact bytes before).
         """
         assert self._verify_keys is not None
         key = self._verify_keys[u]
         memo = self._memo
-        entry = ("ed25519", key, message, signature)
-        if memo is not None and entry in memo:
-            return
         try:
-            crypto.ed25519_verify(key, message, signature)
+            if memo is not None:
+                memo.verify(key, message, signature)
+            else:
+                crypto.ed25519_verify(key, message, signature)
         except CryptoError:
             raise InvalidMessage(f"bad {what} signature from {u}") from None
-        if memo is not None:
-            memo[entry] = True
 
     def _combine(self, kept: bytearray, t: int) -> bytes:
         """The secret rebuilt from the ``t`` share encodings kept for its owner."""
         w = shamir.SHARE_WIRE_BYTES
         encodings = bytes(kept[:t * w])
         memo = self._memo
-        if memo is not None and ("shamir", t, encodings) in memo:
-            return memo[("shamir", t, encodings)]
+        if memo is not None:
+            known = memo.get(("shamir", t, encodings))
+            if known is not None:
+                return known
         secret = shamir.combine([shamir.Share.from_bytes(encodings[i:i + w])
                                  for i in range(0, t * w, w)], t)
         if memo is not None:
-            memo[("shamir", t, encodings)] = secret
+            memo.put(("shamir", t, encodings), secret)
         return secret
 
     def _close_unmask(self, _: CloseRound) -> Outgoing:

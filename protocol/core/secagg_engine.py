@@ -27,8 +27,17 @@ recipient, so every simulation exercises the codec.
 * **Transcript** (:class:`Transcript`): one record per envelope (sender, recipient,
   round, type, size), every client's round-4 reveal, rejected messages, and queries such
   as :meth:`Transcript.revealed_both` and :meth:`Transcript.server_could_unmask`.
+* **Shared work** (:class:`secagg.memo.SessionMemo`, on unless ``share_work=False``):
+  one memo per session, given to every simulated client and to the server, so a
+  signature check or a pairwise key derivation of the very same bytes is done once in
+  this process; keyed by those exact bytes, so every party still decides on what it
+  received. It is created with the session and dropped with it.
 * **Cost**: CPU seconds (``time.process_time``) around every state-machine call, per
-  party; bytes up and down per client; and, inside a :func:`profile_primitives` block
+  party (``client_seconds``, ``server_seconds``: what the simulation spent), and
+  separately what each party would spend on a device of its own, with no work shared
+  across parties (``device_client_seconds``, ``device_server_seconds``: the same, plus
+  every memo hit charged at the mean cost of its kind); bytes up and down per client;
+  and, inside a :func:`profile_primitives` block
   (:mod:`protocol.core.secagg_profile`, re-exported here), the time spent in each
   cryptographic primitive, compared there with the bare library cost.
 * **Invariants**: every run ends by checking that no honest client revealed both
@@ -58,6 +67,7 @@ from protocol.core.secagg_transcript import EnvelopeRecord, Transcript
 from secagg import crypto
 from secagg.client import SecAggClient
 from secagg.errors import ParameterError, SecAggError
+from secagg.memo import SessionMemo
 from secagg.messages import UnmaskShares
 from secagg.server import SecAggServer
 from secagg.state import AbortReason, ClientState, ServerState, SessionConfig
@@ -174,6 +184,24 @@ class SecAggRun:
     input_digests: dict[int, bytes]
     clients: list[SecAggClient] = field(repr=False, default_factory=list)
     server: SecAggServer | None = field(repr=False, default=None)
+    #: CPU seconds per client as a device of its own would spend them: the
+    #: simulation's ``client_seconds`` plus the work the session's memo saved it
+    #: (``None``: not measured, e.g. a run without the memo, where the two agree)
+    device_client_seconds: np.ndarray | None = None
+    #: the server's CPU seconds likewise
+    device_server_seconds: float | None = None
+    #: the session memo's hits, misses and seconds (``SessionMemo.stats``), or ``None``
+    memo_stats: dict[str, Any] | None = None
+
+    @property
+    def device_seconds(self) -> float:
+        """The round's CPU on devices of their own: every client's and the server's,
+        nothing shared between parties (codec time included; it is per party too)."""
+        clients = (self.device_client_seconds if self.device_client_seconds is not None
+                   else self.client_seconds)
+        server = (self.device_server_seconds if self.device_server_seconds is not None
+                  else self.server_seconds)
+        return float(np.sum(clients)) + float(server) + float(self.codec_seconds)
 
     @property
     def completed(self) -> bool:
@@ -243,6 +271,8 @@ class SecAggSimulation:
         progress: called as ``progress(step, done, total)`` after each client has been
             served in protocol step ``step`` (0: advertise keys, then one step per
             server round), ``total`` being the clients served in that step.
+        share_work: one :class:`secagg.memo.SessionMemo` for the session's clients
+            and server (default); ``False``: every party computes everything itself.
 
     Raises:
         ParameterError: inputs of the wrong shape or range.
@@ -254,9 +284,10 @@ class SecAggSimulation:
                  verify_keys: Sequence[bytes] | None = None,
                  server: SecAggServer | None = None,
                  progress: Callable[[int, int, int], None] | None = None,
-                 client_seeds: Mapping[int, bytes] | None = None) -> None:
+                 client_seeds: Mapping[int, bytes] | None = None,
+                 share_work: bool = True) -> None:
         n = config.n
-        rand = self._begin(config, rand, dropout, adversary, progress)
+        rand = self._begin(config, rand, dropout, adversary, progress, share_work)
         if callable(inputs):
             source = inputs
 
@@ -284,14 +315,17 @@ class SecAggSimulation:
 
         self.clients = [SecAggClient(config, i, value_of(i), rand_of(i),
                                      signing_key=signing_keys[i] if signing_keys else None,
-                                     verify_keys=verify_keys) for i in range(n)]
+                                     verify_keys=verify_keys, memo=self.memo)
+                        for i in range(n)]
         self._driver_state(config, server, verify_keys)
 
     def _begin(self, config: SessionConfig, rand: Any, dropout: Dropout | None,
-               adversary: Hook | None, progress: Callable[[int, int, int], None] | None
-               ) -> Any:
+               adversary: Hook | None, progress: Callable[[int, int, int], None] | None,
+               share_work: bool = True) -> Any:
         """Record the session's settings and clocks; returns the randomness source."""
         self.wall0 = time.perf_counter()
+        #: this session's memo of pure cryptographic work (``None``: none shared)
+        self.memo = SessionMemo(clock=time.process_time) if share_work else None
         self.progress = progress
         self.config = config
         self.dropout = dropout or Dropout.none()
@@ -303,9 +337,12 @@ class SecAggSimulation:
         """The server, transcript, counters and limits (everything but the clients)."""
         n = config.n
         self.server = (server if server is not None
-                       else SecAggServer(config, verify_keys=verify_keys))
+                       else SecAggServer(config, verify_keys=verify_keys, memo=self.memo))
         self.transcript = Transcript(threshold=config.threshold)
         self.cpu = np.zeros(n)
+        #: per client: the memo's charges for work it was spared (device cost = cpu + this)
+        self.spared = np.zeros(n)
+        self.srv_spared = 0.0
         self.up = np.zeros(n, dtype=np.int64)
         self.down = np.zeros(n, dtype=np.int64)
         self.srv_cpu = 0.0
@@ -330,6 +367,8 @@ class SecAggSimulation:
 
     def client_call(self, c: int, fn: Callable[[], list[Any]]) -> list[Any]:
         """Run one call of client ``c``'s state machine; a misuse error is recorded."""
+        memo = self.memo
+        charged = memo.charged if memo is not None else 0.0
         t0 = time.process_time()
         try:
             return fn()
@@ -338,6 +377,8 @@ class SecAggSimulation:
             return []
         finally:
             self.cpu[c] += time.process_time() - t0
+            if memo is not None:
+                self.spared[c] += memo.charged - charged
 
     def encode_up(self, c: int, msgs: list[Any]) -> list[Envelope]:
         """Encode client ``c``'s messages to the server, recording reveals and sizes."""
@@ -370,6 +411,8 @@ class SecAggSimulation:
             transcript.rejected.append((SERVER, env.round, "sender does not match channel"))
             return
         self.note_up(env, msg)
+        memo = self.memo
+        charged = memo.charged if memo is not None else 0.0
         t0 = time.process_time()
         try:
             srv.receive(msg)
@@ -377,6 +420,8 @@ class SecAggSimulation:
             transcript.rejected.append((SERVER, env.round, f"{type(exc).__name__}: {exc}"))
         finally:
             self.srv_cpu += time.process_time() - t0
+            if memo is not None:
+                self.srv_spared += memo.charged - charged
 
     def note_up(self, env: Envelope, msg: Any) -> None:
         """Called with each decoded upward message before the server gets it (the local
@@ -472,6 +517,14 @@ class SecAggSimulation:
         while not self.finished:
             self.step()
 
+    def _device_figures(self) -> dict[str, Any]:
+        """The per-device CPU figures and the memo's statistics, for :class:`SecAggRun`."""
+        if self.memo is None:
+            return {}
+        return {"device_client_seconds": self.cpu + self.spared,
+                "device_server_seconds": self.srv_cpu + self.srv_spared,
+                "memo_stats": self.memo.stats()}
+
     def result(self, check_invariants: bool = True) -> SecAggRun:
         """The outcome so far (normally after :meth:`run`).
 
@@ -494,7 +547,8 @@ class SecAggSimulation:
             sets=dict(srv.sets), transcript=self.transcript, client_seconds=self.cpu,
             server_seconds=self.srv_cpu, codec_seconds=self.codec_cpu, bytes_up=self.up,
             bytes_down=self.down, wall_seconds=time.perf_counter() - self.wall0,
-            input_digests=dict(srv.input_digests), clients=clients, server=srv)
+            input_digests=dict(srv.input_digests), clients=clients, server=srv,
+            **self._device_figures())
         if check_invariants:
             from protocol.core.invariants import check_no_double_reveal, check_no_send_after_abort
 
@@ -510,12 +564,13 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
                server: SecAggServer | None = None,
                check_invariants: bool = True,
                progress: Callable[[int, int, int], None] | None = None,
-               client_seeds: Mapping[int, bytes] | None = None) -> SecAggRun:
+               client_seeds: Mapping[int, bytes] | None = None,
+               share_work: bool = True) -> SecAggRun:
     """Run one full session in this process (a :class:`SecAggSimulation` from start to end).
 
     Args:
         config, inputs, rand, dropout, adversary, signing_keys, verify_keys, server,
-            progress, client_seeds: as for :class:`SecAggSimulation`.
+            progress, client_seeds, share_work: as for :class:`SecAggSimulation`.
         check_invariants: as for :meth:`SecAggSimulation.result`.
 
     Returns:
@@ -528,7 +583,8 @@ def run_secagg(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.nd
     """
     sim = SecAggSimulation(config, inputs, rand=rand, dropout=dropout, adversary=adversary,
                            signing_keys=signing_keys, verify_keys=verify_keys, server=server,
-                           progress=progress, client_seeds=client_seeds)
+                           progress=progress, client_seeds=client_seeds,
+                           share_work=share_work)
     sim.run()
     return sim.result(check_invariants)
 

@@ -15,6 +15,18 @@ The bare cost is timed on up to ``sample`` operations of each kind and scaled li
 to the run's count (``sample <= 0`` replays every operation). Everything is CPU seconds
 (``time.process_time``), so the figures do not depend on how busy the machine is.
 Used by ``fedhh bench secagg`` (one round) and ``fedhh bench triehh`` (a whole run).
+
+Sampling (``profile_primitives(every=N)``): every call is counted, but only every
+``N``-th call of each primitive is timed, and a primitive's seconds are its timed
+seconds scaled by ``calls / timed calls``. The clock reads then cost ``1/N`` of what
+timing every call costs, so the profiled run can be the measured run (no second run).
+
+Two figures (:func:`device_profile`): a simulation shares pure work between the
+parties it plays (:class:`secagg.memo.SessionMemo`), so the calls the profile sees are
+fewer than a deployment's. The per-device profile adds the memo's hits back as calls
+of the primitives they stand for (a signature check: ``ed25519_verify``; a pair's
+keys: two ``x25519_shared`` and two ``hkdf``), at the mean in-run cost per call: what
+devices of their own would execute.
 """
 from __future__ import annotations
 
@@ -29,7 +41,7 @@ import numpy as np
 from secagg import crypto, prg, shamir
 
 __all__ = ["PrimitiveProfile", "profile_primitives", "category_seconds", "FAMILIES",
-           "bare_costs", "primitive_table"]
+           "bare_costs", "primitive_table", "device_profile", "floor_ratios"]
 
 
 @dataclass
@@ -43,6 +55,8 @@ class PrimitiveProfile:
     seconds: dict[str, float] = field(default_factory=dict)
     #: argument shapes needed to replay the same work bare (kept small)
     shapes: dict[str, dict[Any, int]] = field(default_factory=dict)
+    #: calls that were timed (all of them unless sampling)
+    timed: dict[str, int] = field(default_factory=dict)
 
 
 _CATEGORY = {
@@ -72,14 +86,26 @@ def _shape(name: str, args: tuple[Any, ...]) -> Any:
 
 
 @contextmanager
-def profile_primitives() -> Iterator[PrimitiveProfile]:
-    """Wrap the secagg primitives with timers for the duration of the block.
+def profile_primitives(every: int = 1) -> Iterator[PrimitiveProfile]:
+    """Wrap the secagg primitives with counters and timers for the duration of the
+    block.
 
     The state machines call the primitives through their modules
     (``crypto.x25519_shared(...)``), so replacing the module attributes is enough.
     Not thread-safe; meant for benchmarks.
+
+    Args:
+        every: time every ``every``-th call of each primitive (the first, then each
+            ``every``-th; all are counted) and scale the seconds to all calls when the
+            block ends; ``1``: time every call.
+
+    Raises:
+        ValueError: ``every < 1``.
     """
+    if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+        raise ValueError("every must be an int >= 1")
     prof = PrimitiveProfile()
+    clock = time.process_time
     mods = {"crypto": crypto, "prg": prg, "shamir": shamir}
     saved = []
     # only the outermost wrapped call is counted: x25519_keypair calls x25519_public
@@ -94,19 +120,27 @@ def profile_primitives() -> Iterator[PrimitiveProfile]:
                     **kw: Any) -> Any:
             if depth[0]:
                 return __orig(*args, **kw)
+            calls = prof.calls.get(__name, 0)
+            prof.calls[__name] = calls + 1
+            sh = _shape(__name, args)
+            if sh is not None:
+                d = prof.shapes.setdefault(__name, {})
+                d[sh] = d.get(sh, 0) + 1
+            if calls % every:
+                depth[0] += 1
+                try:
+                    return __orig(*args, **kw)
+                finally:
+                    depth[0] -= 1
             depth[0] += 1
-            t0 = time.process_time()
+            t0 = clock()
             try:
                 return __orig(*args, **kw)
             finally:
-                dt = time.process_time() - t0
+                dt = clock() - t0
                 depth[0] -= 1
-                prof.calls[__name] = prof.calls.get(__name, 0) + 1
+                prof.timed[__name] = prof.timed.get(__name, 0) + 1
                 prof.seconds[__name] = prof.seconds.get(__name, 0.0) + dt
-                sh = _shape(__name, args)
-                if sh is not None:
-                    d = prof.shapes.setdefault(__name, {})
-                    d[sh] = d.get(sh, 0) + 1
 
         setattr(mod, fn_name, wrapper)
     try:
@@ -114,6 +148,33 @@ def profile_primitives() -> Iterator[PrimitiveProfile]:
     finally:
         for mod, fn_name, orig in saved:
             setattr(mod, fn_name, orig)
+        if every > 1:   # timed seconds scaled to every call
+            for name, timed in prof.timed.items():
+                prof.seconds[name] *= prof.calls[name] / timed
+
+
+def device_profile(prof: PrimitiveProfile, memo_stats: dict[str, Any] | None
+                   ) -> PrimitiveProfile:
+    """The profile devices of their own would show: ``prof`` with the session
+    memo's hits (:meth:`secagg.memo.SessionMemo.stats`, summed over sessions) added as
+    calls of the primitives they stand for, each at the mean in-run seconds per call of
+    that primitive (see the module docstring). ``prof`` itself is not changed."""
+    out = PrimitiveProfile(dict(prof.calls), dict(prof.seconds),
+                           {k: dict(v) for k, v in prof.shapes.items()}, dict(prof.timed))
+    if not memo_stats:
+        return out
+    hits = memo_stats.get("hits", {})
+    for kind, fns, per_hit in (("ed25519_verify", ("ed25519_verify",), 1),
+                               ("pairwise_keys", ("x25519_shared", "hkdf"), 2)):
+        extra = per_hit * int(hits.get(kind, 0))
+        if not extra:
+            continue
+        for fn in fns:
+            calls = out.calls.get(fn, 0)
+            mean = out.seconds.get(fn, 0.0) / calls if calls else 0.0
+            out.calls[fn] = calls + extra
+            out.seconds[fn] = out.seconds.get(fn, 0.0) + extra * mean
+    return out
 
 
 def category_seconds(prof: PrimitiveProfile) -> dict[str, float]:
@@ -166,7 +227,6 @@ def bare_costs(prof: PrimitiveProfile, sample: int = 2000) -> dict[str, float]:
     """CPU seconds the bare library calls take for the operations ``prof`` counted."""
     import nacl.bindings as nacl_b
     from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
     from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -232,12 +292,14 @@ def bare_costs(prof: PrimitiveProfile, sample: int = 2000) -> dict[str, float]:
                 ct = ChaCha20Poly1305(key).encrypt(nonce, pt, ad)
                 ae_t += timed(count, lambda: ChaCha20Poly1305(key).decrypt(nonce, ct, ad))
     out["aead"] = ae_t
-    ed = Ed25519PrivateKey.generate()
-    edpk = ed.public_key().public_bytes_raw()
+    edpk, edsk = nacl_b.crypto_sign_seed_keypair(os.urandom(32))
     msg = os.urandom(100)
-    signed = ed.sign(msg) + msg
-    # the bare calls of the libraries secagg.crypto uses: OpenSSL signs, libsodium verifies
-    out["signature"] = timed(calls.get("ed25519_sign", 0), lambda: ed.sign(msg)) + timed(
+    signed = nacl_b.crypto_sign(msg, edsk)
+    # the bare calls of the library secagg.crypto uses (libsodium): a signature with
+    # the expanded secret key (secagg.crypto expands the 32-byte seed on every call,
+    # which is part of its overhead here), a verification
+    out["signature"] = timed(calls.get("ed25519_sign", 0),
+                             lambda: nacl_b.crypto_sign(msg, edsk)) + timed(
         calls.get("ed25519_verify", 0), lambda: nacl_b.crypto_sign_open(signed, edpk))
     ikm = os.urandom(32)
     out["kdf"] = timed(calls.get("hkdf", 0), lambda: HKDF(

@@ -24,7 +24,9 @@ aborts with the state machine's reason.
 """
 from __future__ import annotations
 
+import os
 import time
+import weakref
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import msgpack
@@ -39,6 +41,7 @@ from protocol.core.secagg_engine import (
 from secagg import crypto
 from secagg.client import SecAggClient
 from secagg.errors import ParameterError, SecAggError
+from secagg.memo import SessionMemo
 from secagg.messages import UnmaskShares
 from secagg.server import SecAggServer
 from secagg.state import AbortReason, ClientState, ModAccumulator, SessionConfig
@@ -85,6 +88,23 @@ def _unpack(blob: bytes, max_items: int) -> list[tuple[int, bytes]]:
     return list(zip(positions, frames))
 
 
+#: the session memos of this process, by session token, held only by the shards that
+#: use them: a memo goes when the last shard of its session is dropped
+_SESSION_MEMOS: "weakref.WeakValueDictionary[bytes, SessionMemo]" = weakref.WeakValueDictionary()
+
+
+def session_memo(token: bytes) -> SessionMemo:
+    """The :class:`secagg.memo.SessionMemo` of the session ``token`` names, in this
+    process: every shard of one session on one worker shares it (a Harary neighbour
+    is in another shard more often than not, and the pairwise key it would share is
+    then computed twice); shards of other sessions never see it."""
+    memo = _SESSION_MEMOS.get(token)
+    if memo is None:
+        memo = SessionMemo(clock=time.process_time)
+        _SESSION_MEMOS[token] = memo
+    return memo
+
+
 class ClientShard:
     """Clients ``lo..hi-1`` of one session, as one stateful object (an actor).
 
@@ -97,11 +117,17 @@ class ClientShard:
             system); a ``None`` entry also means the operating system.
         signing_keys: the held clients' Ed25519 seeds (malicious variant) or ``None``.
         verify_keys: all ``n`` verification keys (malicious variant) or ``None``.
+        share_work: a token naming this session (bytes the driver drew for it): the
+            shard's clients use the :class:`secagg.memo.SessionMemo` of that token in
+            this process, shared with the session's other shards on the same worker
+            and dropped when the last of them goes (:func:`session_memo`); ``True``: a
+            memo of this shard's own; ``False`` or ``None``: none.
     """
 
     def __init__(self, config: SessionConfig, lo: int, hi: int, inputs: Any,
                  seeds: Sequence[bytes] | None, signing_keys: Sequence[bytes] | None,
-                 verify_keys: Sequence[bytes] | None) -> None:
+                 verify_keys: Sequence[bytes] | None,
+                 share_work: bool | bytes | None = True) -> None:
         from protocol.core.randomness import _DeterministicRandom
 
         self.lo, self.hi, self.config = lo, hi, config
@@ -109,6 +135,9 @@ class ClientShard:
             verify_keys = tuple(verify_keys)  # one tuple, shared by the shard's clients
         self.limits = wire_secagg.client_limits(config)
         self.cpu = np.zeros(hi - lo)
+        self.spared = np.zeros(hi - lo)
+        self.memo = (session_memo(share_work) if isinstance(share_work, bytes)
+                     else SessionMemo(clock=time.process_time) if share_work else None)
         self.rejected: list[tuple[int, int, str]] = []
         clients = []
         for j, i in enumerate(range(lo, hi)):
@@ -121,10 +150,12 @@ class ClientShard:
             clients.append(SecAggClient(
                 config, i, value, rand,
                 signing_key=signing_keys[j] if signing_keys is not None else None,
-                verify_keys=verify_keys))
+                verify_keys=verify_keys, memo=self.memo))
         self.clients = clients
 
     def _call(self, i: int, fn: Callable[[], list[Any]]) -> list[Any]:
+        memo = self.memo
+        charged = memo.charged if memo is not None else 0.0
         t0 = time.process_time()
         try:
             return fn()
@@ -133,6 +164,8 @@ class ClientShard:
             return []
         finally:
             self.cpu[i - self.lo] += time.process_time() - t0
+            if memo is not None:
+                self.spared[i - self.lo] += memo.charged - charged
 
     def start(self, positions: Sequence[int]) -> bytes:
         """Round 0 for the given (live) positions: their encoded messages, packed."""
@@ -167,7 +200,10 @@ class ClientShard:
             "states": [c.state.value for c in self.clients],
             "reasons": {c.index: c.abort_reason.value for c in self.clients
                         if c.abort_reason is not None},
-            "cpu": self.cpu, "rejected": self.rejected,
+            "cpu": self.cpu, "rejected": self.rejected, "spared": self.spared,
+            # shards of one worker share their session's memo: its statistics once
+            "memo": self.memo.stats() if self.memo is not None else None,
+            "memo_id": f"{os.getpid()}:{id(self.memo)}" if self.memo is not None else None,
         }
 
 
@@ -192,9 +228,10 @@ class ShardedSecAggSimulation(SecAggSimulation):
                  verify_keys: Sequence[bytes] | None = None,
                  server: SecAggServer | None = None,
                  progress: Callable[[int, int, int], None] | None = None,
-                 client_seeds: Mapping[int, bytes] | None = None) -> None:
+                 client_seeds: Mapping[int, bytes] | None = None,
+                 share_work: bool = True) -> None:
         n = config.n
-        rand = self._begin(config, rand, dropout, adversary, progress)
+        rand = self._begin(config, rand, dropout, adversary, progress, share_work)
         if not callable(inputs):
             inputs = np.asarray(inputs)
             if inputs.shape != (n, config.dim):
@@ -214,6 +251,8 @@ class ShardedSecAggSimulation(SecAggSimulation):
                     raise ParameterError(f"an auditable client's seed is {SEED_BYTES} bytes")
                 seeds[i] = seed   # the shard derives seeded_randomness(seed, "client-i")
         self.engine = engine or LocalEngine()
+        # one memo per session and worker process: the shards get the session's token
+        token = os.urandom(16) if share_work else None
         count = shards or 4 * self.engine.workers
         self.bounds = shard_bounds(n, max(1, min(n, count)))
 
@@ -225,7 +264,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
         args = [(config, lo, hi, rows(lo, hi),
                  seeds[lo:hi] if seeds is not None else None,
                  list(signing_keys[lo:hi]) if signing_keys is not None else None,
-                 list(verify_keys) if verify_keys is not None else None)
+                 list(verify_keys) if verify_keys is not None else None, token)
                 for lo, hi in self.bounds]
         self.handles: list[Any] = self.engine.start_shards(ClientShard, args)
         self.lost: dict[int, str] = {}
@@ -381,6 +420,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
         shard's clients are reported as they were last seen: not finished)."""
         states = [ClientState.INIT] * self.config.n
         reasons: dict[int, AbortReason] = {}
+        shard_memos: dict[str, dict[str, Any]] = {}
         for s, res in self._call_shards("finish", {s: None for s in range(len(self.bounds))}):
             if isinstance(res, ShardLost):
                 self._lose(s, res.detail)
@@ -389,6 +429,9 @@ class ShardedSecAggSimulation(SecAggSimulation):
             states[lo:hi] = [ClientState(v) for v in res["states"]]
             reasons.update({int(i): AbortReason(r) for i, r in res["reasons"].items()})
             self.cpu[lo:hi] = res["cpu"]
+            self.spared[lo:hi] = res["spared"]
+            if res["memo"] is not None:
+                shard_memos[res["memo_id"]] = res["memo"]
             self.transcript.rejected.extend(tuple(r) for r in res["rejected"])
         srv = self.server
         run = SecAggRun(
@@ -398,7 +441,10 @@ class ShardedSecAggSimulation(SecAggSimulation):
             client_seconds=self.cpu, server_seconds=self.srv_cpu, codec_seconds=self.codec_cpu,
             bytes_up=self.up, bytes_down=self.down,
             wall_seconds=time.perf_counter() - self.wall0,
-            input_digests=dict(srv.input_digests), clients=[], server=srv)
+            input_digests=dict(srv.input_digests), clients=[], server=srv,
+            **self._device_figures())
+        if run.memo_stats is not None:
+            run.memo_stats = _merge_stats([run.memo_stats, *shard_memos.values()])
         if check_invariants:
             from protocol.core.invariants import check_no_double_reveal, check_no_send_after_abort
 
@@ -408,6 +454,19 @@ class ShardedSecAggSimulation(SecAggSimulation):
                 check_no_send_after_abort(run)
         self.engine.drop(self.handles)
         return run
+
+
+def _merge_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The memo statistics of the driver's memo and every shard's, summed."""
+    out: dict[str, Any] = {"hits": {}, "misses": {}, "seconds": {}, "charged_seconds": 0.0}
+    for st in stats:
+        for part in ("hits", "misses", "seconds"):
+            for k, v in st[part].items():
+                out[part][k] = out[part].get(k, 0) + v
+        out["charged_seconds"] += st["charged_seconds"]
+    out["seconds"] = {k: round(v, 4) for k, v in out["seconds"].items()}
+    out["charged_seconds"] = round(out["charged_seconds"], 4)
+    return out
 
 
 def run_secagg_sharded(config: SessionConfig, inputs: np.ndarray | Callable[[int], np.ndarray],

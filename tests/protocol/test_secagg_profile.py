@@ -5,17 +5,22 @@ import numpy as np
 
 from protocol.core.randomness import insecure_deterministic_randomness
 from protocol.core.secagg_engine import Dropout, make_config, profile_primitives, run_secagg
-from protocol.core.secagg_profile import FAMILIES, bare_costs, primitive_table
+import pytest
+
+from protocol.core.secagg_profile import FAMILIES, bare_costs, device_profile, primitive_table
 from secagg import crypto
 
 
 def _run(n: int, graph: str, dropout: Dropout | None = None,  # noqa: ANN202
-         degree: int | None = None):
-    cfg = make_config(n, 7, graph=graph, degree=degree)
-    with profile_primitives() as prof:
+         degree: int | None = None, share_work: bool = False, malicious: bool = False,
+         every: int = 1):
+    # without the session memo unless asked: the counts are then the protocol's
+    cfg = make_config(n, 7, graph=graph, degree=degree, malicious=malicious,
+                      rand=insecure_deterministic_randomness(4))
+    with profile_primitives(every) as prof:
         res = run_secagg(cfg, np.ones((n, 7), dtype=np.uint64),
                          rand=insecure_deterministic_randomness(3),
-                         dropout=dropout or Dropout.none())
+                         dropout=dropout or Dropout.none(), share_work=share_work)
     return cfg, res, prof
 
 
@@ -68,3 +73,44 @@ def test_primitive_table_and_bare_replay() -> None:
     full, sampled = bare_costs(prof, 0), bare_costs(prof, 20)
     assert full["key_agreement"] > 0 and sampled["key_agreement"] > 0
     assert 0.2 < full["key_agreement"] / sampled["key_agreement"] < 5
+
+
+@pytest.mark.parametrize("malicious", [False, True])
+def test_the_device_profile_counts_what_devices_execute(malicious: bool) -> None:
+    """With the session memo the process executes fewer key agreements and signature
+    checks; the per-device profile adds its hits back and gets exactly the counts of
+    a run in which every party computes everything itself."""
+    n, k = 40, 10
+    _, shared_res, shared = _run(n, "harary", degree=k, share_work=True,
+                                 malicious=malicious)
+    _, alone_res, alone = _run(n, "harary", degree=k, share_work=False,
+                               malicious=malicious)
+    assert shared_res.completed and alone_res.completed
+    assert np.array_equal(shared_res.result, alone_res.result)
+    stats = shared_res.memo_stats
+    assert stats["hits"]["pairwise_keys"] == n * k // 2   # the second end of every pair
+    assert shared.calls["x25519_shared"] == alone.calls["x25519_shared"] - n * k
+    if malicious:
+        assert stats["hits"]["ed25519_verify"] > 0
+        assert shared.calls["ed25519_verify"] < alone.calls["ed25519_verify"]
+    assert alone_res.memo_stats is None
+    device = device_profile(shared, stats)
+    for fn in ("x25519_shared", "hkdf", "ed25519_verify", "ed25519_sign", "aead_encrypt"):
+        assert device.calls.get(fn, 0) == alone.calls.get(fn, 0), fn
+    # the per-device CPU is the simulation's plus what the memo spared
+    assert shared_res.device_seconds > float(shared_res.client_seconds.sum())
+    assert np.all(shared_res.device_client_seconds >= shared_res.client_seconds)
+
+
+def test_sampled_timing_counts_every_call() -> None:
+    _, _, every = _run(12, "complete")
+    _, _, sampled = _run(12, "complete", every=7)
+    assert sampled.calls == every.calls
+    n = sampled.calls["x25519_shared"]
+    assert sampled.timed["x25519_shared"] == -(-n // 7)   # the first, then every 7th
+    assert every.timed["x25519_shared"] == n
+    # scaled to all calls: the same order of magnitude as timing every call
+    assert 0.2 < sampled.seconds["x25519_shared"] / every.seconds["x25519_shared"] < 5
+    with pytest.raises(ValueError):
+        with profile_primitives(0):
+            pass

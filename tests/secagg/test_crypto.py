@@ -382,3 +382,17 @@ def test_x25519_with_arbitrary_peer_bytes_returns_or_raises_crypto_error(peer: b
     except CryptoError:
         return
     assert len(peer) == 32 and len(out) == 32 and out != bytes(32)
+
+
+def test_ed25519_on_libsodium_equals_the_cryptography_library() -> None:
+    """Keys and signatures come from libsodium; they are the bytes OpenSSL's Ed25519
+    (through ``cryptography``) gives for the same seed and message."""
+    import os
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    for size in (0, 1, 64, 200):
+        seed, msg = os.urandom(32), os.urandom(size)
+        ref = Ed25519PrivateKey.from_private_bytes(seed)
+        assert c.ed25519_public(seed) == ref.public_key().public_bytes_raw()
+        assert c.ed25519_sign(seed, msg) == ref.sign(msg)

@@ -12,7 +12,12 @@ per client, and for each primitive family (key agreement, PRG, Shamir, AEAD, sig
 KDF) the CPU time spent inside it during the round next to the bare cost of the same
 operations (:mod:`protocol.core.secagg_profile`). The bare cost is timed on up to
 ``--bare-sample`` operations of each kind and scaled to the round's count
-(``--bare-sample 0`` replays every operation; slow for large rounds).
+(``--bare-sample 0`` replays every operation; slow for large rounds). The round runs
+once; its primitives are counted on every call and timed on every
+``--profile-every``-th. Two CPU figures are reported and never mixed: the simulation's
+(``cpu_seconds``, this process, which does pure work shared by the parties it plays
+once: :mod:`secagg.memo`) and the devices' (``device_cpu_seconds``: nothing shared);
+the primitive table and the floor ratios are the devices'.
 The round is :func:`protocol.studies.runners.benchmarks.bench_secagg`.
 """
 from __future__ import annotations
@@ -43,6 +48,12 @@ def register(cli) -> None:  # noqa: ANN001
                         "0 unless --graph harary under the malicious threat model)")
     p.add_argument("--bare-sample", type=int, default=2000,
                    help="operations per primitive replayed bare (0: all)")
+    p.add_argument("--profile-every", type=int, default=16, dest="profile_every",
+                   help="time every N-th call of each primitive (all are counted; "
+                        "1: time every call)")
+    p.add_argument("--no-share-work", action="store_false", dest="share_work",
+                   help="simulate without the session memo (every party computes "
+                        "everything itself, as devices do)")
     p.add_argument("--compare-threats", action="store_true", dest="compare_threats",
                    help="the price of the malicious default in one run: semi-honest, "
                         "malicious, and semi-honest at the malicious (k, t), interleaved "
@@ -92,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--repeats must be at least 1")
     if args.workers < 1:
         raise UsageError("--workers must be at least 1")
+    if args.profile_every < 1:
+        raise UsageError("--profile-every must be at least 1")
     if args.compare_threats and (args.workers > 1 or args.cluster):
         raise UsageError("--compare-threats runs in this process; drop --workers/--cluster")
     if args.compare_threats:
@@ -103,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     out = bench_secagg(args.clients, args.dim, graph=args.graph, dropout=args.dropout,
                        threat=threat, seed=args.seed, modulus=args.modulus,
                        bare_sample=args.bare_sample, grinding_bits=args.grinding_bits,
-                       workers=args.workers, cluster=args.cluster)
+                       workers=args.workers, cluster=args.cluster,
+                       profile_every=args.profile_every, share_work=args.share_work)
     if args.json:
         from protocol.cli.output import print_json
 
@@ -160,20 +174,25 @@ def _print_table(out: dict[str, Any]) -> None:
           f"abort={out['abort_reason']}")
     print(f"  wall {out['seconds']:.3f} s (process CPU {out['cpu_seconds']:.3f} s)   client CPU mean {out['client_seconds_mean']:.4f} s"
           f"   server CPU {out['server_seconds']:.3f} s   codec {out['codec_seconds']:.3f} s")
+    print(f"  per device (nothing shared between parties): CPU {out['device_cpu_seconds']:.3f} s"
+          f"   client CPU mean {out['device_client_seconds_mean']:.4f} s   over the bare "
+          f"primitives {out['device_over_bare']}x")
     print(f"  bytes per client: up {out['bytes_up_per_client']:.0f}  "
           f"down {out['bytes_down_per_client']:.0f}  (expansion {out['expansion_up']}x)")
-    print(f"  round CPU / bare X25519 cost (floor ratio): {out['floor_ratio']} (every "
-          f"primitive at its bare cost: {out['primitive_floor_ratio']})   peak memory "
+    print(f"  per-device round CPU / bare X25519 cost (floor ratio): {out['floor_ratio']} "
+          f"(every primitive at its bare cost: {out['primitive_floor_ratio']})   peak memory "
           f"growth per client: {out['memory_per_client_kb']} KiB")
     d = out.get("distributed")
     if d:
         print(f"  on {d['workers']} {d['engine']} workers: wall {d['seconds']:.3f} s (CPU "
               f"{d['cpu_seconds']:.3f} s) vs {d['one_worker_seconds']:.3f} s on one: speedup "
               f"{d['speedup']}x, same release: {d['release_equal']}")
-    print(f"  primitives, timed in a second run of the round (CPU "
-          f"{out['profiled_cpu_seconds']:.3f} s with the timers):")
-    print(f"  {'primitive':<14}{'calls':>9}{'in round s':>12}{'bare s':>10}{'ratio':>8}")
+    print(f"  primitives per device, from the round itself (every call counted, every "
+          f"{out['profile_every']}th timed; simulation calls in brackets):")
+    print(f"  {'primitive':<14}{'calls':>9}{'(sim.)':>9}{'in round s':>12}{'bare s':>10}"
+          f"{'ratio':>8}")
     for k, v in out["primitives"].items():
         ratio = "-" if v["overhead_ratio"] is None else f"{v['overhead_ratio']:.2f}"
-        print(f"  {k:<14}{v['calls']:>9}{v['seconds']:>12.4f}{v['bare_seconds']:>10.4f}"
-              f"{ratio:>8}")
+        sim = out["simulation_primitives"][k]["calls"]
+        print(f"  {k:<14}{v['calls']:>9}{sim:>9}{v['seconds']:>12.4f}"
+              f"{v['bare_seconds']:>10.4f}{ratio:>8}")

@@ -193,6 +193,11 @@ class SecAggSessionOptions:
         self.estimate_say: Callable[[str], None] | None = None
         self.estimate_after: float = 60.0
         self._cost_model: tuple[float, float, int] | None = None
+        #: the session memos' statistics (:meth:`secagg.memo.SessionMemo.stats`) summed
+        #: over every session this transport ran: each session has its own memo, these
+        #: are only its counts (benchmarks turn them into per-device figures)
+        self.memo_totals: dict[str, Any] = {"hits": {}, "misses": {}, "seconds": {},
+                                            "charged_seconds": 0.0, "sessions": 0}
 
     #: sessions smaller than this (clients, and clients x vector length) are never
     #: probed: on this kind of machine they take seconds, not minutes
@@ -339,10 +344,23 @@ class SecAggSessionOptions:
         release is the same either way."""
         engine = self.engine_for(config.n)
         if engine is None:
-            return run_secagg(config, input_of, **kwargs)
-        from protocol.core.secagg_shards import run_secagg_sharded
+            run = run_secagg(config, input_of, **kwargs)
+        else:
+            from protocol.core.secagg_shards import run_secagg_sharded
 
-        return run_secagg_sharded(config, input_of, engine=engine, **kwargs)
+            run = run_secagg_sharded(config, input_of, engine=engine, **kwargs)
+        self._note_memo(run.memo_stats)
+        return run
+
+    def _note_memo(self, stats: dict[str, Any] | None) -> None:
+        if not stats:
+            return
+        tot = self.memo_totals
+        for part in ("hits", "misses", "seconds"):
+            for k, v in stats[part].items():
+                tot[part][k] = tot[part].get(k, 0) + v
+        tot["charged_seconds"] += stats["charged_seconds"]
+        tot["sessions"] += 1
 
     def dropout_schedule(self, n: int, rng: np.random.Generator) -> Dropout | None:
         """Simulated dropouts of the ``n`` clients (none when ``dropout`` is 0)."""

@@ -7,10 +7,14 @@ and a frequency oracle. Each returns one JSON-ready dictionary with at least
   wall and process CPU time, CPU time per party, bytes per client, and for each
   primitive family the CPU time inside it next to the bare cost of the same operations
   (:mod:`protocol.core.secagg_profile`), timed on up to ``bare_sample`` operations of
-  each kind and scaled (``0`` replays every operation). The round runs twice: the
-  time, memory and floor figures are the first run's, with no timers; the primitive
-  table is the second's, which times every primitive call (``profiled_cpu_seconds``
-  shows what the timers themselves cost).
+  each kind and scaled (``0`` replays every operation). The round runs once: its
+  primitives are counted on every call and timed on every ``profile_every``-th.
+  Two figures, never mixed: the simulation's CPU (``cpu_seconds``: this process, which
+  shares pure work between the parties it plays, :class:`secagg.memo.SessionMemo`)
+  and the CPU devices of their own would spend (``device_cpu_seconds``: the same plus
+  the work the memo saved, charged at its measured mean cost); the primitive table,
+  ``floor_ratio``, ``primitive_floor_ratio`` and ``device_over_bare`` are computed on
+  the per-device figure, ``simulation_primitives`` is what this process executed.
 * :func:`bench_shuffler` -- the three ESA stages (encode: two seals per report;
   shuffle: open the outer layer, check, dedupe, threshold, shuffle, forward; analyze:
   open the inner layer, strip padding, dedupe, build the multiset) against the *bare*
@@ -39,8 +43,13 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
                  bare_sample: int = 2000, grinding_bits: int | None = None,
                  malicious: bool | None = None, degree: int | None = None,
                  threshold: int | None = None, workers: int = 1,
-                 cluster: str | None = None) -> dict[str, Any]:
+                 cluster: str | None = None, profile_every: int = 16,
+                 share_work: bool = True) -> dict[str, Any]:
     """Run one round and return the figures (see the module docstring).
+
+    ``profile_every``: time every ``N``-th call of each primitive (``1``: every call;
+    the timers' own cost then shows in the round's CPU). ``share_work=False`` runs
+    without the session memo (the simulation then pays what the devices pay).
 
     ``workers > 1`` or ``cluster``: the clients run in shards on Dask workers
     (:mod:`protocol.core.secagg_shards`); the same round (same seed, or the same drawn
@@ -74,7 +83,7 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     from protocol.core.secagg_engine import (
         Dropout, category_seconds, make_config, profile_primitives, run_secagg,
     )
-    from protocol.core.secagg_profile import floor_ratios, primitive_table
+    from protocol.core.secagg_profile import device_profile, floor_ratios, primitive_table
     from protocol.core.secagg_shards import SeededRows
     from secagg.errors import ParameterError
     from secagg.crypto import FRESH_NONCE_BYTES
@@ -123,21 +132,15 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     # and the modules a first round touches (about 3 MB) are no simulated client's
     warm = make_config(12, dim, graph=graph, degree=6 if graph == "harary" else None,
                        threshold=4, modulus=modulus, malicious=malicious)
-    run_secagg(warm, SeededRows(data_seed, dim, modulus))
+    run_secagg(warm, SeededRows(data_seed, dim, modulus), share_work=share_work)
     config, rand = session()
     rss0 = _peak_rss_bytes()
     cpu0 = time.process_time()
-    res = run_secagg(config, input_of, rand=rand, dropout=drop)
+    # one run: every primitive call counted, every profile_every-th timed
+    with profile_primitives(profile_every) as prof:
+        res = run_secagg(config, input_of, rand=rand, dropout=drop, share_work=share_work)
     cpu_round = time.process_time() - cpu0
     rss_growth = max(0, _peak_rss_bytes() - rss0)
-    # the same round again with timers around every primitive call, for the primitive
-    # table: the timers cost CPU of their own (two clock reads per call), so the round's
-    # CPU and the floor ratio are the run above, which had none
-    pconfig, prand = session()
-    cpu0 = time.process_time()
-    with profile_primitives() as prof:
-        run_secagg(pconfig, input_of, rand=prand, dropout=drop)
-    cpu_profiled = time.process_time() - cpu0
     # then the same round on the workers (after the memory figure, which is this run's)
     distributed: dict[str, Any] | None = None
     if workers > 1 or cluster is not None:
@@ -151,7 +154,8 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         try:
             dconfig, drand = session()
             w0, c0 = time.perf_counter(), time.process_time()
-            dres = run_secagg_sharded(dconfig, input_of, rand=drand, dropout=drop, engine=engine)
+            dres = run_secagg_sharded(dconfig, input_of, rand=drand, dropout=drop, engine=engine,
+                                      share_work=share_work)
             distributed = {
                 "engine": engine.name, "workers": engine.workers, "cluster": cluster,
                 "seconds": round(time.perf_counter() - w0, 3),
@@ -174,8 +178,16 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     if res.completed and res.result is not None:
         correct = bool(np.array_equal(input_of.total(sorted(res.survivors)), res.result))
     took_part = res.bytes_up > 0
-    cats = category_seconds(prof)
-    primitives = primitive_table(prof, bare_sample)
+    memo_stats = res.memo_stats
+    saved = float(memo_stats["charged_seconds"]) if memo_stats else 0.0
+    cpu_device = cpu_round + saved
+    dprof = device_profile(prof, memo_stats)
+    cats = category_seconds(dprof)
+    primitives = primitive_table(dprof, bare_sample)
+    sim_primitives = primitive_table(prof, bare_sample) if memo_stats else primitives
+    bare_total = sum(v["bare_seconds"] for v in primitives.values())
+    device_clients = (res.device_client_seconds if res.device_client_seconds is not None
+                      else res.client_seconds)
     bits = (modulus - 1).bit_length()
     plain_bytes = dim * bits / 8
     up_mean = float(res.bytes_up[took_part].mean()) if took_part.any() else 0.0
@@ -193,21 +205,30 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         "survivors": len(res.survivors),
         "dropped": clients - len(res.survivors),
         "seconds": round(res.wall_seconds, 3),
+        # the simulation's CPU (this process, pure work shared between its parties)
         "cpu_seconds": round(cpu_round, 3),
-        "profiled_cpu_seconds": round(cpu_profiled, 3),
+        # the CPU devices of their own would spend: nothing shared between parties
+        "device_cpu_seconds": round(cpu_device, 3),
+        "share_work": share_work, "memo": memo_stats,
+        "profile_every": profile_every,
         "client_seconds_mean": round(float(res.client_seconds[took_part].mean()), 5),
+        "device_client_seconds_mean": round(float(device_clients[took_part].mean()), 5),
         "client_seconds_max": round(float(res.client_seconds.max()), 5),
         "server_seconds": round(res.server_seconds, 3),
         "codec_seconds": round(res.codec_seconds, 3),
         "bytes_up_per_client": round(up_mean, 1),
         "bytes_down_per_client": round(float(res.bytes_down[took_part].mean()), 1),
         "expansion_up": round(up_mean / plain_bytes, 3),
+        # per device: the operations devices of their own execute (the memo's hits
+        # added back); simulation_primitives: what this process executed
         "primitives": primitives,
+        "simulation_primitives": sim_primitives,
         "primitive_seconds_total": round(sum(cats.values()), 3),
-        # the round's CPU over the bare cost of its X25519 operations (the floor a
-        # simulation cannot go below without fewer key agreements), and what that ratio
-        # would be if only the bare primitives cost CPU
-        **floor_ratios(cpu_round, primitives),
+        # the per-device round CPU over the bare cost of its X25519 operations, and
+        # what that ratio would be if only the bare primitives cost CPU
+        **floor_ratios(cpu_device, primitives),
+        # the per-device round CPU over the bare cost of all its primitives
+        "device_over_bare": round(cpu_device / bare_total, 3) if bare_total else None,
         # growth of the process's peak resident memory during the round, per client
         # (0 when the round fits in memory the process had already touched)
         "memory_per_client_kb": round(rss_growth / clients / 1024, 2),
@@ -230,7 +251,8 @@ def bench_threat_price(clients: int, dim: int, *, graph: str = "harary",
     """The price of the malicious default, as ratios measured in one run.
 
     Three sessions on the same inputs, interleaved ``repeats`` times (medians of process
-    CPU seconds): ``semi-honest`` and ``malicious`` each with the parameters
+    CPU seconds: the simulation's; each session also reports the per-device medians,
+    ``device_cpu_seconds_median`` and ``device_over_bare_median``): ``semi-honest`` and ``malicious`` each with the parameters
     :func:`secagg.params.find_params` gives its threat model, and
     ``semi-honest-at-malicious-parameters``, the semi-honest protocol run with the
     malicious model's ``(k, t)``. The three ratios split the price:
@@ -276,6 +298,10 @@ def bench_threat_price(clients: int, dim: int, *, graph: str = "harary",
             "correct": all(r["correct"] for r in rows),
             "cpu_seconds": [r["cpu_seconds"] for r in rows],
             "cpu_seconds_median": statistics.median(r["cpu_seconds"] for r in rows),
+            "device_cpu_seconds_median": statistics.median(r["device_cpu_seconds"]
+                                                           for r in rows),
+            "device_over_bare_median": statistics.median(r["device_over_bare"] or 0.0
+                                                         for r in rows),
             "signature_seconds_median": statistics.median(sig),
             "bytes_up_per_client": first["bytes_up_per_client"],
             "bytes_down_per_client": first["bytes_down_per_client"],

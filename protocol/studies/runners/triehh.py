@@ -311,9 +311,12 @@ def benchmark(opts: TrieHHOptions, transport: Transport, bare_sample: int = 2000
     aggregation -- the time inside each primitive family next to its bare cost
     (:mod:`protocol.core.secagg_profile`), with X25519 singled out.
 
-    Over secure aggregation the run is repeated with the same randomness, with timers
-    around every primitive call; the primitive table is that run's, every other figure
-    (time, ``floor_ratio``) the first's, which had no timers. A transport whose clients
+    Over secure aggregation the run is the profiled run: every primitive call counted,
+    every 16th timed (``profile_primitives(16)``). Two CPU figures, never mixed:
+    ``cpu_seconds`` is the simulation's (each session's parties share pure work,
+    :mod:`secagg.memo`), ``device_cpu_seconds`` adds the work the session memos saved
+    (what devices of their own would spend); the primitive table, ``floor_ratio`` and
+    ``primitive_floor_ratio`` are per device. A transport whose clients
     run on workers (``workers > 1`` or ``cluster``) first runs the same TrieHH on the
     workers; the in-process runs follow; ``distributed`` reports both wall times, the
     speedup and whether the heavy hitters are the same.
@@ -341,22 +344,27 @@ def benchmark(opts: TrieHHOptions, transport: Transport, bare_sample: int = 2000
         transport = copy.copy(transport)
         transport.workers, transport.cluster = 1, None  # type: ignore[attr-defined]
         wall1, cpu1 = time.perf_counter(), time.process_time()
-    profiling = opts.transport == "secagg"
-    profiled_rng = copy.deepcopy(rng) if profiling else None
-    result = run_once(prep, transport, rng, progress)
+    profiling = opts.transport in ("secagg", "threshold")
+    prof = None
+    totals = getattr(transport, "memo_totals", None)
+    charged0 = totals["charged_seconds"] if totals else 0.0
+    hits0 = dict(totals["hits"]) if totals else {}
+    if profiling:
+        # one run, its primitives counted on every call and timed on every 16th
+        from protocol.core.secagg_engine import profile_primitives
+
+        with profile_primitives(16) as prof:
+            result = run_once(prep, transport, rng, progress)
+    else:
+        result = run_once(prep, transport, rng, progress)
     wall2, cpu2 = time.perf_counter(), time.process_time()
     summary = summarize(prep, result)
     run_wall, run_cpu = wall2 - wall1, cpu2 - cpu1
-    prof = None
-    if profiling:
-        # the same run again with timers around every primitive call, for the primitive
-        # table; the timers cost CPU of their own, so the main figures are the run above
-        from protocol.core.secagg_engine import profile_primitives
-
-        pc = time.process_time()
-        with profile_primitives() as prof:
-            run_once(prep, transport, profiled_rng, progress)
-        profiled_cpu = time.process_time() - pc
+    profiled_cpu = run_cpu
+    memo = None
+    if totals:
+        memo = {"hits": {k: v - hits0.get(k, 0) for k, v in totals["hits"].items()},
+                "charged_seconds": round(totals["charged_seconds"] - charged0, 3)}
     out: dict[str, Any] = {
         "dataset": summary["dataset"], "n": summary["n"], "transport": opts.transport,
         "multi_word": summary["multi_word"], "unit_size": summary["unit_size"],
@@ -368,6 +376,8 @@ def benchmark(opts: TrieHHOptions, transport: Transport, bare_sample: int = 2000
         "precision": summary["precision"], "at_k": summary["at_k"],
         "seconds": round(run_wall, 3),
         "cpu_seconds": round(run_cpu, 3),
+        "device_cpu_seconds": round(run_cpu + (memo["charged_seconds"] if memo else 0.0), 3),
+        "memo": memo,
         "load_seconds": round(wall1 - wall0, 3),
         "load_cpu_seconds": round(cpu1 - cpu0, 3),
         "primitives": None, "x25519": None,
@@ -381,13 +391,16 @@ def benchmark(opts: TrieHHOptions, transport: Transport, bare_sample: int = 2000
                            same_heavy_hitters=same)
         out["distributed"] = distributed
     if prof is not None:
-        from protocol.core.secagg_profile import floor_ratios, primitive_table
+        from protocol.core.secagg_profile import device_profile, floor_ratios, primitive_table
 
+        sim_calls = dict(prof.calls)
+        prof = device_profile(prof, memo)
         table = primitive_table(prof, bare_sample)
         ka = table["key_agreement"]
         out["primitives"] = table
+        out["simulation_calls"] = sim_calls
         out["profiled_cpu_seconds"] = round(profiled_cpu, 3)
-        out.update(floor_ratios(run_cpu, table))
+        out.update(floor_ratios(out["device_cpu_seconds"], table))
         out["primitive_seconds_total"] = round(sum(v["seconds"] for v in table.values()), 3)
         out["x25519"] = {
             "operations": ka["calls"],
@@ -397,12 +410,12 @@ def benchmark(opts: TrieHHOptions, transport: Transport, bare_sample: int = 2000
             "seconds": ka["seconds"],
             "bare_seconds": ka["bare_seconds"],
             "overhead_ratio": ka["overhead_ratio"],
-            # inside the profiled run, against that run's CPU
-            "share_of_run_cpu":
-                round(ka["seconds"] / profiled_cpu, 4) if profiled_cpu > 0 else None,
-            # the bare operations against the unprofiled run: 1 / the floor ratio
-            "bare_share_of_run_cpu":
-                round(ka["bare_seconds"] / run_cpu, 4) if run_cpu > 0 else None,
+            # per device: against the run's CPU on devices of their own
+            "share_of_run_cpu": round(ka["seconds"] / out["device_cpu_seconds"], 4)
+            if out["device_cpu_seconds"] > 0 else None,
+            # the bare operations: 1 / the floor ratio
+            "bare_share_of_run_cpu": round(ka["bare_seconds"] / out["device_cpu_seconds"], 4)
+            if out["device_cpu_seconds"] > 0 else None,
         }
     return out
 
