@@ -110,7 +110,7 @@ class SessionDriver:
                 replies[src] = r
         return replies
 
-    def _identify(self, grid: Any, group: str, nodes: Sequence[int]) -> list[int]:
+    def identify(self, grid: Any, group: str, nodes: Sequence[int]) -> list[int]:
         """Learn the PKI identity of the nodes not yet known; returns the nodes with one."""
         ask = [n for n in nodes if n not in self.identities]
         if ask:
@@ -151,7 +151,7 @@ class SessionDriver:
                 raise FlowerSecAggError("the malicious-server variant needs the PKI's "
                                         "public roster (pki= or FEDHH_FLOWER_PKI)")
             roster = load_roster(where)
-            nodes = [n for n in self._identify(grid, group, nodes)
+            nodes = [n for n in self.identify(grid, group, nodes)
                      if self.identities[n] < len(roster)]
             identities = tuple(self.identities[n] for n in nodes)
             verify = tuple(roster[i] for i in identities)
