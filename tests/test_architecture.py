@@ -41,8 +41,10 @@ ALLOWED_TOP = {
     "protocol.studies": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "scipy",
                          "cryptography", "nacl", "matplotlib", "wordfreq",
                          "flwr"},  # flwr: only `fedhh bench flower`, an optional extra
+    # flwr: the optional extra; psutil: the CPU of the simulation engine's worker
+    # processes, measured by `fedhh bench flower --app`
     "protocol.flower": {"protocol", "secagg", "mechanisms", "numpy", "msgpack",
-                        "cryptography", "flwr"},
+                        "cryptography", "flwr", "psutil"},
     "protocol.cli": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "tqdm"},
 }
 # layer -> the parts of protocol/ it may import (prefixes of dotted module names)

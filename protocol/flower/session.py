@@ -28,6 +28,7 @@ that makes Flower reply with an error, which the server counts as the node's fai
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -105,22 +106,29 @@ class Policy:
         return threat_of(self.threat) == "malicious"
 
     def params(self, n: int) -> SecAggParams:
-        """The SecAgg+ parameters for ``n`` nodes under this policy.
+        """The SecAgg+ parameters for ``n`` nodes under this policy (computed once per
+        policy and ``n`` in a process).
 
         Raises:
             FlowerSecAggError: no parameters meet the bounds for ``n``.
         """
-        try:
-            grind = default_grinding_bits(n, self.dropout_rate, graph=self.graph,
-                                          malicious=self.malicious,
-                                          corrupt_fraction=self.corrupt_fraction)
-            return find_params(n, corrupt_fraction=self.corrupt_fraction,
-                               dropout_rate=self.dropout_rate, sigma=self.sigma,
-                               eta=self.eta, graph=self.graph, threat=self.threat,
-                               grinding_bits=grind)
-        except ParameterError as exc:
-            raise FlowerSecAggError(f"no secure-aggregation parameters for {n} nodes: "
-                                    f"{exc}") from None
+        return _params_for(self, n)
+
+
+@functools.lru_cache(maxsize=256)
+def _params_for(policy: Policy, n: int) -> SecAggParams:
+    """:meth:`Policy.params`, cached (a node checks every offer against it)."""
+    try:
+        grind = default_grinding_bits(n, policy.dropout_rate, graph=policy.graph,
+                                      malicious=policy.malicious,
+                                      corrupt_fraction=policy.corrupt_fraction)
+        return find_params(n, corrupt_fraction=policy.corrupt_fraction,
+                           dropout_rate=policy.dropout_rate, sigma=policy.sigma,
+                           eta=policy.eta, graph=policy.graph, threat=policy.threat,
+                           grinding_bits=grind)
+    except ParameterError as exc:
+        raise FlowerSecAggError(f"no secure-aggregation parameters for {n} nodes: "
+                                f"{exc}") from None
 
 
 @dataclass(frozen=True)

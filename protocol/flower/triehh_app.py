@@ -27,6 +27,7 @@ for the summary against the truth; each node for its own word only).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import time
@@ -131,7 +132,8 @@ def options_from_config(config: Any) -> Any:
 
 @functools.lru_cache(maxsize=4)
 def _prepared(opts: Any) -> Any:
-    """The population and parameters for ``opts`` (once per process)."""
+    """The population and parameters for ``opts``, once per process (the nodes' side:
+    the run's randomness it also returns is never used from here)."""
     from protocol.studies.runners import triehh
 
     return triehh.prepare(opts)
@@ -162,7 +164,7 @@ def make_server_app(opts: Any, *, threat: str = "malicious", pki: str | None = N
         from protocol.studies.runners import triehh
 
         t0 = time.perf_counter()
-        prep, rng = _prepared(opts)
+        prep, rng = triehh.prepare(opts)  # a fresh run randomness for every run
         transport = FlowerVoteTransport(grid, driver, prep.n)
         transport.discover()
         log(INFO, "TrieHH over fedhh secure aggregation: %s of %s users reachable",
@@ -247,3 +249,67 @@ def make_client_app(opts: Any, *, threat: str = "malicious", pki: str | None = N
         return handle(msg, ctxt, policy=pol, pki=pki, check_app=check, make_input=vote)
 
     return app
+
+
+def run_app(opts: Any, *, engine: str = "local", threat: str = "malicious",
+            compare: bool = True, num_cpus: int = 2, **policy: Any) -> dict[str, Any]:
+    """Run the TrieHH Flower app with one node per user (``engine`` ``"local"``: the
+    in-process grid; ``"ray"``: Flower's simulation engine) and, with ``compare``,
+    ``fedhh triehh``'s in-process run over the plaintext transport with the same
+    options and seed; report both sets of heavy hitters and whether they are equal.
+
+    Raises:
+        FlowerSecAggError: bad options or engine.
+        protocol.studies.errors.StudyError: TrieHH refuses the options.
+    """
+    import logging
+    import os
+    import tempfile
+
+    from protocol.core.contract import plaintext_transport
+    from protocol.flower.session import write_pki
+    from protocol.studies.runners import triehh
+
+    if engine not in ("local", "ray"):
+        raise FlowerSecAggError(f"engine must be local or ray, got {engine!r}")
+    opts = options_from_config(opts)
+    nodes = _prepared(opts)[0].n
+    out: dict[str, Any] = {}
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+    with tempfile.TemporaryDirectory() as pki:
+        if threat == "malicious":
+            write_pki(pki, nodes)
+        server = make_server_app(opts, threat=threat, pki=pki, out=out, **policy)
+        client = make_client_app(opts, threat=threat, pki=pki, **policy)
+        t0 = time.perf_counter()
+        if engine == "local":
+            from protocol.flower.local import LocalGrid, serve
+
+            serve(server, LocalGrid(client, nodes))
+        else:
+            os.environ["FLWR_TELEMETRY_ENABLED"] = "0"
+            from flwr.simulation import run_simulation
+
+            run_simulation(server, client, num_supernodes=nodes,
+                           backend_config={"client_resources": {"num_cpus": 1,
+                                                                "num_gpus": 0.0},
+                                           "init_args": {"num_cpus": num_cpus,
+                                                         "include_dashboard": False}})
+        wall = time.perf_counter() - t0
+    if "summary" not in out:
+        raise FlowerSecAggError("the ServerApp did not finish TrieHH")
+    s = out["summary"]
+    res: dict[str, Any] = {
+        "users": nodes, "engine": engine, "threat": threat,
+        "wall_seconds": round(wall, 1),
+        "levels": s["flower_rounds"],
+        "heavy_hitters": [h["word"] for h in s["heavy_hitters"]],
+        "flower_summary": s,
+    }
+    if compare:
+        ref = triehh.run(dataclasses.replace(opts, transport="plain"), plaintext_transport())
+        res["fedhh_triehh_heavy_hitters"] = [h["word"] for h in ref["heavy_hitters"]]
+        res["same_heavy_hitters"] = res["heavy_hitters"] == res["fedhh_triehh_heavy_hitters"]
+    return res
+
+
