@@ -10,6 +10,7 @@ workers included) and the bytes of every message's content per node.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,9 +61,10 @@ class AppConfig:
     lr: float = 0.5
 
 
+@functools.lru_cache(maxsize=256)
 def node_data(cfg: AppConfig, pid: int) -> tuple[np.ndarray, np.ndarray]:
     """Node ``pid``'s synthetic examples: features and 0/1 labels of a fixed linear
-    model with noise."""
+    model with noise (made once per process and node: a node keeps its data)."""
     rng = np.random.default_rng([cfg.seed, pid])
     w_true = np.random.default_rng([cfg.seed, 1 << 30]).normal(size=cfg.dim)
     x = rng.normal(size=(cfg.samples, cfg.dim))

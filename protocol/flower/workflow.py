@@ -321,14 +321,17 @@ class FedhhSecAggWorkflow:
                               len(outcome.survivors))
         agg_params = ndarrays_to_parameters(aggregated)
         results = []
+        failures: list[Any] = [Exception(f"node {nid} dropped out") for nid in outcome.dropped]
         for nid in outcome.survivors:
             content = outcome.input_replies.get(nid)
-            if content is None:
+            try:
+                # the node's own record of its fit (num_examples, metrics): untrusted
+                fitres = compat.recorddict_to_fitres(content, keep_input=True)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                failures.append(Exception(f"node {nid}: a malformed fit reply ({exc})"))
                 continue
-            fitres = compat.recorddict_to_fitres(content, keep_input=True)
             fitres.parameters = agg_params
             results.append((proxies[nid], fitres))
-        failures: list[Any] = [Exception(f"node {nid} dropped out") for nid in outcome.dropped]
         log(INFO, "aggregate_fit: %s nodes in the secure sum, %s dropped",
             len(outcome.survivors), len(outcome.dropped))
         params_agg, metrics_agg = context.strategy.aggregate_fit(current_round, results,
