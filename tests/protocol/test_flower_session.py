@@ -162,3 +162,18 @@ def test_template_writes_a_project(tmp_path) -> None:  # noqa: ANN001
     with pytest.raises(ValueError):
         write_project(tmp_path / "other", app="bogus")
     json.dumps([str(f) for f in files])
+
+
+def test_flower_commands_write_keys_and_refuse_bad_input(tmp_path, capsys) -> None:  # noqa: ANN001
+    from protocol.cli import main
+
+    assert main(["flower", "keys", str(tmp_path / "k"), "--nodes", "3"]) == 0
+    assert len(fs.load_roster(tmp_path / "k")) == 3
+    assert main(["flower", "keys", str(tmp_path / "k"), "--nodes", "3"]) == 2
+    assert "exists" in capsys.readouterr().err
+    assert main(["flower", "keys", str(tmp_path / "k2"), "--nodes", "1"]) == 2
+    assert main(["flower", "new", str(tmp_path / "p"), "--nodes", "1"]) == 2
+    assert main(["flower", "new", str(tmp_path / "p"), "--nodes", "3",
+                 "--threat", "semi-honest"]) == 0
+    assert not (tmp_path / "p" / "pki").exists()
+    assert 'THREAT = "semi-honest"' in (tmp_path / "p" / "p" / "common.py").read_text()
