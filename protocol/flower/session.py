@@ -330,9 +330,10 @@ class Offer:
 
     def to_record(self) -> dict[str, Any]:
         """The offer as ConfigRecord values (the modulus as 8 bytes: ``2^64`` does not
-        fit Flower's 64-bit integers)."""
-        return {"label": self.label, "node_ids": list(self.node_ids),
-                "identities": list(self.identities), "degree": self.degree,
+        fit Flower's 64-bit integers; the roster's ids as big-endian 64-bit words, one
+        bytes value rather than a list Flower checks entry by entry)."""
+        return {"label": self.label, "node_ids": _pack_ids(self.node_ids),
+                "identities": _pack_ids(self.identities), "degree": self.degree,
                 "threshold": self.threshold, "graph": self.graph,
                 "malicious": self.malicious, "dim": self.dim,
                 "modulus_minus_one": (self.modulus - 1).to_bytes(8, "big"),
@@ -354,11 +355,9 @@ class Offer:
         m1 = rec["modulus_minus_one"]
         if type(m1) is not bytes or len(m1) != 8:
             raise FlowerSecAggError("modulus_minus_one must be 8 bytes")
-        for name in ("node_ids", "identities"):
-            if not isinstance(rec[name], list):
-                raise FlowerSecAggError(f"{name} must be a list")
-        return cls(label=rec["label"], node_ids=tuple(rec["node_ids"]),
-                   identities=tuple(rec["identities"]), degree=rec["degree"],
+        return cls(label=rec["label"], node_ids=_unpack_ids(rec["node_ids"], "node_ids"),
+                   identities=_unpack_ids(rec["identities"], "identities"),
+                   degree=rec["degree"],
                    threshold=rec["threshold"], graph=rec["graph"],
                    malicious=rec["malicious"], dim=rec["dim"],
                    modulus=int.from_bytes(m1, "big") + 1, server_nonce=rec["server_nonce"],
@@ -405,6 +404,18 @@ class Offer:
             return json.loads(self.app)
         except ValueError as exc:
             raise FlowerSecAggError(f"the application description is not JSON: {exc}") from None
+
+
+def _pack_ids(ids: Sequence[int]) -> bytes:
+    return np.asarray(ids, dtype=">u8").tobytes()
+
+
+def _unpack_ids(data: Any, name: str) -> tuple[int, ...]:
+    """Raises: FlowerSecAggError: not a whole number of 8-byte words, or too many."""
+    if type(data) is not bytes or len(data) % 8 or len(data) > 8 * MAX_PARTICIPANTS:
+        raise FlowerSecAggError(f"{name} must be 8-byte big-endian words, at most "
+                                f"{MAX_PARTICIPANTS}")
+    return tuple(int(v) for v in np.frombuffer(data, dtype=">u8"))
 
 
 # -- the PKI of the malicious-server variant -------------------------------------------

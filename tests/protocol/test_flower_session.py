@@ -83,12 +83,14 @@ def test_offer_round_trips_and_binds_every_field_into_the_context() -> None:
     lambda r: r.pop("dim"),
     lambda r: r.update(extra=1),
     lambda r: r.update(modulus_minus_one=b"\x01"),
-    lambda r: r.update(node_ids=[1, 1] + list(range(2, 12))),
-    lambda r: r.update(identities=[0] * 12),
-    lambda r: r.update(identities=[]),
+    lambda r: r.update(node_ids=fs._pack_ids([1, 1] + list(range(2, 12)))),
+    lambda r: r.update(node_ids=list(range(12))),
+    lambda r: r.update(node_ids=fs._pack_ids(range(12))[:-1]),
+    lambda r: r.update(identities=fs._pack_ids([0] * 12)),
+    lambda r: r.update(identities=b""),
     lambda r: r.update(threshold=0),
     lambda r: r.update(server_nonce=b"short"),
-    lambda r: r.update(node_ids=[-1] + list(range(1, 12))),
+    lambda r: r.update(node_ids=fs._pack_ids([0] * 12)),
     lambda r: r.update(dim="7"),
 ])
 def test_malformed_offers_are_refused(mutate) -> None:  # noqa: ANN001
