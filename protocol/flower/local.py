@@ -37,10 +37,13 @@ class LocalGrid(_grid_base()):  # type: ignore[misc]
         nodes: how many.
         node_config: extra node-config entries for every node.
         fail: ``fail(i, message) -> bool``: node ``i`` raises on this message.
+        silent: ``silent(i, message) -> bool``: node ``i`` stops answering from this
+            message on (it joins :attr:`gone`).
     """
 
     def __init__(self, client_app: Any, nodes: int, *, node_config: dict | None = None,
-                 fail: Callable[[int, Any], bool] | None = None) -> None:
+                 fail: Callable[[int, Any], bool] | None = None,
+                 silent: Callable[[int, Any], bool] | None = None) -> None:
         from flwr.app import Context, RecordDict
         from flwr.supercore.run import Run
 
@@ -60,6 +63,7 @@ class LocalGrid(_grid_base()):  # type: ignore[misc]
                          state=RecordDict(), run_config={})
             for i, nid in enumerate(ids)}
         self.fail = fail
+        self.silent = silent
         #: nodes that never answer
         self.gone: set[int] = set()
         self._run = Run.create_empty(1)
@@ -109,6 +113,9 @@ class LocalGrid(_grid_base()):  # type: ignore[misc]
             return None
         msg.metadata.__dict__["_run_id"] = 1
         wire = message_from_proto(message_to_proto(msg))
+        if self.silent is not None and self.silent(self.index[nid], wire):
+            self.gone.add(nid)
+            return None
         try:
             if self.fail is not None and self.fail(self.index[nid], wire):
                 raise RuntimeError(f"node {self.index[nid]} fails")

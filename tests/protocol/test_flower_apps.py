@@ -68,6 +68,26 @@ def test_fedavg_equals_flowers_plaintext_fedavg(tmp_path, fail) -> None:  # noqa
             mode="plain", **{**common, "fail": ()})).params[3][0])
 
 
+def test_nodes_that_stop_answering_are_recovered(tmp_path) -> None:  # noqa: ANN001
+    """Two nodes go silent when the training request comes (no reply at all, as a
+    node Flower loses): the round completes without them, exactly the others' mean."""
+    n = 10
+    write_pki(tmp_path, n)
+    cfg = AppConfig(nodes=n, rounds=1, dim=3, mode="fedhh", pki=str(tmp_path),
+                    dropout_rate=0.2)
+    rec = Recorder()
+
+    def silent(i, msg):  # noqa: ANN001, ANN202
+        return i in (2, 5) and bool(msg.content.array_records)
+
+    serve(make_server_app(cfg, rec), LocalGrid(make_client_app(cfg), n, silent=silent))
+    out = rec.outcomes[0]
+    assert out.total is not None and len(out.survivors) == n - 2 and len(out.dropped) == 2
+    plain = _run(AppConfig(nodes=n, rounds=1, dim=3, mode="plain", fail=(2, 5)))
+    for a, b in zip(plain.params[1], rec.params[1]):
+        assert np.max(np.abs(a - b)) < 3 * _bound(cfg, n - 2)
+
+
 def test_semi_honest_variant_needs_no_pki() -> None:
     rec = _run(AppConfig(nodes=6, rounds=1, mode="fedhh", threat="semi-honest"))
     assert rec.outcomes[0].total is not None and not rec.outcomes[0].offer.malicious
