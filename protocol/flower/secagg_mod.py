@@ -23,7 +23,6 @@ another policy (``threat="semi-honest"`` needs no PKI).
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Callable
 
 import numpy as np
