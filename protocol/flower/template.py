@@ -191,8 +191,16 @@ Written by `fedhh flower new`. Install fedhh with its Flower extra
 nodes (node `i` is `partition-id` `i`): `roster.json` is public, `node-<i>.key` is node
 `i`'s secret. In a deployment each node keeps only its own key and gives its path with
 the node config `fedhh-pki` (and its identity with `fedhh-identity`).
-See fedhh's docs/flower.md.
+{note}See fedhh's docs/flower.md.
 '''
+
+
+_NOTES = {
+    "fedavg": "",
+    "triehh": ("TrieHH's parameters follow from epsilon and the population (Corollary 1): "
+               "a small population samples few users per level and releases little (1000 "
+               "users: one level of 32 votes, nothing released); 10^4 users find `the`.\n"),
+}
 
 
 def write_project(directory: str | pathlib.Path, *, app: str = "fedavg", nodes: int = 10,
@@ -239,7 +247,8 @@ def write_project(directory: str | pathlib.Path, *, app: str = "fedavg", nodes: 
     for fname, text in (("pyproject.toml", _PYPROJECT.format(name=name, app=app, module=module,
                                                               config=config, nodes=nodes)),
                         ("run.py", _RUN.format(module=module, nodes=nodes)),
-                        ("README.md", _README.format(name=name, app=app, nodes=nodes))):
+                        ("README.md", _README.format(name=name, app=app, nodes=nodes,
+                                                     note=_NOTES[app]))):
         path = root / fname
         path.write_text(text)
         written.append(path)
