@@ -41,3 +41,17 @@ def test_fedavg_in_flowers_engine_equals_plaintext_fedavg(tmp_path) -> None:  # 
     assert [len(o.survivors) for o in outs] == [n, n - 2, n - 2]
     # the failures changed the model: the comparison is not between equal runs
     assert not np.allclose(runs["plain"].params[3][0], runs["plain_fail"].params[3][0])
+
+
+def test_triehh_app_in_flowers_engine_releases_what_fedhh_triehh_releases() -> None:
+    """TrieHH's ServerApp and ClientApp in the engine, one node per user (300), the
+    malicious default: the heavy hitters of fedhh triehh with the same options and seed."""
+    from protocol.flower.triehh_app import run_app
+    from protocol.studies.runners import triehh
+
+    kw = dict(dataset="en", users=300, theta=2, gamma=4.0, seed=5, max_length=3)
+    out = run_app(triehh.TrieHHOptions(transport="secagg-flower", **kw), engine="ray",
+                  threat="malicious", compare=True)
+    assert out["same_heavy_hitters"] is True
+    assert len(out["heavy_hitters"]) >= 3
+    assert all(lv["in_sum"] == lv["sampled"] for lv in out["levels"])
