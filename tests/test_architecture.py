@@ -11,8 +11,12 @@ Layers, lowest first (a layer imports only from itself and the layers it names):
   Poplar1) and its own modules -- never mechanisms,
   studies or the CLI;
 * ``protocol.studies``: mechanisms, the core and the cores -- never the CLI;
-* ``protocol.cli``: everything below; a command module never imports another command
-  module (what two commands share lives in the studies or in a CLI helper module).
+* ``protocol.flower``: the adapter to the Flower framework (docs/flower.md), beside the
+  CLI: the core, the studies, mechanisms and the cores, and the optional ``flwr``;
+  nothing but the CLI imports it;
+* ``protocol.cli``: everything below (the Flower adapter included); a command module
+  never imports another command module (what two commands share lives in the studies
+  or in a CLI helper module).
 
 Imports inside functions count (``ast.walk`` sees every node).
 """
@@ -41,6 +45,10 @@ ALLOWED_TOP = {
                          "flwr",  # flwr: only `fedhh bench flower`, an optional extra
                          "Crypto"},  # `fedhh bench poplar1`: pycryptodome as the draft
                                      # reference's `Cryptodome`
+    # flwr: the optional extra; psutil: the CPU of the simulation engine's worker
+    # processes, measured by `fedhh bench flower --app`
+    "protocol.flower": {"protocol", "secagg", "mechanisms", "numpy", "msgpack",
+                        "cryptography", "flwr", "psutil"},
     "protocol.cli": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "tqdm"},
 }
 # layer -> the parts of protocol/ it may import (prefixes of dotted module names)
@@ -50,7 +58,8 @@ ALLOWED_PROTOCOL = {
     "mechanisms": ("protocol.core.contract",),
     "protocol.core": ("protocol.core",),
     "protocol.studies": ("protocol.core", "protocol.studies"),
-    "protocol.cli": ("protocol.core", "protocol.studies", "protocol.cli"),
+    "protocol.flower": ("protocol.core", "protocol.studies", "protocol.flower"),
+    "protocol.cli": ("protocol.core", "protocol.studies", "protocol.flower", "protocol.cli"),
 }
 # the pure cores must not reach the outside world even through the standard library
 FORBIDDEN_STDLIB_IN_CORES = {"socket", "asyncio", "time", "random", "subprocess", "threading",
@@ -70,13 +79,14 @@ def module_name(path: pathlib.Path, root: pathlib.Path) -> str:
 
 def layer_of(module: str) -> str:
     """The layer a module belongs to (``protocol/__init__.py`` counts as the core)."""
-    for layer in ("protocol.core", "protocol.studies", "protocol.cli"):
+    for layer in ("protocol.core", "protocol.studies", "protocol.flower", "protocol.cli"):
         if module == layer or module.startswith(layer + "."):
             return layer
     top = module.split(".")[0]
     if top == "protocol":
         if module != "protocol":
-            raise AssertionError(f"{module}: protocol/ holds only core/, studies/ and cli/")
+            raise AssertionError(f"{module}: protocol/ holds only core/, studies/, flower/ "
+                                 "and cli/")
         return "protocol.core"
     return top
 
@@ -141,7 +151,7 @@ def test_import_direction(pkg: str) -> None:
 
 def test_every_layer_of_protocol_exists() -> None:
     layers = {layer_of(module_name(f, ROOT)) for f in (ROOT / "protocol").rglob("*.py")}
-    assert layers == {"protocol.core", "protocol.studies", "protocol.cli"}
+    assert layers == {"protocol.core", "protocol.studies", "protocol.flower", "protocol.cli"}
 
 
 def _plant(root: pathlib.Path, rel: str, text: str) -> None:
@@ -164,6 +174,9 @@ def test_the_rules_catch_planted_violations(tmp_path: pathlib.Path) -> None:
     _plant(tmp_path, "protocol/studies/f.py", "from mechanisms import fo\nimport matplotlib\n")
     _plant(tmp_path, "protocol/cli/commands/g.py", lazy.format("protocol.cli.commands.h"))
     _plant(tmp_path, "protocol/cli/commands/h.py", "from protocol.cli.args import x\n")
+    _plant(tmp_path, "protocol/studies/fl.py", lazy.format("protocol.flower.workflow"))
+    _plant(tmp_path, "protocol/flower/ok.py", "import flwr\nfrom protocol.studies import x\n")
+    _plant(tmp_path, "protocol/flower/w.py", "from protocol.cli import main\n")
     _plant(tmp_path, "mechanisms/m.py", "from protocol.core.codec import encode\n")
     _plant(tmp_path, "mechanisms/ok.py", "from protocol.core.contract import Transport\n")
     _plant(tmp_path, "mechanisms/n.py", lazy.format("secagg.state"))
@@ -177,6 +190,8 @@ def test_the_rules_catch_planted_violations(tmp_path: pathlib.Path) -> None:
         "protocol.core.c (line 1) imports mechanisms.triehh",
         "protocol.core.d (line 1) imports protocol.cli",
         "protocol.studies.e (line 2) imports protocol.cli.output",
+        "protocol.studies.fl (line 2) imports protocol.flower.workflow",
+        "protocol.flower.w (line 1) imports protocol.cli",
         "protocol.cli.commands.g (line 2) imports protocol.cli.commands.h",
         "mechanisms.m (line 1) imports protocol.core.codec",
         "mechanisms.n (line 2) imports secagg.state",

@@ -6,6 +6,12 @@ large install and not a dependency of fedhh). Flower's side runs its client stag
 functions and its server's unmasking steps without its message framework, so the
 speedup printed is a lower bound on the speedup over a Flower simulation
 (:mod:`protocol.studies.runners.flower_compare`, ``docs/scaling.md``).
+
+With ``--app``: the same Flower FedAvg app with Flower's SecAgg+ and with ours, fit
+rounds alternating in one run, in Flower's simulation engine (``--engine ray``, needs
+``flwr[simulation]``) or on fedhh's in-process grid (``--engine local``): CPU per round
+of every process of the run, framework included, and bytes per node
+(:mod:`protocol.flower.bench`, ``docs/flower.md``).
 """
 from __future__ import annotations
 
@@ -30,6 +36,14 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--allow-other-version", action="store_true", dest="allow_other_version",
                    help="run against a Flower version other than the one the driver was "
                         "written for")
+    p.add_argument("--app", action="store_true",
+                   help="whole Flower apps (secaggplus_mod vs fedhh_secagg_mod), rounds "
+                        "interleaved, instead of the bare rounds")
+    p.add_argument("--engine", choices=("ray", "local"), default="ray",
+                   help="with --app: Flower's simulation engine or the in-process grid")
+    p.add_argument("--rounds", type=int, default=6,
+                   help="with --app: fit rounds, alternating (the first of each kind is a "
+                        "warm-up)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -45,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--repeats must be at least 1")
     if args.bare_sample < 1:
         raise UsageError("--bare-sample must be at least 1")
+    if args.app:
+        return _app(args)
 
     def progress(name: str, r: int, cpu: float) -> None:
         if not args.json:
@@ -73,4 +89,39 @@ def run(args: argparse.Namespace) -> int:
       f"speedup {out['speedup_malicious_default']}x (k = {out['malicious_degree']}, "
       f"t = {out['malicious_threshold']})\n")
     w(f"  Flower side: {out['what_flower_runs']}\n")
+    return 0
+
+
+def _app(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+
+    if args.rounds < 4:
+        raise UsageError("--rounds must be at least 4 with --app")
+    if args.dim < 2:
+        raise UsageError("--dim must be at least 2 with --app")
+    try:
+        from protocol.flower.bench import bench_app
+        from protocol.flower.session import FlowerSecAggError
+
+        out = bench_app(args.clients, args.dim, rounds=args.rounds, engine=args.engine,
+                        seed=args.seed)
+    except ImportError as exc:
+        raise UsageError(f"fedhh bench flower --app needs Flower ({exc}); install "
+                         "fedhh[flower] and, for --engine ray, flwr[simulation]") from None
+    except (FlowerSecAggError, ValueError, RuntimeError) as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        from protocol.cli.output import print_json
+
+        print_json(out)
+        return 0
+    w = sys.stdout.write
+    w(f"Flower FedAvg app, n = {out['nodes']}, d = {out['dim']}, engine {out['engine']}, "
+      f"{out['rounds']} fit rounds alternating (first of each kind left out)\n")
+    w(f"  Flower SecAgg+ (semi-honest, share_num {out['flower_share_num']}, "
+      f"t {out['threshold']}): {out['flower_cpu_median']:.2f} s CPU, "
+      f"{out['flower_bytes_per_node']} B/node\n")
+    w(f"  fedhh (malicious, k {out['degree']}, t {out['threshold']}): "
+      f"{out['fedhh_cpu_median']:.2f} s CPU, {out['fedhh_bytes_per_node']} B/node\n")
+    w(f"  CPU ratio {out['cpu_ratio']}x, wall ratio {out['wall_ratio']}x\n")
     return 0

@@ -1,0 +1,122 @@
+"""``fedhh flower new|keys|triehh``: fedhh inside Flower (docs/flower.md; needs the
+``fedhh[flower]`` extra to run an app, not to write a project or keys).
+
+* ``fedhh flower new DIR``: a runnable Flower project (FedAvg with our secure
+  aggregation, or ``--app triehh``) with the PKI of its simulated nodes;
+* ``fedhh flower keys DIR --nodes N``: a PKI for the malicious-server variant;
+* ``fedhh flower triehh``: TrieHH as a Flower app, one node per user, compared with
+  ``fedhh triehh``'s run of the same options and seed.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(cli) -> None:  # noqa: ANN001
+    p = cli.subcommand("flower", "new", "write a runnable Flower project using fedhh", _new)
+    p.add_argument("directory", help="where to write the project (created; must be empty)")
+    p.add_argument("--app", choices=("fedavg", "triehh"), default="fedavg",
+                   help="FedAvg with our secure aggregation (default) or TrieHH")
+    p.add_argument("--nodes", type=int, default=None,
+                   help="simulated nodes (default 10 for fedavg, 1000 for triehh: one per user)")
+    p.add_argument("--threat", choices=("malicious", "semi-honest"), default="malicious",
+                   help="the threat model (malicious: a PKI is written into DIR/pki)")
+    p.add_argument("--force", action="store_true", help="write into a non-empty directory")
+
+    p = cli.subcommand("flower", "keys", "write a PKI for fedhh's Flower nodes", _keys)
+    p.add_argument("directory", help="where to write roster.json and node-<i>.key")
+    p.add_argument("--nodes", type=int, required=True, help="number of node identities")
+    p.add_argument("--force", action="store_true", help="replace an existing PKI")
+
+    p = cli.subcommand("flower", "triehh",
+                       "TrieHH as a Flower app (one node per user) against fedhh triehh",
+                       _triehh)
+    p.add_argument("--dataset", default="en", help="as fedhh triehh (default en)")
+    p.add_argument("--users", type=int, default=1000, help="population = Flower nodes")
+    p.add_argument("--epsilon", type=float, default=4.0, help="target epsilon")
+    p.add_argument("--max-length", type=int, default=10, dest="max_length")
+    p.add_argument("--seed", type=int, default=0, help="the run's seed (as fedhh triehh)")
+    p.add_argument("--threat", choices=("malicious", "semi-honest"), default="malicious")
+    p.add_argument("--dropout", type=float, default=0.05,
+                   help="the dropout budget of both sides' policy")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local: Flower's apps on fedhh's in-process grid; ray: Flower's "
+                        "simulation engine")
+    p.add_argument("--no-compare", action="store_true", dest="no_compare",
+                   help="skip fedhh triehh's own run")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _new(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+    from protocol.flower.session import FlowerSecAggError, write_pki
+    from protocol.flower.template import write_project
+
+    nodes = args.nodes if args.nodes is not None else (10 if args.app == "fedavg" else 1000)
+    if nodes < 2:
+        raise UsageError("--nodes must be at least 2")
+    try:
+        files = write_project(args.directory, app=args.app, nodes=nodes, threat=args.threat,
+                              overwrite=args.force)
+        if args.threat == "malicious":
+            import pathlib
+
+            write_pki(pathlib.Path(args.directory) / "pki", nodes, overwrite=args.force)
+    except (ValueError, FlowerSecAggError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    print(f"wrote a {args.app} Flower project for {nodes} nodes into {args.directory} "
+          f"({len(files)} files{', PKI in pki/' if args.threat == 'malicious' else ''}); "
+          f"run it with: python {args.directory}/run.py --local")
+    return 0
+
+
+def _keys(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+    from protocol.flower.session import FlowerSecAggError, write_pki
+
+    try:
+        write_pki(args.directory, args.nodes, overwrite=args.force)
+    except (FlowerSecAggError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    print(f"wrote a PKI of {args.nodes} identities into {args.directory}")
+    return 0
+
+
+def _triehh(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
+    from protocol.studies.runners.triehh import TrieHHOptions
+
+    if args.users < 2:
+        raise UsageError("--users must be at least 2")
+    try:
+        from protocol.flower.session import FlowerSecAggError
+        from protocol.flower.triehh_app import run_app
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise UsageError(f"fedhh flower triehh needs Flower ({exc}); install fedhh[flower]") \
+            from None
+    opts = TrieHHOptions(dataset=args.dataset, users=args.users, epsilon=args.epsilon,
+                         max_length=args.max_length, seed=args.seed,
+                         transport="secagg-flower")
+    try:
+        out = run_app(opts, engine=args.engine, threat=args.threat,
+                      compare=not args.no_compare, dropout_rate=args.dropout)
+    except (FlowerSecAggError, ImportError) as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        from protocol.cli.output import print_json
+
+        out.pop("flower_summary", None)
+        print_json(out)
+        return 0
+    w = sys.stdout.write
+    w(f"TrieHH as a Flower app: {out['users']} nodes, {out['threat']} server, engine "
+      f"{out['engine']}: {out['wall_seconds']} s\n")
+    for lv in out["levels"]:
+        w(f"  level {lv['level']}: {lv['in_sum']} of {lv['sampled']} sampled nodes in the "
+          f"sum, {lv['wall_seconds']} s\n")
+    w(f"  heavy hitters: {', '.join(out['heavy_hitters']) or '(none)'}\n")
+    if "same_heavy_hitters" in out:
+        w(f"  fedhh triehh (same seed): {', '.join(out['fedhh_triehh_heavy_hitters']) or '(none)'}"
+          f" -> {'the same' if out['same_heavy_hitters'] else 'DIFFERENT'}\n")
+    return 0

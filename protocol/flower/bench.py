@@ -1,0 +1,84 @@
+"""``fedhh bench flower --app``: the same Flower FedAvg app with Flower's SecAgg+ and
+with ours, fit rounds alternating between the two in one run (interleaved), in Flower's
+simulation engine or on the in-process grid (:mod:`protocol.flower.local`).
+
+Per fit round: CPU seconds of this process and all its descendants (the engine's Ray
+workers included: framework overhead counted), wall seconds, and the serialised
+bytes of every message's content per node (both directions). The first round of each
+kind is a warm-up (the engine starts its workers, first calls import) and is left out
+of the medians. Flower's side runs with our malicious default's neighbourhood (its
+``num_shares = k + 1``, ``reconstruction_threshold = t``) and semi-honest (all it has);
+ours with the malicious default.
+"""
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from typing import Any
+
+__all__ = ["bench_app"]
+
+
+def bench_app(nodes: int, dim: int, *, rounds: int = 6, engine: str = "ray",
+              num_cpus: int = 2, seed: int = 0) -> dict[str, Any]:
+    """Run the alternating app and summarise it.
+
+    Args:
+        nodes: simulated nodes.
+        dim: model parameters (``dim - 1`` features and a bias).
+        rounds: fit rounds (even: as many of each kind; at least 4).
+        engine: ``"ray"`` (Flower's simulation engine) or ``"local"`` (in process).
+        num_cpus: CPUs the engine may use.
+        seed: the data's seed.
+
+    Raises:
+        ValueError: bad sizes or engine.
+    """
+    from protocol.flower.fedavg_app import AppConfig, Recorder, make_client_app, \
+        make_server_app, run_app
+    from protocol.flower.session import Policy, write_pki
+
+    if nodes < 3 or dim < 2 or rounds < 4:
+        raise ValueError("need nodes >= 3, dim >= 2 and rounds >= 4")
+    if engine not in ("ray", "local"):
+        raise ValueError(f"engine must be ray or local, got {engine!r}")
+    params = Policy().params(nodes)
+    with tempfile.TemporaryDirectory() as pki:
+        write_pki(pki, nodes)
+        cfg = AppConfig(nodes=nodes, rounds=rounds, dim=dim - 1, samples=20, seed=seed,
+                        mode="alternate", pki=pki, flower_shares=params.degree + 1,
+                        flower_threshold=params.threshold)
+        t0 = time.perf_counter()
+        if engine == "ray":
+            rec = run_app(cfg, num_cpus=num_cpus)
+        else:
+            import logging
+
+            from protocol.flower.local import LocalGrid, serve
+
+            logging.getLogger("flwr").setLevel(logging.WARNING)
+            rec = Recorder()
+            serve(make_server_app(cfg, rec), LocalGrid(make_client_app(cfg), nodes))
+        wall = time.perf_counter() - t0
+    out: dict[str, Any] = {"nodes": nodes, "dim": dim, "rounds": rounds, "engine": engine,
+                           "degree": params.degree, "threshold": params.threshold,
+                           "flower_share_num": params.degree + 1, "wall_seconds": round(wall, 1)}
+    if len(rec.cpu) != rounds:
+        raise RuntimeError(f"the app ran {len(rec.cpu)} of {rounds} fit rounds")
+    for mode in ("flower", "fedhh"):
+        cpu = [c for m, c in rec.cpu if m == mode]
+        wl = [c for m, c in rec.wall if m == mode]
+        by = [b for m, b in rec.bytes_per_node if m == mode]
+        out[f"{mode}_cpu_seconds"] = [round(c, 3) for c in cpu]
+        out[f"{mode}_wall_seconds"] = [round(c, 3) for c in wl]
+        out[f"{mode}_cpu_median"] = round(statistics.median(cpu[1:]), 3)
+        out[f"{mode}_wall_median"] = round(statistics.median(wl[1:]), 3)
+        out[f"{mode}_bytes_per_node"] = round(statistics.median(by[1:]))
+    out["cpu_ratio"] = round(out["flower_cpu_median"] / max(out["fedhh_cpu_median"], 1e-9), 1)
+    out["wall_ratio"] = round(out["flower_wall_median"] / max(out["fedhh_wall_median"], 1e-9), 1)
+    out["rounds_completed"] = {m: sum(1 for mm, _ in rec.cpu if mm == m) for m in ("flower", "fedhh")}
+    out["fedhh_sessions_complete"] = all(o is not None and o.total is not None
+                                         for o in rec.outcomes)
+    out["params_recorded_rounds"] = sorted(rec.params)
+    return out

@@ -1,0 +1,175 @@
+"""The node side of a secure-aggregation session over Flower messages, shared by the
+FedAvg mod (:mod:`protocol.flower.secagg_mod`) and the TrieHH ClientApp.
+
+A session's messages arrive as Flower ``TRAIN`` messages carrying the ConfigRecord
+:data:`~protocol.flower.session.RECORD` with a ``stage``:
+
+* ``identify`` (malicious variant): reply with this node's PKI identity;
+* ``setup``: an :class:`~protocol.flower.session.Offer`, checked completely (fields,
+  this node's place and identity in the roster, the parameters against this node's own
+  :class:`~protocol.flower.session.Policy`, the application's description); the node
+  builds its :class:`secagg.client.SecAggClient` (OS randomness) and replies with its
+  round-0 frame;
+* ``round``: one frame of the server (``protocol.core.codec``, decoded with the
+  session's limits), handed to the state machine; the reply holds its frames. When the
+  frame is the routed shares (round 2 is next), the application computes the node's
+  input first (FedAvg: trains and quantises; TrieHH: votes).
+
+Between messages the client's state lives in the node's own Flower ``Context``
+(``context.state``, kept by the node, never sent to the server), pickled: it holds the
+node's secret keys, as Flower's own SecAgg+ mod keeps its private keys there. A client
+that aborts (a check on the server's messages failed) raises
+:class:`NodeAborted`, so Flower replies with an error and the server sees the node fail.
+"""
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from protocol.core import codec, wire_secagg
+from protocol.flower.session import (
+    RECORD, FlowerSecAggError, Offer, Policy, identity_of, load_roster, load_signing_key,
+    pki_dir_of,
+)
+from secagg.client import SecAggClient
+from secagg.messages import RoutedShares
+from secagg.randomness import OsRandom
+from secagg.state import ClientState
+
+__all__ = ["NodeAborted", "LateInput", "NodeSession", "handle", "STATE_RECORD"]
+
+#: the ConfigRecord of the node's Context that holds the session between messages
+STATE_RECORD = "fedhh.secagg.state"
+
+
+class NodeAborted(FlowerSecAggError):
+    """This node's client aborted the session (a check on the server failed)."""
+
+
+class LateInput:
+    """The client's input, known only when round 2 comes (after training)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: np.ndarray | None = None
+
+    def __call__(self) -> np.ndarray:
+        if self.value is None:
+            raise FlowerSecAggError("the node's input is not known yet")
+        return self.value
+
+
+@dataclass
+class NodeSession:
+    """What a node keeps between the messages of one session."""
+
+    offer: Offer
+    client: SecAggClient
+    late: LateInput
+    app: Any  # what the application's check of the offer returned
+
+
+#: ``check_app(offer, node_config) -> app state`` (raises FlowerSecAggError)
+CheckApp = Callable[[Offer, Any], Any]
+#: ``make_input(session, message, context) -> (input vector, reply content or None)``
+MakeInput = Callable[[NodeSession, Any, Any], tuple[np.ndarray, Any]]
+
+
+def _load(ctxt: Any) -> NodeSession | None:
+    rec = ctxt.state.config_records.get(STATE_RECORD)
+    if rec is None or "blob" not in rec:
+        return None
+    return pickle.loads(rec["blob"])  # the node's own state, written below
+
+
+def _save(ctxt: Any, sess: NodeSession | None) -> None:
+    from flwr.app import ConfigRecord
+
+    if sess is None:
+        ctxt.state.config_records.pop(STATE_RECORD, None)
+    else:
+        ctxt.state.config_records[STATE_RECORD] = ConfigRecord(
+            {"blob": pickle.dumps(sess, protocol=pickle.HIGHEST_PROTOCOL)})
+
+
+def handle(msg: Any, ctxt: Any, *, policy: Policy, pki: str | None,
+           check_app: CheckApp, make_input: MakeInput) -> Any:
+    """Handle one message of a session; returns the reply ``Message``.
+
+    Raises:
+        FlowerSecAggError: a malformed or refused message (Flower replies with an error).
+        NodeAborted: the client aborted.
+    """
+    from flwr.app import ConfigRecord, Message, RecordDict
+
+    rec = msg.content.config_records[RECORD]
+    stage = rec.get("stage")
+    reply_content = None
+    if stage == "identify":
+        if len(rec) != 1:
+            raise FlowerSecAggError("an identify request has only its stage")
+        out: dict[str, Any] = {"identity": identity_of(ctxt.node_config)}
+    elif stage == "setup":
+        _save(ctxt, None)  # a new offer ends whatever session was under way
+        sess = _setup(rec, msg.metadata.dst_node_id, ctxt, policy, pki, check_app)
+        frames = sess.client.start()
+        _save(ctxt, sess)
+        out = {"frames": [codec.encode(m) for m in frames]}
+    elif stage == "round":
+        sess = _load(ctxt)
+        if sess is None:
+            raise FlowerSecAggError("a round message without a session under way")
+        frames_in = rec.get("frames")
+        if (set(rec) != {"stage", "frames"} or not isinstance(frames_in, list)
+                or len(frames_in) != 1 or type(frames_in[0]) is not bytes):
+            raise FlowerSecAggError("a round message holds exactly one frame")
+        config = sess.client.config
+        try:
+            m = codec.decode(frames_in[0], limits=wire_secagg.client_limits(config))
+        except codec.CodecError as exc:
+            raise FlowerSecAggError(f"a malformed frame: {exc}") from None
+        if isinstance(m, RoutedShares) and sess.client.state is ClientState.AWAIT_SHARES:
+            sess.late.value, reply_content = make_input(sess, msg, ctxt)
+        replies = sess.client.receive(m)
+        if sess.client.state is ClientState.ABORTED:
+            _save(ctxt, None)
+            raise NodeAborted(f"node {msg.metadata.dst_node_id} aborted the session: "
+                              f"{sess.client.abort_reason.value}")
+        _save(ctxt, None if sess.client.state is ClientState.COMPLETED else sess)
+        out = {"frames": [codec.encode(r) for r in replies]}
+    else:
+        raise FlowerSecAggError(f"unknown stage {stage!r}")
+    content = reply_content if reply_content is not None else RecordDict()
+    content.config_records[RECORD] = ConfigRecord(out)
+    return Message(content, reply_to=msg)
+
+
+def _setup(rec: Any, node_id: int, ctxt: Any, policy: Policy, pki: str | None,
+           check_app: CheckApp) -> NodeSession:
+    offer = Offer.from_record(dict(rec))
+    offer.check_policy(policy)
+    signing = verify = None
+    identity = None
+    if offer.malicious:
+        where = pki_dir_of(ctxt.node_config, pki)
+        if where is None:
+            raise FlowerSecAggError("the malicious-server variant needs this node's PKI "
+                                    "(node config fedhh-pki, the mod's pki= or "
+                                    "FEDHH_FLOWER_PKI)")
+        identity = identity_of(ctxt.node_config)
+        roster = load_roster(where)
+        if max(offer.identities) >= len(roster):
+            raise FlowerSecAggError(f"the roster names PKI identities beyond the "
+                                    f"{len(roster)} of this node's PKI")
+        verify = tuple(roster[i] for i in offer.identities)
+        signing = load_signing_key(where, identity)
+    position = offer.position_of(node_id, identity)
+    app = check_app(offer, ctxt.node_config)
+    late = LateInput()
+    client = SecAggClient(offer.session_config(), position, late, OsRandom(),
+                          signing_key=signing, verify_keys=verify)
+    return NodeSession(offer, client, late, app)

@@ -1,0 +1,255 @@
+"""The runnable Flower project ``fedhh flower new DIR`` writes (no Flower import here).
+
+Two apps:
+
+* ``fedavg``: a numpy logistic-regression FedAvg app whose fit rounds go through our
+  secure aggregation (``fedhh_secagg_mod`` / ``FedhhSecAggWorkflow``): the two lines a
+  user changes in an existing SecAgg+ app are marked ``# fedhh``.
+* ``triehh``: TrieHH's ServerApp and ClientApp (:mod:`protocol.flower.triehh_app`) on
+  the embedded word population.
+
+Both come with ``pyproject.toml`` (the ``[tool.flwr.app]`` components and a local
+simulation federation, for ``flwr run .``), ``run.py`` (Flower's simulation engine from
+Python, or ``--local`` for the in-process grid), the malicious variant's PKI in ``pki/``
+for the simulated nodes, and a README.
+"""
+from __future__ import annotations
+
+import pathlib
+import re
+
+__all__ = ["APPS", "write_project"]
+
+APPS = ("fedavg", "triehh")
+
+_PYPROJECT = '''[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "{name}"
+version = "0.1.0"
+description = "A Flower app with fedhh secure aggregation ({app})"
+dependencies = ["fedhh[flower]", "flwr[simulation]==1.42.0"]
+
+[tool.hatch.build.targets.wheel]
+packages = ["."]
+
+[tool.flwr.app]
+publisher = "fedhh"
+
+[tool.flwr.app.components]
+serverapp = "{module}.server_app:app"
+clientapp = "{module}.client_app:app"
+
+[tool.flwr.app.config]
+{config}
+
+[tool.flwr.federations]
+default = "local-simulation"
+
+[tool.flwr.federations.local-simulation]
+options.num-supernodes = {nodes}
+'''
+
+_COMMON = '''"""Where this project's PKI is (written by ``fedhh flower new``; a deployment gives
+each node only its own ``node-<i>.key`` and everyone the public ``roster.json``)."""
+import pathlib
+
+PKI = str(pathlib.Path(__file__).resolve().parent.parent / "pki")
+THREAT = "{threat}"
+NODES = {nodes}
+'''
+
+_FEDAVG_CLIENT = '''"""ClientApp: logistic regression on this node's synthetic data; the update leaves the
+node only through fedhh's secure aggregation."""
+import numpy as np
+from flwr.client import ClientApp, NumPyClient
+from protocol.flower.secagg_mod import make_secagg_mod  # fedhh
+
+from .common import PKI, THREAT
+
+DIM = {dim}
+
+
+def node_data(pid):
+    rng = np.random.default_rng([0, pid])
+    w_true = np.random.default_rng([0, 1 << 30]).normal(size=DIM)
+    x = rng.normal(size=(20, DIM))
+    y = (x @ w_true + 0.3 * rng.normal(size=20) > 0).astype(np.float64)
+    return x, y
+
+
+class LogReg(NumPyClient):
+    def __init__(self, pid):
+        self.x, self.y = node_data(pid)
+
+    def fit(self, parameters, config):
+        w, b = parameters
+        p = 1.0 / (1.0 + np.exp(-(self.x @ w + b[0])))
+        g = p - self.y
+        w = w - 0.5 * (self.x.T @ g) / len(self.y)
+        b = b - 0.5 * np.array([g.mean()])
+        return [w, b], len(self.y), {{}}
+
+
+def client_fn(context):
+    return LogReg(int(context.node_config["partition-id"])).to_client()
+
+
+# fedhh: was mods=[secaggplus_mod]
+app = ClientApp(client_fn=client_fn, mods=[make_secagg_mod(threat=THREAT, pki=PKI)])
+'''
+
+_FEDAVG_SERVER = '''"""ServerApp: FedAvg whose fit rounds are summed by fedhh's secure aggregation."""
+import numpy as np
+from flwr.common import ndarrays_to_parameters
+from flwr.server import LegacyContext, ServerApp, ServerConfig
+from flwr.server.strategy import FedAvg
+from flwr.server.workflow import DefaultWorkflow
+from protocol.flower.workflow import FedhhSecAggWorkflow  # fedhh
+
+from .client_app import DIM
+from .common import NODES, PKI, THREAT
+
+app = ServerApp()
+
+
+@app.main()
+def main(grid, context):
+    rounds = int(context.run_config.get("num-server-rounds", 3))
+    nodes = int(context.run_config.get("nodes", NODES))
+    strategy = FedAvg(fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=nodes,
+                      min_available_clients=nodes,
+                      initial_parameters=ndarrays_to_parameters([np.zeros(DIM), np.zeros(1)]))
+    ctx = LegacyContext(context=context, config=ServerConfig(num_rounds=rounds),
+                        strategy=strategy)
+    # fedhh: was fit_workflow=SecAggPlusWorkflow(num_shares=..., reconstruction_threshold=...)
+    DefaultWorkflow(fit_workflow=FedhhSecAggWorkflow(threat=THREAT, pki=PKI))(grid, ctx)
+'''
+
+_TRIEHH_CLIENT = '''"""ClientApp: this node holds one user's word and votes in TrieHH's rounds."""
+from protocol.flower.triehh_app import make_client_app
+
+from .common import PKI, THREAT
+from .options import OPTIONS
+
+app = make_client_app(OPTIONS, threat=THREAT, pki=PKI)
+'''
+
+_TRIEHH_SERVER = '''"""ServerApp: TrieHH over fedhh's secure aggregation among the nodes."""
+from protocol.flower.triehh_app import make_server_app
+
+from .common import PKI, THREAT
+from .options import OPTIONS
+
+app = make_server_app(OPTIONS, threat=THREAT, pki=PKI)
+'''
+
+_TRIEHH_OPTIONS = '''"""TrieHH's options: those of ``fedhh triehh`` (the nodes are the users)."""
+from protocol.studies.runners.triehh import TrieHHOptions
+
+OPTIONS = TrieHHOptions(dataset="{dataset}", users={nodes}, epsilon={epsilon}, seed={seed},
+                        max_length={max_length}, transport="secagg-flower")
+'''
+
+_RUN = '''"""Run the app in Flower's simulation engine (``python run.py``) or on fedhh's
+in-process grid (``python run.py --local``: no Ray)."""
+import os
+import sys
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from {module}.client_app import app as client_app  # noqa: E402
+from {module}.server_app import app as server_app  # noqa: E402
+
+NODES = {nodes}
+
+if __name__ == "__main__":
+    if "--local" in sys.argv:
+        from protocol.flower.local import LocalGrid, serve
+
+        serve(server_app, LocalGrid(client_app, NODES))
+    else:
+        from flwr.simulation import run_simulation
+
+        run_simulation(server_app, client_app, num_supernodes=NODES,
+                       backend_config={{"client_resources": {{"num_cpus": 1}}}})
+'''
+
+_README = '''# {name}: a Flower app with fedhh secure aggregation ({app})
+
+Written by `fedhh flower new`. Install fedhh with its Flower extra
+(`pip install 'fedhh[flower]' 'flwr[simulation]==1.42.0'`), then from this directory:
+
+    python run.py            # Flower's simulation engine ({nodes} nodes, Ray)
+    python run.py --local    # the same apps on fedhh's in-process grid (no Ray)
+    flwr run .               # Flower's CLI, local-simulation federation
+
+`pki/` holds the Ed25519 PKI of the malicious-server variant for the {nodes} simulated
+nodes (node `i` is `partition-id` `i`): `roster.json` is public, `node-<i>.key` is node
+`i`'s secret. In a deployment each node keeps only its own key and gives its path with
+the node config `fedhh-pki` (and its identity with `fedhh-identity`).
+{note}See fedhh's docs/flower.md.
+'''
+
+
+_NOTES = {
+    "fedavg": "",
+    "triehh": ("TrieHH's parameters follow from epsilon and the population (Corollary 1): "
+               "a small population samples few users per level and releases little (1000 "
+               "users: one level of 32 votes, nothing released); 10^4 users find `the`.\n"),
+}
+
+
+def write_project(directory: str | pathlib.Path, *, app: str = "fedavg", nodes: int = 10,
+                  threat: str = "malicious", dim: int = 5, dataset: str = "en",
+                  epsilon: float = 4.0, seed: int = 0, max_length: int = 10,
+                  overwrite: bool = False) -> list[pathlib.Path]:
+    """Write the project into ``directory`` (created); returns the files written.
+    The PKI is written by the caller (:func:`protocol.flower.session.write_pki` into
+    ``directory/pki``).
+
+    Raises:
+        ValueError: an unknown app, fewer than 2 nodes, or a non-empty directory
+            without ``overwrite``.
+    """
+    if app not in APPS:
+        raise ValueError(f"app must be one of {APPS}, got {app!r}")
+    if nodes < 2 or dim < 1:
+        raise ValueError("need at least 2 nodes and dim >= 1")
+    root = pathlib.Path(directory)
+    if root.exists() and any(root.iterdir()) and not overwrite:
+        raise ValueError(f"{root} is not empty (pass overwrite to write into it)")
+    name = re.sub(r"[^a-z0-9]+", "-", root.resolve().name.lower()).strip("-") or "fedhh-app"
+    module = re.sub(r"[^a-z0-9_]", "_", name.replace("-", "_"))
+    if not module or module[0].isdigit():
+        module = "app_" + module
+    if app == "fedavg":
+        config = f'num-server-rounds = 3\nnodes = {nodes}'
+        files = {"client_app.py": _FEDAVG_CLIENT.format(dim=dim),
+                 "server_app.py": _FEDAVG_SERVER}
+    else:
+        config = f'nodes = {nodes}'
+        files = {"client_app.py": _TRIEHH_CLIENT, "server_app.py": _TRIEHH_SERVER,
+                 "options.py": _TRIEHH_OPTIONS.format(dataset=dataset, nodes=nodes,
+                                                      epsilon=float(epsilon), seed=int(seed),
+                                                      max_length=int(max_length))}
+    files["common.py"] = _COMMON.format(threat=threat, nodes=nodes)
+    files["__init__.py"] = '"""A Flower app with fedhh secure aggregation."""\n'
+    written = []
+    (root / module).mkdir(parents=True, exist_ok=True)
+    for fname, text in files.items():
+        path = root / module / fname
+        path.write_text(text)
+        written.append(path)
+    for fname, text in (("pyproject.toml", _PYPROJECT.format(name=name, app=app, module=module,
+                                                              config=config, nodes=nodes)),
+                        ("run.py", _RUN.format(module=module, nodes=nodes)),
+                        ("README.md", _README.format(name=name, app=app, nodes=nodes,
+                                                     note=_NOTES[app]))):
+        path = root / fname
+        path.write_text(text)
+        written.append(path)
+    return written

@@ -1,0 +1,343 @@
+"""The ServerApp side: :class:`FedhhSecAggWorkflow` in place of Flower's
+``SecAggPlusWorkflow``, and :class:`SessionDriver`, which runs one session of our
+state machines over a Flower ``Grid``.
+
+Switching an app over is one line::
+
+    workflow = DefaultWorkflow(fit_workflow=FedhhSecAggWorkflow())
+    # was: fit_workflow=SecAggPlusWorkflow(num_shares=..., reconstruction_threshold=...)
+
+The degree and threshold follow from the threat model (malicious server by default,
+:class:`~protocol.flower.session.Policy`), not from ``num_shares`` and
+``reconstruction_threshold``; the quantisation options are Flower's.
+
+How a session runs (:meth:`SessionDriver.run`): the sampled nodes (with the malicious
+variant: each asked once for its PKI identity, cached) are offered the session
+(:class:`~protocol.flower.session.Offer`); each reply's frame goes to our
+:class:`secagg.server.SecAggServer` after a check that the frame's sender is the
+position of the node Flower says sent it; the server's round closes when Flower has
+every reply or the ``timeout`` passed; its messages go to their nodes, one Flower
+message each. A node whose reply is an error (its ClientApp raised, it aborted, Flower
+lost it) or that does not reply in time has dropped out: our protocol recovers its
+masks, or aborts if too few nodes are left. Nothing is retried.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from protocol.core import codec, wire_secagg
+from protocol.flower.session import (
+    RECORD, FlowerSecAggError, Offer, Policy, Quantiser, load_roster, pki_dir_of,
+)
+from secagg.errors import SecAggError
+from secagg.messages import RoutedShares
+from secagg.randomness import OsRandom
+from secagg.server import SecAggServer
+from secagg.state import ServerState
+
+__all__ = ["FedhhSecAggWorkflow", "SessionDriver", "SessionOutcome"]
+
+
+@dataclass
+class SessionOutcome:
+    """One session's result.
+
+    Attributes:
+        total: the sum modulo the modulus over ``survivors`` (``None`` if aborted).
+        survivors: the node ids whose inputs are in the sum (``U3``).
+        dropped: the node ids of the roster that are not.
+        input_replies: node id -> the content of its reply to the round that carried
+            the application's extra content (FedAvg: its fit reply without arrays).
+        abort_reason: why the server aborted, or ``None``.
+        bytes_up, bytes_down: frame bytes per node id.
+        server_seconds: CPU of our server state machine and codec.
+        offer: the session offered.
+        rejected: frames refused (node id, reason).
+    """
+
+    total: np.ndarray | None
+    survivors: tuple[int, ...]
+    dropped: tuple[int, ...]
+    input_replies: dict[int, Any]
+    abort_reason: str | None
+    bytes_up: dict[int, int]
+    bytes_down: dict[int, int]
+    server_seconds: float
+    offer: Offer | None
+    rejected: list[tuple[int, str]] = field(default_factory=list)
+
+
+class SessionDriver:
+    """Runs sessions of our protocol over a Flower ``Grid``.
+
+    Args:
+        policy: the threat model the parameters come from.
+        pki: the PKI directory whose public roster the server uses (malicious variant;
+            default ``FEDHH_FLOWER_PKI``).
+        timeout: seconds Flower waits for a stage's replies (``None``: every reply).
+    """
+
+    def __init__(self, policy: Policy | None = None, pki: str | None = None,
+                 timeout: float | None = None) -> None:
+        self.policy = policy or Policy()
+        self.pki = pki
+        self.timeout = timeout
+        #: Flower node id -> PKI identity, as each node reported it
+        self.identities: dict[int, int] = {}
+
+    # -- Flower messaging -----------------------------------------------------------
+    def _send(self, grid: Any, group: str, payloads: dict[int, Any]) -> dict[int, Any]:
+        """Send ``node id -> (config dict, extra RecordDict or None)``; return the
+        replies by node id (error replies included)."""
+        from flwr.app import ConfigRecord, Message, RecordDict
+        from flwr.app.message_type import MessageType
+
+        msgs = []
+        for nid, (cfg, extra) in payloads.items():
+            content = extra if extra is not None else RecordDict()
+            content.config_records[RECORD] = ConfigRecord(cfg)
+            msgs.append(Message(content=content, dst_node_id=nid,
+                                message_type=MessageType.TRAIN, group_id=group))
+        replies: dict[int, Any] = {}
+        for r in grid.send_and_receive(msgs, timeout=self.timeout):
+            src = r.metadata.src_node_id
+            if src in payloads and src not in replies:
+                replies[src] = r
+        return replies
+
+    def identify(self, grid: Any, group: str, nodes: Sequence[int]) -> list[int]:
+        """Learn the PKI identity of the nodes not yet known; returns the nodes with one."""
+        ask = [n for n in nodes if n not in self.identities]
+        if ask:
+            for nid, r in self._send(grid, group, {n: ({"stage": "identify"}, None)
+                                                   for n in ask}).items():
+                if r.has_error():
+                    continue
+                rec = r.content.config_records.get(RECORD)
+                ident = rec.get("identity") if rec is not None else None
+                if type(ident) is int and ident >= 0:
+                    self.identities[nid] = ident
+        known = [n for n in nodes if n in self.identities]
+        # two nodes claiming one identity: neither takes part
+        seen: dict[int, int] = {}
+        for n in known:
+            seen[self.identities[n]] = seen.get(self.identities[n], 0) + 1
+        return [n for n in known if seen[self.identities[n]] == 1]
+
+    def run(self, grid: Any, nodes: Sequence[int], *, label: str, group: str, dim: int,
+            modulus: int, app: str,
+            extra: Callable[[int], Any] | None = None,
+            check_nodes: Callable[[int], None] | None = None) -> SessionOutcome:
+        """One session among ``nodes``; ``extra(node id)`` is the content (a
+        ``RecordDict``) sent with the routed shares (the round after which the node's
+        input is needed), ``check_nodes(n)`` refuses a roster size.
+
+        Raises:
+            FlowerSecAggError: no parameters for this many nodes, a missing PKI, or
+                fewer than two nodes.
+        """
+        policy = self.policy
+        nodes = list(dict.fromkeys(nodes))
+        verify = None
+        identities: tuple[int, ...] = ()
+        if policy.malicious:
+            where = pki_dir_of({}, self.pki)
+            if where is None:
+                raise FlowerSecAggError("the malicious-server variant needs the PKI's "
+                                        "public roster (pki= or FEDHH_FLOWER_PKI)")
+            roster = load_roster(where)
+            nodes = [n for n in self.identify(grid, group, nodes)
+                     if self.identities[n] < len(roster)]
+            identities = tuple(self.identities[n] for n in nodes)
+            verify = tuple(roster[i] for i in identities)
+        if len(nodes) < 2:
+            raise FlowerSecAggError(f"a session needs at least 2 nodes, {len(nodes)} left")
+        if check_nodes is not None:
+            check_nodes(len(nodes))
+        params = policy.params(len(nodes))
+        offer = Offer(label=label, node_ids=tuple(nodes), identities=identities,
+                      degree=params.degree, threshold=params.threshold, graph=params.graph,
+                      malicious=params.malicious, dim=dim, modulus=modulus,
+                      server_nonce=OsRandom().token_bytes(32), app=app)
+        config = offer.session_config()
+        cpu0 = time.process_time()
+        server = SecAggServer(config, verify_keys=verify)
+        up_limits = wire_secagg.server_limits(config)
+        position = {nid: i for i, nid in enumerate(nodes)}
+        up = dict.fromkeys(nodes, 0)
+        down = dict.fromkeys(nodes, 0)
+        rejected: list[tuple[int, str]] = []
+        input_replies: dict[int, Any] = {}
+        srv_cpu = time.process_time() - cpu0
+
+        def deliver(replies: dict[int, Any], keep: bool) -> float:
+            spent = 0.0
+            for nid, r in replies.items():
+                if r.has_error():
+                    rejected.append((nid, f"error: {r.error.reason}"[:200]))
+                    continue
+                rec = r.content.config_records.get(RECORD)
+                frames = rec.get("frames") if rec is not None else None
+                if (not isinstance(frames, list) or len(frames) > 1
+                        or any(type(f) is not bytes for f in frames)):
+                    rejected.append((nid, "a reply without one frame list"))
+                    continue
+                t0 = time.process_time()
+                for f in frames:
+                    up[nid] += len(f)
+                    try:
+                        m = codec.decode(f, limits=up_limits)
+                    except codec.CodecError as exc:
+                        rejected.append((nid, f"CodecError: {exc}"))
+                        continue
+                    if getattr(m, "sender", None) != position[nid]:
+                        rejected.append((nid, "sender does not match the node"))
+                        continue
+                    try:
+                        server.receive(m)
+                    except SecAggError as exc:
+                        rejected.append((nid, f"{type(exc).__name__}: {exc}"))
+                spent += time.process_time() - t0
+                if keep and frames:
+                    r.content.config_records.pop(RECORD, None)
+                    input_replies[nid] = r.content
+            return spent
+
+        setup = {"stage": "setup", **offer.to_record()}
+        srv_cpu += deliver(self._send(grid, group, {n: (dict(setup), None) for n in nodes}),
+                           False)
+        while server.state not in (ServerState.COMPLETED, ServerState.ABORTED):
+            t0 = time.process_time()
+            out = server.close_round()
+            payloads: dict[int, Any] = {}
+            carries_input = False
+            for pos, m in out:
+                nid = nodes[pos]
+                frame = codec.encode(m)
+                down[nid] += len(frame)
+                more = None
+                if isinstance(m, RoutedShares) and extra is not None:
+                    more, carries_input = extra(nid), True
+                payloads[nid] = ({"stage": "round", "frames": [frame]}, more)
+            srv_cpu += time.process_time() - t0
+            if not payloads:
+                break
+            replies = self._send(grid, group, payloads)
+            if server.state is ServerState.ABORTED:
+                break  # the ServerAbort messages went out; nothing comes back
+            srv_cpu += deliver(replies, carries_input)
+        done = server.state is ServerState.COMPLETED
+        u3 = server.sets.get("U3", frozenset())
+        survivors = tuple(nodes[i] for i in sorted(u3)) if done else ()
+        return SessionOutcome(
+            total=server.result if done else None, survivors=survivors,
+            dropped=tuple(n for n in nodes if n not in set(survivors)),
+            input_replies={n: input_replies[n] for n in survivors if n in input_replies},
+            abort_reason=None if done else str(getattr(server.abort_reason, "value",
+                                                       server.abort_reason)),
+            bytes_up=up, bytes_down=down, server_seconds=srv_cpu, offer=offer,
+            rejected=rejected)
+
+
+class FedhhSecAggWorkflow:
+    """A Flower fit workflow (``DefaultWorkflow(fit_workflow=...)``) that aggregates
+    the sampled nodes' updates with our secure aggregation.
+
+    Args:
+        threat: ``"malicious"`` (default) or ``"semi-honest"``.
+        corrupt_fraction, dropout_rate, graph, sigma, eta: the rest of the
+            :class:`~protocol.flower.session.Policy` (the ClientApps must hold the same).
+        max_weight, clipping_range, quantization_range, modulus_range: Flower's
+            quantisation options, same meaning (:class:`~protocol.flower.session.Quantiser`;
+            ``modulus_range`` may be up to ``2**64``).
+        timeout: seconds to wait for each stage's replies (``None``: all of them).
+        pki: the PKI directory (its public roster; default ``FEDHH_FLOWER_PKI``).
+
+    Raises:
+        FlowerSecAggError: bad options.
+    """
+
+    def __init__(self, *, threat: str = "malicious", max_weight: float = 1000.0,
+                 clipping_range: float = 8.0, quantization_range: int = 1 << 22,
+                 modulus_range: int = 1 << 32, timeout: float | None = None,
+                 pki: str | None = None, **policy: Any) -> None:
+        self.policy = Policy(threat=threat, **policy)
+        self.quantiser = Quantiser(clipping_range=clipping_range,
+                                   quantization_range=quantization_range,
+                                   modulus_range=modulus_range, max_weight=max_weight)
+        self.driver = SessionDriver(self.policy, pki, timeout)
+        #: the last round's session (for measurements and tests)
+        self.last: SessionOutcome | None = None
+
+    def __call__(self, grid: Any, context: Any) -> None:
+        """Run one fit round."""
+        from logging import ERROR, INFO
+
+        import flwr.compat.common.recorddict_compat as compat
+        from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
+        from flwr.server.compat.legacy_context import LegacyContext
+        from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECORD
+        from flwr.server.workflow.constant import Key as WorkflowKey
+        from flwr.supercore import log
+
+        if not isinstance(context, LegacyContext):
+            raise TypeError(f"Expect a LegacyContext, but get {type(context).__name__}.")
+        cfg = context.state.config_records[MAIN_CONFIGS_RECORD]
+        current_round = int(cfg[WorkflowKey.CURRENT_ROUND])
+        parameters = compat.arrayrecord_to_parameters(
+            context.state.array_records[MAIN_PARAMS_RECORD], keep_input=True)
+        chosen = context.strategy.configure_fit(current_round, parameters,
+                                                context.client_manager)
+        if not chosen:
+            log(INFO, "configure_fit: no clients selected, cancel")
+            return
+        fitins = {proxy.node_id: compat.fitins_to_recorddict(ins, True) for proxy, ins in chosen}
+        proxies = {proxy.node_id: proxy for proxy, _ in chosen}
+        shapes = [list(a.shape) for a in parameters_to_ndarrays(parameters)]
+        dim = 1 + sum(int(np.prod(s, dtype=np.int64)) for s in shapes)
+        q = self.quantiser
+        app = json.dumps({"kind": "fedavg", "shapes": shapes, "quantiser": q.to_json()},
+                         sort_keys=True)
+        log(INFO, "fedhh secure aggregation (%s server) among %s nodes",
+            self.policy.threat, len(fitins))
+        try:
+            outcome = self.driver.run(grid, list(fitins), label=f"fit round {current_round}",
+                                      group=str(current_round), dim=dim,
+                                      modulus=q.modulus_range, app=app,
+                                      extra=lambda nid: fitins[nid], check_nodes=q.check_nodes)
+        except FlowerSecAggError as exc:
+            log(ERROR, "fedhh secure aggregation not started: %s", exc)
+            return
+        self.last = outcome
+        if outcome.total is None:
+            log(ERROR, "fedhh secure aggregation aborted: %s", outcome.abort_reason)
+            return
+        aggregated = q.decode(outcome.total, [tuple(s) for s in shapes],
+                              len(outcome.survivors))
+        agg_params = ndarrays_to_parameters(aggregated)
+        results = []
+        failures: list[Any] = [Exception(f"node {nid} dropped out") for nid in outcome.dropped]
+        for nid in outcome.survivors:
+            content = outcome.input_replies.get(nid)
+            try:
+                # the node's own record of its fit (num_examples, metrics): untrusted
+                fitres = compat.recorddict_to_fitres(content, keep_input=True)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                failures.append(Exception(f"node {nid}: a malformed fit reply ({exc})"))
+                continue
+            fitres.parameters = agg_params
+            results.append((proxies[nid], fitres))
+        log(INFO, "aggregate_fit: %s nodes in the secure sum, %s dropped",
+            len(outcome.survivors), len(outcome.dropped))
+        params_agg, metrics_agg = context.strategy.aggregate_fit(current_round, results,
+                                                                 failures)
+        if params_agg:
+            context.state.array_records[MAIN_PARAMS_RECORD] = \
+                compat.parameters_to_arrayrecord(params_agg, True)
+            context.history.add_metrics_distributed_fit(server_round=current_round,
+                                                        metrics=metrics_agg)
