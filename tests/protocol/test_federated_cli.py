@@ -168,3 +168,14 @@ def test_eval_regime_map_files_and_jobs(tmp_path, capsys: pytest.CaptureFixture[
                 ["--ks", "x"]):
         assert main(args[:-1] + bad + ["--out", str(tmp_path / "c")]) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_eval_federated_extension_option(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    out = tmp_path / "ext"
+    assert main(["eval", "federated", "--runs", "1", "--epsilons", "4", "--scale", "0.02",
+                 "--extension", "adaptive", "--quiet", "--out", str(out)]) == 0
+    head = json.loads((out / "runs.jsonl").read_text().splitlines()[0])
+    assert head["config"]["extension"] == "adaptive"
+    assert main(["eval", "federated", "--runs", "1", "--extension", "often",
+                 "--out", str(out)]) == 2
+    assert "--extension must be one of" in capsys.readouterr().err

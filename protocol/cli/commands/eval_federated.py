@@ -26,6 +26,9 @@ def register(cli) -> None:  # noqa: ANN001
                         "2-3 as printed; floor: never below k; k: fixed t = k)")
     p.add_argument("--tap-rules", default="adaptive,floor", dest="tap_rules",
                    help="regime map: extension rules for TAP (default adaptive,floor)")
+    p.add_argument("--extension", default=None,
+                   help="extension rule of TAP and TAPS in the SYN experiments: floor (the "
+                        "default), adaptive (equations 2-3 as printed), k or a number")
     p.add_argument("--jobs", type=int, default=1,
                    help="regime map: worker processes (the result does not depend on it)")
     p.add_argument("--epsilon", type=float, default=4.0, help="budget of the table experiments")
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
                       runs=args.runs, seed=args.seed, data_seed=args.data_seed,
                       scale=args.scale, resume=args.resume, verbose=not args.quiet,
                       say=say(not args.quiet), ks=ks, owns=owns, rules=rules,
-                      tap_rules=tap_rules, jobs=args.jobs)
+                      tap_rules=tap_rules, jobs=args.jobs, extension=args.extension)
     if regime:
         print((out / "federated_regime.md").read_text())
     print(f"wrote {out}")

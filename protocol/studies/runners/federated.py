@@ -286,9 +286,11 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
                 ks: Sequence[int] = (10, 20), owns: Sequence[float] | None = None,
                 rules: Sequence[str] = ("adaptive", "floor", "k"),
                 tap_rules: Sequence[str] = ("adaptive", "floor"),
-                jobs: int = 1) -> pathlib.Path:
+                jobs: int = 1, extension: str | int | None = None) -> pathlib.Path:
     """Run the experiment(s) above and write their files into ``out_dir`` (created if
     missing); ``say`` receives one line per cell (and per run with ``verbose``).
+    ``extension`` is the extension rule of the TAP and TAPS runs (default: the
+    mechanisms' default; the ``extension`` and ``regime`` experiments set their own).
     Returns the directory.
 
     Every finished run is appended to ``OUT/runs.jsonl`` at once
@@ -306,11 +308,9 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
     from dataclasses import replace
 
     from mechanisms.federated import FederatedConfig, FederatedError
-    from protocol.studies.datasets_federated import load_population
-    from protocol.studies.evaluation import JOURNAL, Journal, output_dir
-
     from mechanisms.federated.common import EXTENSION_RULES
-    from protocol.studies.datasets_federated import REGIME_OWN
+    from protocol.studies.datasets_federated import REGIME_OWN, load_population
+    from protocol.studies.evaluation import JOURNAL, Journal, output_dir
 
     if runs < 1:
         raise StudyError("--runs must be >= 1")
@@ -329,7 +329,11 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
         if dataset != "syn":
             raise StudyError("the regime map runs on its own generator; leave --dataset out")
     out = output_dir(out_dir)
-    defaults = FederatedConfig()
+    try:
+        defaults = FederatedConfig(extension=(FederatedConfig().extension if extension is None
+                                              else extension_rule(extension)))
+    except FederatedError as exc:
+        raise StudyError(str(exc)) from None
     # the readings the mechanisms default to are part of the options: a journal written
     # under other defaults (before 2026-11-25: drift "printed") is not resumed
     config = {"evaluation": "federated", "experiment": experiment, "dataset": dataset,
@@ -354,7 +358,8 @@ def experiments(out_dir: str | pathlib.Path, *, experiment: str = "figures",
         return _evaluate(pop_, m_, cfg_, runs, seed, journal, key_, per_run)
 
     try:
-        base = FederatedConfig(epsilon=epsilon, k=k, oracle=oracle)
+        base = FederatedConfig(epsilon=epsilon, k=k, oracle=oracle,
+                               extension=defaults.extension)
         if experiment == "regime":
             regime_map(out, journal, owns=owns, ks=ks, epsilons=eps, rules=rules,
                        tap_rules=tap_rules, runs=runs,
