@@ -179,3 +179,36 @@ def test_eval_federated_extension_option(tmp_path, capsys: pytest.CaptureFixture
     assert main(["eval", "federated", "--runs", "1", "--extension", "often",
                  "--out", str(out)]) == 2
     assert "--extension must be one of" in capsys.readouterr().err
+
+
+#: cells of the regime map docs/federated.md quotes (k = 10, epsilon 4, GRR, data seed
+#: 0, runs with seeds 0..9): (own, mechanism, rule) -> mean F1
+REGIME_FIGURES = {
+    (0.0, "taps", "adaptive"): 0.50, (0.0, "taps", "floor"): 0.67,
+    (0.0, "tap", "adaptive"): 0.39, (0.0, "tap", "floor"): 0.68,
+    (0.0, "fedpem", "k"): 0.60, (0.0, "gtf", "k"): 0.52,
+    (0.25, "taps", "adaptive"): 0.37, (0.25, "taps", "floor"): 0.50,
+    (0.25, "tap", "adaptive"): 0.32, (0.25, "tap", "floor"): 0.53,
+    (0.25, "fedpem", "k"): 0.45, (0.25, "gtf", "k"): 0.38,
+    (0.5, "taps", "adaptive"): 0.13, (0.5, "taps", "floor"): 0.12,
+    (0.5, "tap", "adaptive"): 0.13, (0.5, "tap", "floor"): 0.12,
+    (0.5, "fedpem", "k"): 0.10, (0.5, "gtf", "k"): 0.10,
+}
+
+
+@pytest.mark.slow
+def test_documented_regime_map_figures() -> None:
+    """The regime-map cells docs/federated.md quotes, recomputed run by run with the
+    map's own task function (deterministic given the seeds), so they cannot drift."""
+    from protocol.studies.runners.federated import _regime_task
+
+    got = {}
+    for own in sorted({o for o, _, _ in REGIME_FIGURES}):
+        for unit, rule in (("taps", "adaptive"), ("taps", "floor"), ("tap", "adaptive"),
+                           ("tap", "floor"), ("fedpem+gtf", "k")):
+            f1: dict[tuple, list[float]] = {}
+            for r in range(10):
+                for key, row in _regime_task((own, 0, 1.0, 10, 4.0, "grr", unit, rule, 0, r)):
+                    f1.setdefault((own, key[4], rule), []).append(row["f1"])
+            got.update({c: round(sum(v) / len(v), 2) for c, v in f1.items()})
+    assert {c: got[c] for c in REGIME_FIGURES} == REGIME_FIGURES
