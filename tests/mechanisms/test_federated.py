@@ -495,6 +495,12 @@ def test_regime_knob_moves_local_recall_from_about_1_to_about_0_1() -> None:
     recall = [got[o]["local_recall"] for o in REGIME_OWN]
     assert recall == sorted(recall, reverse=True)
     assert recall[0] >= 0.95 and recall[-1] <= 0.12, recall
+    # the knob's range as docs/federated.md reports it (k = 10, then k = 20)
+    assert [round(x, 2) for x in recall] == [0.97, 0.55, 0.10], recall
+    at20 = [local_topk_stats(regime_population(o, seed=0), 20) for o in REGIME_OWN]
+    assert [(round(s["local_recall"], 2), s["sum_of_local_top_k_f1"]) for s in at20] == [
+        (0.95, 1.0), (0.3, 0.35), (0.06, 0.2)], at20
+    assert [got[o]["sum_of_local_top_k_f1"] for o in REGIME_OWN] == [1.0, 0.6, 0.1]
     # the global top-10 stays made of diffuse items: summing the parties' exact top-10
     # no longer finds it, yet every party holds the global top-10 items
     assert got[REGIME_OWN[0]]["sum_of_local_top_k_f1"] == 1.0
