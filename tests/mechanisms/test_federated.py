@@ -564,3 +564,8 @@ def test_documented_causes_on_syn() -> None:
     assert measure("adaptive") == (5.64, 3.875, 7.125, 5.14, 0.92)
     assert measure("floor") == (10.0, 10.0, 10.0, 10.0, 0.98)
     assert round(_mean_f1(pop, "fedpem", FederatedConfig(epsilon=4, k=10)), 2) == 0.98
+    # the default floor rule on SYN, k = 10 (docs: "Measured results"): up at epsilon 2,
+    # down at epsilon 1
+    floor = {e: round(_mean_f1(pop, "taps", FederatedConfig(epsilon=e)), 2) for e in (1, 2)}
+    assert floor == {1: 0.26, 2: 0.89}, floor
+    assert round(_mean_f1(pop, "tap", FederatedConfig(epsilon=1)), 2) == 0.33
