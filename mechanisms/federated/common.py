@@ -20,10 +20,12 @@ from mechanisms.prefix_tree.levels import LevelResult, PartySession
 
 from .parties import FederatedError, Population
 
-__all__ = ["FederatedConfig", "PartyReport", "FederatedResult", "aggregate_counts",
-           "make_sessions", "Communication"]
+__all__ = ["EXTENSION_RULES", "FederatedConfig", "PartyReport", "FederatedResult",
+           "aggregate_counts", "make_sessions", "Communication"]
 
 COUNT_BITS = 32
+#: the named extension-number rules (``FederatedConfig.extension``; an integer is a fixed t)
+EXTENSION_RULES = ("adaptive", "floor", "k")
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,11 @@ class FederatedConfig:
             Phase I, as Algorithm 2 (line 5) and the proof of Theorem 5.1
             (``Pr[h] = 1/g``) state; section 7.1's "10% of users" is available as 0.1.
         shared_levels: ``g_s``; ``None`` means ``floor(0.25 g)``.
-        extension: "adaptive" (equations 2, 3) or a fixed extension number ``t``.
+        extension: the extension number rule (:data:`EXTENSION_RULES`):
+            ``"adaptive"`` (equations 2-3 as printed: ``t = k* + eta``, which can fall
+            below ``k``), ``"floor"`` (``max(k, t)`` of the printed rule: never below
+            ``k``), ``"k"`` (fixed ``t = k``), or a fixed integer ``t``. The default is
+            ``"floor"``, the rule the regime map (docs/federated.md) supports best.
         prune_ratio: TAPS dividing ratio (``beta`` in Algorithm 4; 0.1).
         tau: TAPS contrast-score guard (1e-11).
         shared_trie: False runs TAP/TAPS without Phase I (Table 6 ablation).
@@ -70,7 +76,7 @@ class FederatedConfig:
     oracle: str = "grr"
     shared_fraction: float | None = None
     shared_levels: int | None = None
-    extension: str | int = "adaptive"
+    extension: str | int = "floor"
     prune_ratio: float = 0.1
     tau: float = 1e-11
     shared_trie: bool = True
@@ -90,8 +96,11 @@ class FederatedConfig:
             raise FederatedError("shared_fraction must be in (0, 1)")
         if not 0 < self.prune_ratio < 0.5:
             raise FederatedError("prune_ratio must be in (0, 0.5)")
-        if self.extension != "adaptive" and not (isinstance(self.extension, int) and self.extension >= 1):
-            raise FederatedError("extension must be 'adaptive' or an integer >= 1")
+        if self.extension not in EXTENSION_RULES and not (
+                isinstance(self.extension, int) and not isinstance(self.extension, bool)
+                and self.extension >= 1):
+            raise FederatedError(f"extension must be one of {EXTENSION_RULES} or an integer "
+                                 f">= 1, got {self.extension!r}")
         if self.validation not in ("each", "split"):
             raise FederatedError(f"validation must be 'each' or 'split', got {self.validation!r}")
         if self.fedpem_upload not in ("counts", "frequencies"):
@@ -115,13 +124,25 @@ class FederatedConfig:
         """Shared trie depth ``g_s = floor(0.25 g)`` unless given."""
         return self.shared_levels if self.shared_levels is not None else max(1, self.levels // 4)
 
+    @property
+    def fixed_t(self) -> int | None:
+        """The fixed extension number (``"k"`` or an integer rule), else ``None``."""
+        if self.extension == "k":
+            return self.k
+        return None if self.extension in ("adaptive", "floor") else int(self.extension)
+
     def t_for(self, level: LevelResult) -> int:
-        """Extension number for a level: adaptive (eqs. 2-3) or the fixed ``t``."""
-        if self.extension == "adaptive":
-            ranked = np.sort(level.freqs)[::-1]
-            return max(1, extension_number(ranked, self.k, level.sigma, self.drift,
-                                           max(1, int(level.n_users))))
-        return int(self.extension)
+        """Extension number for a level under :attr:`extension` (at most the level's
+        domain size, at least 1)."""
+        fixed = self.fixed_t
+        if fixed is not None:
+            return fixed
+        ranked = np.sort(level.freqs)[::-1]
+        t = max(1, extension_number(ranked, self.k, level.sigma, self.drift,
+                                    max(1, int(level.n_users))))
+        if self.extension == "floor":
+            t = min(int(level.freqs.size), max(t, self.k))
+        return t
 
 
 @dataclass

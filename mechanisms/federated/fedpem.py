@@ -28,7 +28,7 @@ from .common import (Communication, FederatedConfig, FederatedResult, PartyRepor
 from mechanisms.prefix_tree.levels import PartySession, level_lengths, top_indices, walk_levels
 from .parties import Population, split_sizes
 
-__all__ = ["fedpem", "gtf", "local_pem"]
+__all__ = ["fedpem", "gtf", "fedpem_and_gtf", "local_pem"]
 
 
 def local_pem(session: PartySession, bits: int,
@@ -43,7 +43,7 @@ def local_pem(session: PartySession, bits: int,
     """
     lengths = level_lengths(bits, cfg.levels)
     sizes = split_sizes(session.size, np.ones(len(lengths)))
-    t_fixed = cfg.k if cfg.extension == "adaptive" else int(cfg.extension)
+    t_fixed = cfg.fixed_t or cfg.k  # PEM: t = k unless a fixed t is asked for
     res, _, ts = walk_levels(session, lengths, list(sizes), None, 0, lambda r: t_fixed)
     top = top_indices(res.freqs, cfg.k)
     return res.domain[top], res.freqs[top], ts
@@ -65,6 +65,27 @@ def _local_pem_everywhere(pop: Population, cfg: FederatedConfig, rng: np.random.
     return items, freqs, reports
 
 
+def _fedpem_release(pop: Population, cfg: FederatedConfig, items: list[np.ndarray],
+                    freqs: list[np.ndarray], reports: list[PartyReport],
+                    seconds: float) -> FederatedResult:
+    # the paper's section 7.1 says counts, the text of its Algorithm 1 frequencies
+    weights = [r.counts for r in reports] if cfg.fedpem_upload == "counts" else freqs
+    top, score = aggregate_counts(items, weights, cfg.k)
+    return FederatedResult("fedpem", top, score, reports, seconds, pop.bits)
+
+
+def _gtf_release(pop: Population, cfg: FederatedConfig, items: list[np.ndarray],
+                 freqs: list[np.ndarray], reports: list[PartyReport],
+                 seconds: float) -> FederatedResult:
+    allv = np.concatenate(items)
+    uniq, inv = np.unique(allv, return_inverse=True)
+    votes = np.bincount(inv, minlength=uniq.size)
+    fsum = np.bincount(inv, weights=np.concatenate(freqs), minlength=uniq.size)
+    order = np.lexsort((uniq, -fsum, -votes))[:cfg.k]
+    score = votes[order] + np.clip(fsum[order], 0, None) / (1.0 + np.abs(fsum).max())
+    return FederatedResult("gtf", uniq[order], score, reports, seconds, pop.bits)
+
+
 def fedpem(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
         transport: Transport | None = None) -> FederatedResult:
     """Run FedPEM (Algorithm 1): PEM per party, the server sums local top-k counts
@@ -74,17 +95,14 @@ def fedpem(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
     :class:`~mechanisms.prefix_tree.levels.PartySession`).
 
     PEM extends a fixed ``t = k`` prefixes per level (``cfg.extension`` is used only when
-    it is an integer).
+    it is an integer; ``"adaptive"``, ``"floor"`` and ``"k"`` all mean ``t = k`` here).
 
     Raises:
         FederatedError: on invalid inputs.
     """
     t0 = timer()
     items, freqs, reports = _local_pem_everywhere(pop, cfg, rng, transport)
-    # the paper's section 7.1 says counts, the text of its Algorithm 1 frequencies
-    weights = [r.counts for r in reports] if cfg.fedpem_upload == "counts" else freqs
-    top, score = aggregate_counts(items, weights, cfg.k)
-    return FederatedResult("fedpem", top, score, reports, timer() - t0, pop.bits)
+    return _fedpem_release(pop, cfg, items, freqs, reports, timer() - t0)
 
 
 def gtf(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
@@ -99,10 +117,24 @@ def gtf(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
     """
     t0 = timer()
     items, freqs, reports = _local_pem_everywhere(pop, cfg, rng, transport)
-    allv = np.concatenate(items)
-    uniq, inv = np.unique(allv, return_inverse=True)
-    votes = np.bincount(inv, minlength=uniq.size)
-    fsum = np.bincount(inv, weights=np.concatenate(freqs), minlength=uniq.size)
-    order = np.lexsort((uniq, -fsum, -votes))[:cfg.k]
-    score = votes[order] + np.clip(fsum[order], 0, None) / (1.0 + np.abs(fsum).max())
-    return FederatedResult("gtf", uniq[order], score, reports, timer() - t0, pop.bits)
+    return _gtf_release(pop, cfg, items, freqs, reports, timer() - t0)
+
+
+def fedpem_and_gtf(pop: Population, cfg: FederatedConfig, rng: np.random.Generator,
+                   transport: Transport | None = None
+                   ) -> tuple[FederatedResult, FederatedResult]:
+    """FedPEM and GTF from one pass of the per-party tries they share: the same
+    releases as ``fedpem`` and ``gtf`` called with generators of the same seed (both
+    run :func:`local_pem` in every party and differ only at the server), for half the
+    cost. The two are alternatives a deployment chooses between, not one protocol:
+    each user still sends one report, which both servers read. Both results carry the
+    whole pass's time.
+
+    Raises:
+        FederatedError: on invalid inputs.
+    """
+    t0 = timer()
+    items, freqs, reports = _local_pem_everywhere(pop, cfg, rng, transport)
+    seconds = timer() - t0
+    return (_fedpem_release(pop, cfg, items, freqs, reports, seconds),
+            _gtf_release(pop, cfg, items, freqs, reports, seconds))

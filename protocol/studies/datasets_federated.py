@@ -35,6 +35,33 @@ Poisson(8) 6,260; 120k Zipf(1.1) 6,688; 80k Zipf(1.3) 6,796; 70k Poisson(6) 4,59
 780,000 users. ``scale`` multiplies users, distinct and common items alike.
 Everything is reproducible from ``seed``.
 
+The hard regime (:func:`regime_population`)
+-------------------------------------------
+On SYN as regenerated, summing every party's exact local top-k already gives the global
+top-k: the global heavy hitters are the large parties' local heavy hitters. The
+paper's claim for TAP/TAPS (aligning the parties on the global targets) needs data on
+which that fails. :func:`regime_population` builds it, with one knob, ``own``:
+
+* ``parties`` parties (20) of skewed sizes, ``n_i`` proportional to
+  ``(i + 1)^-size_skew`` (``size_skew = 0.5``: the largest holds 4.5 times the smallest),
+  ``users`` users in all (390,000, half SYN's total, so that the map's 1,080 runs
+  finish within an hour on two shared cores);
+* *diffuse* global items: ``global_items`` (500) random 48-bit ids whose law is the
+  same Zipf(``global_zipf = 0.8``) in every party, so each is frequent globally and
+  equally (un)remarkable everywhere;
+* *own* items: every party has ``own_head`` (20) items of its own, held by nobody
+  else, each by a share ``own / own_head`` of its users;
+* a tail: a share ``tail`` (0.05) of each party's users hold a random item of their
+  own (one user each).
+
+A user holds a global item with probability ``1 - own - tail``, an own item with
+probability ``own``, a tail item otherwise (one multinomial draw per party). As ``own``
+rises, a party's own items overtake the global ones in its local ranking while
+staying below them globally (a party's own item has at most ``n_max own / own_head``
+users, a global top-k item ``N (1 - own - tail) p_k``), so the local-top-k recall of
+the global top-k falls from about 1 (``own = 0``) to about 0.1 (``own = 0.5`` at
+k = 10). :func:`local_topk_stats` measures it (``fedhh federated --describe``).
+
 Other sources
 -------------
 * :func:`from_csv`: ``party,user,item`` rows (item: an integer below ``2**bits`` or a
@@ -53,8 +80,10 @@ import numpy as np
 
 from mechanisms.federated.parties import FederatedError, Party, Population
 
-__all__ = ["SYN_PARTIES", "SYN_COMMON", "SYN_GROUPS", "SYN_GROUP_SIZE", "SYN_TASTE", "SynParty", "syn_population", "describe",
-           "encode_words", "decode_item", "from_csv", "words_population", "load_population"]
+__all__ = ["SYN_PARTIES", "SYN_COMMON", "SYN_GROUPS", "SYN_GROUP_SIZE", "SYN_TASTE", "SynParty",
+           "syn_population", "describe", "encode_words", "decode_item", "from_csv",
+           "words_population", "load_population", "RegimeParams", "REGIME_OWN",
+           "regime_population", "local_topk_stats", "PAPER_TABLE7"]
 
 
 @dataclass(frozen=True)
@@ -178,6 +207,116 @@ def describe(pop: Population) -> dict[str, object]:
             "common": int(common.size)}
 
 
+@dataclass(frozen=True)
+class RegimeParams:
+    """The hard-regime generator's parameters (module docstring); ``own`` is the knob."""
+
+    own: float = 0.3
+    users: int = 390_000
+    parties: int = 20
+    size_skew: float = 0.5
+    global_items: int = 500
+    global_zipf: float = 0.8
+    own_head: int = 20
+    tail: float = 0.05
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.own and 0 <= self.tail and self.own + self.tail < 1):
+            raise FederatedError("own and tail must be >= 0 with own + tail < 1 (some users "
+                                 f"must hold global items), got own={self.own}, tail={self.tail}")
+        if self.parties < 1 or self.global_items < 1 or self.own_head < 1:
+            raise FederatedError("parties, global_items and own_head must be >= 1")
+        if self.users < self.parties:
+            raise FederatedError(f"{self.users} users cannot fill {self.parties} parties")
+        if not (self.size_skew >= 0 and self.global_zipf >= 0):
+            raise FederatedError("size_skew and global_zipf must be >= 0")
+
+
+#: the knob values of ``fedhh eval federated --experiment regime`` (the map)
+REGIME_OWN = (0.0, 0.25, 0.5)
+
+
+def regime_population(own: float = 0.3, seed: int = 0, *, scale: float = 1.0,
+                      bits: int = 48, **params: float) -> Population:
+    """The hard regime (module docstring): ``own`` is the share of every party's users
+    holding the party's own items; ``params`` override the other
+    :class:`RegimeParams` fields; ``scale`` multiplies ``users``.
+
+    Raises:
+        FederatedError: on out-of-range parameters or an unknown parameter name.
+    """
+    names = set(RegimeParams.__dataclass_fields__) - {"own"}
+    unknown = set(params) - names
+    if unknown:
+        raise FederatedError(f"unknown regime parameters {sorted(unknown)}; choose from "
+                             f"{sorted(names)}")
+    if not scale > 0:
+        raise FederatedError("scale must be > 0")
+    p = RegimeParams(own=float(own), **params)  # type: ignore[arg-type]
+    users = int(round(p.users * scale))
+    p = RegimeParams(**{**p.__dict__, "users": users})
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7A95]))
+    w = (np.arange(p.parties) + 1.0) ** -p.size_skew
+    sizes = np.floor(users * w / w.sum()).astype(np.int64)
+    sizes[0] += users - int(sizes.sum())
+    need = p.global_items + p.parties * p.own_head
+    ids = np.unique(rng.integers(0, 1 << bits, size=need + 64, dtype=np.uint64))
+    if ids.size < need:
+        raise FederatedError(f"{bits}-bit items cannot give {need} distinct ids")
+    ids = rng.permutation(ids)[:need]
+    glob = ids[:p.global_items]
+    own_ids = ids[p.global_items:].reshape(p.parties, p.own_head)
+    law = (np.arange(p.global_items) + 1.0) ** -p.global_zipf
+    law /= law.sum()
+    out = []
+    for i, n in enumerate(sizes):
+        kinds = rng.multinomial(int(n), [1.0 - p.own - p.tail, p.own, p.tail])
+        items = np.concatenate([
+            glob[rng.choice(p.global_items, int(kinds[0]), p=law)],
+            own_ids[i][rng.integers(0, p.own_head, int(kinds[1]))],
+            rng.integers(0, 1 << bits, int(kinds[2]), dtype=np.uint64)])
+        out.append(Party(f"R{i}", rng.permutation(items)))
+    return Population(tuple(out), bits)
+
+
+#: Table 7 of Zhang, Ye, Hu (epsilon 4, k = 10): mean recall of the global top-k among
+#: the parties' local heavy hitters, per dataset: (parties, GTF, FedPEM, TAPS)
+PAPER_TABLE7 = {"RDB": (2, 0.304, 0.302, 0.413), "YCM": (4, 0.262, 0.255, 0.368),
+                "TYS": (6, 0.296, 0.283, 0.333), "UBA": (6, 0.295, 0.294, 0.325),
+                "SYN": (8, 0.162, 0.162, 0.179)}
+
+
+def local_topk_stats(pop: Population, k: int) -> dict[str, object]:
+    """How far each party's *exact* local top-``k`` is from the global top-``k`` (no
+    privacy noise: what a perfect per-party oracle would upload).
+
+    Returns:
+        ``{"k", "local_recall"`` (the mean over parties of the share of the global
+        top-k in the party's top-k; Table 7's measure, here without noise),
+        ``"per_party"`` (each party's recall), ``"sum_of_local_top_k_f1"`` (F1 of the
+        top-k of the summed exact local top-k counts: FedPEM without noise),
+        ``"global_in_some_local"`` (share of the global top-k in at least one party's
+        top-k)``}``.
+
+    Raises:
+        FederatedError: ``k < 1``.
+    """
+    from mechanisms.federated import aggregate_counts, f1_at_k
+    from mechanisms.federated.parties import top_k_counts
+
+    if k < 1:
+        raise FederatedError("k must be >= 1")
+    truth = pop.true_top_k(k)
+    locs = [top_k_counts(p.items, k) for p in pop.parties]
+    per = [float(np.isin(truth, v).mean()) for v, _ in locs]
+    summed, _ = aggregate_counts([v for v, _ in locs], [c for _, c in locs], k)
+    anywhere = np.isin(truth, np.concatenate([v for v, _ in locs])).mean()
+    return {"k": int(k), "local_recall": round(float(np.mean(per)), 4),
+            "per_party": [round(x, 4) for x in per],
+            "sum_of_local_top_k_f1": round(float(f1_at_k(truth, summed)), 4),
+            "global_in_some_local": round(float(anywhere), 4)}
+
+
 def encode_words(words: list[str] | np.ndarray, nbytes: int = 6) -> np.ndarray:
     """Words -> ``8 * nbytes``-bit items: the first ``nbytes`` UTF-8 bytes, zero padded."""
     out = np.zeros(len(words), dtype=np.uint64)
@@ -268,17 +407,22 @@ def words_population(users: int = 200_000, parties: int = 4, seed: int = 0,
     return Population(tuple(out), 48)
 
 
-def load_population(source: str, seed: int = 0, beta: float = 0.5, scale: float = 1.0) -> Population:
-    """``"syn"``, ``"words"`` or a CSV path.
+def load_population(source: str, seed: int = 0, beta: float = 0.5, scale: float = 1.0,
+                    own: float = RegimeParams.own) -> Population:
+    """``"syn"``, ``"regime"`` (:func:`regime_population` with knob ``own``), ``"words"``
+    or a CSV path.
 
     Raises:
         FederatedError: for a missing file or a malformed source.
     """
     if source == "syn":
         return syn_population(seed=seed, beta=beta, scale=scale)
+    if source == "regime":
+        return regime_population(own, seed=seed, scale=scale)
     if source == "words":
         return words_population(users=int(200_000 * scale), seed=seed)
     p = pathlib.Path(source)
     if not p.exists():
-        raise FederatedError(f"no such dataset: {source!r} (use syn, words or a CSV path)")
+        raise FederatedError(f"no such dataset: {source!r} (use syn, regime, words or a CSV "
+                             "path)")
     return from_csv(p)

@@ -9,13 +9,16 @@ def register(cli) -> None:  # noqa: ANN001
     p = cli.command("federated", "federated heavy hitters under LDP (TAPS, TAP, FedPEM, GTF)", run)
     p.add_argument("--mechanism", choices=["taps", "tap", "fedpem", "gtf"], default="taps")
     p.add_argument("--dataset", default="syn",
-                   help="syn (Table 2 regenerated), words, or a CSV file party,user,item")
+                   help="syn (Table 2 regenerated), regime (the hard regime, knob --own), "
+                        "words, or a CSV file party,user,item")
     p.add_argument("--epsilon", type=float, default=4.0, help="per-report privacy budget")
     p.add_argument("--k", type=int, default=10, help="number of heavy hitters")
     p.add_argument("--oracle", choices=["grr", "oue", "olh"], default="grr")
     p.add_argument("--levels", type=int, default=24, help="granularity g (step = 48 / g bits)")
-    p.add_argument("--extension", default="adaptive",
-                   help="'adaptive' (equations 2-3) or a fixed extension number t")
+    p.add_argument("--extension", default="floor",
+                   help="extension number rule: floor (default: equations 2-3, never below "
+                        "k), adaptive (equations 2-3 as printed), k (fixed t = k) or a "
+                        "fixed number t")
     p.add_argument("--no-shared-trie", action="store_true", help="skip Phase I (ablation)")
     p.add_argument("--drift", choices=["printed", "normalised", "counts", "variance"],
                    default="variance",
@@ -35,13 +38,18 @@ def register(cli) -> None:  # noqa: ANN001
                         "section 7.1 mentions 0.1)")
     p.add_argument("--beta", type=float, default=0.5, help="SYN Dirichlet concentration")
     p.add_argument("--scale", type=float, default=1.0, help="SYN/words population scale")
-    p.add_argument("--data-seed", type=int, default=0, help="seed of the SYN generator")
+    p.add_argument("--data-seed", type=int, default=0,
+                   help="seed of the SYN or regime generator")
+    p.add_argument("--own", type=float, default=0.3,
+                   help="regime: share of each party's users holding the party's own items "
+                        "(the knob: 0 gives local recall about 1, 0.5 about 0.1)")
     p.add_argument("--seed", type=int, default=None,
                    help="simulation seed (default: fresh OS randomness)")
     p.add_argument("--describe", action="store_true",
                    help="print the population's statistics (users, distinct and common "
-                        "items per party; for syn the generator and Table 2's figures) "
-                        "and run nothing")
+                        "items per party; the exact local-top-k recall of the global "
+                        "top-k at --k beside the paper's Table 7; for syn and regime the "
+                        "generator, for syn Table 2's figures) and run nothing")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     from protocol.cli.args import add_quiet_arg
 
@@ -93,6 +101,16 @@ def _describe(args: argparse.Namespace) -> int:
     print(f"{out['dataset']}: {len(out['parties'])} parties, {out['users']:,} users, "
           f"{out['distinct']:,} distinct items, {out['common']:,} common to every party"
           + (f" (paper {out['paper_common']:,})" if syn else ""))
+    loc, t7 = out["local"], out["local"]["paper_table7"]
+    print(f"local recall of the global top-{loc['k']} in each party's exact top-{loc['k']}: "
+          f"{loc['local_recall']:.3f} (mean over parties); paper, Table 7 (SYN, epsilon 4, "
+          f"k 10, under LDP): FedPEM {t7['fedpem']}, GTF {t7['gtf']}, TAPS {t7['taps']}")
+    print(f"summing the parties' exact top-{loc['k']} counts finds the global top-{loc['k']} "
+          f"with F1 {loc['sum_of_local_top_k_f1']:.2f}; {100 * loc['global_in_some_local']:.0f}% "
+          "of it is in some party's top-k")
+    if out["dataset"] == "regime":
+        g = out["generator"]
+        print("generator: " + ", ".join(f"{k} {v}" for k, v in g.items()))
     if syn:
         g = out["generator"]
         print(f"generator: seed {g['seed']}, Dirichlet beta {g['beta']}, scale {g['scale']}, "
