@@ -8,16 +8,20 @@ from typing import Any, Callable, Iterable, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["print_json", "progress", "progress_bar", "print_triehh", "ClientProgress", "say"]
+__all__ = ["print_json", "progress", "progress_bar", "print_triehh", "ClientProgress", "say",
+           "print_input"]
 
 
 def print_json(obj: dict[str, Any]) -> None:
-    """Print one JSON object with the peak memory added (``peak_rss_mb``)."""
+    """Print one JSON object with the peak memory added (``peak_rss_mb``); the
+    warnings of its ``input`` report (:func:`print_input`) go to stderr."""
     from protocol.studies.measure import peak_rss_mb
 
     out = dict(obj)
     out.setdefault("peak_rss_mb", round(peak_rss_mb(), 1))
     print(json.dumps(out, indent=2, sort_keys=False, default=_default))
+    if isinstance(out.get("input"), dict):
+        print_input(out["input"], json_mode=True)
 
 
 def _default(o: Any) -> Any:
@@ -106,6 +110,28 @@ def progress_bar(total: int | None, desc: str, enabled: bool = True
     return lambda it: progress(it, total=total, desc=desc, enabled=enabled)
 
 
+def print_input(report: dict[str, Any] | None, json_mode: bool = False) -> None:
+    """What loading the data chose and changed
+    (:func:`protocol.studies.datasets.input_report`): in human output an ``input:``
+    line and a ``warning:`` line for everything dropped, truncated or chosen from the
+    data, on stdout; with ``--json`` (where the report is in the object) the warnings
+    alone, on stderr, so that they are never silent."""
+    if not report:
+        return
+    from protocol.studies.datasets import input_warnings
+
+    warnings = input_warnings(report)
+    if json_mode:
+        for line in warnings:
+            print(f"warning: {line}", file=sys.stderr)
+        return
+    alpha = report.get("alphabet", "")
+    shown = alpha if len(alpha) <= 40 else alpha[:37] + "..."
+    print(f"input: alphabet {report['alphabet_chosen']}: {shown!r}")
+    for line in warnings:
+        print(f"warning: {line}")
+
+
 def print_triehh(out: dict[str, Any], show: int) -> None:
     """The human-readable report of one TrieHH run
     (:func:`protocol.studies.runners.triehh.summarize` plus ``seconds``)."""
@@ -114,8 +140,8 @@ def print_triehh(out: dict[str, Any], show: int) -> None:
     w(f"TrieHH on {out['dataset']}: n = {out['n']:,} users "
       f"({'several words' if out['multi_word'] else 'one word'} each), "
       f"unit size {out['unit_size']}, transport {out['transport']}\n")
-    if out.get("dropped_words"):
-        w(f"warning: {out['description'].split('; ', 1)[-1]}\n")
+    sys.stdout.flush()
+    print_input(out.get("input"))
     if pv["epsilon"] is not None:
         w(f"privacy: ({pv['epsilon']:.4f}, {pv['delta']:.3g})-DP, {pv['theorem']}; "
           f"target epsilon {pv['target_epsilon']:g}, delta {pv['target_delta']:.3g}\n")

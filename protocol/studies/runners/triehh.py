@@ -180,10 +180,13 @@ def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
     ]
     g = result.guarantee
     total = result.total_cost
+    from protocol.studies.datasets import input_report
+
     return {
         "dataset": pop.name,
         "description": pop.description,
         "dropped_words": int(pop.dropped),
+        "input": input_report(pop, int(prep.config.max_levels) * prep.alphabet.unit_size),
         "n": prep.n,
         "multi_word": not prep.data.one_per_user,
         "unit_size": prep.alphabet.unit_size,

@@ -137,6 +137,11 @@ def run(opts: TrieHHPPOptions, transport: Transport,
     t0 = time.perf_counter()
     if opts.users is not None and opts.users < 1:
         raise StudyError("--users must be >= 1")
+    if opts.candidates is not None and not opts.flat:
+        raise StudyError("--candidates is the public list of a --flat run; add --flat or "
+                         "leave it out")
+    if opts.candidates is not None:
+        flat_candidates(opts.dataset, opts.candidates, None)  # refuse a bad file first
     users = opts.users
     if users is None and opts.dataset in EMBEDDED:
         users = DEFAULT_USERS
@@ -191,8 +196,14 @@ def flat_candidates(dataset: str, candidates: str | None, pop) -> tuple[str, ...
     if candidates:
         try:
             lines = pathlib.Path(candidates).read_text(encoding="utf-8").split()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise StudyError(f"cannot read --candidates: {exc}") from None
+        except OSError as exc:
+            raise StudyError(f"cannot read --candidates {candidates}: "
+                             f"{exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise StudyError(f"--candidates {candidates}: not UTF-8 text (byte "
+                             f"{exc.start})") from None
+        if not lines:
+            raise StudyError(f"--candidates {candidates} lists no candidate")
         return tuple(dict.fromkeys(lines))
     if dataset not in ("en", "en-oov", "zipf"):
         raise StudyError("--flat on a file dataset needs a public --candidates list "

@@ -1,0 +1,309 @@
+"""Every bad value for every option of every command gets one line naming it and exit
+status 2, never a traceback; the Python API refuses the same values with
+:class:`protocol.studies.errors.StudyError`.
+
+The matrix is generated from the argparse tree itself: every option that takes a value
+is fed the bad values of its kind (numbers: negative, zero, huge, NaN, not a number;
+ports out of range; input files that are missing, empty, a directory, binary or not
+UTF-8; output paths that cannot be written). A value the option's rule declares valid
+(``--seed 0``, ``--show 0``: :data:`protocol.studies.validation.RULES`) is not bad
+input and is left out. The default run takes one bad value per option (rotating
+through the kinds) plus every file case of the commands that read files; ``-m slow``
+runs the whole cross product.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import math
+import pathlib
+import signal
+import zlib
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+from protocol.cli import build_parser, main
+from protocol.studies.validation import RULES, problem
+
+#: values every numeric option is fed
+NUMERIC_BAD = ("-1", "0", "1e99", "nan", "abc")
+#: input files: how to make each kind
+INPUT_KINDS = ("missing", "empty", "directory", "binary", "latin1")
+#: output paths that cannot be written
+OUTPUT_KINDS = ("unwritable", "a-file")
+#: options that name an input file or directory, by dest
+INPUT_PATHS = {"dataset", "values", "keys", "candidates"}
+#: options that name an output file or directory, by dest
+OUTPUT_PATHS = {"out", "server_view"}
+#: options holding a comma-separated list or an expression (bad: text, NaN, negative,
+#: empty)
+LISTS = {"epsilons", "Ts", "quantiles", "ids", "stall", "extension", "bound", "fault",
+         "kill_at"}
+LIST_BAD = ("", "abc", "nan", "-1")
+#: ``--alphabet`` is any set of characters; only the empty one is bad (and any one
+#: with an embedded dataset, which has its own)
+#: HOST:PORT options
+ADDRESSES = {"connect", "link", "network"}
+ADDRESS_BAD = ("127.0.0.1:70000", "nohostport", "127.0.0.1:-1")
+#: per-command arguments the parser requires, filled with harmless valid values
+#: (``{tmp}``: a fresh directory); ``{keys}``: a directory of keys made once.
+REQUIRED: dict[str, list[str]] = {
+    "privacy shuffle": ["--n", "1000", "--epsilon0", "1", "--delta", "1e-6"],
+    "privacy triehh": ["--users", "1000"],
+    "analyze": ["--keys", "{keys}", "--connect", "127.0.0.1:9", "--clients", "3"],
+    "attack run": ["all"],
+    "audit": ["grr"],
+    "client": ["--keys", "{keys}/clients", "--connect", "127.0.0.1:9"],
+    "eval compare": ["--out", "{tmp}/o"],
+    "eval federated": ["--out", "{tmp}/o"],
+    "eval triehh": ["--out", "{tmp}/o"],
+    "helper": ["--index", "2", "--keys", "{keys}", "--connect", "127.0.0.1:9",
+               "--link", "127.0.0.1:0"],
+    "keys": ["--out", "{tmp}/k", "--clients", "3"],
+    "serve": ["--keys", "{keys}/server"],
+}
+#: options that only act together with another one: what to add so the bad value is
+#: the one the command meets
+COMPANIONS: dict[tuple[str, str], list[str]] = {
+    ("triehh", "keys"): ["--network", "127.0.0.1:0", "--transport", "secagg", "--seed", "1"],
+    ("ldp", "keys"): ["--network", "127.0.0.1:0", "--transport", "secagg", "--seed", "1"],
+    ("triehh", "server_view"): ["--network", "127.0.0.1:0", "--transport", "secagg", "--seed", "1",
+                                                "--keys", "{keys}/server"],
+    ("ldp", "server_view"): ["--network", "127.0.0.1:0", "--transport", "secagg", "--seed", "1",
+                                             "--keys", "{keys}/server"],
+}
+#: seconds one case may take before it counts as "ran instead of refusing"
+CASE_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class Case:
+    command: str
+    flag: str
+    dest: str
+    kind: str
+    value: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.command} {self.flag} {self.kind}"
+
+
+def _leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+            ) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield " ".join(path), parser
+        return
+    for name, sub in subs[0].choices.items():
+        yield from _leaves(sub, path + (name,))
+
+
+def _numeric(action: argparse.Action) -> bool:
+    return bool(getattr(action.type, "checked", False))
+
+
+def _parse(action: argparse.Action, text: str) -> Any:
+    try:
+        return action.type(text) if action.type else text  # type: ignore[misc]
+    except (argparse.ArgumentTypeError, ValueError, TypeError):
+        return None
+
+
+def all_cases() -> list[Case]:
+    """The full cross product: every option taking a value, every bad value of its
+    kind that its rule does not declare valid."""
+    out: list[Case] = []
+    for command, parser in _leaves(build_parser()):
+        for a in parser._actions:
+            if not a.option_strings or a.nargs == 0 or a.dest == "help":
+                continue
+            flag = a.option_strings[-1]
+            if a.choices is not None:
+                out.append(Case(command, flag, a.dest, "choice", "no-such-choice"))
+            elif a.dest in LISTS or (a.dest == "delta" and a.type is None):
+                out += [Case(command, flag, a.dest, f"list{v or '-empty'}", v)
+                        for v in LIST_BAD if v or a.dest != "stall"]  # no --stall: ""
+            elif a.dest == "alphabet":
+                out.append(Case(command, flag, a.dest, "empty-alphabet", ""))
+            elif _numeric(a):
+                values = NUMERIC_BAD + (("70000",) if a.dest == "port" else ())
+                for v in values:
+                    try:  # a value the rule declares valid is not bad input
+                        if _parse(a, v) is not None and problem(a.dest, _parse(a, v)) is None:
+                            continue
+                    except Exception:  # noqa: BLE001 - the parse itself is under test
+                        pass
+                    out.append(Case(command, flag, a.dest, v, v))
+            elif a.dest in ADDRESSES:
+                out += [Case(command, flag, a.dest, v, v) for v in ADDRESS_BAD]
+            elif a.dest in INPUT_PATHS:
+                out += [Case(command, flag, a.dest, k, k) for k in INPUT_KINDS]
+            elif a.dest in OUTPUT_PATHS:  # a directory (--out) or a file (--server-view)
+                kinds = OUTPUT_KINDS if a.dest == "out" else ("unwritable", "directory")
+                out += [Case(command, flag, a.dest, k, k) for k in kinds]
+    return out
+
+
+def default_cases(cases: list[Case]) -> list[Case]:
+    """One bad value per option (chosen by a stable hash, so every kind is met across
+    options), and every file case of the commands that read word or item files."""
+    by_option: dict[tuple[str, str], list[Case]] = {}
+    for c in cases:
+        by_option.setdefault((c.command, c.flag), []).append(c)
+    picked = []
+    for (command, flag), cs in by_option.items():
+        if (command in ("triehh", "ldp", "quantiles", "serve", "eval compare")
+                and cs[0].dest in INPUT_PATHS | OUTPUT_PATHS) or cs[0].dest == "port":
+            picked += cs
+        else:
+            picked.append(cs[zlib.crc32(f"{command} {flag}".encode()) % len(cs)])
+    return picked
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("bad")
+    (root / "empty.txt").write_bytes(b"")
+    (root / "dir").mkdir()
+    (root / "binary.bin").write_bytes(bytes(range(256)) * 8)
+    (root / "latin1.txt").write_bytes("caf\xe9\nna\xefve\n".encode("latin-1") * 10)
+    (root / "plain-file").write_text("x\n")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["keys", "--out", str(root / "keys"), "--clients", "3"]) == 0
+    return {"missing": str(root / "no-such-file.txt"), "empty": str(root / "empty.txt"),
+            "directory": str(root / "dir"), "binary": str(root / "binary.bin"),
+            "latin1": str(root / "latin1.txt"),
+            "unwritable": str(root / "plain-file" / "below-a-file"),
+            "a-file": str(root / "plain-file"), "keys": str(root / "keys"),
+            "root": str(root)}
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _on_alarm(signum: int, frame: Any) -> None:  # noqa: ARG001
+    raise _Timeout
+
+
+def argv_of(case: Case, files: dict[str, str], tmp: pathlib.Path) -> list[str]:
+    value = files.get(case.value, case.value) if case.dest in INPUT_PATHS | OUTPUT_PATHS \
+        else case.value
+    fill = {"{tmp}": str(tmp), "{keys}": files["keys"]}
+
+    def sub(xs: list[str]) -> list[str]:
+        out = []
+        for x in xs:
+            for k, v in fill.items():
+                x = x.replace(k, v)
+            out.append(x)
+        return out
+
+    required = [x for x in REQUIRED.get(case.command, [])]
+    if case.flag in required:  # the bad value replaces the required one
+        i = required.index(case.flag)
+        del required[i:i + 2]
+    extra = sub(COMPANIONS.get((case.command, case.dest), []))
+    return case.command.split() + sub(required) + extra + [f"{case.flag}={value}"]
+
+
+def run_case(argv: list[str]) -> tuple[int | None, str, str, float]:
+    """``main(argv)`` in this process: exit status (``None``: still running after
+    :data:`CASE_SECONDS`), stdout, stderr (with any traceback), seconds."""
+    import time
+    import traceback
+
+    out, err = io.StringIO(), io.StringIO()
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(CASE_SECONDS)
+    t0 = time.perf_counter()
+    code: int | None
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except _Timeout:
+        code = None
+    except BaseException:  # noqa: BLE001 - what the matrix looks for
+        err.write(traceback.format_exc())
+        code = 1
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    return code, out.getvalue(), err.getvalue(), time.perf_counter() - t0
+
+
+def verdict(case: Case, code: int | None, err: str) -> str | None:
+    """``None`` when the case got exit 2 and one line naming the option or file."""
+    if code is None:
+        return f"ran for more than {CASE_SECONDS} s instead of refusing"
+    if "Traceback" in err:
+        return "traceback: " + err.strip().splitlines()[-1]
+    if code != 2:
+        return f"exit {code}: {err.strip()[-200:]!r}"
+    lines = err.strip().splitlines()
+    if len(lines) != 1 or "error:" not in lines[0]:
+        return f"not one error line: {err!r}"
+    return None
+
+
+ALL = all_cases()
+DEFAULT = default_cases(ALL)
+
+
+def _check(case: Case, files: dict[str, str], tmp_path: pathlib.Path) -> None:
+    argv = argv_of(case, files, tmp_path)
+    code, _, err, _ = run_case(argv)
+    bad = verdict(case, code, err)
+    assert bad is None, (argv, bad)
+    line = err.strip()
+    named = {case.flag, case.flag.lstrip("-"), case.dest}
+    if case.dest in INPUT_PATHS | OUTPUT_PATHS:
+        named |= {files.get(case.value, case.value)}
+    assert any(n in line for n in named), (argv, line)
+
+
+@pytest.mark.parametrize("case", DEFAULT, ids=[c.id for c in DEFAULT])
+def test_bad_value_is_one_line_and_exit_2(case: Case, files: dict[str, str],
+                                         tmp_path: pathlib.Path) -> None:
+    _check(case, files, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ALL, ids=[c.id for c in ALL])
+def test_bad_value_full_cross_product(case: Case, files: dict[str, str],
+                                      tmp_path: pathlib.Path) -> None:
+    _check(case, files, tmp_path)
+
+
+def test_every_numeric_option_has_a_rule_checked_at_parse_time() -> None:
+    """A numeric option parsed without the shared rules would take NaN or 1e99."""
+    unchecked = []
+    for command, parser in _leaves(build_parser()):
+        for a in parser._actions:
+            if a.option_strings and a.type in (int, float) and a.choices is None:
+                unchecked.append(f"{command} {a.option_strings[-1]}")
+    assert unchecked == []
+
+
+def test_the_matrix_covers_every_command_and_kind() -> None:
+    commands = {c for c, _ in _leaves(build_parser())}
+    assert {c.command for c in ALL} >= commands - {"attack list"}
+    kinds = {c.kind for c in DEFAULT}
+    assert {"-1", "0", "1e99", "nan", "abc", "70000", "choice"} <= kinds
+    assert set(INPUT_KINDS) | set(OUTPUT_KINDS) <= kinds
+    assert len(ALL) > 3 * len(DEFAULT) > 300
+
+
+def test_rules_are_consistent() -> None:
+    for name, rule in RULES.items():
+        assert rule.lo is None or rule.hi is None or rule.lo < rule.hi, name
+        assert problem(name, math.nan) and problem(name, math.inf), name
+    assert problem("epsilon", np.float32(1.0)) is None
+    assert "got 1e+99" in (problem("epsilon", 1e99) or "")
