@@ -36,7 +36,8 @@ ALLOWED_TOP = {
                       "nacl", "distributed"},
     "protocol.studies": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "scipy",
                          "cryptography", "nacl", "matplotlib", "wordfreq",
-                         "flwr"},  # flwr: only `fedhh bench flower`, an optional extra
+                         "flwr",  # flwr: only `fedhh bench flower`, an optional extra
+                         "tqdm"},  # tqdm: the API's progress bar (studies/progress.py)
     "protocol.cli": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "tqdm"},
 }
 # layer -> the parts of protocol/ it may import (prefixes of dotted module names)

@@ -41,12 +41,14 @@ def _default(o: Any) -> Any:
 
 def progress(iterable: Iterable[T], total: int | None = None, desc: str = "",
              enabled: bool = True) -> Iterable[T]:
-    """A tqdm progress bar on stderr, shown only when stderr is a terminal and enabled."""
-    if not enabled or not sys.stderr.isatty():
+    """Progress over ``iterable`` on stderr (:class:`protocol.studies.progress.RunProgress`):
+    a tqdm bar on a terminal, a plain line at most every 15 s elsewhere; nothing when
+    disabled."""
+    if not enabled:
         return iterable
-    from tqdm import tqdm
+    from protocol.studies.progress import RunProgress
 
-    return tqdm(iterable, total=total, desc=desc, file=sys.stderr, leave=False)
+    return RunProgress(total, desc)(iterable)
 
 
 def say(enabled: bool = True) -> Callable[[str], None]:
@@ -67,9 +69,10 @@ class ClientProgress:
     """
 
     def __init__(self, enabled: bool = True, stream: Any = None, interval: float = 0.5,
-                 log_interval: float = 15.0) -> None:
+                 log_interval: float = 15.0, label: str = "secure aggregation") -> None:
         import time
 
+        self.label = label
         self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -84,11 +87,18 @@ class ClientProgress:
         rate = done / elapsed if elapsed > 0 else 0.0
         left = (total - done) / rate if rate > 0 else float("nan")
         eta = f"~{left:.0f} s left" if left == left else "time left unknown"
-        return (f"secure aggregation step {step}: {done}/{total} clients, "
+        return (f"{self.label} step {step}: {done}/{total} clients, "
                 f"{rate:.0f} clients/s, {eta} in this step")
 
     def __call__(self, step: int, done: int, total: int) -> None:
         if not self.enabled:
+            return
+        from protocol.studies.progress import active
+
+        run = active()
+        if run is not None and run.enabled:  # one line for the round and its clients
+            run.label = self.label
+            run.client(step, done, total)
             return
         now = self._clock()
         if step != self._step:
@@ -106,8 +116,13 @@ class ClientProgress:
 
 def progress_bar(total: int | None, desc: str, enabled: bool = True
                  ) -> Callable[[Iterable[T]], Iterable[T]]:
-    """The ``progress`` callable a runner takes: wraps an iterable in :func:`progress`."""
-    return lambda it: progress(it, total=total, desc=desc, enabled=enabled)
+    """The ``progress`` callable a runner takes (it wraps the rounds): a
+    :class:`protocol.studies.progress.RunProgress` of ``total`` rounds, which also
+    shows the clients served inside the current round when a transport reports them
+    (:class:`ClientProgress` forwards to it) and the time left for the whole run."""
+    from protocol.studies.progress import RunProgress
+
+    return RunProgress(total, desc, enabled=enabled)
 
 
 def print_input(report: dict[str, Any] | None, json_mode: bool = False) -> None:

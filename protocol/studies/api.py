@@ -32,14 +32,18 @@ deployment).
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
+import functools
+import inspect
 import io
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -59,6 +63,64 @@ SFP_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789'"
 
 Items = Union[Sequence[str], Sequence[Sequence[str]], "np.ndarray[Any, Any]"]
 Progress = Callable[[Iterable[Any]], Iterable[Any]]
+#: ``True`` (default): a tqdm bar on stderr when it is a terminal (rounds, clients
+#: inside a round, time left); ``False``: nothing; or a callable wrapping the rounds
+ShowProgress = Union[bool, Progress, None]
+
+
+def _validated(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Check every numeric argument of an API function against the range of its name
+    (:mod:`protocol.studies.validation`) before anything runs, and turn a call that
+    does not fit the signature into :class:`StudyError`: the same refusals, in the
+    same words, as the command line's."""
+    from protocol.studies.validation import RULES, check
+
+    sig = inspect.signature(fn)
+    numeric = {name for name, p in sig.parameters.items()
+               if p.kind is inspect.Parameter.KEYWORD_ONLY
+               and (name in RULES or (isinstance(p.default, (int, float))
+                                      and not isinstance(p.default, bool)))}
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise StudyError(f"{fn.__name__}(): {exc}") from None
+        for name, value in bound.arguments.items():
+            if name in numeric:
+                check(name, value)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@contextlib.contextmanager
+def _showing(progress: ShowProgress, total: int | None, desc: str,
+             transport: Transport) -> Iterator[Progress | None]:
+    """The rounds wrapper for ``progress`` (see :data:`ShowProgress`); with ``True`` it
+    also shows the clients a transport serves inside each round (its
+    ``client_progress``, put back afterwards)."""
+    if progress is None or progress is False:
+        yield None
+        return
+    if progress is not True:
+        yield progress  # the caller's own wrapper
+        return
+    from protocol.studies.progress import RunProgress
+
+    inner: Any = getattr(transport, "inner", transport)
+    run = RunProgress(total, desc, enabled=sys.stderr.isatty(),
+                      label=getattr(inner, "progress_label", "secure aggregation"))
+    installed = hasattr(inner, "client_progress") and inner.client_progress is None
+    if installed:
+        inner.client_progress = run.client
+    try:
+        yield run
+    finally:
+        run.close()
+        if installed:
+            inner.client_progress = None
 OnUnencodable = Literal["error", "drop"]
 
 
@@ -299,6 +361,21 @@ def _transport(transport: str | Transport, seed: int | None) -> tuple[Transport,
         raise StudyError(f"transport {transport!r} is not available: {exc}") from None
 
 
+def _array(values: Any, what: str = "values", dtype: Any = None) -> "np.ndarray[Any, Any]":
+    """``values`` as a numpy array, or :class:`StudyError` (bytes, a string, ragged or
+    mixed lists are not data)."""
+    if isinstance(values, (str, bytes)) or values is None:
+        raise StudyError(f"{what} must be a sequence with one item per user, got "
+                         f"{type(values).__name__}")
+    try:
+        arr = np.asarray(values, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise StudyError(f"{what} must be one number per user: {exc}") from None
+    if arr.dtype.kind == "O":
+        raise StudyError(f"{what} must be one number (or word) per user, not a mix")
+    return arr
+
+
 def _user_lists(items: Items) -> tuple[list[list[str]], bool]:
     """One list of strings per user, and whether the input had several per user.
 
@@ -376,11 +453,12 @@ def _rounds_and_costs(rounds: Sequence[Any], seconds: float) -> tuple[tuple[Roun
     return tuple(out), Costs(seconds, dict(total.cpu_seconds), total.bytes_up, total.bytes_down)
 
 
+@_validated
 def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
            transport: str | Transport = "plain", seed: int | None = None,
            max_length: int = 10, alphabet: str = DEFAULT_ALPHABET, unit_size: int = 1,
            release_counts: bool = False, on_unencodable: OnUnencodable = "error",
-           progress: Progress | None = None,
+           progress: ShowProgress = True,
            client_progress: Callable[[int, int, int], None] | None = None) -> HeavyHitters:
     """TrieHH (Zhu, Kairouz, McMahan, Sun, Li, "Federated Heavy Hitters Discovery with
     Differential Privacy", AISTATS 2020) on the caller's items.
@@ -397,7 +475,9 @@ def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
         unit_size: characters per trie level (1 to 4).
         release_counts: also release each prefix's count (Theorem 1 does not cover it).
         on_unencodable: ``error`` (default) or ``drop`` (counted in ``dropped``).
-        progress: wraps the iterable of rounds (e.g. ``tqdm``).
+        progress: ``True`` (default): a tqdm bar on stderr when it is a terminal, with
+            the clients served inside each round and the time left for the run;
+            ``False``: none; a callable: wraps the iterable of rounds.
         client_progress: ``client_progress(step, done, total)`` inside each secure-
             aggregation session (e.g. ``protocol.cli.output.ClientProgress()``).
 
@@ -418,7 +498,8 @@ def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
     t0 = time.perf_counter()
     if client_progress is not None and hasattr(tr, "client_progress"):
         tr.client_progress = client_progress
-    res = runner.run_once(prep, rec, rng, progress)
+    with _showing(progress, int(prep.config.max_levels), "TrieHH rounds", tr) as shown:
+        res = runner.run_once(prep, rec, rng, shown)
     seconds = time.perf_counter() - t0
     rounds, costs = _rounds_and_costs(res.rounds, seconds)
     return HeavyHitters(
@@ -431,12 +512,13 @@ def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
         rounds=rounds, costs=costs, views=tuple(rec.views), dropped=int(pop.dropped))
 
 
+@_validated
 def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
              transport: str | Transport = "plain", seed: int | None = None,
              max_length: int = 10, alphabet: str = DEFAULT_ALPHABET,
              theta: int | None = None, bound: Literal["paper", "eq3"] = "paper",
              on_unencodable: OnUnencodable = "error",
-             progress: Progress | None = None) -> HeavyHitters:
+             progress: ShowProgress = True) -> HeavyHitters:
     """TrieHH++ (Cormode, "Federated Heavy Hitters Revisited", 2021) on the caller's items: a Poisson sample of the users
     votes on each trie level, counts at or above theta are released with an unbiased
     estimate of the number of holders.
@@ -453,7 +535,8 @@ def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
         bound: the per-level epsilon: ``paper`` (Lemma 3 eq. (4), needs a per-level
             epsilon of at most ln(10/9)) or ``eq3`` (the tight ratio of eq. (3)).
         on_unencodable: ``error`` (default) or ``drop``.
-        progress: wraps the iterable of levels.
+        progress: ``True`` (default): a bar on a terminal (levels, clients inside a
+            level, time left); ``False``: none; a callable: wraps the levels.
 
     Raises:
         StudyError: bad items, a failing condition of the theorem (the message names
@@ -477,8 +560,9 @@ def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
     try:
         alpha = UnitAlphabet(pop.alphabet)
         um = alpha.encode(list(pop.vocabulary), max_length)[pop.items]
-        res = run_triehhpp(um, alpha.num_units, alpha.labels, params, rec, sr, trng,
-                           terminal=alpha.terminal, progress=progress)
+        with _showing(progress, max_length, "TrieHH++ levels", tr) as shown:
+            res = run_triehhpp(um, alpha.num_units, alpha.labels, params, rec, sr, trng,
+                               terminal=alpha.terminal, progress=shown)
         hh = res.heavy_hitters(strip=alpha.eos)
     except (PrefixTreeError, ValueError) as exc:
         raise StudyError(str(exc)) from None
@@ -565,10 +649,11 @@ class Frequencies(_Exported):
         return _table(header, rows, fmt, "|---:|---:|---:|")
 
 
+@_validated
 def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "olh",
                 epsilon: float = 2.0, domain_size: int | None = None,
                 transport: str | Transport | None = None, seed: int | None = None,
-                delta: float | None = None) -> Frequencies:
+                delta: float | None = None, progress: ShowProgress = True) -> Frequencies:
     """A local-DP frequency oracle (GRR, OUE, OLH or All-or-Nothing; see
     ``docs/ldp.md`` for each one's source) on the caller's integer items.
 
@@ -583,6 +668,8 @@ def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "
             amplified central guarantee in ``central``).
         seed: reproducible simulation (without it, the OS's randomness).
         delta: central delta for the shuffler's guarantee (default ``1/n^2``).
+        progress: ``True`` (default): the clients a transport serves, on a terminal;
+            ``False``: none.
 
     Raises:
         StudyError: values that are not integers in the domain, bad oracle
@@ -592,7 +679,7 @@ def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "
     from protocol.core.contract import AggregationAborted
     from protocol.studies.ldp_runner import LDPTransportError, run_ldp
 
-    v = np.asarray(values)
+    v = _array(values)
     if v.ndim != 1 or v.size == 0 or not np.issubdtype(v.dtype, np.integer):
         raise StudyError("values must be a non-empty 1-d sequence of integers")
     d = int(v.max()) + 1 if domain_size is None else int(domain_size)
@@ -615,7 +702,8 @@ def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "
         tr, name = _transport(transport, seed)
         rec = _Recording(tr)
         try:
-            carried = run_ldp(orc, reports, rec, rng, delta=delta)
+            with _showing(progress, None, f"{oracle.upper()} over {name}", tr):
+                carried = run_ldp(orc, reports, rec, rng, delta=delta)
         except (LDPTransportError, AggregationAborted, ReportError) as exc:
             raise StudyError(str(exc)) from None
         est = np.asarray(carried.estimates, dtype=np.float64)
@@ -631,9 +719,10 @@ def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "
         views=views)
 
 
+@_validated
 def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int = 10,
         epsilon: float = 4.0, oracle: str = "grr", transport: str | Transport = "plain",
-        seed: int | None = None) -> HeavyHitters:
+        seed: int | None = None, progress: ShowProgress = True) -> HeavyHitters:
     """PEM (Wang, Li, Jha, "Locally Differentially Private Heavy Hitter Identification",
     IEEE TDSC 2019) on the caller's ``bits``-bit integer items: users split into groups,
     each group reports one longer prefix with an epsilon-LDP frequency oracle, the top
@@ -659,7 +748,7 @@ def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int 
     from mechanisms.pem import pem_privacy
     from protocol.core.contract import AggregationAborted
 
-    v = np.asarray(values)
+    v = _array(values)
     if v.ndim != 1 or v.size == 0 or not np.issubdtype(v.dtype, np.integer):
         raise StudyError("values must be a non-empty 1-d sequence of integers")
     if v.min() < 0 or (bits < 64 and int(v.max()) >= 1 << bits):
@@ -669,8 +758,9 @@ def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int 
     rec = _Recording(tr)
     t0 = time.perf_counter()
     try:
-        res = run_pem(v.astype(np.uint64), bits, k, epsilon, oracle=oracle,
-                      rng=np.random.default_rng(seed), transport=rec)
+        with _showing(progress, None, f"PEM over {name}", tr):
+            res = run_pem(v.astype(np.uint64), bits, k, epsilon, oracle=oracle,
+                          rng=np.random.default_rng(seed), transport=rec)
         guarantee = pem_privacy(epsilon, oracle)
     except AggregationAborted as exc:
         raise StudyError(f"the {name} transport aborted a level: {exc}") from None
@@ -712,11 +802,12 @@ def _carried(rec: _Recording, seconds: float, n: int, candidates: Sequence[int],
                                 total.bytes_down)
 
 
+@_validated
 def sfp(items: Sequence[str] | np.ndarray[Any, Any], *, epsilon: float = 4.0,
         word_epsilon: float = 0.0, transport: str | Transport = "shuffler",
         seed: int | None = None, T: int = 20, k: int = 2048, m: int = 1024,
         alphabet: str = SFP_ALPHABET, hash_filter: bool = False,
-        delta: float | None = None) -> HeavyHitters:
+        delta: float | None = None, progress: ShowProgress = True) -> HeavyHitters:
     """Apple's Sequence Fragment Puzzle (Apple Differential Privacy Team, "Learning with
     Privacy at Scale", 2017, Appendix C) on the caller's words: each user sends one
     Count-Mean-Sketch report of a random fragment of her word (and, with
@@ -749,8 +840,12 @@ def sfp(items: Sequence[str] | np.ndarray[Any, Any], *, epsilon: float = 4.0,
     from protocol.studies.ldp_runner import sfp_privacy
     from protocol.studies.runners.sfp import discover_words, users_words
 
-    words = [str(w) for w in (items.tolist() if isinstance(items, np.ndarray) else items)] \
-        if not isinstance(items, str) else None
+    if isinstance(items, (str, bytes)) or not isinstance(items, (Sequence, np.ndarray)):
+        raise StudyError("items must be a list with one word per user")
+    words = [w for w in (items.tolist() if isinstance(items, np.ndarray) else items)]
+    if any(not isinstance(w, str) for w in words):
+        bad = next(w for w in words if not isinstance(w, str))
+        raise StudyError(f"items must be words (strings), got {bad!r}"[:120])
     if not words:
         raise StudyError("items must be a non-empty list with one word per user")
     pop, _ = _population(words, alphabet, "error", False)
@@ -758,9 +853,10 @@ def sfp(items: Sequence[str] | np.ndarray[Any, Any], *, epsilon: float = 4.0,
     rec = _Recording(tr)
     t0 = time.perf_counter()
     word_of_user = users_words(pop)
-    machine, res, _, _, anonymous = discover_words(
-        pop, word_of_user, epsilon, np.random.default_rng(seed), word_epsilon=word_epsilon,
-        T=T, k=k, m=m, transport=rec, hash_filter=hash_filter)
+    with _showing(progress, None, f"SFP over {name}", tr):
+        machine, res, _, _, anonymous = discover_words(
+            pop, word_of_user, epsilon, np.random.default_rng(seed),
+            word_epsilon=word_epsilon, T=T, k=k, m=m, transport=rec, hash_filter=hash_filter)
     seconds = time.perf_counter() - t0
     n = int(word_of_user.shape[0])
     rounds, costs = _carried(rec, seconds, n, [len(machine.positions)], [len(res.words)])
@@ -775,11 +871,12 @@ def sfp(items: Sequence[str] | np.ndarray[Any, Any], *, epsilon: float = 4.0,
         rounds=rounds, costs=costs, views=tuple(rec.views))
 
 
+@_validated
 def federated(parties: Mapping[str, Sequence[int] | Sequence[str] | np.ndarray[Any, Any]],
               *, mechanism: Literal["taps", "tap", "fedpem", "gtf"] = "taps",
               epsilon: float = 4.0, k: int = 10, oracle: str = "grr", levels: int = 24,
               transport: str | Transport = "plain", seed: int | None = None,
-              truncate: bool = False) -> HeavyHitters:
+              truncate: bool = False, progress: ShowProgress = True) -> HeavyHitters:
     """Federated heavy hitters under local DP (Zhang, Ye, Hu, "Federated Heavy Hitter
     Analytics with Local Differential Privacy"): TAPS, TAP, or the FedPEM and GTF
     baselines, over parties that each hold their users' items.
@@ -813,7 +910,7 @@ def federated(parties: Mapping[str, Sequence[int] | Sequence[str] | np.ndarray[A
     words_given = False
     built = []
     for pname, vals in parties.items():
-        arr = np.asarray(vals)
+        arr = _array(vals, f"party {pname!r}: items")
         if arr.ndim != 1 or arr.size == 0:
             raise StudyError(f"party {pname!r}: needs a non-empty 1-d list of items")
         if arr.dtype.kind in "UO":
@@ -834,7 +931,8 @@ def federated(parties: Mapping[str, Sequence[int] | Sequence[str] | np.ndarray[A
     tr, name = _transport(transport, seed)
     rec = _Recording(tr)
     t0 = time.perf_counter()
-    with mechanism_errors(mechanism, name):
+    with mechanism_errors(mechanism, name), \
+            _showing(progress, None, f"{mechanism.upper()} over {name}", tr):
         pop = Population(tuple(Party(p, it) for p, it in built), bits=48)
         cfg = FederatedConfig(epsilon=epsilon, k=k, levels=levels, oracle=oracle)
         res = run_federated(mechanism, pop, cfg, np.random.default_rng(seed), rec)
@@ -924,12 +1022,14 @@ class Quantiles(_Exported):
         return _table(("q", "value", "error_bound"), rows, fmt, "|---:|---:|---:|")
 
 
+@_validated
 def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: float,
               qs: Sequence[float] = (0.1, 0.25, 0.5, 0.75, 0.9), epsilon: float = 1.0,
               delta: float | None = None, transport: str | Transport = "plain",
               seed: int | None = None, alpha: int = 4, levels: int = 10,
               theta: int | None = None,
-              bound: Literal["paper", "eq3"] = "paper") -> Quantiles:
+              bound: Literal["paper", "eq3"] = "paper",
+              progress: ShowProgress = True) -> Quantiles:
     """Quantiles of the caller's numbers from a TrieHH++ trie of their base-``alpha``
     digits in the public range ``[lo, hi]`` (Cormode 2021, section 4).
 
@@ -956,7 +1056,7 @@ def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: 
     from protocol.core.contract import AggregationAborted
     from protocol.studies.runners import triehhpp as runner
 
-    v = np.asarray(values, dtype=float)
+    v = _array(values, dtype=float)
     if v.ndim != 1 or v.size == 0 or not np.isfinite(v).all():
         raise StudyError("values must be a non-empty 1-d sequence of finite numbers")
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
@@ -978,8 +1078,9 @@ def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: 
         params = TrieHHPPParams(int(v.size), float(sol.m), sol.theta, levels,
                                 task="quantiles")
         sr, trng = spawn_rngs(seed)
-        res = run_triehhpp(enc.unit_matrix(v), enc.alpha, enc.unit_labels, params, rec, sr,
-                           trng)
+        with _showing(progress, levels, "TrieHH++ levels", tr) as shown:
+            res = run_triehhpp(enc.unit_matrix(v), enc.alpha, enc.unit_labels, params, rec,
+                               sr, trng, progress=shown)
         sketch = QuantileSketch(res, enc)
         answers = sketch.quantiles(wanted)
     except (QuantileError, TrieHHPPError, ValueError) as exc:

@@ -116,7 +116,8 @@ RULES: dict[str, Rule] = {
     # populations and sizes
     "users": _POPULATION, "n": _POPULATION, "clients": _POPULATION,
     "reports": _POPULATION, "samples": _count(1),
-    "domain": _count(1, 2**32), "items": _count(1, MAX_USERS),
+    "domain": _count(1, 2**32), "domain_size": _count(1, 2**32),
+    "items": _count(1, MAX_USERS), "bits": _count(1, 64),
     "dim": _count(1, 2**40), "candidates": _count(1, 2**31),
     "modulus": _count(2, 2**62), "max_candidates": _count(1, 2**31),
     "payload_bytes": _count(1, 2**20), "crowds": _count(1, MAX_USERS),
@@ -180,7 +181,8 @@ def problem(name: str, value: Any, rule: Rule | None = None) -> str | None:
     except ImportError:  # pragma: no cover - numpy is a dependency
         pass
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"must be a number, got {value!r}"
+        shown = repr(value)
+        return f"must be a number, got {shown if len(shown) <= 40 else shown[:37] + '...'}"
     rule = rule or rule_for(name, value)
     if isinstance(value, float) and not math.isfinite(value):
         return f"must be a finite number, got {value}"

@@ -307,3 +307,78 @@ def test_rules_are_consistent() -> None:
         assert problem(name, math.nan) and problem(name, math.inf), name
     assert problem("epsilon", np.float32(1.0)) is None
     assert "got 1e+99" in (problem("epsilon", 1e99) or "")
+
+
+# ---------------------------------------------------------------------------- the API
+
+def _api_calls() -> dict[str, tuple[Any, tuple[Any, ...], dict[str, Any]]]:
+    from protocol.studies import api
+
+    words = ["hello", "world"] * 50
+    return {
+        "triehh": (api.triehh, (words,), {}),
+        "triehhpp": (api.triehhpp, (words,), {}),
+        "sfp": (api.sfp, (words,), {}),
+        "frequencies": (api.frequencies, ([0, 1, 2] * 10,), {}),
+        "pem": (api.pem, ([1, 2, 3] * 10,), {}),
+        "federated": (api.federated, ({"a": [1, 2, 3] * 10},), {}),
+        "quantiles": (api.quantiles, ([0.5] * 30,), {"lo": 0.0, "hi": 1.0}),
+    }
+
+
+API_BAD = (-1, 0, 1e99, math.nan, math.inf, "abc")
+
+
+def _api_cases() -> list[tuple[str, str, Any]]:
+    import inspect
+
+    out = []
+    for fname, (fn, _, _) in _api_calls().items():
+        for pname, p in inspect.signature(fn).parameters.items():
+            if p.kind is not inspect.Parameter.KEYWORD_ONLY:
+                continue
+            if not (pname in RULES or (isinstance(p.default, (int, float))
+                                       and not isinstance(p.default, bool))):
+                continue
+            for v in API_BAD:
+                if isinstance(v, str) or problem(pname, v) is not None:
+                    out.append((fname, pname, v))
+    return out
+
+
+API_CASES = _api_cases()
+API_DATA_BAD = ([], None, b"\xff\xfe", "a string", [["a"], 3], [object()])
+
+
+@pytest.mark.parametrize(("fname", "pname", "value"), API_CASES,
+                         ids=[f"{f} {p}={v!r}" for f, p, v in API_CASES])
+def test_api_bad_parameter_is_a_study_error(fname: str, pname: str, value: Any) -> None:
+    from protocol.studies.errors import StudyError
+
+    fn, args, kwargs = _api_calls()[fname]
+    with pytest.raises(StudyError, match=pname):
+        fn(*args, **{**kwargs, pname: value, "progress": False})
+
+
+@pytest.mark.parametrize("fname", ["triehh", "triehhpp", "sfp", "frequencies", "pem",
+                                   "federated", "quantiles"])
+@pytest.mark.parametrize("data", API_DATA_BAD, ids=[repr(d)[:12] for d in API_DATA_BAD])
+def test_api_bad_data_is_a_study_error(fname: str, data: Any) -> None:
+    from protocol.studies.errors import StudyError
+
+    fn, _, kwargs = _api_calls()[fname]
+    if fname == "federated":
+        data = {"a": data}
+    with pytest.raises(StudyError):
+        fn(data, **{**kwargs, "progress": False})
+
+
+def test_api_matrix_covers_every_entry_point() -> None:
+    from protocol.studies import api
+
+    assert {f for f, _, _ in API_CASES} == set(_api_calls())
+    for fname in _api_calls():
+        assert getattr(api, fname).__wrapped__  # validated by the shared rules
+    with pytest.raises(Exception) as exc:
+        api.triehh(["a"] * 10, epsilonn=1)  # a misspelt keyword
+    assert type(exc.value).__name__ == "StudyError"
