@@ -78,6 +78,7 @@ def _validated(fn: Callable[..., Any]) -> Callable[..., Any]:
     sig = inspect.signature(fn)
     numeric = {name for name, p in sig.parameters.items()
                if p.kind is inspect.Parameter.KEYWORD_ONLY
+               and "Sequence" not in str(p.annotation)
                and (name in RULES or (isinstance(p.default, (int, float))
                                       and not isinstance(p.default, bool)))}
 
@@ -129,16 +130,22 @@ class HeavyHitter:
     """One released heavy hitter.
 
     Attributes:
-        item: the item (a word).
+        item: the item, in the form it came in (a word, or an integer for integer
+            items).
         count: the count the mechanism released for it, ``None`` when the mechanism
             releases membership only (TrieHH without ``release_counts``).
         estimate: an unbiased estimate of how many users hold it, when the mechanism
             gives one (TrieHH++), else ``None``.
     """
 
-    item: str
+    item: str | int
     count: int | None = None
     estimate: float | None = None
+
+    def __str__(self) -> str:
+        extra = "" if self.count is None else f" count {self.count}"
+        extra += "" if self.estimate is None else f" estimate {self.estimate:.1f}"
+        return f"{self.item!r}{extra}"
 
 
 @dataclass(frozen=True)
@@ -203,6 +210,29 @@ class _Exported:
         """The result as JSON (see ``as_dict``; ``views`` includes every party's view)."""
         return json.dumps(self.as_dict(views), indent=indent)
 
+    def _headline(self) -> str:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        """A few lines: what ran, the guarantee, the first results
+        (``repr`` keeps every field; ``to_table``/``to_json`` export them)."""
+        return self._headline()
+
+
+def _guarantee_phrase(g: Any, note: str = "") -> str:
+    if g is None:
+        return f"no guarantee ({note})" if note else "no guarantee"
+    eps, delta = getattr(g, "epsilon", None), getattr(g, "delta", None)
+    model = getattr(g, "model", "")
+    theorem = getattr(g, "theorem", "")
+    return (f"({eps:.4g}, {delta:.3g})-DP {model}".rstrip() + (f", {theorem}" if theorem
+                                                               else ""))
+
+
+def _first(items: Sequence[Any], k: int = 5) -> str:
+    shown = ", ".join(str(x) for x in items[:k])
+    return shown + (f", ... ({len(items)} in all)" if len(items) > k else "")
+
 
 @dataclass(frozen=True)
 class HeavyHitters(_Exported):
@@ -239,9 +269,21 @@ class HeavyHitters(_Exported):
     costs: Costs
     views: tuple[PartyViews, ...] = field(repr=False)
     dropped: int = 0
+    central: Any = None
+    input: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def _headline(self) -> str:
+        lines = [f"{self.mechanism} over {self.transport}: {len(self.heavy_hitters)} heavy "
+                 f"hitters from {self.n:,} users",
+                 f"  guarantee: {_guarantee_phrase(self.guarantee, self.guarantee_note)}"]
+        if self.central is not None:
+            lines.append(f"  after shuffling: {_guarantee_phrase(self.central)}")
+        if self.heavy_hitters:
+            lines.append(f"  top: {_first([str(h) for h in self.heavy_hitters])}")
+        return "\n".join(lines)
 
     @property
-    def items(self) -> list[str]:
+    def items(self) -> list[str | int]:
         """The heavy hitters' items, in release order."""
         return [h.item for h in self.heavy_hitters]
 
@@ -259,21 +301,31 @@ class HeavyHitters(_Exported):
             "rounds": [r.__dict__ for r in self.rounds],
             "costs": _costs_dict(self.costs),
             "dropped": self.dropped,
+            "central": _guarantee_dict(self.central),
+            "input": _plain(self.input),
         }
         if views:
             out["views"] = _views_list(self.views)
         return out
 
     def to_table(self, fmt: Literal["csv", "markdown"] = "csv") -> str:
-        """The heavy hitters as a table (``item,count,estimate``), CSV or Markdown.
+        """The heavy hitters as a table (``item``, then ``count`` and ``estimate`` when
+        the mechanism released them: a column that would be empty on every row is left
+        out), CSV or Markdown.
 
         Raises:
             ValueError: an unknown format.
         """
-        header = ("item", "count", "estimate")
-        rows = [(h.item, "" if h.count is None else str(h.count),
-                 "" if h.estimate is None else f"{h.estimate:.1f}") for h in self.heavy_hitters]
-        return _table(header, rows, fmt, "|---|---:|---:|")
+        header = ["item"]
+        cols: list[Callable[[HeavyHitter], str]] = [lambda h: str(h.item)]
+        if any(h.count is not None for h in self.heavy_hitters):
+            header.append("count")
+            cols.append(lambda h: "" if h.count is None else str(h.count))
+        if any(h.estimate is not None for h in self.heavy_hitters):
+            header.append("estimate")
+            cols.append(lambda h: "" if h.estimate is None else f"{h.estimate:.1f}")
+        rows = [[c(h) for c in cols] for h in self.heavy_hitters]
+        return _table(header, rows, fmt, "|---|" + "---:|" * (len(header) - 1))
 
 
 
@@ -509,7 +561,8 @@ def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
         guarantee_note=res.guarantee_note,
         parameters={"theta": int(prep.config.theta), "gamma": float(prep.config.gamma),
                     "m": int(res.m), "L": int(prep.config.max_levels)},
-        rounds=rounds, costs=costs, views=tuple(rec.views), dropped=int(pop.dropped))
+        rounds=rounds, costs=costs, views=tuple(rec.views), dropped=int(pop.dropped),
+        input=_input(pop, int(prep.config.max_levels) * unit_size))
 
 
 @_validated
@@ -587,7 +640,7 @@ def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
                     "rate": float(sol.rate)},
         rounds=levels, costs=Costs(seconds, dict(total.cpu_seconds), total.bytes_up,
                                   total.bytes_down), views=tuple(rec.views),
-        dropped=int(pop.dropped))
+        dropped=int(pop.dropped), input=_input(pop, max_length - 1))
 
 
 @dataclass(frozen=True)
@@ -598,14 +651,18 @@ class Frequencies(_Exported):
         oracle: ``grr``, ``oue``, ``olh`` or ``aon``.
         transport: ``none`` (estimated in process) or the transport's name.
         n: number of users (reports).
-        estimates: the unbiased estimated frequency of every item ``0..domain_size-1``.
+        estimates: the unbiased estimated frequency of every item of the domain, in
+            the order of ``domain``.
         std: the oracle's exact standard deviation of each estimate, evaluated at the
             estimate clipped to ``[0, 1]`` (the true frequency is unknown).
         guarantee: the local guarantee of one report (the oracle's own object:
             ``epsilon``, ``delta``, ``effective_epsilon``, ``source``).
-        central: the shuffler's amplified central guarantee (a dict), else ``None``.
+        central: the shuffler's amplified central guarantee (a
+            :class:`mechanisms.privacy.PrivacyGuarantee`), else ``None``.
         costs: totals of the transport (zero in process).
         views: what each party of the transport saw, one entry per round.
+        domain: the items, as they came in (``0..domain_size-1`` for integer items,
+            the public list of words for words).
     """
 
     oracle: str
@@ -614,14 +671,28 @@ class Frequencies(_Exported):
     estimates: tuple[float, ...]
     std: tuple[float, ...]
     guarantee: Any
-    central: Mapping[str, Any] | None
+    central: Any
     costs: Costs
     views: tuple[PartyViews, ...] = field(repr=False)
+    domain: tuple[Any, ...] = field(default=(), repr=False)
 
-    def top(self, k: int = 10) -> list[tuple[int, float]]:
-        """The ``k`` items with the largest estimates, as ``(item, estimate)``."""
+    def _label(self, i: int) -> Any:
+        return self.domain[i] if self.domain else int(i)
+
+    def top(self, k: int = 10) -> list[tuple[Any, float]]:
+        """The ``k`` items with the largest estimates, as ``(item, estimate)`` (the item
+        in the form it came in)."""
         order = np.argsort(-np.asarray(self.estimates), kind="stable")[: max(0, k)]
-        return [(int(i), float(self.estimates[i])) for i in order]
+        return [(self._label(int(i)), float(self.estimates[i])) for i in order]
+
+    def _headline(self) -> str:
+        lines = [f"{self.oracle} over {self.transport}: estimates for {len(self.estimates):,} "
+                 f"items from {self.n:,} users",
+                 f"  guarantee: {_guarantee_phrase(self.guarantee)}"]
+        if self.central is not None:
+            lines.append(f"  after shuffling: {_guarantee_phrase(self.central)}")
+        lines.append("  top: " + _first([f"{i!r} {e:.4f}" for i, e in self.top(5)]))
+        return "\n".join(lines)
 
     def as_dict(self, views: bool = False) -> dict[str, Any]:
         """A JSON-ready dict; ``views`` includes every party's view."""
@@ -629,8 +700,9 @@ class Frequencies(_Exported):
             "oracle": self.oracle, "transport": self.transport, "n": self.n,
             "estimates": list(self.estimates), "std": list(self.std),
             "guarantee": _guarantee_dict(self.guarantee),
-            "central": _plain(self.central) if self.central is not None else None,
+            "central": _guarantee_dict(self.central),
             "costs": _costs_dict(self.costs),
+            "domain": _plain(list(self.domain)) if self.domain else None,
         }
         if views:
             out["views"] = _views_list(self.views)
@@ -643,26 +715,33 @@ class Frequencies(_Exported):
         Raises:
             ValueError: an unknown format.
         """
-        items = self.top(len(self.estimates) if k is None else k)
-        rows = [(str(i), f"{e:.6g}", f"{self.std[i]:.3g}") for i, e in items]
+        order = np.argsort(-np.asarray(self.estimates), kind="stable")
+        order = order[: len(order) if k is None else max(0, k)]
+        rows = [(str(self._label(int(i))), f"{self.estimates[i]:.6g}", f"{self.std[i]:.3g}")
+                for i in order]
         header = ("item", "estimate", "std")
         return _table(header, rows, fmt, "|---:|---:|---:|")
 
 
 @_validated
-def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "olh",
-                epsilon: float = 2.0, domain_size: int | None = None,
+def frequencies(values: Sequence[int] | Sequence[str] | np.ndarray[Any, Any], *,
+                oracle: str = "olh", epsilon: float = 2.0, domain_size: int | None = None,
+                domain: Sequence[str] | None = None,
                 transport: str | Transport | None = None, seed: int | None = None,
                 delta: float | None = None, progress: ShowProgress = True) -> Frequencies:
     """A local-DP frequency oracle (GRR, OUE, OLH or All-or-Nothing; see
     ``docs/ldp.md`` for each one's source) on the caller's integer items.
 
     Args:
-        values: one item per user, integers in ``[0, domain_size)``.
+        values: one item per user: integers in ``[0, domain_size)``, or words of the
+            public ``domain``.
         oracle: ``grr``, ``oue``, ``olh`` or ``aon``.
         epsilon: the local epsilon of each report.
         domain_size: the public domain size (default: the largest value + 1 -- pass
             it explicitly when the domain is public, as it should be).
+        domain: for words, the public list of items (default: the distinct words
+            given, sorted, with a warning: a domain read off the data depends on every
+            user's data). A word outside it is an error.
         transport: ``None`` estimates in process; ``plain``, ``secagg``, ``shuffler``
             or a transport object carries the reports (the shuffler adds the
             amplified central guarantee in ``central``).
@@ -680,8 +759,15 @@ def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "
     from protocol.studies.ldp_runner import LDPTransportError, run_ldp
 
     v = _array(values)
+    labels: tuple[Any, ...] = ()
+    if v.ndim == 1 and v.size and v.dtype.kind == "U":
+        v, labels = _indexed(v, domain)
+        domain_size = len(labels)
+    elif domain is not None:
+        raise StudyError("domain= names the public words of word items; integer items "
+                         "take domain_size=")
     if v.ndim != 1 or v.size == 0 or not np.issubdtype(v.dtype, np.integer):
-        raise StudyError("values must be a non-empty 1-d sequence of integers")
+        raise StudyError("values must be a non-empty 1-d sequence of integers or words")
     d = int(v.max()) + 1 if domain_size is None else int(domain_size)
     if v.min() < 0 or v.max() >= d:
         bad = int(v[(v < 0) | (v >= d)][0])
@@ -707,7 +793,8 @@ def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "
         except (LDPTransportError, AggregationAborted, ReportError) as exc:
             raise StudyError(str(exc)) from None
         est = np.asarray(carried.estimates, dtype=np.float64)
-        central, views, cost = carried.central, tuple(rec.views), carried.cost
+        central = _central(orc.privacy(), carried.central)
+        views, cost = tuple(rec.views), carried.cost
     seconds = time.perf_counter() - t0
     std = np.sqrt(np.asarray(orc.variance(int(v.size), np.clip(est, 0.0, 1.0)),
                              dtype=np.float64))
@@ -716,13 +803,51 @@ def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "
         estimates=tuple(float(x) for x in est[:d]), std=tuple(float(x) for x in std[:d]),
         guarantee=orc.privacy(), central=central,
         costs=Costs(seconds, dict(cost.cpu_seconds), cost.bytes_up, cost.bytes_down),
-        views=views)
+        views=views, domain=labels)
+
+
+def _central(local: Any, c: Mapping[str, Any] | None) -> Any:
+    """The amplified central guarantee (a ``PrivacyGuarantee``) from the shuffler
+    path's summary dict, or ``None``."""
+    if not c:
+        return None
+    from mechanisms.privacy import shuffled
+
+    return shuffled(local, int(c["n"]), float(c["epsilon"]), float(c["delta"]),
+                    str(c["bound"]), str(c["source"]), c.get("note"))
+
+
+def _indexed(words: "np.ndarray[Any, Any]", domain: Sequence[str] | None
+             ) -> tuple["np.ndarray[Any, Any]", tuple[str, ...]]:
+    """Word items as indices into the public ``domain`` (default: the distinct words,
+    sorted, with a warning).
+
+    Raises:
+        StudyError: a word outside ``domain``, or a domain with repeats.
+    """
+    import warnings
+
+    if domain is None:
+        labels = tuple(sorted(set(words.tolist())))
+        warnings.warn("the domain was read off the data (the distinct words given); it "
+                      "depends on every user's data: pass the public domain=[...]",
+                      stacklevel=3)
+    else:
+        labels = tuple(str(w) for w in domain)
+        if len(set(labels)) != len(labels):
+            raise StudyError("domain lists a word twice")
+    index = {w: i for i, w in enumerate(labels)}
+    try:
+        return np.array([index[w] for w in words.tolist()], dtype=np.int64), labels
+    except KeyError as exc:
+        raise StudyError(f"item {exc.args[0]!r} is not in the public domain") from None
 
 
 @_validated
-def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int = 10,
-        epsilon: float = 4.0, oracle: str = "grr", transport: str | Transport = "plain",
-        seed: int | None = None, progress: ShowProgress = True) -> HeavyHitters:
+def pem(values: Sequence[int] | Sequence[str] | np.ndarray[Any, Any], *, bits: int = 32,
+        k: int = 10, epsilon: float = 4.0, oracle: str = "grr",
+        transport: str | Transport = "plain", seed: int | None = None,
+        truncate: bool = False, progress: ShowProgress = True) -> HeavyHitters:
     """PEM (Wang, Li, Jha, "Locally Differentially Private Heavy Hitter Identification",
     IEEE TDSC 2019) on the caller's ``bits``-bit integer items: users split into groups,
     each group reports one longer prefix with an epsilon-LDP frequency oracle, the top
@@ -731,7 +856,9 @@ def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int 
     releases estimates, not counts).
 
     Args:
-        values: one unsigned item per user, below ``2**bits``.
+        values: one item per user: unsigned integers below ``2**bits``, or ASCII words
+            (each one's ``bits / 8`` bytes, zero-padded, as the item; heavy hitters
+            come back as words).
         bits: item length.
         k: number of heavy hitters.
         epsilon: the local epsilon of each user's one report.
@@ -739,6 +866,9 @@ def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int 
         transport: carries each level's reports (``plain``, ``shuffler``: reports;
             ``secagg``: support vectors) or a transport object.
         seed: reproducible simulation.
+        truncate: accept words longer than ``bits / 8`` bytes by keeping their first
+            ``bits / 8`` (counted in ``input["truncated"]``); else such a word is an
+            error.
 
     Raises:
         StudyError: items that are not ``bits``-bit unsigned integers, bad parameters,
@@ -749,8 +879,12 @@ def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int 
     from protocol.core.contract import AggregationAborted
 
     v = _array(values)
+    words = v.ndim == 1 and v.size > 0 and v.dtype.kind == "U"
+    report: dict[str, Any] = {}
+    if words:
+        v, report = _word_items(v, bits, truncate)
     if v.ndim != 1 or v.size == 0 or not np.issubdtype(v.dtype, np.integer):
-        raise StudyError("values must be a non-empty 1-d sequence of integers")
+        raise StudyError("values must be a non-empty 1-d sequence of integers or words")
     if v.min() < 0 or (bits < 64 and int(v.max()) >= 1 << bits):
         bad = int(v[(v < 0) | (v >= (1 << bits))][0]) if bits < 64 else int(v.min())
         raise StudyError(f"value {bad} is not a {bits}-bit unsigned integer")
@@ -777,15 +911,77 @@ def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int 
         kept = min(ext[h] if h < len(ext) else len(res.heavy_hitters), cand)
         rounds.append(Round(h + 1, int(cand), int(res.group_sizes[h]), int(kept), float(sec),
                             int(c.bytes_up), int(c.bytes_down)))
+    def label(x: Any) -> str | int:
+        if not words:
+            return int(x)
+        return int(x).to_bytes(bits // 8, "big").rstrip(b"\0").decode("ascii", "replace")
+
     return HeavyHitters(
-        mechanism="pem", transport=name, n=int(v.size),
-        heavy_hitters=tuple(HeavyHitter(str(int(i)), None, float(c))
+        mechanism="pem", transport=name, n=int(v.size), input=report,
+        heavy_hitters=tuple(HeavyHitter(label(i), None, float(c))
                             for i, c in zip(res.heavy_hitters, res.counts)),
         released_prefixes={}, guarantee=guarantee, guarantee_note="",
         parameters={"bits": bits, "k": k, "levels": len(lengths)},
         rounds=tuple(rounds), costs=Costs(seconds, dict(total.cpu_seconds), total.bytes_up,
                                           total.bytes_down),
         views=tuple(rec.views))
+
+
+def _input(pop: Any, max_chars: int) -> dict[str, Any]:
+    """What the run did to the caller's items (the alphabet, items dropped, words too
+    long to be released whole): :func:`protocol.studies.datasets.input_report`."""
+    from protocol.studies.datasets import input_report
+
+    out = input_report(pop, max_chars)
+    out["alphabet_chosen"] = "given (alphabet=)"
+    return out
+
+
+def _sfp_input(pop: Any, word_of_user: Any, length: int) -> dict[str, Any]:
+    """How many users' words SFP cut to its ``length`` characters."""
+    long = np.fromiter((len(w) > length for w in pop.vocabulary), dtype=bool,
+                       count=len(pop.vocabulary))
+    held = np.asarray(word_of_user)
+    cut = int(long[held[held >= 0]].sum()) if long.any() else 0
+    if not cut:
+        return {}
+    return {"truncated": {"users": cut, "max_characters": length,
+                          "what": f"SFP sees only their first {length} characters"}}
+
+
+def _word_items(words: "np.ndarray[Any, Any]", bits: int, truncate: bool
+                ) -> tuple["np.ndarray[Any, Any]", dict[str, Any]]:
+    """ASCII words as ``bits``-bit items (their first ``bits / 8`` bytes, zero-padded)
+    and what was truncated.
+
+    Raises:
+        StudyError: ``bits`` not a multiple of 8, a non-ASCII or empty word, or a
+            longer word without ``truncate``.
+    """
+    if bits % 8:
+        raise StudyError(f"word items need bits as a multiple of 8, got {bits}")
+    nbytes = bits // 8
+    raw = []
+    for w in words.tolist():
+        try:
+            b = w.encode("ascii")
+        except UnicodeEncodeError:
+            raise StudyError(f"item {w!r} is not ASCII (word items are bytes)") from None
+        if not b or b"\0" in b:
+            raise StudyError(f"item {w!r} is empty or holds a NUL byte")
+        raw.append(b)
+    long = [b for b in raw if len(b) > nbytes]
+    if long and not truncate:
+        raise StudyError(f"item {long[0].decode()!r} is longer than {nbytes} bytes "
+                         f"(bits={bits}); pass truncate=True to keep the first {nbytes}, "
+                         "or raise bits")
+    report: dict[str, Any] = {}
+    if long:
+        report["truncated"] = {"users": len(long), "max_characters": nbytes,
+                               "what": f"only their first {nbytes} bytes were used"}
+    codes = np.array([int.from_bytes(b[:nbytes].ljust(nbytes, b"\0"), "big") for b in raw],
+                     dtype=np.uint64)
+    return codes, report
 
 
 def _carried(rec: _Recording, seconds: float, n: int, candidates: Sequence[int],
@@ -816,12 +1012,13 @@ def sfp(items: Sequence[str] | np.ndarray[Any, Any], *, epsilon: float = 4.0,
     (``estimate``; ``count`` is ``None``).
 
     Args:
-        items: one word per user (at most 10 characters are kept, the paper's length).
+        items: one word per user (at most 10 characters are kept, the paper's length;
+            how many users' words were cut is in ``input["truncated"]``).
         epsilon: the local epsilon of the fragment report.
         word_epsilon: the local epsilon of the word report (0: none, the discovery-only
             setting of the TrieHH paper's comparison).
         transport: ``shuffler`` (default: the reports reach the server as an anonymous
-            multiset, and ``guarantee["central_after_shuffling"]`` states the amplified
+            multiset, and ``central`` states the amplified
             central epsilon), ``plain``, or a transport object. ``secagg`` carries
             sketch vectors and is feasible only for tiny ``k x m``.
         seed: reproducible simulation.
@@ -837,7 +1034,7 @@ def sfp(items: Sequence[str] | np.ndarray[Any, Any], *, epsilon: float = 4.0,
         StudyError: bad items or parameters, a character outside ``alphabet``, or a
             transport that cannot carry the reports.
     """
-    from protocol.studies.ldp_runner import sfp_privacy
+    from protocol.studies.ldp_runner import shuffled_guarantee
     from protocol.studies.runners.sfp import discover_words, users_words
 
     if isinstance(items, (str, bytes)) or not isinstance(items, (Sequence, np.ndarray)):
@@ -864,7 +1061,11 @@ def sfp(items: Sequence[str] | np.ndarray[Any, Any], *, epsilon: float = 4.0,
         mechanism="sfp", transport=name, n=n,
         heavy_hitters=tuple(HeavyHitter(w, None, float(c))
                             for w, c in zip(res.words, res.counts)),
-        released_prefixes={}, guarantee=sfp_privacy(machine.privacy(), n, anonymous, delta),
+        released_prefixes={}, guarantee=machine.privacy(),
+        central=_central(machine.privacy(), shuffled_guarantee(
+            n, machine.privacy().epsilon, delta, "fmt23_numerical",
+            local=machine.privacy())) if anonymous and n >= 2 else None,
+        input=_sfp_input(pop, word_of_user, int(machine.length)),
         guarantee_note="" if anonymous else "reports not shuffled: local epsilon only",
         parameters={"T": T, "k": k, "m": m, "length": machine.length,
                     "epsilon_fragment": epsilon, "epsilon_word": word_epsilon},
@@ -993,6 +1194,12 @@ class Quantiles(_Exported):
     costs: Costs
     views: tuple[PartyViews, ...] = field(repr=False)
     sketch: Any = field(repr=False, compare=False, default=None)
+
+    def _headline(self) -> str:
+        qs = ", ".join(f"q{q.q:g} = {q.value:.4g}" for q in self.quantiles[:5])
+        return (f"quantiles over {self.transport} of {self.n:,} values in [{self.lo:g}, "
+                f"{self.hi:g}]: {qs} (rank error <= {self.error_bound:.3g})\n"
+                f"  guarantee: {_guarantee_phrase(self.guarantee)}")
 
     def rank(self, r: float) -> float:
         """The estimated fraction of users with a value in ``[lo, r]``."""

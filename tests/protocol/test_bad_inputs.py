@@ -382,3 +382,12 @@ def test_api_matrix_covers_every_entry_point() -> None:
     with pytest.raises(Exception) as exc:
         api.triehh(["a"] * 10, epsilonn=1)  # a misspelt keyword
     assert type(exc.value).__name__ == "StudyError"
+
+
+def test_the_documented_exit_statuses_are_the_code_s() -> None:
+    from protocol.cli import EXIT_CODES
+
+    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    table = {int(line.split("|")[1]) for line in doc.splitlines()
+             if line.startswith("| ") and line.split("|")[1].strip().isdigit()}
+    assert table == set(EXIT_CODES)
