@@ -391,3 +391,32 @@ def test_the_documented_exit_statuses_are_the_code_s() -> None:
     table = {int(line.split("|")[1]) for line in doc.splitlines()
              if line.startswith("| ") and line.split("|")[1].strip().isdigit()}
     assert table == set(EXIT_CODES)
+
+
+# ------------------------------------------------------- nothing changed silently
+
+def test_blank_lines_bom_long_words_and_the_alphabet_are_reported(
+        tmp_path: pathlib.Path) -> None:
+    import json
+
+    p = tmp_path / "words.txt"
+    lines = ["\ufeffhello"] + ["hello", "", "world", "supercalifragilistic", "  "] * 1200
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err, _ = run_case(["triehh", "--dataset", str(p), "--seed", "1", "--epsilon", "8"])
+    assert code == 0, err
+    assert "input: alphabet auto: lower" in out
+    assert "warning: 2400 blank lines skipped" in out
+    assert "warning: a UTF-8 byte-order mark (U+FEFF) at the start of the file was removed" \
+        in out
+    assert "1 distinct words longer than 10 characters, held by 1200 users" in out
+    code, out, err, _ = run_case(["triehh", "--dataset", str(p), "--seed", "1", "--json", "--epsilon", "8",
+                                  "--alphabet", "data", "--max-length", "20"])
+    assert code == 0, err
+    report = json.loads(out)["input"]
+    assert report["blank_lines"] == 2400 and report["byte_order_mark_removed"]
+    assert report["alphabet_from_data"] and report["too_long"]["words"] == 0
+    assert "\ufeff" not in report["alphabet"]
+    assert "warning: the public alphabet was read off the users' words" in err
+    code, out, _, _ = run_case(["triehhpp", "--dataset", str(p), "--seed", "1",
+                                "--bound", "eq3"])
+    assert code == 0 and "warning: 2400 blank lines skipped" in out

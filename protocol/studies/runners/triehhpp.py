@@ -232,8 +232,12 @@ def _summary(opts, pop, sol, params, hh, levels) -> dict[str, Any]:  # noqa: ANN
     z = np.array([abs(r["z"]) for r in rows if r["z"] is not None])
     discovered = {e.label: float(e.count) for e in hh}
     g = sol.guarantee
+    from protocol.studies.datasets import input_report
+
     return {
         "dataset": pop.name, "n": pop.n, "transport": opts.transport, "flat": opts.flat,
+        # a word needs its end symbol inside the L levels to be released whole
+        "input": input_report(pop, None if opts.flat else params.max_levels - 1),
         "privacy": g.as_dict(),
         "parameters": {"m": sol.m, "theta": sol.theta, "rate": sol.rate,
                        "contacted": params.plan().contacted, "L": params.max_levels,
