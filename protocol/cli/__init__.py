@@ -175,16 +175,35 @@ def _writable(kind: str) -> Callable[[str], str]:
         probe = p if kind == "directory" and p.is_dir() else p.parent
         while not probe.exists():
             probe = probe.parent
+        verb = "create" if kind == "directory" else "write"
         if not probe.is_dir():
-            raise argparse.ArgumentTypeError(f"cannot write {text}: {probe} is not a "
+            raise argparse.ArgumentTypeError(f"cannot {verb} {text}: {probe} is not a "
                                              "directory")
         if not os.access(probe, os.W_OK | os.X_OK):
-            raise argparse.ArgumentTypeError(f"cannot write {text}: no permission to "
+            raise argparse.ArgumentTypeError(f"cannot {verb} {text}: no permission to "
                                              f"write in {probe}")
         return text
 
     typed.__name__ = f"writable {kind}"
     return typed
+
+
+#: old spellings of options that now have the shared name: each stays an alias of the
+#: new one and prints a deprecation line when used
+_RENAMED = {"--n": "--users"}
+
+
+def _deprecated(action: argparse.Action, old: str, new: str) -> None:
+    """Make ``old`` an alias of ``new`` on ``action``: both parse the same; ``old``
+    prints one deprecation line on stderr."""
+    base = type(action)
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001, N807
+        if option_string == old:
+            print(f"fedhh: {old} is deprecated, use {new}", file=sys.stderr)
+        base.__call__(self, parser, namespace, values, option_string)
+
+    action.__class__ = type(f"Deprecated{base.__name__}", (base,), {"__call__": __call__})
 
 
 #: comma-separated list options, by dest: the rule each element follows
@@ -221,8 +240,16 @@ def _checked_list(name: str) -> Callable[[str], str]:
 
 def _harden(parser: argparse.ArgumentParser) -> None:
     """Give every ``--users`` and ``--seed`` of every command the shared parsing
-    (``2e5`` accepted, negative seeds refused), and every numeric option the range
-    of its name in :data:`protocol.studies.validation.RULES`."""
+    (``2e5`` accepted, negative seeds refused), every numeric option the range
+    of its name in :data:`protocol.studies.validation.RULES`, and the population the
+    one name ``--users`` (``--n`` stays as a deprecated alias)."""
+    for action in list(parser._actions):
+        for old, new in _RENAMED.items():
+            if new and old in action.option_strings \
+                    and new not in parser._option_string_actions:
+                action.option_strings.insert(0, new)
+                parser._option_string_actions[new] = action
+                _deprecated(action, old, new)
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():

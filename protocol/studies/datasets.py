@@ -394,6 +394,16 @@ def from_user_words(name: str, users: Sequence[Sequence[str]], alphabet: str,
                       description, dropped)
 
 
+def _bom_advice(where: str, line: int, word: str) -> str:
+    """The refusal of a byte-order mark inside a file (one at the very start is removed
+    and reported): it is an encoding signature, never a character to publish in the
+    alphabet."""
+    return (f"{where}:{line}: word {word!r} holds a UTF-8 byte-order mark (U+FEFF), an "
+            "encoding signature left inside the file (files joined together?); remove it "
+            "(e.g. re-save the file as UTF-8 without BOM) rather than adding it to the "
+            "alphabet")
+
+
 def resolve_alphabet(spec: str | None, words: Sequence[tuple[int, str]],
                      where: str = "the data", widest: bool = False) -> tuple[str, str]:
     """The public alphabet ``spec`` names, for the ``(line, word)`` pairs of a file.
@@ -427,6 +437,8 @@ def resolve_alphabet(spec: str | None, words: Sequence[tuple[int, str]],
         allowed = set(FILE_ALPHABET)
         line, word = next((ln, w) for ln, w in words if not set(w) <= allowed)
         bad = "".join(sorted(set(word) - allowed))
+        if "\ufeff" in bad:
+            raise DatasetError(_bom_advice(where, line, word))
         raise DatasetError(f"{where}:{line}: word {word!r} has characters {bad!r} that no "
                            f"preset alphabet ({', '.join(ALPHABET_PRESETS)}) holds; give "
                            "--alphabet data (the characters that occur) or the characters "
@@ -518,6 +530,8 @@ def load_file(path: str | pathlib.Path, alphabet: str | None = None,
                 kept.append(word)
             elif not drop_unencodable:
                 bad = "".join(sorted(set(word) - allowed))
+                if "\ufeff" in bad:
+                    raise DatasetError(_bom_advice(str(p), lineno, word))
                 raise DatasetError(f"{p}:{lineno}: word {word!r} has characters {bad!r} "
                                    f"outside the public alphabet ({how}); give --alphabet "
                                    "with them, or --drop-unencodable to drop and count such "

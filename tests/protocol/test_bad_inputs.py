@@ -52,7 +52,7 @@ ADDRESS_BAD = ("127.0.0.1:70000", "nohostport", "127.0.0.1:-1")
 #: per-command arguments the parser requires, filled with harmless valid values
 #: (``{tmp}``: a fresh directory); ``{keys}``: a directory of keys made once.
 REQUIRED: dict[str, list[str]] = {
-    "privacy shuffle": ["--n", "1000", "--epsilon0", "1", "--delta", "1e-6"],
+    "privacy shuffle": ["--users", "1000", "--epsilon0", "1", "--delta", "1e-6"],
     "privacy triehh": ["--users", "1000"],
     "analyze": ["--keys", "{keys}", "--connect", "127.0.0.1:9", "--clients", "3"],
     "attack run": ["all"],
@@ -420,3 +420,68 @@ def test_blank_lines_bom_long_words_and_the_alphabet_are_reported(
     code, out, _, _ = run_case(["triehhpp", "--dataset", str(p), "--seed", "1",
                                 "--bound", "eq3"])
     assert code == 0 and "warning: 2400 blank lines skipped" in out
+
+
+# ------------------------------------------------------------- one flag vocabulary
+
+def _all_flags() -> set[str]:
+    top = build_parser()
+    flags: set[str] = {f for a in top._actions for f in a.option_strings}
+    for _, parser in _leaves(top):
+        for a in parser._actions:
+            flags.update(a.option_strings)
+    return flags
+
+
+def test_every_flag_a_message_names_exists() -> None:
+    """Every ``--flag`` written in a string of protocol/ (error messages, advice,
+    help) is an option of some command."""
+    import ast
+    import re
+
+    flags = _all_flags()
+    root = pathlib.Path(__file__).resolve().parents[2] / "protocol"
+    unknown = set()
+    for f in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                unknown |= {(m, f.name) for m in re.findall(r"(?<![\w-])--[a-zA-Z][\w-]*",
+                                                            node.value) if m not in flags}
+    assert unknown == set()
+
+
+def test_the_population_is_users_everywhere_old_spellings_warn() -> None:
+    population = {"users", "n"}
+    for command, parser in _leaves(build_parser()):
+        for a in parser._actions:
+            if a.dest in population:
+                assert "--users" in a.option_strings, command
+    code, out, err, _ = run_case(["privacy", "shuffle", "--n", "1000", "--epsilon0", "1",
+                                  "--delta", "1e-6"])
+    assert code == 0 and "n = 1000" in out
+    assert err.strip() == "fedhh: --n is deprecated, use --users"
+    code, out, err, _ = run_case(["privacy", "shuffle", "--users", "1000", "--epsilon0", "1",
+                                  "--delta", "1e-6"])
+    assert code == 0 and err == ""
+    import argparse as ap
+
+    from protocol.cli.args import resolve_scale
+
+    args = ap.Namespace(users=7_800, scale=None, dataset="syn")
+    resolve_scale(args)
+    assert args.scale == pytest.approx(0.01)
+
+
+def test_messages_name_what_the_user_can_do(tmp_path: pathlib.Path) -> None:
+    keys = tmp_path / "k"
+    assert run_case(["keys", "--out", str(keys), "--clients", "3"])[0] == 0
+    code, _, err, _ = run_case(["keys", "--out", str(keys), "--clients", "3"])
+    assert code == 2 and "pass --force" in err and "overwrite" not in err
+    code, _, err, _ = run_case(["triehh", "--users", "1"])
+    assert code == 2 and "delta" not in err and "--users" in err
+    p = tmp_path / "joined.txt"
+    p.write_bytes("hello\n".encode() * 3 + "\ufeffworld\n".encode())
+    code, _, err, _ = run_case(["triehh", "--dataset", str(p)])
+    assert code == 2 and "byte-order mark" in err and "--alphabet data" not in err
+    code, _, err, _ = run_case(["triehh", "--show", "-3"])
+    assert code == 2 and "--show" in err

@@ -105,6 +105,9 @@ def prepare(opts: TrieHHOptions, population=None):  # noqa: ANN001, ANN201
     except DatasetError as exc:
         raise StudyError(str(exc)) from None
     n = pop.n
+    if n < 2 and opts.delta is None:
+        raise StudyError(f"TrieHH needs at least 2 users, the population has {n} (raise "
+                         "--users)")
     delta = opts.delta if opts.delta is not None else 1.0 / float(n) ** 2
     params = None
     try:
