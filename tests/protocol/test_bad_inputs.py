@@ -485,3 +485,13 @@ def test_messages_name_what_the_user_can_do(tmp_path: pathlib.Path) -> None:
     assert code == 2 and "byte-order mark" in err and "--alphabet data" not in err
     code, _, err, _ = run_case(["triehh", "--show", "-3"])
     assert code == 2 and "--show" in err
+
+
+def test_sfp_says_how_many_words_it_cut(tmp_path: pathlib.Path) -> None:
+    p = tmp_path / "long.txt"
+    p.write_text("abcdefghijklmnop\n" * 1500 + "tea\n" * 1500, encoding="utf-8")
+    code, out, err, _ = run_case(["sfp", "--dataset", str(p), "--seed", "1",
+                                  "--local-epsilon", "6", "--k", "64", "--m", "64"])
+    assert code == 0, err
+    assert "warning: 1500 users' words are longer than 10 characters; SFP sees only " \
+        "their first 10 characters" in out
