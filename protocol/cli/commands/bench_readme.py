@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
         rt.rewrite(readme, [])  # refuse a README without the table before measuring
     results = rt.measure_rows(rt.ROWS, include_long=args.include_long, only=args.only,
                               timeout=args.timeout, say=say(not args.quiet))
-    if readme is not None:
-        pathlib.Path(args.write).write_text(rt.rewrite(readme, results), encoding="utf-8")
+    if readme is not None:  # read again: the file may have changed during the runs
+        path = pathlib.Path(args.write)
+        path.write_text(rt.rewrite(path.read_text(encoding="utf-8"), results),
+                        encoding="utf-8")
     print_json({"rows": results})
     return 0
