@@ -19,7 +19,7 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--all", action="store_true", dest="include_long",
                    help="also the long rows (one million users over secure aggregation)")
     p.add_argument("--only", default=None,
-                   help="only the commands that contain this text")
+                   help="only the commands that contain this text (several: separated by commas)")
     p.add_argument("--timeout", type=float, default=3600.0,
                    help="give up on a command after this many seconds (default 3600)")
     from protocol.cli.args import add_quiet_arg

@@ -80,8 +80,11 @@ def measure(row: Row, timeout: float | None = None,
     """Run ``row``'s command once on a pseudo-terminal; its wall seconds,
     peak memory (MB), exit status and longest silence (seconds between two writes).
 
+    A command still running after ``timeout`` seconds is stopped and recorded as
+    such (``wall_time`` says so).
+
     Raises:
-        StudyError: the command cannot be started, or ran longer than ``timeout``.
+        StudyError: the command cannot be started.
     """
     import pty
     import tempfile
@@ -116,12 +119,13 @@ def measure(row: Row, timeout: float | None = None,
             elif proc.poll() is not None:
                 break
             if timeout is not None and now - t0 > timeout:
-                proc.kill()
-                raise StudyError(f"{row.command} ran longer than {timeout:g} s")
+                proc.kill()  # recorded as over the timeout; the other rows still run
+                break
         code = proc.wait()
     finally:
         os.close(master)
     end = time.monotonic()
+    timed_out = timeout is not None and end - t0 > timeout
     silence = max(silence, end - last)
     try:
         with open(peak_file.name, encoding="ascii") as f:
@@ -132,7 +136,8 @@ def measure(row: Row, timeout: float | None = None,
         os.unlink(peak_file.name)
     return {"command": row.command, "seconds": round(end - t0, 2), "exit": code,
             "peak_rss_mb": peak, "longest_silence_seconds": round(silence, 1),
-            "wall_time": _clock(end - t0)}
+            "wall_time": f"over {_clock(timeout)} (stopped)" if timed_out
+            else _clock(end - t0)}
 
 
 #: the child: run fedhh, then write its own peak memory (KB on Linux) to the file the
@@ -147,10 +152,13 @@ def measure_rows(rows: Sequence[Row], include_long: bool = False,
                  only: str | None = None, timeout: float | None = None,
                  say: Callable[[str], None] = lambda line: None) -> list[dict[str, Any]]:
     """Measure ``rows`` one after the other (the long ones only with
-    ``include_long``; ``only``: those whose command contains it)."""
+    ``include_long``; ``only``: those whose command contains one of its
+    comma-separated parts)."""
     out = []
+    wanted = [w.strip() for w in only.split(",")] if only else []
     for row in rows:
-        if (row.long and not include_long) or (only and only not in row.command):
+        if (row.long and not include_long) or \
+                (wanted and not any(w in row.command for w in wanted)):
             continue
         say(f"measuring {row.command}")
         out.append(measure(row, timeout))
