@@ -90,6 +90,14 @@ def measure(row: Row, timeout: float | None = None,
     import tempfile
 
     master, slave = pty.openpty()
+    try:  # a terminal of 40 x 120 (a new pseudo-terminal has 0 columns: no bar fits)
+        import fcntl
+        import struct
+        import termios
+
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    except (ImportError, OSError):  # pragma: no cover - not a POSIX terminal
+        pass
     peak_file = tempfile.NamedTemporaryFile(prefix="fedhh-peak-", delete=False)
     peak_file.close()
     env = dict(os.environ, COLUMNS="120", FEDHH_PEAK_FILE=peak_file.name)
