@@ -69,7 +69,7 @@ ROWS: tuple[Row, ...] = (
 
 
 def _clock(seconds: float) -> str:
-    if seconds < 60:
+    if round(seconds) < 60:
         return f"{seconds:.0f} s" if seconds >= 1 else "under 1 s"
     m, s = divmod(int(round(seconds)), 60)
     return f"{m} min {s} s"
