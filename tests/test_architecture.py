@@ -43,8 +43,9 @@ ALLOWED_TOP = {
     "protocol.studies": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "scipy",
                          "cryptography", "nacl", "matplotlib", "wordfreq",
                          "flwr",  # flwr: only `fedhh bench flower`, an optional extra
-                         "Crypto"},  # `fedhh bench poplar1`: pycryptodome as the draft
-                                     # reference's `Cryptodome`
+                         "Crypto",  # `fedhh bench poplar1`: pycryptodome as the draft
+                                    # reference's `Cryptodome`
+                         "tqdm"},  # tqdm: the API's progress bar (studies/progress.py)
     # flwr: the optional extra; psutil: the CPU of the simulation engine's worker
     # processes, measured by `fedhh bench flower --app`
     "protocol.flower": {"protocol", "secagg", "mechanisms", "numpy", "msgpack",

@@ -18,18 +18,48 @@ import argparse
 import importlib
 import pkgutil
 import sys
-from typing import Callable, Sequence
+import typing
+from typing import Any, Callable, Sequence
 
 
 class UsageError(Exception):
     """Bad command-line input; printed without a traceback, exit status 2."""
 
 
+class OperationalError(Exception):
+    """The input was fine but the run could not complete: a server that cannot be
+    reached, a peer that left, a session that aborted. Printed as one line without a
+    traceback, exit status 1 (:data:`EXIT_CODES`)."""
+
+
+#: What ``fedhh`` exits with (docs/api.md, "Exit status").
+EXIT_CODES = {
+    0: "success",
+    1: "the run could not complete (cannot connect, a peer left, a session aborted, an "
+       "audit or attack check failed); one line on stderr says what happened",
+    2: "bad input (an option, a file, a combination of options); one line on stderr "
+       "names it",
+    130: "interrupted (Ctrl-C)",
+}
+
+
+class _Refused(SystemExit):
+    """An argument the parser refused (already printed); :func:`main` returns 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose refusals are one line (no usage block), exit 2."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message} (see: {self.prog} --help)\n")
+        raise _Refused(2)
+
+
 class CommandRegistry:
     """Builds the argparse tree: top-level commands and command groups."""
 
     def __init__(self) -> None:
-        self.parser = argparse.ArgumentParser(
+        self.parser = _Parser(
             prog="fedhh",
             description="Private federated heavy hitters: mechanisms, secure aggregation, shuffling.",
         )
@@ -101,16 +131,140 @@ def seed(text: str) -> int:
 _SHARED_TYPES = {"users": count, "seed": seed}
 
 
+def _checked(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    """``parse`` followed by the rule of parameter ``name``
+    (:mod:`protocol.studies.validation`): NaN, infinities and values out of range are
+    refused by argparse with one line naming the option."""
+    from protocol.studies.validation import problem
+
+    def typed(text: str) -> Any:
+        try:
+            value = parse(text)
+        except (ValueError, TypeError, OverflowError):
+            kind = "an integer" if parse is int else "a number"
+            raise argparse.ArgumentTypeError(f"not {kind}: {text!r}") from None
+        what = problem(name, value) if isinstance(value, (int, float)) else None
+        if what is not None:
+            raise argparse.ArgumentTypeError(what)
+        return value
+
+    typed.__name__ = getattr(parse, "__name__", "value")
+    typed.checked = True  # type: ignore[attr-defined]
+    return typed
+
+
+#: options that name a directory (``out``) or a file (``server_view``) to write
+_OUTPUTS = {"out": "directory", "server_view": "file"}
+
+
+def _writable(kind: str) -> Callable[[str], str]:
+    """A path the command will write (a ``kind``: directory or file), refused at once
+    when it cannot be: it names an existing thing of the other kind, or its nearest
+    existing ancestor is not a directory this process may write into."""
+    import os
+    import pathlib
+
+    def typed(text: str) -> str:
+        if not text:
+            raise argparse.ArgumentTypeError("an empty path")
+        p = pathlib.Path(text)
+        if kind == "directory" and p.exists() and not p.is_dir():
+            raise argparse.ArgumentTypeError(f"{text} exists and is not a directory")
+        if kind == "file" and p.is_dir():
+            raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
+        probe = p if kind == "directory" and p.is_dir() else p.parent
+        while not probe.exists():
+            probe = probe.parent
+        verb = "create" if kind == "directory" else "write"
+        if not probe.is_dir():
+            raise argparse.ArgumentTypeError(f"cannot {verb} {text}: {probe} is not a "
+                                             "directory")
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise argparse.ArgumentTypeError(f"cannot {verb} {text}: no permission to "
+                                             f"write in {probe}")
+        return text
+
+    typed.__name__ = f"writable {kind}"
+    return typed
+
+
+#: old spellings of options that now have the shared name: each stays an alias of the
+#: new one and prints a deprecation line when used
+_RENAMED = {"--n": "--users"}
+
+
+def _deprecated(action: argparse.Action, old: str, new: str) -> None:
+    """Make ``old`` an alias of ``new`` on ``action``: both parse the same; ``old``
+    prints one deprecation line on stderr."""
+    base = type(action)
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001, N807
+        if option_string == old:
+            print(f"fedhh: {old} is deprecated, use {new}", file=sys.stderr)
+        base.__call__(self, parser, namespace, values, option_string)
+
+    action.__class__ = type(f"Deprecated{base.__name__}", (base,), {"__call__": __call__})
+
+
+#: comma-separated list options, by dest: the rule each element follows
+_LISTS = {"epsilons": "epsilon", "Ts": "T", "quantiles": "quantile"}
+
+
+def _checked_list(name: str) -> Callable[[str], str]:
+    """A comma-separated list whose every element follows the rule of ``name``; the
+    text itself is returned (the command splits it), only checked."""
+    from protocol.studies.validation import Rule, problem
+
+    rule = Rule(lo=0.0, hi=1.0) if name == "quantile" else None
+
+    def typed(text: str) -> str:
+        parts = [x.strip() for x in text.split(",")]
+        if not text.strip() or any(not x for x in parts):
+            raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}")
+        for x in parts:
+            try:
+                value: float = float(x)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"not a number: {x!r} in {text!r}") from None
+            if value.is_integer() and name == "T":
+                value = int(value)
+            what = problem(name, value, rule)
+            if what is not None:
+                raise argparse.ArgumentTypeError(f"{x!r}: {what}")
+        return text
+
+    typed.__name__ = "list"
+    typed.checked = True  # type: ignore[attr-defined]
+    return typed
+
+
 def _harden(parser: argparse.ArgumentParser) -> None:
     """Give every ``--users`` and ``--seed`` of every command the shared parsing
-    (``2e5`` accepted, negative seeds refused with a one-line error)."""
+    (``2e5`` accepted, negative seeds refused), every numeric option the range
+    of its name in :data:`protocol.studies.validation.RULES`, and the population the
+    one name ``--users`` (``--n`` stays as a deprecated alias)."""
+    for action in list(parser._actions):
+        for old, new in _RENAMED.items():
+            if new and old in action.option_strings \
+                    and new not in parser._option_string_actions:
+                action.option_strings.insert(0, new)
+                parser._option_string_actions[new] = action
+                _deprecated(action, old, new)
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
                 _harden(sub)
-        elif action.dest in _SHARED_TYPES and action.option_strings \
-                and action.type in (int, None) and action.nargs is None:
+            continue
+        if not action.option_strings or action.nargs not in (None, "?"):
+            continue
+        if action.dest in _SHARED_TYPES and action.type in (int, None):
             action.type = _SHARED_TYPES[action.dest]
+        if action.type in (int, float, count, seed) and action.choices is None:
+            action.type = _checked(action.type, action.dest)
+        elif action.type is None and action.dest in _LISTS:
+            action.type = _checked_list(_LISTS[action.dest])
+        elif action.type is None and action.dest in _OUTPUTS:
+            action.type = _writable(_OUTPUTS[action.dest])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,11 +280,20 @@ def build_parser() -> argparse.ArgumentParser:
     return reg.parser
 
 
+_PARSER: argparse.ArgumentParser | None = None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from protocol.studies.errors import StudyError
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    global _PARSER
+    if _PARSER is None:  # built once per process (parsing never changes it)
+        _PARSER = build_parser()
+    parser = _PARSER
+    try:
+        args = parser.parse_args(argv)
+    except _Refused:
+        return 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -138,6 +301,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (UsageError, StudyError) as exc:
         print(f"fedhh: error: {exc}", file=sys.stderr)
+        return 2
+    except OperationalError as exc:
+        print(f"fedhh: failed: {exc}", file=sys.stderr)
+        return 1
+    except (ConnectionError, TimeoutError) as exc:
+        print(f"fedhh: failed: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        if not exc.filename:
+            raise
+        # a path the user named (or one below it) cannot be read or written
+        print(f"fedhh: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     except MemoryError:
         print("fedhh: error: out of memory: the requested size does not fit in this "

@@ -110,3 +110,47 @@ def add_privacy_args(p: argparse.ArgumentParser, epsilon: float = 1.0,
                    help="fix theta instead of the smallest one meeting delta")
     p.add_argument("--slack", type=float, default=10.0,
                    help="c in s = m + c sqrt(m) contacted clients (default 10)")
+
+
+#: users of the federated datasets at scale 1 (protocol.studies.datasets_federated)
+FEDERATED_USERS = {"syn": 780_000, "words": 200_000, "regime": 390_000}
+
+
+def add_population_scale(p: argparse.ArgumentParser) -> None:
+    """``--users N`` for the federated datasets (every party's users and items scale
+    together, :func:`resolve_scale`); ``--scale`` stays as a deprecated alias."""
+    from protocol.cli import count
+
+    p.add_argument("--users", type=count, default=None,
+                   help="population size; every party's users and items scale with it "
+                        "(syn: 780000 at the paper's size, words: 200000, regime: 390000; "
+                        "default those)")
+    p.add_argument("--scale", type=float, default=None,
+                   help="deprecated: the population as a multiple of the default (use "
+                        "--users)")
+
+
+def resolve_scale(args: argparse.Namespace) -> None:
+    """Set ``args.scale`` from ``--users`` (or the deprecated ``--scale``, with a line
+    saying so).
+
+    Raises:
+        protocol.cli.UsageError: both given, or ``--users`` with a CSV dataset.
+    """
+    import sys
+
+    from protocol.cli import UsageError
+
+    if args.scale is not None:
+        print("fedhh: --scale is deprecated, use --users", file=sys.stderr)
+        if args.users is not None:
+            raise UsageError("give --users or --scale, not both")
+        return
+    if args.users is None:
+        args.scale = 1.0
+        return
+    base = FEDERATED_USERS.get(args.dataset)
+    if base is None:
+        raise UsageError(f"--users scales the synthetic datasets ({', '.join(FEDERATED_USERS)})"
+                         f"; {args.dataset} holds the users it holds")
+    args.scale = args.users / base

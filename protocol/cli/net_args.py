@@ -66,6 +66,7 @@ def resolve_session_args(args: argparse.Namespace, refuse: tuple[str, ...] = (),
     """
     from protocol.cli import UsageError
 
+    refuse_job_options_without_job(args)
     wrong = [flag for name, flag in _SESSION_FLAGS.items()
              if flag in refuse and getattr(args, name, None) is not None]
     if wrong:
@@ -257,10 +258,14 @@ def add_job_args(p: argparse.ArgumentParser, job_help: str, mechanism: str = "ol
     from protocol.studies.runners.ldp import MECHANISMS
 
     p.add_argument("--job", choices=("triehh", "ldp"), default=None, help=job_help)
+    before = len(p._actions)
     add_triehh_data_args(p.add_argument_group(
         "--job triehh and ldp: the population and parameters, as the server's (--dataset "
         "and --epsilon default to the mechanism's command's defaults)"))
     p.set_defaults(dataset=None, epsilon=None)
+    for a in p._actions[before:]:
+        if a.dest in ("dataset", "epsilon"):
+            a.default = None
     g = p.add_argument_group("--job ldp: the oracle (as 'fedhh ldp')")
     g.add_argument("--mechanism", choices=MECHANISMS, default=mechanism,
                    help=f"the oracle (default {mechanism})")
@@ -269,7 +274,27 @@ def add_job_args(p: argparse.ArgumentParser, job_help: str, mechanism: str = "ol
     g.add_argument("--zipf-s", type=float, default=1.1, dest="zipf_s", help="Zipf exponent")
     g.add_argument("--g", type=int, default=0, help="OLH hash range")
     g.add_argument("--B", type=int, default=0, help="AoN hash range")
+    # every option above belongs to a job: given without --job it would be ignored
+    p.set_defaults(job_options={a.dest: (a.option_strings[-1], a.default)
+                                for a in p._actions[before:]})
     return g
+
+
+def refuse_job_options_without_job(args: argparse.Namespace) -> None:
+    """A job's option (``--dataset``, ``--users``, ``--mechanism``, ...) given without
+    ``--job`` is an error rather than silently ignored.
+
+    Raises:
+        protocol.cli.UsageError: naming the first such option.
+    """
+    from protocol.cli import UsageError
+
+    if getattr(args, "job", None) is not None:
+        return
+    for dest, (flag, default) in getattr(args, "job_options", {}).items():
+        if getattr(args, dest, default) != default:
+            raise UsageError(f"{flag} belongs to a job: add --job triehh or --job ldp, or "
+                             "leave it out")
 
 
 def threshold_round_from_args(args: argparse.Namespace):  # noqa: ANN201
@@ -294,3 +319,40 @@ def threshold_round_from_args(args: argparse.Namespace):  # noqa: ANN201
                               graph=args.graph, dropout=args.dropout_rate, label=args.label)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+#: what a client's or server's failure reason means, for the one line on stderr
+_REASONS = {
+    "ConnectionRefusedError": "connection refused: nothing listens at that address (is the "
+                              "server running?)",
+    "ConnectionResetError": "the peer closed the connection",
+    "TimeoutError": "timed out waiting for the peer",
+    "gaierror": "the host name does not resolve",
+    "SSLCertVerificationError": "the server's certificate does not match the pinned one",
+}
+
+
+def exit_status(ok: bool, report: Any, who: str) -> int:
+    """0 when ``ok``; else one line on stderr saying what happened (the statuses and
+    reasons of ``report``, a network summary) and 1, the exit status of a run that
+    could not complete (:data:`protocol.cli.EXIT_CODES`)."""
+    import sys
+
+    if ok:
+        return 0
+
+    def words(x: Any) -> str:
+        if isinstance(x, dict):
+            return ", ".join(f"{v} {_REASONS.get(str(k), k)}" if isinstance(v, int)
+                             else f"{k}: {v}" for k, v in x.items())
+        return _REASONS.get(str(x), str(x))
+
+    status = report.get("status") if isinstance(report, dict) else None
+    reason = (report.get("reasons") or report.get("reason")) if isinstance(report, dict) \
+        else None
+    line = f"{who}: " + (words(status) if status is not None else "did not complete")
+    if reason:
+        line += f" ({words(reason)})"
+    print(f"fedhh: failed: {line}", file=sys.stderr, flush=True)
+    return 1
+

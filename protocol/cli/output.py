@@ -8,16 +8,20 @@ from typing import Any, Callable, Iterable, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["print_json", "progress", "progress_bar", "print_triehh", "ClientProgress", "say"]
+__all__ = ["print_json", "progress", "progress_bar", "print_triehh", "ClientProgress", "say",
+           "print_input"]
 
 
 def print_json(obj: dict[str, Any]) -> None:
-    """Print one JSON object with the peak memory added (``peak_rss_mb``)."""
+    """Print one JSON object with the peak memory added (``peak_rss_mb``); the
+    warnings of its ``input`` report (:func:`print_input`) go to stderr."""
     from protocol.studies.measure import peak_rss_mb
 
     out = dict(obj)
     out.setdefault("peak_rss_mb", round(peak_rss_mb(), 1))
     print(json.dumps(out, indent=2, sort_keys=False, default=_default))
+    if isinstance(out.get("input"), dict):
+        print_input(out["input"], json_mode=True)
 
 
 def _default(o: Any) -> Any:
@@ -37,12 +41,14 @@ def _default(o: Any) -> Any:
 
 def progress(iterable: Iterable[T], total: int | None = None, desc: str = "",
              enabled: bool = True) -> Iterable[T]:
-    """A tqdm progress bar on stderr, shown only when stderr is a terminal and enabled."""
-    if not enabled or not sys.stderr.isatty():
+    """Progress over ``iterable`` on stderr (:class:`protocol.studies.progress.RunProgress`):
+    a tqdm bar on a terminal, a plain line at most every 15 s elsewhere; nothing when
+    disabled."""
+    if not enabled:
         return iterable
-    from tqdm import tqdm
+    from protocol.studies.progress import RunProgress
 
-    return tqdm(iterable, total=total, desc=desc, file=sys.stderr, leave=False)
+    return RunProgress(total, desc)(iterable)
 
 
 def say(enabled: bool = True) -> Callable[[str], None]:
@@ -63,9 +69,10 @@ class ClientProgress:
     """
 
     def __init__(self, enabled: bool = True, stream: Any = None, interval: float = 0.5,
-                 log_interval: float = 15.0) -> None:
+                 log_interval: float = 15.0, label: str = "secure aggregation") -> None:
         import time
 
+        self.label = label
         self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -80,11 +87,18 @@ class ClientProgress:
         rate = done / elapsed if elapsed > 0 else 0.0
         left = (total - done) / rate if rate > 0 else float("nan")
         eta = f"~{left:.0f} s left" if left == left else "time left unknown"
-        return (f"secure aggregation step {step}: {done}/{total} clients, "
+        return (f"{self.label} step {step}: {done}/{total} clients, "
                 f"{rate:.0f} clients/s, {eta} in this step")
 
     def __call__(self, step: int, done: int, total: int) -> None:
         if not self.enabled:
+            return
+        from protocol.studies.progress import active
+
+        run = active()
+        if run is not None and run.enabled:  # one line for the round and its clients
+            run.label = self.label
+            run.client(step, done, total)
             return
         now = self._clock()
         if step != self._step:
@@ -102,8 +116,35 @@ class ClientProgress:
 
 def progress_bar(total: int | None, desc: str, enabled: bool = True
                  ) -> Callable[[Iterable[T]], Iterable[T]]:
-    """The ``progress`` callable a runner takes: wraps an iterable in :func:`progress`."""
-    return lambda it: progress(it, total=total, desc=desc, enabled=enabled)
+    """The ``progress`` callable a runner takes (it wraps the rounds): a
+    :class:`protocol.studies.progress.RunProgress` of ``total`` rounds, which also
+    shows the clients served inside the current round when a transport reports them
+    (:class:`ClientProgress` forwards to it) and the time left for the whole run."""
+    from protocol.studies.progress import RunProgress
+
+    return RunProgress(total, desc, enabled=enabled)
+
+
+def print_input(report: dict[str, Any] | None, json_mode: bool = False) -> None:
+    """What loading the data chose and changed
+    (:func:`protocol.studies.datasets.input_report`): in human output an ``input:``
+    line and a ``warning:`` line for everything dropped, truncated or chosen from the
+    data, on stdout; with ``--json`` (where the report is in the object) the warnings
+    alone, on stderr, so that they are never silent."""
+    if not report:
+        return
+    from protocol.studies.datasets import input_warnings
+
+    warnings = input_warnings(report)
+    if json_mode:
+        for line in warnings:
+            print(f"warning: {line}", file=sys.stderr)
+        return
+    alpha = report.get("alphabet", "")
+    shown = alpha if len(alpha) <= 40 else alpha[:37] + "..."
+    print(f"input: alphabet {report['alphabet_chosen']}: {shown!r}")
+    for line in warnings:
+        print(f"warning: {line}")
 
 
 def print_triehh(out: dict[str, Any], show: int) -> None:
@@ -114,8 +155,8 @@ def print_triehh(out: dict[str, Any], show: int) -> None:
     w(f"TrieHH on {out['dataset']}: n = {out['n']:,} users "
       f"({'several words' if out['multi_word'] else 'one word'} each), "
       f"unit size {out['unit_size']}, transport {out['transport']}\n")
-    if out.get("dropped_words"):
-        w(f"warning: {out['description'].split('; ', 1)[-1]}\n")
+    sys.stdout.flush()
+    print_input(out.get("input"))
     if pv["epsilon"] is not None:
         w(f"privacy: ({pv['epsilon']:.4f}, {pv['delta']:.3g})-DP, {pv['theorem']}; "
           f"target epsilon {pv['target_epsilon']:g}, delta {pv['target_delta']:.3g}\n")

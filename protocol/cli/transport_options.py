@@ -172,7 +172,8 @@ def transport_from_args(args: argparse.Namespace) -> Transport:
         # on stderr, unless the command was given --quiet
         from protocol.cli.output import ClientProgress
 
-        transport.client_progress = ClientProgress(enabled=not quiet)
+        transport.client_progress = ClientProgress(
+            enabled=not quiet, label=getattr(transport, "progress_label", "secure aggregation"))
     if hasattr(transport, "estimate_say") and not quiet:
         # a one-line estimate before a session predicted to take more than a minute
         from protocol.cli.output import say

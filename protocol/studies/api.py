@@ -32,14 +32,18 @@ deployment).
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
+import functools
+import inspect
 import io
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -61,6 +65,65 @@ SFP_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789'"
 
 Items = Union[Sequence[str], Sequence[Sequence[str]], "np.ndarray[Any, Any]"]
 Progress = Callable[[Iterable[Any]], Iterable[Any]]
+#: ``True`` (default): a tqdm bar on stderr when it is a terminal (rounds, clients
+#: inside a round, time left); ``False``: nothing; or a callable wrapping the rounds
+ShowProgress = Union[bool, Progress, None]
+
+
+def _validated(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Check every numeric argument of an API function against the range of its name
+    (:mod:`protocol.studies.validation`) before anything runs, and turn a call that
+    does not fit the signature into :class:`StudyError`: the same refusals, in the
+    same words, as the command line's."""
+    from protocol.studies.validation import RULES, check
+
+    sig = inspect.signature(fn)
+    numeric = {name for name, p in sig.parameters.items()
+               if p.kind is inspect.Parameter.KEYWORD_ONLY
+               and "Sequence" not in str(p.annotation)
+               and (name in RULES or (isinstance(p.default, (int, float))
+                                      and not isinstance(p.default, bool)))}
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise StudyError(f"{fn.__name__}(): {exc}") from None
+        for name, value in bound.arguments.items():
+            if name in numeric:
+                check(name, value)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@contextlib.contextmanager
+def _showing(progress: ShowProgress, total: int | None, desc: str,
+             transport: Transport | None) -> Iterator[Progress | None]:
+    """The rounds wrapper for ``progress`` (see :data:`ShowProgress`); with ``True`` it
+    also shows the clients a transport serves inside each round (its
+    ``client_progress``, put back afterwards)."""
+    if progress is None or progress is False:
+        yield None
+        return
+    if progress is not True:
+        yield progress  # the caller's own wrapper
+        return
+    from protocol.studies.progress import RunProgress
+
+    inner: Any = getattr(transport, "inner", transport)
+    run = RunProgress(total, desc, enabled=sys.stderr.isatty(),
+                      label=getattr(inner, "progress_label", "secure aggregation"))
+    installed = hasattr(inner, "client_progress") and inner.client_progress is None
+    if installed:
+        inner.client_progress = run.client
+    try:
+        yield run
+    finally:
+        run.close()
+        if installed:
+            inner.client_progress = None
 OnUnencodable = Literal["error", "drop"]
 
 
@@ -69,16 +132,22 @@ class HeavyHitter:
     """One released heavy hitter.
 
     Attributes:
-        item: the item (a word).
+        item: the item, in the form it came in (a word, or an integer for integer
+            items).
         count: the count the mechanism released for it, ``None`` when the mechanism
             releases membership only (TrieHH without ``release_counts``).
         estimate: an unbiased estimate of how many users hold it, when the mechanism
             gives one (TrieHH++), else ``None``.
     """
 
-    item: str
+    item: str | int
     count: int | None = None
     estimate: float | None = None
+
+    def __str__(self) -> str:
+        extra = "" if self.count is None else f" count {self.count}"
+        extra += "" if self.estimate is None else f" estimate {self.estimate:.1f}"
+        return f"{self.item!r}{extra}"
 
 
 @dataclass(frozen=True)
@@ -143,6 +212,29 @@ class _Exported:
         """The result as JSON (see ``as_dict``; ``views`` includes every party's view)."""
         return json.dumps(self.as_dict(views), indent=indent)
 
+    def _headline(self) -> str:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        """A few lines: what ran, the guarantee, the first results
+        (``repr`` keeps every field; ``to_table``/``to_json`` export them)."""
+        return self._headline()
+
+
+def _guarantee_phrase(g: Any, note: str = "") -> str:
+    if g is None:
+        return f"no guarantee ({note})" if note else "no guarantee"
+    eps, delta = getattr(g, "epsilon", None), getattr(g, "delta", None)
+    model = getattr(g, "model", "")
+    theorem = getattr(g, "theorem", "")
+    return (f"({eps:.4g}, {delta:.3g})-DP {model}".rstrip() + (f", {theorem}" if theorem
+                                                               else ""))
+
+
+def _first(items: Sequence[Any], k: int = 5) -> str:
+    shown = ", ".join(str(x) for x in items[:k])
+    return shown + (f", ... ({len(items)} in all)" if len(items) > k else "")
+
 
 @dataclass(frozen=True)
 class HeavyHitters(_Exported):
@@ -179,9 +271,21 @@ class HeavyHitters(_Exported):
     costs: Costs
     views: tuple[PartyViews, ...] = field(repr=False)
     dropped: int = 0
+    central: Any = None
+    input: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def _headline(self) -> str:
+        lines = [f"{self.mechanism} over {self.transport}: {len(self.heavy_hitters)} heavy "
+                 f"hitters from {self.n:,} users",
+                 f"  guarantee: {_guarantee_phrase(self.guarantee, self.guarantee_note)}"]
+        if self.central is not None:
+            lines.append(f"  after shuffling: {_guarantee_phrase(self.central)}")
+        if self.heavy_hitters:
+            lines.append(f"  top: {_first([str(h) for h in self.heavy_hitters])}")
+        return "\n".join(lines)
 
     @property
-    def items(self) -> list[str]:
+    def items(self) -> list[str | int]:
         """The heavy hitters' items, in release order."""
         return [h.item for h in self.heavy_hitters]
 
@@ -199,21 +303,31 @@ class HeavyHitters(_Exported):
             "rounds": [r.__dict__ for r in self.rounds],
             "costs": _costs_dict(self.costs),
             "dropped": self.dropped,
+            "central": _guarantee_dict(self.central),
+            "input": _plain(self.input),
         }
         if views:
             out["views"] = _views_list(self.views)
         return out
 
     def to_table(self, fmt: Literal["csv", "markdown"] = "csv") -> str:
-        """The heavy hitters as a table (``item,count,estimate``), CSV or Markdown.
+        """The heavy hitters as a table (``item``, then ``count`` and ``estimate`` when
+        the mechanism released them: a column that would be empty on every row is left
+        out), CSV or Markdown.
 
         Raises:
             ValueError: an unknown format.
         """
-        header = ("item", "count", "estimate")
-        rows = [(h.item, "" if h.count is None else str(h.count),
-                 "" if h.estimate is None else f"{h.estimate:.1f}") for h in self.heavy_hitters]
-        return _table(header, rows, fmt, "|---|---:|---:|")
+        header = ["item"]
+        cols: list[Callable[[HeavyHitter], str]] = [lambda h: str(h.item)]
+        if any(h.count is not None for h in self.heavy_hitters):
+            header.append("count")
+            cols.append(lambda h: "" if h.count is None else str(h.count))
+        if any(h.estimate is not None for h in self.heavy_hitters):
+            header.append("estimate")
+            cols.append(lambda h: "" if h.estimate is None else f"{h.estimate:.1f}")
+        rows = [[c(h) for c in cols] for h in self.heavy_hitters]
+        return _table(header, rows, fmt, "|---|" + "---:|" * (len(header) - 1))
 
 
 
@@ -310,6 +424,21 @@ def _transport(transport: str | Transport, seed: int | None) -> tuple[Transport,
         raise StudyError(f"transport {transport!r} is not available: {exc}") from None
 
 
+def _array(values: Any, what: str = "values", dtype: Any = None) -> "np.ndarray[Any, Any]":
+    """``values`` as a numpy array, or :class:`StudyError` (bytes, a string, ragged or
+    mixed lists are not data)."""
+    if isinstance(values, (str, bytes)) or values is None:
+        raise StudyError(f"{what} must be a sequence with one item per user, got "
+                         f"{type(values).__name__}")
+    try:
+        arr = np.asarray(values, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise StudyError(f"{what} must be one number per user: {exc}") from None
+    if arr.dtype.kind == "O":
+        raise StudyError(f"{what} must be one number (or word) per user, not a mix")
+    return arr
+
+
 def _user_lists(items: Items) -> tuple[list[list[str]], bool]:
     """One list of strings per user, and whether the input had several per user.
 
@@ -387,11 +516,12 @@ def _rounds_and_costs(rounds: Sequence[Any], seconds: float) -> tuple[tuple[Roun
     return tuple(out), Costs(seconds, dict(total.cpu_seconds), total.bytes_up, total.bytes_down)
 
 
+@_validated
 def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
            transport: str | Transport = "plain", seed: int | None = None,
            max_length: int = 10, alphabet: str = DEFAULT_ALPHABET, unit_size: int = 1,
            release_counts: bool = False, on_unencodable: OnUnencodable = "error",
-           progress: Progress | None = None,
+           progress: ShowProgress = True,
            client_progress: Callable[[int, int, int], None] | None = None) -> HeavyHitters:
     """TrieHH (Zhu, Kairouz, McMahan, Sun, Li, "Federated Heavy Hitters Discovery with
     Differential Privacy", AISTATS 2020) on the caller's items.
@@ -408,7 +538,9 @@ def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
         unit_size: characters per trie level (1 to 4).
         release_counts: also release each prefix's count (Theorem 1 does not cover it).
         on_unencodable: ``error`` (default) or ``drop`` (counted in ``dropped``).
-        progress: wraps the iterable of rounds (e.g. ``tqdm``).
+        progress: ``True`` (default): a tqdm bar on stderr when it is a terminal, with
+            the clients served inside each round and the time left for the run;
+            ``False``: none; a callable: wraps the iterable of rounds.
         client_progress: ``client_progress(step, done, total)`` inside each secure-
             aggregation session (e.g. ``protocol.cli.output.ClientProgress()``).
 
@@ -429,7 +561,8 @@ def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
     t0 = time.perf_counter()
     if client_progress is not None and hasattr(tr, "client_progress"):
         tr.client_progress = client_progress
-    res = runner.run_once(prep, rec, rng, progress)
+    with _showing(progress, int(prep.config.max_levels), "TrieHH rounds", tr) as shown:
+        res = runner.run_once(prep, rec, rng, shown)
     seconds = time.perf_counter() - t0
     rounds, costs = _rounds_and_costs(res.rounds, seconds)
     return HeavyHitters(
@@ -439,14 +572,16 @@ def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
         guarantee_note=res.guarantee_note,
         parameters={"theta": int(prep.config.theta), "gamma": float(prep.config.gamma),
                     "m": int(res.m), "L": int(prep.config.max_levels)},
-        rounds=rounds, costs=costs, views=tuple(rec.views), dropped=int(pop.dropped))
+        rounds=rounds, costs=costs, views=tuple(rec.views), dropped=int(pop.dropped),
+        input=_input(pop, int(prep.config.max_levels) * unit_size))
 
 
+@_validated
 def poplar1(items: Sequence[str] | np.ndarray[Any, Any], *, k: int = 10,
             threshold: int | None = None, max_length: int = 10,
             alphabet: str = DEFAULT_ALPHABET, seed: int | None = None,
             on_unencodable: OnUnencodable = "error",
-            progress: Progress | None = None) -> HeavyHitters:
+            progress: ShowProgress = True) -> HeavyHitters:
     """Poplar1 heavy hitters (Boneh, Boyle, Corrigan-Gibbs, Gilboa, Ishai, "Lightweight
     Techniques for Private Heavy Hitters", IEEE S&P 2021; the Poplar1 VDAF of
     draft-irtf-cfrg-vdaf-20) on the caller's items: two aggregators, the level-by-level
@@ -463,7 +598,8 @@ def poplar1(items: Sequence[str] | np.ndarray[Any, Any], *, k: int = 10,
         seed: reproducible simulation (the clients' randomness and the verify key from a
             seeded source); ``None``: from the OS.
         on_unencodable: ``error`` (default) or ``drop``.
-        progress: wraps the iterable of levels.
+        progress: ``True`` (default): a bar on a terminal (the levels); ``False``:
+            nothing; or the caller's own wrapper of the iterable of levels.
 
     Returns:
         The heavy hitters with their counts; ``guarantee`` is ``None`` (Poplar1 has no
@@ -482,7 +618,8 @@ def poplar1(items: Sequence[str] | np.ndarray[Any, Any], *, k: int = 10,
     pop = pop.compact()
     t = runner.default_threshold(pop.n, k) if threshold is None else int(threshold)
     meas = runner.encode_words(pop.vocabulary, pop.alphabet, max_length)[pop.items]
-    res = runner.heavy_hitters_bits(meas, t, seed=seed, progress=progress)
+    with _showing(progress, None, "Poplar1 levels", None) as shown:
+        res = runner.heavy_hitters_bits(meas, t, seed=seed, progress=shown)
     p0, p1 = res.parties
     rounds = tuple(
         Round(int(lv["level"]) + 1, int(lv["candidates"]), pop.n, int(lv["passing"]),
@@ -503,15 +640,16 @@ def poplar1(items: Sequence[str] | np.ndarray[Any, Any], *, k: int = 10,
         costs=Costs(res.seconds, {"clients": res.client_seconds, "aggregator 0": p0.cpu_seconds,
                                   "aggregator 1": p1.cpu_seconds},
                     pop.n * res.upload_bytes_per_client, 0),
-        views=views, dropped=int(pop.dropped))
+        views=views, dropped=int(pop.dropped), input=_input(pop, max_length))
 
 
+@_validated
 def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
              transport: str | Transport = "plain", seed: int | None = None,
              max_length: int = 10, alphabet: str = DEFAULT_ALPHABET,
              theta: int | None = None, bound: Literal["paper", "eq3"] = "paper",
              on_unencodable: OnUnencodable = "error",
-             progress: Progress | None = None) -> HeavyHitters:
+             progress: ShowProgress = True) -> HeavyHitters:
     """TrieHH++ (Cormode, "Federated Heavy Hitters Revisited", 2021) on the caller's items: a Poisson sample of the users
     votes on each trie level, counts at or above theta are released with an unbiased
     estimate of the number of holders.
@@ -528,7 +666,8 @@ def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
         bound: the per-level epsilon: ``paper`` (Lemma 3 eq. (4), needs a per-level
             epsilon of at most ln(10/9)) or ``eq3`` (the tight ratio of eq. (3)).
         on_unencodable: ``error`` (default) or ``drop``.
-        progress: wraps the iterable of levels.
+        progress: ``True`` (default): a bar on a terminal (levels, clients inside a
+            level, time left); ``False``: none; a callable: wraps the levels.
 
     Raises:
         StudyError: bad items, a failing condition of the theorem (the message names
@@ -552,8 +691,9 @@ def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
     try:
         alpha = UnitAlphabet(pop.alphabet)
         um = alpha.encode(list(pop.vocabulary), max_length)[pop.items]
-        res = run_triehhpp(um, alpha.num_units, alpha.labels, params, rec, sr, trng,
-                           terminal=alpha.terminal, progress=progress)
+        with _showing(progress, max_length, "TrieHH++ levels", tr) as shown:
+            res = run_triehhpp(um, alpha.num_units, alpha.labels, params, rec, sr, trng,
+                               terminal=alpha.terminal, progress=shown)
         hh = res.heavy_hitters(strip=alpha.eos)
     except (PrefixTreeError, ValueError) as exc:
         raise StudyError(str(exc)) from None
@@ -578,7 +718,7 @@ def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
                     "rate": float(sol.rate)},
         rounds=levels, costs=Costs(seconds, dict(total.cpu_seconds), total.bytes_up,
                                   total.bytes_down), views=tuple(rec.views),
-        dropped=int(pop.dropped))
+        dropped=int(pop.dropped), input=_input(pop, max_length - 1))
 
 
 @dataclass(frozen=True)
@@ -589,14 +729,18 @@ class Frequencies(_Exported):
         oracle: ``grr``, ``oue``, ``olh`` or ``aon``.
         transport: ``none`` (estimated in process) or the transport's name.
         n: number of users (reports).
-        estimates: the unbiased estimated frequency of every item ``0..domain_size-1``.
+        estimates: the unbiased estimated frequency of every item of the domain, in
+            the order of ``domain``.
         std: the oracle's exact standard deviation of each estimate, evaluated at the
             estimate clipped to ``[0, 1]`` (the true frequency is unknown).
         guarantee: the local guarantee of one report (the oracle's own object:
             ``epsilon``, ``delta``, ``effective_epsilon``, ``source``).
-        central: the shuffler's amplified central guarantee (a dict), else ``None``.
+        central: the shuffler's amplified central guarantee (a
+            :class:`mechanisms.privacy.PrivacyGuarantee`), else ``None``.
         costs: totals of the transport (zero in process).
         views: what each party of the transport saw, one entry per round.
+        domain: the items, as they came in (``0..domain_size-1`` for integer items,
+            the public list of words for words).
     """
 
     oracle: str
@@ -605,14 +749,28 @@ class Frequencies(_Exported):
     estimates: tuple[float, ...]
     std: tuple[float, ...]
     guarantee: Any
-    central: Mapping[str, Any] | None
+    central: Any
     costs: Costs
     views: tuple[PartyViews, ...] = field(repr=False)
+    domain: tuple[Any, ...] = field(default=(), repr=False)
 
-    def top(self, k: int = 10) -> list[tuple[int, float]]:
-        """The ``k`` items with the largest estimates, as ``(item, estimate)``."""
+    def _label(self, i: int) -> Any:
+        return self.domain[i] if self.domain else int(i)
+
+    def top(self, k: int = 10) -> list[tuple[Any, float]]:
+        """The ``k`` items with the largest estimates, as ``(item, estimate)`` (the item
+        in the form it came in)."""
         order = np.argsort(-np.asarray(self.estimates), kind="stable")[: max(0, k)]
-        return [(int(i), float(self.estimates[i])) for i in order]
+        return [(self._label(int(i)), float(self.estimates[i])) for i in order]
+
+    def _headline(self) -> str:
+        lines = [f"{self.oracle} over {self.transport}: estimates for {len(self.estimates):,} "
+                 f"items from {self.n:,} users",
+                 f"  guarantee: {_guarantee_phrase(self.guarantee)}"]
+        if self.central is not None:
+            lines.append(f"  after shuffling: {_guarantee_phrase(self.central)}")
+        lines.append("  top: " + _first([f"{i!r} {e:.4f}" for i, e in self.top(5)]))
+        return "\n".join(lines)
 
     def as_dict(self, views: bool = False) -> dict[str, Any]:
         """A JSON-ready dict; ``views`` includes every party's view."""
@@ -620,8 +778,9 @@ class Frequencies(_Exported):
             "oracle": self.oracle, "transport": self.transport, "n": self.n,
             "estimates": list(self.estimates), "std": list(self.std),
             "guarantee": _guarantee_dict(self.guarantee),
-            "central": _plain(self.central) if self.central is not None else None,
+            "central": _guarantee_dict(self.central),
             "costs": _costs_dict(self.costs),
+            "domain": _plain(list(self.domain)) if self.domain else None,
         }
         if views:
             out["views"] = _views_list(self.views)
@@ -634,30 +793,40 @@ class Frequencies(_Exported):
         Raises:
             ValueError: an unknown format.
         """
-        items = self.top(len(self.estimates) if k is None else k)
-        rows = [(str(i), f"{e:.6g}", f"{self.std[i]:.3g}") for i, e in items]
+        order = np.argsort(-np.asarray(self.estimates), kind="stable")
+        order = order[: len(order) if k is None else max(0, k)]
+        rows = [(str(self._label(int(i))), f"{self.estimates[i]:.6g}", f"{self.std[i]:.3g}")
+                for i in order]
         header = ("item", "estimate", "std")
         return _table(header, rows, fmt, "|---:|---:|---:|")
 
 
-def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "olh",
-                epsilon: float = 2.0, domain_size: int | None = None,
+@_validated
+def frequencies(values: Sequence[int] | Sequence[str] | np.ndarray[Any, Any], *,
+                oracle: str = "olh", epsilon: float = 2.0, domain_size: int | None = None,
+                domain: Sequence[str] | None = None,
                 transport: str | Transport | None = None, seed: int | None = None,
-                delta: float | None = None) -> Frequencies:
+                delta: float | None = None, progress: ShowProgress = True) -> Frequencies:
     """A local-DP frequency oracle (GRR, OUE, OLH or All-or-Nothing; see
     ``docs/ldp.md`` for each one's source) on the caller's integer items.
 
     Args:
-        values: one item per user, integers in ``[0, domain_size)``.
+        values: one item per user: integers in ``[0, domain_size)``, or words of the
+            public ``domain``.
         oracle: ``grr``, ``oue``, ``olh`` or ``aon``.
         epsilon: the local epsilon of each report.
         domain_size: the public domain size (default: the largest value + 1 -- pass
             it explicitly when the domain is public, as it should be).
+        domain: for words, the public list of items (default: the distinct words
+            given, sorted, with a warning: a domain read off the data depends on every
+            user's data). A word outside it is an error.
         transport: ``None`` estimates in process; ``plain``, ``secagg``, ``shuffler``
             or a transport object carries the reports (the shuffler adds the
             amplified central guarantee in ``central``).
         seed: reproducible simulation (without it, the OS's randomness).
         delta: central delta for the shuffler's guarantee (default ``1/n^2``).
+        progress: ``True`` (default): the clients a transport serves, on a terminal;
+            ``False``: none.
 
     Raises:
         StudyError: values that are not integers in the domain, bad oracle
@@ -667,9 +836,16 @@ def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "
     from protocol.core.contract import AggregationAborted
     from protocol.studies.ldp_runner import LDPTransportError, run_ldp
 
-    v = np.asarray(values)
+    v = _array(values)
+    labels: tuple[Any, ...] = ()
+    if v.ndim == 1 and v.size and v.dtype.kind == "U":
+        v, labels = _indexed(v, domain)
+        domain_size = len(labels)
+    elif domain is not None:
+        raise StudyError("domain= names the public words of word items; integer items "
+                         "take domain_size=")
     if v.ndim != 1 or v.size == 0 or not np.issubdtype(v.dtype, np.integer):
-        raise StudyError("values must be a non-empty 1-d sequence of integers")
+        raise StudyError("values must be a non-empty 1-d sequence of integers or words")
     d = int(v.max()) + 1 if domain_size is None else int(domain_size)
     if v.min() < 0 or v.max() >= d:
         bad = int(v[(v < 0) | (v >= d)][0])
@@ -690,11 +866,13 @@ def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "
         tr, name = _transport(transport, seed)
         rec = _Recording(tr)
         try:
-            carried = run_ldp(orc, reports, rec, rng, delta=delta)
+            with _showing(progress, None, f"{oracle.upper()} over {name}", tr):
+                carried = run_ldp(orc, reports, rec, rng, delta=delta)
         except (LDPTransportError, AggregationAborted, ReportError) as exc:
             raise StudyError(str(exc)) from None
         est = np.asarray(carried.estimates, dtype=np.float64)
-        central, views, cost = carried.central, tuple(rec.views), carried.cost
+        central = _central(orc.privacy(), carried.central)
+        views, cost = tuple(rec.views), carried.cost
     seconds = time.perf_counter() - t0
     std = np.sqrt(np.asarray(orc.variance(int(v.size), np.clip(est, 0.0, 1.0)),
                              dtype=np.float64))
@@ -703,12 +881,51 @@ def frequencies(values: Sequence[int] | np.ndarray[Any, Any], *, oracle: str = "
         estimates=tuple(float(x) for x in est[:d]), std=tuple(float(x) for x in std[:d]),
         guarantee=orc.privacy(), central=central,
         costs=Costs(seconds, dict(cost.cpu_seconds), cost.bytes_up, cost.bytes_down),
-        views=views)
+        views=views, domain=labels)
 
 
-def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int = 10,
-        epsilon: float = 4.0, oracle: str = "grr", transport: str | Transport = "plain",
-        seed: int | None = None) -> HeavyHitters:
+def _central(local: Any, c: Mapping[str, Any] | None) -> Any:
+    """The amplified central guarantee (a ``PrivacyGuarantee``) from the shuffler
+    path's summary dict, or ``None``."""
+    if not c:
+        return None
+    from mechanisms.privacy import shuffled
+
+    return shuffled(local, int(c["n"]), float(c["epsilon"]), float(c["delta"]),
+                    str(c["bound"]), str(c["source"]), c.get("note"))
+
+
+def _indexed(words: "np.ndarray[Any, Any]", domain: Sequence[str] | None
+             ) -> tuple["np.ndarray[Any, Any]", tuple[str, ...]]:
+    """Word items as indices into the public ``domain`` (default: the distinct words,
+    sorted, with a warning).
+
+    Raises:
+        StudyError: a word outside ``domain``, or a domain with repeats.
+    """
+    import warnings
+
+    if domain is None:
+        labels = tuple(sorted(set(words.tolist())))
+        warnings.warn("the domain was read off the data (the distinct words given); it "
+                      "depends on every user's data: pass the public domain=[...]",
+                      stacklevel=3)
+    else:
+        labels = tuple(str(w) for w in domain)
+        if len(set(labels)) != len(labels):
+            raise StudyError("domain lists a word twice")
+    index = {w: i for i, w in enumerate(labels)}
+    try:
+        return np.array([index[w] for w in words.tolist()], dtype=np.int64), labels
+    except KeyError as exc:
+        raise StudyError(f"item {exc.args[0]!r} is not in the public domain") from None
+
+
+@_validated
+def pem(values: Sequence[int] | Sequence[str] | np.ndarray[Any, Any], *, bits: int = 32,
+        k: int = 10, epsilon: float = 4.0, oracle: str = "grr",
+        transport: str | Transport = "plain", seed: int | None = None,
+        truncate: bool = False, progress: ShowProgress = True) -> HeavyHitters:
     """PEM (Wang, Li, Jha, "Locally Differentially Private Heavy Hitter Identification",
     IEEE TDSC 2019) on the caller's ``bits``-bit integer items: users split into groups,
     each group reports one longer prefix with an epsilon-LDP frequency oracle, the top
@@ -717,7 +934,9 @@ def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int 
     releases estimates, not counts).
 
     Args:
-        values: one unsigned item per user, below ``2**bits``.
+        values: one item per user: unsigned integers below ``2**bits``, or ASCII words
+            (each one's ``bits / 8`` bytes, zero-padded, as the item; heavy hitters
+            come back as words).
         bits: item length.
         k: number of heavy hitters.
         epsilon: the local epsilon of each user's one report.
@@ -725,6 +944,9 @@ def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int 
         transport: carries each level's reports (``plain``, ``shuffler``: reports;
             ``secagg``: support vectors) or a transport object.
         seed: reproducible simulation.
+        truncate: accept words longer than ``bits / 8`` bytes by keeping their first
+            ``bits / 8`` (counted in ``input["truncated"]``); else such a word is an
+            error.
 
     Raises:
         StudyError: items that are not ``bits``-bit unsigned integers, bad parameters,
@@ -734,9 +956,13 @@ def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int 
     from mechanisms.pem import pem_privacy
     from protocol.core.contract import AggregationAborted
 
-    v = np.asarray(values)
+    v = _array(values)
+    words = v.ndim == 1 and v.size > 0 and v.dtype.kind == "U"
+    report: dict[str, Any] = {}
+    if words:
+        v, report = _word_items(v, bits, truncate)
     if v.ndim != 1 or v.size == 0 or not np.issubdtype(v.dtype, np.integer):
-        raise StudyError("values must be a non-empty 1-d sequence of integers")
+        raise StudyError("values must be a non-empty 1-d sequence of integers or words")
     if v.min() < 0 or (bits < 64 and int(v.max()) >= 1 << bits):
         bad = int(v[(v < 0) | (v >= (1 << bits))][0]) if bits < 64 else int(v.min())
         raise StudyError(f"value {bad} is not a {bits}-bit unsigned integer")
@@ -744,8 +970,9 @@ def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int 
     rec = _Recording(tr)
     t0 = time.perf_counter()
     try:
-        res = run_pem(v.astype(np.uint64), bits, k, epsilon, oracle=oracle,
-                      rng=np.random.default_rng(seed), transport=rec)
+        with _showing(progress, None, f"PEM over {name}", tr):
+            res = run_pem(v.astype(np.uint64), bits, k, epsilon, oracle=oracle,
+                          rng=np.random.default_rng(seed), transport=rec)
         guarantee = pem_privacy(epsilon, oracle)
     except AggregationAborted as exc:
         raise StudyError(f"the {name} transport aborted a level: {exc}") from None
@@ -762,15 +989,77 @@ def pem(values: Sequence[int] | np.ndarray[Any, Any], *, bits: int = 32, k: int 
         kept = min(ext[h] if h < len(ext) else len(res.heavy_hitters), cand)
         rounds.append(Round(h + 1, int(cand), int(res.group_sizes[h]), int(kept), float(sec),
                             int(c.bytes_up), int(c.bytes_down)))
+    def label(x: Any) -> str | int:
+        if not words:
+            return int(x)
+        return int(x).to_bytes(bits // 8, "big").rstrip(b"\0").decode("ascii", "replace")
+
     return HeavyHitters(
-        mechanism="pem", transport=name, n=int(v.size),
-        heavy_hitters=tuple(HeavyHitter(str(int(i)), None, float(c))
+        mechanism="pem", transport=name, n=int(v.size), input=report,
+        heavy_hitters=tuple(HeavyHitter(label(i), None, float(c))
                             for i, c in zip(res.heavy_hitters, res.counts)),
         released_prefixes={}, guarantee=guarantee, guarantee_note="",
         parameters={"bits": bits, "k": k, "levels": len(lengths)},
         rounds=tuple(rounds), costs=Costs(seconds, dict(total.cpu_seconds), total.bytes_up,
                                           total.bytes_down),
         views=tuple(rec.views))
+
+
+def _input(pop: Any, max_chars: int) -> dict[str, Any]:
+    """What the run did to the caller's items (the alphabet, items dropped, words too
+    long to be released whole): :func:`protocol.studies.datasets.input_report`."""
+    from protocol.studies.datasets import input_report
+
+    out = input_report(pop, max_chars)
+    out["alphabet_chosen"] = "given (alphabet=)"
+    return out
+
+
+def _sfp_input(pop: Any, word_of_user: Any, length: int) -> dict[str, Any]:
+    """How many users' words SFP cut to its ``length`` characters."""
+    long = np.fromiter((len(w) > length for w in pop.vocabulary), dtype=bool,
+                       count=len(pop.vocabulary))
+    held = np.asarray(word_of_user)
+    cut = int(long[held[held >= 0]].sum()) if long.any() else 0
+    if not cut:
+        return {}
+    return {"truncated": {"users": cut, "max_characters": length,
+                          "what": f"SFP sees only their first {length} characters"}}
+
+
+def _word_items(words: "np.ndarray[Any, Any]", bits: int, truncate: bool
+                ) -> tuple["np.ndarray[Any, Any]", dict[str, Any]]:
+    """ASCII words as ``bits``-bit items (their first ``bits / 8`` bytes, zero-padded)
+    and what was truncated.
+
+    Raises:
+        StudyError: ``bits`` not a multiple of 8, a non-ASCII or empty word, or a
+            longer word without ``truncate``.
+    """
+    if bits % 8:
+        raise StudyError(f"word items need bits as a multiple of 8, got {bits}")
+    nbytes = bits // 8
+    raw = []
+    for w in words.tolist():
+        try:
+            b = w.encode("ascii")
+        except UnicodeEncodeError:
+            raise StudyError(f"item {w!r} is not ASCII (word items are bytes)") from None
+        if not b or b"\0" in b:
+            raise StudyError(f"item {w!r} is empty or holds a NUL byte")
+        raw.append(b)
+    long = [b for b in raw if len(b) > nbytes]
+    if long and not truncate:
+        raise StudyError(f"item {long[0].decode()!r} is longer than {nbytes} bytes "
+                         f"(bits={bits}); pass truncate=True to keep the first {nbytes}, "
+                         "or raise bits")
+    report: dict[str, Any] = {}
+    if long:
+        report["truncated"] = {"users": len(long), "max_characters": nbytes,
+                               "what": f"only their first {nbytes} bytes were used"}
+    codes = np.array([int.from_bytes(b[:nbytes].ljust(nbytes, b"\0"), "big") for b in raw],
+                     dtype=np.uint64)
+    return codes, report
 
 
 def _carried(rec: _Recording, seconds: float, n: int, candidates: Sequence[int],
@@ -787,11 +1076,12 @@ def _carried(rec: _Recording, seconds: float, n: int, candidates: Sequence[int],
                                 total.bytes_down)
 
 
+@_validated
 def sfp(items: Sequence[str] | np.ndarray[Any, Any], *, epsilon: float = 4.0,
         word_epsilon: float = 0.0, transport: str | Transport = "shuffler",
         seed: int | None = None, T: int = 20, k: int = 2048, m: int = 1024,
         alphabet: str = SFP_ALPHABET, hash_filter: bool = False,
-        delta: float | None = None) -> HeavyHitters:
+        delta: float | None = None, progress: ShowProgress = True) -> HeavyHitters:
     """Apple's Sequence Fragment Puzzle (Apple Differential Privacy Team, "Learning with
     Privacy at Scale", 2017, Appendix C) on the caller's words: each user sends one
     Count-Mean-Sketch report of a random fragment of her word (and, with
@@ -800,12 +1090,13 @@ def sfp(items: Sequence[str] | np.ndarray[Any, Any], *, epsilon: float = 4.0,
     (``estimate``; ``count`` is ``None``).
 
     Args:
-        items: one word per user (at most 10 characters are kept, the paper's length).
+        items: one word per user (at most 10 characters are kept, the paper's length;
+            how many users' words were cut is in ``input["truncated"]``).
         epsilon: the local epsilon of the fragment report.
         word_epsilon: the local epsilon of the word report (0: none, the discovery-only
             setting of the TrieHH paper's comparison).
         transport: ``shuffler`` (default: the reports reach the server as an anonymous
-            multiset, and ``guarantee["central_after_shuffling"]`` states the amplified
+            multiset, and ``central`` states the amplified
             central epsilon), ``plain``, or a transport object. ``secagg`` carries
             sketch vectors and is feasible only for tiny ``k x m``.
         seed: reproducible simulation.
@@ -821,11 +1112,15 @@ def sfp(items: Sequence[str] | np.ndarray[Any, Any], *, epsilon: float = 4.0,
         StudyError: bad items or parameters, a character outside ``alphabet``, or a
             transport that cannot carry the reports.
     """
-    from protocol.studies.ldp_runner import sfp_privacy
+    from protocol.studies.ldp_runner import shuffled_guarantee
     from protocol.studies.runners.sfp import discover_words, users_words
 
-    words = [str(w) for w in (items.tolist() if isinstance(items, np.ndarray) else items)] \
-        if not isinstance(items, str) else None
+    if isinstance(items, (str, bytes)) or not isinstance(items, (Sequence, np.ndarray)):
+        raise StudyError("items must be a list with one word per user")
+    words = [w for w in (items.tolist() if isinstance(items, np.ndarray) else items)]
+    if any(not isinstance(w, str) for w in words):
+        bad = next(w for w in words if not isinstance(w, str))
+        raise StudyError(f"items must be words (strings), got {bad!r}"[:120])
     if not words:
         raise StudyError("items must be a non-empty list with one word per user")
     pop, _ = _population(words, alphabet, "error", False)
@@ -833,9 +1128,10 @@ def sfp(items: Sequence[str] | np.ndarray[Any, Any], *, epsilon: float = 4.0,
     rec = _Recording(tr)
     t0 = time.perf_counter()
     word_of_user = users_words(pop)
-    machine, res, _, _, anonymous = discover_words(
-        pop, word_of_user, epsilon, np.random.default_rng(seed), word_epsilon=word_epsilon,
-        T=T, k=k, m=m, transport=rec, hash_filter=hash_filter)
+    with _showing(progress, None, f"SFP over {name}", tr):
+        machine, res, _, _, anonymous = discover_words(
+            pop, word_of_user, epsilon, np.random.default_rng(seed),
+            word_epsilon=word_epsilon, T=T, k=k, m=m, transport=rec, hash_filter=hash_filter)
     seconds = time.perf_counter() - t0
     n = int(word_of_user.shape[0])
     rounds, costs = _carried(rec, seconds, n, [len(machine.positions)], [len(res.words)])
@@ -843,18 +1139,23 @@ def sfp(items: Sequence[str] | np.ndarray[Any, Any], *, epsilon: float = 4.0,
         mechanism="sfp", transport=name, n=n,
         heavy_hitters=tuple(HeavyHitter(w, None, float(c))
                             for w, c in zip(res.words, res.counts)),
-        released_prefixes={}, guarantee=sfp_privacy(machine.privacy(), n, anonymous, delta),
+        released_prefixes={}, guarantee=machine.privacy(),
+        central=_central(machine.privacy(), shuffled_guarantee(
+            n, machine.privacy().epsilon, delta, "fmt23_numerical",
+            local=machine.privacy())) if anonymous and n >= 2 else None,
+        input=_sfp_input(pop, word_of_user, int(machine.length)),
         guarantee_note="" if anonymous else "reports not shuffled: local epsilon only",
         parameters={"T": T, "k": k, "m": m, "length": machine.length,
                     "epsilon_fragment": epsilon, "epsilon_word": word_epsilon},
         rounds=rounds, costs=costs, views=tuple(rec.views))
 
 
+@_validated
 def federated(parties: Mapping[str, Sequence[int] | Sequence[str] | np.ndarray[Any, Any]],
               *, mechanism: Literal["taps", "tap", "fedpem", "gtf"] = "taps",
               epsilon: float = 4.0, k: int = 10, oracle: str = "grr", levels: int = 24,
               transport: str | Transport = "plain", seed: int | None = None,
-              truncate: bool = False) -> HeavyHitters:
+              truncate: bool = False, progress: ShowProgress = True) -> HeavyHitters:
     """Federated heavy hitters under local DP (Zhang, Ye, Hu, "Federated Heavy Hitter
     Analytics with Local Differential Privacy"): TAPS, TAP, or the FedPEM and GTF
     baselines, over parties that each hold their users' items.
@@ -888,7 +1189,7 @@ def federated(parties: Mapping[str, Sequence[int] | Sequence[str] | np.ndarray[A
     words_given = False
     built = []
     for pname, vals in parties.items():
-        arr = np.asarray(vals)
+        arr = _array(vals, f"party {pname!r}: items")
         if arr.ndim != 1 or arr.size == 0:
             raise StudyError(f"party {pname!r}: needs a non-empty 1-d list of items")
         if arr.dtype.kind in "UO":
@@ -909,7 +1210,8 @@ def federated(parties: Mapping[str, Sequence[int] | Sequence[str] | np.ndarray[A
     tr, name = _transport(transport, seed)
     rec = _Recording(tr)
     t0 = time.perf_counter()
-    with mechanism_errors(mechanism, name):
+    with mechanism_errors(mechanism, name), \
+            _showing(progress, None, f"{mechanism.upper()} over {name}", tr):
         pop = Population(tuple(Party(p, it) for p, it in built), bits=48)
         cfg = FederatedConfig(epsilon=epsilon, k=k, levels=levels, oracle=oracle)
         res = run_federated(mechanism, pop, cfg, np.random.default_rng(seed), rec)
@@ -971,6 +1273,12 @@ class Quantiles(_Exported):
     views: tuple[PartyViews, ...] = field(repr=False)
     sketch: Any = field(repr=False, compare=False, default=None)
 
+    def _headline(self) -> str:
+        qs = ", ".join(f"q{q.q:g} = {q.value:.4g}" for q in self.quantiles[:5])
+        return (f"quantiles over {self.transport} of {self.n:,} values in [{self.lo:g}, "
+                f"{self.hi:g}]: {qs} (rank error <= {self.error_bound:.3g})\n"
+                f"  guarantee: {_guarantee_phrase(self.guarantee)}")
+
     def rank(self, r: float) -> float:
         """The estimated fraction of users with a value in ``[lo, r]``."""
         return float(self.sketch.ranks(np.array([float(r)]))[0])
@@ -999,12 +1307,14 @@ class Quantiles(_Exported):
         return _table(("q", "value", "error_bound"), rows, fmt, "|---:|---:|---:|")
 
 
+@_validated
 def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: float,
               qs: Sequence[float] = (0.1, 0.25, 0.5, 0.75, 0.9), epsilon: float = 1.0,
               delta: float | None = None, transport: str | Transport = "plain",
               seed: int | None = None, alpha: int = 4, levels: int = 10,
               theta: int | None = None,
-              bound: Literal["paper", "eq3"] = "paper") -> Quantiles:
+              bound: Literal["paper", "eq3"] = "paper",
+              progress: ShowProgress = True) -> Quantiles:
     """Quantiles of the caller's numbers from a TrieHH++ trie of their base-``alpha``
     digits in the public range ``[lo, hi]`` (Cormode 2021, section 4).
 
@@ -1031,7 +1341,7 @@ def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: 
     from protocol.core.contract import AggregationAborted
     from protocol.studies.runners import triehhpp as runner
 
-    v = np.asarray(values, dtype=float)
+    v = _array(values, dtype=float)
     if v.ndim != 1 or v.size == 0 or not np.isfinite(v).all():
         raise StudyError("values must be a non-empty 1-d sequence of finite numbers")
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
@@ -1053,8 +1363,9 @@ def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: 
         params = TrieHHPPParams(int(v.size), float(sol.m), sol.theta, levels,
                                 task="quantiles")
         sr, trng = spawn_rngs(seed)
-        res = run_triehhpp(enc.unit_matrix(v), enc.alpha, enc.unit_labels, params, rec, sr,
-                           trng)
+        with _showing(progress, levels, "TrieHH++ levels", tr) as shown:
+            res = run_triehhpp(enc.unit_matrix(v), enc.alpha, enc.unit_labels, params, rec,
+                               sr, trng, progress=shown)
         sketch = QuantileSketch(res, enc)
         answers = sketch.quantiles(wanted)
     except (QuantileError, TrieHHPPError, ValueError) as exc:

@@ -101,6 +101,9 @@ class Population:
         alphabet: the public alphabet the words are written in.
         description: how the population was made.
         dropped: word occurrences dropped for characters outside the alphabet.
+        notes: what loading changed or chose, for :func:`input_report`
+            (``blank_lines`` skipped, ``byte_order_mark`` removed, ``alphabet_chosen``:
+            how the alphabet was chosen, ``alphabet_from_data``).
     """
 
     name: str
@@ -112,6 +115,7 @@ class Population:
     description: str = ""
     dropped: int = 0
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    notes: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         off = np.asarray(self.offsets, dtype=np.int64)
@@ -193,7 +197,7 @@ class Population:
         remap[present] = np.arange(present.size)
         vocab = tuple(self.vocabulary[i] for i in present) or ("",)
         return Population(self.name, vocab, self.offsets, remap[self.items], self.counts,
-                          self.alphabet, self.description, self.dropped)
+                          self.alphabet, self.description, self.dropped, notes=self.notes)
 
     def subsample(self, n: int, rng: np.random.Generator) -> "Population":
         """``n`` users drawn without replacement (order kept).
@@ -212,7 +216,8 @@ class Population:
             np.arange(lens.sum())
         return Population(self.name, self.vocabulary, np.concatenate([[0], np.cumsum(lens)]),
                           self.items[idx], self.counts[idx], self.alphabet,
-                          self.description + f"; {n} users subsampled", self.dropped)
+                          self.description + f"; {n} users subsampled", self.dropped,
+                          notes=self.notes)
 
 
 # --- construction helpers -------------------------------------------------------
@@ -389,6 +394,16 @@ def from_user_words(name: str, users: Sequence[Sequence[str]], alphabet: str,
                       description, dropped)
 
 
+def _bom_advice(where: str, line: int, word: str) -> str:
+    """The refusal of a byte-order mark inside a file (one at the very start is removed
+    and reported): it is an encoding signature, never a character to publish in the
+    alphabet."""
+    return (f"{where}:{line}: word {word!r} holds a UTF-8 byte-order mark (U+FEFF), an "
+            "encoding signature left inside the file (files joined together?); remove it "
+            "(e.g. re-save the file as UTF-8 without BOM) rather than adding it to the "
+            "alphabet")
+
+
 def resolve_alphabet(spec: str | None, words: Sequence[tuple[int, str]],
                      where: str = "the data", widest: bool = False) -> tuple[str, str]:
     """The public alphabet ``spec`` names, for the ``(line, word)`` pairs of a file.
@@ -422,6 +437,8 @@ def resolve_alphabet(spec: str | None, words: Sequence[tuple[int, str]],
         allowed = set(FILE_ALPHABET)
         line, word = next((ln, w) for ln, w in words if not set(w) <= allowed)
         bad = "".join(sorted(set(word) - allowed))
+        if "\ufeff" in bad:
+            raise DatasetError(_bom_advice(where, line, word))
         raise DatasetError(f"{where}:{line}: word {word!r} has characters {bad!r} that no "
                            f"preset alphabet ({', '.join(ALPHABET_PRESETS)}) holds; give "
                            "--alphabet data (the characters that occur) or the characters "
@@ -469,6 +486,10 @@ def load_file(path: str | pathlib.Path, alphabet: str | None = None,
         raise DatasetError(f"{p} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise DatasetError(f"cannot read {p}: {exc.strerror}") from None
+    # a byte-order mark is an encoding signature, not a character of the first word
+    bom = text.startswith("\ufeff")
+    text = text.removeprefix("\ufeff")
+    blank = 0
     # users as lists of (line, word), in file order
     if p.suffix.lower() == ".csv":
         users: dict[str, list[tuple[int, str]]] = {}
@@ -476,6 +497,7 @@ def load_file(path: str | pathlib.Path, alphabet: str | None = None,
         try:
             for lineno, row in enumerate(reader, start=1):
                 if not row or all(not c.strip() for c in row):
+                    blank += 1
                     continue
                 if len(row) != 2:
                     raise DatasetError(f"{p}:{lineno}: expected 2 fields (user,item), "
@@ -490,8 +512,10 @@ def load_file(path: str | pathlib.Path, alphabet: str | None = None,
             raise DatasetError(f"{p}: malformed CSV: {exc}") from None
         placed = list(users.values())
     else:
+        lines = text.splitlines()
         placed = [[(lineno, w) for w in line.split()]
-                  for lineno, line in enumerate(text.splitlines(), start=1) if line.strip()]
+                  for lineno, line in enumerate(lines, start=1) if line.strip()]
+        blank = len(lines) - len(placed)
     if not placed:
         raise DatasetError(f"{p} holds no users")
     alpha, how = resolve_alphabet(alphabet, [lw for ws in placed for lw in ws], str(p),
@@ -506,6 +530,8 @@ def load_file(path: str | pathlib.Path, alphabet: str | None = None,
                 kept.append(word)
             elif not drop_unencodable:
                 bad = "".join(sorted(set(word) - allowed))
+                if "\ufeff" in bad:
+                    raise DatasetError(_bom_advice(str(p), lineno, word))
                 raise DatasetError(f"{p}:{lineno}: word {word!r} has characters {bad!r} "
                                    f"outside the public alphabet ({how}); give --alphabet "
                                    "with them, or --drop-unencodable to drop and count such "
@@ -521,8 +547,72 @@ def load_file(path: str | pathlib.Path, alphabet: str | None = None,
             raise DatasetError(f"{p}: every word has characters outside the public alphabet")
         description += (f"; {dropped} words with characters outside the alphabet dropped, "
                         f"{empty} users left without a word removed")
+    if blank:
+        description += f"; {blank} blank lines skipped"
+    if bom:
+        description += "; a UTF-8 byte-order mark at the start removed"
     pop = from_user_words(str(p), lists, alpha, description)
-    return dataclasses.replace(pop, dropped=dropped)
+    notes = {"blank_lines": blank, "byte_order_mark": bom, "alphabet_chosen": how,
+             "alphabet_from_data": how.startswith("data"),
+             "users_removed": empty if dropped else 0}
+    return dataclasses.replace(pop, dropped=dropped, notes=notes)
+
+
+def input_report(pop: Population, max_chars: int | None = None) -> dict:
+    """What loading ``pop`` chose and changed, as JSON types: the public alphabet and
+    how it was chosen (``alphabet_from_data`` when it was read off the users' words),
+    blank lines skipped, a byte-order mark removed, words dropped for characters
+    outside the alphabet, and (with ``max_chars``, the longest word the mechanism can
+    release) the words longer than that and how many users hold one.
+    """
+    notes = dict(pop.notes)
+    out: dict = {
+        "alphabet": pop.alphabet,
+        "alphabet_chosen": notes.get("alphabet_chosen") or "the dataset's public alphabet",
+        "alphabet_from_data": bool(notes.get("alphabet_from_data", False)),
+        "blank_lines": int(notes.get("blank_lines", 0)),
+        "byte_order_mark_removed": bool(notes.get("byte_order_mark", False)),
+        "dropped_words": int(pop.dropped),
+        "users_removed": int(notes.get("users_removed", 0)),
+    }
+    if max_chars is not None:
+        lengths = np.fromiter((len(w) for w in pop.vocabulary), dtype=np.int64,
+                              count=len(pop.vocabulary))
+        long = lengths > max_chars
+        entry_long = long[pop.items] if pop.items.size else np.zeros(0, bool)
+        users = np.repeat(np.arange(pop.n), np.diff(pop.offsets))[entry_long]
+        held = np.unique(pop.items[entry_long]) if entry_long.any() else np.zeros(0, np.int64)
+        out["too_long"] = {"max_characters": int(max_chars), "words": int(held.size),
+                           "users": int(np.unique(users).size)}
+    return out
+
+
+def input_warnings(report: dict) -> list[str]:
+    """The sentences a person should read about ``report`` (:func:`input_report`):
+    nothing is dropped, truncated or chosen for them without a line saying so."""
+    out = []
+    if report.get("alphabet_from_data"):
+        out.append("the public alphabet was read off the users' words (--alphabet data): it "
+                   "depends on every user's data, which a deployment must not do; fix it "
+                   "and publish it before collecting (docs/triehh.md)")
+    if report.get("blank_lines"):
+        out.append(f"{report['blank_lines']} blank lines skipped (they hold no user)")
+    if report.get("byte_order_mark_removed"):
+        out.append("a UTF-8 byte-order mark (U+FEFF) at the start of the file was removed")
+    if report.get("dropped_words"):
+        out.append(f"{report['dropped_words']} words with characters outside the alphabet "
+                   f"dropped, {report.get('users_removed', 0)} users left without a word "
+                   "removed (--drop-unencodable)")
+    long = report.get("too_long") or {}
+    if long.get("words"):
+        out.append(f"{long['words']} distinct words longer than {long['max_characters']} "
+                   f"characters, held by {long['users']} users, can never be released "
+                   "whole (raise --max-length)")
+    if report.get("truncated"):
+        t = report["truncated"]
+        out.append(f"{t['users']} users' words are longer than {t['max_characters']} "
+                   f"characters; {t['what']}")
+    return out
 
 
 def load_dataset(name: str, n: int | None, rng: np.random.Generator, multi_word: bool = False,
@@ -537,6 +627,9 @@ def load_dataset(name: str, n: int | None, rng: np.random.Generator, multi_word:
             file user with several words in single-word mode.
     """
     default_n = 100_000
+    if name in ("en", "en-oov", "zipf") and alphabet is not None:
+        raise DatasetError(f"--alphabet applies to a word file (--dataset PATH); the "
+                           f"embedded dataset {name!r} has its own public alphabet")
     if name == "en":
         return english(default_n if n is None else n, rng, multi_word)
     if name == "en-oov":

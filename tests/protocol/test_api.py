@@ -55,7 +55,10 @@ def test_exports_round_trip() -> None:
     assert [r["item"] for r in rows] == hh.items
     assert all(int(r["count"]) >= hh.parameters["theta"] for r in rows)
     md = hh.to_table("markdown").splitlines()
-    assert md[0] == "| item | count | estimate |" and len(md) == 2 + len(rows)
+    # TrieHH releases no estimate: the table has no column that is empty on every row
+    assert md[0] == "| item | count |" and len(md) == 2 + len(rows)
+    bare = api.triehh(WORDS, epsilon=4, seed=1).to_table().splitlines()
+    assert bare[0] == "item"
     with pytest.raises(ValueError, match="unknown table format"):
         hh.to_table("xls")  # type: ignore[arg-type]
 
@@ -134,10 +137,11 @@ def test_frequencies_in_process_and_over_the_shuffler() -> None:
     shuf = api.frequencies(values, oracle="grr", epsilon=2, domain_size=100, seed=1,
                            transport="shuffler")
     assert shuf.estimates == local.estimates  # the same reports, carried
-    assert shuf.central is not None and shuf.central["epsilon"] < 2
+    assert shuf.central is not None and shuf.central.epsilon < 2
+    assert shuf.central.model == "central" and local.guarantee.model == "local"
     assert len(shuf.views) == 1 and shuf.costs.bytes_up > 0
     data = json.loads(shuf.to_json())
-    assert data["central"]["epsilon"] == shuf.central["epsilon"]
+    assert data["central"]["epsilon"] == shuf.central.epsilon
     rows = list(csv.DictReader(io.StringIO(shuf.to_table(5))))
     assert [int(r["item"]) for r in rows] == [i for i, _ in shuf.top(5)]
 
@@ -153,7 +157,7 @@ def test_frequencies_refuse_values_outside_the_domain(bad: list[object]) -> None
 def test_pem_finds_the_top_items_with_estimates() -> None:
     values = np.random.default_rng(0).zipf(1.5, 50_000) % 2**32
     top = api.pem(values, bits=32, k=5, epsilon=4, seed=1)
-    assert top.mechanism == "pem" and top.items == ["1", "2", "3", "4", "5"]
+    assert top.mechanism == "pem" and top.items == [1, 2, 3, 4, 5]  # as they came in
     true = int((values == 1).sum())
     assert abs(top.heavy_hitters[0].estimate - true) < 0.1 * true  # type: ignore[operator]
     assert top.guarantee.epsilon == 4 and top.guarantee.delta == 0
@@ -178,8 +182,12 @@ def test_api_sfp_claims_amplification_only_for_shuffled_reports() -> None:
     plain = api.sfp(words, epsilon=6, k=128, m=128, seed=1, transport="plain")
     assert shuffled.transport == "shuffler" and plain.transport == "plain"
     assert shuffled.items == plain.items and {"apple", "banana"} <= set(plain.items)
-    assert shuffled.guarantee["central_after_shuffling"] is not None
-    assert plain.guarantee["central_after_shuffling"] is None
+    from mechanisms.privacy import PrivacyGuarantee
+
+    assert isinstance(shuffled.guarantee, PrivacyGuarantee)
+    assert shuffled.guarantee.model == "local" and shuffled.guarantee.epsilon == 6
+    assert isinstance(shuffled.central, PrivacyGuarantee)
+    assert shuffled.central.epsilon < 6 and plain.central is None
     assert plain.guarantee_note == "reports not shuffled: local epsilon only"
     assert len(plain.rounds) == 1 and plain.rounds[0].contacted == 8000
     assert json.loads(plain.to_json())["mechanism"] == "sfp"
@@ -228,3 +236,36 @@ def test_api_quantiles_same_release_on_every_vote_transport_and_refusals() -> No
         api.quantiles(v, lo=0, hi=100, qs=[1.5])
     with pytest.raises(StudyError, match="lo < hi"):
         api.quantiles(v, lo=5, hi=5)
+
+
+def test_every_mechanism_takes_words_and_gives_them_back() -> None:
+    words = ["tea"] * 3000 + ["coffee"] * 2000 + ["milk"] * 500
+    f = api.frequencies(words, oracle="grr", epsilon=4, seed=1,
+                        domain=["coffee", "milk", "tea", "water"])
+    assert [w for w, _ in f.top(2)] == ["tea", "coffee"] and len(f.estimates) == 4
+    assert "tea" in f.to_table(k=1)
+    with pytest.warns(UserWarning, match="read off the data"):
+        api.frequencies(words, oracle="olh", epsilon=4, seed=1)
+    with pytest.raises(StudyError, match="not in the public domain"):
+        api.frequencies(words, epsilon=4, seed=1, domain=["tea"])
+    p = api.pem(words, bits=48, k=2, epsilon=6, seed=1, progress=False)
+    assert p.items == ["tea", "coffee"]
+    with pytest.raises(StudyError, match="longer than 2 bytes"):
+        api.pem(words, bits=16, epsilon=6, seed=1)
+    cut = api.pem(words, bits=16, k=2, epsilon=6, seed=1, truncate=True)
+    assert cut.input["truncated"]["users"] == 5500 and set(cut.items) == {"te", "co"}
+
+
+def test_results_print_short_and_report_what_was_changed() -> None:
+    long_words = ["supercalifragilistic"] * 800 + ["hello"] * 1200
+    hh = api.triehh(long_words, epsilon=4, seed=1, max_length=8, release_counts=True)
+    text = str(hh)
+    assert text.startswith("triehh over plain: 1 heavy hitters from 2,000 users")
+    assert "Theorem 1" in text and len(text) < 400 and "views" not in text
+    assert hh.input["too_long"] == {"max_characters": 8, "words": 1, "users": 800}
+    for result in (api.frequencies([0, 1, 1, 2] * 50, epsilon=2, seed=1),
+                   api.quantiles([0.2, 0.5, 0.7] * 400, lo=0, hi=1, epsilon=8, seed=1,
+                                 bound="eq3")):
+        assert 0 < len(str(result)) < 400 and "guarantee" in str(result)
+    sfp = api.sfp(["abcdefghijklmn"] * 300 + ["tea"] * 300, epsilon=6, seed=1, k=64, m=64)
+    assert sfp.input["truncated"]["users"] == 300

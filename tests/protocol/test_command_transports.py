@@ -67,7 +67,7 @@ def test_hh_sfp_claims_amplification_only_over_the_shuffler(
      "the central target (--epsilon) holds only for shuffled reports"),
     (["sfp", "--users", "500", "--secagg-graph", "complete"],
      "--secagg-graph applies to --transport secagg or threshold, not auto"),
-    (["federated", "--scale", "0.01", "--min-batch", "5"],
+    (["federated", "--users", "7800", "--min-batch", "5"],
      "--min-batch applies to --transport shuffler"),
 ])
 def test_refusals_are_one_line_exit_2(argv: list[str], message: str,

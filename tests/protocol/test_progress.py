@@ -126,3 +126,96 @@ def test_the_estimate_says_cpu_and_the_wall_time_on_the_planned_workers(
     assert cpu_phrase(600, two, 10**5) == \
         "10 min of CPU (at best 5 min of wall time on 2 workers)"
     assert cpu_phrase(600, auto, 10**5).endswith("on 4 workers)")
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_run_in_a_log_says_round_clients_and_time_left_for_the_run() -> None:
+    from protocol.studies.progress import RunProgress
+
+    out, clock = io.StringIO(), _Clock()
+    run = RunProgress(4, "TrieHH rounds", stream=out, log_interval=10.0, clock=clock)
+
+    def rounds():  # each round takes 20 s of the fake clock, 10 clients inside it
+        for r in range(4):
+            for done in range(1, 11):
+                clock.t += 2.0
+                run.client(1, done, 10)
+            yield r
+
+    assert list(run(rounds())) == [0, 1, 2, 3]
+    lines = out.getvalue().splitlines()
+    # one line at most every 10 s of an 80 s run, each naming where the run is
+    assert 6 <= len(lines) <= 9
+    assert lines[0] == ("TrieHH rounds: 1/4, secure aggregation step 1: 5/10 clients, "
+                        "10 s elapsed")
+    later = [ln for ln in lines if ln.startswith("TrieHH rounds: 3/4")]
+    assert later and "left for the run" in later[0]
+    # after two rounds of 20 s, half-way through the third: ~30 s left
+    assert any("~30 s left for the run" in ln for ln in later)
+
+
+def test_a_short_run_in_a_log_prints_nothing_and_quiet_prints_nothing() -> None:
+    from protocol.studies.progress import RunProgress
+
+    out = io.StringIO()
+    run = RunProgress(3, "levels", stream=out)
+    assert list(run(iter(range(3)))) == [0, 1, 2]
+    run.client(0, 1, 2)
+    off = RunProgress(3, "levels", enabled=False, stream=out, log_interval=0.0)
+    assert list(off(iter(range(3)))) == [0, 1, 2]
+    off.client(0, 1, 1)
+    assert out.getvalue() == ""
+
+
+def test_client_progress_joins_the_run_line_while_rounds_run() -> None:
+    from protocol.studies.progress import RunProgress
+
+    out, clock = io.StringIO(), _Clock()
+    run = RunProgress(2, "TrieHH rounds", stream=out, log_interval=1.0, clock=clock)
+    own = io.StringIO()
+    client = ClientProgress(stream=own, log_interval=0.0, label="shuffler")
+    for _ in run(iter(range(2))):
+        clock.t += 5.0
+        client(2, 7, 9)
+    assert own.getvalue() == ""  # nothing printed on its own while the run is active
+    assert "TrieHH rounds: 2/2, shuffler step 2: 7/9 clients" in out.getvalue()
+
+
+def test_the_shuffler_reports_its_clients_inside_a_round() -> None:
+    from protocol.core.transports.shuffler_transport import ShufflerTransport
+
+    calls: list[tuple[int, int, int]] = []
+    tr = ShufflerTransport(simulate=True, client_chunk=3)
+    tr.client_progress = lambda s, d, t: calls.append((s, d, t))
+    spec = RoundSpec("p", 1, Kind.VOTE, candidates=("a", "b"), theta=1)
+    tr.run_round(spec, Votes(np.array([0, 1, 1, 0, 1, 1, 0])), np.random.default_rng(1))
+    encode = [d for s, d, _ in calls if s == 0]
+    assert encode == [3, 6, 7]  # one call per chunk of encoded reports
+    assert (1, 7, 7) in calls and calls[-1] == (2, 7, 7)
+    assert {t for _, _, t in calls} == {7}
+
+
+def test_the_api_shows_progress_on_a_terminal_and_not_when_told(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from protocol.studies import api
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    words = ["hello"] * 600 + ["world"] * 400
+    err = Tty()
+    monkeypatch.setattr("sys.stderr", err)
+    api.triehh(words, seed=1, epsilon=4, delta=1e-4, max_length=3)
+    assert "TrieHH rounds" in err.getvalue()
+    err.seek(0)
+    err.truncate()
+    api.triehh(words, seed=1, epsilon=4, delta=1e-4, max_length=3, progress=False)
+    assert err.getvalue() == ""

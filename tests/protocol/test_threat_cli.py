@@ -99,7 +99,7 @@ def test_bench_secagg_compare_threats_splits_the_price(
     assert main(base + ["--threat", "semi-honest"]) == 2
     assert "--compare-threats runs both threat models" in capsys.readouterr().err
     assert main(base[:-1] + ["0"]) == 2
-    assert "--repeats must be at least 1" in capsys.readouterr().err
+    assert "--repeats: must be >= 1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", [["triehh"], ["triehhpp"], ["ldp", "--oracle", "grr"],

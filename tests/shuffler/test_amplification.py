@@ -338,11 +338,11 @@ def test_cli_forward_table_reports_domain_errors(capsys: pytest.CaptureFixture[s
 @pytest.mark.parametrize("argv, message", [
     (["--n", "100", "--epsilon0", "1", "--delta", "2"], "0 < delta < 1"),
     (["--n", "100", "--epsilon0", "1", "--delta", "abc"], "a number or 1/n^2"),
-    (["--n", "0", "--epsilon0", "1", "--delta", "1e-6"], "--n must be a positive"),
+    (["--n", "0", "--epsilon0", "1", "--delta", "1e-6"], "--n: must be >= 1"),
     (["--n", "100", "--delta", "1e-6"], "give --epsilon0"),
     (["--n", "100", "--inverse", "--delta", "1e-6"], "needs --central-epsilon"),
     (["--n", "100", "--epsilon0", "1", "--delta", "1e-6", "--bound", "x"], "unknown --bound"),
-    (["--n", "100", "--epsilon0", "-1", "--delta", "1e-6"], "must be finite and >= 0"),
+    (["--n", "100", "--epsilon0", "-1", "--delta", "1e-6"], "--epsilon0: must be >= 0"),
 ])
 def test_cli_usage_errors(argv, message, capsys: pytest.CaptureFixture[str]) -> None:
     from protocol.cli import main

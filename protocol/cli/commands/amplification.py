@@ -1,8 +1,8 @@
 """``fedhh privacy shuffle``: central (epsilon, delta) of n shuffled epsilon0-LDP reports.
 
-Forward: ``fedhh privacy shuffle --n 659380 --epsilon0 4.96 --delta 1/n^2`` prints the
+Forward: ``fedhh privacy shuffle --users 659380 --epsilon0 4.96 --delta 1/n^2`` prints the
 central epsilon each bound in :mod:`shuffler.amplification` certifies.
-Inverse: ``fedhh privacy shuffle --n 659380 --inverse --central-epsilon 1 --delta 1/n^2``
+Inverse: ``fedhh privacy shuffle --users 659380 --inverse --central-epsilon 1 --delta 1/n^2``
 prints the largest local epsilon0 each bound allows for that central target.
 See docs/amplification.md; the table is
 :func:`protocol.studies.runners.amplification.bound_table`.

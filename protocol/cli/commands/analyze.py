@@ -38,4 +38,6 @@ def run(args: argparse.Namespace) -> int:
         result = analyzer_process(rnd, args.keys, host, port, wait_seconds=args.wait_seconds)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
-    return 0 if result["status"] == "completed" else 1
+    from protocol.cli.net_args import exit_status
+
+    return exit_status(result["status"] == "completed", result, f"the analyzer of {host}:{port}")

@@ -32,14 +32,18 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_attack(args: argparse.Namespace) -> int:
-    from protocol.studies.attacks import ATTACKS, UnknownAttack, load_catalogue, run_all
+    from protocol.studies.attacks import ATTACKS, UnknownAttack, load_catalogue
     from protocol.studies.attacks import run_attack as run_one
     from protocol.cli.output import print_json
     from protocol.cli import UsageError
 
     load_catalogue()
     if args.name == "all":
-        outcomes = run_all(args.seed)
+        from protocol.cli.output import progress
+
+        # one attack after the other, in registration order (as run_all), with progress
+        outcomes = [run_one(name, args.seed) for name in progress(
+            list(ATTACKS), total=len(ATTACKS), desc="attacks", enabled=not args.json)]
     else:
         try:
             outcomes = [run_one(args.name, args.seed)]

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 
+from protocol.cli.net_args import exit_status
+
 
 def _ids(text: str) -> range:
     a, sep, b = text.partition(":")
@@ -100,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
                                  stall_at=args.stall_at)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
-    return 0 if set(summary["status"]) <= {"completed", "stalled"} else 1
+    return exit_status(set(summary["status"]) <= {"completed", "stalled"}, summary,
+                       f"clients of {host}:{port}")
 
 
 def _options(cls, args: argparse.Namespace):  # noqa: ANN001, ANN202
@@ -133,7 +136,8 @@ def _run_job(args: argparse.Namespace) -> int:
                                      stall_at=args.stall_at)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
-    return 0 if set(summary["status"]) <= {"finished", "stalled"} else 1
+    return exit_status(set(summary["status"]) <= {"finished", "stalled"}, summary,
+                       f"devices of the job at {host}:{port}")
 
 
 def _held(args: argparse.Namespace, population: int) -> range:
@@ -200,7 +204,8 @@ def _run_shuffler(args: argparse.Namespace) -> int:
                                          wait_seconds=args.wait_seconds)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
-    return 0 if set(summary["status"]) <= {"completed"} else 1
+    return exit_status(set(summary["status"]) <= {"completed"}, summary,
+                       f"clients of {host}:{port}")
 
 
 def _run_threshold(args: argparse.Namespace) -> int:
@@ -218,4 +223,5 @@ def _run_threshold(args: argparse.Namespace) -> int:
                                            wait_seconds=args.wait_seconds)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
-    return 0 if set(summary["status"]) <= {"completed"} else 1
+    return exit_status(set(summary["status"]) <= {"completed"}, summary,
+                       f"clients of {host}:{port}")

@@ -37,7 +37,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--seed", type=int, default=0, help="first simulation seed")
     p.add_argument("--data-seed", type=int, default=0)
-    p.add_argument("--scale", type=float, default=1.0)
+    from protocol.cli.args import add_population_scale
+
+    add_population_scale(p)
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--resume", action="store_true",
                    help="keep the runs OUT/runs.jsonl already holds (same options) and run "
@@ -48,6 +50,9 @@ def register(cli) -> None:  # noqa: ANN001
 
 
 def run(args: argparse.Namespace) -> int:
+    from protocol.cli.args import resolve_scale
+
+    resolve_scale(args)
     from protocol.cli.output import say
     from protocol.studies.runners.federated import experiments
 

@@ -37,7 +37,9 @@ def register(cli) -> None:  # noqa: ANN001
                    help="share of each party's users for Phase I (default g_s/g; the paper's "
                         "section 7.1 mentions 0.1)")
     p.add_argument("--beta", type=float, default=0.5, help="SYN Dirichlet concentration")
-    p.add_argument("--scale", type=float, default=1.0, help="SYN/words population scale")
+    from protocol.cli.args import add_population_scale
+
+    add_population_scale(p)
     p.add_argument("--data-seed", type=int, default=0,
                    help="seed of the SYN or regime generator")
     p.add_argument("--own", type=float, default=0.3,
@@ -68,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.transport_options import transport_from_args
     from protocol.studies.runners.federated import run as run_federated
 
+    from protocol.cli.args import resolve_scale
+
+    resolve_scale(args)
     if args.describe:
         return _describe(args)
 

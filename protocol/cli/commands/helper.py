@@ -57,4 +57,6 @@ def run(args: argparse.Namespace) -> int:
                                 wait_seconds=args.wait_seconds, fault=args.fault)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
-    return 0 if result["status"] == "completed" else 1
+    from protocol.cli.net_args import exit_status
+
+    return exit_status(result["status"] == "completed", result, f"helper {args.index}")

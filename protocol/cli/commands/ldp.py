@@ -44,7 +44,7 @@ def register(cli) -> None:  # noqa: ANN001
         "central guarantee). Default none: estimate in process"))
     p.add_argument("--delta", type=float, default=None,
                    help="central delta of the shuffler's amplified guarantee (default 1/n^2)")
-    p.add_argument("--bound", default="fmt23_numerical",
+    p.add_argument("--bound", default=None,
                    help="amplification bound for --transport shuffler (default fmt23_numerical)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     from protocol.cli.args import add_quiet_arg
@@ -56,6 +56,7 @@ def register(cli) -> None:  # noqa: ANN001
 
 
 def run(args: argparse.Namespace) -> int:
+    from protocol.cli import UsageError
     from protocol.cli.args import options_from
     from protocol.cli.output import print_json
     from protocol.cli.transport_options import transport_from_args, transport_options
@@ -63,6 +64,11 @@ def run(args: argparse.Namespace) -> int:
     from protocol.studies.runners.ldp import run as run_ldp
 
     network = None
+    for flag, value in (("--bound", args.bound), ("--delta", args.delta)):
+        if value is not None and args.transport != "shuffler":
+            raise UsageError(f"{flag} is the shuffler's amplified guarantee: it applies to "
+                             "--transport shuffler only")
+    args.bound = args.bound or "fmt23_numerical"
     # refuse options the transport does not take before building anything
     if args.network is not None:
         network = _serve(args)

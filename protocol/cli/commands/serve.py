@@ -57,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
                                 join_seconds=args.join_seconds)
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise UsageError(str(exc)) from None
-    return 0 if all(r["status"] == "completed" for r in reports) else 1
+    from protocol.cli.net_args import exit_status
+
+    failed = next((r for r in reports if r["status"] != "completed"), {})
+    return exit_status(not failed, failed, f"the server at {args.host}:{args.port}")
 
 
 def _serve_shuffler(args: argparse.Namespace) -> int:
@@ -76,7 +79,9 @@ def _serve_shuffler(args: argparse.Namespace) -> int:
                                         stage_seconds=args.stage_seconds)
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise UsageError(str(exc)) from None
-    return 0 if report["status"] == "completed" else 1
+    from protocol.cli.net_args import exit_status
+
+    return exit_status(report["status"] == "completed", report, "the shuffler")
 
 
 def _serve_threshold(args: argparse.Namespace) -> int:
@@ -95,4 +100,6 @@ def _serve_threshold(args: argparse.Namespace) -> int:
                                          join_seconds=args.join_seconds, fault=args.fault)
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise UsageError(str(exc)) from None
-    return 0 if report["status"] == "completed" else 1
+    from protocol.cli.net_args import exit_status
+
+    return exit_status(report["status"] == "completed", report, "the committee's server")

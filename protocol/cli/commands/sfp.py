@@ -73,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
           f"{args.word_epsilon:g} (word), {out['conversion']}; "
           f"hash filter {'on' if out['hash_filter'] else 'off'}; transport "
           f"{out['transport']}")
+    from protocol.cli.output import print_input
+
+    print_input(out.get("input"))
     print(f"discovered {out['discovered']} words; recall@{args.top} "
           f"{out[f'recall_at_{args.top}']:.3f}, precision {out['precision']:.3f}; "
           f"randomize {s['randomize']:.1f} s, discover {s['discover']:.1f} s")

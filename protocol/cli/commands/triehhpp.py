@@ -66,6 +66,10 @@ def _print_human(out: dict[str, Any], show: int) -> None:
     pv, pa = out["privacy"], out["parameters"]
     w(f"TrieHH++{' (flat)' if out['flat'] else ''} on {out['dataset']}: n = {out['n']:,}, "
       f"transport {out['transport']}\n")
+    from protocol.cli.output import print_input
+
+    sys.stdout.flush()
+    print_input(out.get("input"))
     w(f"privacy: ({pv['epsilon']:.4f}, {pv['delta']:.3g})-DP, {pv['theorem']}\n")
     w(f"parameters: m = {pa['m']:,} (rate {pa['rate']:.4g}), theta = {pa['theta']}, "
       f"L = {pa['L']}, contacted s = {pa['contacted']:,}\n\n")

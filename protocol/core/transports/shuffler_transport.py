@@ -93,9 +93,11 @@ def _timed_call(pair: tuple[Callable[[Any], Any], Any]) -> tuple[Any, float]:
 class _Map:
     """A ``map`` over an executor (or in-process) that sums the CPU seconds of the calls."""
 
-    def __init__(self, executor: Executor | None) -> None:
+    def __init__(self, executor: Executor | None,
+                 on_done: Callable[[int], None] | None = None) -> None:
         self.executor = executor
         self.cpu = 0.0
+        self.on_done = on_done
 
     def __call__(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
         pairs = [(fn, a) for a in items]
@@ -105,6 +107,8 @@ class _Map:
         for r, c in results:
             self.cpu += c
             out.append(r)
+            if self.on_done is not None:
+                self.on_done(len(out))
         return out
 
 
@@ -145,6 +149,7 @@ class ShufflerTransport(Transport):
     """
 
     name = "shuffler"
+    progress_label = "shuffler"
     kinds = frozenset({Kind.VOTE, Kind.VECTOR, Kind.REPORT})
     anonymous_reports = True
 
@@ -163,6 +168,9 @@ class ShufflerTransport(Transport):
         self.min_batch_size = min_batch_size
         self.wire = wire
         self.workers = workers
+        #: ``client_progress(step, done, total)`` inside a round: step 0 the clients'
+        #: encoding (per chunk of reports), 1 the shuffler, 2 the analyzer
+        self.client_progress: Callable[[int, int, int], None] | None = None
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:
@@ -213,12 +221,14 @@ class ShufflerTransport(Transport):
         jobs = [(s_keys.public, a_keys.public, spec.task, spec.round, psize, seed,
                  reports[k:k + step], crowd_ids[k:k + step], self.wire, self.blinded_crowds)
                 for k, seed in zip(starts, seeds)]
-        pmap = _Map(pool)
+        report = self.client_progress or (lambda step, done, total: None)
+        pmap = _Map(pool, lambda chunks: report(0, min(n, chunks * step), n))
         envelopes = [e for chunk in pmap(_encode_chunk, jobs) for e in chunk]
         bytes_up = sum(map(len, envelopes))
         cpu["clients"] = time.process_time() - t0 + (pmap.cpu if pool is not None else 0.0)
 
         # ---- shuffler ---------------------------------------------------------
+        report(1, 0, n)
         t0 = time.process_time()
         shuffler = Shuffler(s_keys, r_shuffler, max(self.min_batch_size, spec.min_participants),
                             rule)
@@ -259,6 +269,8 @@ class ShufflerTransport(Transport):
         cpu["shuffler2" if self.blinded_crowds else "shuffler"] += time.process_time() - t0
 
         # ---- analyzer ---------------------------------------------------------
+        report(1, n, n)
+        report(2, 0, n)
         t0 = time.process_time()
         batch = codec.decode(batch_wire, ShuffledBatch, wire_limits) if self.wire else out.batch
         pmap = _Map(pool) if pool is not None else None
@@ -285,6 +297,7 @@ class ShufflerTransport(Transport):
                                   "envelope_bytes": len(envelopes[0]) if envelopes else 0},
                      "analyzer": analyzer_view}
         cost = Cost(cpu, bytes_up=bytes_up, bytes_down=0)
+        report(2, n, n)
         return RoundResult(release, views, cost)
 
     # ------------------------------------------------------------------ helpers

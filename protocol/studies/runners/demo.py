@@ -180,6 +180,10 @@ def run_demo(users: int, epsilon: float, seed: int, progress=None,  # noqa: ANN0
             say(f"estimate: up to {cpu_phrase(predicted, recorder.inner, _m(prep))} for the "
                 "secure run, from a measured per-client cost")
     t1 = time.perf_counter()
+    # the clients served inside each round, on the same line as the round
+    # (protocol.studies.progress.RunProgress), when the caller's progress shows them
+    if hasattr(recorder.inner, "client_progress") and hasattr(progress, "client"):
+        recorder.inner.client_progress = progress.client
     secure = run_once(prep, recorder, rng, progress)
     t2 = time.perf_counter()
     out = summarize(prep, secure)

@@ -87,6 +87,9 @@ def load_population(dataset: str, users: int | None, rng, support: int = 10_000,
     from protocol.studies.datasets import DatasetError, load_dataset, zipf32_population
 
     try:
+        if dataset == "zipf32" and alphabet is not None:
+            raise DatasetError("--alphabet applies to a word file (--dataset PATH); zipf32 "
+                               "has its own public alphabet")
         if dataset == "zipf32":
             pop = zipf32_population(100_000 if users is None else users, rng, support, s)
         else:

@@ -202,4 +202,22 @@ def run(opts: SFPOptions, transport: Any = None) -> dict[str, Any]:
                                                 result.counts[:opts.top])],
         "seed": opts.seed,
         "guarantee": pr.to_json(),
+        "input": _input(pop, word_of_user, sfp.length),
     }
+
+
+def _input(pop, word_of_user, length: int) -> dict:  # noqa: ANN001
+    """What loading and SFP's fixed length did to the words
+    (:func:`protocol.studies.datasets.input_report` plus the users whose word SFP cut
+    to ``length`` characters)."""
+    from protocol.studies.datasets import input_report
+
+    out = input_report(pop)
+    long = np.fromiter((len(w) > length for w in pop.vocabulary), dtype=bool,
+                       count=len(pop.vocabulary))
+    held = np.asarray(word_of_user)
+    cut = int(long[held[held >= 0]].sum()) if long.any() else 0
+    if cut:
+        out["truncated"] = {"users": cut, "max_characters": int(length),
+                            "what": f"SFP sees only their first {length} characters"}
+    return out

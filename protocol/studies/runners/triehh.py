@@ -105,6 +105,9 @@ def prepare(opts: TrieHHOptions, population=None):  # noqa: ANN001, ANN201
     except DatasetError as exc:
         raise StudyError(str(exc)) from None
     n = pop.n
+    if n < 2 and opts.delta is None:
+        raise StudyError(f"TrieHH needs at least 2 users, the population has {n} (raise "
+                         "--users)")
     delta = opts.delta if opts.delta is not None else 1.0 / float(n) ** 2
     params = None
     try:
@@ -180,10 +183,13 @@ def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
     ]
     g = result.guarantee
     total = result.total_cost
+    from protocol.studies.datasets import input_report
+
     return {
         "dataset": pop.name,
         "description": pop.description,
         "dropped_words": int(pop.dropped),
+        "input": input_report(pop, int(prep.config.max_levels) * prep.alphabet.unit_size),
         "n": prep.n,
         "multi_word": not prep.data.one_per_user,
         "unit_size": prep.alphabet.unit_size,

@@ -137,6 +137,11 @@ def run(opts: TrieHHPPOptions, transport: Transport,
     t0 = time.perf_counter()
     if opts.users is not None and opts.users < 1:
         raise StudyError("--users must be >= 1")
+    if opts.candidates is not None and not opts.flat:
+        raise StudyError("--candidates is the public list of a --flat run; add --flat or "
+                         "leave it out")
+    if opts.candidates is not None:
+        flat_candidates(opts.dataset, opts.candidates, None)  # refuse a bad file first
     users = opts.users
     if users is None and opts.dataset in EMBEDDED:
         users = DEFAULT_USERS
@@ -191,8 +196,14 @@ def flat_candidates(dataset: str, candidates: str | None, pop) -> tuple[str, ...
     if candidates:
         try:
             lines = pathlib.Path(candidates).read_text(encoding="utf-8").split()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise StudyError(f"cannot read --candidates: {exc}") from None
+        except OSError as exc:
+            raise StudyError(f"cannot read --candidates {candidates}: "
+                             f"{exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise StudyError(f"--candidates {candidates}: not UTF-8 text (byte "
+                             f"{exc.start})") from None
+        if not lines:
+            raise StudyError(f"--candidates {candidates} lists no candidate")
         return tuple(dict.fromkeys(lines))
     if dataset not in ("en", "en-oov", "zipf"):
         raise StudyError("--flat on a file dataset needs a public --candidates list "
@@ -221,8 +232,12 @@ def _summary(opts, pop, sol, params, hh, levels) -> dict[str, Any]:  # noqa: ANN
     z = np.array([abs(r["z"]) for r in rows if r["z"] is not None])
     discovered = {e.label: float(e.count) for e in hh}
     g = sol.guarantee
+    from protocol.studies.datasets import input_report
+
     return {
         "dataset": pop.name, "n": pop.n, "transport": opts.transport, "flat": opts.flat,
+        # a word needs its end symbol inside the L levels to be released whole
+        "input": input_report(pop, None if opts.flat else params.max_levels - 1),
         "privacy": g.as_dict(),
         "parameters": {"m": sol.m, "theta": sol.theta, "rate": sol.rate,
                        "contacted": params.plan().contacted, "L": params.max_levels,
