@@ -49,6 +49,7 @@ __all__ = [
     "ABSTAIN", "ContractError", "AggregationAborted", "Kind", "RoundSpec", "Votes",
     "Vectors", "Reports", "AtClients", "Release", "Cost", "RoundResult", "Transport",
     "threshold_counts", "pick_kind", "plaintext_transport", "Sample", "SampleRejected",
+    "SamplesThroughInner",
 ]
 
 
@@ -362,6 +363,21 @@ class Transport(abc.ABC):
         beacon = run_beacon(context, server_drawn(context, rng))
         return Sample(sample_users(beacon.seed, population, size), beacon, population,
                       committee=False)
+
+
+class SamplesThroughInner:
+    """For a transport that wraps another (``inner``): draw each round's sample through
+    the inner transport -- over a committee, its beacon -- and keep it in ``samples``,
+    keyed by ``(task, round)``."""
+
+    inner: Transport
+    samples: dict[tuple[str, int], Sample]
+
+    def draw_sample(self, task: str, round_no: int, population: int, size: int,
+                    rng: np.random.Generator) -> Sample:
+        drawn = self.inner.draw_sample(task, round_no, population, size, rng)
+        self.samples[(task, int(round_no))] = drawn
+        return drawn
 
 
 def pick_kind(transport: Transport, preferred: "tuple[Kind, ...] | list[Kind]") -> Kind:

@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
 import numpy as np
 
 from protocol.core.contract import (
-    Contributions, Cost, RoundResult, RoundSpec, Sample, Transport,
+    Contributions, Cost, RoundResult, RoundSpec, Sample, SamplesThroughInner, Transport,
 )
 from protocol.studies.errors import StudyError
 
@@ -377,7 +377,7 @@ def _plain(x: Any) -> Any:
     return x
 
 
-class _Recording(Transport):
+class _Recording(SamplesThroughInner, Transport):
     """Delegates to ``inner`` and keeps every round's views and costs."""
 
     name = "recording"  # replaced by the inner transport's name on each instance
@@ -391,14 +391,6 @@ class _Recording(Transport):
         self.views: list[PartyViews] = []
         self.costs: list[tuple[float, Cost]] = []
         self.samples: dict[tuple[str, int], Sample] = {}
-
-    def draw_sample(self, task: str, round_no: int, population: int, size: int,
-                    rng: np.random.Generator) -> Sample:
-        """The inner transport's sample (over a committee: its beacon's), kept in
-        ``samples``."""
-        drawn = self.inner.draw_sample(task, round_no, population, size, rng)
-        self.samples[(task, int(round_no))] = drawn
-        return drawn
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:

@@ -31,18 +31,29 @@ def zipf_population(users: int, domain: int, s: float, rng: np.random.Generator)
 
 
 def file_population(path: str, domain: int | None, users: int | None,
-                    rng: np.random.Generator) -> tuple[np.ndarray, list[str], int]:
+                    rng: np.random.Generator, notes: dict | None = None
+                    ) -> tuple[np.ndarray, list[str], int]:
     """Read one item per line; return (values, names of the domain items, domain size).
 
     Items are ranked by frequency; values outside the top ``domain`` become ``-1``.
+    ``notes`` (when given) receives what reading changed: ``blank_lines`` skipped,
+    ``outside_domain`` (users whose item is not among the top ``domain``: they hold
+    ``-1``), and with ``users`` the ``users_drawn`` from the file's ``lines`` and
+    whether they were drawn ``with_replacement`` (more users than lines).
 
     Raises:
         ValueError: on an empty file or bad sizes.
         OSError: if the file cannot be read.
     """
+    blank = 0
     try:
         with open(path, encoding="utf-8") as fh:
-            items = [line.rstrip("\n") for line in fh if line.strip()]
+            items = []
+            for line in fh:
+                if line.strip():
+                    items.append(line.rstrip("\n"))
+                else:
+                    blank += 1
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") \
             from None
@@ -58,8 +69,14 @@ def file_population(path: str, domain: int | None, users: int | None,
     if d < 1:
         raise ValueError("domain must be >= 1")
     values[values >= d] = -1
+    lines = int(values.size)
     if users is not None:
         if users < 1:
             raise ValueError("users must be >= 1")
         values = rng.choice(values, size=users, replace=users > values.size)
+    if notes is not None:
+        notes.update({"blank_lines": blank, "lines": lines,
+                      "outside_domain": int((values < 0).sum())})
+        if users is not None:
+            notes.update({"users_drawn": int(users), "with_replacement": users > lines})
     return values, [str(names[i]) for i in order[:d]], d

@@ -78,6 +78,11 @@ def run(args: argparse.Namespace) -> int:
     k = args.k
     w(f"{out['mechanism'].upper()} on {out['dataset']}: n = {out['n']:,}, K = {k}, "
       f"transport {out['transport']}\n")
+    cut = out.get("details", {}).get("truncated") or {}
+    if cut.get("words"):
+        w(f"warning: {cut['words']} distinct words longer than {cut['bytes']} bytes, held by "
+          f"{cut['users']} users, are cut to their first {cut['bytes']} (--word-bytes) and "
+          "counted as their prefix\n")
     if pv["kind"] == "none":
         w(f"privacy: none by itself ({pv['note']})\n")
     elif pv["kind"] == "local":

@@ -29,7 +29,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from protocol.core.contract import Contributions, RoundResult, RoundSpec, Sample, Transport
+from protocol.core.contract import (
+    Contributions, RoundResult, RoundSpec, Sample, SamplesThroughInner, Transport,
+)
 from protocol.studies.errors import StudyError
 from protocol.studies.runners import default_transport
 from protocol.studies.runners.triehh import TrieHHOptions, prepare, run_once, summarize
@@ -40,7 +42,7 @@ __all__ = ["run_demo", "server_guarantee", "ViewRecorder", "DEMO_TRANSPORT"]
 DEMO_TRANSPORT = "threshold"
 
 
-class ViewRecorder(Transport):
+class ViewRecorder(SamplesThroughInner, Transport):
     """Delegates every round to ``inner`` and folds its ``RoundResult.views`` into a
     per-party summary of what the party saw (counts only, so memory stays flat).
 
@@ -57,14 +59,6 @@ class ViewRecorder(Transport):
         self.thetas: set[int] = set()
         self.parties: dict[str, dict[str, Any]] = {}
         self.samples: dict[tuple[str, int], Sample] = {}
-
-    def draw_sample(self, task: str, round_no: int, population: int, size: int,
-                    rng: np.random.Generator) -> Sample:
-        """The inner transport's sample (over a committee: its beacon's), kept in
-        ``samples``."""
-        drawn = self.inner.draw_sample(task, round_no, population, size, rng)
-        self.samples[(task, int(round_no))] = drawn
-        return drawn
 
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:

@@ -174,6 +174,9 @@ def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None
         decode = lambda c: decode_word(int(c), word_bytes)  # noqa: E731
         truth = truncated_truth(pop, word_bytes)
         encoding = f"first {word_bytes} ASCII bytes of the word, zero-padded ({bits} bits)"
+        from protocol.studies.datasets import input_report
+
+        cut = input_report(pop, word_bytes)["too_long"]
     items = codes[pop.items]
     g = levels if levels is not None else max(1, bits // 8)
     with mechanism_errors("aon" if oracle == "aon" else "pem",
@@ -188,7 +191,10 @@ def run_pem(pop, epsilon: float, k: int, oracle: str, rng, *, levels: int | None
     return HHResult("aon" if oracle == "aon" else "pem", found, truth, priv,
                     {"oracle": oracle, "bits": bits, "levels": len(res.lengths),
                      "extension": extension or k, "group_sizes": res.group_sizes[:3],
-                     "encoding": encoding})
+                     "encoding": encoding,
+                     **({} if bits == 32 and pop.alphabet == HEX else
+                        {"truncated": {"bytes": word_bytes, "words": cut["words"],
+                                       "users": cut["users"]}})})
 
 
 def run_sfp(pop, epsilon: float, rng, *, delta: float | None = None, T: int = 20,  # noqa: ANN001

@@ -19,7 +19,7 @@ from protocol.studies.datasets_items import file_population, zipf_population
 from protocol.studies.errors import StudyError
 
 __all__ = ["MECHANISMS", "LDPOptions", "build_population", "population_and_oracle", "run",
-           "job_name"]
+           "job_name", "input_lines"]
 
 MECHANISMS = ("grr", "oue", "olh", "aon")
 
@@ -44,9 +44,11 @@ class LDPOptions:
     bound: str = "fmt23_numerical"
 
 
-def build_population(opts: LDPOptions, rng: np.random.Generator
+def build_population(opts: LDPOptions, rng: np.random.Generator, notes: dict | None = None
                      ) -> tuple[np.ndarray, list[str] | None, int]:
-    """``zipf`` (``users`` default 100,000 over ``domain`` default 1,000) or an item file.
+    """``zipf`` (``users`` default 100,000 over ``domain`` default 1,000) or an item file
+    (what reading it changed goes to ``notes``:
+    :func:`~protocol.studies.datasets_items.file_population`).
 
     Raises:
         StudyError: bad sizes, exponent or file.
@@ -56,16 +58,17 @@ def build_population(opts: LDPOptions, rng: np.random.Generator
             users = 100_000 if opts.users is None else opts.users
             domain = 1000 if opts.domain is None else opts.domain
             return zipf_population(users, domain, opts.zipf_s, rng), None, domain
-        return file_population(opts.dataset, opts.domain, opts.users, rng)
+        return file_population(opts.dataset, opts.domain, opts.users, rng, notes)
     except (ValueError, OSError) as exc:
         raise StudyError(str(exc)) from None
 
 
-def population_and_oracle(opts: LDPOptions) -> tuple[np.ndarray, list[str] | None, Any,
-                                                    np.random.Generator]:
+def population_and_oracle(opts: LDPOptions, notes: dict | None = None
+                          ) -> tuple[np.ndarray, list[str] | None, Any, np.random.Generator]:
     """The population (``values``, item names or ``None``), the public oracle and the
     run's remaining randomness, all from ``opts`` (a ``fedhh client --job ldp`` process
-    derives the same population and oracle from the same options).
+    derives the same population and oracle from the same options); what reading an
+    item file changed goes to ``notes``.
 
     Raises:
         StudyError: bad population or oracle parameters.
@@ -73,7 +76,7 @@ def population_and_oracle(opts: LDPOptions) -> tuple[np.ndarray, list[str] | Non
     from mechanisms.fo import OracleInputError, make_oracle
 
     rng = np.random.default_rng(opts.seed)
-    values, names, domain = build_population(opts, rng)
+    values, names, domain = build_population(opts, rng, notes)
     extra: dict[str, Any] = {}
     if opts.mechanism == "olh" and opts.g:
         extra["g"] = opts.g
@@ -110,7 +113,8 @@ def run(opts: LDPOptions, transport: Transport | None = None) -> tuple[dict[str,
     Raises:
         StudyError: bad population or oracle parameters, or a transport failure.
     """
-    values, names, oracle, rng = population_and_oracle(opts)
+    notes: dict[str, Any] = {}
+    values, names, oracle, rng = population_and_oracle(opts, notes)
     n = values.shape[0]
     domain = int(oracle.domain_size)
     at_clients = bool(getattr(transport, "contributions_at_clients", False))
@@ -156,7 +160,27 @@ def run(opts: LDPOptions, transport: Transport | None = None) -> tuple[dict[str,
         "transport": opts.transport,
         "guarantee": priv.to_json(),
     }
+    if notes:
+        summary["input"] = notes
     if carried is not None:
         summary["transport_encoding"] = carried.encoding
         summary["central"] = carried.central
     return summary, carried
+
+
+def input_lines(notes: dict[str, Any]) -> list[str]:
+    """The sentences a person should read about an item file's ``notes``
+    (:func:`~protocol.studies.datasets_items.file_population`)."""
+    out = []
+    if notes.get("blank_lines"):
+        out.append(f"{notes['blank_lines']} blank lines skipped (they hold no user)")
+    if notes.get("with_replacement"):
+        out.append(f"--users {notes['users_drawn']} is more than the file's "
+                   f"{notes['lines']} lines: users drawn from them with replacement")
+    elif "users_drawn" in notes:
+        out.append(f"{notes['users_drawn']} of the file's {notes['lines']} lines drawn "
+                   "(--users)")
+    if notes.get("outside_domain"):
+        out.append(f"{notes['outside_domain']} users hold an item outside the top --domain "
+                   "items: they count as one 'other' item (the oracle's dummy)")
+    return out
