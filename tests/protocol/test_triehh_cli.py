@@ -153,10 +153,12 @@ def test_bench_triehh_secagg_profile(capsys) -> None:
     assert x["operations"] == table["key_agreement"]["calls"] == \
         x["key_generations"] + x["shared_secrets"]
     assert 0 < x["bare_seconds"] and 0 < x["share_of_run_cpu"] < 1
-    assert x["bare_share_of_run_cpu"] == pytest.approx(x["bare_seconds"] / out["cpu_seconds"],
-                                                       rel=0.05, abs=1e-3)
+    # on the per-device figure (the simulation's memo hits added back)
+    assert out["device_cpu_seconds"] >= out["cpu_seconds"] * 0.95
+    assert x["bare_share_of_run_cpu"] == pytest.approx(
+        x["bare_seconds"] / out["device_cpu_seconds"], rel=0.05, abs=1e-3)
     assert table["prg"]["calls"] > 0 and table["shamir"]["calls"] > 0
-    assert out["primitive_seconds_total"] <= out["cpu_seconds"]
+    assert out["primitive_seconds_total"] <= out["device_cpu_seconds"]
 
 
 def test_bench_triehh_plain_human(capsys) -> None:
