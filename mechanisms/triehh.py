@@ -400,7 +400,10 @@ class TrieHH:
         return self._drawn.users.copy()
 
     def rounds(self) -> Iterator[RoundRecord]:
-        """Run the rounds, yielding a record after each."""
+        """Run the rounds, yielding a record after each (the run is one job of the
+        transport: :meth:`~protocol.core.contract.Transport.start_job`)."""
+        if not self._records and not self._done:
+            self.transport.start_job(self.config.task)
         for level in range(1, self.config.max_levels + 1):
             if self._done or self.trie.frontier(level - 1).size == 0:
                 self._done = True

@@ -346,6 +346,11 @@ class Transport(abc.ABC):
             AggregationAborted: the round could not complete.
         """
 
+    def start_job(self, task: str) -> None:
+        """A mechanism starts a new run (a job) of ``task``: its rounds count from the
+        start again. Nothing to do here; a committee forgets the beacons of the task's
+        earlier job (and counts the jobs started: a server that restarts a job to redraw
+        a sample is in every member's view)."""
 
     def draw_sample(self, task: str, round_no: int, population: int, size: int,
                     rng: np.random.Generator) -> Sample:
@@ -372,6 +377,9 @@ class SamplesThroughInner:
 
     inner: Transport
     samples: dict[tuple[str, int], Sample]
+
+    def start_job(self, task: str) -> None:
+        self.inner.start_job(task)
 
     def draw_sample(self, task: str, round_no: int, population: int, size: int,
                     rng: np.random.Generator) -> Sample:

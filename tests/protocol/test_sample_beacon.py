@@ -169,3 +169,14 @@ def test_the_forced_device_is_a_real_deviation_over_plain() -> None:
     mech = _forcing_class()(data, a, TrieHHConfig(4, 2.0, 4), PlainTransport(),
                             np.random.default_rng(0))
     assert list(mech.rounds())
+
+
+def test_two_runs_over_one_committee_are_two_jobs() -> None:
+    """A second TrieHH run over the same transport (``fedhh eval`` reuses it) starts a
+    new job: its rounds count from 1 again, and the restart is in every member's view."""
+    data, a = _population()
+    cfg = TrieHHConfig(4, 2.0, 4)
+    tr = ThresholdTransport(simulate=True)
+    first = run_triehh(data, a, cfg, tr, np.random.default_rng(3))
+    second = run_triehh(data, a, cfg, tr, np.random.default_rng(3))
+    assert first.heavy_hitters == second.heavy_hitters and tr.jobs_started == {"triehh": 2}

@@ -159,8 +159,19 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         if deviation is not None and not isinstance(deviation, Deviation):
             raise ValueError("deviation must be a threshold.Deviation")
         self.deviation = deviation or Deviation()
-        #: (task, round) -> the beacon the committee ran for that round's sample
+        #: (task, round) -> the beacon the committee ran for that round's sample, in the
+        #: task's current job
         self._beacons: dict[tuple[str, int], BeaconTranscript] = {}
+        #: task -> jobs started (what every member sees of restarts)
+        self.jobs_started: dict[str, int] = {}
+
+    def start_job(self, task: str) -> None:
+        """A new job of ``task``: its rounds count from 1 again. The committee forgets
+        the task's earlier beacons and counts the job; a server that restarts jobs to
+        redraw samples does so in the open, each restart a new job for the devices'
+        ledgers."""
+        self._beacons = {k: v for k, v in self._beacons.items() if k[0] != task}
+        self.jobs_started[task] = self.jobs_started.get(task, 0) + 1
 
     def draw_sample(self, task: str, round_no: int, population: int, size: int,
                     rng: np.random.Generator) -> Sample:
@@ -226,7 +237,9 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
             if sampled:
                 beacon = contributions.sample.beacon.as_dict()
                 for member in MEMBERS:
-                    result.views.setdefault(member, {})["sample_beacon"] = beacon
+                    view = result.views.setdefault(member, {})
+                    view["sample_beacon"] = beacon
+                    view["jobs_started"] = self.jobs_started.get(spec.task, 0)
             return result
         return self._run_semi_honest(spec, contributions, rng)
 
