@@ -28,7 +28,10 @@ that 10^6-client simulations stay fast. Three kinds exist:
   release is the shuffled multiset.
 
 A transport run with the same ``rng`` seed releases the same thing as the plaintext
-reference: the contract test suite checks this for every transport.
+reference: the contract test suite checks this for every transport. (A committee that
+draws a mechanism's samples with its beacon, :meth:`Transport.draw_sample`, does so from
+``rng`` only in its deterministic-simulation mode; with OS randomness nobody can predict
+its samples, so the release is the plaintext one on the samples it drew.)
 """
 from __future__ import annotations
 
