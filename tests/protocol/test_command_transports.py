@@ -88,6 +88,7 @@ def test_federated_vectors_too_large_for_secagg_is_one_line(
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # 18 s: SFP over every transport (run with -m slow)
 def test_sfp_command_transports(capsys: pytest.CaptureFixture[str]) -> None:
     base = ["sfp", "--dataset", "en", "--users", "20000", "--seed", "1", "--k", "128",
             "--m", "256"]

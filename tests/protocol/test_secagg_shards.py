@@ -99,6 +99,7 @@ def test_vote_rows_shard_keeps_only_its_clients():
     np.testing.assert_array_equal(part(1), np.zeros(3, dtype=np.uint64))
 
 
+@pytest.mark.slow  # 33 s: starts a Dask cluster and kills a worker (run with -m slow)
 def test_a_killed_worker_turns_its_clients_into_dropouts():
     """Four workers, one shard each; the worker holding shard 0 is killed (SIGKILL)
     after round 1 has closed. Its clients never send a masked input; the session, built
