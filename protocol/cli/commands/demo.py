@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         w(f"  {line}\n")
     w(textwrap.fill("secure aggregation: " + res["guarantee"], 88, initial_indent="  ",
                     subsequent_indent="    ") + "\n")
-    w(f"  check: a plaintext trusted aggregator with the same seed releases "
+    w(f"  check: a plaintext trusted aggregator asking the same sampled users releases "
       f"{'the same' if res['same'] else 'a DIFFERENT'} trie "
       f"({res['plain_heavy_hitters']} heavy hitters, {res['plain_prefixes']} prefixes)\n")
     if not res["same"]:
