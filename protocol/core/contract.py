@@ -368,7 +368,7 @@ class Transport(abc.ABC):
             AggregationAborted: a committee member refused the beacon.
         """
         context = beacon_context(task, round_no, population, size)
-        beacon = run_beacon(context, server_drawn(context, rng))
+        beacon = run_beacon(context, server_drawn(rng))
         return Sample(sample_users(beacon.seed, population, size), beacon, population,
                       committee=False)
 

@@ -111,10 +111,10 @@ def sample_users(seed: bytes, population: int, size: int) -> np.ndarray:
         raise ValueError("a sample seed is 32 bytes")
     if not 0 < size <= population:
         raise ValueError(f"cannot sample {size} of {population} users")
-    enc = Cipher(algorithms.ChaCha20(seed, b"\x00" * 16), mode=None).encryptor()
-    words = np.frombuffer(enc.update(bytes(8 * population)), dtype="<u8")
     if size == population:
         return np.arange(population, dtype=np.int64)
+    enc = Cipher(algorithms.ChaCha20(seed, b"\x00" * 16), mode=None).encryptor()
+    words = np.frombuffer(enc.update(bytes(8 * population)), dtype="<u8")
     kth = np.partition(words, size - 1)[size - 1]
     below = np.flatnonzero(words < kth)
     ties = np.flatnonzero(words == kth)[:size - below.size]
@@ -209,10 +209,9 @@ def check_sample(sample: Sample, task: str, round_no: int, size: int) -> None:
                              "the round's users are not the ones its seed selects")
 
 
-def server_drawn(context: bytes, rng: np.random.Generator) -> dict[str, bytes]:
+def server_drawn(rng: np.random.Generator) -> dict[str, bytes]:
     """The three values as the simulation draws them from the mechanism's sampling
     generator, in :data:`MEMBERS` order; a transport without a committee uses them as
     they are (the server picks the sample), the committee's simulate mode lets each
     member commit to its own."""
-    del context  # the values do not depend on it; the seed does
     return {m: rng.bytes(VALUE_BYTES) for m in MEMBERS}

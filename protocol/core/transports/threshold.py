@@ -198,7 +198,7 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
                                      f"a beacon for round {last} of {task!r} was already run")
         context = beacon_context(task, round_no, population, size)
         if self.simulate:
-            values = server_drawn(context, rng)
+            values = server_drawn(rng)
         else:
             values = {m: OsRandom().token_bytes(VALUE_BYTES) for m in MEMBERS}
         try:
