@@ -170,10 +170,12 @@ def run(opts: LDPOptions, transport: Transport | None = None) -> tuple[dict[str,
 
 def input_lines(notes: dict[str, Any]) -> list[str]:
     """The sentences a person should read about an item file's ``notes``
-    (:func:`~protocol.studies.datasets_items.file_population`)."""
-    out = []
-    if notes.get("blank_lines"):
-        out.append(f"{notes['blank_lines']} blank lines skipped (they hold no user)")
+    (:func:`~protocol.studies.datasets_items.file_population`): the word files' ones
+    (:func:`~protocol.studies.datasets.input_warnings`: blank lines), then the item
+    file's own."""
+    from protocol.studies.datasets import input_warnings
+
+    out = input_warnings(notes)
     if notes.get("with_replacement"):
         out.append(f"--users {notes['users_drawn']} is more than the file's "
                    f"{notes['lines']} lines: users drawn from them with replacement")
