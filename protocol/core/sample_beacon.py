@@ -50,9 +50,13 @@ from typing import Callable, Mapping
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
+from secagg.crypto import ed25519_verify
+from secagg.errors import CryptoError
+
 __all__ = ["MEMBERS", "VALUE_BYTES", "SampleRejected", "BeaconTranscript", "Sample",
            "beacon_context", "commitment", "beacon_seed", "sample_users", "run_beacon",
-           "check_transcript", "check_sample", "server_drawn"]
+           "check_transcript", "check_sample", "server_drawn", "endorsement",
+           "check_endorsed_sample"]
 
 #: the committee members who contribute, in the order their values enter the seed
 MEMBERS = ("server", "helper1", "helper2")
@@ -62,6 +66,7 @@ VALUE_BYTES = 32
 _COMMIT = b"fedhh/sample-beacon/commit/v1\x00"
 _SEED = b"fedhh/sample-beacon/sample-seed-v1\x00"
 _CONTEXT = b"fedhh/sample-beacon/context/v1\x00"
+_ENDORSE = b"fedhh/sample-beacon/endorsed-seed/v1\x00"
 
 
 class SampleRejected(RuntimeError):
@@ -215,3 +220,44 @@ def server_drawn(rng: np.random.Generator) -> dict[str, bytes]:
     they are (the server picks the sample), the committee's simulate mode lets each
     member commit to its own."""
     return {m: rng.bytes(VALUE_BYTES) for m in MEMBERS}
+
+
+def endorsement(context: bytes, seed: bytes) -> bytes:
+    """What a helper signs (Ed25519) once it has taken part in a beacon run and checked
+    its transcript: the round's context and the seed. Over the network a device gets
+    the seed and both helpers' signatures instead of the whole transcript: with at most
+    one member corrupted, at least one signing helper is honest, and an honest helper
+    signs one seed per round, only after its own uniform value went into it."""
+    if len(context) != 32 or len(seed) != 32:
+        raise ValueError("a context and a seed are 32 bytes each")
+    return _ENDORSE + context + seed
+
+
+def check_endorsed_sample(seed: bytes, signatures: tuple[bytes, ...],
+                          helper_keys: tuple[bytes, ...], task: str, round_no: int,
+                          population: int, users: np.ndarray) -> None:
+    """A device's check of a round's sample over the network: both helpers signed this
+    round's seed (:func:`endorsement`), and the round's users are exactly the ones the
+    seed selects.
+
+    Raises:
+        SampleRejected: ``sample_not_endorsed`` (a signature missing or not valid),
+            ``sample_not_from_seed``, ``sample_malformed``.
+    """
+    users = np.asarray(users)
+    size = int(users.size)
+    if len(seed) != 32 or not 0 < size <= population:
+        raise SampleRejected("sample_malformed", "a seed of 32 bytes and 1..n users")
+    if len(signatures) != len(helper_keys) or not helper_keys:
+        raise SampleRejected("sample_not_endorsed", "a helper's signature is missing")
+    statement = endorsement(beacon_context(task, round_no, population, size), seed)
+    for i, (key, sig) in enumerate(zip(helper_keys, signatures), start=1):
+        try:
+            ed25519_verify(key, statement, sig)
+        except (CryptoError, ValueError):
+            raise SampleRejected("sample_not_endorsed",
+                                 f"helper {i}'s signature on the seed does not verify"
+                                 ) from None
+    if users.ndim != 1 or not np.array_equal(users, sample_users(seed, population, size)):
+        raise SampleRejected("sample_not_from_seed",
+                             "the round's users are not the ones its seed selects")

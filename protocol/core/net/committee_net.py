@@ -44,6 +44,7 @@ from protocol.core.committee import COMMITTEE, CommitteeAborted, CommitteeParty
 from protocol.core.net.frames import frame, read_message
 
 __all__ = ["CommitteeMessage", "committee_limits", "CommitteeLink", "MemberOutcome",
+           "ABORT_STEP", "send_abort", "relayed_reason",
            "run_member", "verified_limits", "run_verified_member"]
 
 MAX_STEP_BYTES = 32
@@ -111,6 +112,28 @@ def _to_words(payload: bytes, member: int, step: str) -> np.ndarray:
     return np.frombuffer(payload, dtype="<u8").astype(np.uint64)
 
 
+#: the step a member sends instead of its next message when it stops, with its reason
+ABORT_STEP = "abort"
+
+
+def relayed_reason(payload: bytes) -> str:
+    """A peer's abort reason as a name (lowercase letters, digits and ``_``, at most 48
+    characters); anything else is ``peer_aborted``."""
+    text = payload.decode("ascii", "replace")
+    ok = 0 < len(text) <= 48 and all(c.islower() or c.isdigit() or c == "_" for c in text)
+    return text if ok else "peer_aborted"
+
+
+async def send_abort(writer: asyncio.StreamWriter, reason: str, wait_seconds: float = 5.0
+                     ) -> None:
+    """Tell a peer this member stopped, and why (best effort: the link may be gone)."""
+    try:
+        writer.write(frame(CommitteeMessage(ABORT_STEP, reason.encode("ascii", "replace")[:48])))
+        await asyncio.wait_for(writer.drain(), wait_seconds)
+    except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError, ValueError):
+        pass
+
+
 class CommitteeLink:
     """One member's stream to another member: framed, bounded, with a deadline.
 
@@ -153,6 +176,9 @@ class CommitteeLink:
             raise CommitteeAborted("missing_message", self.member,
                                    f"{what} from member {self.peer}: {type(exc).__name__}"
                                    ) from None
+        if msg.step == ABORT_STEP:  # the peer stopped and says why (its claim)
+            raise CommitteeAborted(relayed_reason(msg.payload), self.member,
+                                   f"member {self.peer} aborted")
         return msg
 
     async def receive(self, step: str) -> bytes:

@@ -63,8 +63,10 @@ from protocol.core.net.client import (
 )
 from protocol.core.net.frames import close_writer, frame, read_message
 from protocol.core.net.messages import (
-    PROTOCOL_VERSION, Bye, Hello, Task, Welcome, hello_limits, task_limits, welcome_limits,
+    PROTOCOL_VERSION, Bye, Hello, SampleProof, Task, Welcome, hello_limits, task_limits,
+    welcome_limits,
 )
+from protocol.core.sample_beacon import SampleRejected, check_endorsed_sample
 from protocol.core.net.server import (
     NetSecAggServer, SessionReport, StageReport, _Conn, _Session, end_all,
     read_first, send_and_close,
@@ -109,6 +111,15 @@ class JobPolicy:
     #: leaves it (``budget_spent``) when sampled once more; ``None``: no cap (a device
     #: whose contribution is memoised, as the frequency oracles' reports are)
     max_votes: int | None = None
+    #: a job over the thresholding committee (:mod:`protocol.core.net.committee_job`):
+    #: the two helpers join every round's session at the positions after the sample
+    #: (population positions ``population`` and ``population + 1`` in the roster), vote
+    #: rounds only; under the malicious model each round's sample comes from the
+    #: committee's beacon and a device checks both helpers' signatures on it
+    committee: bool = False
+    #: a vote round's threshold must be at least this (the mechanism's public theta: a
+    #: server that lowers it to learn rarer counts is refused); 0: no floor
+    min_theta: int = 0
 
     def __post_init__(self) -> None:
         if type(self.population) is not int or not 3 <= self.population < 1 << 32:
@@ -119,17 +130,34 @@ class JobPolicy:
             raise ValueError(f"max_candidates must be in [1, {MAX_JOB_CANDIDATES}]")
         if not 1 <= self.max_dim <= MAX_JOB_DIM:
             raise ValueError(f"max_dim must be in [1, {MAX_JOB_DIM}]")
+        if type(self.min_theta) is not int or self.min_theta < 0:
+            raise ValueError("min_theta must be a non-negative int")
         if self.max_votes is not None and (type(self.max_votes) is not int
                                            or self.max_votes < 1):
             raise ValueError("max_votes must be a positive int or None")
         NetSessionSpec(3, threat=self.threat, graph=self.graph, dropout=self.dropout)
 
+    @property
+    def sample_proof(self) -> bool:
+        """Whether each round's sample comes with the helpers' signed seed (a committee
+        job under the malicious model)."""
+        return self.committee and self.threat == "malicious"
+
     def session(self, spec: RoundSpec, sample: Sequence[int]) -> NetSessionSpec:
         """The secure-aggregation session of one round: ``n`` the sample's size; in a
         vote round a one-hot vote vector per client modulo :func:`vote_modulus` (as the
         in-process transport), in a vector round the spec's ``dim`` and modulus; the
-        context binding the round (:func:`round_context`)."""
+        context binding the round (:func:`round_context`). A committee job's session
+        has the two helpers after the sample, both required, and the committee's
+        modulus (``p = 2^61 - 1`` under the malicious model, ``2^k`` semi-honest).
+
+        Raises:
+            ContractError: a committee job's round that is not a vote round with a
+                threshold.
+        """
         m = len(sample)
+        if self.committee:
+            return self._committee_session(spec, sample)
         if spec.kind is Kind.VOTE:
             dim, modulus = spec.domain_size, vote_modulus(m)
         else:
@@ -137,6 +165,31 @@ class JobPolicy:
         return NetSessionSpec(m, dim=dim, modulus=modulus, threat=self.threat,
                               graph=self.graph, dropout=self.dropout,
                               context_digest=round_context(spec, sample))
+
+
+    def _committee_session(self, spec: RoundSpec, sample: Sequence[int]) -> NetSessionSpec:
+        from protocol.core.committee import field as F
+        from protocol.core.committee import ring_bits
+
+        if spec.kind is not Kind.VOTE or not spec.theta:
+            raise ContractError("the committee runs vote rounds with a threshold")
+        m = len(sample)
+        modulus = F.P if self.threat == "malicious" else 1 << ring_bits(m, spec.theta)
+        ctx = hashlib.sha256(b"fedhh/net/committee-job-round/v1\x00"
+                             + round_context(spec, sample)).digest()
+        return NetSessionSpec(m + 2, dim=spec.domain_size, modulus=modulus,
+                              threat=self.threat, graph=self.graph, dropout=self.dropout,
+                              context_digest=ctx, required=2)
+
+    def session_keys(self, verify_keys: Sequence[bytes], sample: Sequence[int]
+                     ) -> tuple[bytes, ...]:
+        """The verification keys of a round's session, by session position: the
+        sample's, then (a committee job) the helpers' at ``population`` and
+        ``population + 1`` of the roster."""
+        keys = [verify_keys[m] for m in sample]
+        if self.committee:
+            keys += [verify_keys[self.population], verify_keys[self.population + 1]]
+        return tuple(keys)
 
 
 def round_context(spec: RoundSpec, sample: Sequence[int]) -> bytes:
@@ -224,7 +277,7 @@ class NetJobServer(NetSecAggServer):
         """Wait for the whole population or the join window; the number connected."""
         if self._all_joined is None:
             self._all_joined = asyncio.Event()
-            if len(self.connected) == self.policy.population:
+            if self._everyone_here():
                 self._all_joined.set()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._all_joined.wait(), self.join_seconds)
@@ -239,6 +292,15 @@ class NetJobServer(NetSecAggServer):
         if hello is None:
             return
         assert isinstance(hello, Hello)
+        await self._join(hello, reader, writer)
+
+    def _everyone_here(self) -> bool:
+        """Whether the join window can close early: the whole population is connected."""
+        return len(self.connected) == self.policy.population
+
+    async def _join(self, hello: Hello, reader: asyncio.StreamReader,
+                    writer: asyncio.StreamWriter) -> None:
+        """Admit a population member (or refuse it with a Bye) and read its frames."""
         reason = None
         if not self._joining:
             reason = "the job is running; it accepts no new clients"
@@ -256,7 +318,7 @@ class NetJobServer(NetSecAggServer):
         conn = _JobConn(-1, reader, writer, may_send=False, member=hello.client)
         conn.task = asyncio.current_task()
         self._members[hello.client] = conn
-        if len(self.connected) == self.policy.population and self._all_joined is not None:
+        if self._everyone_here() and self._all_joined is not None:
             self._all_joined.set()
         await self._read_loop(conn)
 
@@ -354,6 +416,10 @@ class NetJobServer(NetSecAggServer):
         self.events({"event": "done", "round": spec.round, "status": status, "reason": reason})
         return report
 
+    def transport(self, loop: asyncio.AbstractEventLoop) -> "Transport":
+        """The mechanism's transport over this server, whose event loop is ``loop``."""
+        return NetworkTransport(self, loop)
+
     async def finish(self, status: str = "finished", reason: str = "") -> None:
         """``Bye(status)`` to every connected client; close the connections."""
         await end_all(self._members.values(), Bye(status, reason[:120]))
@@ -442,7 +508,7 @@ def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None
         call(server.admit())
         ok = False
         try:
-            yield NetworkTransport(server, loop)
+            yield server.transport(loop)
             ok = True
         finally:
             call(server.finish("finished" if ok else "aborted",
@@ -496,17 +562,28 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
         reader, writer, sent = await connect(host, port, ssl_context, pin,
                                              Hello(PROTOCOL_VERSION, member), wait_seconds)
         out.bytes_up += sent
-        between = task_limits(policy.population, policy.max_candidates, policy.max_dim)
+        between = task_limits(policy.population, policy.max_candidates, policy.max_dim,
+                              proof=policy.sample_proof)
         last_round = -1
+        proof: SampleProof | None = None
         while True:
             msg, size = await asyncio.wait_for(read_message(reader, between), wait_seconds)
             out.bytes_down += size
             if isinstance(msg, Bye):
                 out.status, out.reason = msg.status, msg.reason
                 return out
+            if isinstance(msg, SampleProof):
+                if proof is not None:
+                    out.status, out.reason = "aborted", "bad_task: two sample proofs"
+                    return out
+                proof = msg
+                continue
             assert isinstance(msg, Task)
             out.rounds_seen += 1
             problem = _task_problem(msg, policy, last_round, member, out.votes)
+            if problem is None and policy.sample_proof:
+                problem = _proof_problem(proof, msg, policy, verify_keys)
+            proof = None
             if problem is not None:
                 out.status, out.reason = "aborted", problem
                 return out
@@ -534,7 +611,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
                 out.status, out.reason = "aborted", f"cannot_contribute: {exc}"[:200]
                 return out
             out.votes += 1   # counted once the contribution exists, whatever follows
-            keys = (tuple(verify_keys[m] for m in msg.sample)
+            keys = (policy.session_keys(verify_keys, msg.sample)
                     if verify_keys is not None and netspec.malicious else None)
             machine = SecAggClient(config, pos, value, rand, signing_key=signing_key,
                                    verify_keys=keys)
@@ -586,6 +663,25 @@ def _sampled(task: Task, member: int) -> bool:
     return pos < len(task.sample) and task.sample[pos] == member
 
 
+def _proof_problem(proof: SampleProof | None, task: Task, policy: JobPolicy,
+                   verify_keys: Sequence[bytes] | None) -> str | None:
+    """Why a device of a committee job refuses ``task``'s sample (``None``: it is the
+    one this round's beacon selected, endorsed by both helpers)."""
+    if proof is None:
+        return "sample_not_endorsed: the Task came without the committee's sample proof"
+    if proof.job != task.job or proof.round != task.round:
+        return "sample_not_endorsed: the sample proof is for another round"
+    if verify_keys is None or len(verify_keys) != policy.population + 2:
+        return "sample_not_endorsed: this device holds no roster with the helpers' keys"
+    helpers = (verify_keys[policy.population], verify_keys[policy.population + 1])
+    try:
+        check_endorsed_sample(proof.seed, proof.signatures, helpers, task.job, task.round,
+                              policy.population, np.asarray(task.sample, dtype=np.int64))
+    except SampleRejected as exc:
+        return str(exc)[:200]
+    return None
+
+
 def _task_problem(task: Task, policy: JobPolicy, last_round: int, member: int = -1,
                   votes: int = 0) -> str | None:
     """Why client ``member``, having contributed to ``votes`` rounds, will not answer
@@ -597,6 +693,9 @@ def _task_problem(task: Task, policy: JobPolicy, last_round: int, member: int = 
     if policy.max_votes is not None and votes >= policy.max_votes and _sampled(task, member):
         return (f"budget_spent: sampled for round {task.round} after contributing to "
                 f"{votes} rounds, the most this job allows")
+    if task.candidates and task.theta < policy.min_theta:
+        return (f"theta_too_low: round {task.round} has theta {task.theta}, the job's is "
+                f"{policy.min_theta}")
     if len(task.sample) < policy.min_clients:
         return f"sample_too_small: {len(task.sample)} < {policy.min_clients}"
     try:

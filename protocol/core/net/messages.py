@@ -25,7 +25,7 @@ from secagg.state import MAX_PARTICIPANTS
 __all__ = ["PROTOCOL_VERSION", "Hello", "Welcome", "Bye", "MAX_CONTEXT_BYTES",
            "MAX_REASON_BYTES", "hello_limits", "welcome_limits", "bye_limits", "BYE_STATUSES",
            "Task", "task_limits", "AnalyzerHello", "BatchReceipt", "analyzer_limits",
-           "hello_or_analyzer_limits"]
+           "hello_or_analyzer_limits", "SampleProof"]
 
 #: the network protocol's version (a client and server of different versions refuse
 #: each other with ``version_mismatch``)
@@ -209,6 +209,42 @@ class Task:
 
 
 @dataclass(frozen=True, slots=True)
+class SampleProof:
+    """Server to each sampled device of a committee job, right before the round's
+    :class:`Task`: the seed the committee's beacon produced for this round and both
+    helpers' Ed25519 signatures on it
+    (:func:`protocol.core.sample_beacon.endorsement`). The device recomputes the sample
+    from the seed and refuses a Task whose sample is another
+    (:func:`protocol.core.sample_beacon.check_endorsed_sample`)."""
+
+    TAG: ClassVar[int] = 207
+    job: str
+    round: int
+    seed: bytes
+    signatures: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        if type(self.job) is not str or not 0 < len(self.job.encode()) <= MAX_TASK_NAME_BYTES:
+            raise ValueError(f"job must be a name of 1..{MAX_TASK_NAME_BYTES} bytes")
+        _int(self.round, "round", 0, 1 << 32)
+        if type(self.seed) is not bytes or len(self.seed) != 32:
+            raise ValueError("seed must be 32 bytes")
+        object.__setattr__(self, "signatures", tuple(self.signatures))
+        if len(self.signatures) != 2 or any(type(g) is not bytes or len(g) != 64
+                                            for g in self.signatures):
+            raise ValueError("signatures must be two 64-byte Ed25519 signatures")
+
+    def to_wire(self) -> list[Any]:
+        return [self.job, self.round, self.seed, list(self.signatures)]
+
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> "SampleProof":
+        if len(fields) != 4:
+            raise ValueError("SampleProof has 4 fields")
+        return cls(*fields)
+
+
+@dataclass(frozen=True, slots=True)
 class AnalyzerHello:
     """Analyzer to shuffler, first frame: the analyzer waits for the batch."""
 
@@ -282,15 +318,21 @@ def _task_shape(population: int, max_candidates: int, max_dim: int) -> Record:
 
 
 codec.register(Task, _task_shape(1 << 32, 1 << 21, 1 << 40))
+_SAMPLE_PROOF = Record((Str(1, MAX_TASK_NAME_BYTES), Int(0, 1 << 32), Bin(32, 32),
+                        Array(Bin(64, 64), 2, 2)))
+codec.register(SampleProof, _SAMPLE_PROOF)
 
 
-def task_limits(population: int, max_candidates: int, max_dim: int = 1 << 24
-                ) -> SessionLimits:
+def task_limits(population: int, max_candidates: int, max_dim: int = 1 << 24, *,
+                proof: bool = False) -> SessionLimits:
     """What a client of a job accepts between rounds: a Task for a population of
     ``population`` with at most ``max_candidates`` candidates or vectors of at most
-    ``max_dim`` entries, or a Bye."""
-    return SessionLimits({Task.TAG: _task_shape(population, max_candidates, max_dim),
-                          Bye.TAG: _BYE})
+    ``max_dim`` entries, or a Bye; with ``proof`` (a committee job under the malicious
+    model) also the :class:`SampleProof` that precedes each Task."""
+    shapes = {Task.TAG: _task_shape(population, max_candidates, max_dim), Bye.TAG: _BYE}
+    if proof:
+        shapes[SampleProof.TAG] = _SAMPLE_PROOF
+    return SessionLimits(shapes)
 
 
 def hello_limits() -> SessionLimits:

@@ -40,7 +40,7 @@ import os
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -70,7 +70,8 @@ from secagg.client import SecAggClient
 from secagg.state import SessionConfig
 
 __all__ = ["ThresholdRound", "serve_threshold_round", "run_helper", "demo_votes_vector",
-           "HELPERS", "FAULTS"]
+           "HELPERS", "FAULTS", "helper_link", "helper_client", "helper_after_session",
+           "server_after_session", "mirrored_server"]
 
 #: the launcher's fault switches: what a deviating member does (``serve --fault``,
 #: ``helper --fault``); each must end the round in its named abort
@@ -175,34 +176,92 @@ async def serve_threshold_round(server: NetSecAggServer, rnd: ThresholdRound,
     report: the session's (without the blinded sum), the committee's outcome, the
     release. Never raises for anything a client or helper does. ``fault``: one of
     ``FAULTS["server"]`` (the launcher's switch for a deviating server)."""
-    if rnd.verified:
-        return await _serve_verified(server, rnd, wait_seconds, fault)
-    n = rnd.vote.n
-    report, out, ready = await _committee_session(server, rnd)
+    n, v = rnd.vote.n, rnd.vote
+    report, out, ready = await _committee_session(
+        server, rnd, mirrored_server(n) if rnd.verified else None)
     kept = server.kept
     try:
         if not ready:
             return out
         assert report.result is not None
-        limits = committee_limits(rnd.vote.candidates)
-        to_h1 = CommitteeLink(0, 1, *kept[n], limits, wait_seconds)
-        to_h2 = CommitteeLink(0, 2, *kept[n + 1], limits, wait_seconds)
         t0 = time.process_time()
         try:
-            member = await run_member(0, report.result.astype(np.uint64), rnd.k,
-                                      rnd.vote.theta, reveal_counts=rnd.vote.reveal_counts,
-                                      prev=to_h2, next=to_h1)
+            member = await server_after_session(
+                server.last_server, report.result, n, v.candidates, v.theta,
+                v.reveal_counts, rnd.verified, rnd.k, kept, server.verify_keys, fault,
+                wait_seconds)
         except CommitteeAborted as exc:
             out["status"], out["reason"] = "aborted", f"committee_{exc.reason}"
             return out
-        return _served(out, report, rnd, member, time.process_time() - t0, False)
+        return _served(out, report, rnd, member, time.process_time() - t0, rnd.verified)
     finally:
         for _, writer in kept.values():
             await close_writer(writer)
 
 
+def mirrored_server(n: int) -> Callable[[SessionConfig, Any], MirroredServer]:
+    """The committee server's state machine under the malicious model, for a session of
+    ``n`` clients and the helpers at ``n`` and ``n + 1``: it records the journal and the
+    helpers' exchanges that the replica and the audits replay."""
+    def make(config: SessionConfig, verify_keys: Any) -> MirroredServer:
+        return MirroredServer(config, verify_keys=verify_keys, watched=(n, n + 1),
+                              replica=False)
+    return make
+
+
+async def server_after_session(srv: Any, result: np.ndarray, n: int, candidates: int,
+                               theta: int | None, reveal_counts: bool, verified: bool, k: int,
+                               kept: dict[int, tuple[asyncio.StreamReader,
+                                                     asyncio.StreamWriter]],
+                               verify_keys: Sequence[bytes] | None, fault: str | None,
+                               wait_seconds: float) -> Any:
+    """Member 0's part after a completed session of ``n`` clients and the helpers at
+    ``n`` and ``n + 1`` (their streams in ``kept``): under the malicious model helper 2
+    handed the journal of client messages (its replica), helper 1 handed helper 2's
+    exchange (its audit), helper 1 audited from its seed, then the verified comparison
+    on ``(S, -R1)``; semi-honest, the replicated-sharing comparison on ``S``. The
+    member's outcome (pass bits, opened counts, bytes sent).
+
+    Raises:
+        CommitteeAborted: the comparison or an audit failed (named reason).
+    """
+    h1, h2 = n, n + 1
+    if not verified:
+        limits = committee_limits(candidates)
+        to_h1 = CommitteeLink(0, 1, *kept[h1], limits, wait_seconds)
+        to_h2 = CommitteeLink(0, 2, *kept[h2], limits, wait_seconds)
+        return await run_member(0, result.astype(np.uint64), k, theta,
+                                reveal_counts=reveal_counts, prev=to_h2, next=to_h1)
+    assert isinstance(srv, MirroredServer)
+    config = srv.config
+    limits = verified_limits(candidates, theta, _relay_bytes(config))
+    to_h1 = CommitteeLink(0, 1, *kept[h1], limits, wait_seconds)
+    to_h2 = CommitteeLink(0, 2, *kept[h2], limits, wait_seconds)
+    journal = [("j-close", b"") if ev == "close" else ("j-msg", codec.encode(msg))
+               for msg, ev in srv.journal] + [("j-end", b"")]
+    await _send_all(to_h2, journal)
+    exchange_items = ([("x-in", codec.encode(m)) for m in srv.inbound[h2]]
+                      + [("x-out", codec.encode(m)) for m in srv.outbound[h2]]
+                      + [("x-end", b"")])
+    await _send_all(to_h1, exchange_items)
+    seed1 = await to_h1.receive("seed")
+    try:
+        r1 = audit_helper(config, h1, seed1, F.P, srv.inbound[h1], srv.outbound[h1],
+                          verify_keys)
+    except AuditFailed as exc:
+        raise CommitteeAborted("helper_audit_failed", 0, f"helper 1: {exc.detail}") from None
+    s_copy = result.astype(np.uint64)
+    party_class = None
+    if fault == "shift-sum":
+        s_copy, party_class = _shifted(s_copy, theta), _IgnoresInputCheck
+    return await run_verified_member(0, s_copy, F.neg(r1), theta,
+                                     context=_context(config, srv.session),
+                                     reveal_counts=reveal_counts, prev=to_h2, next=to_h1,
+                                     party_class=party_class)
+
+
 # ---------------------------------------------------------------------------- helpers
-async def _helper_link(index: int, link: tuple[str, int], context: ssl.SSLContext,
+async def helper_link(index: int, link: tuple[str, int], context: ssl.SSLContext,
                        wait_seconds: float
                        ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, Any]:
     """Helper 2 listens for helper 1 (one connection, mutual TLS); helper 1 connects,
@@ -253,7 +312,7 @@ async def run_helper(index: int, host: str, port: int, rnd: ThresholdRound,
     listener = None
     try:
         try:
-            l_reader, l_writer, listener = await _helper_link(index, link, link_context,
+            l_reader, l_writer, listener = await helper_link(index, link, link_context,
                                                               wait_seconds)
         except (asyncio.TimeoutError, ConnectionError, OSError, ssl.SSLError) as exc:
             out["status"], out["reason"] = "aborted", f"no helper link: {type(exc).__name__}"
@@ -272,22 +331,9 @@ async def run_helper(index: int, host: str, port: int, rnd: ThresholdRound,
         except (SessionRejected, AggregationAborted) as exc:
             out["status"], out["reason"] = "refused", str(exc)
             return out
-        if rnd.verified:
-            # every random choice from one OS seed, handed to this helper's auditor
-            seed = bytes(rand.token_bytes(SEED_BYTES))
-            blind = helper_blind(seed, rnd.vote.candidates, F.P)
-            entered = blind
-            if fault == "other-blind":
-                entered = blind.copy()
-                entered[0] = F.add(entered[:1], np.array([1], np.uint64))[0]
-            machine = SecAggClient(config, position, entered,
-                                   seeded_randomness(seed, f"client-{position}"),
-                                   signing_key=signing_key,
-                                   verify_keys=tuple(verify_keys) if verify_keys else None)
-        else:
-            blind = uniform_mod(rand, rnd.vote.candidates, 1 << rnd.k)
-            machine = SecAggClient(config, position, blind, rand, signing_key=signing_key,
-                                   verify_keys=tuple(verify_keys) if verify_keys else None)
+        v = rnd.vote
+        machine, seed, blind = helper_client(config, position, rnd.verified, v.candidates,
+                                             rnd.k, rand, signing_key, verify_keys, fault)
         session = ClientOutcome(position, "disconnected")
         await exchange(reader, writer, machine, wire_secagg.client_limits(config), session,
                        wait_seconds=wait_seconds)
@@ -295,28 +341,10 @@ async def run_helper(index: int, host: str, port: int, rnd: ThresholdRound,
             out["status"], out["reason"] = session.status, session.reason
             return out
         try:
-            if rnd.verified:
-                server_link = CommitteeLink(
-                    index, 0, reader, writer,
-                    verified_limits(rnd.vote.candidates, rnd.vote.theta,
-                                    _relay_bytes(config)), wait_seconds)
-                helper_link = CommitteeLink(
-                    index, 3 - index, l_reader, l_writer,
-                    verified_limits(rnd.vote.candidates, rnd.vote.theta), wait_seconds)
-                member = await _helper_verified(index, rnd, config, machine, seed, blind,
-                                                server_link, helper_link, verify_keys,
-                                                fault)
-            else:
-                limits = committee_limits(rnd.vote.candidates)
-                server_link = CommitteeLink(index, 0, reader, writer, limits, wait_seconds)
-                helper_link = CommitteeLink(index, 3 - index, l_reader, l_writer, limits,
-                                            wait_seconds)
-                share = (np.uint64(0) - blind) & np.uint64((1 << rnd.k) - 1)
-                prev, next_ = ((server_link, helper_link) if index == 1
-                               else (helper_link, server_link))
-                member = await run_member(index, share, rnd.k, rnd.vote.theta,
-                                          reveal_counts=rnd.vote.reveal_counts, prev=prev,
-                                          next=next_, rand=rand)
+            member = await helper_after_session(
+                index, v.n, v.candidates, v.theta, v.reveal_counts, rnd.verified, rnd.k,
+                config, machine, seed, blind, (reader, writer), (l_reader, l_writer),
+                verify_keys, fault, rand, wait_seconds)
         except CommitteeAborted as exc:
             out["status"], out["reason"] = "aborted", f"committee_{exc.reason}"
             return out
@@ -331,6 +359,64 @@ async def run_helper(index: int, host: str, port: int, rnd: ThresholdRound,
             await close_writer(w)
         if listener is not None:
             listener.close()
+
+
+def helper_client(config: SessionConfig, position: int, verified: bool, candidates: int,
+                  k: int, rand: Any, signing_key: bytes | None,
+                  verify_keys: Sequence[bytes] | None, fault: str | None
+                  ) -> tuple[SecAggClient, bytes | None, np.ndarray]:
+    """A helper's secure-aggregation client and blinding vector: ``(machine, seed,
+    blind)``. Malicious model: every random choice from one 32-byte OS seed (handed to
+    the helper's auditor after the session), the blinding uniform over ``F_p``;
+    semi-honest: an OS blinding vector over ``Z_{2^k}`` (``seed`` None)."""
+    keys = tuple(verify_keys) if verify_keys else None
+    if verified:
+        seed = bytes(rand.token_bytes(SEED_BYTES))
+        blind = helper_blind(seed, candidates, F.P)
+        entered = blind
+        if fault == "other-blind":
+            entered = blind.copy()
+            entered[0] = F.add(entered[:1], np.array([1], np.uint64))[0]
+        machine = SecAggClient(config, position, entered,
+                               seeded_randomness(seed, f"client-{position}"),
+                               signing_key=signing_key, verify_keys=keys)
+        return machine, seed, blind
+    blind = uniform_mod(rand, candidates, 1 << k)
+    return (SecAggClient(config, position, blind, rand, signing_key=signing_key,
+                         verify_keys=keys), None, blind)
+
+
+async def helper_after_session(index: int, n: int, candidates: int, theta: int | None,
+                               reveal_counts: bool, verified: bool, k: int,
+                               config: SessionConfig, machine: SecAggClient,
+                               seed: bytes | None, blind: np.ndarray,
+                               server: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+                               link: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+                               verify_keys: Sequence[bytes] | None, fault: str | None,
+                               rand: Any, wait_seconds: float) -> Any:
+    """Helper ``index``'s comparison after a completed session of ``n`` clients (the
+    helpers at ``n`` and ``n + 1``) over the streams to the server and to the other
+    helper: the verified committee (malicious model) or the replicated-sharing one.
+
+    Raises:
+        CommitteeAborted: the comparison or an audit failed (named reason).
+    """
+    if verified:
+        assert seed is not None
+        server_link = CommitteeLink(index, 0, *server,
+                                    verified_limits(candidates, theta, _relay_bytes(config)),
+                                    wait_seconds)
+        helper_link = CommitteeLink(index, 3 - index, *link,
+                                    verified_limits(candidates, theta), wait_seconds)
+        return await _helper_verified(index, n, theta, reveal_counts, config, machine, seed,
+                                      blind, server_link, helper_link, verify_keys, fault)
+    limits = committee_limits(candidates)
+    server_link = CommitteeLink(index, 0, *server, limits, wait_seconds)
+    helper_link = CommitteeLink(index, 3 - index, *link, limits, wait_seconds)
+    share = (np.uint64(0) - blind) & np.uint64((1 << k) - 1)
+    prev, next_ = ((server_link, helper_link) if index == 1 else (helper_link, server_link))
+    return await run_member(index, share, k, theta, reveal_counts=reveal_counts, prev=prev,
+                            next=next_, rand=rand)
 
 
 # ------------------------------------------------ the verified committee (malicious)
@@ -367,61 +453,6 @@ async def _send_all(link: CommitteeLink, items: list[tuple[str, bytes]]) -> None
         await link.send(step, payload)
 
 
-async def _serve_verified(server: NetSecAggServer, rnd: ThresholdRound, wait_seconds: float,
-                          fault: str | None) -> dict[str, Any]:
-    """Member 0 of the verified committee: the session on a recording server, helper 2
-    handed the journal of client messages (its replica), helper 1 handed helper 2's
-    exchange (its audit), helper 1 audited from its seed, then the comparison."""
-    n = rnd.vote.n
-    h1, h2 = n, n + 1
-    report, out, ready = await _committee_session(
-        server, rnd, lambda config, vks: MirroredServer(config, verify_keys=vks,
-                                                        watched=(h1, h2), replica=False))
-    kept = server.kept
-    try:
-        if not ready:
-            return out
-        assert report.result is not None
-        srv = server.last_server
-        assert isinstance(srv, MirroredServer)
-        config = srv.config
-        limits = verified_limits(rnd.vote.candidates, rnd.vote.theta, _relay_bytes(config))
-        to_h1 = CommitteeLink(0, 1, *kept[h1], limits, wait_seconds)
-        to_h2 = CommitteeLink(0, 2, *kept[h2], limits, wait_seconds)
-        t0 = time.process_time()
-        try:
-            journal = [("j-close", b"") if ev == "close" else ("j-msg", codec.encode(msg))
-                       for msg, ev in srv.journal] + [("j-end", b"")]
-            await _send_all(to_h2, journal)
-            exchange_items = ([("x-in", codec.encode(m)) for m in srv.inbound[h2]]
-                              + [("x-out", codec.encode(m)) for m in srv.outbound[h2]]
-                              + [("x-end", b"")])
-            await _send_all(to_h1, exchange_items)
-            seed1 = await to_h1.receive("seed")
-            verify = server.verify_keys
-            try:
-                r1 = audit_helper(config, h1, seed1, F.P, srv.inbound[h1], srv.outbound[h1],
-                                  verify)
-            except AuditFailed as exc:
-                raise CommitteeAborted("helper_audit_failed", 0, f"helper 1: {exc.detail}"
-                                       ) from None
-            s_copy = report.result.astype(np.uint64)
-            party_class = None
-            if fault == "shift-sum":
-                s_copy, party_class = _shifted(s_copy, rnd.vote.theta), _IgnoresInputCheck
-            member = await run_verified_member(
-                0, s_copy, F.neg(r1), rnd.vote.theta, context=_context(config, srv.session),
-                reveal_counts=rnd.vote.reveal_counts, prev=to_h2, next=to_h1,
-                party_class=party_class)
-        except CommitteeAborted as exc:
-            out["status"], out["reason"] = "aborted", f"committee_{exc.reason}"
-            return out
-        return _served(out, report, rnd, member, time.process_time() - t0, True)
-    finally:
-        for _, writer in kept.values():
-            await close_writer(writer)
-
-
 async def _receive_items(link: CommitteeLink, steps: frozenset[str], end: str
                          ) -> list[tuple[str, bytes]]:
     items = []
@@ -439,20 +470,20 @@ def _decode_secagg(payload: bytes, limits: Any, member: int) -> Any:
         raise CommitteeAborted("malformed_message", member, f"forwarded: {exc}") from None
 
 
-async def _helper_verified(index: int, rnd: ThresholdRound, config: SessionConfig,
-                           machine: SecAggClient, seed: bytes, blind: np.ndarray,
+async def _helper_verified(index: int, n: int, theta: int | None, reveal_counts: bool,
+                           config: SessionConfig, machine: SecAggClient, seed: bytes,
+                           blind: np.ndarray,
                            server_link: CommitteeLink, helper_link: CommitteeLink,
                            verify_keys: Sequence[bytes] | None, fault: str | None) -> Any:
     """Helper ``index``'s part after the session: hand its seed to its auditor, derive
     its second component (helper 1: audit helper 2; helper 2: replay the server's
     journal), then the comparison."""
-    n = rnd.vote.n
     up, down = wire_secagg.server_limits(config), wire_secagg.client_limits(config)
     handed = os.urandom(SEED_BYTES) if fault == "other-seed" else seed
     own = F.neg(blind)
     party_class = None
     if fault == "shift-blind":
-        own, party_class = _shifted(own, rnd.vote.theta), _IgnoresInputCheck
+        own, party_class = _shifted(own, theta), _IgnoresInputCheck
     context = _context(config, machine.session)
     if index == 1:
         await server_link.send("seed", handed)
@@ -465,9 +496,9 @@ async def _helper_verified(index: int, rnd: ThresholdRound, config: SessionConfi
         except AuditFailed as exc:
             raise CommitteeAborted("helper_audit_failed", 1, f"helper 2: {exc.detail}"
                                    ) from None
-        return await run_verified_member(1, own, F.neg(r2), rnd.vote.theta,
+        return await run_verified_member(1, own, F.neg(r2), theta,
                                          context=context,
-                                         reveal_counts=rnd.vote.reveal_counts,
+                                         reveal_counts=reveal_counts,
                                          prev=server_link, next=helper_link,
                                          party_class=party_class)
     await helper_link.send("seed", handed)
@@ -478,7 +509,7 @@ async def _helper_verified(index: int, rnd: ThresholdRound, config: SessionConfi
         s_replica = replay_journal(config, verify_keys, journal)
     except AuditFailed as exc:
         raise CommitteeAborted("replica_failed", 2, exc.detail) from None
-    return await run_verified_member(2, own, s_replica, rnd.vote.theta, context=context,
-                                     reveal_counts=rnd.vote.reveal_counts,
+    return await run_verified_member(2, own, s_replica, theta, context=context,
+                                     reveal_counts=reveal_counts,
                                      prev=helper_link, next=server_link,
                                      party_class=party_class)

@@ -1,0 +1,184 @@
+"""A whole TrieHH over the thresholding committee between real parties on loopback:
+the job server, two helper parties that stay for every round, and devices that check
+each round's sample against the helpers' signed beacon. Every deviation the launcher
+can switch on ends the job in its named abort, with nothing opened."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+
+import numpy as np
+import pytest
+
+from mechanisms.triehh import ClientVoter, TrieHH
+from protocol.core.contract import AggregationAborted
+from protocol.core.net import tls
+from protocol.core.net.committee_job import (
+    JOB_FAULTS, CommitteeJobServer, committee_transcript, run_job_helper,
+)
+from protocol.core.net.job import JobPolicy, _proof_problem, run_job_clients, serving_job
+from protocol.core.net.messages import SampleProof, Task
+from protocol.core.transports.plain import PlainTransport
+from protocol.studies.runners.triehh import TrieHHOptions, prepare
+
+POP = 40
+
+
+def _prep():
+    return prepare(TrieHHOptions(dataset="zipf", users=POP, seed=5, theta=2, gamma=3.0,
+                                 max_length=3))
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    root = tmp_path_factory.mktemp("committeejob")
+    tls.make_party_keys(root, POP, committee=True)
+    return root
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _job(keys, threat="malicious", faults=None, wait=20.0):
+    """Server (thread), helpers and devices (another thread); returns
+    (result or the AggregationAborted, device outcomes, helper outcomes, transport)."""
+    faults = faults or {}
+    prep, rng = _prep()
+    policy = JobPolicy(prep.config.task, prep.n, threat=threat, committee=True,
+                       min_theta=int(prep.config.theta))
+    verify, _ = tls.load_pki(keys / "server", signing=False)
+    server = CommitteeJobServer(policy, tls.server_context(keys / "server"),
+                                verify_keys=verify, stage_seconds=6, join_seconds=15,
+                                fault=faults.get("server"))
+    voter = ClientVoter(prep.data, np.arange(prep.n), prep.alphabet, prep.config.max_levels)
+    outcomes: list = []
+    helpers: list = []
+    link = ("127.0.0.1", _port())
+
+    def start(port: int) -> None:
+        async def everyone() -> None:
+            tasks = []
+            for h in (2, 1):  # helper 2 listens for helper 1
+                d = keys / f"helper{h}"
+                hv, hs = tls.load_pki(d)
+                ctx, pin = tls.client_context(d)
+                tasks.append(asyncio.create_task(run_job_helper(
+                    h, "127.0.0.1", port, policy, ctx, pin, link,
+                    tls.helper_link_contexts(d, h), signing_key=hs[POP + h - 1],
+                    verify_keys=hv, wait_seconds=wait, fault=faults.get(f"helper{h}"))))
+                await asyncio.sleep(0.1)
+            d = keys / "clients"
+            cv, cs = tls.load_pki(d)
+            ctx, pin = tls.client_context(d)
+            outcomes.extend(await run_job_clients(
+                range(prep.n), "127.0.0.1", port, policy, ctx, pin,
+                lambda m, t: int(voter.votes([m], t.round, t.candidates)[0]),
+                signing_keys=cs, verify_keys=cv if threat == "malicious" else None,
+                wait_seconds=wait))
+            helpers.extend([await t for t in tasks])
+
+        th = threading.Thread(target=lambda: asyncio.run(everyone()))
+        th.start()
+        start.thread = th
+
+    result: object
+    with serving_job(server, start) as transport:
+        try:
+            result = TrieHH.at_server(prep.n, prep.alphabet, prep.config, transport,
+                                      rng).result()
+        except AggregationAborted as exc:
+            result = exc
+    start.thread.join(60)
+    assert not start.thread.is_alive()
+    return result, outcomes, sorted(helpers, key=lambda h: h["helper"]), transport
+
+
+def test_triehh_over_the_committee_between_parties(keys):
+    result, outcomes, helpers, transport = _job(keys)
+    assert not isinstance(result, AggregationAborted), result
+    # the committee's samples rerun in plaintext: the same trie
+    prep, rng = _prep()
+    plain = TrieHH(prep.data, prep.alphabet, prep.config,
+                   PlainTransport(samples=transport.samples), rng).result()
+    assert plain.heavy_hitters == result.heavy_hitters and plain.prefixes == result.prefixes
+    assert result.heavy_hitters, "the setting must find something"
+    assert {o.status for o in outcomes} == {"finished"}
+    assert [h["status"] for h in helpers] == ["finished", "finished"]
+    rounds = committee_transcript(transport)
+    assert len(rounds) == len(result.rounds) >= 2
+    for r, h1, h2 in zip(rounds, helpers[0]["rounds"], helpers[1]["rounds"]):
+        assert r["status"] == "completed" and h1["status"] == h2["status"] == "completed"
+        assert h1["passed"] == h2["passed"]
+        # the sample is the beacon's: the seed the helpers signed selects it
+        assert r["sample"] == transport.samples[(prep.config.task, r["round"])].users.tolist()
+    # the server saw which candidates passed (TrieHH releases membership only), never
+    # a count
+    assert all(r["counts"] is None for r in rounds) and any(r["passed"] for r in rounds)
+    # every device that was sampled contributed at most once per round, and the
+    # samples differ from round to round (fresh beacons)
+    seeds = [s for _, s in transport.server.beacons]
+    assert len(set(seeds)) == len(seeds) == len(rounds)
+
+
+@pytest.mark.parametrize("member, fault, reasons", [
+    ("server", "force-sample", {"committee_sample_not_from_beacon"}),
+    ("server", "redraw-sample", {"committee_sample_redrawn"}),
+    ("server", "shift-sum", {"committee_verification_failed", "committee_open_mismatch"}),
+    ("helper1", "bad-reveal", {"committee_sample_commitment_mismatch"}),
+    ("helper2", "shift-blind", {"committee_verification_failed", "committee_open_mismatch"}),
+    ("helper1", "other-seed", {"committee_helper_audit_failed"}),
+    ("helper2", "other-blind", {"committee_helper_audit_failed"}),
+])
+def test_a_deviating_member_ends_the_job_in_its_named_abort(keys, member, fault, reasons):
+    assert fault in JOB_FAULTS["server" if member == "server" else "helper"]
+    result, outcomes, helpers, transport = _job(keys, faults={member: fault}, wait=10.0)
+    assert isinstance(result, AggregationAborted)
+    assert result.reason in reasons, result
+    # nothing of the round was opened to anyone
+    assert all(r.get("passed") is None for r in committee_transcript(transport)
+               if r["status"] != "completed")
+    assert all(h["status"] != "finished" for h in helpers)
+    if fault in ("force-sample", "redraw-sample", "bad-reveal"):
+        # refused before any device was asked: no device contributed
+        assert sum(o.votes for o in outcomes) == 0
+
+
+def test_the_semi_honest_committee_job(keys):
+    result, outcomes, helpers, transport = _job(keys, threat="semi-honest")
+    assert not isinstance(result, AggregationAborted), result
+    assert result.heavy_hitters
+    assert [h["status"] for h in helpers] == ["finished", "finished"]
+    assert not transport.server.beacons   # no beacon: the server draws
+
+
+def test_a_device_refuses_a_sample_the_helpers_did_not_sign(keys):
+    from protocol.core.sample_beacon import beacon_context, endorsement, sample_users
+    from secagg.crypto import ed25519_sign
+
+    verify, signing = tls.load_pki(keys / "helper1")
+    policy = JobPolicy("t", POP, committee=True)
+    seed = bytes(range(32))
+    users = sample_users(seed, POP, 5).tolist()
+    task = Task("t", 1, ("a", "b"), 2, True, 1, 0, 0, users)
+    statement = endorsement(beacon_context("t", 1, POP, 5), seed)
+    good1 = ed25519_sign(signing[POP], statement)
+    forged = bytes(64)
+    assert "sample_not_endorsed" in _proof_problem(
+        SampleProof("t", 1, seed, (good1, forged)), task, policy, verify)
+    assert "sample_not_endorsed" in _proof_problem(None, task, policy, verify)
+    assert "another round" in _proof_problem(
+        SampleProof("t", 2, seed, (good1, forged)), task, policy, verify)
+    good2 = ed25519_sign(signing[POP + 1], statement) if signing[POP + 1] else None
+    if good2 is None:  # helper 1's directory holds only its own key: sign as helper 2
+        _, s2 = tls.load_pki(keys / "helper2")
+        good2 = ed25519_sign(s2[POP + 1], statement)
+    proof = SampleProof("t", 1, seed, (good1, good2))
+    assert _proof_problem(proof, task, policy, verify) is None
+    # a device forced into the round: the seed selects another sample
+    outside = next(u for u in range(POP) if u not in users)
+    forced = Task("t", 1, ("a", "b"), 2, True, 1, 0, 0, sorted(users[1:] + [outside]))
+    assert "sample_not_from_seed" in _proof_problem(proof, forced, policy, verify)
