@@ -140,6 +140,11 @@ def add_network_server_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--server-view", default=None, dest="server_view", metavar="FILE",
                    help="write what the server learned in each round (candidates, sample, "
                         "who is in the sum, the sum) to FILE as JSON")
+    from protocol.core.net.committee_job import JOB_FAULTS
+
+    g.add_argument("--fault", default=None, choices=JOB_FAULTS["server"],
+                   help="--transport threshold (malicious model): make this server deviate "
+                        "(fault tests; each ends the job in its named abort)")
 
 
 #: the transport options a job takes (the others mean nothing over the network; keys
@@ -147,21 +152,28 @@ def add_network_server_args(p: argparse.ArgumentParser) -> None:
 _JOB_OPTIONS = {"graph", "threat", "dropout", "simulate"}
 
 
-def job_policy_from_args(args: argparse.Namespace, job: str, population: int):  # noqa: ANN201
+def job_policy_from_args(args: argparse.Namespace, job: str, population: int, *,
+                         min_theta: int = 0, committee_ok: bool = False):  # noqa: ANN201
     """The :class:`~protocol.core.net.job.JobPolicy` of ``fedhh triehh --network`` and
     ``fedhh client --job``: the threat model, graph and dropout rate of the secure
-    aggregation options.
+    aggregation options; with ``committee_ok``, ``--transport threshold`` makes it a
+    committee job (:mod:`protocol.core.net.committee_job`).
 
     Raises:
-        protocol.cli.UsageError: not ``--transport secagg``, an option that does not
-            apply over the network, or missing ``--keys``.
+        protocol.cli.UsageError: another transport, an option that does not apply over
+            the network, or missing ``--keys``.
     """
     from protocol.cli import UsageError
     from protocol.cli.transport_options import transport_options
     from protocol.core.net.job import JobPolicy
 
-    if getattr(args, "transport", "secagg") != "secagg":
-        raise UsageError("--network runs secure aggregation: give --transport secagg")
+    transport = getattr(args, "transport", "secagg")
+    committee = transport == "threshold" and committee_ok
+    if transport != "secagg" and not committee:
+        raise UsageError("--network runs secure aggregation: give --transport secagg"
+                         + (" or threshold" if committee_ok else ""))
+    if getattr(args, "fault", None) is not None and not committee:
+        raise UsageError("--fault applies to --transport threshold")
     if not args.keys:
         raise UsageError("--network needs --keys (a directory made by 'fedhh keys')")
     opts = transport_options(args)
@@ -175,7 +187,8 @@ def job_policy_from_args(args: argparse.Namespace, job: str, population: int):  
     try:
         return JobPolicy(job, population, threat=opts.get("threat", "malicious"),
                          graph=opts.get("graph", "harary"),
-                         dropout=opts.get("dropout", 0.0))
+                         dropout=opts.get("dropout", 0.0), committee=committee,
+                         min_theta=min_theta if committee else 0)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -210,7 +223,8 @@ def shuffle_round_from_args(args: argparse.Namespace):  # noqa: ANN201
 
 
 def serve_job(args: argparse.Namespace, job: str, population: int,
-              run: Callable[[Any], T]) -> tuple[T, dict[str, Any]]:
+              run: Callable[[Any], T], *, min_theta: int = 0,
+              committee_ok: bool = False) -> tuple[T, dict[str, Any]]:
     """``--network``: listen, admit the population, call ``run(transport)`` (the
     mechanism's server side over :class:`~protocol.core.net.job.NetworkTransport`),
     end the job; ``(run's result, the network report)``. With ``--server-view FILE``
@@ -221,14 +235,17 @@ def serve_job(args: argparse.Namespace, job: str, population: int,
             served.
     """
     from protocol.cli import UsageError
+    from protocol.core.net.committee_job import committee_transcript
     from protocol.core.net.job import server_transcript, serving_job
     from protocol.core.net.processes import job_report, job_server
 
-    policy = job_policy_from_args(args, job, population)
+    policy = job_policy_from_args(args, job, population, min_theta=min_theta,
+                                  committee_ok=committee_ok)
     host, port = args.network
     try:
         server = job_server(policy, args.keys, host=host, port=port,
-                            stage_seconds=args.stage_seconds, join_seconds=args.join_seconds)
+                            stage_seconds=args.stage_seconds, join_seconds=args.join_seconds,
+                            fault=getattr(args, "fault", None))
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     transport = None
@@ -244,7 +261,8 @@ def serve_job(args: argparse.Namespace, job: str, population: int,
             import json
 
             with open(args.server_view, "w", encoding="utf-8") as f:
-                json.dump(server_transcript(transport), f)
+                json.dump(committee_transcript(transport) if policy.committee
+                          else server_transcript(transport), f)
     return result, report
 
 
@@ -278,6 +296,16 @@ def add_job_args(p: argparse.ArgumentParser, job_help: str, mechanism: str = "ol
     p.set_defaults(job_options={a.dest: (a.option_strings[-1], a.default)
                                 for a in p._actions[before:]})
     return g
+
+
+def job_options(cls: type, args: argparse.Namespace) -> Any:
+    """A job's options (``cls``, e.g. :class:`~protocol.studies.runners.triehh.
+    TrieHHOptions`) from the arguments given; unset ones keep the job's defaults, so
+    every party of a job derives the same job from the same flags."""
+    import dataclasses
+
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+                  if getattr(args, f.name, None) is not None})
 
 
 def refuse_job_options_without_job(args: argparse.Namespace) -> None:

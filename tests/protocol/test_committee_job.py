@@ -182,3 +182,39 @@ def test_a_device_refuses_a_sample_the_helpers_did_not_sign(keys):
     outside = next(u for u in range(POP) if u not in users)
     forced = Task("t", 1, ("a", "b"), 2, True, 1, 0, 0, sorted(users[1:] + [outside]))
     assert "sample_not_from_seed" in _proof_problem(proof, forced, policy, verify)
+
+
+# ---------------------------------------------------------------- real processes
+@pytest.mark.parametrize("fault", [
+    None,
+    # the same refusal is tested between parties above; over processes it is on demand
+    pytest.param(("server", "force-sample"), marks=pytest.mark.slow),
+])
+def test_net_run_committee_job_processes(fault):
+    """``fedhh net run --job triehh --transport threshold``: the server, two helper
+    processes and four device processes; honest, the release is plaintext TrieHH's on
+    the committee's samples and every opened round is exactly the threshold rule over
+    the devices' recomputed votes; with a deviating server the job ends in the named
+    abort and no helper opened anything."""
+    from protocol.studies.runners.net_jobs import JobLoopbackOptions, run_job_loopback
+
+    out = run_job_loopback(JobLoopbackOptions(
+        dataset="zipf", users=200, processes=4, seed=3, theta=3, gamma=3.0, max_length=4,
+        compare=fault is None, stage_seconds=10, join_seconds=90, timeout=400,
+        transport="threshold", fault=fault))
+    assert out["left_behind"] == 0
+    helpers = out["helpers"]
+    if fault is None:
+        assert out["server_error"] is None, out["server_error"]
+        rounds = out["result"]["network"]["rounds"]
+        assert len(rounds) >= 2 and all(r["status"] == "completed" for r in rounds)
+        assert out["rounds_exact"] == [True] * len(rounds) and out["wrong_results"] == 0
+        assert out["simulation"]["release_equal"] is True
+        assert [h["status"] for h in helpers] == ["finished", "finished"]
+        assert [r["passed"] for r in helpers[0]["rounds"]] == \
+            [r["passed"] for r in helpers[1]["rounds"]]
+    else:
+        assert out["result"] is None
+        assert [a["reason"] for a in out["aborted_rounds"]] == \
+            ["committee_sample_not_from_beacon"]
+        assert all(h["status"] == "aborted" and not h["rounds"] for h in helpers)

@@ -15,6 +15,11 @@ candidates itself (:class:`mechanisms.triehh.ClientVoter`); the session options
 ``--modulus`` and ``--label`` do not apply: each round's session follows from its
 sample and candidates.
 
+``--job triehh --transport threshold``: devices of a committee job (``fedhh triehh
+--transport threshold --network``): each round's Task comes with the committee's signed
+sample seed, which the device checks before it votes
+(:mod:`protocol.core.net.committee_job`); the roster holds the two helpers' keys last.
+
 ``--job ldp``: devices of ``fedhh ldp --transport secagg --network HOST:PORT``. Each
 holds its own value of the seeded population (the oracle and population options, the
 same as the server's), randomises it itself (:class:`mechanisms.fo.ClientReporter`;
@@ -87,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--stall needs --stall-at")
     if args.transport == "shuffler":
         return _run_shuffler(args)
-    if args.transport == "threshold":
+    if args.transport == "threshold" and args.job is None:
         return _run_threshold(args)
     if args.job is not None:
         resolve_job_session_args(args)
@@ -106,27 +111,26 @@ def run(args: argparse.Namespace) -> int:
                        f"clients of {host}:{port}")
 
 
-def _options(cls, args: argparse.Namespace):  # noqa: ANN001, ANN202
-    """The job's options from the arguments given (unset ones keep the job's defaults)."""
-    import dataclasses
-
-    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
-                  if getattr(args, f.name, None) is not None})
-
-
 def _run_job(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
     from protocol.core.net.job import JobPolicy
     from protocol.core.net.processes import job_client_process
     from protocol.studies.errors import StudyError
 
+    committee = args.transport == "threshold"
+    if committee and args.job != "triehh":
+        raise UsageError("a committee job (--transport threshold) runs --job triehh: the "
+                         "committee thresholds vote rounds")
     try:
+        min_theta = 0
         if args.job == "triehh":
-            population, job, contribution_of, ids, max_votes = _triehh_devices(args)
+            population, job, contribution_of, ids, max_votes, min_theta = \
+                _triehh_devices(args)
         else:
             population, job, contribution_of, ids, max_votes = _ldp_devices(args)
         policy = JobPolicy(job, population, threat=args.threat, graph=args.graph,
-                           dropout=args.dropout_rate, max_votes=max_votes)
+                           dropout=args.dropout_rate, max_votes=max_votes,
+                           committee=committee, min_theta=min_theta if committee else 0)
     except (StudyError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     host, port = args.connect
@@ -150,9 +154,10 @@ def _held(args: argparse.Namespace, population: int) -> range:
 def _triehh_devices(args: argparse.Namespace):  # noqa: ANN202
     """TrieHH devices: each votes for its own word's prefix (ClientVoter)."""
     from mechanisms.triehh import ClientVoter, TrieHHError
+    from protocol.cli.net_args import job_options
     from protocol.studies.runners import triehh
 
-    prep, _ = triehh.prepare(_options(triehh.TrieHHOptions, args))
+    prep, _ = triehh.prepare(job_options(triehh.TrieHHOptions, args))
     ids = _held(args, prep.n)
     try:
         voter = ClientVoter(prep.data, list(ids), prep.alphabet, prep.config.max_levels)
@@ -164,15 +169,17 @@ def _triehh_devices(args: argparse.Namespace):  # noqa: ANN202
 
     # the ledger: at most one vote per level, L levels (the rounds TrieHH's analysis
     # composes over); the stale-round rule keeps it to one per level
-    return prep.n, prep.config.task, contribution_of, ids, prep.config.max_levels
+    return (prep.n, prep.config.task, contribution_of, ids, prep.config.max_levels,
+            int(prep.config.theta))
 
 
 def _ldp_devices(args: argparse.Namespace):  # noqa: ANN202
     """Frequency-oracle devices: each randomises its own value (ClientReporter)."""
     from mechanisms.fo import ClientReporter
+    from protocol.cli.net_args import job_options
     from protocol.studies.runners import ldp
 
-    opts = _options(ldp.LDPOptions, args)
+    opts = job_options(ldp.LDPOptions, args)
     values, _, oracle, _ = ldp.population_and_oracle(opts)
     n = int(values.shape[0])
     ids = _held(args, n)

@@ -5,7 +5,11 @@ Helper ``--index 1`` or ``2`` joins the round's secure-aggregation session as th
 position after the clients (``--clients`` and ``--clients`` + 1), inputs a blinding
 vector (under the malicious default derived, with its whole client, from a seed it
 hands its auditor), and then runs the three-party comparison with the server and the
-other helper. The link between the helpers is its
+other helper. With ``--job triehh`` it is the helper of a whole committee job (``fedhh
+triehh --transport threshold --network``): it stays connected for every round, runs each
+round's sample beacon with the server and the other helper, signs the seed, checks the
+round's Task and takes part in its session and comparison
+(:mod:`protocol.core.net.committee_job`). The link between the helpers is its
 own TLS connection at ``--link HOST:PORT`` (helper 2 listens there, helper 1 connects),
 each end pinning the other's certificate from ``--keys`` (``fedhh keys --committee``).
 Prints one JSON line: what was opened (only what passed the threshold). The round's
@@ -33,25 +37,39 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--wait-seconds", type=float, default=300.0, dest="wait_seconds",
                    help="give up when a peer is silent this long (default 300)")
     p.add_argument("--fault", default=None,
-                   choices=("shift-blind", "other-seed", "other-blind"),
+                   choices=("shift-blind", "other-seed", "other-blind", "bad-reveal"),
                    help="make this helper deviate (malicious model; for fault tests): "
-                        "shift its share, hand its auditor another seed, or enter another "
-                        "blinding vector")
+                        "shift its share, hand its auditor another seed, enter another "
+                        "blinding vector, or (--job) reveal a beacon value its commitment "
+                        "does not open")
     add_session_args(p)
     add_shuffle_round_args(p)
+    from protocol.cli.net_args import add_job_args
+
+    p.add_argument("--seed", type=int, default=None,
+                   help="--job: the seed of the job's population, as the server's")
+    add_job_args(p, "be a helper of a committee job (fedhh triehh --transport threshold "
+                    "--network) for all its rounds, instead of one round; only triehh")
 
 
 def run(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
-    from protocol.cli.net_args import threshold_round_from_args
+    from protocol.cli.net_args import refuse_job_options_without_job, threshold_round_from_args
     from protocol.core.net.processes import helper_process
 
+    if args.index == 1 and args.link[1] == 0:
+        raise UsageError("helper 1 needs helper 2's --link port")
+    if args.job is not None:
+        return _run_job(args)
+    refuse_job_options_without_job(args)
+    if args.seed is not None:
+        raise UsageError("--seed belongs to a job: add --job triehh, or leave it out")
+    if args.fault == "bad-reveal":
+        raise UsageError("--fault bad-reveal applies to a job's beacon (--job triehh)")
     rnd = threshold_round_from_args(args)
     if args.fault is not None and not rnd.verified:
         raise UsageError("--fault needs the malicious model (--threat malicious)")
     host, port = args.connect
-    if args.index == 1 and args.link[1] == 0:
-        raise UsageError("helper 1 needs helper 2's --link port")
     try:
         result = helper_process(args.index, rnd, args.keys, host, port, args.link,
                                 wait_seconds=args.wait_seconds, fault=args.fault)
@@ -60,3 +78,35 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.net_args import exit_status
 
     return exit_status(result["status"] == "completed", result, f"helper {args.index}")
+
+
+def _run_job(args: argparse.Namespace) -> int:
+    """``--job triehh``: the helper of every round of a committee job."""
+    from protocol.cli import UsageError
+    from protocol.cli.net_args import exit_status, job_options, resolve_job_session_args
+    from protocol.core.net.job import JobPolicy
+    from protocol.core.net.processes import job_helper_process
+    from protocol.studies.errors import StudyError
+    from protocol.studies.runners import triehh
+
+    if args.job != "triehh":
+        raise UsageError("a committee job runs --job triehh (the committee thresholds "
+                         "vote rounds)")
+    resolve_job_session_args(args)
+    if args.fault is not None and args.threat != "malicious":
+        raise UsageError("--fault needs the malicious model (--threat malicious)")
+    try:
+        prep, _ = triehh.prepare(job_options(triehh.TrieHHOptions, args))
+        policy = JobPolicy(prep.config.task, prep.n, threat=args.threat, graph=args.graph,
+                           dropout=args.dropout_rate, committee=True,
+                           min_theta=int(prep.config.theta))
+    except (StudyError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    host, port = args.connect
+    try:
+        result = job_helper_process(args.index, policy, args.keys, host, port, args.link,
+                                    wait_seconds=args.wait_seconds, fault=args.fault)
+    except (ValueError, FileNotFoundError) as exc:
+        raise UsageError(str(exc)) from None
+    return exit_status(result["status"] == "finished", result,
+                       f"helper {args.index} of the job at {host}:{port}")

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--fault applies to --transport threshold")
     if args.transport == "shuffler":
         return _run_shuffler(args)
-    if args.transport == "threshold":
+    if args.transport == "threshold" and args.job is None:
         return _run_threshold(args)
     if args.job is not None:
         resolve_job_session_args(args)
@@ -151,12 +151,19 @@ def _run_job(args: argparse.Namespace) -> int:
         common["kill_round"] = args.kill_round
     try:
         if args.job == "triehh":
+            committee = args.transport == "threshold"
             opts = net_jobs.JobLoopbackOptions(
                 dataset=args.dataset or "en", epsilon=4.0 if args.epsilon is None
                 else args.epsilon, max_length=args.max_length, unit_size=args.unit_size,
-                theta=args.theta, gamma=args.gamma, alphabet=args.alphabet, **common)
+                theta=args.theta, gamma=args.gamma, alphabet=args.alphabet,
+                transport=args.transport,
+                fault=_fault(args.fault, args.threat == "malicious", job=True)
+                if committee else None, **common)
             out = net_jobs.run_job_loopback(opts, say=say(not args.quiet))
         else:
+            if args.transport != "secagg":
+                raise UsageError("--job ldp runs over --transport secagg (the committee "
+                                 "thresholds vote rounds)")
             if args.dataset not in (None, "zipf"):
                 raise UsageError("--job ldp runs on the zipf population")
             opts = net_jobs.LDPLoopbackOptions(
@@ -215,15 +222,18 @@ def _run_shuffler(args: argparse.Namespace) -> int:
     return 0 if out["wrong_results"] == 0 and out["left_behind"] == 0 else 1
 
 
-def _fault(text: str | None, verified: bool) -> tuple[str, str] | None:
-    """``--fault MEMBER:WHAT`` as ``(member, what)``.
+def _fault(text: str | None, verified: bool, job: bool = False) -> tuple[str, str] | None:
+    """``--fault MEMBER:WHAT`` as ``(member, what)``; ``job``: a committee job's faults
+    (:data:`~protocol.core.net.committee_job.JOB_FAULTS`), else one round's.
 
     Raises:
         UsageError: an unknown member or fault, or a fault without the malicious model.
     """
     from protocol.cli import UsageError
-    from protocol.core.net.threshold_net import FAULTS
+    from protocol.core.net.committee_job import JOB_FAULTS
+    from protocol.core.net.threshold_net import FAULTS as ROUND_FAULTS
 
+    FAULTS = JOB_FAULTS if job else ROUND_FAULTS  # noqa: N806
     if text is None:
         return None
     member, _, what = text.partition(":")
@@ -323,11 +333,21 @@ def _print_job(out: dict) -> None:  # noqa: ANN001
                   f"{r['bytes_up']:>12,}{r['bytes_down']:>12,}  {ok}")
         print(f"  wall {out['wall_seconds']:.1f} s in all (process start and joining "
               f"included); server peak {net['server_peak_rss_mb']:.0f} MB")
+    for a in out.get("aborted_rounds", ()):
+        print(f"  round {a['round']} aborted: {a['reason']}")
+    for h in out.get("helpers", ()):
+        opened = [r.get("passed") for r in h.get("rounds", ())]
+        print(f"  helper {h.get('helper')}: {h.get('status')}"
+              f"{' (' + h['reason'] + ')' if h.get('reason') else ''}; passed per round "
+              f"{opened}")
     if out["killed_processes"]:
         print(f"  killed client processes {out['killed_processes']} at round "
               f"{out['options']['kill_round']}")
     sim = out.get("simulation")
-    if sim:
+    if sim and "wall_ratio" not in sim:  # a committee job: plaintext on its samples
+        print(f"plaintext TrieHH on the committee's samples: heavy hitters "
+              f"{', '.join(sim['heavy_hitters'][:20])}; same release: {sim['release_equal']}")
+    elif sim:
         print(f"in-process TrieHH: heavy hitters {', '.join(sim['heavy_hitters'][:20])}; "
               f"same release: {sim['release_equal']}; wall {sim['wall_seconds']:.1f} s "
               f"(network/in-process {sim['wall_ratio']:.2f}x with process start and "

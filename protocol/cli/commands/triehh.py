@@ -4,7 +4,11 @@
 With ``--network HOST:PORT`` the command is the server of a TrieHH job that client
 processes (``fedhh client --job triehh``) join over TLS: it samples, sends each round's
 candidates, runs one secure-aggregation session per round with the sampled clients
-and learns each round's sum, never a vote (:mod:`protocol.core.net.job`). It reads
+and learns each round's sum, never a vote (:mod:`protocol.core.net.job`). With
+``--transport threshold`` the job runs over the thresholding committee: two ``fedhh
+helper --job triehh`` processes join every round, each round's sample comes from the
+committee's beacon, and the server learns only which prefixes passed
+(:mod:`protocol.core.net.committee_job`). It reads
 the dataset only for the population's size, the alphabet and to score the result
 against the truth; the votes come from the clients.
 """
@@ -59,13 +63,16 @@ def _run_network(args: argparse.Namespace) -> int:
     from protocol.cli.output import print_json, print_triehh, progress_bar
     from protocol.studies.runners import triehh
 
-    opts = options_from(triehh.TrieHHOptions, args, transport="secagg-network")
+    committee = getattr(args, "transport", "secagg") == "threshold"
+    opts = options_from(triehh.TrieHHOptions, args,
+                        transport="threshold-network" if committee else "secagg-network")
     prepared = triehh.prepare(opts)
     prep = prepared[0]
     bar = progress_bar(opts.max_length, "TrieHH rounds", enabled=not args.quiet and not args.json)
     out, network = serve_job(args, prep.config.task, prep.n,
                              lambda transport: triehh.run(opts, transport, bar,
-                                                          prepared=prepared))
+                                                          prepared=prepared),
+                             min_theta=int(prep.config.theta), committee_ok=True)
     out["network"] = network
     if args.json:
         print_json(out)

@@ -264,8 +264,9 @@ class CommitteeJobServer(NetJobServer):
         n = self.policy.population
         try:
             return await self._beacon(task, round_no, size, n)
-        except AggregationAborted:
+        except AggregationAborted as exc:
             await self._lose_helpers()
+            self._ended({"round": round_no, "status": "aborted", "reason": exc.reason})
             raise
 
     async def _beacon(self, task: str, round_no: int, size: int, n: int
@@ -314,7 +315,7 @@ class CommitteeJobServer(NetJobServer):
         sample = [int(s) for s in sample]
         m = len(sample)
         out: dict[str, Any] = {"round": spec.round, "status": "aborted", "reason": "",
-                               "sample": sample}
+                               "sample": sample, "candidates": list(spec.candidates)}
         try:
             task = task_for(spec, sample)
             netspec = self.policy.session(spec, sample)
@@ -322,7 +323,7 @@ class CommitteeJobServer(NetJobServer):
             streams = {i: self._stream(i, _helper_limits(self.policy)) for i in (1, 2)}
         except AggregationAborted as exc:
             out["reason"] = exc.reason
-            return out
+            return self._ended(out)
         try:  # the helpers check the Task first: a round they refuse reaches no device
             for s in streams.values():
                 await s.send("task", codec.encode(task))
@@ -330,7 +331,7 @@ class CommitteeJobServer(NetJobServer):
         except AggregationAborted as exc:
             await self._lose_helpers()
             out["reason"] = exc.reason
-            return out
+            return self._ended(out)
         members = [c for c in (self._members.get(s) for s in sample) if c is not None and c.open]
         head = (frame(proof) if proof is not None else b"") + frame(task)
         task_bytes = await self._write_all(members, head)
@@ -420,7 +421,10 @@ class CommitteeJobServer(NetJobServer):
             "bytes_up": sum(s.bytes_up for s in stages),
             "bytes_down": sum(s.bytes_down for s in stages) + len(welcome) * len(joined)
             + task_bytes})
-        self.events({"event": "done", "round": spec.round, "status": out["status"],
+        return self._ended(out)
+
+    def _ended(self, out: dict[str, Any]) -> dict[str, Any]:
+        self.events({"event": "done", "round": out["round"], "status": out["status"],
                      "reason": out["reason"]})
         return out
 
@@ -539,8 +543,8 @@ def _forced(users: np.ndarray, population: int) -> np.ndarray:
 def committee_transcript(transport: CommitteeNetworkTransport) -> list[dict[str, Any]]:
     """What the server learned in each round, JSON-ready: the sample, the devices in the
     sum, the passing candidates and their opened counts (never a count below theta)."""
-    return [{k: r.get(k) for k in ("round", "status", "reason", "sample", "in_sum",
-                                   "passed", "counts")} for r in transport.reports]
+    return [{k: r.get(k) for k in ("round", "status", "reason", "candidates", "sample",
+                                   "in_sum", "passed", "counts")} for r in transport.reports]
 
 
 # ---------------------------------------------------------------------------- helpers

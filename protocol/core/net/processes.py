@@ -180,7 +180,7 @@ def client_process(spec: NetSessionSpec, keys: str, host: str, port: int, ids: S
 
 def job_server(policy: Any, keys: str, *, host: str = "127.0.0.1", port: int = 0,
                stage_seconds: float = 60.0, join_seconds: float = 60.0,
-               out: TextIO = sys.stderr) -> Any:
+               out: TextIO = sys.stderr, fault: str | None = None) -> Any:
     """The server of a job (``fedhh triehh --network``): a
     :class:`~protocol.core.net.job.NetJobServer` for ``policy`` with the keys of
     ``keys``, printing one JSON line per event on ``out``; run it with
@@ -191,6 +191,18 @@ def job_server(policy: Any, keys: str, *, host: str = "127.0.0.1", port: int = 0
     """
     from protocol.core.net.job import NetJobServer
 
+    if policy.committee:
+        from protocol.core.net.committee_job import CommitteeJobServer
+
+        verify, _ = _roster(keys, policy.population + 2, False,
+                            "the population and two helpers", party="server")
+        _network_process(policy.population + 2)
+        return CommitteeJobServer(policy, tls.server_context(keys), verify_keys=verify,
+                                  host=host, port=port, stage_seconds=stage_seconds,
+                                  join_seconds=join_seconds, fault=fault,
+                                  events=lambda e: _emit(out, e))
+    if fault is not None:
+        raise ValueError("--fault applies to a committee job (--transport threshold)")
     verify, _ = _roster(keys, policy.population, False, "the population", party="server")
     _network_process(policy.population)
     return NetJobServer(policy, tls.server_context(keys), verify_keys=verify, host=host,
@@ -203,6 +215,13 @@ def job_report(reports: Sequence[Any]) -> dict[str, Any]:
     latency per stage and bytes, and the totals."""
     rounds = []
     for r in reports:
+        if isinstance(r, dict):  # a committee job's round (committee_job)
+            rounds.append({k: r.get(k) for k in (
+                "round", "status", "reason", "joined", "degree", "threshold",
+                "wall_seconds", "server_cpu_seconds", "committee_cpu_seconds", "bytes_up",
+                "bytes_down", "refused")} | {"sampled": len(r["sample"]),
+                                              "in_sum": len(r.get("in_sum", ()))})
+            continue
         rounds.append({
             "status": r.status, "reason": r.reason, "sampled": r.n, "joined": r.joined,
             "in_sum": len(r.sets.get("U3", ())), "degree": r.degree, "threshold": r.threshold,
@@ -235,7 +254,10 @@ def job_client_process(policy: Any, keys: str, host: str, port: int, ids: Sequen
 
     ids = _ids_within(ids, policy.population)
     malicious = policy.threat == "malicious"
-    verify, signing = _roster(keys, policy.population, malicious, "the population",
+    roster = policy.population + (2 if policy.committee else 0)
+    verify, signing = _roster(keys, roster, malicious,
+                              "the population and two helpers" if policy.committee
+                              else "the population",
                               party="clients", own=range(policy.population), runs=ids)
     _network_process(len(ids))
     ctx, pin = tls.client_context(keys)
@@ -395,6 +417,35 @@ def helper_process(index: int, rnd: Any, keys: str, host: str, port: int,
         signing_key=signing[position] if signing is not None else None,
         verify_keys=verify if spec.malicious else None, wait_seconds=wait_seconds,
         fault=fault))
+    result = {"event": "helper", **result}
+    _emit(out, result)
+    return result
+
+
+def job_helper_process(index: int, policy: Any, keys: str, host: str, port: int,
+                       link: tuple[str, int], *, wait_seconds: float = 300.0,
+                       fault: str | None = None, out: TextIO = sys.stdout) -> dict[str, Any]:
+    """``fedhh helper --job``: helper ``index`` of a committee job, for every round until
+    the server ends the job; prints and returns its outcome as one JSON line
+    (``{"event": "helper", ...}``, with what it saw opened per round).
+
+    Raises:
+        ValueError: bad keys, not a committee policy.
+    """
+    from protocol.core.net.committee_job import run_job_helper
+
+    if index not in (1, 2):
+        raise ValueError("helpers are 1 and 2")
+    position = policy.population + index - 1
+    malicious = policy.threat == "malicious"
+    verify, signing = _roster(keys, policy.population + 2, malicious,
+                              "the population and two helpers", party=f"helper{index}",
+                              own={position}, runs={position})
+    ctx, pin = tls.client_context(keys)
+    result = asyncio.run(run_job_helper(
+        index, host, port, policy, ctx, pin, link, tls.helper_link_contexts(keys, index),
+        signing_key=signing[position] if signing is not None else None, verify_keys=verify,
+        wait_seconds=wait_seconds, fault=fault))
     result = {"event": "helper", **result}
     _emit(out, result)
     return result

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -96,17 +97,39 @@ class JobLoopbackOptions(_ProcessOptions):
     gamma: float | None = None
     alphabet: str | None = None
     kill_round: int = 2
+    #: ``secagg`` (the default) or ``threshold``: a committee job, with two ``fedhh helper
+    #: --job triehh`` processes (:mod:`protocol.core.net.committee_job`)
+    transport: str = "secagg"
+    #: a committee job's deviating member: ``(member, what)``, ``member`` one of
+    #: ``server``, ``helper1``, ``helper2``, ``what`` one of its ``JOB_FAULTS``
+    fault: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not 1 <= self.kill_round <= self.max_length:
             raise ValueError("kill_round must be a TrieHH round, 1..L")
+        if self.transport not in ("secagg", "threshold"):
+            raise ValueError("a TrieHH job runs over secagg or threshold")
+        if self.fault is not None:
+            from protocol.core.net.committee_job import JOB_FAULTS
+
+            member, what = self.fault
+            kinds = JOB_FAULTS["server"] if member == "server" else (
+                JOB_FAULTS["helper"] if member in ("helper1", "helper2") else ())
+            if self.transport != "threshold" or self.threat != "malicious":
+                raise ValueError("a fault needs --transport threshold, malicious model")
+            if what not in kinds:
+                raise ValueError(f"{member}: faults are {', '.join(kinds) or 'none'}")
+
+    @property
+    def committee(self) -> bool:
+        return self.transport == "threshold"
 
     def triehh_options(self):  # noqa: ANN201
         return triehh.TrieHHOptions(dataset=self.dataset, users=self.users, epsilon=self.epsilon,
                              max_length=self.max_length, unit_size=self.unit_size,
                              seed=self.seed, theta=self.theta, gamma=self.gamma,
-                             alphabet=self.alphabet, transport="secagg")
+                             alphabet=self.alphabet, transport=self.transport)
 
     def data_args(self) -> list[str]:
         args = ["--dataset", self.dataset, "--epsilon", repr(self.epsilon),
@@ -158,20 +181,42 @@ class LDPLoopbackOptions(_ProcessOptions):
         return ["--seeded-noise"]
 
 
+def _committee(o: Any) -> bool:
+    return bool(getattr(o, "committee", False))
+
+
+def _fault_of(o: Any, member: str) -> list[str]:
+    fault = getattr(o, "fault", None)
+    return ["--fault", fault[1]] if fault is not None and fault[0] == member else []
+
+
 def _server_args(o: Any, command: str, keys: str, view: str) -> list[str]:
-    return [command, "--transport", "secagg", "--network", "127.0.0.1:0", "--keys",
-            os.path.join(keys, "server"),
-            "--json", "--quiet", "--threat", o.threat, "--secagg-graph", o.graph,
-            "--dropout", str(o.dropout_rate), "--stage-seconds", str(o.stage_seconds),
-            "--join-seconds", str(o.join_seconds), "--server-view", view, *o.data_args()]
+    transport = ["--transport", "threshold", "--threat", o.threat] if _committee(o) else [
+        "--transport", "secagg", "--threat", o.threat, "--secagg-graph", o.graph,
+        "--dropout", str(o.dropout_rate)]
+    return [command, *transport, "--network", "127.0.0.1:0", "--keys",
+            os.path.join(keys, "server"), "--json", "--quiet",
+            "--stage-seconds", str(o.stage_seconds), "--join-seconds", str(o.join_seconds),
+            "--server-view", view, *o.data_args(), *_fault_of(o, "server")]
 
 
 def _client_args(o: Any, job: str, keys: str, port: int, ids: np.ndarray) -> list[str]:
     return ["client", "--job", job, "--keys", os.path.join(keys, "clients"),
             "--connect", f"127.0.0.1:{port}",
+            *(["--transport", "threshold"] if _committee(o) else []),
             "--ids", f"{ids[0]}:{ids[-1] + 1}", "--threat", o.threat, "--graph", o.graph,
             "--dropout-rate", str(o.dropout_rate), "--wait-seconds",
             str(o.join_seconds + 5 * o.stage_seconds), *o.data_args(), *o.client_extra()]
+
+
+def _helper_args(o: Any, job: str, keys: str, port: int, index: int, link: int
+                 ) -> list[str]:
+    return ["helper", "--index", str(index), "--job", job, "--keys",
+            os.path.join(keys, f"helper{index}"), "--connect", f"127.0.0.1:{port}",
+            "--link", f"127.0.0.1:{link}", "--threat", o.threat, "--graph", o.graph,
+            "--dropout-rate", str(o.dropout_rate), "--wait-seconds",
+            str(o.join_seconds + 5 * o.stage_seconds), *o.data_args(),
+            *_fault_of(o, f"helper{index}")]
 
 
 async def _job_processes(o: Any, job: str, command: str, keys: str, n: int, view: str,
@@ -193,6 +238,7 @@ async def _job_processes(o: Any, job: str, command: str, keys: str, n: int, view
     to_kill = set(int(p) for p in rng.choice(o.processes, size=o.kill, replace=False))
     killed: list[int] = []
     procs: list[asyncio.subprocess.Process] = []
+    aborted: list[dict[str, Any]] = []
 
     async def next_event() -> dict[str, Any] | None:
         return await next_before(events, deadline, o.timeout)
@@ -206,6 +252,18 @@ async def _job_processes(o: Any, job: str, command: str, keys: str, n: int, view
             raise RuntimeError(f"the {command} server did not start: "
                                + "\n".join(stderr_lines)[-1500:])
         port = int(ev["port"])
+        helpers: list[asyncio.subprocess.Process] = []
+        if _committee(o):
+            from protocol.core.net.launcher import _free_port
+
+            link = _free_port()
+            for index in (2, 1):  # helper 2 listens on the link, helper 1 connects
+                h = await asyncio.create_subprocess_exec(
+                    *fedhh_command(*_helper_args(o, job, keys, port, index, link)),
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                    env=env)
+                helpers.append(h)
+                everything.append(h)
         ranges = [r for r in np.array_split(np.arange(n), o.processes) if r.size]
         for ids in ranges:
             p = await asyncio.create_subprocess_exec(
@@ -226,6 +284,8 @@ async def _job_processes(o: Any, job: str, command: str, keys: str, n: int, view
                     killed.append(i)
                 to_kill.clear()
             elif ev.get("event") == "done":
+                if ev.get("status") != "completed":
+                    aborted.append({"round": ev.get("round"), "reason": ev.get("reason")})
                 say(f"round {ev.get('round')}: {ev.get('status')}"
                     f"{' (' + ev['reason'] + ')' if ev.get('reason') else ''}")
         stuck = await stop_process(server, 30)
@@ -233,17 +293,36 @@ async def _job_processes(o: Any, job: str, command: str, keys: str, n: int, view
         wall = time.perf_counter() - wall0
         summaries, late = await client_summaries(procs, killed, o.stage_seconds + 10)
         stuck += late
+        helper_outs = []
+        for h in helpers:
+            stuck += await stop_process(h, o.stage_seconds + 10)
+            helper_outs.append(await _last_json_line(h))
     finally:
         left = await kill_all(everything)
         reader.cancel()
     result = None
     with contextlib.suppress(ValueError):
         result = json.loads(text)
-    return {"result": result, "server_exit": server.returncode,
+    extra = {"helpers": sorted(helper_outs, key=lambda h: h.get("helper", 0))} \
+        if _committee(o) else {}
+    return {"result": result, "server_exit": server.returncode, **extra,
+            "aborted_rounds": aborted,
             "server_error": None if result is not None else
             "\n".join(stderr_lines)[-1500:] or text[-1500:],
             "wall_seconds": wall, "killed_processes": killed, "client_processes": summaries,
             "killed_at_deadline": stuck, "left_behind": left}
+
+
+async def _last_json_line(proc: asyncio.subprocess.Process) -> dict[str, Any]:
+    """The last JSON line a finished process printed on stdout (its outcome)."""
+    assert proc.stdout is not None
+    text = (await proc.stdout.read()).decode(errors="replace")
+    for line in reversed(text.splitlines()):
+        with contextlib.suppress(ValueError):
+            got = json.loads(line)
+            if isinstance(got, dict):
+                return got
+    return {"status": "no output", "exit": proc.returncode}
 
 
 def _heavy_hitters(out: dict[str, Any] | None) -> list[str] | None:
@@ -268,11 +347,33 @@ def _check_rounds(prep: Any, view: list[dict[str, Any]]) -> list[bool | None]:
     return exact
 
 
+def _check_committee_rounds(prep: Any, view: list[dict[str, Any]]) -> list[bool | None]:
+    """For each round the committee completed: are the candidates it opened exactly
+    those with at least theta votes among the devices in the sum (each vote recomputed
+    here from the seeded population)? ``None`` for an aborted round."""
+    voter = ClientVoter(prep.data, np.arange(prep.n), prep.alphabet, prep.config.max_levels)
+    exact: list[bool | None] = []
+    for r in view:
+        if r["status"] != "completed":
+            exact.append(None)
+            continue
+        votes = voter.votes(r["in_sum"], r["round"], r["candidates"])
+        counts = np.bincount(votes[votes >= 0], minlength=len(r["candidates"]))
+        want = np.flatnonzero(counts >= prep.config.theta).tolist()
+        ok = want == sorted(r["passed"])
+        if r.get("counts") is not None:
+            ok = ok and [int(counts[i]) for i in sorted(r["passed"])] == r["counts"]
+        exact.append(bool(ok))
+    return exact
+
+
 def _orchestrate(o: Any, job: str, command: str, n: int, say: Callable[[str], None]
                  ) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
     """Keys (unless given), the processes, the server's view; ``(report, view)``."""
     view = None
-    with key_directory(o.keys, lambda d: tls.make_party_keys(d, n)) as keys, \
+    committee = _committee(o)
+    with key_directory(o.keys, lambda d: tls.make_party_keys(d, n, committee=committee)
+                       ) as keys, \
             tempfile.TemporaryDirectory(prefix="fedhh-job-",
                                         ignore_cleanup_errors=True) as scratch:
         view_path = os.path.join(scratch, "server-view.json")
@@ -301,10 +402,18 @@ def run_job_loopback(o: JobLoopbackOptions, say: Callable[[str], None] | None = 
     prep, _ = triehh.prepare(o.triehh_options())
     n = prep.n
     say(f"loopback TrieHH: {n} clients in {o.processes} processes, {o.threat}, "
-        f"theta {prep.config.theta}, L {prep.config.max_levels}")
+        f"theta {prep.config.theta}, L {prep.config.max_levels}"
+        + (", over the committee (server and two helper processes)" if o.committee else "")
+        + (f"; fault: {o.fault[0]} {o.fault[1]}" if o.fault else ""))
     out, view = _orchestrate(o, "triehh", "triehh", n, say)
-    out["rounds_exact"] = None if view is None else _check_rounds(prep, view)
+    check = _check_committee_rounds if o.committee else _check_rounds
+    out["rounds_exact"] = None if view is None else check(prep, view)
     out["wrong_results"] = sum(e is False for e in out["rounds_exact"] or ())
+    if o.committee:
+        out["server_view"] = view
+        if o.compare and view is not None:
+            out["simulation"] = _plain_on_the_same_samples(o, prep, view, out["result"])
+        return out
     if o.compare:
         from protocol.core.transports.secagg_transport import SecAggTransport
 
@@ -329,6 +438,26 @@ def run_job_loopback(o: JobLoopbackOptions, say: Callable[[str], None] | None = 
         out["simulation"]["run_ratio"] = None if out["result"] is None else \
             out["result"]["seconds"]["run"] / max(sim["seconds"]["run"], 1e-9)
     return out
+
+
+def _plain_on_the_same_samples(o: JobLoopbackOptions, prep: Any, view: list[dict[str, Any]],
+                               result: dict[str, Any] | None) -> dict[str, Any]:
+    """The committee job's comparison: the same TrieHH in this process in plaintext,
+    asking the users the committee's beacons drew (its seeds come from the three
+    members' OS randomness, so no seeded run could draw them)."""
+    from protocol.core.contract import Sample
+    from protocol.core.transports.plain import PlainTransport
+
+    samples = {(prep.config.task, int(r["round"])): Sample(
+        np.asarray(r["sample"], dtype=np.int64), None, prep.n, committee=False)
+        for r in view}
+    wall0 = time.perf_counter()
+    sim = triehh.run(dataclasses.replace(o.triehh_options(), transport="plain"),
+                     PlainTransport(samples=samples))
+    net_hh = _heavy_hitters(result)
+    return {"heavy_hitters": _heavy_hitters(sim),
+            "wall_seconds": time.perf_counter() - wall0,
+            "release_equal": None if net_hh is None else net_hh == _heavy_hitters(sim)}
 
 
 def _check_ldp(o: LDPLoopbackOptions, view: list[dict[str, Any]]) -> list[bool | None]:
