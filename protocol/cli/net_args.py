@@ -153,7 +153,8 @@ _JOB_OPTIONS = {"graph", "threat", "dropout", "simulate"}
 
 
 def job_policy_from_args(args: argparse.Namespace, job: str, population: int, *,
-                         min_theta: int = 0, committee_ok: bool = False):  # noqa: ANN201
+                         min_theta: int = 0, committee_ok: bool = False,
+                         sample_size: int = 0):  # noqa: ANN201
     """The :class:`~protocol.core.net.job.JobPolicy` of ``fedhh triehh --network`` and
     ``fedhh client --job``: the threat model, graph and dropout rate of the secure
     aggregation options; with ``committee_ok``, ``--transport threshold`` makes it a
@@ -188,7 +189,7 @@ def job_policy_from_args(args: argparse.Namespace, job: str, population: int, *,
         return JobPolicy(job, population, threat=opts.get("threat", "malicious"),
                          graph=opts.get("graph", "harary"),
                          dropout=opts.get("dropout", 0.0), committee=committee,
-                         min_theta=min_theta if committee else 0)
+                         min_theta=min_theta, sample_size=sample_size)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -224,7 +225,8 @@ def shuffle_round_from_args(args: argparse.Namespace):  # noqa: ANN201
 
 def serve_job(args: argparse.Namespace, job: str, population: int,
               run: Callable[[Any], T], *, min_theta: int = 0,
-              committee_ok: bool = False) -> tuple[T, dict[str, Any]]:
+              committee_ok: bool = False, sample_size: int = 0
+              ) -> tuple[T, dict[str, Any]]:
     """``--network``: listen, admit the population, call ``run(transport)`` (the
     mechanism's server side over :class:`~protocol.core.net.job.NetworkTransport`),
     end the job; ``(run's result, the network report)``. With ``--server-view FILE``
@@ -240,7 +242,7 @@ def serve_job(args: argparse.Namespace, job: str, population: int,
     from protocol.core.net.processes import job_report, job_server
 
     policy = job_policy_from_args(args, job, population, min_theta=min_theta,
-                                  committee_ok=committee_ok)
+                                  committee_ok=committee_ok, sample_size=sample_size)
     host, port = args.network
     try:
         server = job_server(policy, args.keys, host=host, port=port,

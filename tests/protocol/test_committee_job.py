@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from mechanisms.triehh import ClientVoter, TrieHH
+from mechanisms.triehh_privacy import batch_size
 from protocol.core.contract import AggregationAborted
 from protocol.core.net import tls
 from protocol.core.net.committee_job import (
@@ -45,14 +46,17 @@ def _port() -> int:
 
 def _job(keys, threat="malicious", faults=None, wait=20.0):
     """Server (thread), helpers and devices (another thread); returns
-    (result or the AggregationAborted, device outcomes, helper outcomes, transport)."""
+    (result or the AggregationAborted, device outcomes, helper outcomes, transport).
+    The deadlines are long: no path here waits for one (every abort is relayed), and
+    on a loaded machine a short one would name a timeout instead of the deviation."""
     faults = faults or {}
     prep, rng = _prep()
     policy = JobPolicy(prep.config.task, prep.n, threat=threat, committee=True,
-                       min_theta=int(prep.config.theta))
+                       min_theta=int(prep.config.theta),
+                       sample_size=batch_size(prep.config.gamma, prep.n))
     verify, _ = tls.load_pki(keys / "server", signing=False)
     server = CommitteeJobServer(policy, tls.server_context(keys / "server"),
-                                verify_keys=verify, stage_seconds=6, join_seconds=15,
+                                verify_keys=verify, stage_seconds=60, join_seconds=60,
                                 fault=faults.get("server"))
     voter = ClientVoter(prep.data, np.arange(prep.n), prep.alphabet, prep.config.max_levels)
     outcomes: list = []
@@ -135,7 +139,7 @@ def test_triehh_over_the_committee_between_parties(keys):
 ])
 def test_a_deviating_member_ends_the_job_in_its_named_abort(keys, member, fault, reasons):
     assert fault in JOB_FAULTS["server" if member == "server" else "helper"]
-    result, outcomes, helpers, transport = _job(keys, faults={member: fault}, wait=10.0)
+    result, outcomes, helpers, transport = _job(keys, faults={member: fault}, wait=90.0)
     assert isinstance(result, AggregationAborted)
     assert result.reason in reasons, result
     # nothing of the round was opened to anyone
@@ -218,3 +222,15 @@ def test_net_run_committee_job_processes(fault):
         assert [a["reason"] for a in out["aborted_rounds"]] == \
             ["committee_sample_not_from_beacon"]
         assert all(h["status"] == "aborted" and not h["rounds"] for h in helpers)
+
+
+def test_a_task_below_the_jobs_theta_or_with_another_sample_size_is_refused():
+    from protocol.core.net.job import _task_problem
+
+    policy = JobPolicy("t", POP, committee=True, min_theta=3, sample_size=5)
+    ok = Task("t", 1, ("a", "b"), 3, False, 1, 0, 0, [1, 2, 3, 4, 5])
+    assert _task_problem(ok, policy, 0) is None
+    low = Task("t", 1, ("a", "b"), 2, False, 1, 0, 0, [1, 2, 3, 4, 5])
+    assert _task_problem(low, policy, 0).startswith("theta_too_low")
+    big = Task("t", 1, ("a", "b"), 3, False, 1, 0, 0, list(range(6)))
+    assert _task_problem(big, policy, 0).startswith("sample_size_mismatch")

@@ -122,15 +122,15 @@ def _run_job(args: argparse.Namespace) -> int:
         raise UsageError("a committee job (--transport threshold) runs --job triehh: the "
                          "committee thresholds vote rounds")
     try:
-        min_theta = 0
+        min_theta, m = 0, 0
         if args.job == "triehh":
-            population, job, contribution_of, ids, max_votes, min_theta = \
+            population, job, contribution_of, ids, max_votes, min_theta, m = \
                 _triehh_devices(args)
         else:
             population, job, contribution_of, ids, max_votes = _ldp_devices(args)
         policy = JobPolicy(job, population, threat=args.threat, graph=args.graph,
                            dropout=args.dropout_rate, max_votes=max_votes,
-                           committee=committee, min_theta=min_theta if committee else 0)
+                           committee=committee, min_theta=min_theta, sample_size=m)
     except (StudyError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     host, port = args.connect
@@ -169,8 +169,12 @@ def _triehh_devices(args: argparse.Namespace):  # noqa: ANN202
 
     # the ledger: at most one vote per level, L levels (the rounds TrieHH's analysis
     # composes over); the stale-round rule keeps it to one per level
+    from mechanisms.triehh_privacy import batch_size
+
+    # theta and m are public parameters of the job: a Task with a lower theta or
+    # another sample size is refused
     return (prep.n, prep.config.task, contribution_of, ids, prep.config.max_levels,
-            int(prep.config.theta))
+            int(prep.config.theta), batch_size(prep.config.gamma, prep.n))
 
 
 def _ldp_devices(args: argparse.Namespace):  # noqa: ANN202

@@ -87,6 +87,7 @@ def _run_job(args: argparse.Namespace) -> int:
     from protocol.core.net.job import JobPolicy
     from protocol.core.net.processes import job_helper_process
     from protocol.studies.errors import StudyError
+    from mechanisms.triehh_privacy import batch_size
     from protocol.studies.runners import triehh
 
     if args.job != "triehh":
@@ -99,7 +100,8 @@ def _run_job(args: argparse.Namespace) -> int:
         prep, _ = triehh.prepare(job_options(triehh.TrieHHOptions, args))
         policy = JobPolicy(prep.config.task, prep.n, threat=args.threat, graph=args.graph,
                            dropout=args.dropout_rate, committee=True,
-                           min_theta=int(prep.config.theta))
+                           min_theta=int(prep.config.theta),
+                           sample_size=batch_size(prep.config.gamma, prep.n))
     except (StudyError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     host, port = args.connect

@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_network(args: argparse.Namespace) -> int:
+    from mechanisms.triehh_privacy import batch_size
     from protocol.cli.args import options_from
     from protocol.cli.net_args import serve_job
     from protocol.cli.output import print_json, print_triehh, progress_bar
@@ -72,7 +73,8 @@ def _run_network(args: argparse.Namespace) -> int:
     out, network = serve_job(args, prep.config.task, prep.n,
                              lambda transport: triehh.run(opts, transport, bar,
                                                           prepared=prepared),
-                             min_theta=int(prep.config.theta), committee_ok=True)
+                             min_theta=int(prep.config.theta), committee_ok=True,
+                             sample_size=batch_size(prep.config.gamma, prep.n))
     out["network"] = network
     if args.json:
         print_json(out)

@@ -644,8 +644,11 @@ async def _helper_beacon(index: int, start: bytes, policy: JobPolicy, server: _S
     c0 = start[16:]
     if round_no <= last_round:
         raise _refuse("sample_redrawn", f"a beacon for round {last_round} was already run")
-    if not policy.min_clients <= size <= policy.population:
-        raise _refuse("sample_malformed", f"a sample of {size} of {policy.population}")
+    if not policy.min_clients <= size <= policy.population or (
+            policy.sample_size and size != policy.sample_size):
+        raise _refuse("sample_size_mismatch",
+                      f"a sample of {size} of {policy.population}"
+                      + (f", the job's is {policy.sample_size}" if policy.sample_size else ""))
     ctx = beacon_context(policy.job, round_no, policy.population, size)
     me = MEMBERS[index]
     mine = bytes(rand.token_bytes(VALUE_BYTES))

@@ -120,6 +120,10 @@ class JobPolicy:
     #: a vote round's threshold must be at least this (the mechanism's public theta: a
     #: server that lowers it to learn rarer counts is refused); 0: no floor
     min_theta: int = 0
+    #: every round's sample has exactly this many devices (TrieHH's public ``m``: a
+    #: server that samples more raises the sampling rate the privacy analysis uses);
+    #: 0: no check
+    sample_size: int = 0
 
     def __post_init__(self) -> None:
         if type(self.population) is not int or not 3 <= self.population < 1 << 32:
@@ -132,6 +136,8 @@ class JobPolicy:
             raise ValueError(f"max_dim must be in [1, {MAX_JOB_DIM}]")
         if type(self.min_theta) is not int or self.min_theta < 0:
             raise ValueError("min_theta must be a non-negative int")
+        if type(self.sample_size) is not int or not 0 <= self.sample_size <= self.population:
+            raise ValueError("sample_size must be an int in [0, population]")
         if self.max_votes is not None and (type(self.max_votes) is not int
                                            or self.max_votes < 1):
             raise ValueError("max_votes must be a positive int or None")
@@ -696,6 +702,9 @@ def _task_problem(task: Task, policy: JobPolicy, last_round: int, member: int = 
     if task.candidates and task.theta < policy.min_theta:
         return (f"theta_too_low: round {task.round} has theta {task.theta}, the job's is "
                 f"{policy.min_theta}")
+    if policy.sample_size and len(task.sample) != policy.sample_size:
+        return (f"sample_size_mismatch: round {task.round} samples {len(task.sample)}, the "
+                f"job {policy.sample_size}")
     if len(task.sample) < policy.min_clients:
         return f"sample_too_small: {len(task.sample)} < {policy.min_clients}"
     try:
