@@ -56,7 +56,7 @@ from protocol.core.contract import (
     AggregationAborted, AtClients, ContractError, Cost, Kind, Release, RoundResult,
     RoundSpec, Sample, Transport,
 )
-from protocol.core.net.client import NETWORK_FAILURES, ClientOutcome, connect, exchange, \
+from protocol.core.net.client import NETWORK_FAILURES, ClientOutcome, exchange, \
     failure_outcome
 from protocol.core.net.committee_net import MAX_STEP_BYTES, CommitteeMessage, send_abort, ABORT_STEP, relayed_reason
 from protocol.core.net.frames import close_writer, frame, read_message
@@ -65,17 +65,18 @@ from protocol.core.net.messages import (
     PROTOCOL_VERSION, Bye, Hello, SampleProof, Task, Welcome, bye_limits, task_limits,
     welcome_limits,
 )
-from protocol.core.net.server import StageReport, _Conn, _Session, send_and_close
+from protocol.core.net.server import _Conn, send_and_close
 from protocol.core.net.session import SessionRejected
 from protocol.core.net.threshold_net import (
-    helper_after_session, helper_client, helper_link, mirrored_server, server_after_session,
+    HelperLinkFailed, helper_after_session, helper_client, helper_streams, mirrored_server,
+    server_after_session,
 )
 from protocol.core.randomness import OsRandom
 from protocol.core.sample_beacon import (
     MEMBERS, VALUE_BYTES, BeaconTranscript, SampleRejected, beacon_context, beacon_seed,
     check_transcript, commitment, endorsement, sample_users,
 )
-from secagg.crypto import FRESH_NONCE_BYTES, ed25519_sign, ed25519_verify
+from secagg.crypto import ed25519_sign, ed25519_verify
 from secagg.errors import CryptoError
 from secagg.server import SecAggServer
 
@@ -332,18 +333,9 @@ class CommitteeJobServer(NetJobServer):
             await self._lose_helpers()
             out["reason"] = exc.reason
             return self._ended(out)
-        members = [c for c in (self._members.get(s) for s in sample) if c is not None and c.open]
         head = (frame(proof) if proof is not None else b"") + frame(task)
-        task_bytes = await self._write_all(members, head)
-        nonce = self.rand.token_bytes(FRESH_NONCE_BYTES)
-        config = netspec.config(nonce, params)
-        welcome = frame(netspec.welcome(nonce, self.stage_seconds, params))
-        session = _Session(netspec, wire_secagg.server_limits(config), welcome)
-        for j, member in enumerate(sample):
-            conn = self._members.get(member)
-            if conn is not None and conn.open:
-                conn.client, conn.may_send = j, True
-                session.conns[j] = conn
+        session, config, welcome, task_bytes = await self._open_round(netspec, params, sample,
+                                                                      head)
         helper_conns = []
         for i in (1, 2):
             h = self._helpers[i]
@@ -362,22 +354,16 @@ class CommitteeJobServer(NetJobServer):
         verify = self.policy.session_keys(self.roster, sample) if malicious else None
         srv = (mirrored_server(m)(config, verify) if malicious
                else SecAggServer(config, verify_keys=None))
-        stages: list[StageReport] = []
-        status, reason = "aborted", ""
-        try:
-            status, reason = await self._run_stages(session, srv, stages)
-        finally:
-            self._current = None
-            for hc in helper_conns:  # stop the readers: the committee reads next
+
+        async def stop_helper_readers() -> None:  # the committee reads their streams next
+            for hc in helper_conns:
                 hc.kept = True
                 if hc.task is not None:
                     hc.task.cancel()
             await asyncio.gather(*(hc.task for hc in helper_conns if hc.task is not None),
                                  return_exceptions=True)
-            ending = [c for c in session.conns.values() if c.open]
-            await self._write_all(ending, frame(Bye(status, reason[:120])))
-            for c in session.conns.values():
-                c.client, c.may_send = -1, False
+
+        status, reason, stages = await self._session_stages(session, srv, stop_helper_readers)
         for i, hc in zip((1, 2), helper_conns):
             if not hc.open:  # its reader closed it: the helper is gone for the job
                 self._helpers[i].open = False
@@ -578,52 +564,52 @@ async def run_job_helper(index: int, host: str, port: int, policy: JobPolicy,
     rand = rand if rand is not None else OsRandom()
     out: dict[str, Any] = {"helper": index, "status": "disconnected", "reason": "",
                            "rounds": []}
-    writers: list[asyncio.StreamWriter] = []
-    listener = None
     try:
-        try:
-            l_reader, l_writer, listener = await helper_link(index, link, link_context,
-                                                             wait_seconds)
-        except (asyncio.TimeoutError, ConnectionError, OSError, ssl.SSLError) as exc:
-            out["status"], out["reason"] = "aborted", f"no helper link: {type(exc).__name__}"
-            return out
-        writers.append(l_writer)
-        reader, writer, _ = await connect(host, port, ssl_context, pin,
-                                          Hello(PROTOCOL_VERSION, n + index - 1), wait_seconds)
-        writers.append(writer)
-        peer = _Stream(l_reader, l_writer, _beacon_limits(), wait_seconds,
-                       f"helper {3 - index}")
-        between = _helper_limits(policy)
-        last_round = -1
-        while True:
-            msg, _ = await asyncio.wait_for(read_message(reader, between), wait_seconds)
-            if isinstance(msg, Bye):
-                out["status"], out["reason"] = msg.status, msg.reason
-                return out
-            server = _Stream(reader, writer, _beacon_limits(), wait_seconds, "the server")
-            try:
-                rnd = await _helper_round(index, msg, policy, server, peer, reader, writer,
-                                          (l_reader, l_writer), last_round, verify_keys,
-                                          signing_key, rand, wait_seconds, fault)
-            except AggregationAborted as exc:
-                out["status"], out["reason"] = "aborted", exc.reason
-                why = exc.reason.removeprefix("committee_")
-                await send_abort(writer, why)
-                await send_abort(l_writer, why)
-                return out
-            out["rounds"].append(rnd)
-            if rnd["status"] != "completed":
-                out["status"], out["reason"] = "aborted", rnd["reason"]
-                return out
-            last_round = rnd["round"]
+        async with helper_streams(index, n + index - 1, host, port, ssl_context, pin, link,
+                                  link_context, wait_seconds) as (l_reader, l_writer,
+                                                                  reader, writer):
+            return await _helper_rounds(index, policy, reader, writer, l_reader, l_writer,
+                                        verify_keys, signing_key, rand, wait_seconds, fault,
+                                        out)
+    except HelperLinkFailed as exc:
+        out["status"], out["reason"] = "aborted", str(exc)
+        return out
     except NETWORK_FAILURES as exc:
         out["status"], out["reason"] = failure_outcome(exc, wait_seconds)
         return out
-    finally:
-        for w in writers:
-            await close_writer(w)
-        if listener is not None:
-            listener.close()
+
+
+async def _helper_rounds(index: int, policy: JobPolicy, reader: asyncio.StreamReader,
+                         writer: asyncio.StreamWriter, l_reader: asyncio.StreamReader,
+                         l_writer: asyncio.StreamWriter, verify_keys: Sequence[bytes],
+                         signing_key: bytes | None, rand: Any, wait_seconds: float,
+                         fault: str | None, out: dict[str, Any]) -> dict[str, Any]:
+    """Every round of the job, until the server's Bye or an abort (``out`` filled)."""
+    peer = _Stream(l_reader, l_writer, _beacon_limits(), wait_seconds,
+                   f"helper {3 - index}")
+    between = _helper_limits(policy)
+    last_round = -1
+    while True:
+        msg, _ = await asyncio.wait_for(read_message(reader, between), wait_seconds)
+        if isinstance(msg, Bye):
+            out["status"], out["reason"] = msg.status, msg.reason
+            return out
+        server = _Stream(reader, writer, _beacon_limits(), wait_seconds, "the server")
+        try:
+            rnd = await _helper_round(index, msg, policy, server, peer, reader, writer,
+                                      (l_reader, l_writer), last_round, verify_keys,
+                                      signing_key, rand, wait_seconds, fault)
+        except AggregationAborted as exc:
+            out["status"], out["reason"] = "aborted", exc.reason
+            why = exc.reason.removeprefix("committee_")
+            await send_abort(writer, why)
+            await send_abort(l_writer, why)
+            return out
+        out["rounds"].append(rnd)
+        if rnd["status"] != "completed":
+            out["status"], out["reason"] = "aborted", rnd["reason"]
+            return out
+        last_round = rnd["round"]
 
 
 def _refuse(reason: str, detail: str) -> AggregationAborted:

@@ -365,6 +365,45 @@ class NetJobServer(NetSecAggServer):
                 conn.task.cancel()
             await close_writer(conn.writer)
 
+    async def _open_round(self, netspec: NetSessionSpec, params: Any, sample: list[int],
+                          head: bytes) -> tuple[_Session, Any, bytes, int]:
+        """``head`` (the round's Task, with what precedes it) to the sampled members
+        that are connected, and the round's session with them at their sample ranks:
+        ``(session, config, the Welcome frame, bytes of head written)``."""
+        members = [c for c in (self._members.get(m) for m in sample)
+                   if c is not None and c.open]
+        task_bytes = await self._write_all(members, head)
+        nonce = self.rand.token_bytes(FRESH_NONCE_BYTES)
+        config = netspec.config(nonce, params)
+        welcome = frame(netspec.welcome(nonce, self.stage_seconds, params))
+        session = _Session(netspec, wire_secagg.server_limits(config), welcome)
+        for j, member in enumerate(sample):
+            conn = self._members.get(member)
+            if conn is not None and conn.open:
+                conn.client, conn.may_send = j, True
+                session.conns[j] = conn
+        return session, config, welcome, task_bytes
+
+    async def _session_stages(self, session: _Session, srv: SecAggServer,
+                              before_bye: Callable[[], Any] | None = None
+                              ) -> tuple[str, str, list[StageReport]]:
+        """Run the round's session to its end and say the ``Bye`` (after awaiting
+        ``before_bye()``, if given) to its connections, which stay open for the next
+        round: ``(status, reason, stages)``."""
+        stages: list[StageReport] = []
+        status, reason = "aborted", ""
+        try:
+            status, reason = await self._run_stages(session, srv, stages)
+        finally:
+            self._current = None
+            if before_bye is not None:
+                await before_bye()
+            ending = [c for c in session.conns.values() if c.open]
+            await self._write_all(ending, frame(Bye(status, reason[:120])))
+            for c in session.conns.values():
+                c.client, c.may_send = -1, False
+        return status, reason, stages
+
     async def run_round(self, spec: RoundSpec, sample: Sequence[int]) -> SessionReport:
         """One round: the Task to the sampled clients that are connected, then the
         session among them (sampled clients not connected are round-0 dropouts).
@@ -375,21 +414,10 @@ class NetJobServer(NetSecAggServer):
         """
         wall0, cpu0 = time.perf_counter(), time.process_time()
         sample = [int(s) for s in sample]
-        task = task_for(spec, sample)
         netspec = self.policy.session(spec, sample)
         params = netspec.params()
-        members = [c for c in (self._members.get(m) for m in sample)
-                   if c is not None and c.open]
-        task_bytes = await self._write_all(members, frame(task))
-        nonce = self.rand.token_bytes(FRESH_NONCE_BYTES)
-        config = netspec.config(nonce, params)
-        welcome = frame(netspec.welcome(nonce, self.stage_seconds, params))
-        session = _Session(netspec, wire_secagg.server_limits(config), welcome)
-        for j, member in enumerate(sample):
-            conn = self._members.get(member)
-            if conn is not None and conn.open:
-                conn.client, conn.may_send = j, True
-                session.conns[j] = conn
+        session, config, welcome, task_bytes = await self._open_round(
+            netspec, params, sample, frame(task_for(spec, sample)))
         self._current = session
         joined = sorted(session.conns)
         self.events({"event": "session", "phase": "round", "round": spec.round,
@@ -399,16 +427,7 @@ class NetJobServer(NetSecAggServer):
         verify = ([self.verify_keys[m] for m in sample] if self.verify_keys is not None
                   and netspec.malicious else None)
         srv = SecAggServer(config, verify_keys=verify)
-        stages: list[StageReport] = []
-        status, reason = "aborted", ""
-        try:
-            status, reason = await self._run_stages(session, srv, stages)
-        finally:
-            self._current = None
-            ending = [c for c in session.conns.values() if c.open]
-            await self._write_all(ending, frame(Bye(status, reason[:120])))
-            for c in session.conns.values():
-                c.client, c.may_send = -1, False
+        status, reason, stages = await self._session_stages(session, srv)
         report = SessionReport(
             status=status, reason=reason, n=len(sample), degree=params.degree,
             threshold=params.threshold, threat=netspec.threat, joined=len(joined),

@@ -35,12 +35,13 @@ demo_vote`), so a launcher can check the release exactly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, AsyncIterator, Callable, Sequence
 
 import numpy as np
 
@@ -71,7 +72,7 @@ from secagg.state import SessionConfig
 
 __all__ = ["ThresholdRound", "serve_threshold_round", "run_helper", "demo_votes_vector",
            "HELPERS", "FAULTS", "helper_link", "helper_client", "helper_after_session",
-           "server_after_session", "mirrored_server"]
+           "server_after_session", "mirrored_server", "helper_streams", "HelperLinkFailed"]
 
 #: the launcher's fault switches: what a deviating member does (``serve --fault``,
 #: ``helper --fault``); each must end the round in its named abort
@@ -308,6 +309,39 @@ async def run_helper(index: int, host: str, port: int, rnd: ThresholdRound,
     spec, n = rnd.session(), rnd.vote.n
     position = n + index - 1
     out: dict[str, Any] = {"helper": index, "status": "disconnected", "reason": ""}
+    try:
+        async with helper_streams(index, position, host, port, ssl_context, pin, link,
+                                  link_context, wait_seconds) as (l_reader, l_writer,
+                                                                  reader, writer):
+            return await _helper_round(index, rnd, spec, position, reader, writer, l_reader,
+                                       l_writer, signing_key, verify_keys, rand,
+                                       wait_seconds, fault, out)
+    except HelperLinkFailed as exc:
+        out["status"], out["reason"] = "aborted", str(exc)
+        return out
+    except NETWORK_FAILURES as exc:
+        out["status"], out["reason"] = failure_outcome(exc, wait_seconds)
+        return out
+
+
+class HelperLinkFailed(Exception):
+    """The helpers' own link could not be set up (``no helper link: ...``)."""
+
+
+@contextlib.asynccontextmanager
+async def helper_streams(index: int, position: int, host: str, port: int,
+                         ssl_context: ssl.SSLContext, pin: bytes, link: tuple[str, int],
+                         link_context: ssl.SSLContext, wait_seconds: float
+                         ) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter,
+                                                  asyncio.StreamReader, asyncio.StreamWriter]]:
+    """A helper's two connections, closed on leaving: the link to the other helper
+    (:func:`helper_link`), then the server's (``Hello`` as ``position``). Yields
+    ``(link reader, link writer, server reader, server writer)``.
+
+    Raises:
+        HelperLinkFailed: no link to the other helper.
+        NETWORK_FAILURES: the server's connection failed.
+    """
     writers: list[asyncio.StreamWriter] = []
     listener = None
     try:
@@ -315,50 +349,56 @@ async def run_helper(index: int, host: str, port: int, rnd: ThresholdRound,
             l_reader, l_writer, listener = await helper_link(index, link, link_context,
                                                               wait_seconds)
         except (asyncio.TimeoutError, ConnectionError, OSError, ssl.SSLError) as exc:
-            out["status"], out["reason"] = "aborted", f"no helper link: {type(exc).__name__}"
-            return out
+            raise HelperLinkFailed(f"no helper link: {type(exc).__name__}") from None
         writers.append(l_writer)
         reader, writer, _ = await connect(host, port, ssl_context, pin,
                                           Hello(PROTOCOL_VERSION, position), wait_seconds)
         writers.append(writer)
-        first, _ = await asyncio.wait_for(read_message(reader, welcome_limits()), wait_seconds)
-        if isinstance(first, Bye):
-            out["status"], out["reason"] = first.status, first.reason
-            return out
-        assert isinstance(first, Welcome)
-        try:
-            config = spec.accept(first)
-        except (SessionRejected, AggregationAborted) as exc:
-            out["status"], out["reason"] = "refused", str(exc)
-            return out
-        v = rnd.vote
-        machine, seed, blind = helper_client(config, position, rnd.verified, v.candidates,
-                                             rnd.k, rand, signing_key, verify_keys, fault)
-        session = ClientOutcome(position, "disconnected")
-        await exchange(reader, writer, machine, wire_secagg.client_limits(config), session,
-                       wait_seconds=wait_seconds)
-        if session.status != "completed":
-            out["status"], out["reason"] = session.status, session.reason
-            return out
-        try:
-            member = await helper_after_session(
-                index, v.n, v.candidates, v.theta, v.reveal_counts, rnd.verified, rnd.k,
-                config, machine, seed, blind, (reader, writer), (l_reader, l_writer),
-                verify_keys, fault, rand, wait_seconds)
-        except CommitteeAborted as exc:
-            out["status"], out["reason"] = "aborted", f"committee_{exc.reason}"
-            return out
-        out.update({"status": "completed", **rnd.release(member.passed, member.counts),
-                    "bytes_sent": member.bytes_sent})
-        return out
-    except NETWORK_FAILURES as exc:
-        out["status"], out["reason"] = failure_outcome(exc, wait_seconds)
-        return out
+        yield l_reader, l_writer, reader, writer
     finally:
         for w in writers:
             await close_writer(w)
         if listener is not None:
             listener.close()
+
+
+async def _helper_round(index: int, rnd: ThresholdRound, spec: NetSessionSpec, position: int,
+                        reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        l_reader: asyncio.StreamReader, l_writer: asyncio.StreamWriter,
+                        signing_key: bytes | None, verify_keys: Sequence[bytes] | None,
+                        rand: Any, wait_seconds: float, fault: str | None,
+                        out: dict[str, Any]) -> dict[str, Any]:
+    """The one round of :func:`run_helper` over its open connections."""
+    first, _ = await asyncio.wait_for(read_message(reader, welcome_limits()), wait_seconds)
+    if isinstance(first, Bye):
+        out["status"], out["reason"] = first.status, first.reason
+        return out
+    assert isinstance(first, Welcome)
+    try:
+        config = spec.accept(first)
+    except (SessionRejected, AggregationAborted) as exc:
+        out["status"], out["reason"] = "refused", str(exc)
+        return out
+    v = rnd.vote
+    machine, seed, blind = helper_client(config, position, rnd.verified, v.candidates,
+                                         rnd.k, rand, signing_key, verify_keys, fault)
+    session = ClientOutcome(position, "disconnected")
+    await exchange(reader, writer, machine, wire_secagg.client_limits(config), session,
+                   wait_seconds=wait_seconds)
+    if session.status != "completed":
+        out["status"], out["reason"] = session.status, session.reason
+        return out
+    try:
+        member = await helper_after_session(
+            index, v.n, v.candidates, v.theta, v.reveal_counts, rnd.verified, rnd.k,
+            config, machine, seed, blind, (reader, writer), (l_reader, l_writer),
+            verify_keys, fault, rand, wait_seconds)
+    except CommitteeAborted as exc:
+        out["status"], out["reason"] = "aborted", f"committee_{exc.reason}"
+        return out
+    out.update({"status": "completed", **rnd.release(member.passed, member.counts),
+                "bytes_sent": member.bytes_sent})
+    return out
 
 
 def helper_client(config: SessionConfig, position: int, verified: bool, candidates: int,
