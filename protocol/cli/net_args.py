@@ -256,6 +256,8 @@ def serve_job(args: argparse.Namespace, job: str, population: int,
             result = run(transport)
             report = job_report(transport.reports)
             report["joined"] = len(server.connected)
+    except TimeoutError as exc:  # an OSError in Python 3.11: not an address problem
+        raise UsageError(f"the job timed out: {exc or 'a deadline passed'}") from None
     except OSError as exc:
         raise UsageError(f"cannot serve on {host}:{port}: {exc}") from None
     finally:

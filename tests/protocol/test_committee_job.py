@@ -234,3 +234,52 @@ def test_a_task_below_the_jobs_theta_or_with_another_sample_size_is_refused():
     assert _task_problem(low, policy, 0).startswith("theta_too_low")
     big = Task("t", 1, ("a", "b"), 3, False, 1, 0, 0, list(range(6)))
     assert _task_problem(big, policy, 0).startswith("sample_size_mismatch")
+
+
+@pytest.mark.parametrize("reply, reason", [
+    (("b-commit", b"short"), "committee_malformed_message"),   # a commitment's size
+    (("b-sig", bytes(64)), "committee_malformed_message"),     # another step than due
+    (("abort", "\u00ff bad".encode()), "committee_peer_aborted"),  # not a reason's name
+    (("abort", b"sample_redrawn"), "committee_sample_redrawn"),  # a helper's own claim
+])
+def test_whatever_a_helper_connection_sends_the_server_names_the_abort(keys, reply, reason):
+    """Two rogue helper connections answer the beacon's start with ``reply``: the
+    server ends the job with a named reason, never an unexpected exception."""
+    from protocol.core.net.client import connect
+    from protocol.core.net.committee_net import CommitteeMessage
+    from protocol.core.net.frames import close_writer, frame, read_message
+    from protocol.core.net.messages import PROTOCOL_VERSION, Hello
+    from protocol.core.net.committee_job import _helper_limits
+
+    prep, rng = _prep()
+    policy = JobPolicy(prep.config.task, prep.n, committee=True)
+    verify, _ = tls.load_pki(keys / "server", signing=False)
+    server = CommitteeJobServer(policy, tls.server_context(keys / "server"),
+                                verify_keys=verify, stage_seconds=10, join_seconds=3)
+
+    def start(port: int) -> None:
+        async def rogue(index: int) -> None:
+            ctx, pin = tls.client_context(keys / f"helper{index}")
+            reader, writer, _ = await connect("127.0.0.1", port, ctx, pin,
+                                              Hello(PROTOCOL_VERSION, POP + index - 1), 10)
+            try:
+                await read_message(reader, _helper_limits(policy))      # b-start
+                writer.write(frame(CommitteeMessage(*reply)))
+                await writer.drain()
+                await asyncio.sleep(2)
+            finally:
+                await close_writer(writer)
+
+        async def both() -> None:
+            await asyncio.gather(rogue(1), rogue(2), return_exceptions=True)
+
+        th = threading.Thread(target=lambda: asyncio.run(both()))
+        th.start()
+        start.thread = th
+
+    # no device connects: the join window closes, the first beacon meets the rogues
+    with pytest.raises(AggregationAborted) as err:
+        with serving_job(server, start) as transport:
+            TrieHH.at_server(prep.n, prep.alphabet, prep.config, transport, rng).result()
+    start.thread.join(30)
+    assert err.value.reason == reason

@@ -536,8 +536,12 @@ def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None
             yield server.transport(loop)
             ok = True
         finally:
-            call(server.finish("finished" if ok else "aborted",
-                               "" if ok else "the analyst stopped the job"), 60)
+            try:
+                call(server.finish("finished" if ok else "aborted",
+                                   "" if ok else "the analyst stopped the job"), 120)
+            except TimeoutError:  # the Byes could not all be written in time: the
+                # run's result stands; the connections are closed below
+                server.events({"event": "finish_timed_out"})
     finally:
         with contextlib.suppress(Exception):
             call(server.close(), 10)
