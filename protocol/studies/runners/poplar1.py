@@ -239,6 +239,58 @@ def _exchange(sender: AggregatorParty, receiver: AggregatorParty, level: int, bi
     return receiver.timed(decode_field_vec, level, bits, blob, count)
 
 
+#: reports one aggregator prepares in one batch: the search splits larger populations
+#: into batches of this many (the IDPF nodes of a level are ``(reports, candidates, 16)``
+#: bytes and their temporaries; a batch bounds that memory)
+PREP_BATCH = 8192
+
+
+class _Batches:
+    """One aggregator's preparation over the population in batches of
+    :data:`PREP_BATCH` reports: the same messages, concatenated in report order, and the
+    aggregate share summed over the batches."""
+
+    def __init__(self, vdaf, agg_id: int, verify_key: bytes, nonces: np.ndarray,  # noqa: ANN001
+                 public, share, batch: int = PREP_BATCH) -> None:  # noqa: ANN001
+        from protocol.core.poplar1 import Aggregator
+        from protocol.core.poplar1.idpf import PublicShares
+        from protocol.core.poplar1.vdaf import InputShares
+
+        n = nonces.shape[0]
+        self.bounds = [(lo, min(n, lo + batch)) for lo in range(0, n, batch)]
+        self.parts = []
+        for lo, hi in self.bounds:
+            pub = PublicShares(public.seed_cw[lo:hi], public.ctrl_cw[lo:hi],
+                               public.w_inner[lo:hi], public.w_leaf[lo:hi])
+            sh = InputShares(share.key[lo:hi], share.corr_seed[lo:hi], share.corr_inner[lo:hi],
+                             share.corr_leaf[lo:hi])
+            self.parts.append(Aggregator(vdaf, agg_id, verify_key, nonces[lo:hi], pub, sh))
+
+    @staticmethod
+    def _join(outs):  # noqa: ANN001, ANN205
+        if isinstance(outs[0], np.ndarray):
+            return np.concatenate(outs)
+        return [x for o in outs for x in o]
+
+    def verify_init(self, agg_param):  # noqa: ANN001, ANN201
+        return self._join([a.verify_init(agg_param) for a in self.parts])
+
+    def verify_next(self, message):  # noqa: ANN001, ANN201
+        return self._join([a.verify_next(message[lo:hi])
+                           for a, (lo, hi) in zip(self.parts, self.bounds)])
+
+    def aggregate(self, accepted: np.ndarray):  # noqa: ANN201
+        from protocol.core.poplar1.field import P255, add64
+
+        outs = [a.aggregate(accepted[lo:hi]) for a, (lo, hi) in zip(self.parts, self.bounds)]
+        if isinstance(outs[0], np.ndarray):
+            total = outs[0]
+            for o in outs[1:]:
+                total = add64(total, o)
+            return total
+        return [sum(col) % P255 for col in zip(*outs)]
+
+
 def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa: ANN001
            verify_key: bytes, max_candidates: int = 1 << 14,
            progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
@@ -251,7 +303,7 @@ def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa:
     Raises:
         StudyError: more candidates at a level than ``max_candidates``.
     """
-    from protocol.core.poplar1 import Aggregator, encode_agg_param, sketch_accepts
+    from protocol.core.poplar1 import encode_agg_param, sketch_accepts
 
     bits = vdaf.bits
     n = nonces.shape[0]
@@ -259,7 +311,7 @@ def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa:
         parties = tuple(AggregatorParty(j, None) for j in (0, 1))  # type: ignore[assignment]
         for p in parties:
             pub = public[p.agg_id] if isinstance(public, tuple) else public
-            p.core = p.timed(Aggregator, vdaf, p.agg_id, verify_key, nonces, pub,
+            p.core = p.timed(_Batches, vdaf, p.agg_id, verify_key, nonces, pub,
                              shares[p.agg_id])
     levels_out = []
     passing: list[tuple[bool, ...]] = [()]
