@@ -18,6 +18,24 @@ def test_bench_hh_small(capsys: pytest.CaptureFixture[str]) -> None:
     assert run["bits"] == 16 and run["n"] == 120 and run["levels"] >= 1
     assert run["cpu_seconds"] > 0 and "peak_rss_mb" in out
     assert run["true_top_k_found"] >= 1
+    assert len(run["load_average"]) == 2
+
+
+def test_bench_table_from_json(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    """--table renders earlier --hh outputs (sorted by bits, then n) and refuses what is
+    not one."""
+    assert main(["bench", "poplar1", "--hh", "--users", "60,30", "--chars", "1",
+                 "--support", "8", "--threshold", "5"]) == 0
+    f = tmp_path / "hh.json"
+    f.write_text(capsys.readouterr().out)
+    assert main(["bench", "poplar1", "--table", str(f)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("| n |") and len(lines) == 4
+    assert lines[2].startswith("| 30 | 1 (8) | ") and lines[3].startswith("| 60 | 1 (8) | ")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert main(["bench", "poplar1", "--table", str(bad)]) == 2
+    assert main(["bench", "poplar1", "--table", str(tmp_path / "missing.json")]) == 2
 
 
 def test_bench_reference_refusals(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001

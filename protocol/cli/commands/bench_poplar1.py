@@ -6,7 +6,8 @@ implementation, and heavy hitters at scale (:mod:`protocol.studies.runners.popla
   one level's preparation per report, ours batched against the reference one report at a
   time, interleaved ``--repeats`` times, medians and ratios, outputs checked equal;
 * ``--hh``: heavy hitters on Zipf populations of random printable strings
-  (``--users`` and ``--chars`` lists; 8 bits a character): wall and CPU seconds.
+  (``--users`` and ``--chars`` lists; 8 bits a character): wall and CPU seconds;
+* ``--table FILES``: the Markdown table of earlier ``--hh`` outputs (docs/poplar1.md).
 
 Prints one JSON object (with the peak memory).
 """
@@ -41,6 +42,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--threshold", type=int, default=None,
                    help="--hh: threshold (default max(2, ceil(n / 200)))")
     p.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
+    p.add_argument("--table", default=None, metavar="FILES",
+                   help="print the Markdown table of earlier --hh outputs (comma-separated "
+                        "JSON files) instead of running")
 
 
 def _ints(text: str, name: str) -> list[int]:
@@ -60,6 +64,20 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.output import print_json
     from protocol.studies.runners import poplar1
 
+    if args.table is not None:
+        import json
+
+        docs = []
+        for name in [x.strip() for x in args.table.split(",") if x.strip()]:
+            try:
+                with open(name, encoding="utf-8") as fh:
+                    docs.append(json.load(fh))
+            except (OSError, ValueError) as exc:
+                raise UsageError(f"--table {name}: {exc}") from None
+        if not docs:
+            raise UsageError("--table needs at least one file")
+        print("\n".join(poplar1.hh_table(docs)))
+        return 0
     if args.hh:
         out = poplar1.bench_hh(_ints(args.users_list, "--users"), _ints(args.chars, "--chars"),
                                support=args.support, zipf_s=args.zipf_s,
