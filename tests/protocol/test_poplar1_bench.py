@@ -43,3 +43,21 @@ def test_bench_reference_refusals(tmp_path, capsys: pytest.CaptureFixture[str]) 
     assert main(["bench", "poplar1", "--reference", str(tmp_path)]) == 2   # no vdaf_poc there
     assert "vdaf_poc" in capsys.readouterr().err
     assert main(["bench", "poplar1", "--hh", "--users", "x"]) == 2
+
+
+def test_reference_table_rows() -> None:
+    """The reference comparison's table: one row per measured step with its ratio, the
+    XOF alone, the load; documents of both kinds at once are refused."""
+    from protocol.studies.errors import StudyError
+    from protocol.studies.runners.poplar1 import bench_table
+
+    step = {"ours_us_per_report": 10.0, "reference_us_per_report": 1000.0, "speedup": 100.0}
+    doc = {"bits": 32, "shard": step, "load_average": [1.5, 2.0],
+           "prep": {"level 15": dict(step, candidates=16)},
+           "xof_us_per_message": {"pycryptodome_one_call": 20.0, "numpy_sponge_batch": 5.0,
+                                  "batch": 1000}}
+    lines = bench_table([doc])
+    assert lines[2] == "| 32 | client sharding | 10 | 1,000 | 100x | 1.5 to 2 |"
+    assert "level 15" in lines[3] and "| 4.0x |" in lines[4]
+    with pytest.raises(StudyError):
+        bench_table([doc, {"runs": []}])

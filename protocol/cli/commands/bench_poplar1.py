@@ -7,7 +7,7 @@ implementation, and heavy hitters at scale (:mod:`protocol.studies.runners.popla
   time, interleaved ``--repeats`` times, medians and ratios, outputs checked equal;
 * ``--hh``: heavy hitters on Zipf populations of random printable strings
   (``--users`` and ``--chars`` lists; 8 bits a character): wall and CPU seconds;
-* ``--table FILES``: the Markdown table of earlier ``--hh`` outputs (docs/poplar1.md).
+* ``--table FILES``: the Markdown table of earlier outputs (docs/poplar1.md).
 
 Prints one JSON object (with the peak memory).
 """
@@ -43,8 +43,8 @@ def register(cli) -> None:  # noqa: ANN001
                    help="--hh: threshold (default max(2, ceil(n / 200)))")
     p.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     p.add_argument("--table", default=None, metavar="FILES",
-                   help="print the Markdown table of earlier --hh outputs (comma-separated "
-                        "JSON files) instead of running")
+                   help="print the Markdown table of earlier outputs (comma-separated JSON "
+                        "files, all --hh or all --reference) instead of running")
 
 
 def _ints(text: str, name: str) -> list[int]:
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(f"--table {name}: {exc}") from None
         if not docs:
             raise UsageError("--table needs at least one file")
-        print("\n".join(poplar1.hh_table(docs)))
+        print("\n".join(poplar1.bench_table(docs)))
         return 0
     if args.hh:
         out = poplar1.bench_hh(_ints(args.users_list, "--users"), _ints(args.chars, "--chars"),

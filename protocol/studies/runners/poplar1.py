@@ -50,7 +50,7 @@ from protocol.studies.errors import StudyError
 __all__ = ["Poplar1Options", "AggregatorParty", "SearchResult", "encode_words",
            "decode_bits", "default_threshold", "make_reports", "search", "run_poplar1",
            "heavy_hitters_bits", "SideBySideOptions", "side_by_side", "load_reference",
-           "bench_vs_reference", "bench_hh", "random_strings", "hh_table"]
+           "bench_vs_reference", "bench_hh", "random_strings", "hh_table", "reference_table", "bench_table"]
 
 CTX = b"fedhh poplar1 heavy hitters"
 CHUNK = 2048
@@ -861,3 +861,47 @@ def hh_table(docs: Sequence[dict[str, Any]]) -> list[str]:
             f"{r['true_top_k_found']} | {'' if peak is None else f'{peak:,.0f}'} | "
             f"{'' if not load else ' to '.join(f'{x:g}' for x in load if x is not None)} |")
     return out
+
+
+def reference_table(docs: Sequence[dict[str, Any]]) -> list[str]:
+    """The Markdown table of ``fedhh bench poplar1 --reference`` outputs: per document,
+    the sharding and preparation medians with their ratio, the XOF alone, and the load.
+
+    Raises:
+        StudyError: a document that is not a ``--reference`` output.
+    """
+    out = ["| bits | per report | ours (us) | reference (us) | ours faster by | load average |",
+           "| --- | --- | ---: | ---: | ---: | --- |"]
+    for d in docs:
+        if not isinstance(d, dict) or "shard" not in d or "prep" not in d:
+            raise StudyError("not the JSON of fedhh bench poplar1 --reference")
+        load = " to ".join(f"{x:g}" for x in d.get("load_average") or [] if x is not None)
+        rows = [("client sharding", d["shard"])]
+        rows += [(f"preparation at {lv} (both aggregators, {v['candidates']} candidates)", v)
+                 for lv, v in d["prep"].items()]
+        for what, v in rows:
+            out.append(f"| {d['bits']} | {what} | {v['ours_us_per_report']:,.0f} | "
+                       f"{v['reference_us_per_report']:,.0f} | {v['speedup']:g}x | {load} |")
+        x = d.get("xof_us_per_message")
+        if x:
+            out.append(f"| {d['bits']} | the XOF alone: one TurboSHAKE128 (pycryptodome, one "
+                       f"call) against the numpy sponge over {x['batch']:,} messages | "
+                       f"{x['numpy_sponge_batch']:g} | {x['pycryptodome_one_call']:g} "
+                       f"(pycryptodome) | "
+                       f"{x['pycryptodome_one_call'] / x['numpy_sponge_batch']:.1f}x | {load} |")
+    return out
+
+
+def bench_table(docs: Sequence[dict[str, Any]]) -> list[str]:
+    """:func:`hh_table` for ``--hh`` outputs, :func:`reference_table` for ``--reference``
+    ones (all documents of one kind).
+
+    Raises:
+        StudyError: documents of neither kind, or of both.
+    """
+    kinds = {"hh" if isinstance(d, dict) and "runs" in d else "ref" for d in docs}
+    if kinds == {"hh"}:
+        return hh_table(docs)
+    if kinds == {"ref"}:
+        return reference_table(docs)
+    raise StudyError("--table takes outputs of one kind: all --hh or all --reference")
