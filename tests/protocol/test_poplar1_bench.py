@@ -42,6 +42,10 @@ def test_bench_reference_refusals(tmp_path, capsys: pytest.CaptureFixture[str]) 
     assert main(["bench", "poplar1"]) == 2                       # neither --reference nor --hh
     assert main(["bench", "poplar1", "--reference", str(tmp_path)]) == 2   # no vdaf_poc there
     assert "vdaf_poc" in capsys.readouterr().err
+    # 256 bits is a valid length here (the shared "bits" rule of other commands stops at 64)
+    assert main(["bench", "poplar1", "--reference", str(tmp_path), "--bits", "256"]) == 2
+    err = capsys.readouterr().err
+    assert "vdaf_poc" in err and "--bits" not in err
     assert main(["bench", "poplar1", "--hh", "--users", "x"]) == 2
 
 

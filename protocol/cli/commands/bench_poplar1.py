@@ -22,7 +22,10 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--reference", default=None,
                    help="the draft's poc/ directory (cfrg/draft-irtf-cfrg-vdaf, tag "
                         "draft-irtf-cfrg-vdaf-20) to measure against")
-    p.add_argument("--bits", type=int, default=32, help="bits of a measurement (default 32)")
+    # its own dest: the shared rule for an option named "bits" (at most 64) is another
+    # command's; Poplar1 measures 256-bit strings
+    p.add_argument("--bits", type=int, default=32, dest="vdaf_bits",
+                   help="bits of a measurement (default 32)")
     p.add_argument("--reports", type=int, default=1000,
                    help="reports ours processes in one batch (default 1000)")
     p.add_argument("--ref-reports", type=int, default=6, dest="ref_reports",
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.reference is None:
             raise UsageError("give --reference DIR (the draft's poc/ directory) or --hh")
-        out = poplar1.bench_vs_reference(args.reference, bits=args.bits, reports=args.reports,
+        out = poplar1.bench_vs_reference(args.reference, bits=args.vdaf_bits, reports=args.reports,
                                          ref_reports=args.ref_reports,
                                          candidates=args.candidates, repeats=args.repeats,
                                          seed=args.seed)
