@@ -65,3 +65,25 @@ def test_reference_table_rows() -> None:
     assert "level 15" in lines[3] and "| 4.0x |" in lines[4]
     with pytest.raises(StudyError):
         bench_table([doc, {"runs": []}])
+
+
+def test_docs_tables_are_the_committed_results() -> None:
+    """docs/poplar1.md's measured tables are what ``bench poplar1 --table`` renders from
+    the JSON committed in docs/results/poplar1/ and the compare runs' own table.md."""
+    import pathlib
+
+    from protocol.studies.runners.poplar1 import bench_table
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "poplar1.md").read_text(encoding="utf-8")
+    res = root / "docs" / "results" / "poplar1"
+
+    def load(*names: str) -> list:
+        return [json.loads((res / n).read_text(encoding="utf-8")) for n in names]
+
+    ref = bench_table(load("ref32.json", "ref256.json"))
+    hh = bench_table(load("hh_3000_32.json", "hh_10000_32.json", "hh_1e5_256.json",
+                          "hh_10000_8.json", "hh_10000_16.json"))
+    assert "\n".join(ref) in page and "\n".join(hh) in page
+    for d in ("cmp_en_1e4", "cmp_zipf_1e4", "cmp_zipf_1e5"):
+        assert (res / d / "table.md").read_text(encoding="utf-8").strip() in page
