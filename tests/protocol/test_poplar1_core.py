@@ -202,6 +202,33 @@ class _RejectingXof:
         return next_vec_from_stream(self.next, F.P255, 32, length)
 
 
+class _RejectingStreams:
+    """:func:`turboshake_streams` over :class:`_RejectingXof` (one per row)."""
+
+    def __init__(self, seeds: np.ndarray, dst: bytes, binders: np.ndarray) -> None:
+        self._x = [_RejectingXof(s.tobytes(), dst, b.tobytes()) for s, b in zip(seeds, binders)]
+
+    def read(self, length: int) -> np.ndarray:
+        return np.frombuffer(b"".join(x.next(length) for x in self._x),
+                             dtype=np.uint8).reshape(len(self._x), length)
+
+
+def _rejecting_many(seeds: np.ndarray, dst: bytes, binders: np.ndarray, length: int) -> np.ndarray:
+    return _RejectingStreams(seeds, dst, binders).read(length)
+
+
+def _inject(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
+    """Route the VDAF's XOF calls (one-by-one and batched) through :class:`_RejectingXof`
+    (``on``) or back to the real ones."""
+    from protocol.core.poplar1 import vdaf as V
+    from protocol.core.poplar1 import xof as X
+
+    monkeypatch.setattr(V, "XofTurboShake128", _RejectingXof if on else X.XofTurboShake128)
+    monkeypatch.setattr(V, "turboshake_many", _rejecting_many if on else X.turboshake_many)
+    monkeypatch.setattr(V, "turboshake_streams",
+                        _RejectingStreams if on else X.turboshake_streams)
+
+
 def test_rejection_redraw_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     """The one-pass readers fall back to the exact element-by-element draw for a report
     whose stream rejected an element: the verification randomness, the correlated
@@ -217,7 +244,7 @@ def test_rejection_redraw_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     level = 2
     # verification randomness of report 1 at level 2
     _RejectingXof.TARGETS = {(vdaf.dst(V.USAGE_VERIFY_RAND), nonce1 + level.to_bytes(2, "big"))}
-    monkeypatch.setattr(V, "XofTurboShake128", _RejectingXof)
+    _inject(monkeypatch, True)
     agg = Aggregator(vdaf, 0, key, rep.nonces, rep.public, rep.shares[0])
     got = agg._verify_rand(level, 4)
     want = XofTurboShake128(key, vdaf.dst(V.USAGE_VERIFY_RAND), nonce1 + b"\x00\x02").next_vec64(4)
@@ -232,15 +259,15 @@ def test_rejection_redraw_paths(monkeypatch: pytest.MonkeyPatch) -> None:
         assert agg._corr_inner(lv)[1].tolist() == real.next_vec64(3).tolist()
     # the client's shard stream and its correlated randomness: a rejected first element
     # is skipped, so the report equals the one from the real stream, byte for byte
-    monkeypatch.setattr(V, "XofTurboShake128", XofTurboShake128)
+    _inject(monkeypatch, False)
     honest = _reports(vdaf, [3, 17, 30], 9)
     n2 = honest.nonces[2].tobytes()
     for target in ((vdaf.dst(V.USAGE_SHARD_RAND), n2), (vdaf.dst(V.USAGE_CORR_INNER), b"\x00" + n2),
                    (vdaf.dst(V.USAGE_CORR_INNER), b"\x01" + n2)):
         _RejectingXof.TARGETS = {target}
-        monkeypatch.setattr(V, "XofTurboShake128", _RejectingXof)
+        _inject(monkeypatch, True)
         shifted = _reports(vdaf, [3, 17, 30], 9)
-        monkeypatch.setattr(V, "XofTurboShake128", XofTurboShake128)
+        _inject(monkeypatch, False)
         for r in range(3):
             for j in (0, 1):
                 assert vdaf.encode_input_share(shifted.shares[j], r) == \

@@ -40,6 +40,35 @@ def test_search_finds_exactly_the_strings_above_threshold_and_views_hold_every_c
     assert p0.cpu_seconds > 0 and p0.bytes_sent > 0 and p0.bytes_received > 0
 
 
+def test_search_in_preparation_batches_equals_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search splits the population into preparation batches of PREP_BATCH reports:
+    with batches of 7 (the last one short) it finds the same strings with the same
+    counts, learns the same views and sends the same bytes as with one batch; a
+    malformed report in the middle batch is rejected there as in one batch."""
+    words = ["ab"] * 9 + ["ba"] * 5 + ["c"] * 3 + ["a"] * 2
+    enc = runner.encode_words(words, "abc", 2)
+    whole = runner.heavy_hitters_bits(enc, 3, seed=4)
+    monkeypatch.setattr(runner, "PREP_BATCH", 7)
+    batched = runner.heavy_hitters_bits(enc, 3, seed=4)
+    assert batched.heavy == whole.heavy and batched.heavy
+    for a, b in zip(whole.parties, batched.parties):
+        assert a.view == b.view
+        assert (a.bytes_sent, a.bytes_received) == (b.bytes_sent, b.bytes_received)
+    # a wrong-weight report (index 10, in the second batch) is rejected at its level
+    from protocol.core.poplar1 import Poplar1
+
+    vdaf = Poplar1(enc.shape[1], runner.CTX)
+    rng = np.random.default_rng(1)
+    n = enc.shape[0]
+    w = np.ones(enc.shape, dtype=np.int64)
+    w[10, 1] = 2
+    rep = vdaf.shard_batch(enc, rng.integers(0, 256, (n, 16), dtype=np.uint8),
+                           rng.integers(0, 256, (n, vdaf.RAND_SIZE), dtype=np.uint8), weights=w)
+    out = runner.search(vdaf, rep.nonces, rep.public, rep.shares, 3, verify_key=bytes(32))
+    assert [lv["rejected"] for lv in out["levels"]][:3] == [0, 1, 0]
+    assert out["parties"][0].view[1]["rejected_reports"] == [10]
+
+
 def test_api_poplar1_shape() -> None:
     items = ["the"] * 30 + ["of"] * 20 + ["to"] * 3 + ["and"] * 2
     out = api.poplar1(items, threshold=10, max_length=4, alphabet="abcdefghijklmnopqrstuvwxyz",

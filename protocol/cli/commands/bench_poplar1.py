@@ -6,7 +6,8 @@ implementation, and heavy hitters at scale (:mod:`protocol.studies.runners.popla
   one level's preparation per report, ours batched against the reference one report at a
   time, interleaved ``--repeats`` times, medians and ratios, outputs checked equal;
 * ``--hh``: heavy hitters on Zipf populations of random printable strings
-  (``--users`` and ``--chars`` lists; 8 bits a character): wall and CPU seconds.
+  (``--users`` and ``--chars`` lists; 8 bits a character): wall and CPU seconds;
+* ``--table FILES``: the Markdown table of earlier outputs (docs/poplar1.md).
 
 Prints one JSON object (with the peak memory).
 """
@@ -21,7 +22,10 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--reference", default=None,
                    help="the draft's poc/ directory (cfrg/draft-irtf-cfrg-vdaf, tag "
                         "draft-irtf-cfrg-vdaf-20) to measure against")
-    p.add_argument("--bits", type=int, default=32, help="bits of a measurement (default 32)")
+    # its own dest: the shared rule for an option named "bits" (at most 64) is another
+    # command's; Poplar1 measures 256-bit strings
+    p.add_argument("--bits", type=int, default=32, dest="vdaf_bits",
+                   help="bits of a measurement (default 32)")
     p.add_argument("--reports", type=int, default=1000,
                    help="reports ours processes in one batch (default 1000)")
     p.add_argument("--ref-reports", type=int, default=6, dest="ref_reports",
@@ -41,6 +45,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--threshold", type=int, default=None,
                    help="--hh: threshold (default max(2, ceil(n / 200)))")
     p.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
+    p.add_argument("--table", default=None, metavar="FILES",
+                   help="print the Markdown table of earlier outputs (comma-separated JSON "
+                        "files, all --hh or all --reference) instead of running")
 
 
 def _ints(text: str, name: str) -> list[int]:
@@ -60,6 +67,20 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.output import print_json
     from protocol.studies.runners import poplar1
 
+    if args.table is not None:
+        import json
+
+        docs = []
+        for name in [x.strip() for x in args.table.split(",") if x.strip()]:
+            try:
+                with open(name, encoding="utf-8") as fh:
+                    docs.append(json.load(fh))
+            except (OSError, ValueError) as exc:
+                raise UsageError(f"--table {name}: {exc}") from None
+        if not docs:
+            raise UsageError("--table needs at least one file")
+        print("\n".join(poplar1.bench_table(docs)))
+        return 0
     if args.hh:
         out = poplar1.bench_hh(_ints(args.users_list, "--users"), _ints(args.chars, "--chars"),
                                support=args.support, zipf_s=args.zipf_s,
@@ -67,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.reference is None:
             raise UsageError("give --reference DIR (the draft's poc/ directory) or --hh")
-        out = poplar1.bench_vs_reference(args.reference, bits=args.bits, reports=args.reports,
+        out = poplar1.bench_vs_reference(args.reference, bits=args.vdaf_bits, reports=args.reports,
                                          ref_reports=args.ref_reports,
                                          candidates=args.candidates, repeats=args.repeats,
                                          seed=args.seed)

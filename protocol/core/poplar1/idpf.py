@@ -34,7 +34,7 @@ import numpy as np
 from protocol.core.poplar1 import field as F
 from protocol.core.poplar1.errors import Poplar1DecodeError, Poplar1UsageError
 from protocol.core.poplar1.xof import (XofFixedKeyAes128, XofTurboShake128, aes_ecb,
-                                       counter_blocks, fixed_key, format_dst, sigma)
+                                       fixed_keys, format_dst, turboshake_many)
 
 __all__ = ["KEY_SIZE", "RAND_SIZE", "PublicShares", "ReportCiphers", "EvalCache", "gen",
            "eval_batch", "encode_public_share", "decode_public_shares", "public_share_size"]
@@ -82,11 +82,9 @@ class ReportCiphers:
     @classmethod
     def derive(cls, ctx: bytes, nonces: np.ndarray) -> "ReportCiphers":
         rc = cls(ctx, nonces)
-        de, dc = _DST_EXTEND + ctx, _DST_CONVERT + ctx
-        for n in nonces:
-            nb = n.tobytes()
-            rc.extend.append(aes_ecb(fixed_key(de, nb)))
-            rc.convert.append(aes_ecb(fixed_key(dc, nb)))
+        nonces = np.asarray(nonces, dtype=np.uint8)
+        rc.extend = [aes_ecb(k.tobytes()) for k in fixed_keys(_DST_EXTEND + ctx, nonces)]
+        rc.convert = [aes_ecb(k.tobytes()) for k in fixed_keys(_DST_CONVERT + ctx, nonces)]
         return rc
 
     def take(self, idx: np.ndarray) -> "ReportCiphers":
@@ -94,16 +92,36 @@ class ReportCiphers:
                              [self.convert[int(i)] for i in idx])
 
 
-def _hash_per_report(ciphers: list, blocks: np.ndarray) -> np.ndarray:
-    """The circular correlation-robust hash of every block, report ``r``'s blocks
-    (``blocks[r]``) under ``ciphers[r]``: one AES call per report."""
-    s = np.ascontiguousarray(sigma(blocks))
-    n = s.shape[0]
-    flat = s.reshape(n, -1)
-    raw = flat.tobytes()
+def _sigma_counters(seeds: np.ndarray) -> np.ndarray:
+    """``sigma(seed XOR le128(i))`` for ``i = 0, 1`` on ``(N, M, 16)`` uint8 seeds, as
+    ``(N, M, 2, 2)`` uint64 (block, half): with ``seed = lo || hi`` (8 bytes each,
+    little-endian), ``sigma(lo XOR i || hi) = hi || (hi XOR lo XOR i)``."""
+    s = np.ascontiguousarray(seeds, dtype=np.uint8).view("<u8")      # (N, M, 2)
+    lo, hi = s[..., 0], s[..., 1]
+    out = np.empty(s.shape[:-1] + (2, 2), dtype=np.uint64)
+    out[..., 0, 0] = hi
+    out[..., 1, 0] = hi
+    np.bitwise_xor(hi, lo, out=out[..., 0, 1])
+    np.bitwise_xor(out[..., 0, 1], np.uint64(1), out=out[..., 1, 1])
+    return out
+
+
+def _hash_per_report(ciphers: list, sig: np.ndarray) -> np.ndarray:
+    """The circular correlation-robust hash ``AES(x) XOR x`` of every sigma'd block
+    (``(N, ..., 2)`` uint64, from :func:`_sigma_counters`), report ``r``'s blocks under
+    ``ciphers[r]``: one AES call per report over all of that report's blocks (the key
+    binds the report's nonce, so reports cannot share a call), written in place into
+    one output buffer. Returns the hashed blocks as ``(N, ..., 16)`` uint8."""
+    n = sig.shape[0]
+    flat = np.ascontiguousarray(sig).reshape(n, -1).view(np.uint8)     # (N, width)
     width = flat.shape[1]
-    enc = b"".join(c.encrypt(raw[r * width:(r + 1) * width]) for r, c in enumerate(ciphers))
-    return (np.frombuffer(enc, dtype=np.uint8).reshape(n, width) ^ flat).reshape(blocks.shape)
+    src = memoryview(flat).cast("B")
+    out = bytearray(n * width + 16)          # update_into wants block_size - 1 bytes spare
+    dst = memoryview(out)
+    for r, c in enumerate(ciphers):
+        c.encrypt_into(src[r * width:(r + 1) * width], dst[r * width:(r + 1) * width + 15])
+    enc = np.frombuffer(out, dtype=np.uint8, count=n * width).reshape(n, width)
+    return (enc ^ flat).reshape(sig.shape[:-1] + (16,))
 
 
 def _split_ctrl(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -116,7 +134,7 @@ def _split_ctrl(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _extend_inner(ciphers: list, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``extend`` on ``(N, M, 16)`` seeds: children ``(N, M, 2, 16)``, bits ``(N, M, 2)``."""
-    out = _hash_per_report(ciphers, counter_blocks(seeds, 2))
+    out = _hash_per_report(ciphers, _sigma_counters(seeds))
     return _split_ctrl(out)
 
 
@@ -124,7 +142,7 @@ def _convert_inner(ciphers: list, seeds: np.ndarray) -> tuple[np.ndarray, np.nda
     """``convert`` on ``(N, M, 16)`` seeds: next seeds ``(N, M, 16)`` and Field64 values
     ``(N, M, 2)``; the rare rejected value (probability ``2^-32`` per element) is drawn
     again from the scalar XOF."""
-    out = _hash_per_report(ciphers, counter_blocks(seeds, 2))
+    out = _hash_per_report(ciphers, _sigma_counters(seeds))
     nxt = out[..., 0, :].copy()
     w = out[..., 1, :].copy().view("<u8").astype(np.uint64)   # (N, M, 2)
     bad = np.argwhere((w >= np.uint64(F.P64)).any(axis=-1))
@@ -135,38 +153,40 @@ def _convert_inner(ciphers: list, seeds: np.ndarray) -> tuple[np.ndarray, np.nda
     return nxt, w
 
 
+def _leaf_xof(ctx_dst: bytes, nonces: np.ndarray, seeds: np.ndarray, length: int) -> np.ndarray:
+    """XofTurboShake128(seed, dst, nonce of its report) for every node of every report,
+    ``(N, M, length)``: one batch over all ``N M`` nodes."""
+    n, m = seeds.shape[:2]
+    binders = np.repeat(np.asarray(nonces, dtype=np.uint8), m, axis=0)
+    return turboshake_many(seeds.reshape(n * m, 16), ctx_dst, binders, length).reshape(n, m, length)
+
+
 def _extend_leaf(ctx: bytes, nonces: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n, m = seeds.shape[:2]
-    out = np.empty((n, m, 2, 16), dtype=np.uint8)
-    dst = _DST_EXTEND + ctx
-    for r in range(n):
-        nb = nonces[r].tobytes()
-        for j in range(m):
-            out[r, j] = np.frombuffer(
-                XofTurboShake128(seeds[r, j].tobytes(), dst, nb).next(32),
-                dtype=np.uint8).reshape(2, 16)
+    out = _leaf_xof(_DST_EXTEND + ctx, nonces, seeds, 32).reshape(n, m, 2, 16)
     return _split_ctrl(out)
 
 
 def _convert_leaf(ctx: bytes, nonces: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, list]:
     n, m = seeds.shape[:2]
-    nxt = np.empty((n, m, 16), dtype=np.uint8)
-    vals: list[list[list[int]]] = []
     dst = _DST_CONVERT + ctx
+    # one read of the seed and two elements per node; the exact draw only when an
+    # element was rejected (probability 19 / 2^255 each)
+    e = _leaf_xof(dst, nonces, seeds, KEY_SIZE + 2 * F.ENC255)
+    nxt = e[:, :, :KEY_SIZE].copy()
+    raw = e[:, :, KEY_SIZE:].tobytes()
+    vals: list[list[list[int]]] = []
+    off = 0
     for r in range(n):
-        nb = nonces[r].tobytes()
         row = []
         for j in range(m):
-            # one read of the seed and two elements; the exact draw only when an element
-            # was rejected (probability 19 / 2^255 each)
-            sd = seeds[r, j].tobytes()
-            e = XofTurboShake128(sd, dst, nb).next(KEY_SIZE + 2 * F.ENC255)
-            v = [int.from_bytes(e[16 + 32 * i:48 + 32 * i], "little") & _M255 for i in (0, 1)]
+            v = [int.from_bytes(raw[off:off + 32], "little") & _M255,
+                 int.from_bytes(raw[off + 32:off + 64], "little") & _M255]
+            off += 64
             if v[0] >= F.P255 or v[1] >= F.P255:
-                xof = XofTurboShake128(sd, dst, nb)
+                xof = XofTurboShake128(seeds[r, j].tobytes(), dst, nonces[r].tobytes())
                 xof.next(KEY_SIZE)
                 v = xof.next_vec255(VALUE_LEN)
-            nxt[r, j] = np.frombuffer(e[:16], dtype=np.uint8)
             row.append(v)
         vals.append(row)
     return nxt, vals

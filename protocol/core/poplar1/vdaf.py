@@ -47,7 +47,8 @@ from protocol.core.poplar1 import field as F
 from protocol.core.poplar1 import idpf as I
 from protocol.core.poplar1.errors import (Poplar1DecodeError, Poplar1UsageError,
                                           Poplar1VerificationError)
-from protocol.core.poplar1.xof import XofTurboShake128, format_dst
+from protocol.core.poplar1.xof import (XofTurboShake128, format_dst, turboshake_many,
+                                       turboshake_streams)
 
 __all__ = ["Poplar1", "InputShares", "Reports", "Aggregator", "AggParam", "is_valid",
            "encode_agg_param", "decode_agg_param", "sketch_message", "sketch_accepts",
@@ -161,12 +162,11 @@ class Poplar1:
         d_shard = self.dst(USAGE_SHARD_RAND)
         m255 = (1 << 255) - 1
         span = 8 * (b - 1) + 32 + 16 * (b - 1) + 64
-        raw = [XofTurboShake128(shard_seed[r].tobytes(), d_shard, nonces[r].tobytes()).next(span)
-               for r in range(n)]
         # the stream is read once per client: k (inner), k (leaf), the (A, B) shares of
         # aggregator 1 (inner, leaf); a client whose stream rejected an element
         # (probability about 2^-32 per Field64 element) is drawn again element by element
-        buf = np.frombuffer(b"".join(raw), dtype=np.uint8).reshape(n, span)
+        buf = turboshake_many(shard_seed, d_shard, nonces, span)
+        raw = buf.tobytes()
         k_inner[:] = buf[:, :8 * (b - 1)].copy().view("<u8").astype(np.uint64)
         off = 8 * (b - 1) + 32
         ab_inner[:] = buf[:, off:off + 16 * (b - 1)].copy().view("<u8").astype(
@@ -174,7 +174,7 @@ class Poplar1:
         bad = (k_inner >= np.uint64(F.P64)).any(axis=1) | \
             (ab_inner >= np.uint64(F.P64)).reshape(n, -1).any(axis=1)
         for r in range(n):
-            e = raw[r]
+            e = raw[r * span:(r + 1) * span]
             kl = int.from_bytes(e[8 * (b - 1):off], "little") & m255
             ab = [int.from_bytes(e[span - 64 + 32 * i:span - 32 + 32 * i], "little") & m255
                   for i in range(2)]
@@ -205,14 +205,17 @@ class Poplar1:
         for j in (0, 1):
             # each aggregator's expansion, read once per client; a client whose stream
             # rejected an element is expanded again element by element
-            raw = []
+            binders = np.concatenate([np.full((n, 1), j, dtype=np.uint8), nonces], axis=1)
+            leaf_raw = turboshake_many(corr_seeds[j], d_leaf, binders, 96).tobytes()
             for r in range(n):
-                binder = bytes([j]) + nonces[r].tobytes()
-                seed = corr_seeds[j][r].tobytes()
-                raw.append(XofTurboShake128(seed, d_in, binder).next(24 * (b - 1)))
-                lv = XofTurboShake128(seed, d_leaf, binder).next_vec255(3)
+                lv = [int.from_bytes(leaf_raw[96 * r + 32 * i:96 * r + 32 * i + 32], "little")
+                      & m255 for i in range(3)]
+                if any(x >= F.P255 for x in lv):
+                    lv = XofTurboShake128(corr_seeds[j][r].tobytes(), d_leaf,
+                                          binders[r].tobytes()).next_vec255(3)
                 abc_leaf[r] = [(x + y) % F.P255 for x, y in zip(abc_leaf[r], lv)]
-            v = np.frombuffer(b"".join(raw), dtype="<u8").astype(np.uint64).reshape(n, b - 1, 3)
+            v = turboshake_many(corr_seeds[j], d_in, binders, 24 * (b - 1)).view(
+                "<u8").astype(np.uint64).reshape(n, b - 1, 3)
             for r in np.flatnonzero((v >= np.uint64(F.P64)).reshape(n, -1).any(axis=1)):
                 v[r] = XofTurboShake128(corr_seeds[j][r].tobytes(), d_in,
                                         bytes([j]) + nonces[r].tobytes()
@@ -375,8 +378,8 @@ class Aggregator:
         self.ciphers = I.ReportCiphers.derive(vdaf.ctx, nonces)
         self.previous: list[AggParam] = []
         self._cache: I.EvalCache | None = None
-        self._corr: list = [None] * n
-        self._corr_pos = np.zeros(n, dtype=np.int64)
+        self._streams = None
+        self._streams_pos = 0
         self._corr_dirty = np.zeros(n, dtype=bool)
         self._state: tuple | None = None
 
@@ -392,38 +395,41 @@ class Aggregator:
                     for nonce in self.nonces]
         # the common case in one pass: 8 * count bytes per report; a report with a
         # rejected element (probability about count * 2^-32) is drawn again exactly
-        raw = b"".join(XofTurboShake128(key, d, nonce.tobytes() + lb).next(8 * count)
-                       for nonce in self.nonces)
-        out = np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(len(self), count)
+        n = len(self)
+        binders = np.empty((n, 18), dtype=np.uint8)
+        binders[:, :16] = self.nonces
+        binders[:, 16:] = np.frombuffer(lb, dtype=np.uint8)
+        seeds = np.broadcast_to(np.frombuffer(key, dtype=np.uint8), (n, len(key)))
+        out = turboshake_many(seeds, d, binders, 8 * count).view("<u8").astype(
+            np.uint64).reshape(n, count)
         for r in np.flatnonzero((out >= np.uint64(F.P64)).any(axis=1)):
             out[r] = XofTurboShake128(key, d, self.nonces[r].tobytes() + lb).next_vec64(count)
         return out
 
     def _corr_inner(self, level: int) -> np.ndarray:
         """Elements ``3 level .. 3 level + 2`` of each report's correlated-randomness
-        stream. A report's stream object is kept between levels (its position advances
-        24 bytes a level); a report whose stream ever rejected an element is drawn
-        exactly from the start (rare: probability about ``2^-32`` per element)."""
+        stream. The streams of all reports are kept between levels and advance in
+        lockstep, 24 bytes a level (:func:`turboshake_streams`: one numpy sponge over
+        all reports); a report whose stream ever rejected an element is drawn exactly
+        from the start (rare: probability about ``2^-32`` per element)."""
         d = self.vdaf.dst(USAGE_CORR_INNER)
-        binder0 = bytes([self.agg_id])
         want = 24 * level
-        raw = []
-        for r in range(len(self)):
-            x = self._corr[r]
-            if x is None or self._corr_pos[r] > want:
-                x = XofTurboShake128(self.share.corr_seed[r].tobytes(), d,
-                                     binder0 + self.nonces[r].tobytes())
-                self._corr[r] = x
-                self._corr_pos[r] = 0
-            skip = want - int(self._corr_pos[r])
-            raw.append(x.next(skip + 24)[skip:])
-            self._corr_pos[r] = want + 24
-        out = np.frombuffer(b"".join(raw), dtype="<u8").astype(np.uint64).reshape(len(self), 3)
+        n = len(self)
+        if self._streams is None or self._streams_pos > want:
+            binders = np.concatenate([np.full((n, 1), self.agg_id, dtype=np.uint8),
+                                      self.nonces], axis=1)
+            self._streams = turboshake_streams(self.share.corr_seed, d, binders)
+            self._streams_pos = 0
+        skip = want - self._streams_pos
+        if skip:
+            self._streams.read(skip)
+        out = self._streams.read(24).view("<u8").astype(np.uint64).reshape(n, 3)
+        self._streams_pos = want + 24
         # once a stream rejected an element its positions shift: exact from then on
         self._corr_dirty |= (out >= np.uint64(F.P64)).any(axis=1)
         for r in np.flatnonzero(self._corr_dirty):
             x = XofTurboShake128(self.share.corr_seed[r].tobytes(), d,
-                                 binder0 + self.nonces[r].tobytes())
+                                 bytes([self.agg_id]) + self.nonces[r].tobytes())
             x.next_vec64(3 * level)
             out[r] = x.next_vec64(3)
         return out
@@ -458,9 +464,17 @@ class Aggregator:
         d = self.vdaf.dst(USAGE_CORR_LEAF)
         p = F.P255
         sketch_l, data_l = [], []
+        binders = np.concatenate([np.full((n, 1), self.agg_id, dtype=np.uint8), self.nonces],
+                                 axis=1)
+        leaf_raw = turboshake_many(self.share.corr_seed, d, binders, 96).tobytes()
+        m255 = (1 << 255) - 1
         for r in range(n):
-            a, b, c = XofTurboShake128(self.share.corr_seed[r].tobytes(), d,
-                                       bytes([self.agg_id]) + self.nonces[r].tobytes()).next_vec255(3)
+            abc = [int.from_bytes(leaf_raw[96 * r + 32 * i:96 * r + 32 * i + 32], "little") & m255
+                   for i in range(3)]
+            if any(x >= p for x in abc):   # a rejected element (19 / 2^255): drawn exactly
+                abc = XofTurboShake128(self.share.corr_seed[r].tobytes(), d,
+                                       binders[r].tobytes()).next_vec255(3)
+            a, b, c = abc
             row = value[r]
             rr = rand[r]
             data = [v[0] for v in row]

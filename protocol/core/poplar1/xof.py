@@ -21,9 +21,16 @@ from Crypto.Hash import TurboSHAKE128
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from protocol.core.poplar1.field import ENC64, ENC255, P64, P255
+from protocol.core.poplar1.keccak import SpongeBatch, turboshake128_many
 
 __all__ = ["VERSION", "format_dst", "XofTurboShake128", "fixed_key", "aes_ecb", "hash_blocks",
-           "XofFixedKeyAes128", "next_vec_from_stream"]
+           "XofFixedKeyAes128", "next_vec_from_stream", "MIN_BATCH", "turboshake_many",
+           "turboshake_streams", "fixed_keys"]
+
+#: from this many messages on, the XOF calls whose inputs are independent per report
+#: run as one numpy sponge over all of them (:mod:`protocol.core.poplar1.keccak`);
+#: below it, one pycryptodome call per message. Both give the same bytes.
+MIN_BATCH = 16
 
 #: the draft's VERSION constant (draft-irtf-cfrg-vdaf-20 keeps it at 18)
 VERSION = 18
@@ -70,6 +77,69 @@ class XofTurboShake128:
         return cls(seed, dst, binder).next(cls.SEED_SIZE)
 
 
+def _xof_messages(seeds: np.ndarray, dst: bytes, binders: np.ndarray | bytes) -> np.ndarray:
+    """``le16(len(dst)) || dst || le8(len(seed)) || seed || binder`` for every row of
+    ``seeds`` (``(N, S)`` uint8) and of ``binders`` (``(N, B)`` uint8, or one binder for
+    all)."""
+    seeds = np.asarray(seeds, dtype=np.uint8)
+    n, size = seeds.shape
+    if len(dst) >= 1 << 16 or size >= 256:
+        raise ValueError("XofTurboShake128: dst or seed too long")
+    head = np.frombuffer(len(dst).to_bytes(2, "little") + dst + bytes([size]), dtype=np.uint8)
+    if isinstance(binders, (bytes, bytearray)):
+        tail = np.broadcast_to(np.frombuffer(bytes(binders), dtype=np.uint8),
+                               (n, len(binders)))
+    else:
+        tail = np.asarray(binders, dtype=np.uint8)
+        if tail.ndim != 2 or tail.shape[0] != n:
+            raise ValueError("one binder per seed")
+    out = np.empty((n, head.size + size + tail.shape[1]), dtype=np.uint8)
+    out[:, :head.size] = head
+    out[:, head.size:head.size + size] = seeds
+    out[:, head.size + size:] = tail
+    return out
+
+
+def turboshake_many(seeds: np.ndarray, dst: bytes, binders: np.ndarray | bytes,
+                    length: int) -> np.ndarray:
+    """The first ``length`` bytes of XofTurboShake128(``seeds[i]``, ``dst``,
+    ``binders[i]``) for every row: ``(N, length)`` uint8. One numpy sponge over all rows
+    from :data:`MIN_BATCH` rows on, pycryptodome below."""
+    seeds = np.asarray(seeds, dtype=np.uint8)
+    if seeds.shape[0] >= MIN_BATCH:
+        return turboshake128_many(_xof_messages(seeds, dst, binders), 1, length)
+    msgs = _xof_messages(seeds, dst, binders)
+    out = np.empty((seeds.shape[0], length), dtype=np.uint8)
+    for i, m in enumerate(msgs):
+        out[i] = np.frombuffer(TurboSHAKE128.new(domain=1, data=m.tobytes()).read(length),
+                               dtype=np.uint8)
+    return out
+
+
+class _OneByOne:
+    """``N`` pycryptodome streams read in lockstep (the small-batch form of
+    :class:`~protocol.core.poplar1.keccak.SpongeBatch`)."""
+
+    def __init__(self, msgs: np.ndarray) -> None:
+        self._h = [TurboSHAKE128.new(domain=1, data=m.tobytes()) for m in msgs]
+
+    def __len__(self) -> int:
+        return len(self._h)
+
+    def read(self, length: int) -> np.ndarray:
+        return np.frombuffer(b"".join(h.read(length) for h in self._h),
+                             dtype=np.uint8).reshape(len(self._h), length)
+
+
+def turboshake_streams(seeds: np.ndarray, dst: bytes, binders: np.ndarray | bytes):  # noqa: ANN201
+    """``N`` XofTurboShake128 streams read in lockstep (``read(length)`` gives ``(N,
+    length)`` uint8)."""
+    msgs = _xof_messages(seeds, dst, binders)
+    if msgs.shape[0] >= MIN_BATCH:
+        return SpongeBatch(msgs, 1)
+    return _OneByOne(msgs)
+
+
 def _generic_vec(read, modulus: int, size: int, length: int) -> list[int]:  # noqa: ANN001
     mask = (1 << (modulus - 1).bit_length()) - 1
     out: list[int] = []
@@ -108,6 +178,20 @@ def next_vec_from_stream(read, modulus: int, size: int, length: int):  # noqa: A
 def fixed_key(dst: bytes, binder: bytes) -> bytes:
     """The AES-128 key of XofFixedKeyAes128 for ``dst`` and ``binder``."""
     return TurboSHAKE128.new(domain=2, data=len(dst).to_bytes(2, "little") + dst + binder).read(16)
+
+
+def fixed_keys(dst: bytes, binders: np.ndarray) -> np.ndarray:
+    """:func:`fixed_key` for every row of ``binders`` (``(N, B)`` uint8): ``(N, 16)``."""
+    binders = np.asarray(binders, dtype=np.uint8)
+    n = binders.shape[0]
+    head = np.frombuffer(len(dst).to_bytes(2, "little") + dst, dtype=np.uint8)
+    msgs = np.empty((n, head.size + binders.shape[1]), dtype=np.uint8)
+    msgs[:, :head.size] = head
+    msgs[:, head.size:] = binders
+    if n >= MIN_BATCH:
+        return turboshake128_many(msgs, 2, 16)
+    return np.frombuffer(b"".join(TurboSHAKE128.new(domain=2, data=m.tobytes()).read(16)
+                                  for m in msgs), dtype=np.uint8).reshape(n, 16)
 
 
 class aes_ecb:  # noqa: N801 - used like a function

@@ -50,7 +50,7 @@ from protocol.studies.errors import StudyError
 __all__ = ["Poplar1Options", "AggregatorParty", "SearchResult", "encode_words",
            "decode_bits", "default_threshold", "make_reports", "search", "run_poplar1",
            "heavy_hitters_bits", "SideBySideOptions", "side_by_side", "load_reference",
-           "bench_vs_reference", "bench_hh", "random_strings"]
+           "bench_vs_reference", "bench_hh", "random_strings", "hh_table", "reference_table", "bench_table"]
 
 CTX = b"fedhh poplar1 heavy hitters"
 CHUNK = 2048
@@ -239,6 +239,58 @@ def _exchange(sender: AggregatorParty, receiver: AggregatorParty, level: int, bi
     return receiver.timed(decode_field_vec, level, bits, blob, count)
 
 
+#: reports one aggregator prepares in one batch: the search splits larger populations
+#: into batches of this many (the IDPF nodes of a level are ``(reports, candidates, 16)``
+#: bytes and their temporaries; a batch bounds that memory)
+PREP_BATCH = 8192
+
+
+class _Batches:
+    """One aggregator's preparation over the population in batches of
+    :data:`PREP_BATCH` reports: the same messages, concatenated in report order, and the
+    aggregate share summed over the batches."""
+
+    def __init__(self, vdaf, agg_id: int, verify_key: bytes, nonces: np.ndarray,  # noqa: ANN001
+                 public, share, batch: int = PREP_BATCH) -> None:  # noqa: ANN001
+        from protocol.core.poplar1 import Aggregator
+        from protocol.core.poplar1.idpf import PublicShares
+        from protocol.core.poplar1.vdaf import InputShares
+
+        n = nonces.shape[0]
+        self.bounds = [(lo, min(n, lo + batch)) for lo in range(0, n, batch)]
+        self.parts = []
+        for lo, hi in self.bounds:
+            pub = PublicShares(public.seed_cw[lo:hi], public.ctrl_cw[lo:hi],
+                               public.w_inner[lo:hi], public.w_leaf[lo:hi])
+            sh = InputShares(share.key[lo:hi], share.corr_seed[lo:hi], share.corr_inner[lo:hi],
+                             share.corr_leaf[lo:hi])
+            self.parts.append(Aggregator(vdaf, agg_id, verify_key, nonces[lo:hi], pub, sh))
+
+    @staticmethod
+    def _join(outs):  # noqa: ANN001, ANN205
+        if isinstance(outs[0], np.ndarray):
+            return np.concatenate(outs)
+        return [x for o in outs for x in o]
+
+    def verify_init(self, agg_param):  # noqa: ANN001, ANN201
+        return self._join([a.verify_init(agg_param) for a in self.parts])
+
+    def verify_next(self, message):  # noqa: ANN001, ANN201
+        return self._join([a.verify_next(message[lo:hi])
+                           for a, (lo, hi) in zip(self.parts, self.bounds)])
+
+    def aggregate(self, accepted: np.ndarray):  # noqa: ANN201
+        from protocol.core.poplar1.field import P255, add64
+
+        outs = [a.aggregate(accepted[lo:hi]) for a, (lo, hi) in zip(self.parts, self.bounds)]
+        if isinstance(outs[0], np.ndarray):
+            total = outs[0]
+            for o in outs[1:]:
+                total = add64(total, o)
+            return total
+        return [sum(col) % P255 for col in zip(*outs)]
+
+
 def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa: ANN001
            verify_key: bytes, max_candidates: int = 1 << 14,
            progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
@@ -251,7 +303,7 @@ def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa:
     Raises:
         StudyError: more candidates at a level than ``max_candidates``.
     """
-    from protocol.core.poplar1 import Aggregator, encode_agg_param, sketch_accepts
+    from protocol.core.poplar1 import encode_agg_param, sketch_accepts
 
     bits = vdaf.bits
     n = nonces.shape[0]
@@ -259,7 +311,7 @@ def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa:
         parties = tuple(AggregatorParty(j, None) for j in (0, 1))  # type: ignore[assignment]
         for p in parties:
             pub = public[p.agg_id] if isinstance(public, tuple) else public
-            p.core = p.timed(Aggregator, vdaf, p.agg_id, verify_key, nonces, pub,
+            p.core = p.timed(_Batches, vdaf, p.agg_id, verify_key, nonces, pub,
                              shares[p.agg_id])
     levels_out = []
     passing: list[tuple[bool, ...]] = [()]
@@ -573,6 +625,16 @@ def load_reference(path: str):  # noqa: ANN201
         raise StudyError(f"--reference {path}: cannot import the reference: {exc}") from None
 
 
+def _load() -> float | None:
+    """The one-minute load average (``None`` where the OS gives none)."""
+    import os
+
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 def _median(xs: list[float]) -> float:
     return float(np.median(np.asarray(xs)))
 
@@ -593,6 +655,7 @@ def bench_vs_reference(reference: str, *, bits: int = 32, reports: int = 1000,
     from protocol.core.poplar1 import Aggregator, Poplar1, sketch_accepts, sketch_message
     from protocol.core.poplar1.idpf import encode_public_share
     from protocol.core.poplar1.vdaf import encode_field_vec
+    from protocol.core.poplar1.xof import XofTurboShake128, turboshake_many
 
     if bits < 2 or reports < 1 or not 1 <= ref_reports <= reports or candidates < 1 \
             or repeats < 1:
@@ -621,7 +684,20 @@ def bench_vs_reference(reference: str, *, bits: int = 32, reports: int = 1000,
                                                                   for w in ("ours", "ref")]}
     checked = {"reports": ref_reports, "shares_equal": True, "prep_equal": True}
     rep = None
+    load0 = _load()
+    # the XOF alone: one TurboSHAKE128 of a shard-sized input (a 32-byte seed, the
+    # tag and the nonce) per report, pycryptodome one call each against the numpy sponge
+    # over all of them
+    xof_msgs = np.concatenate([rands[:, 96:128], nonces], axis=1)
+    xof_dst = ours.dst(1)
     for _ in range(repeats):
+        t = time.perf_counter()
+        for row in xof_msgs:
+            XofTurboShake128(row[:32].tobytes(), xof_dst, row[32:].tobytes()).next(32)
+        res.setdefault("xof_one_call", []).append((time.perf_counter() - t) / reports)
+        t = time.perf_counter()
+        turboshake_many(xof_msgs[:, :32], xof_dst, xof_msgs[:, 32:], 32)
+        res.setdefault("xof_batch", []).append((time.perf_counter() - t) / reports)
         t = time.perf_counter()
         rep = ours.shard_batch(meas, nonces, rands)
         res["shard_ours"].append((time.perf_counter() - t) / reports)
@@ -672,6 +748,11 @@ def bench_vs_reference(reference: str, *, bits: int = 32, reports: int = 1000,
         "draft": "draft-irtf-cfrg-vdaf-20", "bits": bits, "reports": reports,
         "ref_reports": ref_reports, "repeats": repeats, "candidates": candidates,
         "outputs_checked": checked,
+        "load_average": [load0, _load()],
+        "xof_us_per_message": {
+            "pycryptodome_one_call": round(1e6 * med["xof_one_call"], 2),
+            "numpy_sponge_batch": round(1e6 * med["xof_batch"], 2),
+            "batch": reports},
         "shard": {"ours_us_per_report": round(1e6 * med["shard_ours"], 1),
                   "reference_us_per_report": round(1e6 * med["shard_ref"], 1),
                   "speedup": round(med["shard_ref"] / med["shard_ours"], 1)},
@@ -724,6 +805,7 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
             t = default_threshold(n, k) if threshold is None else threshold
             cpu0 = time.process_time()
             t0 = time.perf_counter()
+            load0 = _load()
             res = heavy_hitters_bits(vocab_bits[items], t, seed=seed)
             wall = time.perf_counter() - t0
             cpu = time.process_time() - cpu0
@@ -742,9 +824,84 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
                 "heavy_hitters": len(res.heavy),
                 "true_top_k_found": len(true_top & found),
                 "client_upload_bytes": res.upload_bytes_per_client,
+                "load_average": [load0, _load()],
                 "us_per_report_level_per_aggregator": round(
                     1e6 * float(np.mean([pp.cpu_seconds for pp in res.parties]))
                     / (n * max(1, len(res.levels))), 2),
             })
     return {"support": support, "zipf_s": zipf_s, "k": k, "seed": seed, "runs": runs,
             "peak_rss_mb": round(peak_rss_mb(), 1)}
+
+
+def hh_table(docs: Sequence[dict[str, Any]]) -> list[str]:
+    """The Markdown table of ``fedhh bench poplar1 --hh`` outputs (their runs, sorted by
+    bits then ``n``), with each document's peak memory: what docs/poplar1.md shows.
+
+    Raises:
+        StudyError: a document that is not a ``--hh`` output.
+    """
+    rows = []
+    for d in docs:
+        if not isinstance(d, dict) or not isinstance(d.get("runs"), list):
+            raise StudyError("not the JSON of fedhh bench poplar1 --hh")
+        rows += [(r, d.get("peak_rss_mb")) for r in d["runs"]]
+    rows.sort(key=lambda x: (x[0]["bits"], x[0]["n"]))
+    out = ["| n | characters (bits) | levels | median candidates per level | wall s | "
+           "CPU s: clients | CPU s: each aggregator | CPU s total | us per report, level "
+           "and aggregator | top-10 found | peak RSS (MB) | load average |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
+    for r, peak in rows:
+        load = r.get("load_average")
+        out.append(
+            f"| {r['n']:,} | {r['chars']} ({r['bits']}) | {r['levels']} | "
+            f"{r['candidates_per_level_median']:g} | {r['wall_seconds']:,.0f} | "
+            f"{r['client_cpu_seconds']:,.1f} | "
+            f"{', '.join(f'{c:,.1f}' for c in r['aggregator_cpu_seconds'])} | "
+            f"{r['cpu_seconds']:,.1f} | {r['us_per_report_level_per_aggregator']:g} | "
+            f"{r['true_top_k_found']} | {'' if peak is None else f'{peak:,.0f}'} | "
+            f"{'' if not load else ' to '.join(f'{x:g}' for x in load if x is not None)} |")
+    return out
+
+
+def reference_table(docs: Sequence[dict[str, Any]]) -> list[str]:
+    """The Markdown table of ``fedhh bench poplar1 --reference`` outputs: per document,
+    the sharding and preparation medians with their ratio, the XOF alone, and the load.
+
+    Raises:
+        StudyError: a document that is not a ``--reference`` output.
+    """
+    out = ["| bits | per report | ours (us) | reference (us) | ours faster by | load average |",
+           "| --- | --- | ---: | ---: | ---: | --- |"]
+    for d in docs:
+        if not isinstance(d, dict) or "shard" not in d or "prep" not in d:
+            raise StudyError("not the JSON of fedhh bench poplar1 --reference")
+        load = " to ".join(f"{x:g}" for x in d.get("load_average") or [] if x is not None)
+        rows = [("client sharding", d["shard"])]
+        rows += [(f"preparation at {lv} (both aggregators, {v['candidates']} candidates)", v)
+                 for lv, v in d["prep"].items()]
+        for what, v in rows:
+            out.append(f"| {d['bits']} | {what} | {v['ours_us_per_report']:,.0f} | "
+                       f"{v['reference_us_per_report']:,.0f} | {v['speedup']:g}x | {load} |")
+        x = d.get("xof_us_per_message")
+        if x:
+            out.append(f"| {d['bits']} | the XOF alone: one TurboSHAKE128 (pycryptodome, one "
+                       f"call) against the numpy sponge over {x['batch']:,} messages | "
+                       f"{x['numpy_sponge_batch']:g} | {x['pycryptodome_one_call']:g} "
+                       f"(pycryptodome) | "
+                       f"{x['pycryptodome_one_call'] / x['numpy_sponge_batch']:.1f}x | {load} |")
+    return out
+
+
+def bench_table(docs: Sequence[dict[str, Any]]) -> list[str]:
+    """:func:`hh_table` for ``--hh`` outputs, :func:`reference_table` for ``--reference``
+    ones (all documents of one kind).
+
+    Raises:
+        StudyError: documents of neither kind, or of both.
+    """
+    kinds = {"hh" if isinstance(d, dict) and "runs" in d else "ref" for d in docs}
+    if kinds == {"hh"}:
+        return hh_table(docs)
+    if kinds == {"ref"}:
+        return reference_table(docs)
+    raise StudyError("--table takes outputs of one kind: all --hh or all --reference")
