@@ -32,7 +32,7 @@ entries cost 2.5 bytes each, and a vector of ``d`` entries costs ``ceil(d b / 8)
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -221,9 +221,9 @@ def _wrapped_sum(seeds: list[bytes], dim: int, w: int) -> np.ndarray:
 def _matrix_pays(masks: int, dim: int) -> bool:
     """Whether the keystream matrix beats mask-by-mask sums: many masks (the numpy calls
     saved are per mask) that are short (a long mask's own vector stays in cache while
-    it is added; a matrix block of many rows is narrow). Measured on 89 masks: 1.8x
-    faster at ``dim = 300``, 0.9x to 1.1x at 3000 (noise), 0.9x at 30,000; 0.7x for 3
-    masks."""
+    it is added; a matrix block of many rows is narrow). Measured on 89 masks of
+    ``2^61 - 1``: 1.9x faster at ``dim = 30``, 1.7x at 300, 1.4x at 1456, 1.0x at 3000,
+    0.9x at 30,000; 0.7x for 3 masks (docs/scaling.md)."""
     return masks >= _MATRIX_MIN_MASKS and dim <= _MATRIX_MAX_DIM
 
 
@@ -277,7 +277,8 @@ _MATRIX_BYTES = 1 << 18
 _MIN_COLUMNS = 256
 
 
-def _keystream_rows(seeds: list[bytes], dim: int, w: int):  # type: ignore[no-untyped-def]
+def _keystream_rows(seeds: list[bytes], dim: int,
+                    w: int) -> Iterator[tuple[int, np.ndarray]]:
     """The first ``dim`` ``w``-byte keystream words of every seed as the rows of a
     matrix, a block at a time: yields ``(first column, words)``, ``words`` of shape
     ``(rows, columns)`` in the native byte order, for a group of the seeds' rows (a view
