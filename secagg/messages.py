@@ -40,6 +40,7 @@ import hashlib
 import struct
 
 from dataclasses import dataclass, field
+from operator import lt as _lt
 from typing import Any, ClassVar
 
 import numpy as np
@@ -86,18 +87,45 @@ def _bytes(value: Any, name: str, length: int | None = None,
 def _positions(values: Any, name: str) -> tuple[int, ...]:
     if not isinstance(values, (tuple, list)):
         raise TypeError(f"{name} must be a sequence of positions")
-    out = tuple(_pos(v, name) for v in values)
-    if any(a >= b for a, b in zip(out, out[1:])):
+    out = tuple(values)
+    # the checks of _pos on every entry, as C-level passes (a key list or a routed
+    # round carries one entry per neighbour, and every message is checked)
+    if out and (not _all_of_type(out, int) or min(out) < 0
+                or max(out) >= MAX_PARTICIPANTS):
+        raise ValueError(f"{name} must be an int in [0, {MAX_PARTICIPANTS})")
+    if not all(map(_lt, out, out[1:])):
         raise ValueError(f"{name} must be strictly increasing (sorted, no duplicates)")
     return out
 
 
-def _blobs(values: Any, name: str, count: int, **kw: Any) -> tuple[bytes, ...]:
+def _all_of_type(values: tuple[Any, ...], kind: type) -> bool:
+    """Is every entry exactly of type ``kind`` (not a subclass: ``bool`` is no
+    position)?"""
+    return set(map(type, values)) == {kind}
+
+
+def _blobs(values: Any, name: str, count: int, length: int | None = None,
+           lo: int = 0, hi: int | None = None) -> tuple[bytes, ...]:
     if not isinstance(values, (tuple, list)):
         raise TypeError(f"{name} must be a sequence of bytes")
     if len(values) != count:
         raise ValueError(f"{name} must have {count} entries")
-    return tuple(_bytes(v, name, **kw) for v in values)
+    out = tuple(values)
+    if not out:
+        return out
+    # _bytes on every entry, as C-level passes; any failure is reported by _bytes
+    # itself on the first offending entry (the same error as entry by entry)
+    lengths = set(map(len, out)) if _all_of_type(out, bytes) else None
+    if lengths is None or not _lengths_ok(lengths, length, lo, hi):
+        for v in out:
+            _bytes(v, name, length, lo, hi)
+    return out
+
+
+def _lengths_ok(lengths: set[int], length: int | None, lo: int, hi: int | None) -> bool:
+    if length is not None and lengths != {length}:
+        return False
+    return min(lengths) >= lo and (hi is None or max(lengths) <= hi)
 
 
 def _fields(fields: list[Any], n: int) -> list[Any]:

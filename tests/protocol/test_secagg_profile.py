@@ -114,3 +114,16 @@ def test_sampled_timing_counts_every_call() -> None:
     with pytest.raises(ValueError):
         with profile_primitives(0):
             pass
+
+
+def test_bench_secagg_refuses_a_session_larger_than_the_protocol_allows(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A session holds at most MAX_PARTICIPANTS clients: more is a one-line usage
+    error (exit 2), not a traceback from deep inside the session's setup."""
+    from protocol.cli import main
+    from secagg.state import MAX_PARTICIPANTS
+
+    assert main(["bench", "secagg", "--clients", str(MAX_PARTICIPANTS + 1),
+                 "--dim", "4"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--clients" in err and str(MAX_PARTICIPANTS) in err and "\n" not in err

@@ -328,3 +328,46 @@ def test_mask_sum_for_the_committee_prime_equals_the_masks_one_by_one() -> None:
         assert np.array_equal(acc.value(), got)
     with pytest.raises(ParameterError):
         prg.mask_sum([(os.urandom(32), 2)], 4, p)
+
+
+@pytest.mark.parametrize("modulus", [prg.MERSENNE61, 1 << 32, 1 << 20, 1 << 64, 256])
+@pytest.mark.parametrize("masks, dim", [(8, 1), (89, 300), (89, 1000), (300, 2048),
+                                        (9, 2049), (7, 100)])
+def test_keystream_matrix_sum_is_the_mask_by_mask_sum(modulus: int, masks: int,
+                                                      dim: int) -> None:
+    """Many short masks are summed as the rows of one keystream matrix, in column
+    blocks and row groups (89 rows of 1000 words span three blocks; 300 rows two
+    groups); the sum is the one of the masks taken one by one."""
+    import hashlib
+
+    terms = [(hashlib.sha256(b"matrix %d %d %d" % (masks, dim, i)).digest(),
+              -1 if i % 3 == 1 else 1) for i in range(masks)]
+    ref = np.zeros(dim, dtype=object)
+    for seed, sign in terms:
+        ref = (ref + sign * prg.expand_mask(seed, dim, modulus).astype(object)) % modulus
+    assert prg._matrix_pays(masks, dim) == (masks >= 8 and dim <= 2048)
+    got = prg.mask_sum(terms, dim, modulus)
+    assert got.dtype == np.uint64 and [int(v) for v in got] == [int(v) for v in ref]
+
+
+def test_keystream_matrix_leaves_a_rejected_word_to_the_exact_path(monkeypatch) -> None:
+    """A keystream word equal to ``2^61 - 1`` is rejected by expand_mask (the mask's
+    later entries shift): the matrix sum sees it and the sum is taken mask by mask."""
+    import hashlib
+
+    p = prg.MERSENNE61
+    seeds = [hashlib.sha256(b"reject %d" % i).digest() for i in range(10)]
+    rows = prg._keystream_rows
+
+    def planted(seeds_: list[bytes], dim: int, w: int):  # type: ignore[no-untyped-def]
+        for start, words in rows(seeds_, dim, w):
+            words[len(seeds_) // 2, 0] = np.uint64(p)   # a word the PRG rejects
+            yield start, words
+
+    monkeypatch.setattr(prg, "_keystream_rows", planted)
+    assert prg._sum_m61(seeds, 50) is None
+    streamed = []
+    monkeypatch.setattr(prg, "_streamed_sum_m61",
+                        lambda *a: streamed.append(a) or np.zeros(50, np.uint64))
+    prg.mask_sum_mersenne61([(s, 1) for s in seeds], 50)
+    assert len(streamed) == 1

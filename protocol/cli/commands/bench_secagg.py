@@ -80,8 +80,11 @@ def _physical_memory() -> int | None:
 def run(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
 
-    if args.clients < 2:
-        raise UsageError("--clients must be at least 2")
+    from secagg.state import MAX_PARTICIPANTS
+
+    if not 2 <= args.clients <= MAX_PARTICIPANTS:
+        raise UsageError(f"--clients must be in [2, {MAX_PARTICIPANTS}] (the most "
+                         f"participants of one session)")
     if args.dim < 1:
         raise UsageError("--dim must be at least 1")
     need = 4 * 8 * args.dim  # accumulator, input, mask and its expansion: uint64 each
