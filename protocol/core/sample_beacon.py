@@ -66,7 +66,7 @@ VALUE_BYTES = 32
 _COMMIT = b"fedhh/sample-beacon/commit/v1\x00"
 _SEED = b"fedhh/sample-beacon/sample-seed-v1\x00"
 _CONTEXT = b"fedhh/sample-beacon/context/v1\x00"
-_ENDORSE = b"fedhh/sample-beacon/endorsed-seed/v1\x00"
+_ENDORSE = b"fedhh/sample-beacon/endorsement/v1\x00"
 
 
 class SampleRejected(RuntimeError):

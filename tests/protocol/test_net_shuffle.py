@@ -219,7 +219,9 @@ def test_net_run_shuffler_with_a_killed_client_process():
     from protocol.core.net.launcher import ShuffleLoopbackOptions, run_shuffle_loopback
 
     out = run_shuffle_loopback(ShuffleLoopbackOptions(
-        clients=120, processes=4, seed=3, candidates=8, theta=4, kill=1, batch_seconds=6,
+        # the batch waits for the killed process's clients until it closes: 15 s lets
+        # the other processes start and send on a loaded machine
+        clients=120, processes=4, seed=3, candidates=8, theta=4, kill=1, batch_seconds=15,
         stage_seconds=5, timeout=120))
     assert out["left_behind"] == 0 and out["killed_processes"]
     assert out["shuffler"]["status"] == "completed"
