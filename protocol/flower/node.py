@@ -23,6 +23,7 @@ that aborts (a check on the server's messages failed) raises
 """
 from __future__ import annotations
 
+import functools
 import pickle
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -78,6 +79,22 @@ class NodeSession:
 CheckApp = Callable[[Offer, Any], Any]
 #: ``make_input(session, message, context) -> (input vector, reply content or None)``
 MakeInput = Callable[[NodeSession, Any, Any], tuple[np.ndarray, Any]]
+
+
+@functools.lru_cache(maxsize=64)
+def _limits_for(n: int, degree: int, dim: int, modulus: int, malicious: bool) -> Any:
+    every = wire_secagg.shapes(n, degree, dim, modulus, malicious)
+    return codec.SessionLimits({cls.TAG: every[cls.TAG]
+                                for cls in wire_secagg.SERVER_MESSAGES})
+
+
+def _client_limits(config: Any) -> Any:
+    """:func:`protocol.core.wire_secagg.client_limits` of ``config``, computed once per
+    session shape in a process (they depend on the roster size, degree, dimension,
+    modulus and variant only; computing them took about as long as decoding the
+    frame)."""
+    return _limits_for(config.n, config.degree, config.dim, config.modulus,
+                       bool(config.malicious))
 
 
 def _load(ctxt: Any) -> NodeSession | None:
@@ -147,14 +164,17 @@ def respond(rec: Any, node_id: int, state: dict[str, Any], node_config: Any, *,
     if (set(rec) != {"stage", "frames"} or not isinstance(frames_in, list)
             or len(frames_in) != 1 or type(frames_in[0]) is not bytes):
         raise FlowerSecAggError("a round message holds exactly one frame")
-    config = sess.client.config
     try:
-        m = codec.decode(frames_in[0], limits=wire_secagg.client_limits(config))
+        m = codec.decode(frames_in[0], limits=_client_limits(sess.client.config))
     except codec.CodecError as exc:
         raise FlowerSecAggError(f"a malformed frame: {exc}") from None
     if isinstance(m, RoutedShares) and sess.client.state is ClientState.AWAIT_SHARES:
         sess.late.value, reply_content = make_input(sess, msg, ctxt)
     replies = sess.client.receive(m)
+    if sess.client.state is not ClientState.AWAIT_SHARES:
+        # the masked input is out: the plaintext input leaves the node's stored state
+        # (and the state kept between messages is a tenth of the size)
+        sess.late.value = None
     if sess.client.state is ClientState.ABORTED:
         state.pop("session", None)
         raise NodeAborted(f"node {node_id} aborted the session: "
