@@ -111,9 +111,11 @@ class SessionDriver:
     def _send(self, grid: Any, group: str, payloads: dict[int, Any]) -> dict[int, "Reply"]:
         """Send ``node id -> (config dict, extra content or None)``; return the replies
         by node id (error replies included). A Flower ``Grid`` carries them as
-        ``Message``s; a grid with ``exchange`` (:class:`protocol.flower.plain.PlainGrid`,
-        no Flower) as plain records."""
-        if hasattr(grid, "exchange"):
+        ``Message``s; :class:`protocol.flower.plain.PlainGrid` (no Flower) as plain
+        records."""
+        from protocol.flower.plain import PlainGrid
+
+        if isinstance(grid, PlainGrid):
             return grid.exchange(group, payloads, timeout=self.timeout)
         from flwr.app import ConfigRecord, Message, RecordDict
         from flwr.app.message_type import MessageType
