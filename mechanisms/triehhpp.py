@@ -36,6 +36,7 @@ because the sample is Poisson and abstentions look like votes.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import math
@@ -498,20 +499,27 @@ def keyed_participation(key: bytes, plan: SamplingPlan, context: bytes,
         raise TrieHHPPError("the contacted clients must be distinct")
     if int(me) not in ids:
         raise TrieHHPPError(f"client {me} is not contacted")
-    from scipy import stats
-
     base = _PARTICIPATION_LABEL + len(context).to_bytes(4, "big") + bytes(context)
     packed = np.asarray(sorted(ids), dtype=">u8").tobytes()
     word = hmac.new(key, base + b"K" + hashlib.sha256(packed).digest(),
                     hashlib.sha256).digest()
-    u = (int.from_bytes(word, "big") + 0.5) / float(1 << 256)
-    k = min(int(stats.binom.ppf(u, plan.population, plan.rate)), len(ids))
+    k = min(_binomial_by_inversion(word, plan.population, plan.rate), len(ids))
     if k <= 0:
         return False
     tags = {i: hmac.new(key, base + b"R" + i.to_bytes(8, "big"), hashlib.sha256).digest()
             for i in ids}
     mine = tags[int(me)]
     return sum(t < mine for t in tags.values()) < k
+
+
+@functools.lru_cache(maxsize=1024)
+def _binomial_by_inversion(word: bytes, n: int, p: float) -> int:
+    """``Bin(n, p)`` by inversion of the uniform ``(word + 1/2) / 2^256`` (cached: every
+    contacted client of a round inverts the same word)."""
+    from scipy import stats
+
+    u = (int.from_bytes(word, "big") + 0.5) / float(1 << 256)
+    return int(stats.binom.ppf(u, n, p))
 
 
 # ---------------------------------------------------------------- helpers

@@ -89,7 +89,7 @@ def test_keyed_participation_is_the_exact_scheme_and_needs_the_key() -> None:
     contacted = list(range(1000, 1000 + plan.contacted))
     key = bytes(range(32))
     ks = []
-    for r in range(80):
+    for r in range(50):
         ctx = f"triehhpp:{r}".encode()
         part = [keyed_participation(key, plan, ctx, contacted, u) for u in contacted]
         ks.append(sum(part))
