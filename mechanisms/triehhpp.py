@@ -36,19 +36,25 @@ because the sample is Poisson and abstentions look like votes.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import hmac
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from protocol.core.contract import ABSTAIN, Kind, Release, RoundSpec, Transport, Votes
+from protocol.core.contract import (
+    ABSTAIN, AtClients, Kind, Release, RoundSpec, Transport, Votes,
+)
 from mechanisms.prefix_tree import NO_NODE, ROOT, PrefixTreeError, PrefixTrie
 from mechanisms.sampling import SamplingPlan, plan_poisson_sampling, sample_round
 
 __all__ = [
     "TrieHHPPError", "TrieHHPPParams", "LevelStats", "NodeEstimate", "TrieHHPPResult",
     "FlatResult", "run_triehhpp", "run_flat", "miss_probability_bound", "spawn_rngs",
+    "run_triehhpp_at_server", "client_vote", "ReplayedParticipation", "keyed_participation",
 ]
 
 
@@ -332,6 +338,188 @@ def run_flat(items: np.ndarray, candidates: Sequence[str], params: TrieHHPPParam
                        int((choice >= 0).sum()), sample.truncated,
                        int(res.release.contributions))
     return FlatResult(params, res.release, stats)
+
+
+# ------------------------------------------------- clients that vote themselves
+
+
+def run_triehhpp_at_server(num_units: int, unit_labels: Sequence[str],
+                           params: TrieHHPPParams, transport: Transport,
+                           sampling_rng: np.random.Generator,
+                           transport_rng: np.random.Generator,
+                           terminal: np.ndarray | None = None,
+                           progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                           ) -> TrieHHPPResult:
+    """The server's side of :func:`run_triehhpp`, for a transport whose clients vote
+    themselves (:attr:`~protocol.core.contract.Transport.contributions_at_clients`, as
+    :meth:`mechanisms.triehh.TrieHH.at_server` is TrieHH's). It never holds an item: each
+    level it contacts the ``s`` clients of :func:`~mechanisms.sampling.sample_round`
+    (ascending, so their order says nothing), hands them to the transport as
+    :class:`~protocol.core.contract.AtClients`, and grows the trie from the release.
+
+    Which contacted clients take part is *not* decided here: the clients decide it
+    (:func:`keyed_participation` from a secret they share and the server does not, or,
+    in a simulation, :class:`ReplayedParticipation` from the run's seed), and a client
+    that does not take part abstains indistinguishably from a vote. The participation
+    :func:`~mechanisms.sampling.sample_round` also draws is discarded; it is drawn so that
+    the generator advances as the simulation's does, so with the same ``sampling_rng``
+    the contacted clients are those of :func:`run_triehhpp`, and with clients that
+    replay the participation from the same seed and vote as :func:`client_vote` does,
+    the release is the simulation's.
+
+    ``participants``, ``voters`` and ``truncated`` of the levels are unknown here
+    (``-1``, ``-1``, ``False``): only the clients know them.
+
+    Raises:
+        TrieHHPPError: a transport that needs the votes, or labels that do not fit.
+        protocol.core.contract.AggregationAborted: a round could not complete.
+    """
+    if not getattr(transport, "contributions_at_clients", False):
+        raise TrieHHPPError(f"transport {getattr(transport, 'name', transport)!r} needs the "
+                            "votes; run_triehhpp_at_server is for transports whose clients "
+                            "vote")
+    if len(unit_labels) != num_units:
+        raise TrieHHPPError("unit_labels must have one label per unit")
+    trie = PrefixTrie(num_units, terminal)
+    result = TrieHHPPResult(params, trie, tuple(unit_labels))
+    plan = params.plan()
+    levels: Iterable[int] = range(params.max_levels)
+    if progress is not None:
+        levels = progress(levels)
+    for level in levels:
+        frontier = trie.frontier(level)
+        if frontier.size == 0:
+            break
+        cands = trie.extensions(frontier)
+        labels = cands.labels(trie, result.unit_labels)
+        contacted = np.sort(sample_round(plan, sampling_rng).contacted)
+        spec = RoundSpec(params.task, level, Kind.VOTE, candidates=labels,
+                         theta=int(params.theta))
+        release = transport.run_round(spec, AtClients(contacted), transport_rng).release
+        try:
+            released_idx, counts = cands.release_indices(trie, result.unit_labels,
+                                                         dict(release.counts or {}))
+        except PrefixTreeError as exc:
+            raise TrieHHPPError(f"the transport {exc} of level {level + 1}") from None
+        trie.grow(cands, released_idx, counts)
+        result.releases.append(release)
+        result.levels.append(LevelStats(level + 1, len(labels), int(released_idx.size),
+                                        int(contacted.size), -1, -1, False,
+                                        int(release.contributions)))
+        if released_idx.size == 0:
+            break
+    return result
+
+
+def client_vote(units: np.ndarray, level: int, candidates: Sequence[str],
+                unit_labels: Sequence[str]) -> int:
+    """A participating client's vote at ``level`` (0-based, as the rounds'
+    :attr:`~protocol.core.contract.RoundSpec.round`): the index of the candidate equal to
+    its length-``level + 1`` prefix, or ``ABSTAIN`` when there is none (its shorter
+    prefix was not released, or its item ended). ``units`` is its row of the unit matrix.
+    Candidates are distinct strings of unit labels, so this is the vote
+    :func:`run_triehhpp` finds through the trie's node pointers.
+
+    Raises:
+        TrieHHPPError: a level outside the row.
+    """
+    row = np.asarray(units)
+    if not 0 <= int(level) < row.shape[0]:
+        raise TrieHHPPError(f"level must be in 0..{row.shape[0] - 1}")
+    prefix = row[:int(level) + 1]
+    if (prefix < 0).any() or (prefix >= len(unit_labels)).any():
+        return ABSTAIN
+    label = "".join(unit_labels[int(u)] for u in prefix.tolist())
+    try:
+        return list(candidates).index(label)
+    except ValueError:
+        return ABSTAIN
+
+
+class ReplayedParticipation:
+    """Simulation only: who takes part at each level, replayed from the sampling
+    generator of :func:`spawn_rngs` (the run's seed), level after level, as
+    :func:`run_triehhpp` draws it. Every party that holds the seed knows the whole
+    sample, the server included: this is what makes a client-side run reproduce the
+    in-process release, not a deployment's sampling (:func:`keyed_participation`).
+    """
+
+    def __init__(self, plan: SamplingPlan, sampling_rng: np.random.Generator) -> None:
+        self.plan = plan
+        self._rng = sampling_rng
+        self._levels: list[tuple[dict[int, int], np.ndarray]] = []
+
+    def takes_part(self, level: int, user: int) -> bool:
+        """Whether ``user`` takes part at ``level`` (0-based).
+
+        Raises:
+            TrieHHPPError: ``user`` is not contacted at ``level`` under this seed.
+        """
+        if level < 0:
+            raise TrieHHPPError("level must be >= 0")
+        while len(self._levels) <= level:
+            s = sample_round(self.plan, self._rng)
+            self._levels.append(({int(u): i for i, u in enumerate(s.contacted.tolist())},
+                                 s.participates))
+        where, part = self._levels[level]
+        i = where.get(int(user))
+        if i is None:
+            raise TrieHHPPError(f"user {user} is not contacted at level {level} under "
+                                "this run's seed")
+        return bool(part[i])
+
+
+_PARTICIPATION_LABEL = b"fedhh triehh++ participation v1"
+
+
+def keyed_participation(key: bytes, plan: SamplingPlan, context: bytes,
+                        contacted: Sequence[int], me: int) -> bool:
+    """Whether client ``me`` of the ``contacted`` ones takes part, drawn from ``key``, a
+    secret the clients share and the server does not hold (section 2.1's deployment
+    requirement: the number of participants ``K`` and who they are stay hidden from
+    the aggregator).
+
+    The exact scheme of :func:`~mechanisms.sampling.sample_round` with HMAC-SHA256 as
+    its randomness: ``K ~ Bin(n, m/n)`` by inversion of the 256-bit word
+    ``HMAC(key, label || context || contacted)``, and the ``min(K, s)`` contacted
+    clients with the smallest ``HMAC(key, label || context || id)`` take part. Every
+    contacted client computes the same ``K`` and order, so the participant set is a
+    uniform ``min(K, s)``-subset of the contacted (HMAC as a pseudorandom function).
+    ``context`` must be unique to the round (task, level, session); the contacted set
+    is bound into ``K``'s word.
+
+    Raises:
+        TrieHHPPError: a key shorter than 16 bytes, ``me`` not contacted, or a
+            contacted list with repeats.
+    """
+    if not isinstance(key, (bytes, bytearray)) or len(key) < 16:
+        raise TrieHHPPError("the participation key must be at least 16 bytes")
+    ids = [int(u) for u in contacted]
+    if len(set(ids)) != len(ids):
+        raise TrieHHPPError("the contacted clients must be distinct")
+    if int(me) not in ids:
+        raise TrieHHPPError(f"client {me} is not contacted")
+    base = _PARTICIPATION_LABEL + len(context).to_bytes(4, "big") + bytes(context)
+    packed = np.asarray(sorted(ids), dtype=">u8").tobytes()
+    word = hmac.new(key, base + b"K" + hashlib.sha256(packed).digest(),
+                    hashlib.sha256).digest()
+    k = min(_binomial_by_inversion(word, plan.population, plan.rate), len(ids))
+    if k <= 0:
+        return False
+    tags = {i: hmac.new(key, base + b"R" + i.to_bytes(8, "big"), hashlib.sha256).digest()
+            for i in ids}
+    mine = tags[int(me)]
+    return sum(t < mine for t in tags.values()) < k
+
+
+@functools.lru_cache(maxsize=1024)
+def _binomial_by_inversion(word: bytes, n: int, p: float) -> int:
+    """``Bin(n, p)`` by inversion of the uniform ``(word + 1/2) / 2^256`` (cached: every
+    contacted client of a round inverts the same word)."""
+    from scipy import stats
+
+    u = (int.from_bytes(word, "big") + 0.5) / float(1 << 256)
+    return int(stats.binom.ppf(u, n, p))
 
 
 # ---------------------------------------------------------------- helpers

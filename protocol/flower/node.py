@@ -23,6 +23,7 @@ that aborts (a check on the server's messages failed) raises
 """
 from __future__ import annotations
 
+import functools
 import pickle
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -39,7 +40,8 @@ from secagg.messages import RoutedShares
 from secagg.randomness import OsRandom
 from secagg.state import ClientState
 
-__all__ = ["NodeAborted", "LateInput", "NodeSession", "handle", "STATE_RECORD"]
+__all__ = ["NodeAborted", "LateInput", "NodeSession", "handle", "respond", "session_record",
+           "STATE_RECORD"]
 
 #: the ConfigRecord of the node's Context that holds the session between messages
 STATE_RECORD = "fedhh.secagg.state"
@@ -79,6 +81,22 @@ CheckApp = Callable[[Offer, Any], Any]
 MakeInput = Callable[[NodeSession, Any, Any], tuple[np.ndarray, Any]]
 
 
+@functools.lru_cache(maxsize=64)
+def _limits_for(n: int, degree: int, dim: int, modulus: int, malicious: bool) -> Any:
+    every = wire_secagg.shapes(n, degree, dim, modulus, malicious)
+    return codec.SessionLimits({cls.TAG: every[cls.TAG]
+                                for cls in wire_secagg.SERVER_MESSAGES})
+
+
+def _client_limits(config: Any) -> Any:
+    """:func:`protocol.core.wire_secagg.client_limits` of ``config``, computed once per
+    session shape in a process (they depend on the roster size, degree, dimension,
+    modulus and variant only; computing them took about as long as decoding the
+    frame)."""
+    return _limits_for(config.n, config.degree, config.dim, config.modulus,
+                       bool(config.malicious))
+
+
 def _load(ctxt: Any) -> NodeSession | None:
     rec = ctxt.state.config_records.get(STATE_RECORD)
     if rec is None or "blob" not in rec:
@@ -96,9 +114,80 @@ def _save(ctxt: Any, sess: NodeSession | None) -> None:
             {"blob": pickle.dumps(sess, protocol=pickle.HIGHEST_PROTOCOL)})
 
 
+def session_record(records: Any, allow_plaintext: bool = False) -> Any:
+    """The session's record among a message's config records, or ``None`` when the
+    message carries none and ``allow_plaintext`` lets it pass to the application.
+
+    Raises:
+        FlowerSecAggError: no session record and plaintext is not allowed (a server
+            cannot make this node send its input in the clear by leaving secure
+            aggregation out).
+    """
+    if RECORD in records:
+        return records[RECORD]
+    if allow_plaintext:
+        return None
+    raise FlowerSecAggError("this node sends its input only through secure aggregation: "
+                            "a request without a session is refused")
+
+
+def respond(rec: Any, node_id: int, state: dict[str, Any], node_config: Any, *,
+            policy: Policy, pki: str | None, check_app: CheckApp, make_input: MakeInput,
+            msg: Any = None, ctxt: Any = None) -> tuple[dict[str, Any], Any]:
+    """Handle one session record addressed to ``node_id`` (Flower or not): returns the
+    reply record and the application's reply content (or ``None``). ``state`` is the
+    node's own store between messages (its key ``"session"``); ``msg`` and ``ctxt`` go
+    to ``make_input`` as they are.
+
+    Raises:
+        FlowerSecAggError: a malformed or refused message.
+        NodeAborted: the client aborted.
+    """
+    stage = rec.get("stage")
+    reply_content = None
+    if stage == "identify":
+        if len(rec) != 1:
+            raise FlowerSecAggError("an identify request has only its stage")
+        return {"identity": identity_of(node_config)}, None
+    if stage == "setup":
+        state.pop("session", None)  # a new offer ends whatever session was under way
+        sess = _setup(rec, node_id, node_config, policy, pki, check_app)
+        frames = sess.client.start()
+        state["session"] = sess
+        return {"frames": [codec.encode(m) for m in frames]}, None
+    if stage != "round":
+        raise FlowerSecAggError(f"unknown stage {stage!r}")
+    sess = state.get("session")
+    if sess is None:
+        raise FlowerSecAggError("a round message without a session under way")
+    frames_in = rec.get("frames")
+    if (set(rec) != {"stage", "frames"} or not isinstance(frames_in, list)
+            or len(frames_in) != 1 or type(frames_in[0]) is not bytes):
+        raise FlowerSecAggError("a round message holds exactly one frame")
+    try:
+        m = codec.decode(frames_in[0], limits=_client_limits(sess.client.config))
+    except codec.CodecError as exc:
+        raise FlowerSecAggError(f"a malformed frame: {exc}") from None
+    if isinstance(m, RoutedShares) and sess.client.state is ClientState.AWAIT_SHARES:
+        sess.late.value, reply_content = make_input(sess, msg, ctxt)
+    replies = sess.client.receive(m)
+    if sess.client.state is not ClientState.AWAIT_SHARES:
+        # the masked input is out: the plaintext input leaves the node's stored state
+        # (and the state kept between messages is a tenth of the size)
+        sess.late.value = None
+    if sess.client.state is ClientState.ABORTED:
+        state.pop("session", None)
+        raise NodeAborted(f"node {node_id} aborted the session: "
+                          f"{sess.client.abort_reason.value}")
+    if sess.client.state is ClientState.COMPLETED:
+        state.pop("session", None)
+    return {"frames": [codec.encode(r) for r in replies]}, reply_content
+
+
 def handle(msg: Any, ctxt: Any, *, policy: Policy, pki: str | None,
            check_app: CheckApp, make_input: MakeInput) -> Any:
-    """Handle one message of a session; returns the reply ``Message``.
+    """Handle one Flower message of a session (:func:`respond` with the session kept in
+    the node's ``Context``); returns the reply ``Message``.
 
     Raises:
         FlowerSecAggError: a malformed or refused message (Flower replies with an error).
@@ -107,60 +196,37 @@ def handle(msg: Any, ctxt: Any, *, policy: Policy, pki: str | None,
     from flwr.app import ConfigRecord, Message, RecordDict
 
     rec = msg.content.config_records[RECORD]
-    stage = rec.get("stage")
-    reply_content = None
-    if stage == "identify":
-        if len(rec) != 1:
-            raise FlowerSecAggError("an identify request has only its stage")
-        out: dict[str, Any] = {"identity": identity_of(ctxt.node_config)}
-    elif stage == "setup":
-        _save(ctxt, None)  # a new offer ends whatever session was under way
-        sess = _setup(rec, msg.metadata.dst_node_id, ctxt, policy, pki, check_app)
-        frames = sess.client.start()
-        _save(ctxt, sess)
-        out = {"frames": [codec.encode(m) for m in frames]}
-    elif stage == "round":
+    state: dict[str, Any] = {}
+    if rec.get("stage") == "round":
         sess = _load(ctxt)
-        if sess is None:
-            raise FlowerSecAggError("a round message without a session under way")
-        frames_in = rec.get("frames")
-        if (set(rec) != {"stage", "frames"} or not isinstance(frames_in, list)
-                or len(frames_in) != 1 or type(frames_in[0]) is not bytes):
-            raise FlowerSecAggError("a round message holds exactly one frame")
-        config = sess.client.config
-        try:
-            m = codec.decode(frames_in[0], limits=wire_secagg.client_limits(config))
-        except codec.CodecError as exc:
-            raise FlowerSecAggError(f"a malformed frame: {exc}") from None
-        if isinstance(m, RoutedShares) and sess.client.state is ClientState.AWAIT_SHARES:
-            sess.late.value, reply_content = make_input(sess, msg, ctxt)
-        replies = sess.client.receive(m)
-        if sess.client.state is ClientState.ABORTED:
-            _save(ctxt, None)
-            raise NodeAborted(f"node {msg.metadata.dst_node_id} aborted the session: "
-                              f"{sess.client.abort_reason.value}")
-        _save(ctxt, None if sess.client.state is ClientState.COMPLETED else sess)
-        out = {"frames": [codec.encode(r) for r in replies]}
-    else:
-        raise FlowerSecAggError(f"unknown stage {stage!r}")
+        if sess is not None:
+            state["session"] = sess
+    try:
+        out, reply_content = respond(dict(rec), msg.metadata.dst_node_id, state,
+                                     ctxt.node_config, policy=policy, pki=pki,
+                                     check_app=check_app, make_input=make_input,
+                                     msg=msg, ctxt=ctxt)
+    finally:
+        if rec.get("stage") in ("setup", "round"):
+            _save(ctxt, state.get("session"))
     content = reply_content if reply_content is not None else RecordDict()
     content.config_records[RECORD] = ConfigRecord(out)
     return Message(content, reply_to=msg)
 
 
-def _setup(rec: Any, node_id: int, ctxt: Any, policy: Policy, pki: str | None,
+def _setup(rec: Any, node_id: int, node_config: Any, policy: Policy, pki: str | None,
            check_app: CheckApp) -> NodeSession:
     offer = Offer.from_record(dict(rec))
     offer.check_policy(policy)
     signing = verify = None
     identity = None
     if offer.malicious:
-        where = pki_dir_of(ctxt.node_config, pki)
+        where = pki_dir_of(node_config, pki)
         if where is None:
             raise FlowerSecAggError("the malicious-server variant needs this node's PKI "
                                     "(node config fedhh-pki, the mod's pki= or "
                                     "FEDHH_FLOWER_PKI)")
-        identity = identity_of(ctxt.node_config)
+        identity = identity_of(node_config)
         roster = load_roster(where)
         if max(offer.identities) >= len(roster):
             raise FlowerSecAggError(f"the roster names PKI identities beyond the "
@@ -168,7 +234,7 @@ def _setup(rec: Any, node_id: int, ctxt: Any, policy: Policy, pki: str | None,
         verify = tuple(roster[i] for i in offer.identities)
         signing = load_signing_key(where, identity)
     position = offer.position_of(node_id, identity)
-    app = check_app(offer, ctxt.node_config)
+    app = check_app(offer, node_config)
     late = LateInput()
     client = SecAggClient(offer.session_config(), position, late, OsRandom(),
                           signing_key=signing, verify_keys=verify)

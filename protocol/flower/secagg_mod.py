@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from protocol.flower.node import NodeSession, handle
+from protocol.flower.node import NodeSession, handle, session_record
 from protocol.flower.session import RECORD, FlowerSecAggError, Offer, Policy, Quantiser
 
 __all__ = ["fedhh_secagg_mod", "make_secagg_mod", "FEDAVG_APP"]
@@ -94,12 +94,8 @@ def make_secagg_mod(*, threat: str = "malicious", pki: str | None = None,
 
         if msg.metadata.message_type != MessageType.TRAIN:
             return call_next(msg, ctxt)
-        if RECORD not in msg.content.config_records:
-            if allow_plaintext:
-                return call_next(msg, ctxt)
-            raise FlowerSecAggError("this node sends its update only through secure "
-                                    "aggregation: a training request without a session "
-                                    "is refused")
+        if session_record(msg.content.config_records, allow_plaintext) is None:
+            return call_next(msg, ctxt)  # plaintext allowed by this node's option
         return handle(msg, ctxt, policy=pol, pki=pki, check_app=_check_fedavg,
                       make_input=lambda s, m, c: _fedavg_input(s, m, c, call_next))
 

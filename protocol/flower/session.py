@@ -52,7 +52,8 @@ from secagg.randomness import OsRandom
 from secagg.state import MAX_PARTICIPANTS, SessionConfig
 
 __all__ = ["RECORD", "FlowerSecAggError", "Policy", "Quantiser", "Offer", "write_pki",
-           "load_roster", "load_signing_key", "PKI_ENV", "identity_of", "pki_dir_of"]
+           "load_roster", "load_signing_key", "PKI_ENV", "identity_of", "pki_dir_of",
+           "PARTICIPATION_KEY", "load_participation_key"]
 
 #: the name of the ConfigRecord that carries our protocol in Flower messages
 RECORD = "fedhh.secagg"
@@ -423,9 +424,11 @@ def _unpack_ids(data: Any, name: str) -> tuple[int, ...]:
 def write_pki(directory: str | os.PathLike[str], nodes: int, *,
               rand: Any = None, overwrite: bool = False) -> pathlib.Path:
     """Write a PKI for ``nodes`` identities: ``roster.json`` (the public verification
-    keys, the format of :mod:`protocol.core.net.tls`) and one ``node-<i>.key`` per
+    keys, the format of :mod:`protocol.core.net.tls`), one ``node-<i>.key`` per
     identity (its 32-byte Ed25519 seed, mode 0600; a deployment gives each node only
-    its own).
+    its own) and ``participation.key`` (32 random bytes, mode 0600: the secret the
+    nodes share and the server must not hold, from which TrieHH++'s nodes decide who
+    takes part, :func:`mechanisms.triehhpp.keyed_participation`).
 
     Raises:
         FlowerSecAggError: ``nodes`` below 2, or keys exist and ``overwrite`` is false.
@@ -444,9 +447,32 @@ def write_pki(directory: str | os.PathLike[str], nodes: int, *,
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(sk)
+    fd = os.open(root / PARTICIPATION_KEY, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(rand.token_bytes(32))
     roster.write_text(json.dumps({"format": "fedhh-roster/1", "clients": nodes,
                                   "verify_keys": [pk.hex() for _, pk in pairs]}))
     return root
+
+
+#: the file of a PKI directory holding the nodes' shared participation secret
+PARTICIPATION_KEY = "participation.key"
+
+
+def load_participation_key(directory: str | os.PathLike[str]) -> bytes:
+    """The nodes' shared participation secret (:func:`write_pki`).
+
+    Raises:
+        FlowerSecAggError: missing or not 32 bytes.
+    """
+    path = pathlib.Path(directory) / PARTICIPATION_KEY
+    try:
+        key = path.read_bytes()
+    except OSError as exc:
+        raise FlowerSecAggError(f"no participation key: {exc}") from None
+    if len(key) != 32:
+        raise FlowerSecAggError(f"{path}: the participation key is 32 bytes, got {len(key)}")
+    return key
 
 
 _ROSTERS: dict[tuple[str, float], tuple[bytes, ...]] = {}

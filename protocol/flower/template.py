@@ -7,6 +7,8 @@ Two apps:
   user changes in an existing SecAgg+ app are marked ``# fedhh``.
 * ``triehh``: TrieHH's ServerApp and ClientApp (:mod:`protocol.flower.triehh_app`) on
   the embedded word population.
+* ``triehhpp``: TrieHH++'s (:mod:`protocol.flower.triehhpp_app`) on the embedded Zipf
+  population; the nodes decide who takes part from the shared ``pki/participation.key``.
 
 Both come with ``pyproject.toml`` (the ``[tool.flwr.app]`` components and a local
 simulation federation, for ``flwr run .``), ``run.py`` (Flower's simulation engine from
@@ -20,7 +22,7 @@ import re
 
 __all__ = ["APPS", "write_project"]
 
-APPS = ("fedavg", "triehh")
+APPS = ("fedavg", "triehh", "triehhpp")
 
 _PYPROJECT = '''[build-system]
 requires = ["hatchling"]
@@ -153,6 +155,33 @@ OPTIONS = TrieHHOptions(dataset="{dataset}", users={nodes}, epsilon={epsilon}, s
                         max_length={max_length}, transport="secagg-flower")
 '''
 
+_TRIEHHPP_CLIENT = '''"""ClientApp: this node holds one user's item, decides from the nodes' shared
+participation key whether it takes part (the server cannot tell), and votes in TrieHH++'s
+rounds."""
+from protocol.flower.triehhpp_app import make_client_app
+
+from .common import PKI, THREAT
+from .options import OPTIONS
+
+app = make_client_app(OPTIONS, threat=THREAT, pki=PKI, participation="key")
+'''
+
+_TRIEHHPP_SERVER = '''"""ServerApp: TrieHH++ over fedhh's secure aggregation among the nodes."""
+from protocol.flower.triehhpp_app import make_server_app
+
+from .common import PKI, THREAT
+from .options import OPTIONS
+
+app = make_server_app(OPTIONS, threat=THREAT, pki=PKI)
+'''
+
+_TRIEHHPP_OPTIONS = '''"""TrieHH++'s options: those of ``fedhh triehhpp`` (the nodes are the users)."""
+from protocol.studies.runners.triehhpp import TrieHHPPOptions
+
+OPTIONS = TrieHHPPOptions(dataset="zipf", users={nodes}, epsilon=2.0, theta=3, bound="eq3",
+                          seed={seed}, max_length={max_length}, transport="secagg-flower")
+'''
+
 _RUN = '''"""Run the app in Flower's simulation engine (``python run.py``) or on fedhh's
 in-process grid (``python run.py --local``: no Ray)."""
 import os
@@ -200,6 +229,11 @@ _NOTES = {
     "triehh": ("TrieHH's parameters follow from epsilon and the population (Corollary 1): "
                "a small population samples few users per level and releases little (1000 "
                "users: one level of 32 votes, nothing released); 10^4 users find `the`.\n"),
+    "triehhpp": ("TrieHH++'s sample size follows from epsilon, theta and the population "
+                 "(Cormode 2021, equation (3) here: `bound=\"eq3\"` in `options.py`); "
+                 "1000 users of the Zipf population at epsilon 2 contact 138 nodes per "
+                 "level. The nodes' `participation.key` decides who takes part; a "
+                 "deployment gives it to the nodes only, never to the server.\n"),
 }
 
 
@@ -230,6 +264,11 @@ def write_project(directory: str | pathlib.Path, *, app: str = "fedavg", nodes: 
         config = f'num-server-rounds = 3\nnodes = {nodes}'
         files = {"client_app.py": _FEDAVG_CLIENT.format(dim=dim),
                  "server_app.py": _FEDAVG_SERVER}
+    elif app == "triehhpp":
+        config = f'nodes = {nodes}'
+        files = {"client_app.py": _TRIEHHPP_CLIENT, "server_app.py": _TRIEHHPP_SERVER,
+                 "options.py": _TRIEHHPP_OPTIONS.format(nodes=nodes, seed=int(seed),
+                                                        max_length=int(max_length))}
     else:
         config = f'nodes = {nodes}'
         files = {"client_app.py": _TRIEHH_CLIENT, "server_app.py": _TRIEHH_SERVER,

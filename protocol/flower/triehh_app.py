@@ -44,7 +44,7 @@ from protocol.flower.session import FlowerSecAggError, Offer, Policy
 from protocol.flower.workflow import SessionDriver
 
 __all__ = ["FlowerVoteTransport", "make_server_app", "make_client_app", "TRIEHH_APP",
-           "options_from_config"]
+           "options_from_config", "check_vote_offer", "vote_once", "plain_client"]
 
 #: the ``kind`` of the offer's application description for a TrieHH vote round
 TRIEHH_APP = "triehh-vote"
@@ -195,60 +195,106 @@ def make_client_app(opts: Any, *, threat: str = "malicious", pki: str | None = N
     """
     from flwr.clientapp import ClientApp
 
-    from protocol.flower.node import handle
-    from protocol.flower.session import RECORD, identity_of
+    from protocol.flower.node import handle, session_record
 
     opts = options_from_config(opts)
     pol = Policy(threat=threat, **policy)
     app = ClientApp()
-
-    def check(offer: Offer, node_config: Any) -> Any:
-        from mechanisms.triehh import ClientVoter, TrieHHError
-
-        doc = offer.app_json()
-        if (not isinstance(doc, dict) or set(doc) != {"kind", "task", "level", "candidates"}
-                or doc["kind"] != TRIEHH_APP):
-            raise FlowerSecAggError("not a TrieHH vote offer")
-        cands, level, task = doc["candidates"], doc["level"], doc["task"]
-        if (not isinstance(cands, list) or not all(isinstance(c, str) for c in cands)
-                or len(set(cands)) != len(cands) or len(cands) != offer.dim
-                or type(level) is not int or not isinstance(task, str)):
-            raise FlowerSecAggError("the offer's candidates, level or task are malformed")
-        if offer.modulus != vote_modulus(offer.n):
-            raise FlowerSecAggError("a vote session's modulus is vote_modulus(n)")
-        prep, _ = _prepared(opts)
-        me = identity_of(node_config)
-        if me >= prep.n:
-            raise FlowerSecAggError(f"identity {me} is outside the population of {prep.n}")
-        try:
-            voter = ClientVoter(prep.data, [me], prep.alphabet, prep.config.max_levels)
-            choice = int(voter.votes([me], level, cands)[0])
-        except TrieHHError as exc:
-            raise FlowerSecAggError(str(exc)) from None
-        return (f"{task}:{level}", choice)
+    check = functools.partial(check_vote_offer, opts)
 
     @app.train()
     def train(msg: Any, ctxt: Any) -> Any:
         from flwr.app import ConfigRecord
 
-        if RECORD not in msg.content.config_records:
-            raise FlowerSecAggError("this node votes only through secure aggregation")
+        session_record(msg.content.config_records)
         ledger = ctxt.state.config_records.get(LEDGER_RECORD)
         voted = list(ledger["voted"]) if ledger is not None and "voted" in ledger else []
 
         def vote(sess: Any, _msg: Any, _ctxt: Any) -> tuple[np.ndarray, None]:
-            key, choice = sess.app
-            if key in voted:
-                raise FlowerSecAggError(f"this node already voted at {key}")
-            ctxt.state.config_records[LEDGER_RECORD] = ConfigRecord({"voted": voted + [key]})
-            v = np.zeros(sess.offer.dim, dtype=np.uint64)
-            if choice >= 0:
-                v[choice] = 1
+            v = vote_once(voted, sess)
+            ctxt.state.config_records[LEDGER_RECORD] = ConfigRecord({"voted": voted})
             return v, None
 
         return handle(msg, ctxt, policy=pol, pki=pki, check_app=check, make_input=vote)
 
     return app
+
+
+def plain_client(opts: Any, *, threat: str = "malicious", pki: str | None = None,
+                 **policy: Any) -> Any:
+    """The ClientApp's node without Flower, for :class:`protocol.flower.plain.PlainGrid`:
+    the same checks (:func:`check_vote_offer`), ledger (:func:`vote_once`, kept in the
+    node's state) and refusal of requests without a session.
+
+    Raises:
+        FlowerSecAggError: bad options or policy.
+    """
+    from protocol.flower.node import respond, session_record
+
+    opts = options_from_config(opts)
+    pol = Policy(threat=threat, **policy)
+    check = functools.partial(check_vote_offer, opts)
+
+    def node(records: dict, nid: int, state: dict, node_config: dict) -> tuple[dict, None]:
+        rec = session_record(records)
+        voted = state.setdefault("voted", [])
+        out, _ = respond(rec, nid, state, node_config, policy=pol, pki=pki,
+                         check_app=check,
+                         make_input=lambda sess, _m, _c: (vote_once(voted, sess), None))
+        return out, None
+
+    return node
+
+
+def check_vote_offer(opts: Any, offer: Offer, node_config: Any) -> tuple[str, int]:
+    """A TrieHH node's check of a vote session's offer (task, level, candidates,
+    modulus); returns its ledger key and its vote (a candidate index or ``-1``).
+
+    Raises:
+        FlowerSecAggError: not a well-formed TrieHH vote offer for this node.
+    """
+    from mechanisms.triehh import ClientVoter, TrieHHError
+    from protocol.flower.session import identity_of
+
+    doc = offer.app_json()
+    if (not isinstance(doc, dict) or set(doc) != {"kind", "task", "level", "candidates"}
+            or doc["kind"] != TRIEHH_APP):
+        raise FlowerSecAggError("not a TrieHH vote offer")
+    cands, level, task = doc["candidates"], doc["level"], doc["task"]
+    if (not isinstance(cands, list) or not all(isinstance(c, str) for c in cands)
+            or len(set(cands)) != len(cands) or len(cands) != offer.dim
+            or type(level) is not int or not isinstance(task, str)):
+        raise FlowerSecAggError("the offer's candidates, level or task are malformed")
+    if offer.modulus != vote_modulus(offer.n):
+        raise FlowerSecAggError("a vote session's modulus is vote_modulus(n)")
+    prep, _ = _prepared(opts)
+    me = identity_of(node_config)
+    if me >= prep.n:
+        raise FlowerSecAggError(f"identity {me} is outside the population of {prep.n}")
+    try:
+        voter = ClientVoter(prep.data, [me], prep.alphabet, prep.config.max_levels)
+        choice = int(voter.votes([me], level, cands)[0])
+    except TrieHHError as exc:
+        raise FlowerSecAggError(str(exc)) from None
+    return (f"{task}:{level}", choice)
+
+
+def vote_once(voted: list[str], sess: Any) -> np.ndarray:
+    """The one-hot vote of a session whose offer passed :func:`check_vote_offer`, after
+    the node's ledger ``voted`` (updated in place) shows it has not voted at this level
+    of this task (TrieHH's analysis counts one vote per level).
+
+    Raises:
+        FlowerSecAggError: the node already voted there.
+    """
+    key, choice = sess.app
+    if key in voted:
+        raise FlowerSecAggError(f"this node already voted at {key}")
+    voted.append(key)
+    v = np.zeros(sess.offer.dim, dtype=np.uint64)
+    if choice >= 0:
+        v[choice] = 1
+    return v
 
 
 def run_app(opts: Any, *, engine: str = "local", threat: str = "malicious",

@@ -40,7 +40,24 @@ from secagg.randomness import OsRandom
 from secagg.server import SecAggServer
 from secagg.state import ServerState
 
-__all__ = ["FedhhSecAggWorkflow", "SessionDriver", "SessionOutcome"]
+__all__ = ["FedhhSecAggWorkflow", "SessionDriver", "SessionOutcome", "Reply"]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A node's reply as the driver reads it.
+
+    Attributes:
+        error: the error's reason when the node failed (its app raised, it aborted),
+            else ``None``.
+        record: the session record of the reply (``None`` if it carried none).
+        content: the rest of the reply's content (Flower: its ``RecordDict`` without
+            the session record), for the application.
+    """
+
+    error: str | None
+    record: dict[str, Any] | None
+    content: Any
 
 
 @dataclass
@@ -90,10 +107,16 @@ class SessionDriver:
         #: Flower node id -> PKI identity, as each node reported it
         self.identities: dict[int, int] = {}
 
-    # -- Flower messaging -----------------------------------------------------------
-    def _send(self, grid: Any, group: str, payloads: dict[int, Any]) -> dict[int, Any]:
-        """Send ``node id -> (config dict, extra RecordDict or None)``; return the
-        replies by node id (error replies included)."""
+    # -- messaging ------------------------------------------------------------------
+    def _send(self, grid: Any, group: str, payloads: dict[int, Any]) -> dict[int, "Reply"]:
+        """Send ``node id -> (config dict, extra content or None)``; return the replies
+        by node id (error replies included). A Flower ``Grid`` carries them as
+        ``Message``s; :class:`protocol.flower.plain.PlainGrid` (no Flower) as plain
+        records."""
+        from protocol.flower.plain import PlainGrid
+
+        if isinstance(grid, PlainGrid):
+            return grid.exchange(group, payloads, timeout=self.timeout)
         from flwr.app import ConfigRecord, Message, RecordDict
         from flwr.app.message_type import MessageType
 
@@ -103,12 +126,21 @@ class SessionDriver:
             content.config_records[RECORD] = ConfigRecord(cfg)
             msgs.append(Message(content=content, dst_node_id=nid,
                                 message_type=MessageType.TRAIN, group_id=group))
-        replies: dict[int, Any] = {}
+        replies: dict[int, Reply] = {}
         for r in grid.send_and_receive(msgs, timeout=self.timeout):
             src = r.metadata.src_node_id
             if src in payloads and src not in replies:
-                replies[src] = r
+                if r.has_error():
+                    replies[src] = Reply(str(r.error.reason), None, None)
+                else:
+                    rec = r.content.config_records.pop(RECORD, None)
+                    replies[src] = Reply(None, None if rec is None else dict(rec), r.content)
         return replies
+
+    def _offer(self, **fields: Any) -> Offer:
+        """The session's offer (the attack catalogue overrides this to play a server
+        that offers something else)."""
+        return Offer(**fields)
 
     def identify(self, grid: Any, group: str, nodes: Sequence[int]) -> list[int]:
         """Learn the PKI identity of the nodes not yet known; returns the nodes with one."""
@@ -116,10 +148,9 @@ class SessionDriver:
         if ask:
             for nid, r in self._send(grid, group, {n: ({"stage": "identify"}, None)
                                                    for n in ask}).items():
-                if r.has_error():
+                if r.error is not None:
                     continue
-                rec = r.content.config_records.get(RECORD)
-                ident = rec.get("identity") if rec is not None else None
+                ident = r.record.get("identity") if r.record is not None else None
                 if type(ident) is int and ident >= 0:
                     self.identities[nid] = ident
         known = [n for n in nodes if n in self.identities]
@@ -160,10 +191,11 @@ class SessionDriver:
         if check_nodes is not None:
             check_nodes(len(nodes))
         params = policy.params(len(nodes))
-        offer = Offer(label=label, node_ids=tuple(nodes), identities=identities,
-                      degree=params.degree, threshold=params.threshold, graph=params.graph,
-                      malicious=params.malicious, dim=dim, modulus=modulus,
-                      server_nonce=OsRandom().token_bytes(32), app=app)
+        offer = self._offer(label=label, node_ids=tuple(nodes), identities=identities,
+                            degree=params.degree, threshold=params.threshold,
+                            graph=params.graph, malicious=params.malicious, dim=dim,
+                            modulus=modulus, server_nonce=OsRandom().token_bytes(32),
+                            app=app)
         config = offer.session_config()
         cpu0 = time.process_time()
         server = SecAggServer(config, verify_keys=verify)
@@ -178,11 +210,10 @@ class SessionDriver:
         def deliver(replies: dict[int, Any], keep: bool) -> float:
             spent = 0.0
             for nid, r in replies.items():
-                if r.has_error():
-                    rejected.append((nid, f"error: {r.error.reason}"[:200]))
+                if r.error is not None:
+                    rejected.append((nid, f"error: {r.error}"[:200]))
                     continue
-                rec = r.content.config_records.get(RECORD)
-                frames = rec.get("frames") if rec is not None else None
+                frames = r.record.get("frames") if r.record is not None else None
                 if (not isinstance(frames, list) or len(frames) > 1
                         or any(type(f) is not bytes for f in frames)):
                     rejected.append((nid, "a reply without one frame list"))
@@ -204,7 +235,6 @@ class SessionDriver:
                         rejected.append((nid, f"{type(exc).__name__}: {exc}"))
                 spent += time.process_time() - t0
                 if keep and frames:
-                    r.content.config_records.pop(RECORD, None)
                     input_replies[nid] = r.content
             return spent
 

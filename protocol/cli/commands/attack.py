@@ -19,10 +19,19 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
-def run_list(args: argparse.Namespace) -> int:
-    from protocol.studies.attacks import ATTACKS, load_catalogue
+def _load_catalogue() -> None:
+    """The studies' catalogue and the Flower adapter's attacks (the adapter sits beside
+    the CLI, so the studies cannot load it themselves; it runs without Flower)."""
+    import protocol.flower.attacks  # noqa: F401  (registers the flower.* attacks)
+    from protocol.studies.attacks import load_catalogue
 
     load_catalogue()
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from protocol.studies.attacks import ATTACKS
+
+    _load_catalogue()
     width = max(len(n) for n in ATTACKS)
     for name, info in ATTACKS.items():
         print(f"{name:<{width}}  [{info.kind}] {info.summary}")
@@ -32,12 +41,12 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_attack(args: argparse.Namespace) -> int:
-    from protocol.studies.attacks import ATTACKS, UnknownAttack, load_catalogue
+    from protocol.studies.attacks import ATTACKS, UnknownAttack
     from protocol.studies.attacks import run_attack as run_one
     from protocol.cli.output import print_json
     from protocol.cli import UsageError
 
-    load_catalogue()
+    _load_catalogue()
     if args.name == "all":
         from protocol.cli.output import progress
 

@@ -42,8 +42,8 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--engine", choices=("ray", "local"), default="ray",
                    help="with --app: Flower's simulation engine or the in-process grid")
     p.add_argument("--rounds", type=int, default=6,
-                   help="with --app: fit rounds, alternating (the first of each kind is a "
-                        "warm-up)")
+                   help="with --app: fit rounds, alternating, even (the first of each kind "
+                        "is a warm-up left out; with 2, one of each, nothing is left out)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -95,8 +95,9 @@ def run(args: argparse.Namespace) -> int:
 def _app(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
 
-    if args.rounds < 4:
-        raise UsageError("--rounds must be at least 4 with --app")
+    if args.rounds < 2 or args.rounds % 2:
+        raise UsageError("--rounds must be even and at least 2 with --app (2: one round "
+                         "of each kind, no warm-up left out)")
     if args.dim < 2:
         raise UsageError("--dim must be at least 2 with --app")
     try:
@@ -117,7 +118,8 @@ def _app(args: argparse.Namespace) -> int:
         return 0
     w = sys.stdout.write
     w(f"Flower FedAvg app, n = {out['nodes']}, d = {out['dim']}, engine {out['engine']}, "
-      f"{out['rounds']} fit rounds alternating (first of each kind left out)\n")
+      f"{out['rounds']} fit rounds alternating "
+      f"({'first of each kind left out' if out['warmup_left_out'] else 'none left out'})\n")
     w(f"  Flower SecAgg+ (semi-honest, share_num {out['flower_share_num']}, "
       f"t {out['threshold']}): {out['flower_cpu_median']:.2f} s CPU, "
       f"{out['flower_bytes_per_node']} B/node\n")

@@ -2,7 +2,8 @@
 ``fedhh[flower]`` extra to run an app, not to write a project or keys).
 
 * ``fedhh flower new DIR``: a runnable Flower project (FedAvg with our secure
-  aggregation, or ``--app triehh``) with the PKI of its simulated nodes;
+  aggregation, or ``--app triehh`` / ``--app triehhpp``) with the PKI of its simulated
+  nodes (the TrieHH++ nodes' shared participation key included);
 * ``fedhh flower keys DIR --nodes N``: a PKI for the malicious-server variant;
 * ``fedhh flower triehh``: TrieHH as a Flower app, one node per user, compared with
   ``fedhh triehh``'s run of the same options and seed.
@@ -16,10 +17,11 @@ import sys
 def register(cli) -> None:  # noqa: ANN001
     p = cli.subcommand("flower", "new", "write a runnable Flower project using fedhh", _new)
     p.add_argument("directory", help="where to write the project (created; must be empty)")
-    p.add_argument("--app", choices=("fedavg", "triehh"), default="fedavg",
-                   help="FedAvg with our secure aggregation (default) or TrieHH")
+    p.add_argument("--app", choices=("fedavg", "triehh", "triehhpp"), default="fedavg",
+                   help="FedAvg with our secure aggregation (default), TrieHH or TrieHH++")
     p.add_argument("--nodes", type=int, default=None,
-                   help="simulated nodes (default 10 for fedavg, 1000 for triehh: one per user)")
+                   help="simulated nodes (default 10 for fedavg, 1000 for triehh and "
+                        "triehhpp: one per user)")
     p.add_argument("--threat", choices=("malicious", "semi-honest"), default="malicious",
                    help="the threat model (malicious: a PKI is written into DIR/pki)")
     p.add_argument("--force", action="store_true", help="write into a non-empty directory")
@@ -59,14 +61,15 @@ def _new(args: argparse.Namespace) -> int:
     try:
         files = write_project(args.directory, app=args.app, nodes=nodes, threat=args.threat,
                               overwrite=args.force)
-        if args.threat == "malicious":
+        keys = args.threat == "malicious" or args.app == "triehhpp"  # its participation key
+        if keys:
             import pathlib
 
             write_pki(pathlib.Path(args.directory) / "pki", nodes, overwrite=args.force)
     except (ValueError, FlowerSecAggError, OSError) as exc:
         raise UsageError(str(exc)) from None
     print(f"wrote a {args.app} Flower project for {nodes} nodes into {args.directory} "
-          f"({len(files)} files{', PKI in pki/' if args.threat == 'malicious' else ''}); "
+          f"({len(files)} files{', PKI in pki/' if keys else ''}); "
           f"run it with: python {args.directory}/run.py --local")
     return 0
 

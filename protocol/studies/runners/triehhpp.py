@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterable
 from protocol.core.contract import Transport
 from protocol.studies.errors import StudyError
 
-__all__ = ["KS", "PrivacyTarget", "TrieHHPPOptions", "solve", "run", "parameters"]
+__all__ = ["KS", "PrivacyTarget", "TrieHHPPOptions", "solve", "run", "parameters",
+           "prepare", "Prepared"]
 
 KS = (10, 50, 100)
 #: Users drawn from an embedded dataset by default. At epsilon 1 TrieHH++ samples a
@@ -129,12 +130,72 @@ def run(opts: TrieHHPPOptions, transport: Transport,
     """
     import numpy as np
 
-    from mechanisms.prefix_tree import PrefixTreeError, UnitAlphabet
-    from mechanisms.triehhpp import TrieHHPPParams, run_flat, run_triehhpp, spawn_rngs
+    from mechanisms.prefix_tree import PrefixTreeError
+    from mechanisms.triehhpp import run_flat, run_triehhpp
     from protocol.core.contract import AggregationAborted
-    from protocol.studies.datasets import DatasetError, load_dataset
 
     t0 = time.perf_counter()
+    prep = prepare(opts)
+    pop, sol, params, sr, tr = prep.pop, prep.sol, prep.params, prep.sampling_rng, \
+        prep.transport_rng
+    user_item = pop.items  # single word per user: entry i is user i's word
+    t1 = time.perf_counter()
+    try:
+        if opts.flat:
+            cands = flat_candidates(opts.dataset, opts.candidates, pop)
+            pos = {w: i for i, w in enumerate(cands)}
+            vocab_pos = np.array([pos.get(w, -1) for w in pop.vocabulary], dtype=np.int64)
+            res = run_flat(vocab_pos[user_item], cands, params, transport, sr, tr)
+            hh = res.heavy_hitters()
+            levels = [res.stats]
+        else:
+            alpha = prep.alphabet
+            um = prep.unit_matrix()
+            res = run_triehhpp(um, alpha.num_units, alpha.labels, params, transport, sr, tr,
+                               terminal=alpha.terminal, progress=progress)
+            hh = res.heavy_hitters(strip=alpha.eos)
+            levels = res.levels
+    except (PrefixTreeError, ValueError) as exc:
+        raise StudyError(str(exc)) from None
+    except AggregationAborted as exc:
+        raise StudyError(f"the {opts.transport} transport aborted a round: {exc}") from None
+    t2 = time.perf_counter()
+    out = _summary(opts, pop, sol, params, hh, levels)
+    out["seconds"] = {"load": round(t1 - t0, 3), "run": round(t2 - t1, 3)}
+    return out
+
+
+@dataclass
+class Prepared:
+    """A run's population, solved parameters and randomness (:func:`prepare`)."""
+
+    pop: Any
+    sol: Any
+    params: Any
+    alphabet: Any
+    sampling_rng: Any
+    transport_rng: Any
+
+    def unit_matrix(self) -> Any:
+        """Each user's item as a row of unit ids (``-1`` past its end)."""
+        return self.alphabet.encode(list(self.pop.vocabulary),
+                                    self.params.max_levels)[self.pop.items]
+
+
+def prepare(opts: TrieHHPPOptions) -> Prepared:
+    """Load the population, solve the parameters and split the run's randomness, as
+    :func:`run` does (a Flower app's server and nodes rebuild the same run from it).
+
+    Raises:
+        StudyError: bad dataset or population, a failing theorem condition, bad
+            candidates.
+    """
+    import numpy as np
+
+    from mechanisms.prefix_tree import UnitAlphabet
+    from mechanisms.triehhpp import TrieHHPPParams, spawn_rngs
+    from protocol.studies.datasets import DatasetError, load_dataset
+
     if opts.users is not None and opts.users < 1:
         raise StudyError("--users must be >= 1")
     if opts.candidates is not None and not opts.flat:
@@ -156,34 +217,17 @@ def run(opts: TrieHHPPOptions, transport: Transport,
                          "users with several (or no) words")
     n = pop.n
     sol = solve(opts, n, opts.flat)
-    params = TrieHHPPParams(n, float(sol.m), sol.theta, 1 if opts.flat else opts.max_length,
-                            c=opts.slack)
-    sr, tr = spawn_rngs(int(np.random.default_rng(run_seq).integers(2**63)))
-    user_item = pop.items  # single word per user: entry i is user i's word
-    t1 = time.perf_counter()
     try:
-        if opts.flat:
-            cands = flat_candidates(opts.dataset, opts.candidates, pop)
-            pos = {w: i for i, w in enumerate(cands)}
-            vocab_pos = np.array([pos.get(w, -1) for w in pop.vocabulary], dtype=np.int64)
-            res = run_flat(vocab_pos[user_item], cands, params, transport, sr, tr)
-            hh = res.heavy_hitters()
-            levels = [res.stats]
-        else:
-            alpha = UnitAlphabet(pop.alphabet)
-            um = alpha.encode(list(pop.vocabulary), opts.max_length)[user_item]
-            res = run_triehhpp(um, alpha.num_units, alpha.labels, params, transport, sr, tr,
-                               terminal=alpha.terminal, progress=progress)
-            hh = res.heavy_hitters(strip=alpha.eos)
-            levels = res.levels
-    except (PrefixTreeError, ValueError) as exc:
+        params = TrieHHPPParams(n, float(sol.m), sol.theta,
+                                1 if opts.flat else opts.max_length, c=opts.slack)
+    except ValueError as exc:
         raise StudyError(str(exc)) from None
-    except AggregationAborted as exc:
-        raise StudyError(f"the {opts.transport} transport aborted a round: {exc}") from None
-    t2 = time.perf_counter()
-    out = _summary(opts, pop, sol, params, hh, levels)
-    out["seconds"] = {"load": round(t1 - t0, 3), "run": round(t2 - t1, 3)}
-    return out
+    sr, tr = spawn_rngs(int(np.random.default_rng(run_seq).integers(2**63)))
+    try:
+        alpha = None if opts.flat else UnitAlphabet(pop.alphabet)
+    except ValueError as exc:
+        raise StudyError(str(exc)) from None
+    return Prepared(pop, sol, params, alpha, sr, tr)
 
 
 def flat_candidates(dataset: str, candidates: str | None, pop) -> tuple[str, ...]:  # noqa: ANN001
