@@ -78,6 +78,7 @@ def test_all_three_transports_identical() -> None:
         _assert_same(ref, _releases(name, um, 300, 8, 4, seed=5))
 
 
+@pytest.mark.slow  # statistical, 14 s: on demand (pytest -m slow)
 def test_dropouts_keep_the_estimates_unbiased() -> None:
     """Clients that drop out of secure aggregation are clients not sampled: the
     estimates divide by the level's surviving sample (LevelStats.survival)."""

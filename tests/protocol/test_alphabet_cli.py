@@ -64,17 +64,36 @@ def test_a_triehh_file_reruns_with_sfp_pem_and_aon(words: pathlib.Path,
     assert again["heavy_hitters"] == tri["heavy_hitters"]
 
 
-def test_unencodable_words_name_file_line_word_on_every_word_command(
-        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _word_commands(tmp_path: pathlib.Path) -> tuple[list[str], ...]:
+    return (["triehh"], ["sfp"], ["hh", "--mechanism", "pem"], ["hh", "--mechanism", "sfp"],
+            ["eval", "compare", "--out", str(tmp_path / "o"), "--users", "4000", "--runs", "1",
+             "--epsilons", "4", "--Ts", "20"])
+
+
+def _unencodable_file(tmp_path: pathlib.Path) -> pathlib.Path:
     p = tmp_path / "w.txt"
     p.write_text("the\n" * 2500 + "naïve\n" + "and\n" * 2499)
-    for argv in (["triehh"], ["sfp"], ["hh", "--mechanism", "pem"], ["hh", "--mechanism", "sfp"],
-                 ["eval", "compare", "--out", str(tmp_path / "o"), "--users", "4000", "--runs", "1",
-                  "--epsilons", "4", "--Ts", "20"]):
+    return p
+
+
+def test_unencodable_words_name_file_line_word_on_every_word_command(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = _unencodable_file(tmp_path)
+    for argv in _word_commands(tmp_path):
         assert main(argv + ["--dataset", str(p), "--seed", "1", "--quiet"]) == 2
         err = capsys.readouterr().err.strip()
         assert f"{p}:2501: word 'naïve' has characters 'ï'" in err, argv
         assert len(err.splitlines()) == 1 and "Traceback" not in err
+    # dropping the word lets the run go on (every command: the slow test below)
+    assert main(["triehh", "--dataset", str(p), "--seed", "1", "--quiet", "--alphabet",
+                 "lower", "--drop-unencodable"]) == 0
+
+
+@pytest.mark.slow
+def test_every_word_command_runs_once_the_unencodable_word_is_dropped(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = _unencodable_file(tmp_path)
+    for argv in _word_commands(tmp_path):
         code = main(argv + ["--dataset", str(p), "--seed", "1", "--quiet",
                             "--alphabet", "lower", "--drop-unencodable"])
         capsys.readouterr()

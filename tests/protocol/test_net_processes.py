@@ -49,7 +49,11 @@ def test_net_run_matches_the_simulation(capsys):
                                                   "masked_input", "consistency", "unmask"]
 
 
-@pytest.mark.parametrize("kill_at", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("kill_at", [
+    0, 2, 4,
+    # the other stages on demand (the default run keeps before joining, mid-session and
+    # at the unmasking)
+    pytest.param(1, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)])
 def test_kill_minus_nine_at_each_stage(kill_at):
     out = run_loopback(LoopbackOptions(processes=8, kill=1, kill_at=kill_at, seed=kill_at,
                                        **SMALL))
