@@ -48,7 +48,7 @@ import numpy as np
 from protocol.core.contract import (
     ABSTAIN, AtClients, Kind, Release, RoundSpec, Transport, Votes,
 )
-from mechanisms.prefix_tree import NO_NODE, ROOT, PrefixTreeError, PrefixTrie
+from mechanisms.prefix_tree import NO_NODE, ROOT, Candidates, PrefixTreeError, PrefixTrie
 from mechanisms.sampling import SamplingPlan, plan_poisson_sampling, sample_round
 
 __all__ = [
@@ -270,14 +270,7 @@ def run_triehhpp(unit_matrix: np.ndarray, num_units: int, unit_labels: Sequence[
     if um.shape[1] < params.max_levels:
         raise TrieHHPPError(f"unit_matrix has {um.shape[1]} columns, fewer than "
                             f"max_levels={params.max_levels}")
-    if len(unit_labels) != num_units:
-        raise TrieHHPPError("unit_labels must have one label per unit")
-    trie = PrefixTrie(num_units, terminal)
-    result = TrieHHPPResult(params, trie, tuple(unit_labels))
-    plan = params.plan()
-    levels: Iterable[int] = range(params.max_levels)
-    if progress is not None:
-        levels = progress(levels)
+    trie, result, plan, levels = _start(params, num_units, terminal, unit_labels, progress)
     for level in levels:
         frontier = trie.frontier(level)
         if frontier.size == 0:
@@ -290,15 +283,8 @@ def run_triehhpp(unit_matrix: np.ndarray, num_units: int, unit_labels: Sequence[
         index = cands.index_of(trie, nodes, um[rows, level].astype(np.int64))
         choice = np.where(sample.participates, index, ABSTAIN).astype(np.int64)
         spec = RoundSpec(params.task, level, Kind.VOTE, candidates=labels, theta=int(params.theta))
-        res = transport.run_round(spec, Votes(choice), transport_rng)
-        release = res.release
-        try:
-            released_idx, counts = cands.release_indices(trie, result.unit_labels,
-                                                         dict(release.counts or {}))
-        except PrefixTreeError as exc:
-            raise TrieHHPPError(f"the transport {exc} of level {level + 1}") from None
-        trie.grow(cands, released_idx, counts)
-        result.releases.append(release)
+        release = transport.run_round(spec, Votes(choice), transport_rng).release
+        released_idx = _grow(trie, cands, result, release, level)
         result.levels.append(LevelStats(level + 1, len(labels), int(released_idx.size),
                                         int(rows.size), int(sample.participates.sum()),
                                         int((choice >= 0).sum()), sample.truncated,
@@ -306,6 +292,42 @@ def run_triehhpp(unit_matrix: np.ndarray, num_units: int, unit_labels: Sequence[
         if released_idx.size == 0:
             break
     return result
+
+
+def _start(params: TrieHHPPParams, num_units: int, terminal: np.ndarray | None,
+           unit_labels: Sequence[str],
+           progress: Callable[[Iterable[int]], Iterable[int]] | None
+           ) -> tuple[PrefixTrie, TrieHHPPResult, SamplingPlan, Iterable[int]]:
+    """A run's empty trie and result, its sampling plan and its levels (with progress).
+
+    Raises:
+        TrieHHPPError: not one label per unit.
+    """
+    if len(unit_labels) != num_units:
+        raise TrieHHPPError("unit_labels must have one label per unit")
+    trie = PrefixTrie(num_units, terminal)
+    levels: Iterable[int] = range(params.max_levels)
+    if progress is not None:
+        levels = progress(levels)
+    return trie, TrieHHPPResult(params, trie, tuple(unit_labels)), params.plan(), levels
+
+
+def _grow(trie: PrefixTrie, cands: Candidates, result: TrieHHPPResult, release: Release,
+          level: int) -> np.ndarray:
+    """Grow the trie by a level's release (checked against the round's candidates);
+    the released candidates' indices.
+
+    Raises:
+        TrieHHPPError: the release names something the round did not ask.
+    """
+    try:
+        released_idx, counts = cands.release_indices(trie, result.unit_labels,
+                                                     dict(release.counts or {}))
+    except PrefixTreeError as exc:
+        raise TrieHHPPError(f"the transport {exc} of level {level + 1}") from None
+    trie.grow(cands, released_idx, counts)
+    result.releases.append(release)
+    return released_idx
 
 
 def run_flat(items: np.ndarray, candidates: Sequence[str], params: TrieHHPPParams,
@@ -378,14 +400,7 @@ def run_triehhpp_at_server(num_units: int, unit_labels: Sequence[str],
         raise TrieHHPPError(f"transport {getattr(transport, 'name', transport)!r} needs the "
                             "votes; run_triehhpp_at_server is for transports whose clients "
                             "vote")
-    if len(unit_labels) != num_units:
-        raise TrieHHPPError("unit_labels must have one label per unit")
-    trie = PrefixTrie(num_units, terminal)
-    result = TrieHHPPResult(params, trie, tuple(unit_labels))
-    plan = params.plan()
-    levels: Iterable[int] = range(params.max_levels)
-    if progress is not None:
-        levels = progress(levels)
+    trie, result, plan, levels = _start(params, num_units, terminal, unit_labels, progress)
     for level in levels:
         frontier = trie.frontier(level)
         if frontier.size == 0:
@@ -396,13 +411,7 @@ def run_triehhpp_at_server(num_units: int, unit_labels: Sequence[str],
         spec = RoundSpec(params.task, level, Kind.VOTE, candidates=labels,
                          theta=int(params.theta))
         release = transport.run_round(spec, AtClients(contacted), transport_rng).release
-        try:
-            released_idx, counts = cands.release_indices(trie, result.unit_labels,
-                                                         dict(release.counts or {}))
-        except PrefixTreeError as exc:
-            raise TrieHHPPError(f"the transport {exc} of level {level + 1}") from None
-        trie.grow(cands, released_idx, counts)
-        result.releases.append(release)
+        released_idx = _grow(trie, cands, result, release, level)
         result.levels.append(LevelStats(level + 1, len(labels), int(released_idx.size),
                                         int(contacted.size), -1, -1, False,
                                         int(release.contributions)))
