@@ -44,6 +44,10 @@ def register(cli) -> None:  # noqa: ANN001
                    help="--hh: Zipf exponent (default 1.1)")
     p.add_argument("--threshold", type=int, default=None,
                    help="--hh: threshold (default max(2, ceil(n / 200)))")
+    p.add_argument("--out-of-core", default="auto", choices=("auto", "yes", "no"),
+                   dest="out_of_core",
+                   help="--hh: keep the uploads in np.memmap files in a temporary directory "
+                        "(auto: from 20000 reports on)")
     p.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     p.add_argument("--table", default=None, metavar="FILES",
                    help="print the Markdown table of earlier outputs (comma-separated JSON "
@@ -84,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
     if args.hh:
         out = poplar1.bench_hh(_ints(args.users_list, "--users"), _ints(args.chars, "--chars"),
                                support=args.support, zipf_s=args.zipf_s,
-                               threshold=args.threshold, seed=args.seed)
+                               threshold=args.threshold, seed=args.seed,
+                               out_of_core={"auto": None, "yes": True,
+                                            "no": False}[args.out_of_core])
     else:
         if args.reference is None:
             raise UsageError("give --reference DIR (the draft's poc/ directory) or --hh")

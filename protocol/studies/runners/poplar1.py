@@ -115,24 +115,6 @@ def decode_bits(bits: Sequence[bool], alphabet: str) -> str:
 
 
 # ----------------------------------------------------------------------- parties
-def _concat_public(parts: list) -> Any:  # noqa: ANN401
-    from protocol.core.poplar1.idpf import PublicShares
-
-    return PublicShares(np.concatenate([p.seed_cw for p in parts]),
-                        np.concatenate([p.ctrl_cw for p in parts]),
-                        np.concatenate([p.w_inner for p in parts]),
-                        [x for p in parts for x in p.w_leaf])
-
-
-def _concat_inputs(parts: list) -> Any:  # noqa: ANN401
-    from protocol.core.poplar1.vdaf import InputShares
-
-    return InputShares(np.concatenate([p.key for p in parts]),
-                       np.concatenate([p.corr_seed for p in parts]),
-                       np.concatenate([p.corr_inner for p in parts]),
-                       [x for p in parts for x in p.corr_leaf])
-
-
 @dataclass
 class AggregatorParty:
     """One of Poplar1's two aggregators: its own input shares, the public shares, the
@@ -180,37 +162,55 @@ def _randomness(seed: int | None, label: str):  # noqa: ANN202
     return insecure_deterministic_randomness(seed, label)
 
 
+#: populations from this many reports on are stored out of core by default (the
+#: uploads, about 16.7 KB a report at 256 bits, in ``np.memmap`` files)
+OUT_OF_CORE_REPORTS = 20_000
+
+
 def make_reports(vdaf, measurements: np.ndarray, seed: int | None,  # noqa: ANN001
-                 progress: Callable[[int, int], None] | None = None):  # noqa: ANN201
+                 progress: Callable[[int, int], None] | None = None, *,
+                 out_of_core: bool = False, tmpdir: str | None = None):  # noqa: ANN201
     """The clients: shard every measurement and encode the reports; the aggregators
-    decode them (every decoder validates completely). Returns ``(nonces, public shares,
-    (input shares 0, input shares 1), client CPU seconds, upload bytes per client)``.
-    Chunks of :data:`CHUNK` clients bound the memory of the encoded reports."""
+    decode them (every decoder validates completely) and keep the validated uploads,
+    once, in a :class:`~protocol.core.poplar1.store.ReportStore` (in memory, or
+    ``out_of_core`` in ``np.memmap`` files under ``tmpdir``, default the system's
+    temporary directory). Returns ``(store, client CPU seconds, upload bytes per
+    client)``; the caller closes the store. Chunks of :data:`CHUNK` clients bound the
+    memory of the sharding."""
+    import tempfile
+
     from protocol.core.poplar1.idpf import encode_public_share
+    from protocol.core.poplar1.store import ReportStore
 
     rnd = _randomness(seed, "poplar1 clients")
     n = measurements.shape[0]
-    nonces_l, pub_l, in_l = [], [], ([], [])
     cpu = 0.0
     upload = vdaf.NONCE_SIZE + vdaf.public_share_size() + 2 * vdaf.input_share_size()
-    for lo in range(0, n, CHUNK):
-        hi = min(n, lo + CHUNK)
-        t = time.process_time()
-        raw = np.frombuffer(rnd.token_bytes((hi - lo) * (16 + vdaf.RAND_SIZE)),
-                            dtype=np.uint8).reshape(hi - lo, 16 + vdaf.RAND_SIZE)
-        rep = vdaf.shard_batch(measurements[lo:hi], raw[:, :16], raw[:, 16:])
-        pub_b = [encode_public_share(rep.public, r) for r in range(hi - lo)]
-        in_b = [[vdaf.encode_input_share(rep.shares[j], r) for r in range(hi - lo)]
-                for j in (0, 1)]
-        cpu += time.process_time() - t
-        nonces_l.append(rep.nonces)
-        pub_l.append(vdaf.decode_public_shares(pub_b))
-        for j in (0, 1):
-            in_l[j].append(vdaf.decode_input_shares(in_b[j]))
-        if progress is not None:
-            progress(hi, n)
-    return (np.concatenate(nonces_l), _concat_public(pub_l),
-            (_concat_inputs(in_l[0]), _concat_inputs(in_l[1])), cpu, upload)
+    where = (tmpdir or tempfile.gettempdir()) if out_of_core else None
+    store = ReportStore(vdaf.bits, n, directory=where)
+    try:
+        for lo in range(0, n, CHUNK):
+            hi = min(n, lo + CHUNK)
+            t = time.process_time()
+            raw = np.frombuffer(rnd.token_bytes((hi - lo) * (16 + vdaf.RAND_SIZE)),
+                                dtype=np.uint8).reshape(hi - lo, 16 + vdaf.RAND_SIZE)
+            rep = vdaf.shard_batch(measurements[lo:hi], raw[:, :16], raw[:, 16:])
+            pub_b = [encode_public_share(rep.public, r) for r in range(hi - lo)]
+            in_b = [[vdaf.encode_input_share(rep.shares[j], r) for r in range(hi - lo)]
+                    for j in (0, 1)]
+            cpu += time.process_time() - t
+            del rep
+            # receipt: each decoder validates completely; the validated bytes are kept
+            vdaf.decode_public_shares(pub_b)
+            for j in (0, 1):
+                vdaf.decode_input_shares(in_b[j])
+            store.put(lo, raw[:, :16], pub_b, in_b)
+            if progress is not None:
+                progress(hi, n)
+    except BaseException:
+        store.close()
+        raise
+    return store, cpu, upload
 
 
 #: ``tamper(stage, agg_id, level, values) -> values``: the adversary hook of
@@ -248,23 +248,27 @@ PREP_BATCH = 8192
 class _Batches:
     """One aggregator's preparation over the population in batches of
     :data:`PREP_BATCH` reports: the same messages, concatenated in report order, and the
-    aggregate share summed over the batches."""
+    aggregate share summed over the batches.
 
-    def __init__(self, vdaf, agg_id: int, verify_key: bytes, nonces: np.ndarray,  # noqa: ANN001
-                 public, share, batch: int = PREP_BATCH) -> None:  # noqa: ANN001
+    ``load(lo, hi) -> (nonces, public shares, input shares)`` gives a batch's reports.
+    With ``reload`` (the reports stored out of core) each batch's shares are read again
+    at every level and dropped after its first round, so between levels an aggregator
+    holds only its per-report IDPF nodes, stream positions and AES contexts."""
+
+    def __init__(self, vdaf, agg_id: int, verify_key: bytes, n: int, load,  # noqa: ANN001
+                 batch: int | None = None, reload: bool = False) -> None:
         from protocol.core.poplar1 import Aggregator
-        from protocol.core.poplar1.idpf import PublicShares
-        from protocol.core.poplar1.vdaf import InputShares
 
-        n = nonces.shape[0]
+        batch = PREP_BATCH if batch is None else batch
         self.bounds = [(lo, min(n, lo + batch)) for lo in range(0, n, batch)]
+        self.load, self.reload = load, reload
         self.parts = []
         for lo, hi in self.bounds:
-            pub = PublicShares(public.seed_cw[lo:hi], public.ctrl_cw[lo:hi],
-                               public.w_inner[lo:hi], public.w_leaf[lo:hi])
-            sh = InputShares(share.key[lo:hi], share.corr_seed[lo:hi], share.corr_inner[lo:hi],
-                             share.corr_leaf[lo:hi])
-            self.parts.append(Aggregator(vdaf, agg_id, verify_key, nonces[lo:hi], pub, sh))
+            nonces, pub, sh = load(lo, hi)
+            a = Aggregator(vdaf, agg_id, verify_key, np.array(nonces), pub, sh)
+            if reload:
+                a.detach()
+            self.parts.append(a)
 
     @staticmethod
     def _join(outs):  # noqa: ANN001, ANN205
@@ -273,7 +277,16 @@ class _Batches:
         return [x for o in outs for x in o]
 
     def verify_init(self, agg_param):  # noqa: ANN001, ANN201
-        return self._join([a.verify_init(agg_param) for a in self.parts])
+        outs = []
+        for a, (lo, hi) in zip(self.parts, self.bounds):
+            if self.reload:
+                _, pub, sh = self.load(lo, hi)
+                a.attach(pub, sh)
+                outs.append(a.verify_init(agg_param))
+                a.detach()
+            else:
+                outs.append(a.verify_init(agg_param))
+        return self._join(outs)
 
     def verify_next(self, message):  # noqa: ANN001, ANN201
         return self._join([a.verify_next(message[lo:hi])
@@ -291,14 +304,38 @@ class _Batches:
         return [sum(col) % P255 for col in zip(*outs)]
 
 
-def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa: ANN001
+def _loader(nonces: np.ndarray, public, share):  # noqa: ANN001, ANN202
+    """``load(lo, hi)`` over decoded reports held in memory (slices, no copies)."""
+    from protocol.core.poplar1.idpf import PublicShares
+    from protocol.core.poplar1.vdaf import InputShares
+
+    def load(lo: int, hi: int):  # noqa: ANN202
+        return (nonces[lo:hi],
+                PublicShares(public.seed_cw[lo:hi], public.ctrl_cw[lo:hi],
+                             public.w_inner[lo:hi], public.w_leaf[lo:hi]),
+                InputShares(share.key[lo:hi], share.corr_seed[lo:hi], share.corr_inner[lo:hi],
+                            share.corr_leaf[lo:hi]))
+    return load
+
+
+def _store_loader(store, agg_id: int):  # noqa: ANN001, ANN202
+    """``load(lo, hi)`` over a :class:`ReportStore` (a batch read, decoded)."""
+    def load(lo: int, hi: int):  # noqa: ANN202
+        return store.nonces(lo, hi), store.public(agg_id, lo, hi), store.inputs(agg_id, lo, hi)
+    return load
+
+
+def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  # noqa: ANN001
            verify_key: bytes, max_candidates: int = 1 << 14,
            progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
            parties: tuple[AggregatorParty, AggregatorParty] | None = None,
-           tamper: Tamper | None = None) -> dict[str, Any]:
+           tamper: Tamper | None = None, store=None) -> dict[str, Any]:  # noqa: ANN001
     """The level-by-level prefix search between two aggregator parties. ``public`` is
     the decoded public shares both aggregators received, or a pair (what each received,
     when a client sent them different ones); ``tamper`` plays a malicious aggregator.
+    Or ``store`` (a :class:`~protocol.core.poplar1.store.ReportStore`; then ``nonces``,
+    ``public`` and ``shares`` are ``None``): the aggregators read their reports from
+    it batch by batch, and again at every level when it is out of core.
 
     Raises:
         StudyError: more candidates at a level than ``max_candidates``.
@@ -306,13 +343,17 @@ def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa:
     from protocol.core.poplar1 import encode_agg_param, sketch_accepts
 
     bits = vdaf.bits
-    n = nonces.shape[0]
+    n = store.n if store is not None else nonces.shape[0]
     if parties is None:
         parties = tuple(AggregatorParty(j, None) for j in (0, 1))  # type: ignore[assignment]
         for p in parties:
-            pub = public[p.agg_id] if isinstance(public, tuple) else public
-            p.core = p.timed(_Batches, vdaf, p.agg_id, verify_key, nonces, pub,
-                             shares[p.agg_id])
+            if store is not None:
+                load = _store_loader(store, p.agg_id)
+            else:
+                pub = public[p.agg_id] if isinstance(public, tuple) else public
+                load = _loader(nonces, pub, shares[p.agg_id])
+            p.core = p.timed(_Batches, vdaf, p.agg_id, verify_key, n, load, None,
+                             store is not None and store.out_of_core)
     levels_out = []
     passing: list[tuple[bool, ...]] = [()]
     heavy: dict[tuple[bool, ...], int] = {}
@@ -382,8 +423,13 @@ def _bitstr(bits: Sequence[bool]) -> str:
 def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | None = None,
                        max_candidates: int = 1 << 14,
                        progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
-                       client_progress: Callable[[int, int], None] | None = None) -> SearchResult:
-    """Poplar1 heavy hitters over ``(n, BITS)`` bool measurements.
+                       client_progress: Callable[[int, int], None] | None = None,
+                       out_of_core: bool | None = None,
+                       tmpdir: str | None = None) -> SearchResult:
+    """Poplar1 heavy hitters over ``(n, BITS)`` bool measurements. The uploads are
+    kept out of core (``np.memmap`` files in a temporary directory under ``tmpdir``,
+    removed at the end, also on error) when ``out_of_core``, or by default from
+    :data:`OUT_OF_CORE_REPORTS` reports on.
 
     Raises:
         StudyError: a bad threshold or measurement shape, or too many candidates.
@@ -397,10 +443,16 @@ def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | 
         raise StudyError("--threshold must be >= 1")
     vdaf = Poplar1(m.shape[1], CTX)
     t0 = time.perf_counter()
-    nonces, public, shares, client_cpu, upload = make_reports(vdaf, m, seed, client_progress)
-    key = _randomness(seed, "poplar1 verify key").token_bytes(vdaf.VERIFY_KEY_SIZE)
-    out = search(vdaf, nonces, public, shares, threshold, verify_key=key,
-                 max_candidates=max_candidates, progress=progress)
+    if out_of_core is None:
+        out_of_core = m.shape[0] >= OUT_OF_CORE_REPORTS
+    store, client_cpu, upload = make_reports(vdaf, m, seed, client_progress,
+                                             out_of_core=out_of_core, tmpdir=tmpdir)
+    try:
+        key = _randomness(seed, "poplar1 verify key").token_bytes(vdaf.VERIFY_KEY_SIZE)
+        out = search(vdaf, None, None, None, threshold, verify_key=key,
+                     max_candidates=max_candidates, progress=progress, store=store)
+    finally:
+        store.close()
     return SearchResult(out["heavy"], out["levels"], out["parties"], client_cpu, upload,
                         vdaf.bits, threshold, time.perf_counter() - t0)
 
@@ -779,7 +831,7 @@ def random_strings(support: int, chars: int, rng: np.random.Generator) -> list[s
 
 def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_000,
              zipf_s: float = 1.1, threshold: int | None = None, k: int = 10,
-             seed: int = 0) -> dict[str, Any]:
+             seed: int = 0, out_of_core: bool | None = None) -> dict[str, Any]:
     """Poplar1 heavy hitters on Zipf(``zipf_s``) populations of ``support`` random
     printable strings of ``chars`` characters (8 bits each: ``BITS = 8 * chars``), for
     every ``n`` in ``users`` and length in ``chars``: wall and CPU seconds (clients and
@@ -806,7 +858,8 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
             cpu0 = time.process_time()
             t0 = time.perf_counter()
             load0 = _load()
-            res = heavy_hitters_bits(vocab_bits[items], t, seed=seed)
+            ooc = n >= OUT_OF_CORE_REPORTS if out_of_core is None else out_of_core
+            res = heavy_hitters_bits(vocab_bits[items], t, seed=seed, out_of_core=ooc)
             wall = time.perf_counter() - t0
             cpu = time.process_time() - cpu0
             counts = np.bincount(items, minlength=support)
@@ -824,6 +877,7 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
                 "heavy_hitters": len(res.heavy),
                 "true_top_k_found": len(true_top & found),
                 "client_upload_bytes": res.upload_bytes_per_client,
+                "reports_out_of_core": ooc,
                 "load_average": [load0, _load()],
                 "us_per_report_level_per_aggregator": round(
                     1e6 * float(np.mean([pp.cpu_seconds for pp in res.parties]))
