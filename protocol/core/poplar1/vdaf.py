@@ -386,31 +386,6 @@ class Aggregator:
     def __len__(self) -> int:
         return self.nonces.shape[0]
 
-    def detach(self) -> None:
-        """Drop the references to the reports' public and input shares (what the
-        next :meth:`verify_init` needs again, through :meth:`attach`), keeping only
-        this level's small round state: a caller that stores the reports out of core
-        so holds, between levels, no more than the IDPF nodes, the streams' positions
-        and the AES contexts of each report."""
-        if self._state is not None:
-            stage, agg_param, AB, data = self._state
-            if isinstance(AB, np.ndarray):
-                AB = np.array(AB)
-            elif AB is not None and hasattr(AB, "raw"):
-                AB = type(AB)(np.array(AB.raw))
-            self._state = (stage, agg_param, AB, data)
-        self.public = self.share = None
-
-    def attach(self, public: I.PublicShares, share: InputShares) -> None:
-        """The reports' shares again (the same reports, in the same order).
-
-        Raises:
-            Poplar1UsageError: shares of a different count.
-        """
-        if len(public) != len(self) or len(share) != len(self):
-            raise Poplar1UsageError("reports of different counts")
-        self.public, self.share = public, share
-
     def _verify_rand(self, level: int, count: int):  # noqa: ANN202
         d = self.vdaf.dst(USAGE_VERIFY_RAND)
         lb = level.to_bytes(2, "big")
@@ -470,8 +445,6 @@ class Aggregator:
         prefixes = tuple(tuple(bool(b) for b in p) for p in prefixes)
         if not 0 <= level < self.vdaf.bits or not is_valid((level, prefixes), self.previous):
             raise Poplar1UsageError("invalid aggregation parameter for this batch")
-        if self.public is None or self.share is None:
-            raise Poplar1UsageError("verify_init on a detached aggregator (attach the shares)")
         value, self._cache = I.eval_batch(self.vdaf.bits, self.vdaf.ctx, self.agg_id, self.public,
                                           self.share.key, level, prefixes, self.ciphers,
                                           self._cache)

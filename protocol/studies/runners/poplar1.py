@@ -200,11 +200,10 @@ def make_reports(vdaf, measurements: np.ndarray, seed: int | None,  # noqa: ANN0
                     for j in (0, 1)]
             cpu += time.process_time() - t
             del rep
-            # receipt: each decoder validates completely; the validated bytes are kept
-            vdaf.decode_public_shares(pub_b)
-            for j in (0, 1):
-                vdaf.decode_input_shares(in_b[j])
-            store.put(lo, raw[:, :16], pub_b, in_b)
+            # receipt: each decoder validates completely; the validated shares are kept
+            store.put(lo, raw[:, :16], vdaf.decode_public_shares(pub_b),
+                      [vdaf.decode_input_shares(in_b[j]) for j in (0, 1)])
+            del pub_b, in_b
             if progress is not None:
                 progress(hi, n)
     except BaseException:
@@ -248,27 +247,20 @@ PREP_BATCH = 8192
 class _Batches:
     """One aggregator's preparation over the population in batches of
     :data:`PREP_BATCH` reports: the same messages, concatenated in report order, and the
-    aggregate share summed over the batches.
-
-    ``load(lo, hi) -> (nonces, public shares, input shares)`` gives a batch's reports.
-    With ``reload`` (the reports stored out of core) each batch's shares are read again
-    at every level and dropped after its first round, so between levels an aggregator
-    holds only its per-report IDPF nodes, stream positions and AES contexts."""
+    aggregate share summed over the batches. ``load(lo, hi) -> (nonces, public shares,
+    input shares)`` gives a batch's reports (from a :class:`ReportStore`, whose
+    per-level fields are read when a level asks for them)."""
 
     def __init__(self, vdaf, agg_id: int, verify_key: bytes, n: int, load,  # noqa: ANN001
-                 batch: int | None = None, reload: bool = False) -> None:
+                 batch: int | None = None) -> None:
         from protocol.core.poplar1 import Aggregator
 
         batch = PREP_BATCH if batch is None else batch
         self.bounds = [(lo, min(n, lo + batch)) for lo in range(0, n, batch)]
-        self.load, self.reload = load, reload
         self.parts = []
         for lo, hi in self.bounds:
             nonces, pub, sh = load(lo, hi)
-            a = Aggregator(vdaf, agg_id, verify_key, np.array(nonces), pub, sh)
-            if reload:
-                a.detach()
-            self.parts.append(a)
+            self.parts.append(Aggregator(vdaf, agg_id, verify_key, np.array(nonces), pub, sh))
 
     @staticmethod
     def _join(outs):  # noqa: ANN001, ANN205
@@ -277,16 +269,7 @@ class _Batches:
         return [x for o in outs for x in o]
 
     def verify_init(self, agg_param):  # noqa: ANN001, ANN201
-        outs = []
-        for a, (lo, hi) in zip(self.parts, self.bounds):
-            if self.reload:
-                _, pub, sh = self.load(lo, hi)
-                a.attach(pub, sh)
-                outs.append(a.verify_init(agg_param))
-                a.detach()
-            else:
-                outs.append(a.verify_init(agg_param))
-        return self._join(outs)
+        return self._join([a.verify_init(agg_param) for a in self.parts])
 
     def verify_next(self, message):  # noqa: ANN001, ANN201
         return self._join([a.verify_next(message[lo:hi])
@@ -335,7 +318,7 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
     when a client sent them different ones); ``tamper`` plays a malicious aggregator.
     Or ``store`` (a :class:`~protocol.core.poplar1.store.ReportStore`; then ``nonces``,
     ``public`` and ``shares`` are ``None``): the aggregators read their reports from
-    it batch by batch, and again at every level when it is out of core.
+    it batch by batch (one level's slab of a batch at a time).
 
     Raises:
         StudyError: more candidates at a level than ``max_candidates``.
@@ -352,8 +335,7 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
             else:
                 pub = public[p.agg_id] if isinstance(public, tuple) else public
                 load = _loader(nonces, pub, shares[p.agg_id])
-            p.core = p.timed(_Batches, vdaf, p.agg_id, verify_key, n, load, None,
-                             store is not None and store.out_of_core)
+            p.core = p.timed(_Batches, vdaf, p.agg_id, verify_key, n, load)
     levels_out = []
     passing: list[tuple[bool, ...]] = [()]
     heavy: dict[tuple[bool, ...], int] = {}
