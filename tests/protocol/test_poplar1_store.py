@@ -118,3 +118,54 @@ def test_out_of_core_files_are_removed_on_error(monkeypatch: pytest.MonkeyPatch,
         runner.heavy_hitters_bits(enc, 1, seed=1, out_of_core=True, tmpdir=str(tmp_path),
                                   max_candidates=2)
     assert os.listdir(tmp_path) == []
+
+
+def test_parked_search_equals_the_in_memory_one(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path) -> None:  # noqa: ANN001
+    """With the aggregators' per-report state parked in files between levels (batches
+    of 17, 17 and 6: numpy sponges and one-by-one streams), the search learns exactly
+    the in-memory search's views, counts and bytes, and leaves no file behind."""
+    words = ["ab"] * 15 + ["ba"] * 12 + ["c"] * 8 + ["a"] * 5
+    enc = runner.encode_words(words, "abc", 2)
+    monkeypatch.setattr(runner, "PREP_BATCH", 17)
+    mem = runner.heavy_hitters_bits(enc, 4, seed=5, out_of_core=False)
+    parked = runner.heavy_hitters_bits(enc, 4, seed=5, park=True, tmpdir=str(tmp_path))
+    assert parked.heavy == mem.heavy and len(mem.heavy) == 4
+    for a, b in zip(mem.parties, parked.parties):
+        assert a.view == b.view
+        assert (a.bytes_sent, a.bytes_received) == (b.bytes_sent, b.bytes_received)
+    assert os.listdir(tmp_path) == []
+    from protocol.studies.errors import StudyError
+
+    with pytest.raises(StudyError, match="out of core"):
+        runner.heavy_hitters_bits(enc, 4, seed=5, park=True, out_of_core=False)
+
+
+def test_aggregator_park_and_unpark_restore_its_state() -> None:
+    """An aggregator parked after a level and given its arrays back continues from its
+    IDPF nodes and sponges (not from the root) with the same sketch shares as one that
+    was never parked; parked and never given them back, it is still exact."""
+    from protocol.core.poplar1 import Aggregator
+    from protocol.core.poplar1.keccak import SpongeBatch
+
+    vdaf, rep = _reports(20, 6, 3)
+    key = bytes(range(32))
+    aggs = [Aggregator(vdaf, 1, key, rep.nonces, rep.public, rep.shares[1]) for _ in range(3)]
+    p0 = (0, ((False,), (True,)))
+    p1 = (1, ((False, False), (False, True), (True, False), (True, True)))
+    for a in aggs:
+        a.verify_init(p0)
+    arrays = aggs[1].park()
+    assert set(arrays) == {"cache_seeds", "cache_ctrl", "sponge_state", "sponge_buf"}
+    aggs[2].park()
+    assert aggs[1]._ciphers is None and aggs[1]._cache is None
+    aggs[1].unpark({k: np.array(v) for k, v in arrays.items()})
+    assert aggs[1]._cache is not None and isinstance(aggs[1]._streams, SpongeBatch)
+    want = aggs[0].verify_init(p1)
+    assert np.array_equal(aggs[1].verify_init(p1), want)
+    assert np.array_equal(aggs[2].verify_init(p1), want)
+    from protocol.core.poplar1.errors import Poplar1UsageError
+
+    bad = aggs[1].park()
+    with pytest.raises(Poplar1UsageError, match="wrong shape"):
+        aggs[1].unpark({**bad, "cache_seeds": bad["cache_seeds"][:3]})

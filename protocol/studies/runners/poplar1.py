@@ -252,39 +252,46 @@ class _Batches:
     per-level fields are read when a level asks for them)."""
 
     def __init__(self, vdaf, agg_id: int, verify_key: bytes, n: int, load,  # noqa: ANN001
-                 batch: int | None = None) -> None:
+                 batch: int | None = None, park_dir: str | None = None) -> None:
         from protocol.core.poplar1 import Aggregator
 
         batch = PREP_BATCH if batch is None else batch
+        self.agg_id, self.park_dir = agg_id, park_dir
         self.bounds = [(lo, min(n, lo + batch)) for lo in range(0, n, batch)]
         self.parts = []
         for lo, hi in self.bounds:
             nonces, pub, sh = load(lo, hi)
             self.parts.append(Aggregator(vdaf, agg_id, verify_key, np.array(nonces), pub, sh))
 
-    @staticmethod
-    def _join(outs):  # noqa: ANN001, ANN205
-        if isinstance(outs[0], np.ndarray):
-            return np.concatenate(outs)
-        return [x for o in outs for x in o]
+    def park(self, bi: int) -> None:
+        """With ``park_dir``: batch ``bi``'s per-report state between levels (IDPF
+        nodes, sponge states) to a file, its AES contexts dropped."""
+        if self.park_dir is None:
+            return
+        arrays = self.parts[bi].park()
+        np.savez(self._park_path(bi), **arrays)
 
-    def verify_init(self, agg_param):  # noqa: ANN001, ANN201
-        return self._join([a.verify_init(agg_param) for a in self.parts])
+    def unpark(self, bi: int) -> None:
+        import os
 
-    def verify_next(self, message):  # noqa: ANN001, ANN201
-        return self._join([a.verify_next(message[lo:hi])
-                           for a, (lo, hi) in zip(self.parts, self.bounds)])
+        if self.park_dir is None or not os.path.exists(self._park_path(bi)):
+            return
+        with np.load(self._park_path(bi)) as f:
+            self.parts[bi].unpark({k: f[k] for k in f.files})
 
-    def aggregate(self, accepted: np.ndarray):  # noqa: ANN201
-        from protocol.core.poplar1.field import P255, add64
+    def _park_path(self, bi: int) -> str:
+        import os
 
-        outs = [a.aggregate(accepted[lo:hi]) for a, (lo, hi) in zip(self.parts, self.bounds)]
-        if isinstance(outs[0], np.ndarray):
-            total = outs[0]
-            for o in outs[1:]:
-                total = add64(total, o)
-            return total
-        return [sum(col) % P255 for col in zip(*outs)]
+        return os.path.join(self.park_dir, f"agg{self.agg_id}_batch{bi}.npz")
+
+
+def _add_shares(level: int, bits: int, a, b):  # noqa: ANN001, ANN202
+    """The sum of two aggregate shares (Field64 arrays, or lists of Field255 ints)."""
+    from protocol.core.poplar1.field import P255, add64
+
+    if level < bits - 1:
+        return add64(a, b)
+    return [(x + y) % P255 for x, y in zip(a, b)]
 
 
 def _loader(nonces: np.ndarray, public, share):  # noqa: ANN001, ANN202
@@ -312,13 +319,17 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
            verify_key: bytes, max_candidates: int = 1 << 14,
            progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
            parties: tuple[AggregatorParty, AggregatorParty] | None = None,
-           tamper: Tamper | None = None, store=None) -> dict[str, Any]:  # noqa: ANN001
+           tamper: Tamper | None = None, store=None,  # noqa: ANN001
+           park_dir: str | None = None) -> dict[str, Any]:
     """The level-by-level prefix search between two aggregator parties. ``public`` is
     the decoded public shares both aggregators received, or a pair (what each received,
     when a client sent them different ones); ``tamper`` plays a malicious aggregator.
     Or ``store`` (a :class:`~protocol.core.poplar1.store.ReportStore`; then ``nonces``,
     ``public`` and ``shares`` are ``None``): the aggregators read their reports from
-    it batch by batch (one level's slab of a batch at a time).
+    it batch by batch (one level's slab of a batch at a time). Both rounds of a level
+    run one preparation batch after another (``tamper`` sees one batch's values at a
+    time). With ``park_dir`` (a directory the caller owns) each aggregator keeps its
+    per-report state between levels there (:meth:`Aggregator.park`), not in memory.
 
     Raises:
         StudyError: more candidates at a level than ``max_candidates``.
@@ -335,7 +346,7 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
             else:
                 pub = public[p.agg_id] if isinstance(public, tuple) else public
                 load = _loader(nonces, pub, shares[p.agg_id])
-            p.core = p.timed(_Batches, vdaf, p.agg_id, verify_key, n, load)
+            p.core = p.timed(_Batches, vdaf, p.agg_id, verify_key, n, load, None, park_dir)
     levels_out = []
     passing: list[tuple[bool, ...]] = [()]
     heavy: dict[tuple[bool, ...], int] = {}
@@ -352,30 +363,50 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
         agg_param = (level, tuple(cands))
         ap_bytes = len(encode_agg_param(agg_param))
         t0 = time.perf_counter()
-        r1 = [p.timed(p.core.verify_init, agg_param) for p in parties]
-        # each sends its sketch shares to the other; both form the round-1 message
-        got = [_exchange(parties[j], parties[1 - j], level, bits, r1[j], 3 * n, "sketch1", tamper)
-               for j in (0, 1)]
-        msg = []
-        for j in (0, 1):
-            mine = r1[j]
-            other = got[1 - j]
-            if level < bits - 1:
-                from protocol.core.poplar1.field import add64
-                msg.append(parties[j].timed(add64, np.asarray(mine), other.reshape(n, 3)))
-            else:
-                o = [other[3 * r:3 * r + 3] for r in range(n)]
-                msg.append([[(x + y) % (2 ** 255 - 19) for x, y in zip(a, b)]
-                            for a, b in zip(mine, o)])
-        r2 = [parties[j].timed(parties[j].core.verify_next, msg[j]) for j in (0, 1)]
-        got2 = [_exchange(parties[j], parties[1 - j], level, bits, r2[j], n, "sketch2", tamper)
-                for j in (0, 1)]
-        ok = [parties[j].timed(sketch_accepts, level, bits, r2[j], got2[1 - j]) for j in (0, 1)]
-        # a report is aggregated only when both accept it (an aggregator that rejects
-        # tells the other, as in DAP's ping-pong; an honest one decides from the shares
-        # it received, so a lying peer cannot make it accept)
-        accepted = ok[0] & ok[1]
-        agg = [p.timed(p.core.aggregate, accepted) for p in parties]
+        # both rounds of the preparation run batch by batch (the messages of a batch
+        # are those of its reports, so the bytes and views are the whole level's);
+        # the aggregate shares are summed over the batches and exchanged once
+        agg: list[Any] = [None, None]
+        rejected: list[int] = []
+        for bi, (lo, hi) in enumerate(parties[0].core.bounds):
+            m = hi - lo
+            parts = [p.core.parts[bi] for p in parties]
+            for p, a in zip(parties, parts):
+                p.timed(p.core.unpark, bi)
+            r1 = [p.timed(a.verify_init, agg_param) for p, a in zip(parties, parts)]
+            for p in parties:
+                p.timed(p.core.park, bi)
+            # each sends its sketch shares to the other; both form the round-1 message
+            got = [_exchange(parties[j], parties[1 - j], level, bits, r1[j], 3 * m, "sketch1",
+                             tamper) for j in (0, 1)]
+            msg = []
+            for j in (0, 1):
+                mine = r1[j]
+                other = got[1 - j]
+                if level < bits - 1:
+                    from protocol.core.poplar1.field import add64
+                    msg.append(parties[j].timed(add64, np.asarray(mine), other.reshape(m, 3)))
+                else:
+                    o = [other[3 * r:3 * r + 3] for r in range(m)]
+                    msg.append([[(x + y) % (2 ** 255 - 19) for x, y in zip(u, v)]
+                                for u, v in zip(mine, o)])
+            del r1, got
+            r2 = [parties[j].timed(parts[j].verify_next, msg[j]) for j in (0, 1)]
+            del msg
+            got2 = [_exchange(parties[j], parties[1 - j], level, bits, r2[j], m, "sketch2",
+                              tamper) for j in (0, 1)]
+            ok = [parties[j].timed(sketch_accepts, level, bits, r2[j], got2[1 - j])
+                  for j in (0, 1)]
+            del r2, got2
+            # a report is aggregated only when both accept it (an aggregator that rejects
+            # tells the other, as in DAP's ping-pong; an honest one decides from the
+            # shares it received, so a lying peer cannot make it accept)
+            accepted = ok[0] & ok[1]
+            for j in (0, 1):
+                part = parties[j].timed(parts[j].aggregate, accepted)
+                agg[j] = part if agg[j] is None else parties[j].timed(
+                    _add_shares, level, bits, agg[j], part)
+            rejected += (lo + np.flatnonzero(~accepted)).tolist()
         shares_seen = [_exchange(parties[j], parties[1 - j], level, bits, agg[j], len(cands),
                                  "agg_share", tamper) for j in (0, 1)]
         mod = (1 << 64) - (1 << 32) + 1 if level < bits - 1 else 2 ** 255 - 19
@@ -384,7 +415,6 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
         seen = [[(int(x) + int(y)) % mod for x, y in zip(agg[j], shares_seen[1 - j])]
                 for j in (0, 1)]
         counts = seen[0]
-        rejected = np.flatnonzero(~accepted).tolist()
         for p in parties:
             p.bytes_received += ap_bytes
             p.view.append({"level": level, "candidates": [_bitstr(c) for c in cands],
@@ -407,11 +437,14 @@ def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | 
                        progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
                        client_progress: Callable[[int, int], None] | None = None,
                        out_of_core: bool | None = None,
-                       tmpdir: str | None = None) -> SearchResult:
+                       tmpdir: str | None = None, park: bool = False) -> SearchResult:
     """Poplar1 heavy hitters over ``(n, BITS)`` bool measurements. The uploads are
     kept out of core (``np.memmap`` files in a temporary directory under ``tmpdir``,
     removed at the end, also on error) when ``out_of_core``, or by default from
-    :data:`OUT_OF_CORE_REPORTS` reports on.
+    :data:`OUT_OF_CORE_REPORTS` reports on. ``park`` (implies ``out_of_core``) also
+    keeps the aggregators' per-report state between levels in that directory (the IDPF
+    nodes and sponges written and read once a level, the AES contexts derived again
+    each level): memory bounded by the preparation batch, at about twice the CPU.
 
     Raises:
         StudyError: a bad threshold or measurement shape, or too many candidates.
@@ -426,13 +459,16 @@ def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | 
     vdaf = Poplar1(m.shape[1], CTX)
     t0 = time.perf_counter()
     if out_of_core is None:
-        out_of_core = m.shape[0] >= OUT_OF_CORE_REPORTS
+        out_of_core = park or m.shape[0] >= OUT_OF_CORE_REPORTS
+    if park and not out_of_core:
+        raise StudyError("parking the aggregators' state needs the reports out of core")
     store, client_cpu, upload = make_reports(vdaf, m, seed, client_progress,
                                              out_of_core=out_of_core, tmpdir=tmpdir)
     try:
         key = _randomness(seed, "poplar1 verify key").token_bytes(vdaf.VERIFY_KEY_SIZE)
         out = search(vdaf, None, None, None, threshold, verify_key=key,
-                     max_candidates=max_candidates, progress=progress, store=store)
+                     max_candidates=max_candidates, progress=progress, store=store,
+                     park_dir=store.tmpdir if park else None)
     finally:
         store.close()
     return SearchResult(out["heavy"], out["levels"], out["parties"], client_cpu, upload,
