@@ -169,3 +169,12 @@ def test_aggregator_park_and_unpark_restore_its_state() -> None:
     bad = aggs[1].park()
     with pytest.raises(Poplar1UsageError, match="wrong shape"):
         aggs[1].unpark({**bad, "cache_seeds": bad["cache_seeds"][:3]})
+
+
+def test_bench_refuses_more_strings_than_exist() -> None:
+    """--support above the number of printable strings of that length is refused
+    (it used to search for them forever)."""
+    from protocol.studies.errors import StudyError
+
+    with pytest.raises(StudyError, match="printable"):
+        runner.bench_hh([100], [2], support=10_000)

@@ -48,6 +48,9 @@ def register(cli) -> None:  # noqa: ANN001
                    dest="out_of_core",
                    help="--hh: keep the uploads in np.memmap files in a temporary directory "
                         "(auto: from 20000 reports on)")
+    p.add_argument("--park", action="store_true",
+                   help="--hh: also keep the aggregators' per-report state between levels in "
+                        "those files (memory bounded by the batch, about twice the CPU)")
     p.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     p.add_argument("--table", default=None, metavar="FILES",
                    help="print the Markdown table of earlier outputs (comma-separated JSON "
@@ -90,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
                                support=args.support, zipf_s=args.zipf_s,
                                threshold=args.threshold, seed=args.seed,
                                out_of_core={"auto": None, "yes": True,
-                                            "no": False}[args.out_of_core])
+                                            "no": False}[args.out_of_core],
+                               park=args.park)
     else:
         if args.reference is None:
             raise UsageError("give --reference DIR (the draft's poc/ directory) or --hh")

@@ -849,7 +849,8 @@ def random_strings(support: int, chars: int, rng: np.random.Generator) -> list[s
 
 def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_000,
              zipf_s: float = 1.1, threshold: int | None = None, k: int = 10,
-             seed: int = 0, out_of_core: bool | None = None) -> dict[str, Any]:
+             seed: int = 0, out_of_core: bool | None = None,
+             park: bool = False) -> dict[str, Any]:
     """Poplar1 heavy hitters on Zipf(``zipf_s``) populations of ``support`` random
     printable strings of ``chars`` characters (8 bits each: ``BITS = 8 * chars``), for
     every ``n`` in ``users`` and length in ``chars``: wall and CPU seconds (clients and
@@ -862,6 +863,9 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
 
     if not users or not chars or min(users) < 2 or min(chars) < 1 or support < 1:
         raise StudyError("--users >= 2, --chars >= 1, --support >= 1")
+    if support > 94 ** min(chars):   # else random_strings could never find them all
+        raise StudyError(f"--support {support}: more than the 94^{min(chars)} printable "
+                         f"strings of {min(chars)} characters")
     runs = []
     for c in chars:
         rng = np.random.default_rng(seed)
@@ -876,8 +880,9 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
             cpu0 = time.process_time()
             t0 = time.perf_counter()
             load0 = _load()
-            ooc = n >= OUT_OF_CORE_REPORTS if out_of_core is None else out_of_core
-            res = heavy_hitters_bits(vocab_bits[items], t, seed=seed, out_of_core=ooc)
+            ooc = park or (n >= OUT_OF_CORE_REPORTS if out_of_core is None else out_of_core)
+            res = heavy_hitters_bits(vocab_bits[items], t, seed=seed, out_of_core=ooc,
+                                     park=park)
             wall = time.perf_counter() - t0
             cpu = time.process_time() - cpu0
             counts = np.bincount(items, minlength=support)
@@ -895,7 +900,7 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
                 "heavy_hitters": len(res.heavy),
                 "true_top_k_found": len(true_top & found),
                 "client_upload_bytes": res.upload_bytes_per_client,
-                "reports_out_of_core": ooc,
+                "reports_out_of_core": ooc, "aggregator_state_parked": park,
                 "load_average": [load0, _load()],
                 "us_per_report_level_per_aggregator": round(
                     1e6 * float(np.mean([pp.cpu_seconds for pp in res.parties]))
