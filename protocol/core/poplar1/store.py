@@ -136,8 +136,7 @@ class ReportStore:
                 if self.tmpdir is None:
                     self._mem[name] = np.zeros(shape, dtype=dtype)
                 else:   # the file at its full size, filled chunk by chunk
-                    mm = np.memmap(self._path(name), dtype=dtype, mode="w+", shape=shape)
-                    del mm
+                    np.memmap(self._path(name), dtype=dtype, mode="w+", shape=shape).flush()
         except BaseException:
             self.close()
             raise

@@ -925,8 +925,9 @@ def hh_table(docs: Sequence[dict[str, Any]]) -> list[str]:
     rows.sort(key=lambda x: (x[0]["bits"], x[0]["n"]))
     out = ["| n | characters (bits) | levels | median candidates per level | wall s | "
            "CPU s: clients | CPU s: each aggregator | CPU s total | us per report, level "
-           "and aggregator | top-10 found | peak RSS (MB) | load average |",
-           "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
+           "and aggregator | top-10 found | reports kept | peak RSS (MB) | load average |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: "
+           "| --- |"]
     for r, peak in rows:
         load = r.get("load_average")
         out.append(
@@ -935,9 +936,16 @@ def hh_table(docs: Sequence[dict[str, Any]]) -> list[str]:
             f"{r['client_cpu_seconds']:,.1f} | "
             f"{', '.join(f'{c:,.1f}' for c in r['aggregator_cpu_seconds'])} | "
             f"{r['cpu_seconds']:,.1f} | {r['us_per_report_level_per_aggregator']:g} | "
-            f"{r['true_top_k_found']} | {'' if peak is None else f'{peak:,.0f}'} | "
+            f"{r['true_top_k_found']} | {_kept(r)} | {'' if peak is None else f'{peak:,.0f}'} | "
             f"{'' if not load else ' to '.join(f'{x:g}' for x in load if x is not None)} |")
     return out
+
+
+def _kept(run: dict[str, Any]) -> str:
+    """Where a ``--hh`` run kept the reports (runs from before the option: memory)."""
+    if run.get("aggregator_state_parked"):
+        return "files, state parked"
+    return "files" if run.get("reports_out_of_core") else "memory"
 
 
 def reference_table(docs: Sequence[dict[str, Any]]) -> list[str]:
