@@ -178,3 +178,18 @@ def test_bench_refuses_more_strings_than_exist() -> None:
 
     with pytest.raises(StudyError, match="printable"):
         runner.bench_hh([100], [2], support=10_000)
+
+
+def test_bench_trace_reports_every_level(tmp_path) -> None:  # noqa: ANN001
+    """`bench poplar1 --hh --trace FILE` appends one JSON line per level (peak memory,
+    CPU seconds), so a run cut short still says how far it got."""
+    import json
+
+    from protocol.cli import main
+
+    trace = tmp_path / "t.jsonl"
+    assert main(["bench", "poplar1", "--hh", "--users", "40", "--chars", "1", "--support", "20",
+                 "--park", "--trace", str(trace)]) == 0
+    rows = [json.loads(x) for x in trace.read_text().splitlines()]
+    assert [r["level"] for r in rows] == list(range(8))
+    assert all(r["peak_rss_mb"] > 0 and r["n"] == 40 for r in rows)

@@ -850,7 +850,8 @@ def random_strings(support: int, chars: int, rng: np.random.Generator) -> list[s
 def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_000,
              zipf_s: float = 1.1, threshold: int | None = None, k: int = 10,
              seed: int = 0, out_of_core: bool | None = None,
-             park: bool = False) -> dict[str, Any]:
+             park: bool = False,
+             trace: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Poplar1 heavy hitters on Zipf(``zipf_s``) populations of ``support`` random
     printable strings of ``chars`` characters (8 bits each: ``BITS = 8 * chars``), for
     every ``n`` in ``users`` and length in ``chars``: wall and CPU seconds (clients and
@@ -882,7 +883,7 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
             load0 = _load()
             ooc = park or (n >= OUT_OF_CORE_REPORTS if out_of_core is None else out_of_core)
             res = heavy_hitters_bits(vocab_bits[items], t, seed=seed, out_of_core=ooc,
-                                     park=park)
+                                     park=park, progress=_traced(trace, n, c, cpu0))
             wall = time.perf_counter() - t0
             cpu = time.process_time() - cpu0
             counts = np.bincount(items, minlength=support)
@@ -908,6 +909,24 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
             })
     return {"support": support, "zipf_s": zipf_s, "k": k, "seed": seed, "runs": runs,
             "peak_rss_mb": round(peak_rss_mb(), 1)}
+
+
+def _traced(trace: Callable[[dict[str, Any]], None] | None, n: int, chars: int,  # noqa: ANN202
+            cpu0: float):
+    """A search ``progress`` that reports, as each level starts, the process's peak
+    memory so far and its CPU seconds since ``cpu0`` to ``trace`` (``None``: no
+    progress)."""
+    if trace is None:
+        return None
+    from protocol.studies.measure import peak_rss_mb
+
+    def progress(levels: Iterable[int]) -> Iterable[int]:
+        for level in levels:
+            trace({"n": n, "chars": chars, "level": level, "peak_rss_mb": round(peak_rss_mb(), 1),
+                   "cpu_seconds": round(time.process_time() - cpu0, 1),
+                   "time": time.strftime("%H:%M:%S", time.gmtime())})
+            yield level
+    return progress
 
 
 def hh_table(docs: Sequence[dict[str, Any]]) -> list[str]:
