@@ -249,7 +249,9 @@ class _Batches:
     :data:`PREP_BATCH` reports: the same messages, concatenated in report order, and the
     aggregate share summed over the batches. ``load(lo, hi) -> (nonces, public shares,
     input shares)`` gives a batch's reports (from a :class:`ReportStore`, whose
-    per-level fields are read when a level asks for them)."""
+    per-level fields are read when a level asks for them). With ``park_dir`` each
+    batch's per-report state between levels is kept in a file there (:meth:`park`,
+    :meth:`unpark`)."""
 
     def __init__(self, vdaf, agg_id: int, verify_key: bytes, n: int, load,  # noqa: ANN001
                  batch: int | None = None, park_dir: str | None = None) -> None:
