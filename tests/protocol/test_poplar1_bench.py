@@ -84,6 +84,8 @@ def test_docs_tables_are_the_committed_results() -> None:
     ref = bench_table(load("ref32.json", "ref256.json"))
     hh = bench_table(load("hh_3000_32.json", "hh_10000_32.json", "hh_1e5_256.json",
                           "hh_10000_8.json", "hh_10000_16.json"))
-    assert "\n".join(ref) in page and "\n".join(hh) in page
+    mem = bench_table(load("hh_1e4_256_before.json", "hh_1e4_256_memory.json",
+                           "hh_1e4_256_files.json", "hh_1e4_256_parked.json"))
+    assert "\n".join(ref) in page and "\n".join(hh) in page and "\n".join(mem) in page
     for d in ("cmp_en_1e4", "cmp_zipf_1e4", "cmp_zipf_1e5"):
         assert (res / d / "table.md").read_text(encoding="utf-8").strip() in page

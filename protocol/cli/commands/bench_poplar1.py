@@ -44,6 +44,16 @@ def register(cli) -> None:  # noqa: ANN001
                    help="--hh: Zipf exponent (default 1.1)")
     p.add_argument("--threshold", type=int, default=None,
                    help="--hh: threshold (default max(2, ceil(n / 200)))")
+    p.add_argument("--out-of-core", default="auto", choices=("auto", "yes", "no"),
+                   dest="out_of_core",
+                   help="--hh: keep the uploads in np.memmap files in a temporary directory "
+                        "(auto: from 20000 reports on)")
+    p.add_argument("--park", action="store_true",
+                   help="--hh: also keep the aggregators' per-report state between levels in "
+                        "those files (memory bounded by the batch, about twice the CPU)")
+    p.add_argument("--trace", default=None, metavar="FILE",
+                   help="--hh: append one JSON line per level to FILE as the search runs "
+                        "(level, peak memory so far, CPU seconds): how far a long run got")
     p.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     p.add_argument("--table", default=None, metavar="FILES",
                    help="print the Markdown table of earlier outputs (comma-separated JSON "
@@ -82,9 +92,30 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(poplar1.bench_table(docs)))
         return 0
     if args.hh:
-        out = poplar1.bench_hh(_ints(args.users_list, "--users"), _ints(args.chars, "--chars"),
-                               support=args.support, zipf_s=args.zipf_s,
-                               threshold=args.threshold, seed=args.seed)
+        trace = None
+        if args.trace is not None:
+            import json
+
+            try:
+                fh = open(args.trace, "a", encoding="utf-8")  # noqa: SIM115 - closed below
+            except OSError as exc:
+                raise UsageError(f"--trace {args.trace}: {exc}") from None
+
+            def write_row(row: dict) -> None:
+                fh.write(json.dumps(row) + "\n")
+                fh.flush()
+            trace = write_row
+        try:
+            out = poplar1.bench_hh(_ints(args.users_list, "--users"),
+                                   _ints(args.chars, "--chars"),
+                                   support=args.support, zipf_s=args.zipf_s,
+                                   threshold=args.threshold, seed=args.seed,
+                                   out_of_core={"auto": None, "yes": True,
+                                                "no": False}[args.out_of_core],
+                                   park=args.park, trace=trace)
+        finally:
+            if trace is not None:
+                fh.close()
     else:
         if args.reference is None:
             raise UsageError("give --reference DIR (the draft's poc/ directory) or --hh")

@@ -234,6 +234,23 @@ class SpongeBatch:
     def __len__(self) -> int:
         return self._state.shape[1]
 
+    def snapshot(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """The sponges' state, the current output block and the read position: what
+        :meth:`resume` takes to continue the streams exactly where they are."""
+        return self._state, self._buf, self._pos
+
+    @classmethod
+    def resume(cls, state: np.ndarray, buf: np.ndarray, pos: int) -> "SpongeBatch":
+        """Sponges continued from a :meth:`snapshot`."""
+        state = np.ascontiguousarray(state, dtype=np.uint64)
+        buf = np.ascontiguousarray(buf, dtype=np.uint8)
+        if state.ndim != 2 or state.shape[0] != 25 or buf.shape != (state.shape[1], RATE) \
+                or not 0 <= pos <= RATE:
+            raise ValueError("not a SpongeBatch snapshot")
+        out = cls.__new__(cls)
+        out._state, out._buf, out._pos = state, buf, int(pos)
+        return out
+
     def read(self, length: int) -> np.ndarray:
         if length < 0:
             raise ValueError("negative output length")

@@ -39,7 +39,7 @@ asks for it by name, :mod:`protocol.core.randomness`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -47,6 +47,7 @@ from protocol.core.poplar1 import field as F
 from protocol.core.poplar1 import idpf as I
 from protocol.core.poplar1.errors import (Poplar1DecodeError, Poplar1UsageError,
                                           Poplar1VerificationError)
+from protocol.core.poplar1.keccak import SpongeBatch
 from protocol.core.poplar1.xof import (XofTurboShake128, format_dst, turboshake_many,
                                        turboshake_streams)
 
@@ -375,7 +376,8 @@ class Aggregator:
             raise Poplar1UsageError("reports of different counts")
         self.vdaf, self.agg_id, self.verify_key = vdaf, agg_id, bytes(verify_key)
         self.nonces, self.public, self.share = nonces, public, share
-        self.ciphers = I.ReportCiphers.derive(vdaf.ctx, nonces)
+        self._ciphers: I.ReportCiphers | None = None
+        self._parked: dict[str, Any] = {}
         self.previous: list[AggParam] = []
         self._cache: I.EvalCache | None = None
         self._streams = None
@@ -385,6 +387,52 @@ class Aggregator:
 
     def __len__(self) -> int:
         return self.nonces.shape[0]
+
+    @property
+    def ciphers(self) -> I.ReportCiphers:
+        """The reports' fixed-key AES contexts (derived on first use, again after
+        :meth:`park`)."""
+        if self._ciphers is None:
+            self._ciphers = I.ReportCiphers.derive(self.vdaf.ctx, self.nonces)
+        return self._ciphers
+
+    def park(self) -> dict[str, np.ndarray]:
+        """Hand over the per-report state kept between levels -- the IDPF nodes of the
+        last level and the correlated-randomness sponges -- as arrays, and drop it
+        with the AES contexts: a caller short of memory keeps the arrays out of core
+        and gives them back with :meth:`unpark` before the next level. Without them
+        the next level is still exact (the nodes are walked again from the root and
+        the streams drawn again from their start), only slower. The round state of the
+        current level is kept."""
+        out: dict[str, np.ndarray] = {}
+        self._parked = {}
+        if self._cache is not None:
+            out["cache_seeds"], out["cache_ctrl"] = self._cache.seeds, self._cache.ctrl
+            self._parked["cache"] = (self._cache.level, self._cache.prefixes)
+            self._cache = None
+        if isinstance(self._streams, SpongeBatch):
+            out["sponge_state"], out["sponge_buf"], pos = self._streams.snapshot()
+            self._parked["sponge"] = (pos, self._streams_pos)
+            self._streams = None
+        self._ciphers = None
+        return out
+
+    def unpark(self, arrays: dict[str, np.ndarray]) -> None:
+        """The state :meth:`park` handed over, back (the arrays of that call)."""
+        n = len(self)
+        if "cache" in self._parked and "cache_seeds" in arrays:
+            level, prefixes = self._parked["cache"]
+            seeds, ctrl = np.asarray(arrays["cache_seeds"]), np.asarray(arrays["cache_ctrl"])
+            if seeds.shape != (n, len(prefixes), 16) or ctrl.shape != (n, len(prefixes)):
+                raise Poplar1UsageError("parked IDPF nodes of the wrong shape")
+            self._cache = I.EvalCache(level, prefixes, seeds, ctrl.astype(bool))
+        if "sponge" in self._parked and "sponge_state" in arrays:
+            pos, stream_pos = self._parked["sponge"]
+            sponge = SpongeBatch.resume(arrays["sponge_state"], arrays["sponge_buf"], pos)
+            if len(sponge) != n:
+                raise Poplar1UsageError("parked sponges of the wrong count")
+            self._streams, self._streams_pos = sponge, stream_pos
+        self._parked = {}
 
     def _verify_rand(self, level: int, count: int):  # noqa: ANN202
         d = self.vdaf.dst(USAGE_VERIFY_RAND)

@@ -115,24 +115,6 @@ def decode_bits(bits: Sequence[bool], alphabet: str) -> str:
 
 
 # ----------------------------------------------------------------------- parties
-def _concat_public(parts: list) -> Any:  # noqa: ANN401
-    from protocol.core.poplar1.idpf import PublicShares
-
-    return PublicShares(np.concatenate([p.seed_cw for p in parts]),
-                        np.concatenate([p.ctrl_cw for p in parts]),
-                        np.concatenate([p.w_inner for p in parts]),
-                        [x for p in parts for x in p.w_leaf])
-
-
-def _concat_inputs(parts: list) -> Any:  # noqa: ANN401
-    from protocol.core.poplar1.vdaf import InputShares
-
-    return InputShares(np.concatenate([p.key for p in parts]),
-                       np.concatenate([p.corr_seed for p in parts]),
-                       np.concatenate([p.corr_inner for p in parts]),
-                       [x for p in parts for x in p.corr_leaf])
-
-
 @dataclass
 class AggregatorParty:
     """One of Poplar1's two aggregators: its own input shares, the public shares, the
@@ -180,37 +162,54 @@ def _randomness(seed: int | None, label: str):  # noqa: ANN202
     return insecure_deterministic_randomness(seed, label)
 
 
+#: populations from this many reports on are stored out of core by default (the
+#: uploads, about 16.7 KB a report at 256 bits, in ``np.memmap`` files)
+OUT_OF_CORE_REPORTS = 20_000
+
+
 def make_reports(vdaf, measurements: np.ndarray, seed: int | None,  # noqa: ANN001
-                 progress: Callable[[int, int], None] | None = None):  # noqa: ANN201
+                 progress: Callable[[int, int], None] | None = None, *,
+                 out_of_core: bool = False, tmpdir: str | None = None):  # noqa: ANN201
     """The clients: shard every measurement and encode the reports; the aggregators
-    decode them (every decoder validates completely). Returns ``(nonces, public shares,
-    (input shares 0, input shares 1), client CPU seconds, upload bytes per client)``.
-    Chunks of :data:`CHUNK` clients bound the memory of the encoded reports."""
+    decode them (every decoder validates completely) and keep the validated uploads,
+    once, in a :class:`~protocol.core.poplar1.store.ReportStore` (in memory, or
+    ``out_of_core`` in ``np.memmap`` files under ``tmpdir``, default the system's
+    temporary directory). Returns ``(store, client CPU seconds, upload bytes per
+    client)``; the caller closes the store. Chunks of :data:`CHUNK` clients bound the
+    memory of the sharding."""
+    import tempfile
+
     from protocol.core.poplar1.idpf import encode_public_share
+    from protocol.core.poplar1.store import ReportStore
 
     rnd = _randomness(seed, "poplar1 clients")
     n = measurements.shape[0]
-    nonces_l, pub_l, in_l = [], [], ([], [])
     cpu = 0.0
     upload = vdaf.NONCE_SIZE + vdaf.public_share_size() + 2 * vdaf.input_share_size()
-    for lo in range(0, n, CHUNK):
-        hi = min(n, lo + CHUNK)
-        t = time.process_time()
-        raw = np.frombuffer(rnd.token_bytes((hi - lo) * (16 + vdaf.RAND_SIZE)),
-                            dtype=np.uint8).reshape(hi - lo, 16 + vdaf.RAND_SIZE)
-        rep = vdaf.shard_batch(measurements[lo:hi], raw[:, :16], raw[:, 16:])
-        pub_b = [encode_public_share(rep.public, r) for r in range(hi - lo)]
-        in_b = [[vdaf.encode_input_share(rep.shares[j], r) for r in range(hi - lo)]
-                for j in (0, 1)]
-        cpu += time.process_time() - t
-        nonces_l.append(rep.nonces)
-        pub_l.append(vdaf.decode_public_shares(pub_b))
-        for j in (0, 1):
-            in_l[j].append(vdaf.decode_input_shares(in_b[j]))
-        if progress is not None:
-            progress(hi, n)
-    return (np.concatenate(nonces_l), _concat_public(pub_l),
-            (_concat_inputs(in_l[0]), _concat_inputs(in_l[1])), cpu, upload)
+    where = (tmpdir or tempfile.gettempdir()) if out_of_core else None
+    store = ReportStore(vdaf.bits, n, directory=where)
+    try:
+        for lo in range(0, n, CHUNK):
+            hi = min(n, lo + CHUNK)
+            t = time.process_time()
+            raw = np.frombuffer(rnd.token_bytes((hi - lo) * (16 + vdaf.RAND_SIZE)),
+                                dtype=np.uint8).reshape(hi - lo, 16 + vdaf.RAND_SIZE)
+            rep = vdaf.shard_batch(measurements[lo:hi], raw[:, :16], raw[:, 16:])
+            pub_b = [encode_public_share(rep.public, r) for r in range(hi - lo)]
+            in_b = [[vdaf.encode_input_share(rep.shares[j], r) for r in range(hi - lo)]
+                    for j in (0, 1)]
+            cpu += time.process_time() - t
+            del rep
+            # receipt: each decoder validates completely; the validated shares are kept
+            store.put(lo, raw[:, :16], vdaf.decode_public_shares(pub_b),
+                      [vdaf.decode_input_shares(in_b[j]) for j in (0, 1)])
+            del pub_b, in_b
+            if progress is not None:
+                progress(hi, n)
+    except BaseException:
+        store.close()
+        raise
+    return store, cpu, upload
 
 
 #: ``tamper(stage, agg_id, level, values) -> values``: the adversary hook of
@@ -248,57 +247,91 @@ PREP_BATCH = 8192
 class _Batches:
     """One aggregator's preparation over the population in batches of
     :data:`PREP_BATCH` reports: the same messages, concatenated in report order, and the
-    aggregate share summed over the batches."""
+    aggregate share summed over the batches. ``load(lo, hi) -> (nonces, public shares,
+    input shares)`` gives a batch's reports (from a :class:`ReportStore`, whose
+    per-level fields are read when a level asks for them). With ``park_dir`` each
+    batch's per-report state between levels is kept in a file there (:meth:`park`,
+    :meth:`unpark`)."""
 
-    def __init__(self, vdaf, agg_id: int, verify_key: bytes, nonces: np.ndarray,  # noqa: ANN001
-                 public, share, batch: int = PREP_BATCH) -> None:  # noqa: ANN001
+    def __init__(self, vdaf, agg_id: int, verify_key: bytes, n: int, load,  # noqa: ANN001
+                 batch: int | None = None, park_dir: str | None = None) -> None:
         from protocol.core.poplar1 import Aggregator
-        from protocol.core.poplar1.idpf import PublicShares
-        from protocol.core.poplar1.vdaf import InputShares
 
-        n = nonces.shape[0]
+        batch = PREP_BATCH if batch is None else batch
+        self.agg_id, self.park_dir = agg_id, park_dir
         self.bounds = [(lo, min(n, lo + batch)) for lo in range(0, n, batch)]
         self.parts = []
         for lo, hi in self.bounds:
-            pub = PublicShares(public.seed_cw[lo:hi], public.ctrl_cw[lo:hi],
-                               public.w_inner[lo:hi], public.w_leaf[lo:hi])
-            sh = InputShares(share.key[lo:hi], share.corr_seed[lo:hi], share.corr_inner[lo:hi],
-                             share.corr_leaf[lo:hi])
-            self.parts.append(Aggregator(vdaf, agg_id, verify_key, nonces[lo:hi], pub, sh))
+            nonces, pub, sh = load(lo, hi)
+            self.parts.append(Aggregator(vdaf, agg_id, verify_key, np.array(nonces), pub, sh))
 
-    @staticmethod
-    def _join(outs):  # noqa: ANN001, ANN205
-        if isinstance(outs[0], np.ndarray):
-            return np.concatenate(outs)
-        return [x for o in outs for x in o]
+    def park(self, bi: int) -> None:
+        """With ``park_dir``: batch ``bi``'s per-report state between levels (IDPF
+        nodes, sponge states) to a file, its AES contexts dropped."""
+        if self.park_dir is None:
+            return
+        arrays = self.parts[bi].park()
+        np.savez(self._park_path(bi), **arrays)
 
-    def verify_init(self, agg_param):  # noqa: ANN001, ANN201
-        return self._join([a.verify_init(agg_param) for a in self.parts])
+    def unpark(self, bi: int) -> None:
+        import os
 
-    def verify_next(self, message):  # noqa: ANN001, ANN201
-        return self._join([a.verify_next(message[lo:hi])
-                           for a, (lo, hi) in zip(self.parts, self.bounds)])
+        if self.park_dir is None or not os.path.exists(self._park_path(bi)):
+            return
+        with np.load(self._park_path(bi)) as f:
+            self.parts[bi].unpark({k: f[k] for k in f.files})
 
-    def aggregate(self, accepted: np.ndarray):  # noqa: ANN201
-        from protocol.core.poplar1.field import P255, add64
+    def _park_path(self, bi: int) -> str:
+        import os
 
-        outs = [a.aggregate(accepted[lo:hi]) for a, (lo, hi) in zip(self.parts, self.bounds)]
-        if isinstance(outs[0], np.ndarray):
-            total = outs[0]
-            for o in outs[1:]:
-                total = add64(total, o)
-            return total
-        return [sum(col) % P255 for col in zip(*outs)]
+        return os.path.join(self.park_dir, f"agg{self.agg_id}_batch{bi}.npz")
 
 
-def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa: ANN001
+def _add_shares(level: int, bits: int, a, b):  # noqa: ANN001, ANN202
+    """The sum of two aggregate shares (Field64 arrays, or lists of Field255 ints)."""
+    from protocol.core.poplar1.field import P255, add64
+
+    if level < bits - 1:
+        return add64(a, b)
+    return [(x + y) % P255 for x, y in zip(a, b)]
+
+
+def _loader(nonces: np.ndarray, public, share):  # noqa: ANN001, ANN202
+    """``load(lo, hi)`` over decoded reports held in memory (slices, no copies)."""
+    from protocol.core.poplar1.idpf import PublicShares
+    from protocol.core.poplar1.vdaf import InputShares
+
+    def load(lo: int, hi: int):  # noqa: ANN202
+        return (nonces[lo:hi],
+                PublicShares(public.seed_cw[lo:hi], public.ctrl_cw[lo:hi],
+                             public.w_inner[lo:hi], public.w_leaf[lo:hi]),
+                InputShares(share.key[lo:hi], share.corr_seed[lo:hi], share.corr_inner[lo:hi],
+                            share.corr_leaf[lo:hi]))
+    return load
+
+
+def _store_loader(store, agg_id: int):  # noqa: ANN001, ANN202
+    """``load(lo, hi)`` over a :class:`ReportStore` (a batch read, decoded)."""
+    def load(lo: int, hi: int):  # noqa: ANN202
+        return store.nonces(lo, hi), store.public(agg_id, lo, hi), store.inputs(agg_id, lo, hi)
+    return load
+
+
+def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  # noqa: ANN001
            verify_key: bytes, max_candidates: int = 1 << 14,
            progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
            parties: tuple[AggregatorParty, AggregatorParty] | None = None,
-           tamper: Tamper | None = None) -> dict[str, Any]:
+           tamper: Tamper | None = None, store=None,  # noqa: ANN001
+           park_dir: str | None = None) -> dict[str, Any]:
     """The level-by-level prefix search between two aggregator parties. ``public`` is
     the decoded public shares both aggregators received, or a pair (what each received,
     when a client sent them different ones); ``tamper`` plays a malicious aggregator.
+    Or ``store`` (a :class:`~protocol.core.poplar1.store.ReportStore`; then ``nonces``,
+    ``public`` and ``shares`` are ``None``): the aggregators read their reports from
+    it batch by batch (one level's slab of a batch at a time). Both rounds of a level
+    run one preparation batch after another (``tamper`` sees one batch's values at a
+    time). With ``park_dir`` (a directory the caller owns) each aggregator keeps its
+    per-report state between levels there (:meth:`Aggregator.park`), not in memory.
 
     Raises:
         StudyError: more candidates at a level than ``max_candidates``.
@@ -306,13 +339,16 @@ def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa:
     from protocol.core.poplar1 import encode_agg_param, sketch_accepts
 
     bits = vdaf.bits
-    n = nonces.shape[0]
+    n = store.n if store is not None else nonces.shape[0]
     if parties is None:
         parties = tuple(AggregatorParty(j, None) for j in (0, 1))  # type: ignore[assignment]
         for p in parties:
-            pub = public[p.agg_id] if isinstance(public, tuple) else public
-            p.core = p.timed(_Batches, vdaf, p.agg_id, verify_key, nonces, pub,
-                             shares[p.agg_id])
+            if store is not None:
+                load = _store_loader(store, p.agg_id)
+            else:
+                pub = public[p.agg_id] if isinstance(public, tuple) else public
+                load = _loader(nonces, pub, shares[p.agg_id])
+            p.core = p.timed(_Batches, vdaf, p.agg_id, verify_key, n, load, None, park_dir)
     levels_out = []
     passing: list[tuple[bool, ...]] = [()]
     heavy: dict[tuple[bool, ...], int] = {}
@@ -329,30 +365,50 @@ def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa:
         agg_param = (level, tuple(cands))
         ap_bytes = len(encode_agg_param(agg_param))
         t0 = time.perf_counter()
-        r1 = [p.timed(p.core.verify_init, agg_param) for p in parties]
-        # each sends its sketch shares to the other; both form the round-1 message
-        got = [_exchange(parties[j], parties[1 - j], level, bits, r1[j], 3 * n, "sketch1", tamper)
-               for j in (0, 1)]
-        msg = []
-        for j in (0, 1):
-            mine = r1[j]
-            other = got[1 - j]
-            if level < bits - 1:
-                from protocol.core.poplar1.field import add64
-                msg.append(parties[j].timed(add64, np.asarray(mine), other.reshape(n, 3)))
-            else:
-                o = [other[3 * r:3 * r + 3] for r in range(n)]
-                msg.append([[(x + y) % (2 ** 255 - 19) for x, y in zip(a, b)]
-                            for a, b in zip(mine, o)])
-        r2 = [parties[j].timed(parties[j].core.verify_next, msg[j]) for j in (0, 1)]
-        got2 = [_exchange(parties[j], parties[1 - j], level, bits, r2[j], n, "sketch2", tamper)
-                for j in (0, 1)]
-        ok = [parties[j].timed(sketch_accepts, level, bits, r2[j], got2[1 - j]) for j in (0, 1)]
-        # a report is aggregated only when both accept it (an aggregator that rejects
-        # tells the other, as in DAP's ping-pong; an honest one decides from the shares
-        # it received, so a lying peer cannot make it accept)
-        accepted = ok[0] & ok[1]
-        agg = [p.timed(p.core.aggregate, accepted) for p in parties]
+        # both rounds of the preparation run batch by batch (the messages of a batch
+        # are those of its reports, so the bytes and views are the whole level's);
+        # the aggregate shares are summed over the batches and exchanged once
+        agg: list[Any] = [None, None]
+        rejected: list[int] = []
+        for bi, (lo, hi) in enumerate(parties[0].core.bounds):
+            m = hi - lo
+            parts = [p.core.parts[bi] for p in parties]
+            for p, a in zip(parties, parts):
+                p.timed(p.core.unpark, bi)
+            r1 = [p.timed(a.verify_init, agg_param) for p, a in zip(parties, parts)]
+            for p in parties:
+                p.timed(p.core.park, bi)
+            # each sends its sketch shares to the other; both form the round-1 message
+            got = [_exchange(parties[j], parties[1 - j], level, bits, r1[j], 3 * m, "sketch1",
+                             tamper) for j in (0, 1)]
+            msg = []
+            for j in (0, 1):
+                mine = r1[j]
+                other = got[1 - j]
+                if level < bits - 1:
+                    from protocol.core.poplar1.field import add64
+                    msg.append(parties[j].timed(add64, np.asarray(mine), other.reshape(m, 3)))
+                else:
+                    o = [other[3 * r:3 * r + 3] for r in range(m)]
+                    msg.append([[(x + y) % (2 ** 255 - 19) for x, y in zip(u, v)]
+                                for u, v in zip(mine, o)])
+            del r1, got
+            r2 = [parties[j].timed(parts[j].verify_next, msg[j]) for j in (0, 1)]
+            del msg
+            got2 = [_exchange(parties[j], parties[1 - j], level, bits, r2[j], m, "sketch2",
+                              tamper) for j in (0, 1)]
+            ok = [parties[j].timed(sketch_accepts, level, bits, r2[j], got2[1 - j])
+                  for j in (0, 1)]
+            del r2, got2
+            # a report is aggregated only when both accept it (an aggregator that rejects
+            # tells the other, as in DAP's ping-pong; an honest one decides from the
+            # shares it received, so a lying peer cannot make it accept)
+            accepted = ok[0] & ok[1]
+            for j in (0, 1):
+                part = parties[j].timed(parts[j].aggregate, accepted)
+                agg[j] = part if agg[j] is None else parties[j].timed(
+                    _add_shares, level, bits, agg[j], part)
+            rejected += (lo + np.flatnonzero(~accepted)).tolist()
         shares_seen = [_exchange(parties[j], parties[1 - j], level, bits, agg[j], len(cands),
                                  "agg_share", tamper) for j in (0, 1)]
         mod = (1 << 64) - (1 << 32) + 1 if level < bits - 1 else 2 ** 255 - 19
@@ -361,7 +417,6 @@ def search(vdaf, nonces: np.ndarray, public, shares, threshold: int, *,  # noqa:
         seen = [[(int(x) + int(y)) % mod for x, y in zip(agg[j], shares_seen[1 - j])]
                 for j in (0, 1)]
         counts = seen[0]
-        rejected = np.flatnonzero(~accepted).tolist()
         for p in parties:
             p.bytes_received += ap_bytes
             p.view.append({"level": level, "candidates": [_bitstr(c) for c in cands],
@@ -382,8 +437,16 @@ def _bitstr(bits: Sequence[bool]) -> str:
 def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | None = None,
                        max_candidates: int = 1 << 14,
                        progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
-                       client_progress: Callable[[int, int], None] | None = None) -> SearchResult:
-    """Poplar1 heavy hitters over ``(n, BITS)`` bool measurements.
+                       client_progress: Callable[[int, int], None] | None = None,
+                       out_of_core: bool | None = None,
+                       tmpdir: str | None = None, park: bool = False) -> SearchResult:
+    """Poplar1 heavy hitters over ``(n, BITS)`` bool measurements. The uploads are
+    kept out of core (``np.memmap`` files in a temporary directory under ``tmpdir``,
+    removed at the end, also on error) when ``out_of_core``, or by default from
+    :data:`OUT_OF_CORE_REPORTS` reports on. ``park`` (implies ``out_of_core``) also
+    keeps the aggregators' per-report state between levels in that directory (the IDPF
+    nodes and sponges written and read once a level, the AES contexts derived again
+    each level): memory bounded by the preparation batch, at about twice the CPU.
 
     Raises:
         StudyError: a bad threshold or measurement shape, or too many candidates.
@@ -397,10 +460,19 @@ def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | 
         raise StudyError("--threshold must be >= 1")
     vdaf = Poplar1(m.shape[1], CTX)
     t0 = time.perf_counter()
-    nonces, public, shares, client_cpu, upload = make_reports(vdaf, m, seed, client_progress)
-    key = _randomness(seed, "poplar1 verify key").token_bytes(vdaf.VERIFY_KEY_SIZE)
-    out = search(vdaf, nonces, public, shares, threshold, verify_key=key,
-                 max_candidates=max_candidates, progress=progress)
+    if out_of_core is None:
+        out_of_core = park or m.shape[0] >= OUT_OF_CORE_REPORTS
+    if park and not out_of_core:
+        raise StudyError("parking the aggregators' state needs the reports out of core")
+    store, client_cpu, upload = make_reports(vdaf, m, seed, client_progress,
+                                             out_of_core=out_of_core, tmpdir=tmpdir)
+    try:
+        key = _randomness(seed, "poplar1 verify key").token_bytes(vdaf.VERIFY_KEY_SIZE)
+        out = search(vdaf, None, None, None, threshold, verify_key=key,
+                     max_candidates=max_candidates, progress=progress, store=store,
+                     park_dir=store.tmpdir if park else None)
+    finally:
+        store.close()
     return SearchResult(out["heavy"], out["levels"], out["parties"], client_cpu, upload,
                         vdaf.bits, threshold, time.perf_counter() - t0)
 
@@ -779,7 +851,9 @@ def random_strings(support: int, chars: int, rng: np.random.Generator) -> list[s
 
 def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_000,
              zipf_s: float = 1.1, threshold: int | None = None, k: int = 10,
-             seed: int = 0) -> dict[str, Any]:
+             seed: int = 0, out_of_core: bool | None = None,
+             park: bool = False,
+             trace: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Poplar1 heavy hitters on Zipf(``zipf_s``) populations of ``support`` random
     printable strings of ``chars`` characters (8 bits each: ``BITS = 8 * chars``), for
     every ``n`` in ``users`` and length in ``chars``: wall and CPU seconds (clients and
@@ -792,6 +866,9 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
 
     if not users or not chars or min(users) < 2 or min(chars) < 1 or support < 1:
         raise StudyError("--users >= 2, --chars >= 1, --support >= 1")
+    if support > 94 ** min(chars):   # else random_strings could never find them all
+        raise StudyError(f"--support {support}: more than the 94^{min(chars)} printable "
+                         f"strings of {min(chars)} characters")
     runs = []
     for c in chars:
         rng = np.random.default_rng(seed)
@@ -806,7 +883,9 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
             cpu0 = time.process_time()
             t0 = time.perf_counter()
             load0 = _load()
-            res = heavy_hitters_bits(vocab_bits[items], t, seed=seed)
+            ooc = park or (n >= OUT_OF_CORE_REPORTS if out_of_core is None else out_of_core)
+            res = heavy_hitters_bits(vocab_bits[items], t, seed=seed, out_of_core=ooc,
+                                     park=park, progress=_traced(trace, n, c, cpu0))
             wall = time.perf_counter() - t0
             cpu = time.process_time() - cpu0
             counts = np.bincount(items, minlength=support)
@@ -824,6 +903,7 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
                 "heavy_hitters": len(res.heavy),
                 "true_top_k_found": len(true_top & found),
                 "client_upload_bytes": res.upload_bytes_per_client,
+                "reports_out_of_core": ooc, "aggregator_state_parked": park,
                 "load_average": [load0, _load()],
                 "us_per_report_level_per_aggregator": round(
                     1e6 * float(np.mean([pp.cpu_seconds for pp in res.parties]))
@@ -831,6 +911,24 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
             })
     return {"support": support, "zipf_s": zipf_s, "k": k, "seed": seed, "runs": runs,
             "peak_rss_mb": round(peak_rss_mb(), 1)}
+
+
+def _traced(trace: Callable[[dict[str, Any]], None] | None, n: int, chars: int,  # noqa: ANN202
+            cpu0: float):
+    """A search ``progress`` that reports, as each level starts, the process's peak
+    memory so far and its CPU seconds since ``cpu0`` to ``trace`` (``None``: no
+    progress)."""
+    if trace is None:
+        return None
+    from protocol.studies.measure import peak_rss_mb
+
+    def progress(levels: Iterable[int]) -> Iterable[int]:
+        for level in levels:
+            trace({"n": n, "chars": chars, "level": level, "peak_rss_mb": round(peak_rss_mb(), 1),
+                   "cpu_seconds": round(time.process_time() - cpu0, 1),
+                   "time": time.strftime("%H:%M:%S", time.gmtime())})
+            yield level
+    return progress
 
 
 def hh_table(docs: Sequence[dict[str, Any]]) -> list[str]:
@@ -848,8 +946,9 @@ def hh_table(docs: Sequence[dict[str, Any]]) -> list[str]:
     rows.sort(key=lambda x: (x[0]["bits"], x[0]["n"]))
     out = ["| n | characters (bits) | levels | median candidates per level | wall s | "
            "CPU s: clients | CPU s: each aggregator | CPU s total | us per report, level "
-           "and aggregator | top-10 found | peak RSS (MB) | load average |",
-           "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
+           "and aggregator | top-10 found | reports kept | peak RSS (MB) | load average |",
+           "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: "
+           "| --- |"]
     for r, peak in rows:
         load = r.get("load_average")
         out.append(
@@ -858,9 +957,16 @@ def hh_table(docs: Sequence[dict[str, Any]]) -> list[str]:
             f"{r['client_cpu_seconds']:,.1f} | "
             f"{', '.join(f'{c:,.1f}' for c in r['aggregator_cpu_seconds'])} | "
             f"{r['cpu_seconds']:,.1f} | {r['us_per_report_level_per_aggregator']:g} | "
-            f"{r['true_top_k_found']} | {'' if peak is None else f'{peak:,.0f}'} | "
+            f"{r['true_top_k_found']} | {_kept(r)} | {'' if peak is None else f'{peak:,.0f}'} | "
             f"{'' if not load else ' to '.join(f'{x:g}' for x in load if x is not None)} |")
     return out
+
+
+def _kept(run: dict[str, Any]) -> str:
+    """Where a ``--hh`` run kept the reports (runs from before the option: memory)."""
+    if run.get("aggregator_state_parked"):
+        return "files, state parked"
+    return "files" if run.get("reports_out_of_core") else "memory"
 
 
 def reference_table(docs: Sequence[dict[str, Any]]) -> list[str]:
