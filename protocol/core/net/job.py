@@ -37,6 +37,10 @@ the job (a TrieHH device: the ``L`` levels its privacy analysis counts), and it 
 the job (``budget_spent``) when sampled once more. A client whose state machine aborts (it detected the server
 misbehaving) leaves the job. A client that is late or silent in a stage is dropped by
 the server and stays out of the job: the server closes its connection.
+
+A job over the thresholding committee (``JobPolicy(committee=True)``: two helpers in
+every round, each round's sample from the committee's beacon, checked by every device)
+is :mod:`protocol.core.net.committee_job`.
 """
 from __future__ import annotations
 
@@ -171,7 +175,6 @@ class JobPolicy:
         return NetSessionSpec(m, dim=dim, modulus=modulus, threat=self.threat,
                               graph=self.graph, dropout=self.dropout,
                               context_digest=round_context(spec, sample))
-
 
     def _committee_session(self, spec: RoundSpec, sample: Sequence[int]) -> NetSessionSpec:
         from protocol.core.committee import field as F
