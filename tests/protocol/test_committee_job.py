@@ -132,6 +132,8 @@ def test_triehh_over_the_committee_between_parties(keys):
     ("server", "force-sample", {"committee_sample_not_from_beacon"}),
     ("server", "redraw-sample", {"committee_sample_redrawn"}),
     ("server", "shift-sum", {"committee_verification_failed", "committee_open_mismatch"}),
+    ("server", "equivocate-commitment", {"committee_sample_equivocated"}),
+    ("helper2", "bad-signature", {"committee_sample_not_endorsed"}),
     ("helper1", "bad-reveal", {"committee_sample_commitment_mismatch"}),
     ("helper2", "shift-blind", {"committee_verification_failed", "committee_open_mismatch"}),
     ("helper1", "other-seed", {"committee_helper_audit_failed"}),
@@ -146,7 +148,8 @@ def test_a_deviating_member_ends_the_job_in_its_named_abort(keys, member, fault,
     assert all(r.get("passed") is None for r in committee_transcript(transport)
                if r["status"] != "completed")
     assert all(h["status"] != "finished" for h in helpers)
-    if fault in ("force-sample", "redraw-sample", "bad-reveal"):
+    if fault in ("force-sample", "redraw-sample", "bad-reveal", "equivocate-commitment",
+                 "bad-signature"):
         # refused before any device was asked: no device contributed
         assert sum(o.votes for o in outcomes) == 0
 

@@ -36,12 +36,13 @@ def register(cli) -> None:  # noqa: ANN001
                         "connects to it")
     p.add_argument("--wait-seconds", type=float, default=300.0, dest="wait_seconds",
                    help="give up when a peer is silent this long (default 300)")
-    p.add_argument("--fault", default=None,
-                   choices=("shift-blind", "other-seed", "other-blind", "bad-reveal"),
+    from protocol.core.net.committee_job import JOB_FAULTS
+
+    p.add_argument("--fault", default=None, choices=JOB_FAULTS["helper"],
                    help="make this helper deviate (malicious model; for fault tests): "
                         "shift its share, hand its auditor another seed, enter another "
-                        "blinding vector, or (--job) reveal a beacon value its commitment "
-                        "does not open")
+                        "blinding vector, or (--job only) reveal a beacon value its "
+                        "commitment does not open or sign another seed")
     add_session_args(p)
     add_shuffle_round_args(p)
     from protocol.cli.net_args import add_job_args
@@ -64,8 +65,10 @@ def run(args: argparse.Namespace) -> int:
     refuse_job_options_without_job(args)
     if args.seed is not None:
         raise UsageError("--seed belongs to a job: add --job triehh, or leave it out")
-    if args.fault == "bad-reveal":
-        raise UsageError("--fault bad-reveal applies to a job's beacon (--job triehh)")
+    from protocol.core.net.threshold_net import FAULTS
+
+    if args.fault is not None and args.fault not in FAULTS["helper"]:
+        raise UsageError(f"--fault {args.fault} applies to a job's beacon (--job triehh)")
     rnd = threshold_round_from_args(args)
     if args.fault is not None and not rnd.verified:
         raise UsageError("--fault needs the malicious model (--threat malicious)")

@@ -86,8 +86,8 @@ __all__ = ["JOB_FAULTS", "CommitteeJobServer", "CommitteeNetworkTransport",
 #: the launcher's switches for a deviating member of a committee job; each must end the
 #: job in its named abort (docs/threshold.md)
 JOB_FAULTS = {
-    "server": ("shift-sum", "force-sample", "redraw-sample"),
-    "helper": ("shift-blind", "other-seed", "other-blind", "bad-reveal"),
+    "server": ("shift-sum", "force-sample", "redraw-sample", "equivocate-commitment"),
+    "helper": ("shift-blind", "other-seed", "other-blind", "bad-reveal", "bad-signature"),
 }
 
 #: the beacon's messages carry at most this many bytes (a commitment, a value, a
@@ -276,8 +276,12 @@ class CommitteeJobServer(NetJobServer):
         v0 = bytes(self.rand.token_bytes(VALUE_BYTES))
         c0 = commitment(ctx, "server", v0)
         streams = {i: self._stream(i, _beacon_limits()) for i in (1, 2)}
-        for s in streams.values():
-            await s.send("b-start", _start_payload(round_no, size, c0))
+        for i, s in streams.items():
+            shown = c0
+            if self.fault == "equivocate-commitment" and i == 2:
+                # the deviating server shows helper 2 another commitment than helper 1
+                shown = commitment(ctx, "server", bytes(self.rand.token_bytes(VALUE_BYTES)))
+            await s.send("b-start", _start_payload(round_no, size, shown))
         c1, c2 = await asyncio.gather(streams[1].receive("b-commit", 32),
                                       streams[2].receive("b-commit", 32))
         for s in streams.values():
@@ -660,7 +664,8 @@ async def _helper_beacon(index: int, start: bytes, policy: JobPolicy, server: _S
         check_transcript(t, ctx)
     except SampleRejected as exc:
         raise _refuse(exc.reason, exc.detail) from None
-    await server.send("b-sig", ed25519_sign(signing_key, endorsement(ctx, t.seed)))
+    signed = bytes(32) if fault == "bad-signature" else t.seed  # a helper signing garbage
+    await server.send("b-sig", ed25519_sign(signing_key, endorsement(ctx, signed)))
     return int(round_no), sample_users(t.seed, policy.population, size)
 
 
