@@ -41,7 +41,7 @@ import hashlib
 import hmac
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -271,12 +271,7 @@ def run_triehhpp(unit_matrix: np.ndarray, num_units: int, unit_labels: Sequence[
         raise TrieHHPPError(f"unit_matrix has {um.shape[1]} columns, fewer than "
                             f"max_levels={params.max_levels}")
     trie, result, plan, levels = _start(params, num_units, terminal, unit_labels, progress)
-    for level in levels:
-        frontier = trie.frontier(level)
-        if frontier.size == 0:
-            break
-        cands = trie.extensions(frontier)
-        labels = cands.labels(trie, result.unit_labels)
+    for level, cands, labels in _candidates(trie, result, levels):
         sample = sample_round(plan, sampling_rng)
         rows = sample.contacted
         nodes = _prefix_nodes(trie, um, rows, level)
@@ -310,6 +305,18 @@ def _start(params: TrieHHPPParams, num_units: int, terminal: np.ndarray | None,
     if progress is not None:
         levels = progress(levels)
     return trie, TrieHHPPResult(params, trie, tuple(unit_labels)), params.plan(), levels
+
+
+def _candidates(trie: PrefixTrie, result: TrieHHPPResult, levels: Iterable[int]
+                ) -> Iterator[tuple[int, Candidates, tuple[str, ...]]]:
+    """Each level's candidate extensions of the trie's frontier and their labels, until
+    the frontier is empty."""
+    for level in levels:
+        frontier = trie.frontier(level)
+        if frontier.size == 0:
+            return
+        cands = trie.extensions(frontier)
+        yield level, cands, cands.labels(trie, result.unit_labels)
 
 
 def _grow(trie: PrefixTrie, cands: Candidates, result: TrieHHPPResult, release: Release,
@@ -401,12 +408,7 @@ def run_triehhpp_at_server(num_units: int, unit_labels: Sequence[str],
                             "votes; run_triehhpp_at_server is for transports whose clients "
                             "vote")
     trie, result, plan, levels = _start(params, num_units, terminal, unit_labels, progress)
-    for level in levels:
-        frontier = trie.frontier(level)
-        if frontier.size == 0:
-            break
-        cands = trie.extensions(frontier)
-        labels = cands.labels(trie, result.unit_labels)
+    for level, cands, labels in _candidates(trie, result, levels):
         contacted = np.sort(sample_round(plan, sampling_rng).contacted)
         spec = RoundSpec(params.task, level, Kind.VOTE, candidates=labels,
                          theta=int(params.theta))

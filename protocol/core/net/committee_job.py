@@ -56,8 +56,7 @@ from protocol.core.contract import (
     AggregationAborted, AtClients, ContractError, Cost, Kind, Release, RoundResult,
     RoundSpec, Sample, Transport,
 )
-from protocol.core.net.client import NETWORK_FAILURES, ClientOutcome, exchange, \
-    failure_outcome
+from protocol.core.net.client import ClientOutcome, exchange
 from protocol.core.net.committee_net import MAX_STEP_BYTES, CommitteeMessage, send_abort, ABORT_STEP, relayed_reason
 from protocol.core.net.frames import close_writer, frame, read_message
 from protocol.core.net.job import JobPolicy, NetJobServer, _task_problem, round_spec, task_for
@@ -68,8 +67,7 @@ from protocol.core.net.messages import (
 from protocol.core.net.server import _Conn, send_and_close
 from protocol.core.net.session import SessionRejected
 from protocol.core.net.threshold_net import (
-    HelperLinkFailed, helper_after_session, helper_client, helper_streams, mirrored_server,
-    server_after_session,
+    as_helper, helper_after_session, helper_client, mirrored_server, server_after_session,
 )
 from protocol.core.randomness import OsRandom
 from protocol.core.sample_beacon import (
@@ -568,19 +566,11 @@ async def run_job_helper(index: int, host: str, port: int, policy: JobPolicy,
     rand = rand if rand is not None else OsRandom()
     out: dict[str, Any] = {"helper": index, "status": "disconnected", "reason": "",
                            "rounds": []}
-    try:
-        async with helper_streams(index, n + index - 1, host, port, ssl_context, pin, link,
-                                  link_context, wait_seconds) as (l_reader, l_writer,
-                                                                  reader, writer):
-            return await _helper_rounds(index, policy, reader, writer, l_reader, l_writer,
-                                        verify_keys, signing_key, rand, wait_seconds, fault,
-                                        out)
-    except HelperLinkFailed as exc:
-        out["status"], out["reason"] = "aborted", str(exc)
-        return out
-    except NETWORK_FAILURES as exc:
-        out["status"], out["reason"] = failure_outcome(exc, wait_seconds)
-        return out
+    return await as_helper(
+        index, n + index - 1, host, port, ssl_context, pin, link, link_context, wait_seconds,
+        out, lambda l_reader, l_writer, reader, writer: _helper_rounds(
+            index, policy, reader, writer, l_reader, l_writer, verify_keys, signing_key, rand,
+            wait_seconds, fault, out))
 
 
 async def _helper_rounds(index: int, policy: JobPolicy, reader: asyncio.StreamReader,

@@ -41,7 +41,7 @@ import os
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 import numpy as np
 
@@ -72,7 +72,8 @@ from secagg.state import SessionConfig
 
 __all__ = ["ThresholdRound", "serve_threshold_round", "run_helper", "demo_votes_vector",
            "HELPERS", "FAULTS", "helper_link", "helper_client", "helper_after_session",
-           "server_after_session", "mirrored_server", "helper_streams", "HelperLinkFailed"]
+           "server_after_session", "mirrored_server", "helper_streams", "HelperLinkFailed",
+           "as_helper"]
 
 #: the launcher's fault switches: what a deviating member does (``serve --fault``,
 #: ``helper --fault``); each must end the round in its named abort
@@ -309,13 +310,25 @@ async def run_helper(index: int, host: str, port: int, rnd: ThresholdRound,
     spec, n = rnd.session(), rnd.vote.n
     position = n + index - 1
     out: dict[str, Any] = {"helper": index, "status": "disconnected", "reason": ""}
+    return await as_helper(
+        index, position, host, port, ssl_context, pin, link, link_context, wait_seconds, out,
+        lambda l_reader, l_writer, reader, writer: _helper_round(
+            index, rnd, spec, position, reader, writer, l_reader, l_writer, signing_key,
+            verify_keys, rand, wait_seconds, fault, out))
+
+
+async def as_helper(index: int, position: int, host: str, port: int,
+                    ssl_context: ssl.SSLContext, pin: bytes, link: tuple[str, int],
+                    link_context: ssl.SSLContext, wait_seconds: float, out: dict[str, Any],
+                    work: Callable[..., Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    """Run a helper's ``work(link reader, link writer, server reader, server writer)``
+    over its two connections (:func:`helper_streams`); a link or network failure is
+    written into ``out`` (``status``, ``reason``), which is returned. Never raises for
+    anything the peers or the network do."""
     try:
         async with helper_streams(index, position, host, port, ssl_context, pin, link,
-                                  link_context, wait_seconds) as (l_reader, l_writer,
-                                                                  reader, writer):
-            return await _helper_round(index, rnd, spec, position, reader, writer, l_reader,
-                                       l_writer, signing_key, verify_keys, rand,
-                                       wait_seconds, fault, out)
+                                  link_context, wait_seconds) as streams:
+            return await work(*streams)
     except HelperLinkFailed as exc:
         out["status"], out["reason"] = "aborted", str(exc)
         return out
