@@ -409,8 +409,8 @@ class SecAggClient:
         except CryptoError:
             raise _Abort(AbortReason.INVALID_PUBLIC_KEY) from None
         xs = [v + 1 for v in peers]
-        b_shares = shamir.split_encoded(self._b, xs, cfg.threshold, self._rand)
-        s_shares = shamir.split_encoded(self._s_sk, xs, cfg.threshold, self._rand)
+        b_shares, s_shares = shamir.split_encoded_many((self._b, self._s_sk), xs,
+                                                       cfg.threshold, self._rand)
         cts = tuple(
             crypto.aead_encrypt(key, bs + ss, crypto.routing_ad(sid, 1, u, v), self._rand)
             for v, key, bs, ss in zip(peers, share_keys, b_shares, s_shares))
@@ -438,6 +438,7 @@ class SecAggClient:
         if len(msg.senders) < cfg.threshold:
             raise _Abort(AbortReason.TOO_FEW_SHARES)
         held = [bytes(_SLOT)] * len(self.neighbours)
+        halves = []
         for v, slot, ct in zip(msg.senders, slots, msg.ciphertexts):
             try:
                 pt = crypto.aead_decrypt(self._keys_of(slot)[0], ct,
@@ -446,13 +447,13 @@ class SecAggClient:
                 raise _Abort(AbortReason.DECRYPTION_FAILED) from None
             if len(pt) != _SHARE_PLAINTEXT:
                 raise _Abort(AbortReason.MALFORMED_SHARE)
-            # both halves the encoding of Share(x = u + 1, y < PRIME)
-            try:
-                shamir.share_value(pt[:_SHARE], u + 1)
-                shamir.share_value(pt[_SHARE:], u + 1)
-            except ParameterError:
-                raise _Abort(AbortReason.MALFORMED_SHARE) from None
+            halves += (pt[:_SHARE], pt[_SHARE:])
             held[slot] = pt
+        # every half the encoding of Share(x = u + 1, lanes < PRIME), checked together
+        try:
+            shamir.check_encodings(halves, u + 1)
+        except ParameterError:
+            raise _Abort(AbortReason.MALFORMED_SHARE) from None
         y = self._masked_input(msg.senders, slots)
         out = MaskedInput.from_vector(u, y, cfg.modulus)
         if cfg.malicious:

@@ -20,9 +20,10 @@ the very same pure function of the very same bytes:
   key from the ``c`` key pairs and the mask seed from the ``s`` key pairs; one entry
   holds both, keyed by the context and the two unordered pairs.
 
-:class:`SessionMemo` remembers these results within **one** session. It is keyed by
-SHA-256 over a length-prefixed encoding of the exact inputs (collision resistance makes
-a hit mean "the same bytes"), so:
+:class:`SessionMemo` remembers these results within **one** session. It is keyed by the
+exact input byte strings themselves (a dict lookup compares them byte for byte after
+the hash, so a hit means "the same bytes", with no reliance on a hash function's
+collision resistance), so:
 
 * a party decides on exactly the bytes it received: a server that sends one group of
   clients other keys, messages or signatures than another misses the memo for every
@@ -38,8 +39,9 @@ itself. Entries waiting for their second end are capped (``max_pending``, pairs)
 the cap new ones are not stored, which only costs the saving, never correctness.
 
 Accounting. With a ``clock`` (CPU seconds, injected: this package reads none), the memo
-measures the computations it does and charges every hit the mean cost of its kind in
-this session, in :attr:`charged`, so a simulation can report separately its own CPU and
+times the computations it does (the first of each kind, then every
+:data:`TIME_EVERY`-th: a CPU clock read is a system call, dearer than a dict lookup) and
+charges every hit the mean timed cost of its kind in this session, in :attr:`charged`, so a simulation can report separately its own CPU and
 the CPU a real device would pay (it memoises nothing across devices). :attr:`hits` and
 :attr:`misses` count per kind (``"ed25519_verify"``; ``"pairwise_keys"``: one per pair end, two X25519 and
 two HKDF each).
@@ -49,29 +51,22 @@ peer to share with), and nothing here changes what any party sends or accepts.
 """
 from __future__ import annotations
 
-import hashlib
 import struct
 from typing import Any, Callable, MutableMapping
 
 from . import crypto
 from .errors import CryptoError
 
-__all__ = ["SessionMemo", "VERIFY", "PAIRWISE"]
+__all__ = ["SessionMemo", "VERIFY", "PAIRWISE", "TIME_EVERY"]
 
 #: kinds of memoised work (keys of :attr:`SessionMemo.hits` and ``misses``)
 VERIFY = "ed25519_verify"
 PAIRWISE = "pairwise_keys"
+#: a miss of each kind is timed once in this many (the first always)
+TIME_EVERY = 8
 _FAILED = b""              # a remembered failure (a genuine entry is never empty)
 _PASSED = b"\x01"
-_LEN = struct.Struct(">Q")
-
-
-def _digest(tag: bytes, *parts: bytes) -> bytes:
-    h = hashlib.sha256(tag)
-    for p in parts:
-        h.update(_LEN.pack(len(p)))
-        h.update(p)
-    return h.digest()
+_LENGTHS = struct.Struct(">5Q")
 
 
 class SessionMemo:
@@ -81,8 +76,9 @@ class SessionMemo:
         clock: CPU-seconds clock (``time.process_time``) for the accounting; ``None``:
             no accounting.
         max_pending: most pairs' keys held for their second end at once (the default,
-            ``2^20``, is about 200 MB at most: an entry is a 32-byte digest, the pair's
-            64 bytes of keys and a dict slot; a session of ``n`` clients of degree
+            ``2^20``, is about 400 MB at most: an entry is the pair's inputs (its
+            context and four public keys, about 200 bytes), its 64 bytes of keys and a
+            dict slot; a session of ``n`` clients of degree
             ``k`` has ``n k / 2`` pairs, about half of them waiting at the end of
             round 1 when the clients are served in roster order).
         entries: the mapping to store entries in (a dict shared with another memo of
@@ -92,7 +88,7 @@ class SessionMemo:
     """
 
     __slots__ = ("_entries", "_clock", "max_pending", "_pending", "hits", "misses",
-                 "seconds", "charged", "__weakref__")
+                 "seconds", "timed", "charged", "_messages", "__weakref__")
 
     def __init__(self, *, clock: Callable[[], float] | None = None,
                  max_pending: int = 1 << 20,
@@ -103,19 +99,33 @@ class SessionMemo:
         self._pending = 0
         self.hits = {VERIFY: 0, PAIRWISE: 0}
         self.misses = {VERIFY: 0, PAIRWISE: 0}
-        #: CPU seconds of the computations done (misses), per kind
+        #: CPU seconds of the timed computations (misses), per kind, and how many
         self.seconds = {VERIFY: 0.0, PAIRWISE: 0.0}
+        self.timed = {VERIFY: 0, PAIRWISE: 0}
         #: CPU seconds charged to hits (each at the mean cost of its kind so far)
         self.charged = 0.0
+        #: one copy of each distinct signed message the verification entries refer to
+        #: (many signers sign the same message in the consistency round)
+        self._messages: dict[bytes, bytes] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def _hit(self, kind: str) -> None:
         self.hits[kind] += 1
-        done = self.misses[kind]
+        done = self.timed[kind]
         if done:
             self.charged += self.seconds[kind] / done
+
+    def _clock_for(self, kind: str) -> Callable[[], float] | None:
+        """The clock if this miss is one of the timed ones, else ``None``."""
+        return self._clock if self.misses[kind] % TIME_EVERY == 0 else None
+
+    def _timed(self, kind: str, clock: Callable[[], float] | None, t0: float) -> None:
+        self.misses[kind] += 1
+        if clock is not None:
+            self.seconds[kind] += clock() - t0
+            self.timed[kind] += 1
 
     # ------------------------------------------------------------------ Ed25519
 
@@ -126,11 +136,14 @@ class SessionMemo:
             CryptoError: the signature does not verify (now, or when these exact bytes
                 were checked before), or an argument is malformed.
         """
-        try:
-            key = _digest(b"fedhh/memo/ed25519\x00", public, message, signature)
-        except TypeError:   # not bytes-like: the check itself refuses it
+        if type(public) is not bytes or type(message) is not bytes or (
+                type(signature) is not bytes):
+            # not exactly bytes: checked without the memo (the check refuses what it
+            # must, and nothing is remembered under a key that could change)
             crypto.ed25519_verify(public, message, signature)
-            raise CryptoError("Ed25519 arguments must be bytes") from None
+            return
+        message = self._messages.setdefault(message, message)
+        key = (VERIFY, public, message, signature)
         entries = self._entries
         known = entries.get(key)
         if known is not None:
@@ -138,17 +151,15 @@ class SessionMemo:
             if known != _PASSED:
                 raise CryptoError("Ed25519 signature verification failed")
             return
-        clock = self._clock
-        t0 = clock() if clock else 0.0
+        clock = self._clock_for(VERIFY)
+        t0 = clock() if clock is not None else 0.0
         try:
             crypto.ed25519_verify(public, message, signature)
         except CryptoError:
             entries[key] = _FAILED
             raise
         finally:
-            self.misses[VERIFY] += 1
-            if clock:
-                self.seconds[VERIFY] += clock() - t0
+            self._timed(VERIFY, clock, t0)
         entries[key] = _PASSED
 
     # ------------------------------------------------------------------ X25519 + HKDF
@@ -171,7 +182,15 @@ class SessionMemo:
         """
         c_lo, c_hi = (c_own, c_peer) if c_own <= c_peer else (c_peer, c_own)
         s_lo, s_hi = (s_own, s_peer) if s_own <= s_peer else (s_peer, s_own)
-        key = _digest(b"fedhh/memo/pairwise\x00", context, c_lo, c_hi, s_lo, s_hi)
+        try:
+            # the exact bytes, length-delimited: one string per pair, compared whole
+            key = b"".join((_LENGTHS.pack(len(context), len(c_lo), len(c_hi), len(s_lo),
+                                          len(s_hi)), context, c_lo, c_hi, s_lo, s_hi))
+        except TypeError:   # not bytes-like: derived without the memo, which refuses it
+            return (crypto.hkdf(crypto.x25519_shared(c_secret, c_peer),
+                                label=crypto.LABEL_SHARE_KEY, context=context),
+                    crypto.hkdf(crypto.x25519_shared(s_secret, s_peer),
+                                label=crypto.LABEL_MASK_SEED, context=context))
         entries = self._entries
         known = entries.pop(key, None)
         if known is not None:
@@ -181,8 +200,8 @@ class SessionMemo:
                 raise CryptoError("X25519 produced the all-zero value (low-order public key)")
             self._pending -= 1
             return known[:crypto.KEY_BYTES], known[crypto.KEY_BYTES:]
-        clock = self._clock
-        t0 = clock() if clock else 0.0
+        clock = self._clock_for(PAIRWISE)
+        t0 = clock() if clock is not None else 0.0
         try:
             share_key = crypto.hkdf(crypto.x25519_shared(c_secret, c_peer),
                                     label=crypto.LABEL_SHARE_KEY, context=context)
@@ -192,9 +211,7 @@ class SessionMemo:
             entries[key] = _FAILED
             raise
         finally:
-            self.misses[PAIRWISE] += 1
-            if clock:
-                self.seconds[PAIRWISE] += clock() - t0
+            self._timed(PAIRWISE, clock, t0)
         if self._pending < self.max_pending:
             entries[key] = share_key + mask_seed
             self._pending += 1
@@ -213,6 +230,8 @@ class SessionMemo:
 
     def stats(self) -> dict[str, Any]:
         """Hits, misses and seconds per kind, and the CPU seconds charged to hits."""
+        # the timed misses' seconds, scaled to all misses
         return {"hits": dict(self.hits), "misses": dict(self.misses),
-                "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
+                "seconds": {k: round(v * self.misses[k] / self.timed[k], 4)
+                            if self.timed[k] else 0.0 for k, v in self.seconds.items()},
                 "charged_seconds": round(self.charged, 4)}

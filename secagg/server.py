@@ -430,12 +430,10 @@ class SecAggServer:
         exp_s = tuple(v for v in nb if self._in_u2[v] and not self._in_u3[v])
         if msg.b_owners != exp_b or msg.s_owners != exp_s:
             raise InvalidMessage(f"{u} revealed shares for the wrong peers")
-        # every share is checked (the encoding of Share(x = u + 1, y < PRIME)) before
-        # any is kept; a Share object is built only for the ones kept below
-        x = u + 1
+        # every share is checked (the encoding of Share(x = u + 1, lanes < PRIME)) before
+        # any is kept; the kept encodings are decoded only to rebuild a secret
         try:
-            for enc in msg.b_shares + msg.s_shares:
-                shamir.share_value(enc, x)
+            shamir.check_encodings(msg.b_shares + msg.s_shares, u + 1)
         except ParameterError as exc:
             raise InvalidMessage(f"malformed share from {u}: {exc}") from None
         if self.config.malicious:
@@ -482,8 +480,7 @@ class SecAggServer:
             known = memo.get(("shamir", t, encodings))
             if known is not None:
                 return known
-        secret = shamir.combine([shamir.Share.from_bytes(encodings[i:i + w])
-                                 for i in range(0, t * w, w)], t)
+        secret = shamir.combine_encoded(encodings, t)
         if memo is not None:
             memo.put(("shamir", t, encodings), secret)
         return secret

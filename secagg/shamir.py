@@ -1,4 +1,4 @@
-"""Shamir secret sharing of 32-byte secrets over the prime field GF(p), p = 2^256 + 297.
+"""Shamir secret sharing of 32-byte secrets, lane by lane over GF(2^31 - 1).
 
 Theory of operation
 -------------------
@@ -12,77 +12,106 @@ party ``j`` the point ``(x_j, f(x_j))``. Any ``t`` points determine ``f`` and so
 while any ``t - 1`` points are independent of ``s`` (for every candidate ``s`` exactly
 one polynomial of degree ``< t`` fits them).
 
-The secret is the raw 32-byte string read as a big-endian integer ``< 2^256 < p``, so no
-hashing or encoding loss; :data:`PRIME` is the smallest prime above ``2^256`` (checked
-with Miller-Rabin in the tests). A reconstruction that lands at or above ``2^256`` cannot
-come from a valid sharing and is reported as an error; a wrong share otherwise yields a
-wrong secret undetected (Shamir alone is not verifiable: the protocol authenticates the
-shares with the AEAD instead).
+Lanes. The field is ``GF(p)`` with the Mersenne prime :data:`PRIME` ``= 2^31 - 1``. The
+32-byte secret, read as a big-endian integer, is cut into :data:`LANES` ``= 9`` lanes of
+:data:`LANE_BITS` ``= 30`` bits (lane ``l`` holds bits ``30 l .. 30 l + 29``; the last
+lane the top 16 bits), and each lane is shared with its own polynomial of degree
+``t - 1`` whose ``t - 1`` coefficients are drawn independently and uniformly. A share
+is the point ``x`` and the nine values ``f_l(x)``. Each lane is a Shamir sharing of its
+own, and the lanes' coefficients are independent, so any ``t - 1`` shares are
+independent of the whole secret, and any ``t`` shares give back every lane and so the
+secret: the same threshold guarantee as one sharing over a field above ``2^256``.
 
-Speed: evaluation points are small (``1 <= x < 2^16``), so Horner's rule multiplies a
-field element by a 16-bit integer; it runs on all points at once over a numpy object
-array and reduces mod ``p`` only every :data:`_HORNER_REDUCE_EVERY` steps.
-Interpolation writes ``L_i = (prod_j x_j) / (x_i prod_{j != i} (x_j - x_i))``; the
-denominators are built from exact int64 products of three differences, and all of them
-are inverted with one modular inversion (Montgomery's batch-inversion trick).
+Why lanes. The work is small-integer arithmetic that numpy does in bulk: a value
+below ``2^31`` times a point below ``2^16`` fits 47 bits, and ``2^31 = 1 (mod p)``, so
+reducing is two shifts and adds. Sharing evaluates every lane at every point at once
+as one matrix product ``Y = C V`` of the coefficients ``C`` (lanes x t) with the powers
+``V[i, j] = x_j^i`` (t x points); the product runs in float64 on 16-bit halves of both
+factors, which is exact (each entry is a sum of ``t < 2^16`` products below ``2^32``,
+under the 53-bit mantissa). The powers come from a baby-step giant-step table
+(``x^(a B + b) = x^(a B) x^b`` with ``B = ceil(sqrt(t))``). Several secrets shared to
+the same points (a client's ``b`` and ``s_sk``) share one table.
+
+A reconstruction whose lanes do not fit their widths (a lane ``>= 2^30``, the top lane
+``>= 2^16``) cannot come from a valid sharing and is reported as an error; a wrong
+share otherwise yields a wrong secret undetected (Shamir alone is not verifiable: the
+protocol authenticates the shares with the AEAD instead).
 """
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import isqrt
 
 import numpy as np
 
 from .errors import ParameterError
 from .randomness import RandomSource
 
-__all__ = ["PRIME", "SECRET_BYTES", "SHARE_BYTES", "SHARE_WIRE_BYTES", "MAX_X", "Share",
-           "split", "split_encoded", "share_value", "combine"]
+__all__ = ["PRIME", "LANES", "LANE_BITS", "SECRET_BYTES", "SHARE_BYTES", "SHARE_WIRE_BYTES",
+           "MAX_X", "Share", "split", "split_encoded", "split_encoded_many", "share_value",
+           "check_encodings", "combine", "combine_encoded"]
 
-PRIME = (1 << 256) + 297
+PRIME = (1 << 31) - 1
+LANE_BITS = 30
+LANES = 9                   # ceil(256 / 30)
 SECRET_BYTES = 32
-SHARE_BYTES = 33  # bytes of the y coordinate
+_TOP_BITS = 8 * SECRET_BYTES - LANE_BITS * (LANES - 1)   # 16 bits in the last lane
+_LANE_BYTES = 4
+SHARE_BYTES = LANES * _LANE_BYTES   # bytes of the y coordinate (36)
 SHARE_WIRE_BYTES = 2 + SHARE_BYTES
 MAX_X = 1 << 16  # x in [1, MAX_X)
-_HORNER_REDUCE_EVERY = 16  # 16 steps of a 16-bit multiplier grow a value by <= 256 bits
+
+_P = np.uint64(PRIME)
+_S31 = np.uint64(31)
+_HALF = np.uint64(0xFFFF)
+_S16 = np.uint64(16)
+_LANE_MASK = (1 << LANE_BITS) - 1
+_Y_LANES = np.dtype(">u4")
+_WIRE = np.dtype([("x", ">u2"), ("y", ">u4", (LANES,))])   # one share encoding
 
 
 @dataclass(frozen=True, slots=True)
 class Share:
-    """One point ``(x, y)`` of a sharing polynomial.
+    """One point ``(x, y)`` of a lane-wise sharing.
 
     Attributes:
         x: evaluation point, ``1 <= x < 2**16``.
-        y: polynomial value, ``0 <= y < PRIME``.
+        y: the :data:`LANES` values ``f_l(x)``, each ``0 <= y_l < PRIME``.
 
     Raises:
         ParameterError: (a ``ValueError``) on construction with an out-of-range field.
     """
 
     x: int
-    y: int
+    y: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        for name, value, hi in (("x", self.x, MAX_X), ("y", self.y, PRIME)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ParameterError(f"share {name} must be an int, got {type(value).__name__}")
+        if not isinstance(self.x, int) or isinstance(self.x, bool):
+            raise ParameterError(f"share x must be an int, got {type(self.x).__name__}")
         if not 1 <= self.x < MAX_X:
             raise ParameterError(f"share x must satisfy 1 <= x < 2**16, got {self.x}")
-        if not 0 <= self.y < PRIME:
-            raise ParameterError("share y must satisfy 0 <= y < PRIME")
+        if not isinstance(self.y, tuple) or len(self.y) != LANES:
+            raise ParameterError(f"share y must be a tuple of {LANES} ints")
+        for v in self.y:
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ParameterError(f"share y must hold ints, got {type(v).__name__}")
+            if not 0 <= v < PRIME:
+                raise ParameterError("share y values must satisfy 0 <= y < PRIME")
 
     def to_bytes(self) -> bytes:
-        """Fixed 35-byte encoding: ``x`` as 2 bytes then ``y`` as 33 bytes, big-endian."""
-        return struct.pack(">H", self.x) + self.y.to_bytes(SHARE_BYTES, "big")
+        """Fixed 38-byte encoding: ``x`` as 2 bytes, then each lane as 4 bytes,
+        big-endian."""
+        return struct.pack(f">H{LANES}I", self.x, *self.y)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Share":
-        """Decode :meth:`to_bytes` output.
+        """Decode :meth:`to_bytes`; the result is validated like any ``Share``.
 
         Raises:
-            ParameterError: (a ``ValueError``) wrong type or length, ``x = 0`` or
-                ``y >= PRIME``.
+            ParameterError: (a ``ValueError``) wrong type or length, or a field out of
+                range.
         """
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise ParameterError(f"share encoding must be bytes, got {type(data).__name__}")
@@ -90,50 +119,149 @@ class Share:
         if len(data) != SHARE_WIRE_BYTES:
             raise ParameterError(f"share encoding must be {SHARE_WIRE_BYTES} bytes, "
                                  f"got {len(data)}")
-        return cls(struct.unpack(">H", data[:2])[0], int.from_bytes(data[2:], "big"))
+        x, *y = struct.unpack(f">H{LANES}I", data)
+        return cls(x, tuple(y))
 
 
-def share_value(data: bytes, x: int) -> int:
-    """``y`` of an encoded share that must be ``Share(x, y)`` (:meth:`Share.to_bytes`),
-    checked without building a :class:`Share`: bytes of the wire length, the point ``x``
-    (``x >= 1``, the receiver's or sender's own) and ``y < PRIME``.
+def share_value(data: bytes, x: int) -> bytes:
+    """The ``y`` bytes of an encoded share that must be ``Share(x, y)``
+    (:meth:`Share.to_bytes`), checked without building a :class:`Share`: bytes of the
+    wire length, the point ``x`` (``x >= 1``, the receiver's or sender's own) and every
+    lane ``< PRIME``.
 
     Raises:
         ParameterError: (a ``ValueError``) not bytes of the wire length, another point,
-            or ``y`` outside the field.
+            or a lane outside the field.
     """
     if type(data) is not bytes or len(data) != SHARE_WIRE_BYTES:
         raise ParameterError(f"a share encoding is {SHARE_WIRE_BYTES} bytes")
     if int.from_bytes(data[:2], "big") != x:
         raise ParameterError(f"share has the wrong evaluation point (expected {x})")
-    y = int.from_bytes(data[2:], "big")
-    if y >= PRIME:
+    y = data[2:]
+    if max(struct.unpack(f">{LANES}I", y)) >= PRIME:
         raise ParameterError("share value outside the field")
     return y
 
 
-def _field_elements(rand: RandomSource, count: int) -> list[int]:
-    """``count`` elements uniform on GF(p) by rejection sampling 257-bit candidates.
+def check_encodings(encodings: Sequence[bytes], x: int) -> None:
+    """:func:`share_value`'s checks on many encodings at once: each one bytes of the
+    wire length, at the point ``x``, every lane ``< PRIME``.
 
-    Each 33-byte draw is masked to 257 bits (uniform on ``[0, 2^257)``) and kept if it is
-    below ``p``; acceptance probability ``p / 2^257`` is just over 1/2.
+    Raises:
+        ParameterError: (a ``ValueError``) the first kind of defect found (the
+            encodings are all refused together).
     """
-    out: list[int] = []
-    top = (1 << 257) - 1
-    while len(out) < count:
-        need = count - len(out)
-        batch = 2 * need + 8
-        raw = rand.token_bytes(batch * SHARE_BYTES)
-        if not isinstance(raw, (bytes, bytearray)) or len(raw) != batch * SHARE_BYTES:
+    if any(type(e) is not bytes for e in encodings) or (
+            set(map(len, encodings)) - {SHARE_WIRE_BYTES}):
+        raise ParameterError(f"a share encoding is {SHARE_WIRE_BYTES} bytes")
+    if not encodings:
+        return
+    rows = np.frombuffer(b"".join(encodings), _WIRE)
+    if (rows["x"] != x).any():
+        raise ParameterError(f"share has the wrong evaluation point (expected {x})")
+    if (rows["y"] >= PRIME).any():
+        raise ParameterError("share value outside the field")
+
+
+# ------------------------------------------------------------------ arithmetic mod p
+
+def _fold(v: np.ndarray) -> np.ndarray:
+    """``v mod p`` for uint64 ``v`` (any value below ``2^64``)."""
+    v = (v & _P) + (v >> _S31)          # < 2^31 + 2^33
+    v = (v & _P) + (v >> _S31)          # < 2^31 + 8
+    v[v >= _P] -= _P
+    return v
+
+
+def _fold_once(v: np.ndarray) -> np.ndarray:
+    """A value congruent to ``v`` mod p and below ``2^31 + 2^(b - 31)`` for ``v < 2^b``."""
+    return (v & _P) + (v >> _S31)
+
+
+#: ``x^i mod p`` for ``x = 1 .. rows`` and ``i < t``, by ``t`` (public values, a pure
+#: function of ``(x, i)``): built once per process for all the points a session uses,
+#: so a split gathers its powers instead of computing them; only tables of at most
+#: ``_TABLE_ENTRIES`` entries are kept
+_POWER_TABLES: dict[int, np.ndarray] = {}
+_TABLE_ENTRIES = 1 << 22
+
+
+def _power_table(rows: int, t: int) -> np.ndarray | None:
+    """The cached powers of ``1 .. rows`` up to degree ``t - 1`` (row ``x - 1`` holds
+    the powers of ``x``), or ``None`` when such a table would be too large."""
+    table = _POWER_TABLES.get(t)
+    if table is not None and table.shape[0] >= rows:
+        return table
+    rows = max(rows, 1024)
+    if rows * t > _TABLE_ENTRIES:
+        return None
+    x = np.arange(1, rows + 1, dtype=np.uint64)
+    table = np.empty((rows, t), np.uint64)
+    table[:, 0] = 1
+    for i in range(1, t):
+        table[:, i] = _fold(table[:, i - 1] * x)
+    table.setflags(write=False)
+    if len(_POWER_TABLES) >= 8:
+        _POWER_TABLES.clear()
+    _POWER_TABLES[t] = table
+    return table
+
+
+def _powers(xs: np.ndarray, t: int) -> np.ndarray:
+    """``V[i, j] = xs[j]^i mod p`` for ``i < t`` (uint64, shape ``(t, len(xs))``)."""
+    table = _power_table(int(xs.max()), t)
+    if table is not None:
+        return table[xs.astype(np.intp) - 1].T
+    b = max(1, isqrt(t - 1) + 1) if t > 1 else 1     # B * B >= t
+    k = xs.size
+    low = np.empty((b, k), np.uint64)                  # x^0 .. x^(B-1)
+    low[0] = 1
+    for i in range(1, b):
+        low[i] = _fold(low[i - 1] * xs)                # < 2^31 * 2^16
+    giant = _fold(low[b - 1] * xs)                     # x^B
+    a = -(-t // b)
+    high = np.empty((a, k), np.uint64)                 # x^0, x^B, x^2B, ...
+    high[0] = 1
+    for i in range(1, a):
+        high[i] = _fold(high[i - 1] * giant)           # < 2^62
+    table = _fold(high[:, None, :] * low[None, :, :])  # (a, B, k): x^(aB + b)
+    return table.reshape(a * b, k)[:t]
+
+
+def _matmul_mod(c: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``c @ v mod p`` for uint64 matrices with entries below ``p`` and an inner
+    dimension below ``2^16``, exactly: float64 products of 16-bit halves."""
+    m = c.shape[0]
+    halves_c = np.concatenate([c & _HALF, c >> _S16]).astype(np.float64)
+    halves_v = np.concatenate([v & _HALF, v >> _S16], axis=1).astype(np.float64)
+    prod = (halves_c @ halves_v).astype(np.uint64)     # exact: < t * 2^32 < 2^48
+    k = v.shape[1]
+    ll, lh = prod[:m, :k], prod[:m, k:]
+    hl, hh = prod[m:, :k], prod[m:, k:]
+    # c v = ll + (lh + hl) 2^16 + hh 2^32, and 2^32 = 2 (mod p); every term < 2^48
+    mid = _fold_once(lh + hl) << _S16                  # < (2^31 + 2^18) 2^16 < 2^48
+    return _fold(ll + mid + (hh << np.uint64(1)))       # < 2^50
+
+
+def _coefficients(rand: RandomSource, count: int) -> np.ndarray:
+    """``count`` elements uniform on GF(p): 31-bit draws, ``p`` itself redrawn."""
+    out = np.empty(count, np.uint64)
+    todo = np.arange(count)
+    while todo.size:
+        raw = rand.token_bytes(4 * todo.size)
+        if not isinstance(raw, (bytes, bytearray)) or len(raw) != 4 * todo.size:
             raise ParameterError("randomness source returned the wrong number of bytes")
-        for i in range(batch):
-            c = int.from_bytes(raw[i * SHARE_BYTES:(i + 1) * SHARE_BYTES], "big") & top
-            if c < PRIME:
-                out.append(c)
-                if len(out) == count:
-                    break
+        vals = np.frombuffer(raw, ">u4").astype(np.uint64) & _P
+        out[todo] = vals
+        todo = todo[vals == _P]
     return out
 
+
+def _lanes(secret: int) -> list[int]:
+    return [(secret >> (LANE_BITS * i)) & _LANE_MASK for i in range(LANES)]
+
+
+# ------------------------------------------------------------------ split
 
 def _check_threshold(threshold: object, n: int | None = None) -> int:
     if not isinstance(threshold, int) or isinstance(threshold, bool):
@@ -145,6 +273,41 @@ def _check_threshold(threshold: object, n: int | None = None) -> int:
     return threshold
 
 
+def _check_points(xs: Sequence[int]) -> list[int]:
+    points = list(xs)
+    if not points or any(type(x) is not int for x in points) or not (
+            1 <= min(points) and max(points) < MAX_X):
+        for x in points:
+            if not isinstance(x, int) or isinstance(x, bool) or not 1 <= x < MAX_X:
+                raise ParameterError(
+                    f"evaluation points must be ints in [1, 2**16), got {x!r}")
+    if len(set(points)) != len(points):
+        raise ParameterError("evaluation points must be distinct")
+    return points
+
+
+def _split_many(secrets: Sequence[bytes], xs: Sequence[int], threshold: int,
+                rand: RandomSource) -> tuple[list[int], np.ndarray]:
+    """The checked points and ``Y`` of shape ``(len(secrets), LANES, len(xs))``."""
+    lanes = []
+    for secret in secrets:
+        if not isinstance(secret, (bytes, bytearray, memoryview)):
+            raise ParameterError(f"secret must be bytes, got {type(secret).__name__}")
+        secret = bytes(secret)
+        if len(secret) != SECRET_BYTES:
+            raise ParameterError(f"secret must be {SECRET_BYTES} bytes, got {len(secret)}")
+        lanes.append(_lanes(int.from_bytes(secret, "big")))
+    points = _check_points(xs)
+    t = _check_threshold(threshold, len(points))
+    rows = len(secrets) * LANES
+    coeffs = np.empty((rows, t), np.uint64)
+    coeffs[:, 0] = np.array(lanes, np.uint64).reshape(rows)
+    # the secrets' coefficients in order: secret by secret, lane by lane, degree 1..t-1
+    coeffs[:, 1:] = _coefficients(rand, rows * (t - 1)).reshape(rows, t - 1)
+    ys = _matmul_mod(coeffs, _powers(np.array(points, np.uint64), t))
+    return points, ys.reshape(len(secrets), LANES, len(points))
+
+
 def split(secret: bytes, xs: Sequence[int], threshold: int, rand: RandomSource) -> list[Share]:
     """Share a 32-byte secret so that any ``threshold`` of the points recover it.
 
@@ -152,8 +315,8 @@ def split(secret: bytes, xs: Sequence[int], threshold: int, rand: RandomSource) 
         secret: exactly 32 bytes.
         xs: distinct evaluation points in ``[1, 2**16)`` (typically participant id + 1).
         threshold: ``1 <= threshold <= len(xs)``.
-        rand: randomness source with ``token_bytes(n)`` for the ``threshold - 1``
-            coefficients.
+        rand: randomness source with ``token_bytes(n)`` for the lanes' ``threshold - 1``
+            coefficients each.
 
     Returns:
         One :class:`Share` per entry of ``xs``, in the same order.
@@ -161,103 +324,79 @@ def split(secret: bytes, xs: Sequence[int], threshold: int, rand: RandomSource) 
     Raises:
         ParameterError: bad secret length, repeated or out-of-range points, bad threshold.
     """
-    points, ys = _split(secret, xs, threshold, rand)
-    return [Share(x, y) for x, y in zip(points, ys)]
+    points, ys = _split_many([secret], xs, threshold, rand)
+    cols = ys[0].T.tolist()
+    return [Share(x, tuple(y)) for x, y in zip(points, cols)]
+
+
+def split_encoded_many(secrets: Sequence[bytes], xs: Sequence[int], threshold: int,
+                       rand: RandomSource) -> list[list[bytes]]:
+    """Several secrets shared to the same points, each share in its wire encoding.
+
+    The same result as :func:`split_encoded` called on each secret in turn with the same
+    randomness source (the coefficients are drawn in that order); the powers of the
+    points are computed once.
+
+    Raises:
+        ParameterError: as :func:`split`.
+    """
+    points, ys = _split_many(list(secrets), xs, threshold, rand)
+    k = len(points)
+    head = np.array(points, ">u2").view(np.uint8).reshape(k, 2)
+    out = []
+    for y in ys:
+        rows = np.empty((k, SHARE_WIRE_BYTES), np.uint8)
+        rows[:, :2] = head
+        rows[:, 2:] = np.ascontiguousarray(y.T).astype(_Y_LANES).view(np.uint8).reshape(
+            k, SHARE_BYTES)
+        blob = rows.tobytes()
+        out.append([blob[i:i + SHARE_WIRE_BYTES]
+                    for i in range(0, k * SHARE_WIRE_BYTES, SHARE_WIRE_BYTES)])
+    return out
 
 
 def split_encoded(secret: bytes, xs: Sequence[int], threshold: int,
                   rand: RandomSource) -> list[bytes]:
     """:func:`split`, each share returned in its wire encoding (``Share.to_bytes``).
 
-    The same polynomial and points for the same randomness; what a client sends, without
-    building a checked :class:`Share` per point (the points were checked once for the
-    whole call, and every ``y`` is reduced mod ``p`` by construction).
+    The same polynomials and points for the same randomness; what a client sends,
+    without building a checked :class:`Share` per point (the points were checked once
+    for the whole call, and every lane is reduced mod ``p`` by construction).
 
     Raises:
         ParameterError: as :func:`split`.
     """
-    points, ys = _split(secret, xs, threshold, rand)
-    return [x.to_bytes(2, "big") + y.to_bytes(SHARE_BYTES, "big") for x, y in zip(points, ys)]
+    return split_encoded_many([secret], xs, threshold, rand)[0]
 
 
-def _split(secret: bytes, xs: Sequence[int], threshold: int,
-           rand: RandomSource) -> tuple[list[int], list[int]]:
-    """The checked points and the polynomial's values at them."""
-    if not isinstance(secret, (bytes, bytearray, memoryview)):
-        raise ParameterError(f"secret must be bytes, got {type(secret).__name__}")
-    secret = bytes(secret)
-    if len(secret) != SECRET_BYTES:
-        raise ParameterError(f"secret must be {SECRET_BYTES} bytes, got {len(secret)}")
-    points = list(xs)
-    for x in points:
-        if not isinstance(x, int) or isinstance(x, bool) or not 1 <= x < MAX_X:
-            raise ParameterError(f"evaluation points must be ints in [1, 2**16), got {x!r}")
-    if len(set(points)) != len(points):
-        raise ParameterError("evaluation points must be distinct")
-    _check_threshold(threshold, len(points))
-    coeffs = [int.from_bytes(secret, "big")] + _field_elements(rand, threshold - 1)
-    return points, _evaluate(coeffs, points)
+# ------------------------------------------------------------------ combine
 
-
-def _evaluate(coeffs: list[int], points: list[int]) -> list[int]:
-    """``f(x) mod p`` for every point: Horner's rule run on all points at once.
-
-    The accumulator is a numpy object array (one Python int per point), so each Horner
-    step is one C-level loop; the reduction mod ``p`` is deferred (the multiplier is
-    below ``2^16``).
-    """
-    p = PRIME
-    x = np.array(points, dtype=object)
-    acc = np.zeros(len(points), dtype=object)
-    for i, c in enumerate(reversed(coeffs)):
-        acc = acc * x + c
-        if i % _HORNER_REDUCE_EVERY == _HORNER_REDUCE_EVERY - 1:
-            acc %= p
-    return [int(v) % p for v in acc]
-
-
-def _denominators(xs: list[int]) -> list[int]:
-    """``x_i * prod_{j != i} (x_j - x_i) mod p`` for every ``i``.
-
-    The differences are 17-bit signed integers, so three of them multiply exactly in
-    int64; the big-integer products then run over numpy object arrays, a block of rows
-    at a time to bound memory.
-    """
-    p = PRIME
+def _lagrange_at_zero(xs: list[int]) -> np.ndarray:
+    """``L_i = prod_{j != i} x_j / (x_j - x_i) mod p`` for distinct points (uint64)."""
     t = len(xs)
-    x = np.array(xs, dtype=np.int64)
-    out: list[int] = []
-    rows_per_block = max(1, (1 << 21) // max(t, 1))
-    for start in range(0, t, rows_per_block):
-        rows = np.arange(start, min(t, start + rows_per_block))
-        diff = x[None, :] - x[rows, None]          # diff[r, j] = x_j - x_i
-        diff[np.arange(rows.size), rows] = 1       # skip j = i
-        pad = (-t) % 3
-        if pad:
-            diff = np.concatenate([diff, np.ones((rows.size, pad), np.int64)], axis=1)
-        triples = diff.reshape(rows.size, -1, 3).prod(axis=2)  # |.| < 2^51: exact
-        acc = x[rows].astype(object)
-        cols = triples.astype(object)
-        for c in range(cols.shape[1]):
-            acc = acc * cols[:, c]
-            if c % 4 == 3:
-                acc %= p
-        out.extend(int(v) % p for v in acc)
-    return out
-
-
-def _batch_inverse(values: list[int]) -> list[int]:
-    """Inverses mod ``PRIME`` of non-zero ``values`` with one modular inversion."""
-    p = PRIME
-    prefix = [1] * (len(values) + 1)
-    for i, v in enumerate(values):
-        prefix[i + 1] = prefix[i] * v % p
-    inv = pow(prefix[-1], -1, p)
-    out = [0] * len(values)
-    for i in range(len(values) - 1, -1, -1):
-        out[i] = inv * prefix[i] % p
-        inv = inv * values[i] % p
-    return out
+    x = np.array(xs, np.int64)
+    diff = (x[None, :] - x[:, None]) % PRIME                  # x_j - x_i mod p
+    diff[np.arange(t), np.arange(t)] = x                      # the x_i factor
+    # den_i = x_i prod_{j != i} (x_j - x_i): a product tree over each row
+    rows = diff.astype(np.uint64)
+    while rows.shape[1] > 1:
+        if rows.shape[1] % 2:
+            rows = np.concatenate([rows, np.ones((t, 1), np.uint64)], axis=1)
+        rows = _fold(rows[:, 0::2] * rows[:, 1::2])
+    den = rows[:, 0].tolist()
+    total = 1
+    for xi in xs:
+        total = total * xi % PRIME
+    # every inverse from one modular inversion (Montgomery's batch-inversion trick)
+    prefix = [1] * (t + 1)
+    for i, d in enumerate(den):
+        prefix[i + 1] = prefix[i] * d % PRIME
+    inv = pow(prefix[-1], -1, PRIME) * total % PRIME
+    out = [0] * t
+    for i in range(t - 1, -1, -1):
+        out[i] = inv * prefix[i] % PRIME
+        inv = inv * den[i] % PRIME
+    return np.array(out, np.uint64)
 
 
 def combine(shares: Sequence[Share], threshold: int) -> bytes:
@@ -275,7 +414,8 @@ def combine(shares: Sequence[Share], threshold: int) -> bytes:
 
     Raises:
         ParameterError: fewer than ``threshold`` shares, a repeated ``x``, a non-Share
-            entry, or a result ``>= 2^256`` (inconsistent shares or wrong threshold).
+            entry, or lanes that do not fit their widths (inconsistent shares or a wrong
+            threshold).
     """
     shares = list(shares)
     for s in shares:
@@ -287,19 +427,42 @@ def combine(shares: Sequence[Share], threshold: int) -> bytes:
     if len(shares) < threshold:
         raise ParameterError(f"need {threshold} shares, got {len(shares)}")
     used = shares[:threshold]
-    xs = [s.x for s in used]
-    p = PRIME
-    # L_i = prod_{j != i} x_j / (x_j - x_i) = total / (x_i * prod_{j != i} (x_j - x_i))
-    total = 1
-    for x in xs:
-        total = total * x % p
-    dens = _denominators(xs)
-    inv = _batch_inverse(dens)
-    acc = 0
-    for s, di in zip(used, inv):
-        acc += s.y * di
-    value = acc % p * total % p
-    if value >> (8 * SECRET_BYTES):
-        raise ParameterError("reconstructed value does not fit 32 bytes: shares are "
-                             "inconsistent or the threshold is wrong")
+    return _interpolate([s.x for s in used], np.array([s.y for s in used], np.uint64))
+
+
+def combine_encoded(encodings: bytes, threshold: int) -> bytes:
+    """:func:`combine` on ``threshold`` share encodings (``Share.to_bytes``) laid end to
+    end, decoded in one pass.
+
+    Raises:
+        ParameterError: not ``threshold`` whole encodings, a point outside ``[1, 2^16)``,
+            a repeated point, a lane outside the field, or lanes that do not fit their
+            widths.
+    """
+    _check_threshold(threshold)
+    if type(encodings) is not bytes or len(encodings) != threshold * SHARE_WIRE_BYTES:
+        raise ParameterError(f"need {threshold} share encodings of {SHARE_WIRE_BYTES} bytes")
+    rows = np.frombuffer(encodings, _WIRE)
+    xs = rows["x"].tolist()
+    if min(xs) < 1 or len(set(xs)) != len(xs):
+        raise ParameterError("share points must be distinct and at least 1")
+    ys = rows["y"].astype(np.uint64)
+    if (ys >= _P).any():
+        raise ParameterError("share value outside the field")
+    return _interpolate(xs, ys)
+
+
+def _interpolate(xs: list[int], ys: np.ndarray) -> bytes:
+    """The secret from distinct points ``xs`` and their lanes ``ys`` (t x LANES, each
+    below p)."""
+    coeffs = _lagrange_at_zero(xs)
+    terms = _fold(ys * coeffs[:, None])                      # each < p
+    lanes = _fold(terms.sum(axis=0, dtype=np.uint64))         # t < 2^16: no overflow
+    value = 0
+    for i, lane in enumerate(lanes.tolist()):
+        width = _TOP_BITS if i == LANES - 1 else LANE_BITS
+        if lane >> width:
+            raise ParameterError("reconstructed lanes do not fit 32 bytes: shares are "
+                                 "inconsistent or the threshold is wrong")
+        value |= lane << (LANE_BITS * i)
     return value.to_bytes(SECRET_BYTES, "big")

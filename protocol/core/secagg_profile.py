@@ -64,7 +64,8 @@ _CATEGORY = {
     ("crypto", "x25519_public"): "key_agreement", ("prg", "expand_mask"): "prg",
     ("prg", "mask_sum"): "prg",
     ("shamir", "split"): "shamir", ("shamir", "split_encoded"): "shamir",
-    ("shamir", "combine"): "shamir",
+    ("shamir", "split_encoded_many"): "shamir",
+    ("shamir", "combine"): "shamir", ("shamir", "combine_encoded"): "shamir",
     ("crypto", "aead_encrypt"): "aead", ("crypto", "aead_decrypt"): "aead",
     ("crypto", "ed25519_sign"): "signature", ("crypto", "ed25519_verify"): "signature",
     ("crypto", "hkdf"): "kdf",
@@ -78,7 +79,9 @@ def _shape(name: str, args: tuple[Any, ...]) -> Any:
         return (args[1], args[2], len(args[0]))
     if name in ("split", "split_encoded"):
         return (len(args[1]), args[2])
-    if name == "combine":
+    if name == "split_encoded_many":  # (secrets, points, threshold)
+        return (len(args[0]), len(args[1]), args[2])
+    if name in ("combine", "combine_encoded"):
         return args[1]
     if name in ("aead_encrypt", "aead_decrypt"):
         return (len(args[1]), len(args[2]))
@@ -187,7 +190,8 @@ def category_seconds(prof: PrimitiveProfile) -> dict[str, float]:
 #: primitive family -> the wrapped functions that belong to it
 FAMILIES: dict[str, tuple[str, ...]] = {
     "key_agreement": ("x25519_shared", "x25519_keypair", "x25519_public"),
-    "prg": ("expand_mask", "mask_sum"), "shamir": ("split", "split_encoded", "combine"),
+    "prg": ("expand_mask", "mask_sum"), "shamir": ("split", "split_encoded", "split_encoded_many",
+                                                "combine", "combine_encoded"),
     "aead": ("aead_encrypt", "aead_decrypt"), "signature": ("ed25519_sign", "ed25519_verify"),
     "kdf": ("hkdf",),
 }
@@ -274,9 +278,16 @@ def bare_costs(prof: PrimitiveProfile, sample: int = 2000) -> dict[str, float]:
             xs = list(range(1, m + 1))
             sec = os.urandom(32)
             sh_t += timed(count, lambda: fn(sec, xs, t, rnd))
+    for (c, m, t), count in prof.shapes.get("split_encoded_many", {}).items():
+        xs = list(range(1, m + 1))
+        secrets = [os.urandom(32) for _ in range(c)]
+        sh_t += timed(count, lambda: shamir.split_encoded_many(secrets, xs, t, rnd))
     for t, count in prof.shapes.get("combine", {}).items():
         shares = shamir.split(os.urandom(32), list(range(1, t + 1)), t, rnd)
         sh_t += timed(count, lambda: shamir.combine(shares, t))
+    for t, count in prof.shapes.get("combine_encoded", {}).items():
+        blob = b"".join(shamir.split_encoded(os.urandom(32), list(range(1, t + 1)), t, rnd))
+        sh_t += timed(count, lambda: shamir.combine_encoded(blob, t))
     out["shamir"] = sh_t
     ae_t = 0.0
     key = os.urandom(32)

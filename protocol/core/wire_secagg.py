@@ -18,7 +18,7 @@ Two sets of shapes exist (:func:`shapes`):
    AdvertiseKeys         sender < n; keys and nonce 32 bytes; signature 64 bytes
                          (malicious) or empty
    ShareKeys             <= k recipients < n, as many ciphertexts of exactly
-                         SHARE_CIPHERTEXT_BYTES (98: nonce, two shares, tag)
+                         SHARE_CIPHERTEXT_BYTES (104: nonce, two shares, tag)
    MaskedInput           dim and R - 1 equal to the session's; packed exactly
                          ceil(dim * bits(R - 1) / 8) bytes; a signature as for
                          AdvertiseKeys

@@ -207,7 +207,7 @@ def _seeds_for(target: str) -> list[bytes]:
     if target in ("shuffler_submit", "shuffler_parsers"):
         return [s["raw"], s["inner"], PlainReport(16, b"hey").to_bytes()]
     if target == "share":
-        return [Share(3, 12345).to_bytes()]
+        return [Share(3, (12345,) * 9).to_bytes()]
     if target == "unpack_uints":
         return [prg.pack_uints(np.arange(7, dtype=np.uint64), 1 << 13)]
     return [b"alice bob\ncarol\n", b"user,item\nu1,abc\nu2,de\n"]

@@ -38,7 +38,9 @@ def test_counts_match_the_protocol_complete_graph() -> None:
     assert prof.calls["mask_sum"] == n + 1
     assert prof.shapes["mask_sum"] == {(7, 1 << 32, n): n + 1}
     assert prof.calls.get("expand_mask", 0) == 0
-    assert prof.calls["split_encoded"] == 2 * n and prof.calls["combine"] == n
+    # each client shares b and s_sk in one call; the server rebuilds n self-mask seeds
+    assert prof.calls["split_encoded_many"] == n and prof.calls["combine_encoded"] == n
+    assert prof.shapes["split_encoded_many"] == {(2, n - 1, cfg.threshold): n}
 
 
 def test_counts_on_a_sparse_graph_with_a_dropout() -> None:

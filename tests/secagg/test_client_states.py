@@ -223,14 +223,14 @@ def test_decryption_failed() -> None:
 def test_malformed_share(case: str) -> None:
     """A peer's ciphertext decrypts, but its plaintext is not two encodings of
     Share(x = u + 1, y < PRIME): the client aborts with MALFORMED_SHARE."""
-    from secagg.shamir import PRIME, SHARE_BYTES
+    from secagg.shamir import PRIME, SHARE_WIRE_BYTES
 
     c, rs = drive(S.AWAIT_SHARES, False)
     v = rs.senders[0]
     key = c._share_keys[v]
     pt = crypto.aead_decrypt(key, rs.ciphertexts[0], crypto.routing_ad(c.session, 1, v, 0))
-    b, s = pt[:35], pt[35:]
-    outside = PRIME.to_bytes(SHARE_BYTES, "big")
+    b, s = pt[:SHARE_WIRE_BYTES], pt[SHARE_WIRE_BYTES:]
+    outside = b[2:-4] + PRIME.to_bytes(4, "big")   # the last lane = p
     bad = {"b point": (2).to_bytes(2, "big") + b[2:] + s,
            "s point": b + (2).to_bytes(2, "big") + s[2:],
            "point 0": bytes(2) + b[2:] + s,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from secagg.client import SHARE_CIPHERTEXT_BYTES
 from secagg.messages import RoutedShares, UnmaskShares
 from secagg.shamir import SHARE_WIRE_BYTES
 from secagg.state import MAX_PARTICIPANTS
 
-CT = bytes(98)
+CT = bytes(SHARE_CIPHERTEXT_BYTES)
 
 
 def _routed(senders, cts):  # type: ignore[no-untyped-def]

@@ -245,10 +245,11 @@ def test_round4_checks() -> None:
     _rejects(server, UnmaskShares(m.sender, m.b_owners,
                                   (other.b_shares[0],) + m.b_shares[1:], (), ()))
     # malformed shares: y outside the field, the point x = 0 (the secret itself)
-    from secagg.shamir import PRIME, SHARE_BYTES
+    from secagg.shamir import PRIME
 
     own_x = m.b_shares[0][:2]
-    for bad in (own_x + PRIME.to_bytes(SHARE_BYTES, "big"), bytes(2) + m.b_shares[0][2:]):
+    outside = m.b_shares[0][2:-4] + PRIME.to_bytes(4, "big")   # the last lane = p
+    for bad in (own_x + outside, bytes(2) + m.b_shares[0][2:]):
         _rejects(server, UnmaskShares(m.sender, m.b_owners, (bad,) + m.b_shares[1:], (), ()))
     server.receive(m)
     _rejects(server, m)
