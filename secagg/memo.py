@@ -20,10 +20,11 @@ the very same pure function of the very same bytes:
   key from the ``c`` key pairs and the mask seed from the ``s`` key pairs; one entry
   holds both, keyed by the context and the two unordered pairs.
 
-:class:`SessionMemo` remembers these results within **one** session. It is keyed by the
-exact input byte strings themselves (a dict lookup compares them byte for byte after
-the hash, so a hit means "the same bytes", with no reliance on a hash function's
-collision resistance), so:
+:class:`SessionMemo` remembers these results within **one** session. A signature check
+is keyed by its exact input byte strings (a dict lookup compares them byte for byte); a
+pair's keys, which wait in the memo for their second end, by SHA-256 over a
+length-prefixed encoding of the exact inputs (32 bytes instead of about 216; collision
+resistance makes a hit mean "the same bytes"). So:
 
 * a party decides on exactly the bytes it received: a server that sends one group of
   clients other keys, messages or signatures than another misses the memo for every
@@ -40,9 +41,10 @@ the cap new ones are not stored, which only costs the saving, never correctness.
 
 Accounting. With a ``clock`` (CPU seconds, injected: this package reads none), the memo
 times the computations it does (the first of each kind, then every
-:data:`TIME_EVERY`-th: a CPU clock read is a system call, dearer than a dict lookup) and
-charges every hit the mean timed cost of its kind in this session, in :attr:`charged`, so a simulation can report separately its own CPU and
-the CPU a real device would pay (it memoises nothing across devices). :attr:`hits` and
+:data:`TIME_EVERY`-th: a CPU clock read is a system call, dearer than a dict lookup)
+and charges every hit the mean timed cost of its kind in this session, in
+:attr:`charged`, so a simulation can report separately its own CPU and the CPU a real
+device would pay (it memoises nothing across devices). :attr:`hits` and
 :attr:`misses` count per kind (``"ed25519_verify"``; ``"pairwise_keys"``: one per pair end, two X25519 and
 two HKDF each).
 
@@ -52,6 +54,7 @@ peer to share with), and nothing here changes what any party sends or accepts.
 from __future__ import annotations
 
 import struct
+from hashlib import sha256 as _sha256
 from typing import Any, Callable, MutableMapping
 
 from . import crypto
@@ -67,6 +70,7 @@ TIME_EVERY = 8
 _FAILED = b""              # a remembered failure (a genuine entry is never empty)
 _PASSED = b"\x01"
 _LENGTHS = struct.Struct(">5Q")
+_PAIR_TAG = b"fedhh/memo/pairwise\x00"
 
 
 class SessionMemo:
@@ -76,9 +80,8 @@ class SessionMemo:
         clock: CPU-seconds clock (``time.process_time``) for the accounting; ``None``:
             no accounting.
         max_pending: most pairs' keys held for their second end at once (the default,
-            ``2^20``, is about 400 MB at most: an entry is the pair's inputs (its
-            context and four public keys, about 200 bytes), its 64 bytes of keys and a
-            dict slot; a session of ``n`` clients of degree
+            ``2^20``, is about 200 MB at most: an entry is a 32-byte digest, the pair's
+            64 bytes of keys and a dict slot; a session of ``n`` clients of degree
             ``k`` has ``n k / 2`` pairs, about half of them waiting at the end of
             round 1 when the clients are served in roster order).
         entries: the mapping to store entries in (a dict shared with another memo of
@@ -183,9 +186,12 @@ class SessionMemo:
         c_lo, c_hi = (c_own, c_peer) if c_own <= c_peer else (c_peer, c_own)
         s_lo, s_hi = (s_own, s_peer) if s_own <= s_peer else (s_peer, s_own)
         try:
-            # the exact bytes, length-delimited: one string per pair, compared whole
-            key = b"".join((_LENGTHS.pack(len(context), len(c_lo), len(c_hi), len(s_lo),
-                                          len(s_hi)), context, c_lo, c_hi, s_lo, s_hi))
+            # SHA-256 of the exact bytes, length-delimited, in one call: a pending pair
+            # holds a 32-byte key instead of its 216 bytes of inputs (n k / 4 pairs wait
+            # for their second end at the end of round 1)
+            key = _sha256(b"".join((_LENGTHS.pack(
+                len(context), len(c_lo), len(c_hi), len(s_lo), len(s_hi)),
+                _PAIR_TAG, context, c_lo, c_hi, s_lo, s_hi))).digest()
         except TypeError:   # not bytes-like: derived without the memo, which refuses it
             return (crypto.hkdf(crypto.x25519_shared(c_secret, c_peer),
                                 label=crypto.LABEL_SHARE_KEY, context=context),
