@@ -158,7 +158,7 @@ def test_aggregator_park_and_unpark_restore_its_state() -> None:
     arrays = aggs[1].park()
     assert set(arrays) == {"cache_seeds", "cache_ctrl", "sponge_state", "sponge_buf"}
     aggs[2].park()
-    assert aggs[1]._ciphers is None and aggs[1]._cache is None
+    assert aggs[1]._cache is None and aggs[1]._streams is None
     aggs[1].unpark({k: np.array(v) for k, v in arrays.items()})
     assert aggs[1]._cache is not None and isinstance(aggs[1]._streams, SpongeBatch)
     want = aggs[0].verify_init(p1)

@@ -16,6 +16,8 @@ bytes, masked to the bit length of the modulus, kept when below it.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from Crypto.Hash import TurboSHAKE128
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -25,7 +27,8 @@ from protocol.core.poplar1.keccak import SpongeBatch, turboshake128_many
 
 __all__ = ["VERSION", "format_dst", "XofTurboShake128", "fixed_key", "aes_ecb", "hash_blocks",
            "XofFixedKeyAes128", "next_vec_from_stream", "MIN_BATCH", "turboshake_many",
-           "turboshake_streams", "fixed_keys"]
+           "turboshake_streams", "fixed_keys", "RowKeyedAes", "AES_BACKENDS", "aes_backend",
+           "set_aes_backend"]
 
 #: from this many messages on, the XOF calls whose inputs are independent per report
 #: run as one numpy sponge over all of them (:mod:`protocol.core.poplar1.keccak`);
@@ -212,6 +215,177 @@ class aes_ecb:  # noqa: N801 - used like a function
 
     def encrypt_into(self, data, out) -> None:  # noqa: ANN001
         self._enc.update_into(data, out)
+
+
+# ------------------------------------------- AES under one key per report, keys kept
+#: ``openssl``: one OpenSSL ``EVP_CIPHER_CTX`` per thread, keyed again for every report
+#: (the AES-128 key schedule, tens of nanoseconds with AES-NI) through ``cffi``, so a
+#: report keeps only its 16-byte keys; ``contexts``: one ``cryptography`` context per
+#: report and key, derived on first use and kept (about 0.95 KB each: the memory that
+#: the first backend saves). Both give the same bytes (tests/protocol/test_poplar1_aes.py).
+AES_BACKENDS = ("openssl", "contexts")
+
+_CDEF = """
+typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
+typedef struct evp_cipher_st EVP_CIPHER;
+EVP_CIPHER_CTX *EVP_CIPHER_CTX_new(void);
+void EVP_CIPHER_CTX_free(EVP_CIPHER_CTX *ctx);
+const EVP_CIPHER *EVP_aes_128_ecb(void);
+int EVP_EncryptInit_ex(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *type, void *impl,
+                       const unsigned char *key, const unsigned char *iv);
+int EVP_EncryptUpdate(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl,
+                      const unsigned char *in, int inl);
+int EVP_CIPHER_CTX_set_padding(EVP_CIPHER_CTX *ctx, int padding);
+"""
+_openssl_lib: object = None          # None: not tried yet; False: not available
+_local = threading.local()
+_backend: list[str] = []
+
+
+def _load_openssl():  # noqa: ANN202
+    """``(ffi, lib)`` for the process's libcrypto, or ``None`` when it cannot be loaded
+    or fails the FIPS-197 known-answer test (then the ``contexts`` backend is used)."""
+    global _openssl_lib
+    if _openssl_lib is None:
+        _openssl_lib = False
+        try:
+            import ctypes.util
+
+            import cffi
+
+            name = ctypes.util.find_library("crypto")
+            if name:
+                ffi = cffi.FFI()
+                ffi.cdef(_CDEF)
+                lib = ffi.dlopen(name)
+                _openssl_lib = (ffi, lib)
+                # FIPS 197, appendix C.1 (AES-128), twice under two keys in one call
+                key = np.frombuffer(bytes(range(16)) + bytes(16), dtype=np.uint8).reshape(2, 16)
+                pt = bytes.fromhex("00112233445566778899aabbccddeeff")
+                got = _openssl_rows(key, np.frombuffer(pt * 2, dtype=np.uint8).reshape(2, 16))
+                want = [bytes.fromhex("69c4e0d86a7b0430d8cdb78070b4c55a"),
+                        aes_ecb(bytes(16)).encrypt(pt)]
+                if [got[0].tobytes(), got[1].tobytes()] != want:
+                    _openssl_lib = False
+        except (ImportError, OSError, AttributeError, RuntimeError):
+            _openssl_lib = False
+    return _openssl_lib or None
+
+
+def _openssl_ctx():  # noqa: ANN202
+    ctx = getattr(_local, "ctx", None)
+    if ctx is None:
+        ffi, lib = _openssl_lib
+        raw = lib.EVP_CIPHER_CTX_new()
+        if raw == ffi.NULL:
+            raise RuntimeError("EVP_CIPHER_CTX_new failed")
+        ctx = ffi.gc(raw, lib.EVP_CIPHER_CTX_free)
+        if lib.EVP_EncryptInit_ex(ctx, lib.EVP_aes_128_ecb(), ffi.NULL, ffi.NULL, ffi.NULL) != 1 \
+                or lib.EVP_CIPHER_CTX_set_padding(ctx, 0) != 1:
+            raise RuntimeError("EVP_EncryptInit_ex failed")
+        _local.ctx = ctx
+    return ctx
+
+
+def _openssl_rows(keys: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """AES-128-ECB of row ``r`` of ``data`` (``(N, W)`` uint8, ``W`` a multiple of 16)
+    under ``keys[r]``: one key schedule and one update call per row on one context."""
+    ffi, lib = _openssl_lib
+    keys = np.ascontiguousarray(keys, dtype=np.uint8)
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    n, width = data.shape
+    out = np.empty((n, width), dtype=np.uint8)
+    if n == 0 or width == 0:
+        return out
+    ctx = _openssl_ctx()
+    kp = ffi.from_buffer("unsigned char[]", keys)
+    sp = ffi.from_buffer("unsigned char[]", data)
+    op = ffi.from_buffer("unsigned char[]", out, require_writable=True)
+    outl = ffi.new("int *")
+    init, update, null = lib.EVP_EncryptInit_ex, lib.EVP_EncryptUpdate, ffi.NULL
+    ok = 1
+    for r in range(n):
+        ok &= init(ctx, null, null, kp + 16 * r, null)
+        ok &= update(ctx, op + r * width, outl, sp + r * width, width)
+    if ok != 1 or outl[0] != width:
+        raise RuntimeError("OpenSSL AES-128-ECB failed")
+    return out
+
+
+def aes_backend() -> str:
+    """The backend :class:`RowKeyedAes` uses: ``openssl`` when libcrypto loads and
+    passes its known-answer test, else ``contexts`` (or what :func:`set_aes_backend`
+    chose)."""
+    if not _backend:
+        _backend.append("openssl" if _load_openssl() is not None else "contexts")
+    return _backend[0]
+
+
+def set_aes_backend(name: str) -> None:
+    """Choose the backend of :class:`RowKeyedAes` (one of :data:`AES_BACKENDS`).
+
+    Raises:
+        ValueError: an unknown name, or ``openssl`` when libcrypto cannot be used.
+    """
+    if name not in AES_BACKENDS:
+        raise ValueError(f"AES backend must be one of {', '.join(AES_BACKENDS)}")
+    if name == "openssl" and _load_openssl() is None:
+        raise ValueError("the openssl AES backend needs libcrypto and cffi")
+    _backend[:] = [name]
+
+
+class RowKeyedAes:
+    """AES-128 under one key per report: ``keys`` ``(N, 16)`` uint8, the per-report
+    fixed keys of XofFixedKeyAes128 (public: derived from the context and the nonce).
+    A report costs 16 bytes here with the ``openssl`` backend; ``contexts`` keeps a
+    ``cryptography`` context per report once used."""
+
+    __slots__ = ("keys", "_contexts")
+
+    def __init__(self, keys: np.ndarray) -> None:
+        self.keys = np.ascontiguousarray(keys, dtype=np.uint8)
+        if self.keys.ndim != 2 or self.keys.shape[1] != 16:
+            raise ValueError("AES keys must be (N, 16) bytes")
+        self._contexts: list | None = None
+
+    def __len__(self) -> int:
+        return self.keys.shape[0]
+
+    def take(self, idx: np.ndarray) -> "RowKeyedAes":
+        idx = np.asarray(idx, dtype=np.intp)
+        out = RowKeyedAes(self.keys[idx])
+        if self._contexts is not None:
+            out._contexts = [self._contexts[int(i)] for i in idx]
+        return out
+
+    def drop_contexts(self) -> bool:
+        """Drop the ``contexts`` backend's contexts (derived again at the next use);
+        says whether there were any."""
+        had, self._contexts = self._contexts is not None, None
+        return had
+
+    def cipher(self, r: int) -> aes_ecb:
+        """Report ``r``'s permutation alone (the scalar XOF's rare redraws)."""
+        return aes_ecb(self.keys[r].tobytes())
+
+    def encrypt_rows(self, data: np.ndarray) -> np.ndarray:
+        """AES-128-ECB of row ``r`` of ``data`` (``(N, W)`` uint8) under ``keys[r]``."""
+        if data.shape[0] != self.keys.shape[0] or data.shape[1] % 16:
+            raise ValueError("one row of whole blocks per key")
+        if aes_backend() == "openssl":
+            self._contexts = None
+            return _openssl_rows(self.keys, data)
+        n, width = data.shape
+        if n == 0 or width == 0:
+            return np.empty((n, width), dtype=np.uint8)
+        if self._contexts is None:
+            self._contexts = [aes_ecb(k.tobytes()) for k in self.keys]
+        src = memoryview(np.ascontiguousarray(data, dtype=np.uint8)).cast("B")
+        out = bytearray(n * width + 16)          # update_into wants block_size - 1 bytes spare
+        dst = memoryview(out)
+        for r, c in enumerate(self._contexts):
+            c.encrypt_into(src[r * width:(r + 1) * width], dst[r * width:(r + 1) * width + 15])
+        return np.frombuffer(out, dtype=np.uint8, count=n * width).reshape(n, width)
 
 
 def sigma(blocks: np.ndarray) -> np.ndarray:
