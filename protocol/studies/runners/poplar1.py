@@ -48,7 +48,8 @@ import numpy as np
 from protocol.studies.errors import StudyError
 
 __all__ = ["Poplar1Options", "AggregatorParty", "SearchResult", "encode_words",
-           "decode_bits", "default_threshold", "make_reports", "search", "run_poplar1",
+           "decode_bits", "default_threshold", "make_reports", "search", "search_processes",
+           "PROCESS_REPORTS", "run_poplar1",
            "heavy_hitters_bits", "SideBySideOptions", "side_by_side", "load_reference",
            "bench_vs_reference", "bench_hh", "random_strings", "hh_table", "reference_table", "bench_table"]
 
@@ -130,6 +131,9 @@ class AggregatorParty:
     cpu_seconds: float = 0.0
     bytes_sent: int = 0
     bytes_received: int = 0
+    #: when the aggregator ran in its own process (:func:`search_processes`): its peak
+    #: memory, its whole CPU time and the accept-decision bytes it sent
+    process: dict[str, Any] | None = None
 
     def timed(self, fn: Callable[..., Any], *args: Any) -> Any:  # noqa: ANN401
         t = time.process_time()
@@ -165,6 +169,10 @@ def _randomness(seed: int | None, label: str):  # noqa: ANN202
 #: populations from this many reports on are stored out of core by default (the
 #: uploads, about 16.7 KB a report at 256 bits, in ``np.memmap`` files)
 OUT_OF_CORE_REPORTS = 20_000
+
+#: from this many reports on, each aggregator runs in its own process by default
+#: (:func:`search_processes`; docs/poplar1.md has the measurement behind it)
+PROCESS_REPORTS = 20_000
 
 
 def make_reports(vdaf, measurements: np.ndarray, seed: int | None,  # noqa: ANN001
@@ -430,6 +438,221 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
     return {"heavy": heavy, "levels": levels_out, "parties": parties}
 
 
+# ------------------------------------------------- the two aggregators as processes
+class _PeerLink:
+    """One aggregator's end of the link to the other: encoded field vectors as bytes
+    over a pipe, decoded (validated) on receipt. Aggregator 0 sends first and
+    aggregator 1 receives first, so two large messages never wait on each other."""
+
+    def __init__(self, party: AggregatorParty, conn) -> None:  # noqa: ANN001
+        self.party, self.conn = party, conn
+        self.control_bytes = 0
+
+    def _swap(self, blob: bytes) -> bytes:
+        if self.party.agg_id == 0:
+            self.conn.send_bytes(blob)
+            return self.conn.recv_bytes()
+        got = self.conn.recv_bytes()
+        self.conn.send_bytes(blob)
+        return got
+
+    def exchange(self, level: int, bits: int, values, count: int):  # noqa: ANN001, ANN201
+        """Send this aggregator's field elements, receive and decode the other's
+        ``count`` elements (:func:`~protocol.core.poplar1.vdaf.decode_field_vec`
+        raises on a malformed message)."""
+        from protocol.core.poplar1.vdaf import decode_field_vec, encode_field_vec
+
+        if level < bits - 1:
+            flat = np.asarray(values, dtype=np.uint64).reshape(-1)
+        else:
+            flat = [x for row in values for x in (row if isinstance(row, list) else [row])]
+        blob = self.party.timed(encode_field_vec, level, bits, flat)
+        got = self._swap(blob)
+        self.party.bytes_sent += len(blob)
+        self.party.bytes_received += len(got)
+        return self.party.timed(decode_field_vec, level, bits, got, count)
+
+    def decisions(self, ok: np.ndarray) -> np.ndarray:
+        """Exchange the per-report accept decisions (packed bits; DAP's ping-pong tells
+        the peer of a rejection): not counted in ``bytes_sent``, as in the in-process
+        search where both decisions are read directly."""
+        blob = np.packbits(ok).tobytes()
+        got = self._swap(blob)
+        self.control_bytes += len(blob)
+        if len(got) != len(blob):
+            raise StudyError("Poplar1: the other aggregator's decisions are malformed")
+        return np.unpackbits(np.frombuffer(got, dtype=np.uint8), count=ok.size).astype(bool)
+
+
+def _aggregator_level(party: AggregatorParty, link: _PeerLink, bits: int,
+                      agg_param) -> tuple[list[int], list[int]]:  # noqa: ANN001
+    """One level of the search at one aggregator in its own process: both rounds of
+    every preparation batch with the other aggregator over ``link``, then the aggregate
+    shares. Returns this aggregator's counts (its share plus the one it received) and
+    the reports rejected at this level."""
+    from protocol.core.poplar1 import sketch_accepts
+    from protocol.core.poplar1.field import add64
+
+    level, cands = agg_param
+    core = party.core
+    agg: Any = None
+    rejected: list[int] = []
+    for bi, (lo, hi) in enumerate(core.bounds):
+        m = hi - lo
+        part = core.parts[bi]
+        party.timed(core.unpark, bi)
+        mine = party.timed(part.verify_init, agg_param)
+        party.timed(core.park, bi)
+        other = link.exchange(level, bits, mine, 3 * m)
+        if level < bits - 1:
+            msg = party.timed(add64, np.asarray(mine), other.reshape(m, 3))
+        else:
+            o = [other[3 * r:3 * r + 3] for r in range(m)]
+            msg = [[(x + y) % (2 ** 255 - 19) for x, y in zip(u, v)] for u, v in zip(mine, o)]
+        del mine, other
+        r2 = party.timed(part.verify_next, msg)
+        del msg
+        got2 = link.exchange(level, bits, r2, m)
+        ok = party.timed(sketch_accepts, level, bits, r2, got2) if party.agg_id == 0 \
+            else party.timed(sketch_accepts, level, bits, got2, r2)
+        del r2, got2
+        theirs = link.decisions(ok)
+        accepted = ok & theirs
+        share = party.timed(part.aggregate, accepted)
+        agg = share if agg is None else party.timed(_add_shares, level, bits, agg, share)
+        rejected += (lo + np.flatnonzero(~accepted)).tolist()
+    received = link.exchange(level, bits, agg, len(cands))
+    mod = (1 << 64) - (1 << 32) + 1 if level < bits - 1 else 2 ** 255 - 19
+    counts = [(int(x) + int(y)) % mod for x, y in zip(agg, received)]
+    return counts, rejected
+
+
+def _aggregator_main(agg_id: int, bits: int, verify_key: bytes, store, park_dir,  # noqa: ANN001
+                     control, peer) -> None:  # noqa: ANN001
+    """An aggregator process: its reports read from its view of the store (its own
+    input shares, the public shares, the nonces), then, per aggregation parameter
+    received from the collector as the draft's encoding, one level with the other
+    aggregator over ``peer``; the counts go back to the collector, and at the end its
+    view and costs."""
+    from protocol.core.poplar1 import Poplar1
+    from protocol.studies.measure import peak_rss_mb
+
+    try:
+        vdaf = Poplar1(bits, CTX)
+        party = AggregatorParty(agg_id, None)
+        party.core = party.timed(_Batches, vdaf, agg_id, verify_key, store.n,
+                                 _store_loader(store, agg_id), None, park_dir)
+        link = _PeerLink(party, peer)
+        while True:
+            blob = control.recv_bytes()
+            if not blob:
+                break
+            agg_param = party.timed(vdaf.decode_agg_param, blob)
+            party.bytes_received += len(blob)
+            counts, rejected = _aggregator_level(party, link, bits, agg_param)
+            level, cands = agg_param
+            party.view.append({"level": level, "candidates": [_bitstr(c) for c in cands],
+                               "counts": counts, "rejected_reports": rejected})
+            control.send(("level", counts, len(rejected)))
+        control.send(("done", party.view, party.cpu_seconds, party.bytes_sent,
+                      party.bytes_received, link.control_bytes, peak_rss_mb(),
+                      time.process_time()))
+    except Exception as exc:   # the collector raises it as a StudyError
+        try:
+            control.send(("error", f"{type(exc).__name__}: {exc}"))
+        except OSError:
+            pass
+
+
+def _recv(conn, proc, who: str):  # noqa: ANN001, ANN202
+    """The next message of an aggregator process, or a StudyError when it failed."""
+    try:
+        msg = conn.recv()
+    except (EOFError, OSError):
+        raise StudyError(f"Poplar1: {who} stopped (exit code {proc.exitcode})") from None
+    if msg[0] == "error":
+        raise StudyError(f"Poplar1: {who} failed: {msg[1]}")
+    return msg
+
+
+def search_processes(vdaf, store, threshold: int, *, verify_key: bytes,  # noqa: ANN001
+                     max_candidates: int = 1 << 14,
+                     progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                     park_dir: str | None = None) -> dict[str, Any]:
+    """The prefix search of :func:`search` with each aggregator in its own process
+    (``fork``): each reads only its own input shares (and the public shares and nonces)
+    from ``store``, keeps its own state, and exchanges with the other only the encoded
+    verifier shares and aggregate shares (and its accept decisions) over a pipe. This
+    process is the collector: it sends each level's aggregation parameter (encoded) to
+    both and picks the next candidates from aggregator 0's counts. The same views,
+    counts and bytes as :func:`search` (``test_processes_equal_the_in_process_search``).
+
+    Raises:
+        StudyError: too many candidates, or an aggregator process failed.
+    """
+    import multiprocessing as mp
+
+    bits = vdaf.bits
+    ctx = mp.get_context("fork")
+    peer = ctx.Pipe()
+    control = [ctx.Pipe() for _ in (0, 1)]
+    procs = [ctx.Process(target=_aggregator_main, name=f"poplar1-aggregator-{j}",
+                         args=(j, bits, verify_key, store, park_dir, control[j][1], peer[j]),
+                         daemon=True) for j in (0, 1)]
+    names = ("aggregator 0", "aggregator 1")
+    levels_out: list[dict[str, Any]] = []
+    heavy: dict[tuple[bool, ...], int] = {}
+    try:
+        for pr in procs:
+            pr.start()
+        for j in (0, 1):
+            control[j][1].close()
+            peer[j].close()
+        passing: list[tuple[bool, ...]] = [()]
+        it: Iterable[int] = range(bits)
+        if progress is not None:
+            it = progress(it)
+        for level in it:
+            cands = sorted(p + (b,) for p in passing for b in (False, True))
+            if not cands:
+                break
+            if len(cands) > max_candidates:
+                raise StudyError(f"Poplar1: {len(cands)} candidates at level {level}, more "
+                                 f"than the cap {max_candidates}; raise the threshold")
+            t0 = time.perf_counter()
+            blob = vdaf.encode_agg_param((level, tuple(cands)))
+            for j in (0, 1):
+                control[j][0].send_bytes(blob)
+            got = [_recv(control[j][0], procs[j], names[j]) for j in (0, 1)]
+            counts = got[0][1]
+            passing = [c for c, k in zip(cands, counts) if k >= threshold]
+            levels_out.append({"level": level, "candidates": len(cands),
+                               "passing": len(passing), "rejected": got[0][2],
+                               "seconds": round(time.perf_counter() - t0, 4)})
+            if level == bits - 1:
+                heavy = {c: k for c, k in zip(cands, counts) if k >= threshold}
+        for j in (0, 1):
+            control[j][0].send_bytes(b"")
+        final = [_recv(control[j][0], procs[j], names[j]) for j in (0, 1)]
+        for pr in procs:
+            pr.join()
+    finally:
+        for pr in procs:
+            if pr.is_alive():
+                pr.terminate()
+                pr.join()
+        for j in (0, 1):
+            control[j][0].close()
+    parties = []
+    for j, f in enumerate(final):
+        party = AggregatorParty(j, None, view=f[1], cpu_seconds=f[2], bytes_sent=f[3],
+                                bytes_received=f[4])
+        party.process = {"control_bytes_sent": f[5], "peak_rss_mb": round(f[6], 1),
+                         "process_cpu_seconds": round(f[7], 3)}
+        parties.append(party)
+    return {"heavy": heavy, "levels": levels_out, "parties": tuple(parties)}
+
+
 def _bitstr(bits: Sequence[bool]) -> str:
     return "".join("1" if b else "0" for b in bits)
 
@@ -439,14 +662,17 @@ def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | 
                        progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
                        client_progress: Callable[[int, int], None] | None = None,
                        out_of_core: bool | None = None,
-                       tmpdir: str | None = None, park: bool = False) -> SearchResult:
+                       tmpdir: str | None = None, park: bool = False,
+                       processes: bool | None = None) -> SearchResult:
     """Poplar1 heavy hitters over ``(n, BITS)`` bool measurements. The uploads are
     kept out of core (``np.memmap`` files in a temporary directory under ``tmpdir``,
     removed at the end, also on error) when ``out_of_core``, or by default from
     :data:`OUT_OF_CORE_REPORTS` reports on. ``park`` (implies ``out_of_core``) also
     keeps the aggregators' per-report state between levels in that directory (the IDPF
     nodes and sponges written and read once a level, the AES contexts derived again
-    each level): memory bounded by the preparation batch, at about twice the CPU.
+    each level): memory bounded by the preparation batch. ``processes`` runs each
+    aggregator in its own process (:func:`search_processes`), by default from
+    :data:`PROCESS_REPORTS` reports on; else both in this one (:func:`search`).
 
     Raises:
         StudyError: a bad threshold or measurement shape, or too many candidates.
@@ -466,11 +692,15 @@ def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | 
         raise StudyError("parking the aggregators' state needs the reports out of core")
     store, client_cpu, upload = make_reports(vdaf, m, seed, client_progress,
                                              out_of_core=out_of_core, tmpdir=tmpdir)
+    if processes is None:
+        processes = m.shape[0] >= PROCESS_REPORTS
     try:
         key = _randomness(seed, "poplar1 verify key").token_bytes(vdaf.VERIFY_KEY_SIZE)
-        out = search(vdaf, None, None, None, threshold, verify_key=key,
-                     max_candidates=max_candidates, progress=progress, store=store,
-                     park_dir=store.tmpdir if park else None)
+        run = search_processes if processes else search
+        kw = {} if processes else {"nonces": None, "public": None, "shares": None}
+        out = run(vdaf, store=store, threshold=threshold, verify_key=key,
+                  max_candidates=max_candidates, progress=progress,
+                  park_dir=store.tmpdir if park else None, **kw)
     finally:
         store.close()
     return SearchResult(out["heavy"], out["levels"], out["parties"], client_cpu, upload,
