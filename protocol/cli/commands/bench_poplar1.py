@@ -51,6 +51,13 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--park", action="store_true",
                    help="--hh: also keep the aggregators' per-report state between levels in "
                         "those files (memory bounded by the batch, about twice the CPU)")
+    p.add_argument("--processes", default="auto", choices=("auto", "yes", "no"),
+                   help="--hh: each aggregator in its own process (auto: from 20000 reports "
+                        "on), or both in this one")
+    p.add_argument("--aes", default=None, choices=("openssl", "contexts"),
+                   help="the IDPF's per-report AES: openssl (one context keyed again per "
+                        "report, 32 bytes a report; the default where libcrypto loads) or "
+                        "contexts (one cryptography context per report and key, kept)")
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="--hh: append one JSON line per level to FILE as the search runs "
                         "(level, peak memory so far, CPU seconds): how far a long run got")
@@ -91,6 +98,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--table needs at least one file")
         print("\n".join(poplar1.bench_table(docs)))
         return 0
+    if args.aes is not None:
+        from protocol.core.poplar1.xof import set_aes_backend
+
+        try:
+            set_aes_backend(args.aes)
+        except ValueError as exc:
+            raise UsageError(f"--aes: {exc}") from None
     if args.hh:
         trace = None
         if args.trace is not None:
@@ -112,7 +126,9 @@ def run(args: argparse.Namespace) -> int:
                                    threshold=args.threshold, seed=args.seed,
                                    out_of_core={"auto": None, "yes": True,
                                                 "no": False}[args.out_of_core],
-                                   park=args.park, trace=trace)
+                                   park=args.park, trace=trace,
+                                   processes={"auto": None, "yes": True,
+                                              "no": False}[args.processes])
         finally:
             if trace is not None:
                 fh.close()

@@ -755,6 +755,9 @@ def details(res: SearchResult, n: int, max_length: int | None, b: int | None) ->
         "aggregator_bytes_sent": [p.bytes_sent for p in parties],
         "aggregator_bytes_received": [p.bytes_received for p in parties],
         "aggregators_learn": {"prefix_counts": learnt, "below_threshold": below},
+        # each aggregator's own process (peak memory, whole CPU), or None: both in one
+        "aggregator_processes": (None if parties[0].process is None
+                                 else [p.process for p in parties]),
         "seconds": round(res.seconds, 3),
         "per_level": res.levels,
     }
@@ -859,6 +862,8 @@ def side_by_side(opts: SideBySideOptions,
                    "aggregator alone",
         "seconds": d["seconds"],
         "threshold": t, "bits": d["bits"], "levels": d["levels"],
+        "client_cpu_seconds": round(d["client_cpu_seconds_per_report"] * n, 2),
+        "aggregator_processes": d["aggregator_processes"],
     })
     k = opts.k
     lines = [f"{pop.name}, n = {n:,}, K = {k}, L = {opts.max_length} characters, seed "
@@ -1082,16 +1087,22 @@ def random_strings(support: int, chars: int, rng: np.random.Generator) -> list[s
 def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_000,
              zipf_s: float = 1.1, threshold: int | None = None, k: int = 10,
              seed: int = 0, out_of_core: bool | None = None,
-             park: bool = False,
+             park: bool = False, processes: bool | None = None,
              trace: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Poplar1 heavy hitters on Zipf(``zipf_s``) populations of ``support`` random
     printable strings of ``chars`` characters (8 bits each: ``BITS = 8 * chars``), for
     every ``n`` in ``users`` and length in ``chars``: wall and CPU seconds (clients and
-    each aggregator), levels, candidates, and whether the top-K was found.
+    each aggregator), levels, candidates, and whether the top-K was found. With the
+    aggregators in their own processes (``processes``, default from
+    :data:`PROCESS_REPORTS` reports on) the CPU seconds include theirs and a run's peak
+    memory is the sum of the three processes' peaks (collector, two aggregators).
 
     Raises:
         StudyError: bad sizes.
     """
+    import resource
+
+    from protocol.core.poplar1.xof import aes_backend
     from protocol.studies.measure import peak_rss_mb
 
     if not users or not chars or min(users) < 2 or min(chars) < 1 or support < 1:
@@ -1111,13 +1122,18 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
             items = rng.choice(support, size=n, p=p)
             t = default_threshold(n, k) if threshold is None else threshold
             cpu0 = time.process_time()
+            ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             load0 = _load()
             ooc = park or (n >= OUT_OF_CORE_REPORTS if out_of_core is None else out_of_core)
+            procs = n >= PROCESS_REPORTS if processes is None else processes
             res = heavy_hitters_bits(vocab_bits[items], t, seed=seed, out_of_core=ooc,
-                                     park=park, progress=_traced(trace, n, c, cpu0))
+                                     park=park, processes=procs,
+                                     progress=_traced(trace, n, c, cpu0))
             wall = time.perf_counter() - t0
-            cpu = time.process_time() - cpu0
+            ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = time.process_time() - cpu0 + (ch1.ru_utime - ch0.ru_utime) \
+                + (ch1.ru_stime - ch0.ru_stime)
             counts = np.bincount(items, minlength=support)
             true_top = set(np.argsort(-counts, kind="stable")[:k].tolist())
             found = {vocab.index("".join(chr(int(x)) for x in np.packbits(np.array(s))))
@@ -1134,13 +1150,21 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
                 "true_top_k_found": len(true_top & found),
                 "client_upload_bytes": res.upload_bytes_per_client,
                 "reports_out_of_core": ooc, "aggregator_state_parked": park,
+                "aggregator_processes": procs, "aes_backend": aes_backend(),
                 "load_average": [load0, _load()],
                 "us_per_report_level_per_aggregator": round(
                     1e6 * float(np.mean([pp.cpu_seconds for pp in res.parties]))
                     / (n * max(1, len(res.levels))), 2),
             })
+            if procs:
+                per = {"collector": round(peak_rss_mb(), 1)}
+                per.update({f"aggregator {pp.agg_id}": pp.process["peak_rss_mb"]
+                            for pp in res.parties})
+                runs[-1]["peak_rss_mb_per_process"] = per
+                runs[-1]["peak_rss_mb"] = round(sum(per.values()), 1)
+    peak = max([peak_rss_mb()] + [r["peak_rss_mb"] for r in runs if "peak_rss_mb" in r])
     return {"support": support, "zipf_s": zipf_s, "k": k, "seed": seed, "runs": runs,
-            "peak_rss_mb": round(peak_rss_mb(), 1)}
+            "peak_rss_mb": round(peak, 1)}
 
 
 def _traced(trace: Callable[[dict[str, Any]], None] | None, n: int, chars: int,  # noqa: ANN202
@@ -1172,7 +1196,7 @@ def hh_table(docs: Sequence[dict[str, Any]]) -> list[str]:
     for d in docs:
         if not isinstance(d, dict) or not isinstance(d.get("runs"), list):
             raise StudyError("not the JSON of fedhh bench poplar1 --hh")
-        rows += [(r, d.get("peak_rss_mb")) for r in d["runs"]]
+        rows += [(r, r.get("peak_rss_mb", d.get("peak_rss_mb"))) for r in d["runs"]]
     rows.sort(key=lambda x: (x[0]["bits"], x[0]["n"]))
     out = ["| n | characters (bits) | levels | median candidates per level | wall s | "
            "CPU s: clients | CPU s: each aggregator | CPU s total | us per report, level "
@@ -1195,8 +1219,14 @@ def hh_table(docs: Sequence[dict[str, Any]]) -> list[str]:
 def _kept(run: dict[str, Any]) -> str:
     """Where a ``--hh`` run kept the reports (runs from before the option: memory)."""
     if run.get("aggregator_state_parked"):
-        return "files, state parked"
-    return "files" if run.get("reports_out_of_core") else "memory"
+        where = "files, state parked"
+    else:
+        where = "files" if run.get("reports_out_of_core") else "memory"
+    if run.get("aggregator_processes"):
+        where += "; 2 aggregator processes"
+    if run.get("aes_backend") == "contexts":
+        where += "; AES contexts kept"
+    return where
 
 
 def reference_table(docs: Sequence[dict[str, Any]]) -> list[str]:
