@@ -84,3 +84,19 @@ def test_a_report_keeps_only_its_two_keys(backend) -> None:  # noqa: ANN001
         assert (c.convert._contexts is None) == (name == "openssl")
     for x, y in zip(out["openssl"], out["contexts"]):
         assert np.array_equal(x, y)
+
+
+def test_bench_state_measures_each_part() -> None:
+    """``fedhh bench poplar1 --state``: the nodes are 17 bytes each, the sponge 368
+    bytes, the keys 32 bytes a report; the kept contexts allocate more than the keys."""
+    from protocol.studies.runners.poplar1 import bench_state
+
+    out = bench_state(256, 16, 8, levels=5)
+    b = out["backends"]
+    assert set(b) == set(xof.AES_BACKENDS)
+    for part in b.values():
+        assert part["node_bytes_per_report"] == 17 * part["nodes_per_report"] == 17 * 8
+        assert part["sponge_bytes_per_report"] == 368
+        assert part["aes_key_bytes_per_report"] == 32
+    if b["openssl"]["aes_bytes_per_report"] is not None:
+        assert b["contexts"]["aes_bytes_per_report"] > 10 * b["openssl"]["aes_bytes_per_report"]

@@ -34,6 +34,10 @@ def register(cli) -> None:  # noqa: ANN001
                    help="candidate prefixes of the measured levels (default 16)")
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats (default 3)")
     p.add_argument("--hh", action="store_true", help="benchmark heavy hitters instead")
+    p.add_argument("--state", action="store_true",
+                   help="measure instead what an aggregator keeps per report between levels "
+                        "(AES keys or contexts, IDPF nodes, sponge) under each AES backend "
+                        "(--reports reports of --bits bits, --candidates a level)")
     p.add_argument("--users", default="1000", dest="users_list",
                    help="--hh: comma-separated n (default 1000; 1e5 accepted)")
     p.add_argument("--chars", default="32",
@@ -105,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
             set_aes_backend(args.aes)
         except ValueError as exc:
             raise UsageError(f"--aes: {exc}") from None
+    if args.state:
+        print_json(poplar1.bench_state(args.reports, args.vdaf_bits, args.candidates,
+                                       seed=args.seed))
+        return 0
     if args.hh:
         trace = None
         if args.trace is not None:

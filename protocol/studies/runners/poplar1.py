@@ -51,7 +51,7 @@ __all__ = ["Poplar1Options", "AggregatorParty", "SearchResult", "encode_words",
            "decode_bits", "default_threshold", "make_reports", "search", "search_processes",
            "PROCESS_REPORTS", "run_poplar1",
            "heavy_hitters_bits", "SideBySideOptions", "side_by_side", "load_reference",
-           "bench_vs_reference", "bench_hh", "random_strings", "hh_table", "reference_table", "bench_table"]
+           "bench_vs_reference", "bench_hh", "bench_state", "random_strings", "hh_table", "reference_table", "bench_table"]
 
 CTX = b"fedhh poplar1 heavy hitters"
 CHUNK = 2048
@@ -1165,6 +1165,108 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
     peak = max([peak_rss_mb()] + [r["peak_rss_mb"] for r in runs if "peak_rss_mb" in r])
     return {"support": support, "zipf_s": zipf_s, "k": k, "seed": seed, "runs": runs,
             "peak_rss_mb": round(peak, 1)}
+
+
+def _allocated_bytes() -> int | None:
+    """Bytes allocated now: C heap in use (glibc's ``mallinfo2``: ``uordblks`` and
+    ``hblkhd``, where OpenSSL and the Rust of ``cryptography`` allocate) plus what
+    ``tracemalloc`` traces (Python's own allocator); ``None`` without glibc's
+    ``mallinfo2`` or with ``tracemalloc`` off."""
+    import ctypes
+    import tracemalloc
+
+    if not tracemalloc.is_tracing():
+        return None
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+
+    class _MallInfo2(ctypes.Structure):
+        _fields_ = [(f, ctypes.c_size_t) for f in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+            "uordblks", "fordblks", "keepcost")]
+    fn.restype = _MallInfo2
+    info = fn()
+    return int(info.uordblks + info.hblkhd) + tracemalloc.get_traced_memory()[0]
+
+
+def bench_state(n: int = 8192, bits: int = 256, candidates: int = 42, levels: int = 12,
+                seed: int = 0) -> dict[str, Any]:
+    """What one aggregator keeps per report between levels of a search, by part: its
+    AES keys or contexts (the resident memory they add, under each AES backend), its
+    IDPF nodes of the last level and its correlated-randomness sponge (their arrays'
+    bytes). The AES part is the bytes allocated (C heap and Python's) while it is
+    derived and used once, the rest the arrays' sizes. ``n`` random reports of ``bits`` bits, a walk of ``levels`` levels whose
+    candidates are the children of the first ``candidates / 2`` of the previous level's.
+
+    Raises:
+        StudyError: bad sizes.
+    """
+    import gc
+    import tracemalloc
+
+    from protocol.core.poplar1 import Aggregator, Poplar1, sketch_accepts, sketch_message
+    from protocol.core.poplar1.xof import AES_BACKENDS, aes_backend, set_aes_backend
+
+    if n < 16 or bits < levels + 1 or candidates < 2 or levels < 1:
+        raise StudyError("--state needs n >= 16, candidates >= 2, 1 <= levels < bits")
+    vdaf = Poplar1(bits, CTX)
+    rng = np.random.default_rng(seed)
+    rep = vdaf.shard_batch(rng.integers(0, 2, (n, bits)).astype(bool),
+                           rng.integers(0, 256, (n, 16), dtype=np.uint8),
+                           rng.integers(0, 256, (n, vdaf.RAND_SIZE), dtype=np.uint8))
+    key = bytes(vdaf.VERIFY_KEY_SIZE)
+    before = aes_backend()
+    out: dict[str, Any] = {"n": n, "bits": bits, "levels": levels, "backends": {}}
+    try:
+        for backend in AES_BACKENDS:
+            set_aes_backend(backend)
+            aggs = [Aggregator(vdaf, j, key, rep.nonces, rep.public, rep.shares[j])
+                    for j in (0, 1)]
+            passing: list[tuple[bool, ...]] = [()]
+            cpu = time.process_time()
+            for level in range(levels):
+                cands = sorted(p + (b,) for p in passing for b in (False, True))
+                ap = (level, tuple(cands))
+                r1 = [a.verify_init(ap) for a in aggs]
+                msg = sketch_message(level, bits, r1[0], r1[1])
+                r2 = [a.verify_next(msg) for a in aggs]
+                ok = sketch_accepts(level, bits, r2[0], r2[1])
+                for a in aggs:
+                    a.aggregate(ok)
+                passing = cands[:max(1, candidates // 2)]
+            cpu = time.process_time() - cpu
+            a = aggs[0]
+            # the AES part: drop it, then the bytes allocated to derive it again and use
+            # it once (the keys' TurboSHAKE128 temporaries are freed by then)
+            a._ciphers = None
+            gc.collect()
+            tracemalloc.start()
+            try:
+                r0 = _allocated_bytes()
+                c = a.ciphers
+                c.extend.encrypt_rows(np.zeros((n, 16), dtype=np.uint8))
+                c.convert.encrypt_rows(np.zeros((n, 16), dtype=np.uint8))
+                gc.collect()
+                r1 = _allocated_bytes()
+            finally:
+                tracemalloc.stop()
+            aes = None if r0 is None or r1 is None else r1 - r0
+            nodes = a._cache.seeds.nbytes + a._cache.ctrl.nbytes
+            st, buf, _ = a._streams.snapshot()
+            out["backends"][backend] = {
+                "aes_bytes_per_report": None if aes is None else round(aes / n, 1),
+                "aes_key_bytes_per_report": (c.extend.keys.nbytes + c.convert.keys.nbytes) // n,
+                "node_bytes_per_report": round(nodes / n, 1),
+                "nodes_per_report": len(a._cache.prefixes),
+                "sponge_bytes_per_report": round((st.nbytes + buf.nbytes) / n, 1),
+                "cpu_seconds_both_aggregators": round(cpu, 2),
+            }
+            del aggs, a, c
+    finally:
+        set_aes_backend(before)
+    return out
 
 
 def _traced(trace: Callable[[dict[str, Any]], None] | None, n: int, chars: int,  # noqa: ANN202
