@@ -45,8 +45,10 @@ def test_row_keyed_aes_is_aes_ecb_under_each_rows_key(backend, name, n, blocks) 
     assert np.array_equal(sub, got[idx])
 
 
-def test_fips197_known_answer_and_bad_input(backend) -> None:  # noqa: ANN001
-    backend("openssl")
+@pytest.mark.parametrize("name", xof.AES_BACKENDS)
+def test_fips197_known_answer_and_bad_input(backend, name) -> None:  # noqa: ANN001
+    """FIPS 197 appendix C.1 (AES-128) under every backend; malformed calls raise."""
+    backend(name)
     key = np.frombuffer(bytes(range(16)), dtype=np.uint8).reshape(1, 16)
     pt = np.frombuffer(bytes.fromhex("00112233445566778899aabbccddeeff"), dtype=np.uint8)
     out = xof.RowKeyedAes(key).encrypt_rows(pt.reshape(1, 16))
@@ -56,14 +58,15 @@ def test_fips197_known_answer_and_bad_input(backend) -> None:  # noqa: ANN001
     with pytest.raises(ValueError, match="whole blocks"):
         xof.RowKeyedAes(key).encrypt_rows(np.zeros((2, 16), dtype=np.uint8))
     with pytest.raises(ValueError, match="one of"):
-        xof.set_aes_backend("numpy")
+        xof.set_aes_backend("bitsliced")
     with pytest.raises(ValueError, match=r"\(N, 16\)"):
         xof.RowKeyedAes(np.zeros((2, 15), dtype=np.uint8))
 
 
 def test_a_report_keeps_only_its_two_keys(backend) -> None:  # noqa: ANN001
-    """With the openssl backend a report's AES state is its two 16-byte keys: after a
-    level of preparation no context is kept; the contexts backend keeps one each."""
+    """With the openssl (or numpy) backend a report's AES state is its two 16-byte keys:
+    after two levels of preparation no context is kept; the contexts backend keeps one
+    each; the sketch shares are the same under all three."""
     from protocol.core.poplar1 import Aggregator, Poplar1
 
     vdaf = Poplar1(16, b"aes")
@@ -81,9 +84,10 @@ def test_a_report_keeps_only_its_two_keys(backend) -> None:  # noqa: ANN001
         out[name] = (a.verify_init(p0), a.verify_init(p1))
         c = a.ciphers
         assert c.extend.keys.nbytes + c.convert.keys.nbytes == 32 * n
-        assert (c.convert._contexts is None) == (name == "openssl")
-    for x, y in zip(out["openssl"], out["contexts"]):
-        assert np.array_equal(x, y)
+        assert (c.convert._contexts is None) == (name != "contexts")
+    for name in ("contexts", "numpy"):
+        for x, y in zip(out["openssl"], out[name]):
+            assert np.array_equal(x, y)
 
 
 def test_bench_state_measures_each_part() -> None:
@@ -91,12 +95,34 @@ def test_bench_state_measures_each_part() -> None:
     bytes, the keys 32 bytes a report; the kept contexts allocate more than the keys."""
     from protocol.studies.runners.poplar1 import bench_state
 
-    out = bench_state(256, 16, 8, levels=5)
+    out = bench_state(256, 16, 8, levels=5, aes_blocks=4, repeats=1)
     b = out["backends"]
     assert set(b) == set(xof.AES_BACKENDS)
     for part in b.values():
         assert part["node_bytes_per_report"] == 17 * part["nodes_per_report"] == 17 * 8
         assert part["sponge_bytes_per_report"] == 368
         assert part["aes_key_bytes_per_report"] == 32
+        assert part["aes_us_per_report"] > 0
     if b["openssl"]["aes_bytes_per_report"] is not None:
         assert b["contexts"]["aes_bytes_per_report"] > 10 * b["openssl"]["aes_bytes_per_report"]
+
+
+@pytest.mark.parametrize("name", xof.AES_BACKENDS)
+def test_draft_vectors_under_each_aes_backend(backend, name) -> None:  # noqa: ANN001
+    """The draft's Poplar1 and IDPF vectors, byte for byte, with the IDPF's AES through
+    each backend."""
+    import importlib
+    import pathlib
+    import sys
+
+    here = str(pathlib.Path(__file__).resolve().parent)
+    if here not in sys.path:      # pytest's default import mode puts it there already
+        sys.path.insert(0, here)
+    vec = importlib.import_module("test_poplar1_vectors")
+    backend(name)
+    assert vec.POSITIVE
+    for path in vec.POSITIVE:
+        vec.test_poplar1_vector(path)
+        vec.test_batch_aggregate_matches_vector(path)
+    vec.test_bad_corr_inner_is_rejected_at_the_second_message()
+    vec.test_idpf_vector()

@@ -221,9 +221,12 @@ class aes_ecb:  # noqa: N801 - used like a function
 #: ``openssl``: one OpenSSL ``EVP_CIPHER_CTX`` per thread, keyed again for every report
 #: (the AES-128 key schedule, tens of nanoseconds with AES-NI) through ``cffi``, so a
 #: report keeps only its 16-byte keys; ``contexts``: one ``cryptography`` context per
-#: report and key, derived on first use and kept (about 0.95 KB each: the memory that
-#: the first backend saves). Both give the same bytes (tests/protocol/test_poplar1_aes.py).
-AES_BACKENDS = ("openssl", "contexts")
+#: report and key, derived on first use and kept (the memory that the first backend
+#: saves); ``numpy``: AES-128 in numpy across all reports and blocks at once (the
+#: round-key tables of FIPS 197's key expansion, run over all keys, and 32-bit
+#: T-tables), measured and not the default (docs/poplar1.md). All give the same bytes
+#: (tests/protocol/test_poplar1_aes.py).
+AES_BACKENDS = ("openssl", "contexts", "numpy")
 
 _CDEF = """
 typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
@@ -312,6 +315,91 @@ def _openssl_rows(keys: np.ndarray, data: np.ndarray) -> np.ndarray:
     return out
 
 
+# --------------------------------------------------- AES-128 in numpy (FIPS 197)
+def _xtime(x: np.ndarray) -> np.ndarray:
+    return (((x << 1) ^ np.where(x & 0x80, 0x1B, 0)) & 0xFF).astype(np.uint32)
+
+
+def _aes_tables() -> tuple[np.ndarray, np.ndarray]:
+    """The S-box (FIPS 197, 5.1.1: the inverse in GF(2^8) then the affine map) and the
+    four 32-bit round tables ``T_j[x]``: the MixColumns column of ``S[x]`` rotated
+    ``j`` bytes (words big-endian, byte 0 of a column most significant)."""
+    # the multiplicative inverse by exponentiation: x^254 in GF(2^8) mod x^8+x^4+x^3+x+1
+    def mul(a: int, b: int) -> int:
+        r = 0
+        while b:
+            if b & 1:
+                r ^= a
+            a = ((a << 1) ^ (0x1B if a & 0x80 else 0)) & 0xFF
+            b >>= 1
+        return r
+    sbox = np.zeros(256, dtype=np.uint32)
+    for x in range(256):
+        inv, e, base = 1, 254, x
+        while e:
+            if e & 1:
+                inv = mul(inv, base)
+            base = mul(base, base)
+            e >>= 1
+        inv = inv if x else 0
+        y = inv
+        for k in range(1, 5):
+            y ^= ((inv << k) | (inv >> (8 - k))) & 0xFF
+        sbox[x] = y ^ 0x63
+    s2 = _xtime(sbox)
+    s3 = s2 ^ sbox
+    t0 = (s2 << 24) | (sbox << 16) | (sbox << 8) | s3
+    tables = np.stack([t0] + [((t0 >> (8 * j)) | (t0 << (32 - 8 * j))) & 0xFFFFFFFF
+                              for j in (1, 2, 3)]).astype(np.uint32)
+    return sbox, tables
+
+
+_NP_AES: list = []
+
+
+def _numpy_round_keys(keys: np.ndarray, sbox: np.ndarray) -> np.ndarray:
+    """FIPS 197's key expansion (5.2) over ``N`` keys at once: ``(N, 44)`` uint32 words."""
+    n = keys.shape[0]
+    w = np.empty((n, 44), dtype=np.uint32)
+    w[:, :4] = keys.reshape(n, 4, 4).astype(np.uint32) @ np.array(
+        [1 << 24, 1 << 16, 1 << 8, 1], dtype=np.uint32)
+    rcon = 1
+    for i in range(4, 44):
+        t = w[:, i - 1]
+        if i % 4 == 0:
+            t = ((t << 8) | (t >> 24)) & 0xFFFFFFFF
+            t = ((sbox[t >> 24] << 24) | (sbox[(t >> 16) & 0xFF] << 16)
+                 | (sbox[(t >> 8) & 0xFF] << 8) | sbox[t & 0xFF]) ^ (rcon << 24)
+            rcon = ((rcon << 1) ^ (0x1B if rcon & 0x80 else 0)) & 0xFF
+        w[:, i] = w[:, i - 4] ^ t
+    return w
+
+
+def _numpy_rows(keys: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """AES-128-ECB of row ``r`` of ``data`` under ``keys[r]``, all rows and blocks in
+    numpy: the state of every block is four big-endian column words, each round 16
+    table lookups (FIPS 197's rounds as T-tables; the last round the S-box alone)."""
+    if not _NP_AES:
+        _NP_AES.extend(_aes_tables())
+    sbox, (t0, t1, t2, t3) = _NP_AES
+    n, width = data.shape
+    out = np.empty((n, width), dtype=np.uint8)
+    if n == 0 or width == 0:
+        return out
+    rk = _numpy_round_keys(np.ascontiguousarray(keys, dtype=np.uint8), sbox)[:, None, :]
+    st = np.ascontiguousarray(data, dtype=np.uint8).view(">u4").reshape(n, -1, 4).astype(np.uint32)
+    c = [st[..., j] ^ rk[..., j] for j in range(4)]
+    m = np.uint32(0xFF)
+    for r in range(1, 10):
+        c = [t0[c[j] >> 24] ^ t1[(c[(j + 1) % 4] >> 16) & m] ^ t2[(c[(j + 2) % 4] >> 8) & m]
+             ^ t3[c[(j + 3) % 4] & m] ^ rk[..., 4 * r + j] for j in range(4)]
+    res = np.stack([(sbox[c[j] >> 24] << 24) | (sbox[(c[(j + 1) % 4] >> 16) & m] << 16)
+                    | (sbox[(c[(j + 2) % 4] >> 8) & m] << 8) | sbox[c[(j + 3) % 4] & m]
+                    for j in range(4)], axis=-1) ^ rk[..., 40:44][:, :, None, :].reshape(n, 1, 4)
+    out[:] = res.astype(">u4").view(np.uint8).reshape(n, width)
+    return out
+
+
 def aes_backend() -> str:
     """The backend :class:`RowKeyedAes` uses: ``openssl`` when libcrypto loads and
     passes its known-answer test, else ``contexts`` (or what :func:`set_aes_backend`
@@ -372,9 +460,13 @@ class RowKeyedAes:
         """AES-128-ECB of row ``r`` of ``data`` (``(N, W)`` uint8) under ``keys[r]``."""
         if data.shape[0] != self.keys.shape[0] or data.shape[1] % 16:
             raise ValueError("one row of whole blocks per key")
-        if aes_backend() == "openssl":
+        backend = aes_backend()
+        if backend == "openssl":
             self._contexts = None
             return _openssl_rows(self.keys, data)
+        if backend == "numpy":
+            self._contexts = None
+            return _numpy_rows(self.keys, data)
         n, width = data.shape
         if n == 0 or width == 0:
             return np.empty((n, width), dtype=np.uint8)

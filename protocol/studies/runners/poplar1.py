@@ -1192,12 +1192,14 @@ def _allocated_bytes() -> int | None:
 
 
 def bench_state(n: int = 8192, bits: int = 256, candidates: int = 42, levels: int = 12,
-                seed: int = 0) -> dict[str, Any]:
+                seed: int = 0, aes_blocks: int = 64, repeats: int = 3) -> dict[str, Any]:
     """What one aggregator keeps per report between levels of a search, by part: its
     AES keys or contexts (the resident memory they add, under each AES backend), its
     IDPF nodes of the last level and its correlated-randomness sponge (their arrays'
     bytes). The AES part is the bytes allocated (C heap and Python's) while it is
-    derived and used once, the rest the arrays' sizes. ``n`` random reports of ``bits`` bits, a walk of ``levels`` levels whose
+    derived and used once, the rest the arrays' sizes. And each backend's CPU time per
+    report for one call over ``aes_blocks`` blocks a report (``n`` random keys; the
+    contexts backend's contexts made before; ``repeats`` interleaved, the median). ``n`` random reports of ``bits`` bits, a walk of ``levels`` levels whose
     candidates are the children of the first ``candidates / 2`` of the previous level's.
 
     Raises:
@@ -1207,7 +1209,8 @@ def bench_state(n: int = 8192, bits: int = 256, candidates: int = 42, levels: in
     import tracemalloc
 
     from protocol.core.poplar1 import Aggregator, Poplar1, sketch_accepts, sketch_message
-    from protocol.core.poplar1.xof import AES_BACKENDS, aes_backend, set_aes_backend
+    from protocol.core.poplar1.xof import (AES_BACKENDS, RowKeyedAes, aes_backend,
+                                           set_aes_backend)
 
     if n < 16 or bits < levels + 1 or candidates < 2 or levels < 1:
         raise StudyError("--state needs n >= 16, candidates >= 2, 1 <= levels < bits")
@@ -1264,6 +1267,26 @@ def bench_state(n: int = 8192, bits: int = 256, candidates: int = 42, levels: in
                 "cpu_seconds_both_aggregators": round(cpu, 2),
             }
             del aggs, a, c
+        rng2 = np.random.default_rng(seed + 1)
+        keys = rng2.integers(0, 256, (n, 16), dtype=np.uint8)
+        data = rng2.integers(0, 256, (n, 16 * aes_blocks), dtype=np.uint8)
+        engines, times, outs = {}, {b: [] for b in AES_BACKENDS}, {}
+        for backend in AES_BACKENDS:
+            set_aes_backend(backend)
+            engines[backend] = RowKeyedAes(keys)
+            outs[backend] = engines[backend].encrypt_rows(data)    # contexts made here
+        if any(not np.array_equal(outs["openssl"], o) for o in outs.values()):
+            raise StudyError("the AES backends disagree")
+        for _ in range(repeats):
+            for backend in AES_BACKENDS:
+                set_aes_backend(backend)
+                t = time.process_time()
+                engines[backend].encrypt_rows(data)
+                times[backend].append(time.process_time() - t)
+        for backend in AES_BACKENDS:
+            out["backends"][backend]["aes_us_per_report"] = round(
+                1e6 * float(np.median(times[backend])) / n, 2)
+        out["aes_blocks_per_call"] = aes_blocks
     finally:
         set_aes_backend(before)
     return out
