@@ -51,7 +51,7 @@ __all__ = ["Poplar1Options", "AggregatorParty", "SearchResult", "encode_words",
            "decode_bits", "default_threshold", "make_reports", "search", "search_processes",
            "PROCESS_REPORTS", "run_poplar1",
            "heavy_hitters_bits", "SideBySideOptions", "side_by_side", "load_reference",
-           "bench_vs_reference", "bench_hh", "bench_state", "random_strings", "hh_table", "reference_table", "bench_table"]
+           "bench_vs_reference", "bench_hh", "bench_state", "random_strings", "hh_table", "reference_table", "bench_table", "state_table"]
 
 CTX = b"fedhh poplar1 heavy hitters"
 CHUNK = 2048
@@ -1390,9 +1390,32 @@ def bench_table(docs: Sequence[dict[str, Any]]) -> list[str]:
     Raises:
         StudyError: documents of neither kind, or of both.
     """
-    kinds = {"hh" if isinstance(d, dict) and "runs" in d else "ref" for d in docs}
+    kinds = {"hh" if isinstance(d, dict) and "runs" in d else
+             "state" if isinstance(d, dict) and "backends" in d else "ref" for d in docs}
     if kinds == {"hh"}:
         return hh_table(docs)
+    if kinds == {"state"}:
+        return state_table(docs)
     if kinds == {"ref"}:
         return reference_table(docs)
-    raise StudyError("--table takes outputs of one kind: all --hh or all --reference")
+    raise StudyError("--table takes outputs of one kind: all --hh, all --state or all "
+                     "--reference")
+
+
+def state_table(docs: Sequence[dict[str, Any]]) -> list[str]:
+    """The Markdown table of ``fedhh bench poplar1 --state`` outputs: per AES backend,
+    one aggregator's bytes per report between levels by part, and the AES's CPU."""
+    out = ["| bits | reports | AES backend | AES (bytes a report) | IDPF nodes (bytes a "
+           "report) | sponge (bytes a report) | total (bytes a report) | AES CPU (us a "
+           "report, one call of 64 blocks) |",
+           "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for d in docs:
+        for name, b in d["backends"].items():
+            aes = b["aes_bytes_per_report"]
+            total = (aes or 0) + b["node_bytes_per_report"] + b["sponge_bytes_per_report"]
+            out.append(f"| {d['bits']} | {d['n']:,} | {name} | "
+                       f"{'' if aes is None else f'{aes:,.0f}'} | "
+                       f"{b['node_bytes_per_report']:,.0f} ({b['nodes_per_report']} nodes) | "
+                       f"{b['sponge_bytes_per_report']:,.0f} | {total:,.0f} | "
+                       f"{b.get('aes_us_per_report', float('nan')):g} |")
+    return out
