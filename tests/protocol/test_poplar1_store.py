@@ -156,7 +156,7 @@ def test_aggregator_park_and_unpark_restore_its_state() -> None:
     for a in aggs:
         a.verify_init(p0)
     arrays = aggs[1].park()
-    assert set(arrays) == {"cache_seeds", "cache_ctrl", "sponge_state", "sponge_buf"}
+    assert set(arrays) == {"cache_seeds", "cache_ctrl", "sponge_state"}
     aggs[2].park()
     assert aggs[1]._cache is None and aggs[1]._streams is None
     aggs[1].unpark({k: np.array(v) for k, v in arrays.items()})

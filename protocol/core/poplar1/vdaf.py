@@ -411,7 +411,7 @@ class Aggregator:
             self._parked["cache"] = (self._cache.level, self._cache.prefixes)
             self._cache = None
         if isinstance(self._streams, SpongeBatch):
-            out["sponge_state"], out["sponge_buf"], pos = self._streams.snapshot()
+            out["sponge_state"], _, pos = self._streams.snapshot()
             self._parked["sponge"] = (pos, self._streams_pos)
             self._streams = None
         if self._ciphers is not None:      # the ``contexts`` backend's (0.95 KB each)
@@ -430,7 +430,7 @@ class Aggregator:
             self._cache = I.EvalCache(level, prefixes, seeds, ctrl.astype(bool))
         if "sponge" in self._parked and "sponge_state" in arrays:
             pos, stream_pos = self._parked["sponge"]
-            sponge = SpongeBatch.resume(arrays["sponge_state"], arrays["sponge_buf"], pos)
+            sponge = SpongeBatch.resume(arrays["sponge_state"], None, pos)
             if len(sponge) != n:
                 raise Poplar1UsageError("parked sponges of the wrong count")
             self._streams, self._streams_pos = sponge, stream_pos
