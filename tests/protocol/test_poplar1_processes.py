@@ -34,9 +34,16 @@ def test_processes_equal_the_in_process_search(where: str, monkeypatch) -> None:
     monkeypatch.setattr(runner, "PREP_BATCH", 64)
     meas = _population(150, 10, 3)
     kw = {"out_of_core": True, "park": True} if where != "memory" else {"out_of_core": False}
-    one = runner.heavy_hitters_bits(meas, 20, seed=7, processes=False, **kw)
-    two = runner.heavy_hitters_bits(meas, 20, seed=7, processes=True, **kw)
+    rows: list[list[dict]] = [[], []]
+    one = runner.heavy_hitters_bits(meas, 20, seed=7, processes=False,
+                                    on_level=rows[0].append, **kw)
+    two = runner.heavy_hitters_bits(meas, 20, seed=7, processes=True,
+                                    on_level=rows[1].append, **kw)
     assert one.heavy and _summary(two) == _summary(one)
+    # one progress row a level, with each aggregator's CPU (and, in processes, memory)
+    assert [r["level"] for r in rows[0]] == [r["level"] for r in rows[1]] == list(range(10))
+    assert all(len(r["aggregator_peak_rss_mb"]) == 2 for r in rows[1])
+    assert rows[1][-1]["aggregator_cpu_seconds"] == [p.cpu_seconds for p in two.parties]
     for p in two.parties:
         assert p.process is not None and p.process["peak_rss_mb"] > 0
         assert p.cpu_seconds > 0 and p.process["control_bytes_sent"] > 0

@@ -330,7 +330,8 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
            progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
            parties: tuple[AggregatorParty, AggregatorParty] | None = None,
            tamper: Tamper | None = None, store=None,  # noqa: ANN001
-           park_dir: str | None = None) -> dict[str, Any]:
+           park_dir: str | None = None,
+           on_level: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """The level-by-level prefix search between two aggregator parties. ``public`` is
     the decoded public shares both aggregators received, or a pair (what each received,
     when a client sent them different ones); ``tamper`` plays a malicious aggregator.
@@ -433,6 +434,9 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
         levels_out.append({"level": level, "candidates": len(cands), "passing": len(passing),
                            "rejected": len(rejected),
                            "seconds": round(time.perf_counter() - t0, 4)})
+        if on_level is not None:
+            on_level({**levels_out[-1],
+                      "aggregator_cpu_seconds": [p.cpu_seconds for p in parties]})
         if level == bits - 1:
             heavy = {c: k for c, k in zip(cands, counts) if k >= threshold}
     return {"heavy": heavy, "levels": levels_out, "parties": parties}
@@ -553,7 +557,7 @@ def _aggregator_main(agg_id: int, bits: int, verify_key: bytes, store, park_dir,
             level, cands = agg_param
             party.view.append({"level": level, "candidates": [_bitstr(c) for c in cands],
                                "counts": counts, "rejected_reports": rejected})
-            control.send(("level", counts, len(rejected)))
+            control.send(("level", counts, len(rejected), party.cpu_seconds, peak_rss_mb()))
         control.send(("done", party.view, party.cpu_seconds, party.bytes_sent,
                       party.bytes_received, link.control_bytes, peak_rss_mb(),
                       time.process_time()))
@@ -578,7 +582,8 @@ def _recv(conn, proc, who: str):  # noqa: ANN001, ANN202
 def search_processes(vdaf, store, threshold: int, *, verify_key: bytes,  # noqa: ANN001
                      max_candidates: int = 1 << 14,
                      progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
-                     park_dir: str | None = None) -> dict[str, Any]:
+                     park_dir: str | None = None,
+                     on_level: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """The prefix search of :func:`search` with each aggregator in its own process
     (``fork``): each reads only its own input shares (and the public shares and nonces)
     from ``store``, keeps its own state, and exchanges with the other only the encoded
@@ -586,6 +591,8 @@ def search_processes(vdaf, store, threshold: int, *, verify_key: bytes,  # noqa:
     process is the collector: it sends each level's aggregation parameter (encoded) to
     both and picks the next candidates from aggregator 0's counts. The same views,
     counts and bytes as :func:`search` (``test_processes_equal_the_in_process_search``).
+    ``on_level`` receives each finished level's row with each aggregator's CPU seconds
+    and peak memory so far.
 
     Raises:
         StudyError: too many candidates, or an aggregator process failed.
@@ -629,6 +636,9 @@ def search_processes(vdaf, store, threshold: int, *, verify_key: bytes,  # noqa:
             levels_out.append({"level": level, "candidates": len(cands),
                                "passing": len(passing), "rejected": got[0][2],
                                "seconds": round(time.perf_counter() - t0, 4)})
+            if on_level is not None:
+                on_level({**levels_out[-1], "aggregator_cpu_seconds": [g[3] for g in got],
+                          "aggregator_peak_rss_mb": [round(g[4], 1) for g in got]})
             if level == bits - 1:
                 heavy = {c: k for c, k in zip(cands, counts) if k >= threshold}
         for j in (0, 1):
@@ -663,7 +673,8 @@ def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | 
                        client_progress: Callable[[int, int], None] | None = None,
                        out_of_core: bool | None = None,
                        tmpdir: str | None = None, park: bool = False,
-                       processes: bool | None = None) -> SearchResult:
+                       processes: bool | None = None,
+                       on_level: Callable[[dict[str, Any]], None] | None = None) -> SearchResult:
     """Poplar1 heavy hitters over ``(n, BITS)`` bool measurements. The uploads are
     kept out of core (``np.memmap`` files in a temporary directory under ``tmpdir``,
     removed at the end, also on error) when ``out_of_core``, or by default from
@@ -700,7 +711,7 @@ def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | 
         kw = {} if processes else {"nonces": None, "public": None, "shares": None}
         out = run(vdaf, store=store, threshold=threshold, verify_key=key,
                   max_candidates=max_candidates, progress=progress,
-                  park_dir=store.tmpdir if park else None, **kw)
+                  park_dir=store.tmpdir if park else None, on_level=on_level, **kw)
     finally:
         store.close()
     return SearchResult(out["heavy"], out["levels"], out["parties"], client_cpu, upload,
@@ -718,7 +729,8 @@ def privacy_statement() -> dict[str, Any]:
 
 def run_poplar1(pop, k: int, *, threshold: int | None = None, max_length: int = 10,  # noqa: ANN001
                 seed: int | None = None, max_candidates: int = 1 << 14,
-                progress: Callable[[Iterable[int]], Iterable[int]] | None = None):  # noqa: ANN201
+                progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                on_level: Callable[[dict[str, Any]], None] | None = None):  # noqa: ANN201
     """Poplar1 heavy hitters on a one-word population, as an
     :class:`protocol.studies.runners.hh.HHResult`.
 
@@ -731,7 +743,7 @@ def run_poplar1(pop, k: int, *, threshold: int | None = None, max_length: int = 
     vocab_bits = encode_words(pop.vocabulary, pop.alphabet, max_length)
     meas = vocab_bits[pop.items]
     res = heavy_hitters_bits(meas, t, seed=seed, max_candidates=max_candidates,
-                             progress=progress)
+                             progress=progress, on_level=on_level)
     found = {decode_bits(s, pop.alphabet): float(c) for s, c in res.heavy.items()}
     return HHResult("poplar1", found, truncated_truth(pop, max_length), privacy_statement(),
                     details(res, pop.n, max_length, bits_per_char(pop.alphabet)))
@@ -801,6 +813,7 @@ def side_by_side(opts: SideBySideOptions,
     """
     from protocol.studies.runners import default_transport
     from protocol.studies.runners import triehh as triehh_runner
+    from protocol.studies.measure import peak_rss_mb
     from protocol.studies.runners.hh import HHResult, load_population, score
 
     if opts.users < 2 or opts.k < 1:
@@ -845,7 +858,18 @@ def side_by_side(opts: SideBySideOptions,
     # Poplar1
     t = default_threshold(n, opts.k) if opts.threshold is None else int(opts.threshold)
     say(f"Poplar1 on the same {n:,} clients, threshold {t}")
-    p_res = run_poplar1(pop, opts.k, threshold=t, max_length=opts.max_length, seed=opts.seed)
+    cpu0 = time.process_time()
+
+    def level_line(row: dict[str, Any]) -> None:
+        peak = row.get("aggregator_peak_rss_mb")
+        say(f"Poplar1 level {row['level']}: {row['candidates']} candidates, "
+            f"{row['passing']} passing, {row['seconds']:.0f} s; CPU s: collector "
+            f"{time.process_time() - cpu0:.0f}, aggregators "
+            + ", ".join(f"{c:.0f}" for c in row["aggregator_cpu_seconds"])
+            + ("" if peak is None else "; peak MB: collector "
+               f"{peak_rss_mb():.0f}, aggregators " + ", ".join(f"{m:.0f}" for m in peak)))
+    p_res = run_poplar1(pop, opts.k, threshold=t, max_length=opts.max_length, seed=opts.seed,
+                        on_level=level_line)
     d = p_res.details
     rows.append({
         "mechanism": "poplar1", **_metrics(score(p_res, opts.k), opts.k),
