@@ -72,3 +72,17 @@ def test_a_failing_aggregator_process_is_a_study_error(monkeypatch) -> None:  # 
     with pytest.raises(StudyError, match="aggregator [01] failed: Poplar1DecodeError"):
         runner.heavy_hitters_bits(_population(30, 6, 1), 5, seed=1, processes=True)
     assert not [c for c in mp.active_children() if c.name.startswith("poplar1-aggregator")]
+
+
+def test_defaults_at_scale(monkeypatch) -> None:  # noqa: ANN001
+    """From PARK_REPORTS reports on the state is parked in files by default, from
+    PROCESS_REPORTS on the aggregators run in processes; the result is the same, and a
+    run forced in memory is not parked."""
+    monkeypatch.setattr(runner, "PARK_REPORTS", 50)
+    monkeypatch.setattr(runner, "PROCESS_REPORTS", 50)
+    meas = _population(60, 6, 2)
+    auto = runner.heavy_hitters_bits(meas, 8, seed=3)
+    assert auto.parked and auto.out_of_core and auto.processes
+    plain = runner.heavy_hitters_bits(meas, 8, seed=3, out_of_core=False, processes=False)
+    assert not plain.parked and not plain.out_of_core and not plain.processes
+    assert auto.heavy and _summary(auto) == _summary(plain)

@@ -53,9 +53,10 @@ def register(cli) -> None:  # noqa: ANN001
                    dest="out_of_core",
                    help="--hh: keep the uploads in np.memmap files in a temporary directory "
                         "(auto: from 20000 reports on)")
-    p.add_argument("--park", action="store_true",
+    p.add_argument("--park", action=argparse.BooleanOptionalAction, default=None,
                    help="--hh: also keep the aggregators' per-report state between levels in "
-                        "those files (memory bounded by the batch, about twice the CPU)")
+                        "those files (memory bounded by the batch; default from 200000 "
+                        "reports on)")
     p.add_argument("--processes", default="auto", choices=("auto", "yes", "no"),
                    help="--hh: each aggregator in its own process (auto: from 20000 reports "
                         "on), or both in this one")

@@ -49,7 +49,7 @@ from protocol.studies.errors import StudyError
 
 __all__ = ["Poplar1Options", "AggregatorParty", "SearchResult", "encode_words",
            "decode_bits", "default_threshold", "make_reports", "search", "search_processes",
-           "PROCESS_REPORTS", "run_poplar1",
+           "PROCESS_REPORTS", "PARK_REPORTS", "run_poplar1",
            "heavy_hitters_bits", "SideBySideOptions", "side_by_side", "load_reference",
            "bench_vs_reference", "bench_hh", "bench_state", "random_strings", "hh_table", "reference_table", "bench_table", "state_table"]
 
@@ -156,6 +156,11 @@ class SearchResult:
     bits: int
     threshold: int
     seconds: float
+    #: where it ran: the reports in files, the aggregators' state parked there, the
+    #: aggregators in their own processes
+    out_of_core: bool = False
+    parked: bool = False
+    processes: bool = False
 
 
 def _randomness(seed: int | None, label: str):  # noqa: ANN202
@@ -173,6 +178,12 @@ OUT_OF_CORE_REPORTS = 20_000
 #: from this many reports on, each aggregator runs in its own process by default
 #: (:func:`search_processes`; docs/poplar1.md has the measurement behind it)
 PROCESS_REPORTS = 20_000
+
+#: from this many reports on, the aggregators' per-report state between levels is
+#: parked in the store's files by default (about 1.2 KB a report and aggregator
+#: otherwise at 42 candidates a level; parking cost about 3% of the CPU at n = 10,000,
+#: docs/poplar1.md)
+PARK_REPORTS = 200_000
 
 
 def make_reports(vdaf, measurements: np.ndarray, seed: int | None,  # noqa: ANN001
@@ -672,7 +683,7 @@ def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | 
                        progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
                        client_progress: Callable[[int, int], None] | None = None,
                        out_of_core: bool | None = None,
-                       tmpdir: str | None = None, park: bool = False,
+                       tmpdir: str | None = None, park: bool | None = None,
                        processes: bool | None = None,
                        on_level: Callable[[dict[str, Any]], None] | None = None) -> SearchResult:
     """Poplar1 heavy hitters over ``(n, BITS)`` bool measurements. The uploads are
@@ -680,8 +691,8 @@ def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | 
     removed at the end, also on error) when ``out_of_core``, or by default from
     :data:`OUT_OF_CORE_REPORTS` reports on. ``park`` (implies ``out_of_core``) also
     keeps the aggregators' per-report state between levels in that directory (the IDPF
-    nodes and sponges written and read once a level, the AES contexts derived again
-    each level): memory bounded by the preparation batch. ``processes`` runs each
+    nodes and sponges written and read once a level): memory bounded by the preparation
+    batch, by default from :data:`PARK_REPORTS` reports on. ``processes`` runs each
     aggregator in its own process (:func:`search_processes`), by default from
     :data:`PROCESS_REPORTS` reports on; else both in this one (:func:`search`).
 
@@ -697,6 +708,8 @@ def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | 
         raise StudyError("--threshold must be >= 1")
     vdaf = Poplar1(m.shape[1], CTX)
     t0 = time.perf_counter()
+    if park is None:
+        park = m.shape[0] >= PARK_REPORTS and out_of_core is not False
     if out_of_core is None:
         out_of_core = park or m.shape[0] >= OUT_OF_CORE_REPORTS
     if park and not out_of_core:
@@ -715,7 +728,8 @@ def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | 
     finally:
         store.close()
     return SearchResult(out["heavy"], out["levels"], out["parties"], client_cpu, upload,
-                        vdaf.bits, threshold, time.perf_counter() - t0)
+                        vdaf.bits, threshold, time.perf_counter() - t0, out_of_core=out_of_core,
+                        parked=park, processes=processes)
 
 
 def privacy_statement() -> dict[str, Any]:
@@ -1111,7 +1125,7 @@ def random_strings(support: int, chars: int, rng: np.random.Generator) -> list[s
 def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_000,
              zipf_s: float = 1.1, threshold: int | None = None, k: int = 10,
              seed: int = 0, out_of_core: bool | None = None,
-             park: bool = False, processes: bool | None = None,
+             park: bool | None = None, processes: bool | None = None,
              trace: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Poplar1 heavy hitters on Zipf(``zipf_s``) populations of ``support`` random
     printable strings of ``chars`` characters (8 bits each: ``BITS = 8 * chars``), for
@@ -1149,10 +1163,8 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
             ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             load0 = _load()
-            ooc = park or (n >= OUT_OF_CORE_REPORTS if out_of_core is None else out_of_core)
-            procs = n >= PROCESS_REPORTS if processes is None else processes
-            res = heavy_hitters_bits(vocab_bits[items], t, seed=seed, out_of_core=ooc,
-                                     park=park, processes=procs,
+            res = heavy_hitters_bits(vocab_bits[items], t, seed=seed, out_of_core=out_of_core,
+                                     park=park, processes=processes,
                                      progress=_traced(trace, n, c, cpu0))
             wall = time.perf_counter() - t0
             ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -1173,14 +1185,15 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
                 "heavy_hitters": len(res.heavy),
                 "true_top_k_found": len(true_top & found),
                 "client_upload_bytes": res.upload_bytes_per_client,
-                "reports_out_of_core": ooc, "aggregator_state_parked": park,
-                "aggregator_processes": procs, "aes_backend": aes_backend(),
+                "reports_out_of_core": res.out_of_core,
+                "aggregator_state_parked": res.parked,
+                "aggregator_processes": res.processes, "aes_backend": aes_backend(),
                 "load_average": [load0, _load()],
                 "us_per_report_level_per_aggregator": round(
                     1e6 * float(np.mean([pp.cpu_seconds for pp in res.parties]))
                     / (n * max(1, len(res.levels))), 2),
             })
-            if procs:
+            if res.processes:
                 per = {"collector": round(peak_rss_mb(), 1)}
                 per.update({f"aggregator {pp.agg_id}": pp.process["peak_rss_mb"]
                             for pp in res.parties})
