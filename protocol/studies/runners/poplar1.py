@@ -1165,7 +1165,7 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
             load0 = _load()
             res = heavy_hitters_bits(vocab_bits[items], t, seed=seed, out_of_core=out_of_core,
                                      park=park, processes=processes,
-                                     progress=_traced(trace, n, c, cpu0))
+                                     on_level=_traced(trace, n, c, cpu0))
             wall = time.perf_counter() - t0
             ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu = time.process_time() - cpu0 + (ch1.ru_utime - ch0.ru_utime) \
@@ -1331,20 +1331,19 @@ def bench_state(n: int = 8192, bits: int = 256, candidates: int = 42, levels: in
 
 def _traced(trace: Callable[[dict[str, Any]], None] | None, n: int, chars: int,  # noqa: ANN202
             cpu0: float):
-    """A search ``progress`` that reports, as each level starts, the process's peak
-    memory so far and its CPU seconds since ``cpu0`` to ``trace`` (``None``: no
-    progress)."""
+    """A search ``on_level`` that reports, as each level ends, this process's peak
+    memory so far and its CPU seconds since ``cpu0``, with the level's row (candidates,
+    passing, seconds, each aggregator's CPU seconds and, in processes, peak memory) to
+    ``trace`` (``None``: no trace)."""
     if trace is None:
         return None
     from protocol.studies.measure import peak_rss_mb
 
-    def progress(levels: Iterable[int]) -> Iterable[int]:
-        for level in levels:
-            trace({"n": n, "chars": chars, "level": level, "peak_rss_mb": round(peak_rss_mb(), 1),
-                   "cpu_seconds": round(time.process_time() - cpu0, 1),
-                   "time": time.strftime("%H:%M:%S", time.gmtime())})
-            yield level
-    return progress
+    def on_level(row: dict[str, Any]) -> None:
+        trace({"n": n, "chars": chars, **row, "peak_rss_mb": round(peak_rss_mb(), 1),
+               "cpu_seconds": round(time.process_time() - cpu0, 1),
+               "time": time.strftime("%H:%M:%S", time.gmtime())})
+    return on_level
 
 
 def hh_table(docs: Sequence[dict[str, Any]]) -> list[str]:
