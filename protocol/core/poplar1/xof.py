@@ -309,8 +309,8 @@ def _openssl_rows(keys: np.ndarray, data: np.ndarray) -> np.ndarray:
     ok = 1
     for r in range(n):
         ok &= init(ctx, null, null, kp + 16 * r, null)
-        ok &= update(ctx, op + r * width, outl, sp + r * width, width)
-    if ok != 1 or outl[0] != width:
+        ok &= update(ctx, op + r * width, outl, sp + r * width, width) & (outl[0] == width)
+    if ok != 1:
         raise RuntimeError("OpenSSL AES-128-ECB failed")
     return out
 
