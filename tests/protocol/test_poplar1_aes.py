@@ -127,3 +127,17 @@ def test_draft_vectors_under_each_aes_backend(backend, name) -> None:  # noqa: A
         vec.test_batch_aggregate_matches_vector(path)
     vec.test_bad_corr_inner_is_rejected_at_the_second_message()
     vec.test_idpf_vector()
+
+
+def test_without_libcrypto_the_contexts_backend_is_used(monkeypatch) -> None:  # noqa: ANN001
+    """Where libcrypto cannot be loaded (or failed its known answer), the default is the
+    contexts backend and asking for openssl is refused."""
+    monkeypatch.setattr(xof, "_openssl_lib", False)
+    monkeypatch.setattr(xof, "_backend", [])
+    assert xof.aes_backend() == "contexts"
+    with pytest.raises(ValueError, match="libcrypto"):
+        xof.set_aes_backend("openssl")
+    keys = np.frombuffer(bytes(range(16)), dtype=np.uint8).reshape(1, 16)
+    pt = np.frombuffer(bytes.fromhex("00112233445566778899aabbccddeeff"), dtype=np.uint8)
+    assert xof.RowKeyedAes(keys).encrypt_rows(pt.reshape(1, 16)).tobytes().hex() \
+        == "69c4e0d86a7b0430d8cdb78070b4c55a"
