@@ -90,7 +90,8 @@ def test_docs_tables_are_the_committed_results() -> None:
     aes = bench_table(load(*(f"aes_proc_1e4/hh_1e4_64_{x}_run1.json" for x in (
         "aes-contexts_processes-no", "aes-openssl_processes-no", "aes-openssl_processes-yes",
         "files", "parked"))))
-    for table in (ref, hh, mem, state, aes):
+    again = bench_table(load("hh_1e5_256.json", "hh_1e5_256_processes.json"))
+    for table in (ref, hh, mem, state, aes, again):
         assert "\n".join(table) in page
     for d in ("cmp_en_1e4", "cmp_zipf_1e4", "cmp_zipf_1e5"):
         assert (res / d / "table.md").read_text(encoding="utf-8").strip() in page
