@@ -8,7 +8,8 @@ Layers, lowest first (a layer imports only from itself and the layers it names):
   ``secagg``;
 * ``mechanisms``: ``numpy``, ``scipy`` and, from ``protocol``, the contract module only;
 * ``protocol.core``: the cores, ``msgpack``, ``Crypto`` (pycryptodome's TurboSHAKE128, for
-  Poplar1) and its own modules -- never mechanisms,
+  Poplar1), ``cffi`` (Poplar1's OpenSSL AES keyed per report) and its own modules -- never
+  mechanisms,
   studies or the CLI;
 * ``protocol.studies``: mechanisms, the core and the cores -- never the CLI;
 * ``protocol.flower``: the adapter to the Flower framework (docs/flower.md), beside the
@@ -39,7 +40,8 @@ ALLOWED_TOP = {
     "mechanisms": {"mechanisms", "numpy", "scipy", "protocol"},
     "protocol.core": {"protocol", "secagg", "shuffler", "msgpack", "numpy", "cryptography",
                       "nacl", "distributed",
-                      "Crypto"},  # pycryptodome: TurboSHAKE128 for protocol.core.poplar1
+                      "Crypto",  # pycryptodome: TurboSHAKE128 for protocol.core.poplar1
+                      "cffi"},  # cffi: Poplar1's OpenSSL AES keyed per report (xof.py)
     "protocol.studies": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "scipy",
                          "cryptography", "nacl", "matplotlib", "wordfreq",
                          "flwr",  # flwr: only `fedhh bench flower`, an optional extra

@@ -86,6 +86,12 @@ def test_docs_tables_are_the_committed_results() -> None:
                           "hh_10000_8.json", "hh_10000_16.json"))
     mem = bench_table(load("hh_1e4_256_before.json", "hh_1e4_256_memory.json",
                            "hh_1e4_256_files.json", "hh_1e4_256_parked.json"))
-    assert "\n".join(ref) in page and "\n".join(hh) in page and "\n".join(mem) in page
+    state = bench_table(load("state_8192_256.json"))
+    aes = bench_table(load(*(f"aes_proc_1e4/hh_1e4_64_{x}_run1.json" for x in (
+        "aes-contexts_processes-no", "aes-openssl_processes-no", "aes-openssl_processes-yes",
+        "files", "parked"))))
+    again = bench_table(load("hh_1e5_256.json", "hh_1e5_256_processes.json"))
+    for table in (ref, hh, mem, state, aes, again):
+        assert "\n".join(table) in page
     for d in ("cmp_en_1e4", "cmp_zipf_1e4", "cmp_zipf_1e5"):
         assert (res / d / "table.md").read_text(encoding="utf-8").strip() in page

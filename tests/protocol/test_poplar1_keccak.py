@@ -148,3 +148,26 @@ def test_vectors_through_the_numpy_sponge(monkeypatch: pytest.MonkeyPatch) -> No
         vec.test_batch_aggregate_matches_vector(path)
     vec.test_bad_corr_inner_is_rejected_at_the_second_message()
     vec.test_idpf_vector()
+
+
+def test_sponge_keeps_only_its_state_and_resumes() -> None:
+    """A SpongeBatch holds only its 200-byte states; read across block boundaries it
+    gives pycryptodome's stream, and resumed from a snapshot (with or without the
+    output block) it continues it; a block that is not the state's is refused."""
+    rng = np.random.default_rng(4)
+    msgs = rng.integers(0, 256, (20, 50), dtype=np.uint8)
+    want = [TurboSHAKE128.new(domain=1, data=m.tobytes()).read(500) for m in msgs]
+    sp = K.SpongeBatch(msgs, 1)
+    assert sp.snapshot()[0].nbytes == 200 * 20
+    got = [sp.read(k) for k in (7, 161, 1, 168)]
+    state, buf, pos = sp.snapshot()
+    a = K.SpongeBatch.resume(state.copy(), buf.copy(), pos)
+    b = K.SpongeBatch.resume(state.copy(), None, pos)
+    rest = [sp.read(163), a.read(163), b.read(163)]
+    assert np.array_equal(rest[0], rest[1]) and np.array_equal(rest[0], rest[2])
+    whole = np.concatenate(got + [rest[0]], axis=1)
+    assert [r.tobytes() for r in whole] == want
+    bad = buf.copy()
+    bad[0, 0] ^= 1
+    with pytest.raises(ValueError, match="snapshot"):
+        K.SpongeBatch.resume(state, bad, pos)

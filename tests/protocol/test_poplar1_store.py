@@ -156,9 +156,9 @@ def test_aggregator_park_and_unpark_restore_its_state() -> None:
     for a in aggs:
         a.verify_init(p0)
     arrays = aggs[1].park()
-    assert set(arrays) == {"cache_seeds", "cache_ctrl", "sponge_state", "sponge_buf"}
+    assert set(arrays) == {"cache_seeds", "cache_ctrl", "sponge_state"}
     aggs[2].park()
-    assert aggs[1]._ciphers is None and aggs[1]._cache is None
+    assert aggs[1]._cache is None and aggs[1]._streams is None
     aggs[1].unpark({k: np.array(v) for k, v in arrays.items()})
     assert aggs[1]._cache is not None and isinstance(aggs[1]._streams, SpongeBatch)
     want = aggs[0].verify_init(p1)
@@ -181,8 +181,9 @@ def test_bench_refuses_more_strings_than_exist() -> None:
 
 
 def test_bench_trace_reports_every_level(tmp_path) -> None:  # noqa: ANN001
-    """`bench poplar1 --hh --trace FILE` appends one JSON line per level (peak memory,
-    CPU seconds), so a run cut short still says how far it got."""
+    """`bench poplar1 --hh --trace FILE` appends one JSON line per level as it ends
+    (candidates, peak memory, CPU seconds of this process and of each aggregator), so a
+    run cut short still says how far it got."""
     import json
 
     from protocol.cli import main
@@ -193,3 +194,4 @@ def test_bench_trace_reports_every_level(tmp_path) -> None:  # noqa: ANN001
     rows = [json.loads(x) for x in trace.read_text().splitlines()]
     assert [r["level"] for r in rows] == list(range(8))
     assert all(r["peak_rss_mb"] > 0 and r["n"] == 40 for r in rows)
+    assert all(r["candidates"] >= 2 and len(r["aggregator_cpu_seconds"]) == 2 for r in rows)

@@ -34,6 +34,11 @@ def register(cli) -> None:  # noqa: ANN001
                    help="candidate prefixes of the measured levels (default 16)")
     p.add_argument("--repeats", type=int, default=3, help="interleaved repeats (default 3)")
     p.add_argument("--hh", action="store_true", help="benchmark heavy hitters instead")
+    p.add_argument("--state", action="store_true",
+                   help="measure instead what an aggregator keeps per report between levels "
+                        "(AES keys or contexts, IDPF nodes, sponge) under each AES backend "
+                        "(--reports reports of --bits bits, --candidates a level), and each "
+                        "backend's CPU per report for one call over 64 blocks")
     p.add_argument("--users", default="1000", dest="users_list",
                    help="--hh: comma-separated n (default 1000; 1e5 accepted)")
     p.add_argument("--chars", default="32",
@@ -48,9 +53,18 @@ def register(cli) -> None:  # noqa: ANN001
                    dest="out_of_core",
                    help="--hh: keep the uploads in np.memmap files in a temporary directory "
                         "(auto: from 20000 reports on)")
-    p.add_argument("--park", action="store_true",
+    p.add_argument("--park", action=argparse.BooleanOptionalAction, default=None,
                    help="--hh: also keep the aggregators' per-report state between levels in "
-                        "those files (memory bounded by the batch, about twice the CPU)")
+                        "those files (memory bounded by the batch; default from 200000 "
+                        "reports on)")
+    p.add_argument("--processes", default="auto", choices=("auto", "yes", "no"),
+                   help="--hh: each aggregator in its own process (auto: from 20000 reports "
+                        "on), or both in this one")
+    p.add_argument("--aes", default=None, choices=("openssl", "contexts", "numpy"),
+                   help="the IDPF's per-report AES: openssl (one context keyed again per "
+                        "report, 32 bytes a report; the default where libcrypto loads), "
+                        "contexts (one cryptography context per report and key, kept) or "
+                        "numpy (AES-128 in numpy across reports; slower, measured by --state)")
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="--hh: append one JSON line per level to FILE as the search runs "
                         "(level, peak memory so far, CPU seconds): how far a long run got")
@@ -91,6 +105,17 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--table needs at least one file")
         print("\n".join(poplar1.bench_table(docs)))
         return 0
+    if args.aes is not None:
+        from protocol.core.poplar1.xof import set_aes_backend
+
+        try:
+            set_aes_backend(args.aes)
+        except ValueError as exc:
+            raise UsageError(f"--aes: {exc}") from None
+    if args.state:
+        print_json(poplar1.bench_state(args.reports, args.vdaf_bits, args.candidates,
+                                       seed=args.seed, repeats=args.repeats))
+        return 0
     if args.hh:
         trace = None
         if args.trace is not None:
@@ -112,7 +137,9 @@ def run(args: argparse.Namespace) -> int:
                                    threshold=args.threshold, seed=args.seed,
                                    out_of_core={"auto": None, "yes": True,
                                                 "no": False}[args.out_of_core],
-                                   park=args.park, trace=trace)
+                                   park=args.park, trace=trace,
+                                   processes={"auto": None, "yes": True,
+                                              "no": False}[args.processes])
         finally:
             if trace is not None:
                 fh.close()

@@ -26,14 +26,14 @@ reference); the aggregators' side handles only shares.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from protocol.core.poplar1 import field as F
 from protocol.core.poplar1.errors import Poplar1DecodeError, Poplar1UsageError
-from protocol.core.poplar1.xof import (XofFixedKeyAes128, XofTurboShake128, aes_ecb,
+from protocol.core.poplar1.xof import (RowKeyedAes, XofFixedKeyAes128, XofTurboShake128,
                                        fixed_keys, format_dst, turboshake_many)
 
 __all__ = ["KEY_SIZE", "RAND_SIZE", "PublicShares", "ReportCiphers", "EvalCache", "gen",
@@ -72,24 +72,24 @@ class PublicShares:
 @dataclass
 class ReportCiphers:
     """The two fixed-key AES permutations of each report (``extend`` and ``convert``
-    domain tags, the report's nonce as binder): derived once per report and aggregator."""
+    domain tags, the report's nonce as binder), derived once per report and aggregator
+    and kept as their 16-byte keys (:class:`~protocol.core.poplar1.xof.RowKeyedAes`):
+    32 bytes a report, the key schedule run again at each use."""
 
     ctx: bytes
     nonces: np.ndarray
-    extend: list = dc_field(default_factory=list)
-    convert: list = dc_field(default_factory=list)
+    extend: RowKeyedAes
+    convert: RowKeyedAes
 
     @classmethod
     def derive(cls, ctx: bytes, nonces: np.ndarray) -> "ReportCiphers":
-        rc = cls(ctx, nonces)
         nonces = np.asarray(nonces, dtype=np.uint8)
-        rc.extend = [aes_ecb(k.tobytes()) for k in fixed_keys(_DST_EXTEND + ctx, nonces)]
-        rc.convert = [aes_ecb(k.tobytes()) for k in fixed_keys(_DST_CONVERT + ctx, nonces)]
-        return rc
+        return cls(ctx, nonces, RowKeyedAes(fixed_keys(_DST_EXTEND + ctx, nonces)),
+                   RowKeyedAes(fixed_keys(_DST_CONVERT + ctx, nonces)))
 
     def take(self, idx: np.ndarray) -> "ReportCiphers":
-        return ReportCiphers(self.ctx, self.nonces[idx], [self.extend[int(i)] for i in idx],
-                             [self.convert[int(i)] for i in idx])
+        return ReportCiphers(self.ctx, self.nonces[idx], self.extend.take(idx),
+                             self.convert.take(idx))
 
 
 def _sigma_counters(seeds: np.ndarray) -> np.ndarray:
@@ -106,22 +106,17 @@ def _sigma_counters(seeds: np.ndarray) -> np.ndarray:
     return out
 
 
-def _hash_per_report(ciphers: list, sig: np.ndarray) -> np.ndarray:
+def _hash_per_report(aes: RowKeyedAes, sig: np.ndarray) -> np.ndarray:
     """The circular correlation-robust hash ``AES(x) XOR x`` of every sigma'd block
     (``(N, ..., 2)`` uint64, from :func:`_sigma_counters`), report ``r``'s blocks under
-    ``ciphers[r]``: one AES call per report over all of that report's blocks (the key
-    binds the report's nonce, so reports cannot share a call), written in place into
-    one output buffer. Returns the hashed blocks as ``(N, ..., 16)`` uint8."""
+    its own key: one AES call per report over all of that report's blocks (the key
+    binds the report's nonce, so reports cannot share a call). Returns the hashed
+    blocks as ``(N, ..., 16)`` uint8."""
     n = sig.shape[0]
     flat = np.ascontiguousarray(sig).reshape(n, -1).view(np.uint8)     # (N, width)
-    width = flat.shape[1]
-    src = memoryview(flat).cast("B")
-    out = bytearray(n * width + 16)          # update_into wants block_size - 1 bytes spare
-    dst = memoryview(out)
-    for r, c in enumerate(ciphers):
-        c.encrypt_into(src[r * width:(r + 1) * width], dst[r * width:(r + 1) * width + 15])
-    enc = np.frombuffer(out, dtype=np.uint8, count=n * width).reshape(n, width)
-    return (enc ^ flat).reshape(sig.shape[:-1] + (16,))
+    enc = aes.encrypt_rows(flat)
+    np.bitwise_xor(enc, flat, out=enc)
+    return enc.reshape(sig.shape[:-1] + (16,))
 
 
 def _split_ctrl(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -132,13 +127,13 @@ def _split_ctrl(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s, t
 
 
-def _extend_inner(ciphers: list, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _extend_inner(ciphers: RowKeyedAes, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``extend`` on ``(N, M, 16)`` seeds: children ``(N, M, 2, 16)``, bits ``(N, M, 2)``."""
     out = _hash_per_report(ciphers, _sigma_counters(seeds))
     return _split_ctrl(out)
 
 
-def _convert_inner(ciphers: list, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _convert_inner(ciphers: RowKeyedAes, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``convert`` on ``(N, M, 16)`` seeds: next seeds ``(N, M, 16)`` and Field64 values
     ``(N, M, 2)``; the rare rejected value (probability ``2^-32`` per element) is drawn
     again from the scalar XOF."""
@@ -147,7 +142,7 @@ def _convert_inner(ciphers: list, seeds: np.ndarray) -> tuple[np.ndarray, np.nda
     w = out[..., 1, :].copy().view("<u8").astype(np.uint64)   # (N, M, 2)
     bad = np.argwhere((w >= np.uint64(F.P64)).any(axis=-1))
     for r, m in bad:
-        xof = XofFixedKeyAes128(seeds[r, m].tobytes(), b"", b"", cipher=ciphers[r])
+        xof = XofFixedKeyAes128(seeds[r, m].tobytes(), b"", b"", cipher=ciphers.cipher(r))
         xof.next(KEY_SIZE)
         w[r, m] = xof.next_vec64(VALUE_LEN)
     return nxt, w

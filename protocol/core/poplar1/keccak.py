@@ -222,13 +222,14 @@ def turboshake128_many(messages: np.ndarray, domain: int, length: int) -> np.nda
 class SpongeBatch:
     """``N`` TurboSHAKE128 sponges squeezed in lockstep: every :meth:`read` returns the
     next ``length`` bytes of every stream (``(N, length)`` uint8), as ``N`` calls of
-    pycryptodome's ``read(length)`` would."""
+    pycryptodome's ``read(length)`` would. Only the states are kept (200 bytes a
+    sponge): the current output block is the rate part of the state, read from its
+    lanes as needed."""
 
-    __slots__ = ("_state", "_buf", "_pos")
+    __slots__ = ("_state", "_pos")
 
     def __init__(self, messages: np.ndarray, domain: int) -> None:
         self._state = _absorb(messages, domain)
-        self._buf = _rate_bytes(self._state)
         self._pos = 0
 
     def __len__(self) -> int:
@@ -237,19 +238,34 @@ class SpongeBatch:
     def snapshot(self) -> tuple[np.ndarray, np.ndarray, int]:
         """The sponges' state, the current output block and the read position: what
         :meth:`resume` takes to continue the streams exactly where they are."""
-        return self._state, self._buf, self._pos
+        return self._state, _rate_bytes(self._state), self._pos
 
     @classmethod
-    def resume(cls, state: np.ndarray, buf: np.ndarray, pos: int) -> "SpongeBatch":
-        """Sponges continued from a :meth:`snapshot`."""
+    def resume(cls, state: np.ndarray, buf: np.ndarray | None, pos: int) -> "SpongeBatch":
+        """Sponges continued from a :meth:`snapshot` (``buf`` may be left out: it is
+        the state's rate part).
+
+        Raises:
+            ValueError: arrays of the wrong shape, or an output block that is not the
+                state's rate part.
+        """
         state = np.ascontiguousarray(state, dtype=np.uint64)
-        buf = np.ascontiguousarray(buf, dtype=np.uint8)
-        if state.ndim != 2 or state.shape[0] != 25 or buf.shape != (state.shape[1], RATE) \
-                or not 0 <= pos <= RATE:
+        if state.ndim != 2 or state.shape[0] != 25 or not 0 <= pos <= RATE:
             raise ValueError("not a SpongeBatch snapshot")
+        if buf is not None:
+            buf = np.ascontiguousarray(buf, dtype=np.uint8)
+            if buf.shape != (state.shape[1], RATE) or not np.array_equal(buf, _rate_bytes(state)):
+                raise ValueError("not a SpongeBatch snapshot")
         out = cls.__new__(cls)
-        out._state, out._buf, out._pos = state, buf, int(pos)
+        out._state, out._pos = state, int(pos)
         return out
+
+    def _block_bytes(self, lo: int, hi: int) -> np.ndarray:
+        """Bytes ``lo .. hi`` of the current output block of every sponge, ``(N, hi -
+        lo)``, from the lanes that hold them."""
+        first, last = lo // 8, -(-hi // 8)
+        lanes = np.ascontiguousarray(self._state[first:last].T).astype("<u8").view(np.uint8)
+        return lanes[:, lo - 8 * first:hi - 8 * first]
 
     def read(self, length: int) -> np.ndarray:
         if length < 0:
@@ -259,10 +275,9 @@ class SpongeBatch:
         while need:
             if self._pos == RATE:
                 keccak_p1600_12(self._state)
-                self._buf = _rate_bytes(self._state)
                 self._pos = 0
             take = min(need, RATE - self._pos)
-            parts.append(self._buf[:, self._pos:self._pos + take])
+            parts.append(self._block_bytes(self._pos, self._pos + take))
             self._pos += take
             need -= take
         if not parts:

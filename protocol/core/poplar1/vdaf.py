@@ -390,8 +390,8 @@ class Aggregator:
 
     @property
     def ciphers(self) -> I.ReportCiphers:
-        """The reports' fixed-key AES contexts (derived on first use, again after
-        :meth:`park`)."""
+        """The reports' fixed-key AES keys (derived on first use and kept: 32 bytes a
+        report, :class:`~protocol.core.poplar1.idpf.ReportCiphers`)."""
         if self._ciphers is None:
             self._ciphers = I.ReportCiphers.derive(self.vdaf.ctx, self.nonces)
         return self._ciphers
@@ -399,7 +399,7 @@ class Aggregator:
     def park(self) -> dict[str, np.ndarray]:
         """Hand over the per-report state kept between levels -- the IDPF nodes of the
         last level and the correlated-randomness sponges -- as arrays, and drop it
-        with the AES contexts: a caller short of memory keeps the arrays out of core
+        (the AES keys, 32 bytes a report, stay): a caller short of memory keeps the arrays out of core
         and gives them back with :meth:`unpark` before the next level. Without them
         the next level is still exact (the nodes are walked again from the root and
         the streams drawn again from their start), only slower. The round state of the
@@ -411,10 +411,12 @@ class Aggregator:
             self._parked["cache"] = (self._cache.level, self._cache.prefixes)
             self._cache = None
         if isinstance(self._streams, SpongeBatch):
-            out["sponge_state"], out["sponge_buf"], pos = self._streams.snapshot()
+            out["sponge_state"], _, pos = self._streams.snapshot()
             self._parked["sponge"] = (pos, self._streams_pos)
             self._streams = None
-        self._ciphers = None
+        if self._ciphers is not None:      # the ``contexts`` backend's (0.95 KB each)
+            self._ciphers.extend.drop_contexts()
+            self._ciphers.convert.drop_contexts()
         return out
 
     def unpark(self, arrays: dict[str, np.ndarray]) -> None:
@@ -428,7 +430,7 @@ class Aggregator:
             self._cache = I.EvalCache(level, prefixes, seeds, ctrl.astype(bool))
         if "sponge" in self._parked and "sponge_state" in arrays:
             pos, stream_pos = self._parked["sponge"]
-            sponge = SpongeBatch.resume(arrays["sponge_state"], arrays["sponge_buf"], pos)
+            sponge = SpongeBatch.resume(arrays["sponge_state"], None, pos)
             if len(sponge) != n:
                 raise Poplar1UsageError("parked sponges of the wrong count")
             self._streams, self._streams_pos = sponge, stream_pos

@@ -16,6 +16,8 @@ bytes, masked to the bit length of the modulus, kept when below it.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from Crypto.Hash import TurboSHAKE128
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -25,7 +27,8 @@ from protocol.core.poplar1.keccak import SpongeBatch, turboshake128_many
 
 __all__ = ["VERSION", "format_dst", "XofTurboShake128", "fixed_key", "aes_ecb", "hash_blocks",
            "XofFixedKeyAes128", "next_vec_from_stream", "MIN_BATCH", "turboshake_many",
-           "turboshake_streams", "fixed_keys"]
+           "turboshake_streams", "fixed_keys", "RowKeyedAes", "AES_BACKENDS", "aes_backend",
+           "set_aes_backend"]
 
 #: from this many messages on, the XOF calls whose inputs are independent per report
 #: run as one numpy sponge over all of them (:mod:`protocol.core.poplar1.keccak`);
@@ -212,6 +215,269 @@ class aes_ecb:  # noqa: N801 - used like a function
 
     def encrypt_into(self, data, out) -> None:  # noqa: ANN001
         self._enc.update_into(data, out)
+
+
+# ------------------------------------------- AES under one key per report, keys kept
+#: ``openssl``: one OpenSSL ``EVP_CIPHER_CTX`` per thread, keyed again for every report
+#: (the AES-128 key schedule, tens of nanoseconds with AES-NI) through ``cffi``, so a
+#: report keeps only its 16-byte keys; ``contexts``: one ``cryptography`` context per
+#: report and key, derived on first use and kept (the memory that the first backend
+#: saves); ``numpy``: AES-128 in numpy across all reports and blocks at once (the
+#: round-key tables of FIPS 197's key expansion, run over all keys, and 32-bit
+#: T-tables), measured and not the default (docs/poplar1.md). All give the same bytes
+#: (tests/protocol/test_poplar1_aes.py).
+AES_BACKENDS = ("openssl", "contexts", "numpy")
+
+_CDEF = """
+typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
+typedef struct evp_cipher_st EVP_CIPHER;
+EVP_CIPHER_CTX *EVP_CIPHER_CTX_new(void);
+void EVP_CIPHER_CTX_free(EVP_CIPHER_CTX *ctx);
+const EVP_CIPHER *EVP_aes_128_ecb(void);
+int EVP_EncryptInit_ex(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *type, void *impl,
+                       const unsigned char *key, const unsigned char *iv);
+int EVP_EncryptUpdate(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl,
+                      const unsigned char *in, int inl);
+int EVP_CIPHER_CTX_set_padding(EVP_CIPHER_CTX *ctx, int padding);
+"""
+_openssl_lib: object = None          # None: not tried yet; False: not available
+_local = threading.local()
+_backend: list[str] = []
+
+
+def _load_openssl():  # noqa: ANN202
+    """``(ffi, lib)`` for the process's libcrypto, or ``None`` when it cannot be loaded
+    or fails the FIPS-197 known-answer test (then the ``contexts`` backend is used)."""
+    global _openssl_lib
+    if _openssl_lib is None:
+        _openssl_lib = False
+        try:
+            import ctypes.util
+
+            import cffi
+
+            name = ctypes.util.find_library("crypto")
+            if name:
+                ffi = cffi.FFI()
+                ffi.cdef(_CDEF)
+                lib = ffi.dlopen(name)
+                _openssl_lib = (ffi, lib)
+                # FIPS 197, appendix C.1 (AES-128), twice under two keys in one call
+                key = np.frombuffer(bytes(range(16)) + bytes(16), dtype=np.uint8).reshape(2, 16)
+                pt = bytes.fromhex("00112233445566778899aabbccddeeff")
+                got = _openssl_rows(key, np.frombuffer(pt * 2, dtype=np.uint8).reshape(2, 16))
+                want = [bytes.fromhex("69c4e0d86a7b0430d8cdb78070b4c55a"),
+                        aes_ecb(bytes(16)).encrypt(pt)]
+                if [got[0].tobytes(), got[1].tobytes()] != want:
+                    _openssl_lib = False
+        except (ImportError, OSError, AttributeError, RuntimeError):
+            _openssl_lib = False
+    return _openssl_lib or None
+
+
+def _openssl_ctx():  # noqa: ANN202
+    ctx = getattr(_local, "ctx", None)
+    if ctx is None:
+        ffi, lib = _openssl_lib
+        raw = lib.EVP_CIPHER_CTX_new()
+        if raw == ffi.NULL:
+            raise RuntimeError("EVP_CIPHER_CTX_new failed")
+        ctx = ffi.gc(raw, lib.EVP_CIPHER_CTX_free)
+        if lib.EVP_EncryptInit_ex(ctx, lib.EVP_aes_128_ecb(), ffi.NULL, ffi.NULL, ffi.NULL) != 1 \
+                or lib.EVP_CIPHER_CTX_set_padding(ctx, 0) != 1:
+            raise RuntimeError("EVP_EncryptInit_ex failed")
+        _local.ctx = ctx
+    return ctx
+
+
+def _openssl_rows(keys: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """AES-128-ECB of row ``r`` of ``data`` (``(N, W)`` uint8, ``W`` a multiple of 16)
+    under ``keys[r]``: one key schedule and one update call per row on one context."""
+    ffi, lib = _openssl_lib
+    keys = np.ascontiguousarray(keys, dtype=np.uint8)
+    data = np.ascontiguousarray(data, dtype=np.uint8)
+    n, width = data.shape
+    out = np.empty((n, width), dtype=np.uint8)
+    if n == 0 or width == 0:
+        return out
+    ctx = _openssl_ctx()
+    kp = ffi.from_buffer("unsigned char[]", keys)
+    sp = ffi.from_buffer("unsigned char[]", data)
+    op = ffi.from_buffer("unsigned char[]", out, require_writable=True)
+    outl = ffi.new("int *")
+    init, update, null = lib.EVP_EncryptInit_ex, lib.EVP_EncryptUpdate, ffi.NULL
+    ok = 1
+    for r in range(n):
+        ok &= init(ctx, null, null, kp + 16 * r, null)
+        ok &= update(ctx, op + r * width, outl, sp + r * width, width) & (outl[0] == width)
+    if ok != 1:
+        raise RuntimeError("OpenSSL AES-128-ECB failed")
+    return out
+
+
+# --------------------------------------------------- AES-128 in numpy (FIPS 197)
+def _xtime(x: np.ndarray) -> np.ndarray:
+    return (((x << 1) ^ np.where(x & 0x80, 0x1B, 0)) & 0xFF).astype(np.uint32)
+
+
+def _aes_tables() -> tuple[np.ndarray, np.ndarray]:
+    """The S-box (FIPS 197, 5.1.1: the inverse in GF(2^8) then the affine map) and the
+    four 32-bit round tables ``T_j[x]``: the MixColumns column of ``S[x]`` rotated
+    ``j`` bytes (words big-endian, byte 0 of a column most significant)."""
+    # the multiplicative inverse by exponentiation: x^254 in GF(2^8) mod x^8+x^4+x^3+x+1
+    def mul(a: int, b: int) -> int:
+        r = 0
+        while b:
+            if b & 1:
+                r ^= a
+            a = ((a << 1) ^ (0x1B if a & 0x80 else 0)) & 0xFF
+            b >>= 1
+        return r
+    sbox = np.zeros(256, dtype=np.uint32)
+    for x in range(256):
+        inv, e, base = 1, 254, x
+        while e:
+            if e & 1:
+                inv = mul(inv, base)
+            base = mul(base, base)
+            e >>= 1
+        inv = inv if x else 0
+        y = inv
+        for k in range(1, 5):
+            y ^= ((inv << k) | (inv >> (8 - k))) & 0xFF
+        sbox[x] = y ^ 0x63
+    s2 = _xtime(sbox)
+    s3 = s2 ^ sbox
+    t0 = (s2 << 24) | (sbox << 16) | (sbox << 8) | s3
+    tables = np.stack([t0] + [((t0 >> (8 * j)) | (t0 << (32 - 8 * j))) & 0xFFFFFFFF
+                              for j in (1, 2, 3)]).astype(np.uint32)
+    return sbox, tables
+
+
+_NP_AES: list = []
+
+
+def _numpy_round_keys(keys: np.ndarray, sbox: np.ndarray) -> np.ndarray:
+    """FIPS 197's key expansion (5.2) over ``N`` keys at once: ``(N, 44)`` uint32 words."""
+    n = keys.shape[0]
+    w = np.empty((n, 44), dtype=np.uint32)
+    w[:, :4] = keys.reshape(n, 4, 4).astype(np.uint32) @ np.array(
+        [1 << 24, 1 << 16, 1 << 8, 1], dtype=np.uint32)
+    rcon = 1
+    for i in range(4, 44):
+        t = w[:, i - 1]
+        if i % 4 == 0:
+            t = ((t << 8) | (t >> 24)) & 0xFFFFFFFF
+            t = ((sbox[t >> 24] << 24) | (sbox[(t >> 16) & 0xFF] << 16)
+                 | (sbox[(t >> 8) & 0xFF] << 8) | sbox[t & 0xFF]) ^ (rcon << 24)
+            rcon = ((rcon << 1) ^ (0x1B if rcon & 0x80 else 0)) & 0xFF
+        w[:, i] = w[:, i - 4] ^ t
+    return w
+
+
+def _numpy_rows(keys: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """AES-128-ECB of row ``r`` of ``data`` under ``keys[r]``, all rows and blocks in
+    numpy: the state of every block is four big-endian column words, each round 16
+    table lookups (FIPS 197's rounds as T-tables; the last round the S-box alone)."""
+    if not _NP_AES:
+        _NP_AES.extend(_aes_tables())
+    sbox, (t0, t1, t2, t3) = _NP_AES
+    n, width = data.shape
+    out = np.empty((n, width), dtype=np.uint8)
+    if n == 0 or width == 0:
+        return out
+    rk = _numpy_round_keys(np.ascontiguousarray(keys, dtype=np.uint8), sbox)[:, None, :]
+    st = np.ascontiguousarray(data, dtype=np.uint8).view(">u4").reshape(n, -1, 4).astype(np.uint32)
+    c = [st[..., j] ^ rk[..., j] for j in range(4)]
+    m = np.uint32(0xFF)
+    for r in range(1, 10):
+        c = [t0[c[j] >> 24] ^ t1[(c[(j + 1) % 4] >> 16) & m] ^ t2[(c[(j + 2) % 4] >> 8) & m]
+             ^ t3[c[(j + 3) % 4] & m] ^ rk[..., 4 * r + j] for j in range(4)]
+    res = np.stack([(sbox[c[j] >> 24] << 24) | (sbox[(c[(j + 1) % 4] >> 16) & m] << 16)
+                    | (sbox[(c[(j + 2) % 4] >> 8) & m] << 8) | sbox[c[(j + 3) % 4] & m]
+                    for j in range(4)], axis=-1) ^ rk[..., 40:44][:, :, None, :].reshape(n, 1, 4)
+    out[:] = res.astype(">u4").view(np.uint8).reshape(n, width)
+    return out
+
+
+def aes_backend() -> str:
+    """The backend :class:`RowKeyedAes` uses: ``openssl`` when libcrypto loads and
+    passes its known-answer test, else ``contexts`` (or what :func:`set_aes_backend`
+    chose)."""
+    if not _backend:
+        _backend.append("openssl" if _load_openssl() is not None else "contexts")
+    return _backend[0]
+
+
+def set_aes_backend(name: str) -> None:
+    """Choose the backend of :class:`RowKeyedAes` (one of :data:`AES_BACKENDS`).
+
+    Raises:
+        ValueError: an unknown name, or ``openssl`` when libcrypto cannot be used.
+    """
+    if name not in AES_BACKENDS:
+        raise ValueError(f"AES backend must be one of {', '.join(AES_BACKENDS)}")
+    if name == "openssl" and _load_openssl() is None:
+        raise ValueError("the openssl AES backend needs libcrypto and cffi")
+    _backend[:] = [name]
+
+
+class RowKeyedAes:
+    """AES-128 under one key per report: ``keys`` ``(N, 16)`` uint8, the per-report
+    fixed keys of XofFixedKeyAes128 (public: derived from the context and the nonce).
+    A report costs 16 bytes here with the ``openssl`` backend; ``contexts`` keeps a
+    ``cryptography`` context per report once used."""
+
+    __slots__ = ("keys", "_contexts")
+
+    def __init__(self, keys: np.ndarray) -> None:
+        self.keys = np.ascontiguousarray(keys, dtype=np.uint8)
+        if self.keys.ndim != 2 or self.keys.shape[1] != 16:
+            raise ValueError("AES keys must be (N, 16) bytes")
+        self._contexts: list | None = None
+
+    def __len__(self) -> int:
+        return self.keys.shape[0]
+
+    def take(self, idx: np.ndarray) -> "RowKeyedAes":
+        idx = np.asarray(idx, dtype=np.intp)
+        out = RowKeyedAes(self.keys[idx])
+        if self._contexts is not None:
+            out._contexts = [self._contexts[int(i)] for i in idx]
+        return out
+
+    def drop_contexts(self) -> bool:
+        """Drop the ``contexts`` backend's contexts (derived again at the next use);
+        says whether there were any."""
+        had, self._contexts = self._contexts is not None, None
+        return had
+
+    def cipher(self, r: int) -> aes_ecb:
+        """Report ``r``'s permutation alone (the scalar XOF's rare redraws)."""
+        return aes_ecb(self.keys[r].tobytes())
+
+    def encrypt_rows(self, data: np.ndarray) -> np.ndarray:
+        """AES-128-ECB of row ``r`` of ``data`` (``(N, W)`` uint8) under ``keys[r]``."""
+        if data.shape[0] != self.keys.shape[0] or data.shape[1] % 16:
+            raise ValueError("one row of whole blocks per key")
+        backend = aes_backend()
+        if backend == "openssl":
+            self._contexts = None
+            return _openssl_rows(self.keys, data)
+        if backend == "numpy":
+            self._contexts = None
+            return _numpy_rows(self.keys, data)
+        n, width = data.shape
+        if n == 0 or width == 0:
+            return np.empty((n, width), dtype=np.uint8)
+        if self._contexts is None:
+            self._contexts = [aes_ecb(k.tobytes()) for k in self.keys]
+        src = memoryview(np.ascontiguousarray(data, dtype=np.uint8)).cast("B")
+        out = bytearray(n * width + 16)          # update_into wants block_size - 1 bytes spare
+        dst = memoryview(out)
+        for r, c in enumerate(self._contexts):
+            c.encrypt_into(src[r * width:(r + 1) * width], dst[r * width:(r + 1) * width + 15])
+        return np.frombuffer(out, dtype=np.uint8, count=n * width).reshape(n, width)
 
 
 def sigma(blocks: np.ndarray) -> np.ndarray:

@@ -48,9 +48,10 @@ import numpy as np
 from protocol.studies.errors import StudyError
 
 __all__ = ["Poplar1Options", "AggregatorParty", "SearchResult", "encode_words",
-           "decode_bits", "default_threshold", "make_reports", "search", "run_poplar1",
+           "decode_bits", "default_threshold", "make_reports", "search", "search_processes",
+           "PROCESS_REPORTS", "PARK_REPORTS", "run_poplar1",
            "heavy_hitters_bits", "SideBySideOptions", "side_by_side", "load_reference",
-           "bench_vs_reference", "bench_hh", "random_strings", "hh_table", "reference_table", "bench_table"]
+           "bench_vs_reference", "bench_hh", "bench_state", "random_strings", "hh_table", "reference_table", "bench_table", "state_table"]
 
 CTX = b"fedhh poplar1 heavy hitters"
 CHUNK = 2048
@@ -130,6 +131,9 @@ class AggregatorParty:
     cpu_seconds: float = 0.0
     bytes_sent: int = 0
     bytes_received: int = 0
+    #: when the aggregator ran in its own process (:func:`search_processes`): its peak
+    #: memory, its whole CPU time and the accept-decision bytes it sent
+    process: dict[str, Any] | None = None
 
     def timed(self, fn: Callable[..., Any], *args: Any) -> Any:  # noqa: ANN401
         t = time.process_time()
@@ -152,6 +156,11 @@ class SearchResult:
     bits: int
     threshold: int
     seconds: float
+    #: where it ran: the reports in files, the aggregators' state parked there, the
+    #: aggregators in their own processes
+    out_of_core: bool = False
+    parked: bool = False
+    processes: bool = False
 
 
 def _randomness(seed: int | None, label: str):  # noqa: ANN202
@@ -165,6 +174,16 @@ def _randomness(seed: int | None, label: str):  # noqa: ANN202
 #: populations from this many reports on are stored out of core by default (the
 #: uploads, about 16.7 KB a report at 256 bits, in ``np.memmap`` files)
 OUT_OF_CORE_REPORTS = 20_000
+
+#: from this many reports on, each aggregator runs in its own process by default
+#: (:func:`search_processes`; docs/poplar1.md has the measurement behind it)
+PROCESS_REPORTS = 20_000
+
+#: from this many reports on, the aggregators' per-report state between levels is
+#: parked in the store's files by default (about 1.2 KB a report and aggregator
+#: otherwise at 42 candidates a level; parking cost about 3% of the CPU at n = 10,000,
+#: docs/poplar1.md)
+PARK_REPORTS = 200_000
 
 
 def make_reports(vdaf, measurements: np.ndarray, seed: int | None,  # noqa: ANN001
@@ -322,7 +341,8 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
            progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
            parties: tuple[AggregatorParty, AggregatorParty] | None = None,
            tamper: Tamper | None = None, store=None,  # noqa: ANN001
-           park_dir: str | None = None) -> dict[str, Any]:
+           park_dir: str | None = None,
+           on_level: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """The level-by-level prefix search between two aggregator parties. ``public`` is
     the decoded public shares both aggregators received, or a pair (what each received,
     when a client sent them different ones); ``tamper`` plays a malicious aggregator.
@@ -425,9 +445,233 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
         levels_out.append({"level": level, "candidates": len(cands), "passing": len(passing),
                            "rejected": len(rejected),
                            "seconds": round(time.perf_counter() - t0, 4)})
+        if on_level is not None:
+            on_level({**levels_out[-1],
+                      "aggregator_cpu_seconds": [p.cpu_seconds for p in parties]})
         if level == bits - 1:
             heavy = {c: k for c, k in zip(cands, counts) if k >= threshold}
     return {"heavy": heavy, "levels": levels_out, "parties": parties}
+
+
+# ------------------------------------------------- the two aggregators as processes
+class _PeerLink:
+    """One aggregator's end of the link to the other: encoded field vectors as bytes
+    over a pipe, decoded (validated) on receipt. Aggregator 0 sends first and
+    aggregator 1 receives first, so two large messages never wait on each other."""
+
+    def __init__(self, party: AggregatorParty, conn) -> None:  # noqa: ANN001
+        self.party, self.conn = party, conn
+        self.control_bytes = 0
+
+    def _swap(self, blob: bytes) -> bytes:
+        if self.party.agg_id == 0:
+            self.conn.send_bytes(blob)
+            return self.conn.recv_bytes()
+        got = self.conn.recv_bytes()
+        self.conn.send_bytes(blob)
+        return got
+
+    def exchange(self, level: int, bits: int, values, count: int):  # noqa: ANN001, ANN201
+        """Send this aggregator's field elements, receive and decode the other's
+        ``count`` elements (:func:`~protocol.core.poplar1.vdaf.decode_field_vec`
+        raises on a malformed message)."""
+        from protocol.core.poplar1.vdaf import decode_field_vec, encode_field_vec
+
+        if level < bits - 1:
+            flat = np.asarray(values, dtype=np.uint64).reshape(-1)
+        else:
+            flat = [x for row in values for x in (row if isinstance(row, list) else [row])]
+        blob = self.party.timed(encode_field_vec, level, bits, flat)
+        got = self._swap(blob)
+        self.party.bytes_sent += len(blob)
+        self.party.bytes_received += len(got)
+        return self.party.timed(decode_field_vec, level, bits, got, count)
+
+    def decisions(self, ok: np.ndarray) -> np.ndarray:
+        """Exchange the per-report accept decisions (packed bits; DAP's ping-pong tells
+        the peer of a rejection): not counted in ``bytes_sent``, as in the in-process
+        search where both decisions are read directly."""
+        blob = np.packbits(ok).tobytes()
+        got = self._swap(blob)
+        self.control_bytes += len(blob)
+        if len(got) != len(blob):
+            raise StudyError("Poplar1: the other aggregator's decisions are malformed")
+        return np.unpackbits(np.frombuffer(got, dtype=np.uint8), count=ok.size).astype(bool)
+
+
+def _aggregator_level(party: AggregatorParty, link: _PeerLink, bits: int,
+                      agg_param) -> tuple[list[int], list[int]]:  # noqa: ANN001
+    """One level of the search at one aggregator in its own process: both rounds of
+    every preparation batch with the other aggregator over ``link``, then the aggregate
+    shares. Returns this aggregator's counts (its share plus the one it received) and
+    the reports rejected at this level."""
+    from protocol.core.poplar1 import sketch_accepts
+    from protocol.core.poplar1.field import add64
+
+    level, cands = agg_param
+    core = party.core
+    agg: Any = None
+    rejected: list[int] = []
+    for bi, (lo, hi) in enumerate(core.bounds):
+        m = hi - lo
+        part = core.parts[bi]
+        party.timed(core.unpark, bi)
+        mine = party.timed(part.verify_init, agg_param)
+        party.timed(core.park, bi)
+        other = link.exchange(level, bits, mine, 3 * m)
+        if level < bits - 1:
+            msg = party.timed(add64, np.asarray(mine), other.reshape(m, 3))
+        else:
+            o = [other[3 * r:3 * r + 3] for r in range(m)]
+            msg = [[(x + y) % (2 ** 255 - 19) for x, y in zip(u, v)] for u, v in zip(mine, o)]
+        del mine, other
+        r2 = party.timed(part.verify_next, msg)
+        del msg
+        got2 = link.exchange(level, bits, r2, m)
+        ok = party.timed(sketch_accepts, level, bits, r2, got2) if party.agg_id == 0 \
+            else party.timed(sketch_accepts, level, bits, got2, r2)
+        del r2, got2
+        theirs = link.decisions(ok)
+        accepted = ok & theirs
+        share = party.timed(part.aggregate, accepted)
+        agg = share if agg is None else party.timed(_add_shares, level, bits, agg, share)
+        rejected += (lo + np.flatnonzero(~accepted)).tolist()
+    received = link.exchange(level, bits, agg, len(cands))
+    mod = (1 << 64) - (1 << 32) + 1 if level < bits - 1 else 2 ** 255 - 19
+    counts = [(int(x) + int(y)) % mod for x, y in zip(agg, received)]
+    return counts, rejected
+
+
+def _aggregator_main(agg_id: int, bits: int, verify_key: bytes, store, park_dir,  # noqa: ANN001
+                     control, peer) -> None:  # noqa: ANN001
+    """An aggregator process: its reports read from its view of the store (its own
+    input shares, the public shares, the nonces), then, per aggregation parameter
+    received from the collector as the draft's encoding, one level with the other
+    aggregator over ``peer``; the counts go back to the collector, and at the end its
+    view and costs."""
+    from protocol.core.poplar1 import Poplar1
+    from protocol.studies.measure import peak_rss_mb
+
+    try:
+        vdaf = Poplar1(bits, CTX)
+        party = AggregatorParty(agg_id, None)
+        party.core = party.timed(_Batches, vdaf, agg_id, verify_key, store.n,
+                                 _store_loader(store, agg_id), None, park_dir)
+        link = _PeerLink(party, peer)
+        while True:
+            blob = control.recv_bytes()
+            if not blob:
+                break
+            agg_param = party.timed(vdaf.decode_agg_param, blob)
+            party.bytes_received += len(blob)
+            counts, rejected = _aggregator_level(party, link, bits, agg_param)
+            level, cands = agg_param
+            party.view.append({"level": level, "candidates": [_bitstr(c) for c in cands],
+                               "counts": counts, "rejected_reports": rejected})
+            control.send(("level", counts, len(rejected), party.cpu_seconds, peak_rss_mb()))
+        control.send(("done", party.view, party.cpu_seconds, party.bytes_sent,
+                      party.bytes_received, link.control_bytes, peak_rss_mb(),
+                      time.process_time()))
+    except Exception as exc:   # the collector raises it as a StudyError
+        try:
+            control.send(("error", f"{type(exc).__name__}: {exc}"))
+        except OSError:
+            pass
+
+
+def _recv(conn, proc, who: str):  # noqa: ANN001, ANN202
+    """The next message of an aggregator process, or a StudyError when it failed."""
+    try:
+        msg = conn.recv()
+    except (EOFError, OSError):
+        raise StudyError(f"Poplar1: {who} stopped (exit code {proc.exitcode})") from None
+    if msg[0] == "error":
+        raise StudyError(f"Poplar1: {who} failed: {msg[1]}")
+    return msg
+
+
+def search_processes(vdaf, store, threshold: int, *, verify_key: bytes,  # noqa: ANN001
+                     max_candidates: int = 1 << 14,
+                     progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                     park_dir: str | None = None,
+                     on_level: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """The prefix search of :func:`search` with each aggregator in its own process
+    (``fork``): each reads only its own input shares (and the public shares and nonces)
+    from ``store``, keeps its own state, and exchanges with the other only the encoded
+    verifier shares and aggregate shares (and its accept decisions) over a pipe. This
+    process is the collector: it sends each level's aggregation parameter (encoded) to
+    both and picks the next candidates from aggregator 0's counts. The same views,
+    counts and bytes as :func:`search` (``test_processes_equal_the_in_process_search``).
+    ``on_level`` receives each finished level's row with each aggregator's CPU seconds
+    and peak memory so far.
+
+    Raises:
+        StudyError: too many candidates, or an aggregator process failed.
+    """
+    import multiprocessing as mp
+
+    bits = vdaf.bits
+    ctx = mp.get_context("fork")
+    peer = ctx.Pipe()
+    control = [ctx.Pipe() for _ in (0, 1)]
+    procs = [ctx.Process(target=_aggregator_main, name=f"poplar1-aggregator-{j}",
+                         args=(j, bits, verify_key, store, park_dir, control[j][1], peer[j]),
+                         daemon=True) for j in (0, 1)]
+    names = ("aggregator 0", "aggregator 1")
+    levels_out: list[dict[str, Any]] = []
+    heavy: dict[tuple[bool, ...], int] = {}
+    try:
+        for pr in procs:
+            pr.start()
+        for j in (0, 1):
+            control[j][1].close()
+            peer[j].close()
+        passing: list[tuple[bool, ...]] = [()]
+        it: Iterable[int] = range(bits)
+        if progress is not None:
+            it = progress(it)
+        for level in it:
+            cands = sorted(p + (b,) for p in passing for b in (False, True))
+            if not cands:
+                break
+            if len(cands) > max_candidates:
+                raise StudyError(f"Poplar1: {len(cands)} candidates at level {level}, more "
+                                 f"than the cap {max_candidates}; raise the threshold")
+            t0 = time.perf_counter()
+            blob = vdaf.encode_agg_param((level, tuple(cands)))
+            for j in (0, 1):
+                control[j][0].send_bytes(blob)
+            got = [_recv(control[j][0], procs[j], names[j]) for j in (0, 1)]
+            counts = got[0][1]
+            passing = [c for c, k in zip(cands, counts) if k >= threshold]
+            levels_out.append({"level": level, "candidates": len(cands),
+                               "passing": len(passing), "rejected": got[0][2],
+                               "seconds": round(time.perf_counter() - t0, 4)})
+            if on_level is not None:
+                on_level({**levels_out[-1], "aggregator_cpu_seconds": [g[3] for g in got],
+                          "aggregator_peak_rss_mb": [round(g[4], 1) for g in got]})
+            if level == bits - 1:
+                heavy = {c: k for c, k in zip(cands, counts) if k >= threshold}
+        for j in (0, 1):
+            control[j][0].send_bytes(b"")
+        final = [_recv(control[j][0], procs[j], names[j]) for j in (0, 1)]
+        for pr in procs:
+            pr.join()
+    finally:
+        for pr in procs:
+            if pr.is_alive():
+                pr.terminate()
+                pr.join()
+        for j in (0, 1):
+            control[j][0].close()
+    parties = []
+    for j, f in enumerate(final):
+        party = AggregatorParty(j, None, view=f[1], cpu_seconds=f[2], bytes_sent=f[3],
+                                bytes_received=f[4])
+        party.process = {"control_bytes_sent": f[5], "peak_rss_mb": round(f[6], 1),
+                         "process_cpu_seconds": round(f[7], 3)}
+        parties.append(party)
+    return {"heavy": heavy, "levels": levels_out, "parties": tuple(parties)}
 
 
 def _bitstr(bits: Sequence[bool]) -> str:
@@ -439,14 +683,18 @@ def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | 
                        progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
                        client_progress: Callable[[int, int], None] | None = None,
                        out_of_core: bool | None = None,
-                       tmpdir: str | None = None, park: bool = False) -> SearchResult:
+                       tmpdir: str | None = None, park: bool | None = None,
+                       processes: bool | None = None,
+                       on_level: Callable[[dict[str, Any]], None] | None = None) -> SearchResult:
     """Poplar1 heavy hitters over ``(n, BITS)`` bool measurements. The uploads are
     kept out of core (``np.memmap`` files in a temporary directory under ``tmpdir``,
     removed at the end, also on error) when ``out_of_core``, or by default from
     :data:`OUT_OF_CORE_REPORTS` reports on. ``park`` (implies ``out_of_core``) also
     keeps the aggregators' per-report state between levels in that directory (the IDPF
-    nodes and sponges written and read once a level, the AES contexts derived again
-    each level): memory bounded by the preparation batch, at about twice the CPU.
+    nodes and sponges written and read once a level): memory bounded by the preparation
+    batch, by default from :data:`PARK_REPORTS` reports on. ``processes`` runs each
+    aggregator in its own process (:func:`search_processes`), by default from
+    :data:`PROCESS_REPORTS` reports on; else both in this one (:func:`search`).
 
     Raises:
         StudyError: a bad threshold or measurement shape, or too many candidates.
@@ -460,21 +708,28 @@ def heavy_hitters_bits(measurements: np.ndarray, threshold: int, *, seed: int | 
         raise StudyError("--threshold must be >= 1")
     vdaf = Poplar1(m.shape[1], CTX)
     t0 = time.perf_counter()
+    if park is None:
+        park = m.shape[0] >= PARK_REPORTS and out_of_core is not False
     if out_of_core is None:
         out_of_core = park or m.shape[0] >= OUT_OF_CORE_REPORTS
     if park and not out_of_core:
         raise StudyError("parking the aggregators' state needs the reports out of core")
     store, client_cpu, upload = make_reports(vdaf, m, seed, client_progress,
                                              out_of_core=out_of_core, tmpdir=tmpdir)
+    if processes is None:
+        processes = m.shape[0] >= PROCESS_REPORTS
     try:
         key = _randomness(seed, "poplar1 verify key").token_bytes(vdaf.VERIFY_KEY_SIZE)
-        out = search(vdaf, None, None, None, threshold, verify_key=key,
-                     max_candidates=max_candidates, progress=progress, store=store,
-                     park_dir=store.tmpdir if park else None)
+        run = search_processes if processes else search
+        kw = {} if processes else {"nonces": None, "public": None, "shares": None}
+        out = run(vdaf, store=store, threshold=threshold, verify_key=key,
+                  max_candidates=max_candidates, progress=progress,
+                  park_dir=store.tmpdir if park else None, on_level=on_level, **kw)
     finally:
         store.close()
     return SearchResult(out["heavy"], out["levels"], out["parties"], client_cpu, upload,
-                        vdaf.bits, threshold, time.perf_counter() - t0)
+                        vdaf.bits, threshold, time.perf_counter() - t0, out_of_core=out_of_core,
+                        parked=park, processes=processes)
 
 
 def privacy_statement() -> dict[str, Any]:
@@ -488,7 +743,8 @@ def privacy_statement() -> dict[str, Any]:
 
 def run_poplar1(pop, k: int, *, threshold: int | None = None, max_length: int = 10,  # noqa: ANN001
                 seed: int | None = None, max_candidates: int = 1 << 14,
-                progress: Callable[[Iterable[int]], Iterable[int]] | None = None):  # noqa: ANN201
+                progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                on_level: Callable[[dict[str, Any]], None] | None = None):  # noqa: ANN201
     """Poplar1 heavy hitters on a one-word population, as an
     :class:`protocol.studies.runners.hh.HHResult`.
 
@@ -501,7 +757,7 @@ def run_poplar1(pop, k: int, *, threshold: int | None = None, max_length: int = 
     vocab_bits = encode_words(pop.vocabulary, pop.alphabet, max_length)
     meas = vocab_bits[pop.items]
     res = heavy_hitters_bits(meas, t, seed=seed, max_candidates=max_candidates,
-                             progress=progress)
+                             progress=progress, on_level=on_level)
     found = {decode_bits(s, pop.alphabet): float(c) for s, c in res.heavy.items()}
     return HHResult("poplar1", found, truncated_truth(pop, max_length), privacy_statement(),
                     details(res, pop.n, max_length, bits_per_char(pop.alphabet)))
@@ -525,6 +781,9 @@ def details(res: SearchResult, n: int, max_length: int | None, b: int | None) ->
         "aggregator_bytes_sent": [p.bytes_sent for p in parties],
         "aggregator_bytes_received": [p.bytes_received for p in parties],
         "aggregators_learn": {"prefix_counts": learnt, "below_threshold": below},
+        # each aggregator's own process (peak memory, whole CPU), or None: both in one
+        "aggregator_processes": (None if parties[0].process is None
+                                 else [p.process for p in parties]),
         "seconds": round(res.seconds, 3),
         "per_level": res.levels,
     }
@@ -568,6 +827,7 @@ def side_by_side(opts: SideBySideOptions,
     """
     from protocol.studies.runners import default_transport
     from protocol.studies.runners import triehh as triehh_runner
+    from protocol.studies.measure import peak_rss_mb
     from protocol.studies.runners.hh import HHResult, load_population, score
 
     if opts.users < 2 or opts.k < 1:
@@ -612,7 +872,18 @@ def side_by_side(opts: SideBySideOptions,
     # Poplar1
     t = default_threshold(n, opts.k) if opts.threshold is None else int(opts.threshold)
     say(f"Poplar1 on the same {n:,} clients, threshold {t}")
-    p_res = run_poplar1(pop, opts.k, threshold=t, max_length=opts.max_length, seed=opts.seed)
+    cpu0 = time.process_time()
+
+    def level_line(row: dict[str, Any]) -> None:
+        peak = row.get("aggregator_peak_rss_mb")
+        say(f"Poplar1 level {row['level']}: {row['candidates']} candidates, "
+            f"{row['passing']} passing, {row['seconds']:.0f} s; CPU s: collector "
+            f"{time.process_time() - cpu0:.0f}, aggregators "
+            + ", ".join(f"{c:.0f}" for c in row["aggregator_cpu_seconds"])
+            + ("" if peak is None else "; peak MB: collector "
+               f"{peak_rss_mb():.0f}, aggregators " + ", ".join(f"{m:.0f}" for m in peak)))
+    p_res = run_poplar1(pop, opts.k, threshold=t, max_length=opts.max_length, seed=opts.seed,
+                        on_level=level_line)
     d = p_res.details
     rows.append({
         "mechanism": "poplar1", **_metrics(score(p_res, opts.k), opts.k),
@@ -629,6 +900,8 @@ def side_by_side(opts: SideBySideOptions,
                    "aggregator alone",
         "seconds": d["seconds"],
         "threshold": t, "bits": d["bits"], "levels": d["levels"],
+        "client_cpu_seconds": round(d["client_cpu_seconds_per_report"] * n, 2),
+        "aggregator_processes": d["aggregator_processes"],
     })
     k = opts.k
     lines = [f"{pop.name}, n = {n:,}, K = {k}, L = {opts.max_length} characters, seed "
@@ -852,16 +1125,22 @@ def random_strings(support: int, chars: int, rng: np.random.Generator) -> list[s
 def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_000,
              zipf_s: float = 1.1, threshold: int | None = None, k: int = 10,
              seed: int = 0, out_of_core: bool | None = None,
-             park: bool = False,
+             park: bool | None = None, processes: bool | None = None,
              trace: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Poplar1 heavy hitters on Zipf(``zipf_s``) populations of ``support`` random
     printable strings of ``chars`` characters (8 bits each: ``BITS = 8 * chars``), for
     every ``n`` in ``users`` and length in ``chars``: wall and CPU seconds (clients and
-    each aggregator), levels, candidates, and whether the top-K was found.
+    each aggregator), levels, candidates, and whether the top-K was found. With the
+    aggregators in their own processes (``processes``, default from
+    :data:`PROCESS_REPORTS` reports on) the CPU seconds include theirs and a run's peak
+    memory is the sum of the three processes' peaks (collector, two aggregators).
 
     Raises:
         StudyError: bad sizes.
     """
+    import resource
+
+    from protocol.core.poplar1.xof import aes_backend
     from protocol.studies.measure import peak_rss_mb
 
     if not users or not chars or min(users) < 2 or min(chars) < 1 or support < 1:
@@ -881,13 +1160,16 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
             items = rng.choice(support, size=n, p=p)
             t = default_threshold(n, k) if threshold is None else threshold
             cpu0 = time.process_time()
+            ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             load0 = _load()
-            ooc = park or (n >= OUT_OF_CORE_REPORTS if out_of_core is None else out_of_core)
-            res = heavy_hitters_bits(vocab_bits[items], t, seed=seed, out_of_core=ooc,
-                                     park=park, progress=_traced(trace, n, c, cpu0))
+            res = heavy_hitters_bits(vocab_bits[items], t, seed=seed, out_of_core=out_of_core,
+                                     park=park, processes=processes,
+                                     on_level=_traced(trace, n, c, cpu0))
             wall = time.perf_counter() - t0
-            cpu = time.process_time() - cpu0
+            ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = time.process_time() - cpu0 + (ch1.ru_utime - ch0.ru_utime) \
+                + (ch1.ru_stime - ch0.ru_stime)
             counts = np.bincount(items, minlength=support)
             true_top = set(np.argsort(-counts, kind="stable")[:k].tolist())
             found = {vocab.index("".join(chr(int(x)) for x in np.packbits(np.array(s))))
@@ -903,32 +1185,165 @@ def bench_hh(users: Sequence[int], chars: Sequence[int], *, support: int = 10_00
                 "heavy_hitters": len(res.heavy),
                 "true_top_k_found": len(true_top & found),
                 "client_upload_bytes": res.upload_bytes_per_client,
-                "reports_out_of_core": ooc, "aggregator_state_parked": park,
+                "reports_out_of_core": res.out_of_core,
+                "aggregator_state_parked": res.parked,
+                "aggregator_processes": res.processes, "aes_backend": aes_backend(),
                 "load_average": [load0, _load()],
                 "us_per_report_level_per_aggregator": round(
                     1e6 * float(np.mean([pp.cpu_seconds for pp in res.parties]))
                     / (n * max(1, len(res.levels))), 2),
             })
+            if res.processes:
+                per = {"collector": round(peak_rss_mb(), 1)}
+                per.update({f"aggregator {pp.agg_id}": pp.process["peak_rss_mb"]
+                            for pp in res.parties})
+                runs[-1]["peak_rss_mb_per_process"] = per
+                runs[-1]["peak_rss_mb"] = round(sum(per.values()), 1)
+    peak = max([peak_rss_mb()] + [r["peak_rss_mb"] for r in runs if "peak_rss_mb" in r])
     return {"support": support, "zipf_s": zipf_s, "k": k, "seed": seed, "runs": runs,
-            "peak_rss_mb": round(peak_rss_mb(), 1)}
+            "peak_rss_mb": round(peak, 1)}
+
+
+def _allocated_bytes() -> int | None:
+    """Bytes allocated now: C heap in use (glibc's ``mallinfo2``: ``uordblks`` and
+    ``hblkhd``, where OpenSSL and the Rust of ``cryptography`` allocate) plus what
+    ``tracemalloc`` traces (Python's own allocator); ``None`` without glibc's
+    ``mallinfo2`` or with ``tracemalloc`` off."""
+    import ctypes
+    import tracemalloc
+
+    if not tracemalloc.is_tracing():
+        return None
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+
+    class _MallInfo2(ctypes.Structure):
+        _fields_ = [(f, ctypes.c_size_t) for f in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+            "uordblks", "fordblks", "keepcost")]
+    fn.restype = _MallInfo2
+    info = fn()
+    return int(info.uordblks + info.hblkhd) + tracemalloc.get_traced_memory()[0]
+
+
+def bench_state(n: int = 8192, bits: int = 256, candidates: int = 42, levels: int = 12,
+                seed: int = 0, aes_blocks: int = 64, repeats: int = 3) -> dict[str, Any]:
+    """What one aggregator keeps per report between levels of a search, by part: its
+    AES keys or contexts (the resident memory they add, under each AES backend), its
+    IDPF nodes of the last level and its correlated-randomness sponge (their arrays'
+    bytes). The AES part is the bytes allocated (C heap and Python's) while it is
+    derived and used once, the rest the arrays' sizes. And each backend's CPU time per
+    report for one call over ``aes_blocks`` blocks a report (``n`` random keys; the
+    contexts backend's contexts made before; ``repeats`` interleaved, the median). ``n`` random reports of ``bits`` bits, a walk of ``levels`` levels whose
+    candidates are the children of the first ``candidates / 2`` of the previous level's.
+
+    Raises:
+        StudyError: bad sizes.
+    """
+    import gc
+    import tracemalloc
+
+    from protocol.core.poplar1 import Aggregator, Poplar1, sketch_accepts, sketch_message
+    from protocol.core.poplar1.xof import (AES_BACKENDS, RowKeyedAes, aes_backend,
+                                           set_aes_backend)
+
+    if n < 16 or bits < levels + 1 or candidates < 2 or levels < 1:
+        raise StudyError("--state needs n >= 16, candidates >= 2, 1 <= levels < bits")
+    vdaf = Poplar1(bits, CTX)
+    rng = np.random.default_rng(seed)
+    rep = vdaf.shard_batch(rng.integers(0, 2, (n, bits)).astype(bool),
+                           rng.integers(0, 256, (n, 16), dtype=np.uint8),
+                           rng.integers(0, 256, (n, vdaf.RAND_SIZE), dtype=np.uint8))
+    key = bytes(vdaf.VERIFY_KEY_SIZE)
+    before = aes_backend()
+    out: dict[str, Any] = {"n": n, "bits": bits, "levels": levels, "backends": {}}
+    try:
+        for backend in AES_BACKENDS:
+            set_aes_backend(backend)
+            aggs = [Aggregator(vdaf, j, key, rep.nonces, rep.public, rep.shares[j])
+                    for j in (0, 1)]
+            passing: list[tuple[bool, ...]] = [()]
+            cpu = time.process_time()
+            for level in range(levels):
+                cands = sorted(p + (b,) for p in passing for b in (False, True))
+                ap = (level, tuple(cands))
+                r1 = [a.verify_init(ap) for a in aggs]
+                msg = sketch_message(level, bits, r1[0], r1[1])
+                r2 = [a.verify_next(msg) for a in aggs]
+                ok = sketch_accepts(level, bits, r2[0], r2[1])
+                for a in aggs:
+                    a.aggregate(ok)
+                passing = cands[:max(1, candidates // 2)]
+            cpu = time.process_time() - cpu
+            a = aggs[0]
+            # the AES part: drop it, then the bytes allocated to derive it again and use
+            # it once (the keys' TurboSHAKE128 temporaries are freed by then)
+            a._ciphers = None
+            gc.collect()
+            tracemalloc.start()
+            try:
+                r0 = _allocated_bytes()
+                c = a.ciphers
+                c.extend.encrypt_rows(np.zeros((n, 16), dtype=np.uint8))
+                c.convert.encrypt_rows(np.zeros((n, 16), dtype=np.uint8))
+                gc.collect()
+                r1 = _allocated_bytes()
+            finally:
+                tracemalloc.stop()
+            aes = None if r0 is None or r1 is None else r1 - r0
+            nodes = a._cache.seeds.nbytes + a._cache.ctrl.nbytes
+            st = a._streams.snapshot()[0]
+            out["backends"][backend] = {
+                "aes_bytes_per_report": None if aes is None else round(aes / n, 1),
+                "aes_key_bytes_per_report": (c.extend.keys.nbytes + c.convert.keys.nbytes) // n,
+                "node_bytes_per_report": round(nodes / n, 1),
+                "nodes_per_report": len(a._cache.prefixes),
+                "sponge_bytes_per_report": round(st.nbytes / n, 1),
+                "cpu_seconds_both_aggregators": round(cpu, 2),
+            }
+            del aggs, a, c
+        rng2 = np.random.default_rng(seed + 1)
+        keys = rng2.integers(0, 256, (n, 16), dtype=np.uint8)
+        data = rng2.integers(0, 256, (n, 16 * aes_blocks), dtype=np.uint8)
+        engines, times, outs = {}, {b: [] for b in AES_BACKENDS}, {}
+        for backend in AES_BACKENDS:
+            set_aes_backend(backend)
+            engines[backend] = RowKeyedAes(keys)
+            outs[backend] = engines[backend].encrypt_rows(data)    # contexts made here
+        if any(not np.array_equal(outs["openssl"], o) for o in outs.values()):
+            raise StudyError("the AES backends disagree")
+        for _ in range(repeats):
+            for backend in AES_BACKENDS:
+                set_aes_backend(backend)
+                t = time.process_time()
+                engines[backend].encrypt_rows(data)
+                times[backend].append(time.process_time() - t)
+        for backend in AES_BACKENDS:
+            out["backends"][backend]["aes_us_per_report"] = round(
+                1e6 * float(np.median(times[backend])) / n, 2)
+        out["aes_blocks_per_call"] = aes_blocks
+    finally:
+        set_aes_backend(before)
+    return out
 
 
 def _traced(trace: Callable[[dict[str, Any]], None] | None, n: int, chars: int,  # noqa: ANN202
             cpu0: float):
-    """A search ``progress`` that reports, as each level starts, the process's peak
-    memory so far and its CPU seconds since ``cpu0`` to ``trace`` (``None``: no
-    progress)."""
+    """A search ``on_level`` that reports, as each level ends, this process's peak
+    memory so far and its CPU seconds since ``cpu0``, with the level's row (candidates,
+    passing, seconds, each aggregator's CPU seconds and, in processes, peak memory) to
+    ``trace`` (``None``: no trace)."""
     if trace is None:
         return None
     from protocol.studies.measure import peak_rss_mb
 
-    def progress(levels: Iterable[int]) -> Iterable[int]:
-        for level in levels:
-            trace({"n": n, "chars": chars, "level": level, "peak_rss_mb": round(peak_rss_mb(), 1),
-                   "cpu_seconds": round(time.process_time() - cpu0, 1),
-                   "time": time.strftime("%H:%M:%S", time.gmtime())})
-            yield level
-    return progress
+    def on_level(row: dict[str, Any]) -> None:
+        trace({"n": n, "chars": chars, **row, "peak_rss_mb": round(peak_rss_mb(), 1),
+               "cpu_seconds": round(time.process_time() - cpu0, 1),
+               "time": time.strftime("%H:%M:%S", time.gmtime())})
+    return on_level
 
 
 def hh_table(docs: Sequence[dict[str, Any]]) -> list[str]:
@@ -942,7 +1357,7 @@ def hh_table(docs: Sequence[dict[str, Any]]) -> list[str]:
     for d in docs:
         if not isinstance(d, dict) or not isinstance(d.get("runs"), list):
             raise StudyError("not the JSON of fedhh bench poplar1 --hh")
-        rows += [(r, d.get("peak_rss_mb")) for r in d["runs"]]
+        rows += [(r, r.get("peak_rss_mb", d.get("peak_rss_mb"))) for r in d["runs"]]
     rows.sort(key=lambda x: (x[0]["bits"], x[0]["n"]))
     out = ["| n | characters (bits) | levels | median candidates per level | wall s | "
            "CPU s: clients | CPU s: each aggregator | CPU s total | us per report, level "
@@ -965,8 +1380,14 @@ def hh_table(docs: Sequence[dict[str, Any]]) -> list[str]:
 def _kept(run: dict[str, Any]) -> str:
     """Where a ``--hh`` run kept the reports (runs from before the option: memory)."""
     if run.get("aggregator_state_parked"):
-        return "files, state parked"
-    return "files" if run.get("reports_out_of_core") else "memory"
+        where = "files, state parked"
+    else:
+        where = "files" if run.get("reports_out_of_core") else "memory"
+    if run.get("aggregator_processes"):
+        where += "; 2 aggregator processes"
+    if run.get("aes_backend") == "contexts":
+        where += "; AES contexts kept"
+    return where
 
 
 def reference_table(docs: Sequence[dict[str, Any]]) -> list[str]:
@@ -1005,9 +1426,32 @@ def bench_table(docs: Sequence[dict[str, Any]]) -> list[str]:
     Raises:
         StudyError: documents of neither kind, or of both.
     """
-    kinds = {"hh" if isinstance(d, dict) and "runs" in d else "ref" for d in docs}
+    kinds = {"hh" if isinstance(d, dict) and "runs" in d else
+             "state" if isinstance(d, dict) and "backends" in d else "ref" for d in docs}
     if kinds == {"hh"}:
         return hh_table(docs)
+    if kinds == {"state"}:
+        return state_table(docs)
     if kinds == {"ref"}:
         return reference_table(docs)
-    raise StudyError("--table takes outputs of one kind: all --hh or all --reference")
+    raise StudyError("--table takes outputs of one kind: all --hh, all --state or all "
+                     "--reference")
+
+
+def state_table(docs: Sequence[dict[str, Any]]) -> list[str]:
+    """The Markdown table of ``fedhh bench poplar1 --state`` outputs: per AES backend,
+    one aggregator's bytes per report between levels by part, and the AES's CPU."""
+    out = ["| bits | reports | AES backend | AES (bytes a report) | IDPF nodes (bytes a "
+           "report) | sponge (bytes a report) | total (bytes a report) | AES CPU (us a "
+           "report, one call of 64 blocks) |",
+           "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for d in docs:
+        for name, b in d["backends"].items():
+            aes = b["aes_bytes_per_report"]
+            total = (aes or 0) + b["node_bytes_per_report"] + b["sponge_bytes_per_report"]
+            out.append(f"| {d['bits']} | {d['n']:,} | {name} | "
+                       f"{'' if aes is None else f'{aes:,.0f}'} | "
+                       f"{b['node_bytes_per_report']:,.0f} ({b['nodes_per_report']} nodes) | "
+                       f"{b['sponge_bytes_per_report']:,.0f} | {total:,.0f} | "
+                       f"{b.get('aes_us_per_report', float('nan')):g} |")
+    return out
