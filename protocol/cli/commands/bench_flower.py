@@ -104,8 +104,13 @@ def _app(args: argparse.Namespace) -> int:
         from protocol.flower.bench import bench_app
         from protocol.flower.session import FlowerSecAggError
 
+        def progress(row: dict) -> None:
+            import json
+
+            print(json.dumps(row, sort_keys=True), file=sys.stderr, flush=True)
+
         out = bench_app(args.clients, args.dim, rounds=args.rounds, engine=args.engine,
-                        seed=args.seed)
+                        seed=args.seed, progress=progress)
     except ImportError as exc:
         raise UsageError(f"fedhh bench flower --app needs Flower ({exc}); install "
                          "fedhh[flower] and, for --engine ray, flwr[simulation]") from None
