@@ -43,6 +43,8 @@ class AppConfig:
         flower_shares, flower_threshold: Flower's ``num_shares`` and
             ``reconstruction_threshold`` (``0``: ours at ``n`` mapped to Flower's ring).
         lr: the learning rate.
+        window: our workflow's ``window`` (at most this many of a stage's messages
+            in Flower's LinkState at once; ``None``: all).
     """
 
     nodes: int = 10
@@ -59,6 +61,7 @@ class AppConfig:
     flower_shares: int = 0
     flower_threshold: int = 0
     lr: float = 0.5
+    window: int | None = None
 
 
 @functools.lru_cache(maxsize=256)
@@ -256,7 +259,7 @@ def make_server_app(cfg: AppConfig, rec: Recorder) -> Any:
 
     init = [np.zeros(cfg.dim), np.zeros(1)]
     ours = FedhhSecAggWorkflow(threat=cfg.threat, pki=cfg.pki,
-                               dropout_rate=cfg.dropout_rate)
+                               dropout_rate=cfg.dropout_rate, window=cfg.window)
     shares, thr = cfg.flower_shares, cfg.flower_threshold
     if not shares:
         p = ours.policy.params(cfg.nodes)
