@@ -280,6 +280,7 @@ def test_triehh_node_votes_once_per_level() -> None:
     assert sum("already voted" in why for _, why in transport.rounds[-1][4].rejected) == 10
 
 
+@pytest.mark.slow  # about 3 s: a subprocess that imports Flower and runs the project
 def test_fedhh_flower_new_project_runs(tmp_path) -> None:  # noqa: ANN001
     from protocol.cli import main
 

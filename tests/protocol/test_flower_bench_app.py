@@ -9,7 +9,7 @@ import pytest
 flwr = pytest.importorskip("flwr")
 
 
-@pytest.mark.parametrize("rounds", [2, 4])
+@pytest.mark.parametrize("rounds", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_bench_app_records_both_kinds(rounds) -> None:  # noqa: ANN001
     from protocol.flower.bench import bench_app
 
