@@ -81,3 +81,18 @@ def test_cpu_parts_tells_the_engine_threads_apart() -> None:
     after = cpu_parts()  # ended threads fall to the rest of the process
     assert after["engine_poll"] < during["engine_poll"]
     assert sum(after.values()) - sum(before.values()) >= 0.35
+
+
+def test_bench_app_fedhh_only_with_a_window(capsys) -> None:  # noqa: ANN001
+    from protocol.cli import main
+
+    assert main(["bench", "flower", "--app", "--engine", "local", "--clients", "6",
+                 "--dim", "4", "--rounds", "2", "--window", "0"]) == 2
+    assert "--window must be at least 1" in capsys.readouterr().err
+    assert main(["bench", "flower", "--app", "--engine", "local", "--clients", "6",
+                 "--dim", "4", "--rounds", "2", "--fedhh-only", "--window", "2",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["window"] == 2 and d["modes"] == "fedhh"
+    assert d["rounds_completed"] == {"fedhh": 2} and "cpu_ratio" not in d
+    assert d["fedhh_sessions_complete"] and d["warmup_left_out"] is True
