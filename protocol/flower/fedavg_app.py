@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AppConfig", "Recorder", "make_client_app", "make_server_app", "node_data",
-           "run_app", "MODES"]
+__all__ = ["AppConfig", "CPU_PARTS", "Recorder", "cpu_parts", "make_client_app",
+           "make_server_app", "node_data", "run_app", "MODES"]
 
 MODES = ("plain", "flower", "fedhh", "alternate")
 
@@ -43,6 +43,8 @@ class AppConfig:
         flower_shares, flower_threshold: Flower's ``num_shares`` and
             ``reconstruction_threshold`` (``0``: ours at ``n`` mapped to Flower's ring).
         lr: the learning rate.
+        window: our workflow's ``window`` (at most this many of a stage's messages
+            in Flower's LinkState at once; ``None``: all).
     """
 
     nodes: int = 10
@@ -59,6 +61,7 @@ class AppConfig:
     flower_shares: int = 0
     flower_threshold: int = 0
     lr: float = 0.5
+    window: int | None = None
 
 
 @functools.lru_cache(maxsize=256)
@@ -127,14 +130,78 @@ def _mods(cfg: AppConfig) -> list:
 @dataclass
 class Recorder:
     """What the ServerApp saw: the global parameters after each round, CPU per round
-    (``(mode, seconds)``), content bytes per node and direction per round, and our
-    sessions' outcomes."""
+    (``(mode, seconds)``) and where it went (``cpu_split``), content bytes per node
+    and direction per round, and our sessions' outcomes."""
 
     params: dict[int, list[np.ndarray]] = field(default_factory=dict)
     cpu: list[tuple[str, float]] = field(default_factory=list)
+    #: ``(mode, {part: CPU seconds})`` per round: where the round's CPU went
+    #: (:func:`cpu_parts`)
+    cpu_split: list[tuple[str, dict[str, float]]] = field(default_factory=list)
     wall: list[tuple[str, float]] = field(default_factory=list)
     bytes_per_node: list[tuple[str, float]] = field(default_factory=list)
     outcomes: list[Any] = field(default_factory=list)
+    #: called with the round's mode after each fit round is recorded (progress of a
+    #: long run)
+    on_round: Any = None
+
+
+#: the parts of a run's CPU that :func:`cpu_parts` tells apart
+CPU_PARTS = ("server_app", "engine_poll", "engine_dispatch", "driver_other",
+             "clientapp_workers", "ray_other")
+
+
+def cpu_parts() -> dict[str, float]:
+    """CPU seconds so far of this process and all its descendants (the engine's Ray
+    processes), by part:
+
+    * ``server_app``: the ServerApp's thread (the workflow: our ``SessionDriver`` and
+      server state machine, or Flower's ``SecAggPlusWorkflow``; the grid's polling for
+      replies);
+    * ``engine_poll``: the simulation engine's thread that moves messages from the
+      LinkState to its queue (Flower's ``add_messages_to_queue``);
+    * ``engine_dispatch``: the engine's worker threads (Flower's ``vce_api.worker``:
+      they pickle each message and its node's ``Context`` for a Ray actor and unpickle
+      the reply);
+    * ``driver_other``: the rest of this process (its other threads, threads that
+      have ended);
+    * ``clientapp_workers``: the Ray workers that run the ClientApp (Flower's
+      ``ClientAppActor``: the mods, the training, Ray's (de)serialisation);
+    * ``ray_other``: Ray's other processes (raylet, GCS, dashboard, agents).
+
+    A thread's part is read from its Python name and target, a process's from its
+    command line (Ray names its workers ``ray::ClientAppActor...``, ``ray::IDLE``)."""
+    import threading
+
+    import psutil
+
+    out = dict.fromkeys(CPU_PARTS, 0.0)
+    me = psutil.Process()
+    names = {t.native_id: (t.name, getattr(getattr(t, "_target", None), "__name__", ""))
+             for t in threading.enumerate()}
+    for th in me.threads():
+        name, target = names.get(th.id, ("", ""))
+        if "server_th" in name or "server_th" in target:
+            part = "server_app"
+        elif target == "add_messages_to_queue" or "add_messages_to_queue" in name:
+            part = "engine_poll"
+        elif name.startswith("ThreadPoolExecutor"):
+            part = "engine_dispatch"
+        else:
+            continue
+        out[part] += th.user_time + th.system_time
+    # the rest of this process's CPU (its other threads, and threads that have ended)
+    out["driver_other"] = sum(me.cpu_times()[:2]) - sum(out.values())
+    for ch in me.children(recursive=True):
+        try:
+            cmd = " ".join(ch.cmdline())
+            cpu = sum(ch.cpu_times()[:2])
+        except psutil.Error:
+            continue
+        worker = cmd.startswith("ray::") and not cmd.startswith(
+            ("ray::DashboardAgent", "ray::RuntimeEnvAgent")) or "default_worker.py" in cmd
+        out["clientapp_workers" if worker else "ray_other"] += cpu
+    return out
 
 
 def _tree_cpu() -> float:
@@ -192,7 +259,7 @@ def make_server_app(cfg: AppConfig, rec: Recorder) -> Any:
 
     init = [np.zeros(cfg.dim), np.zeros(1)]
     ours = FedhhSecAggWorkflow(threat=cfg.threat, pki=cfg.pki,
-                               dropout_rate=cfg.dropout_rate)
+                               dropout_rate=cfg.dropout_rate, window=cfg.window)
     shares, thr = cfg.flower_shares, cfg.flower_threshold
     if not shares:
         p = ours.policy.params(cfg.nodes)
@@ -205,7 +272,7 @@ def make_server_app(cfg: AppConfig, rec: Recorder) -> Any:
         rnd = int(context.state.config_records[MAIN_CONFIGS_RECORD]["current_round"])
         mode = cfg.mode if cfg.mode != "alternate" else ("flower", "fedhh")[rnd % 2]
         counting = _CountingGrid(grid)
-        c0, w0 = _tree_cpu(), time.perf_counter()
+        p0, c0, w0 = cpu_parts(), _tree_cpu(), time.perf_counter()
         if mode == "plain":
             from flwr.server.workflow.default_workflows import default_fit_workflow
 
@@ -216,8 +283,12 @@ def make_server_app(cfg: AppConfig, rec: Recorder) -> Any:
             ours(counting, context)
             rec.outcomes.append(ours.last)
         rec.cpu.append((mode, _tree_cpu() - c0))
+        p1 = cpu_parts()
+        rec.cpu_split.append((mode, {k: p1[k] - p0[k] for k in CPU_PARTS}))
         rec.wall.append((mode, time.perf_counter() - w0))
         rec.bytes_per_node.append((mode, counting.bytes / cfg.nodes))
+        if rec.on_round is not None:
+            rec.on_round(mode)
 
     app = ServerApp()
 
@@ -234,9 +305,11 @@ def make_server_app(cfg: AppConfig, rec: Recorder) -> Any:
     return app
 
 
-def run_app(cfg: AppConfig, *, num_cpus: int = 2, verbose: bool = False) -> Recorder:
+def run_app(cfg: AppConfig, *, num_cpus: int = 2, verbose: bool = False,
+            rec: Recorder | None = None) -> Recorder:
     """Run the app in Flower's simulation engine (Ray backend) and return what the
-    ServerApp recorded. Flower's telemetry is switched off first.
+    ServerApp recorded (into ``rec`` if given). Flower's telemetry is switched off
+    first.
 
     Raises:
         ValueError: an unknown mode.
@@ -250,7 +323,7 @@ def run_app(cfg: AppConfig, *, num_cpus: int = 2, verbose: bool = False) -> Reco
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     from flwr.simulation import run_simulation
 
-    rec = Recorder()
+    rec = rec if rec is not None else Recorder()
     if not verbose:
         logging.getLogger("flwr").setLevel(logging.WARNING)
     run_simulation(make_server_app(cfg, rec), make_client_app(cfg), num_supernodes=cfg.nodes,

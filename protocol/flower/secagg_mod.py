@@ -23,6 +23,7 @@ another policy (``threat="semi-honest"`` needs no PKI).
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import numpy as np
@@ -30,7 +31,7 @@ import numpy as np
 from protocol.flower.node import NodeSession, handle, session_record
 from protocol.flower.session import RECORD, FlowerSecAggError, Offer, Policy, Quantiser
 
-__all__ = ["fedhh_secagg_mod", "make_secagg_mod", "FEDAVG_APP"]
+__all__ = ["fedhh_secagg_mod", "make_secagg_mod", "FedhhSecAggMod", "FEDAVG_APP"]
 
 #: the ``kind`` of the offer's application description for a FedAvg fit round
 FEDAVG_APP = "fedavg"
@@ -55,7 +56,7 @@ def _check_fedavg(offer: Offer, _node_config: Any) -> tuple[Quantiser, list[tupl
     return q, shapes
 
 
-def _fedavg_input(sess: NodeSession, msg: Any, ctxt: Any, call_next: Callable) -> tuple:
+def _fedavg_input(sess: NodeSession, msg: Any, ctxt: Any, *, call_next: Callable) -> tuple:
     """Train (the rest of the ClientApp), then quantise the update."""
     import flwr.compat.common.recorddict_compat as compat
 
@@ -78,8 +79,40 @@ def _fedavg_input(sess: NodeSession, msg: Any, ctxt: Any, call_next: Callable) -
     return vec, content
 
 
+class FedhhSecAggMod:
+    """A ClientApp mod with one node's policy (what :func:`make_secagg_mod` returns).
+
+    A class at module level rather than a closure: Flower's simulation engine pickles
+    the ClientApp, mods included, with every message it hands a Ray worker, and
+    cloudpickle ships a closure by value (its code, 1.7 kB) but an instance of an
+    importable class by reference (its class's name and its few fields), as it does
+    Flower's own ``secaggplus_mod``.
+    """
+
+    __slots__ = ("policy", "pki", "allow_plaintext")
+
+    def __init__(self, policy: Policy, pki: str | None, allow_plaintext: bool) -> None:
+        self.policy = policy
+        self.pki = pki
+        self.allow_plaintext = allow_plaintext
+
+    def __call__(self, msg: Any, ctxt: Any, call_next: Callable) -> Any:
+        from flwr.app.message_type import MessageType
+
+        if msg.metadata.message_type != MessageType.TRAIN:
+            return call_next(msg, ctxt)
+        if session_record(msg.content.config_records, self.allow_plaintext) is None:
+            return call_next(msg, ctxt)  # plaintext allowed by this node's option
+        return handle(msg, ctxt, policy=self.policy, pki=self.pki, check_app=_check_fedavg,
+                      make_input=functools.partial(_fedavg_input, call_next=call_next))
+
+    def __repr__(self) -> str:
+        return (f"FedhhSecAggMod(threat={self.policy.threat!r}, pki={self.pki!r}, "
+                f"allow_plaintext={self.allow_plaintext})")
+
+
 def make_secagg_mod(*, threat: str = "malicious", pki: str | None = None,
-                    allow_plaintext: bool = False, **policy: Any) -> Callable:
+                    allow_plaintext: bool = False, **policy: Any) -> FedhhSecAggMod:
     """A mod with this node's policy (:class:`~protocol.flower.session.Policy`'s
     fields: ``threat``, ``corrupt_fraction``, ``dropout_rate``, ``graph``, ``sigma``,
     ``eta``), its PKI directory, and whether plaintext training requests pass.
@@ -87,19 +120,7 @@ def make_secagg_mod(*, threat: str = "malicious", pki: str | None = None,
     Raises:
         FlowerSecAggError: a bad policy.
     """
-    pol = Policy(threat=threat, **policy)
-
-    def fedhh_secagg_mod(msg: Any, ctxt: Any, call_next: Callable) -> Any:
-        from flwr.app.message_type import MessageType
-
-        if msg.metadata.message_type != MessageType.TRAIN:
-            return call_next(msg, ctxt)
-        if session_record(msg.content.config_records, allow_plaintext) is None:
-            return call_next(msg, ctxt)  # plaintext allowed by this node's option
-        return handle(msg, ctxt, policy=pol, pki=pki, check_app=_check_fedavg,
-                      make_input=lambda s, m, c: _fedavg_input(s, m, c, call_next))
-
-    return fedhh_secagg_mod
+    return FedhhSecAggMod(Policy(threat=threat, **policy), pki, allow_plaintext)
 
 
 #: the mod with the default policy (malicious server, PKI from the node config or

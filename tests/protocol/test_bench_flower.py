@@ -67,6 +67,7 @@ def test_flower_round_outputs_the_sum_and_the_check_can_fail() -> None:
     assert fc.run_flower_round(16, 40, 5, 3, seed=2, fl=broken)["correct"] is False
 
 
+@pytest.mark.slow  # about 6 s on 2 busy cores: Flower's bare round, interleaved
 def test_bench_flower_small(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("flwr")
     out = fc.bench_flower(24, 30, repeats=1, bare_sample=5, allow_other_version=True)

@@ -88,6 +88,69 @@ def test_nodes_that_stop_answering_are_recovered(tmp_path) -> None:  # noqa: ANN
         assert np.max(np.abs(a - b)) < 3 * _bound(cfg, n - 2)
 
 
+class _Sizes:
+    """A grid that records how many messages each send carries."""
+
+    def __init__(self, grid) -> None:  # noqa: ANN001
+        self.grid, self.sizes = grid, []
+
+    def __getattr__(self, name):  # noqa: ANN001, ANN204
+        return getattr(self.grid, name)
+
+    def send_and_receive(self, messages, *, timeout=None):  # noqa: ANN001, ANN201
+        messages = list(messages)
+        self.sizes.append(len(messages))
+        return self.grid.send_and_receive(messages, timeout=timeout)
+
+
+def test_a_window_sends_at_most_that_many_and_changes_nothing_else(tmp_path) -> None:  # noqa: ANN001
+    """With window 4 every stage goes out in sends of at most 4 messages; two nodes that
+    go silent at the training request are recovered; the mean is the plaintext one."""
+    n = 10
+    write_pki(tmp_path, n)
+    cfg = AppConfig(nodes=n, rounds=2, dim=3, mode="fedhh", pki=str(tmp_path),
+                    dropout_rate=0.2, window=4)
+    rec = Recorder()
+
+    def silent(i, msg):  # noqa: ANN001, ANN202
+        return i in (2, 5) and bool(msg.content.array_records)
+
+    grid = _Sizes(LocalGrid(make_client_app(cfg), n, silent=silent))
+    serve(make_server_app(cfg, rec), grid)
+    assert max(grid.sizes) == 4 and grid.sizes[:3] == [4, 4, 2]  # identify: 10 nodes
+    assert all(o.total is not None and len(o.survivors) == n - 2 for o in rec.outcomes)
+    plain = _run(AppConfig(nodes=n, rounds=2, dim=3, mode="plain", fail=(2, 5)))
+    for rnd in (1, 2):
+        for a, b in zip(plain.params[rnd], rec.params[rnd]):
+            assert np.max(np.abs(a - b)) < 3 * rnd * _bound(cfg, n - 2)
+
+
+def test_a_window_below_one_is_refused() -> None:
+    from protocol.flower.session import FlowerSecAggError
+    from protocol.flower.workflow import FedhhSecAggWorkflow, SessionDriver
+
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(FlowerSecAggError, match="window"):
+            SessionDriver(window=bad)
+    with pytest.raises(FlowerSecAggError, match="window"):
+        FedhhSecAggWorkflow(window=0)
+
+
+def test_the_mod_pickles_by_reference() -> None:
+    """The engine pickles the ClientApp with every message: our mod goes as a reference
+    to its class and its policy, not as a closure's code (as Flower's secaggplus_mod)."""
+    import pickle
+
+    from protocol.flower.secagg_mod import FedhhSecAggMod, fedhh_secagg_mod, \
+        make_secagg_mod
+
+    mod = make_secagg_mod(threat="semi-honest", pki="/somewhere", dropout_rate=0.1)
+    back = pickle.loads(pickle.dumps(mod))
+    assert isinstance(back, FedhhSecAggMod)
+    assert (back.policy, back.pki, back.allow_plaintext) == (mod.policy, "/somewhere", False)
+    assert len(pickle.dumps(fedhh_secagg_mod)) < 400
+
+
 def test_semi_honest_variant_needs_no_pki() -> None:
     rec = _run(AppConfig(nodes=6, rounds=1, mode="fedhh", threat="semi-honest"))
     assert rec.outcomes[0].total is not None and not rec.outcomes[0].offer.malicious
@@ -217,6 +280,7 @@ def test_triehh_node_votes_once_per_level() -> None:
     assert sum("already voted" in why for _, why in transport.rounds[-1][4].rejected) == 10
 
 
+@pytest.mark.slow  # about 3 s: a subprocess that imports Flower and runs the project
 def test_fedhh_flower_new_project_runs(tmp_path) -> None:  # noqa: ANN001
     from protocol.cli import main
 

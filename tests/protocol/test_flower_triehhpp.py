@@ -22,6 +22,8 @@ def _quiet() -> None:
     logging.getLogger("flwr").setLevel(logging.WARNING)
 
 
+@pytest.mark.slow  # 4 to 8 s each on 2 busy cores: 200 nodes (the default suite's
+# Flower set stays under 20 s; test_flower_apps.py covers the mod and workflow)
 @pytest.mark.parametrize("threat", ["malicious", "semi-honest"])
 def test_triehhpp_flower_app_releases_what_fedhh_triehhpp_releases(threat) -> None:  # noqa: ANN001
     out = run_app(triehhpp.TrieHHPPOptions(transport="secagg-flower", **KW), engine="local",
@@ -37,6 +39,7 @@ def test_triehhpp_flower_app_releases_what_fedhh_triehhpp_releases(threat) -> No
     assert all(lv["participants_sim_only"] == -1 for lv in s["levels"])
 
 
+@pytest.mark.slow  # about 4 s on 2 busy cores
 def test_keyed_participation_runs_and_hides_the_sample_from_the_server() -> None:
     """The deployment's participation (the nodes' shared key): the run completes with
     a release whose counts are at least theta; it is not the seed's release in general."""
@@ -59,6 +62,7 @@ def test_flat_and_unknown_options_are_refused() -> None:
         make_client_app(triehhpp.TrieHHPPOptions(**KW), participation="server")
 
 
+@pytest.mark.slow  # about 5 s: a subprocess that imports Flower and runs the project
 def test_fedhh_flower_new_triehhpp_project_runs(tmp_path) -> None:  # noqa: ANN001
     import subprocess
     import sys

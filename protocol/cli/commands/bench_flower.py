@@ -44,6 +44,12 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--rounds", type=int, default=6,
                    help="with --app: fit rounds, alternating, even (the first of each kind "
                         "is a warm-up left out; with 2, one of each, nothing is left out)")
+    p.add_argument("--window", type=int, default=None,
+                   help="with --app: our workflow's window (at most this many of a "
+                        "stage's messages in Flower's LinkState at once; default: all)")
+    p.add_argument("--fedhh-only", action="store_true", dest="fedhh_only",
+                   help="with --app: our rounds only (no Flower rounds, no ratio): to "
+                        "compare our side before and after a change at large n")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -100,12 +106,21 @@ def _app(args: argparse.Namespace) -> int:
                          "of each kind, no warm-up left out)")
     if args.dim < 2:
         raise UsageError("--dim must be at least 2 with --app")
+    if args.window is not None and args.window < 1:
+        raise UsageError("--window must be at least 1")
     try:
         from protocol.flower.bench import bench_app
         from protocol.flower.session import FlowerSecAggError
 
+        def progress(row: dict) -> None:
+            import json
+
+            print(json.dumps(row, sort_keys=True), file=sys.stderr, flush=True)
+
         out = bench_app(args.clients, args.dim, rounds=args.rounds, engine=args.engine,
-                        seed=args.seed)
+                        seed=args.seed, window=args.window,
+                        modes="fedhh" if args.fedhh_only else "alternate",
+                        progress=progress)
     except ImportError as exc:
         raise UsageError(f"fedhh bench flower --app needs Flower ({exc}); install "
                          "fedhh[flower] and, for --engine ray, flwr[simulation]") from None
@@ -117,6 +132,12 @@ def _app(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     w = sys.stdout.write
+    if args.fedhh_only:
+        w(f"Flower FedAvg app with fedhh only, n = {out['nodes']}, d = {out['dim']}, "
+          f"engine {out['engine']}, window {out['window']}: "
+          f"{out['fedhh_cpu_median']:.2f} s CPU per round, "
+          f"{out['fedhh_bytes_per_node']} B/node\n")
+        return 0
     w(f"Flower FedAvg app, n = {out['nodes']}, d = {out['dim']}, engine {out['engine']}, "
       f"{out['rounds']} fit rounds alternating "
       f"({'first of each kind left out' if out['warmup_left_out'] else 'none left out'})\n")
