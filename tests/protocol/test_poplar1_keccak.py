@@ -142,12 +142,7 @@ def test_vectors_through_the_numpy_sponge(monkeypatch: pytest.MonkeyPatch) -> No
         sys.path.insert(0, here)
     vec = importlib.import_module("test_poplar1_vectors")
     monkeypatch.setattr(X, "MIN_BATCH", 1)
-    assert vec.POSITIVE
-    for path in vec.POSITIVE:
-        vec.test_poplar1_vector(path)
-        vec.test_batch_aggregate_matches_vector(path)
-    vec.test_bad_corr_inner_is_rejected_at_the_second_message()
-    vec.test_idpf_vector()
+    vec.run_every_vector()
 
 
 def test_sponge_keeps_only_its_state_and_resumes() -> None:

@@ -151,3 +151,15 @@ def test_xof_vectors(name: str, cls) -> None:  # noqa: ANN001
     assert cls.derive_seed(seed, dst, binder).hex() == d["derived_seed"]
     vec = cls(seed, dst, binder).next_vec_mod(FIELD128, 16, d["length"])
     assert b"".join(x.to_bytes(16, "little") for x in vec).hex() == d["expanded_vec_field128"]
+
+
+def run_every_vector() -> None:
+    """Every positive vector, the batched aggregation, the negative case and the IDPF
+    vector, as the tests above run them (for other tests that change the backend or
+    the batching first)."""
+    assert POSITIVE
+    for path in POSITIVE:
+        test_poplar1_vector(path)
+        test_batch_aggregate_matches_vector(path)
+    test_bad_corr_inner_is_rejected_at_the_second_message()
+    test_idpf_vector()

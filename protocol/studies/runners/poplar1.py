@@ -336,6 +336,20 @@ def _store_loader(store, agg_id: int):  # noqa: ANN001, ANN202
     return load
 
 
+def _candidates(passing: list[tuple[bool, ...]], level: int,
+                max_candidates: int) -> list[tuple[bool, ...]]:
+    """The prefixes of ``level``: every passing prefix extended by one bit, in order.
+
+    Raises:
+        StudyError: more than ``max_candidates`` of them.
+    """
+    cands = sorted(p + (b,) for p in passing for b in (False, True))
+    if len(cands) > max_candidates:
+        raise StudyError(f"Poplar1: {len(cands)} candidates at level {level}, more than "
+                         f"the cap {max_candidates}; raise the threshold")
+    return cands
+
+
 def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  # noqa: ANN001
            verify_key: bytes, max_candidates: int = 1 << 14,
            progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
@@ -376,12 +390,9 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
     if progress is not None:
         it = progress(it)
     for level in it:
-        cands = sorted(p + (b,) for p in passing for b in (False, True))
+        cands = _candidates(passing, level, max_candidates)
         if not cands:
             break
-        if len(cands) > max_candidates:
-            raise StudyError(f"Poplar1: {len(cands)} candidates at level {level}, more than "
-                             f"the cap {max_candidates}; raise the threshold")
         agg_param = (level, tuple(cands))
         ap_bytes = len(encode_agg_param(agg_param))
         t0 = time.perf_counter()
@@ -631,12 +642,9 @@ def search_processes(vdaf, store, threshold: int, *, verify_key: bytes,  # noqa:
         if progress is not None:
             it = progress(it)
         for level in it:
-            cands = sorted(p + (b,) for p in passing for b in (False, True))
+            cands = _candidates(passing, level, max_candidates)
             if not cands:
                 break
-            if len(cands) > max_candidates:
-                raise StudyError(f"Poplar1: {len(cands)} candidates at level {level}, more "
-                                 f"than the cap {max_candidates}; raise the threshold")
             t0 = time.perf_counter()
             blob = vdaf.encode_agg_param((level, tuple(cands)))
             for j in (0, 1):
