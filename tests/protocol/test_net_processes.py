@@ -80,6 +80,8 @@ def test_stalled_client_is_cut_at_the_deadline():
     assert out["left_behind"] == 0
 
 
+# slow (18 s): kills at stages 0, 2 and 4 and a restarted server stay in the default run
+@pytest.mark.slow
 def test_several_sessions_in_a_row_with_kills():
     out = run_loopback(LoopbackOptions(processes=8, sessions=3, kill=1, kill_at=2, seed=9,
                                        **SMALL))

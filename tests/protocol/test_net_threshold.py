@@ -137,6 +137,9 @@ def test_committee_options_that_do_not_apply_are_errors(capsys):
     assert main(["net", "run", "--transport", "threshold", "--min-batch", "3"]) == 2
 
 
+# slow (22 s): a killed client process is also in the default run over the job
+# (test_net_job) and at stages 0, 2 and 4 of a session (test_net_processes)
+@pytest.mark.slow
 def test_net_run_threshold_with_a_killed_client_process():
     from protocol.core.net.launcher import ThresholdLoopbackOptions, run_threshold_loopback
 
