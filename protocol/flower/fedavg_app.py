@@ -228,6 +228,15 @@ class _CountingGrid:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.grid, name)
 
+    @property
+    def pull_interval(self) -> Any:
+        """The wrapped grid's (the workflows tune it per batch)."""
+        return getattr(self.grid, "pull_interval", None)
+
+    @pull_interval.setter
+    def pull_interval(self, value: float) -> None:
+        self.grid.pull_interval = value
+
     def _size(self, msg: Any) -> int:
         from flwr.common.serde import recorddict_to_proto
 

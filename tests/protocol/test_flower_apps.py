@@ -136,6 +136,62 @@ def test_a_window_below_one_is_refused() -> None:
         FedhhSecAggWorkflow(window=0)
 
 
+class _Pulling(_Sizes):
+    """A grid with Flower's ``pull_interval`` that records it at each send."""
+
+    def __init__(self, grid) -> None:  # noqa: ANN001
+        super().__init__(grid)
+        self.pull_interval, self.seen = 0.1, []
+
+    def send_and_receive(self, messages, *, timeout=None):  # noqa: ANN001, ANN201
+        self.seen.append(self.pull_interval)
+        return super().send_and_receive(messages, timeout=timeout)
+
+
+def test_the_pull_interval_grows_with_the_batch_and_is_put_back(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """Flower's in-process grid asks for a batch's replies every ``pull_interval``: the
+    driver raises it for large batches (never lowers it) and restores it after each,
+    also when the send raises; the sum is unchanged."""
+    from protocol.flower import workflow
+
+    assert workflow.pull_interval(1) == workflow.pull_interval(200) == 0.1
+    assert workflow.pull_interval(600) == pytest.approx(0.3)
+    assert workflow.pull_interval(10**6) == workflow.PULL_MAX == 0.5
+
+    class Raising:
+        pull_interval = 0.1
+
+        def send_and_receive(self, messages, *, timeout=None):  # noqa: ANN001, ANN201
+            assert self.pull_interval == 0.5
+            raise RuntimeError("lost")
+
+    g = Raising()
+    with pytest.raises(RuntimeError, match="lost"):
+        with workflow._pulling_every(g, 0.5):
+            g.send_and_receive([])
+    assert g.pull_interval == 0.1
+    slow = Raising()
+    slow.pull_interval = 3.0  # a grid that already waits longer keeps its interval
+    with workflow._pulling_every(slow, 0.5):
+        assert slow.pull_interval == 3.0
+    with workflow._pulling_every(object(), 0.5):  # no pull_interval: left alone
+        pass
+
+    n = 6
+    write_pki(tmp_path, n)
+    monkeypatch.setattr(workflow, "PULL_PER_MESSAGE", 0.05)  # 6 messages: 0.3 s
+    cfg = AppConfig(nodes=n, rounds=1, dim=3, mode="fedhh", pki=str(tmp_path))
+    rec = Recorder()
+    grid = _Pulling(LocalGrid(make_client_app(cfg), n))
+    serve(make_server_app(cfg, rec), grid)
+    assert grid.seen and all(v == pytest.approx(0.3) for v in grid.seen)
+    assert grid.pull_interval == 0.1
+    assert rec.outcomes[0].total is not None and len(rec.outcomes[0].survivors) == n
+    plain = _run(AppConfig(nodes=n, rounds=1, dim=3, mode="plain"))
+    for a, b in zip(plain.params[1], rec.params[1]):
+        assert np.max(np.abs(a - b)) < 3 * _bound(cfg, n)
+
+
 def test_the_mod_pickles_by_reference() -> None:
     """The engine pickles the ClientApp with every message: our mod goes as a reference
     to its class and its policy, not as a closure's code (as Flower's secaggplus_mod)."""
