@@ -77,6 +77,11 @@ class Engine:
         """:meth:`imap`, all results at once."""
         return list(self.imap(handles, method, args))
 
+    def worker_of(self, handle: Any) -> int:
+        """The worker process (numbered from 0) that holds a shard started here: shards
+        of one worker share that process's memory (a session's memo)."""
+        return 0
+
     def drop(self, handles: Sequence[Any]) -> None:
         """Release shards that are no longer needed."""
 
@@ -132,6 +137,7 @@ class DaskEngine(Engine):
         logging.getLogger("distributed").setLevel(logging.ERROR)
         self._cluster = None
         self._futures: dict[int, Any] = {}
+        self._workers: dict[int, int] = {}
         try:
             if address is None:
                 n = workers or default_workers()
@@ -160,11 +166,16 @@ class DaskEngine(Engine):
         actors = [f.result() for f in futures]
         # the futures keep the actors alive on their workers until drop()
         self._futures.update({id(a): f for a, f in zip(actors, futures)})
+        self._workers.update({id(a): i % len(addresses) for i, a in enumerate(actors)})
         return actors
+
+    def worker_of(self, handle: Any) -> int:
+        return self._workers.get(id(handle), 0)
 
     def drop(self, handles: Sequence[Any]) -> None:
         """Release the actors (their clients' state leaves the workers' memory)."""
         for h in handles:
+            self._workers.pop(id(h), None)
             f = self._futures.pop(id(h), None)
             if f is not None:
                 try:

@@ -34,10 +34,29 @@ class _DeterministicRandom:
             seed_b = bytes(seed)
         key = hashlib.sha256(b"fedhh insecure deterministic randomness\x00" + label.encode()
                              + b"\x00" + seed_b).digest()
+        self._key, self._offset = key, 0
         self._enc = Cipher(algorithms.ChaCha20(key, b"\x00" * 16), mode=None).encryptor()
 
     def token_bytes(self, n: int) -> bytes:
+        self._offset += n
         return self._enc.update(b"\x00" * n)
+
+    # a simulation moves a client (and its stream) between processes: the stream is its
+    # key and how far it has been read, and resumes at that byte
+    def __getstate__(self) -> tuple[bytes, int]:
+        return self._key, self._offset
+
+    def __setstate__(self, state: tuple[bytes, int]) -> None:
+        key, offset = state
+        if type(key) is not bytes or len(key) != 32 or type(offset) is not int \
+                or not 0 <= offset < 64 << 32:
+            raise ValueError("a deterministic stream's state is a 32-byte key and an offset")
+        block, skip = divmod(offset, 64)
+        # ChaCha20's 16-byte nonce here: the 32-bit block counter (little-endian), then 12
+        self._key, self._offset = key, offset
+        self._enc = Cipher(algorithms.ChaCha20(key, block.to_bytes(4, "little") + bytes(12)),
+                           mode=None).encryptor()
+        self._enc.update(bytes(skip))
 
     def child(self, label: str) -> "_DeterministicRandom":
         """An independent stream derived from this one (for one party)."""

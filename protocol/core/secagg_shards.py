@@ -25,6 +25,7 @@ aborts with the state machine's reason.
 from __future__ import annotations
 
 import os
+import pickle
 import time
 import weakref
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -38,7 +39,7 @@ from protocol.core.randomness import SEED_BYTES, OsRandom
 from protocol.core.secagg_engine import (
     SERVER, Dropout, Envelope, Hook, SecAggRun, SecAggSimulation, drain,
 )
-from secagg import crypto
+from secagg import crypto, graph as graph_mod
 from secagg.client import SecAggClient
 from secagg.errors import ParameterError, SecAggError
 from secagg.memo import SessionMemo
@@ -88,6 +89,11 @@ def _unpack(blob: bytes, max_items: int) -> list[tuple[int, bytes]]:
     return list(zip(positions, frames))
 
 
+#: a client's slots, and those a shard holds for all its clients (set on arrival)
+_CLIENT_SLOTS = tuple(k for k in SecAggClient.__slots__ if k != "__weakref__")
+_SHARED_SLOTS = frozenset({"config", "_verify_keys", "_memo", "_table"})
+
+
 #: the session memos of this process, by session token, held only by the shards that
 #: use them: a memo goes when the last shard of its session is dropped
 _SESSION_MEMOS: "weakref.WeakValueDictionary[bytes, SessionMemo]" = weakref.WeakValueDictionary()
@@ -134,8 +140,8 @@ class ClientShard:
         if verify_keys is not None:
             verify_keys = tuple(verify_keys)  # one tuple, shared by the shard's clients
         self.limits = wire_secagg.client_limits(config)
-        self.cpu = np.zeros(hi - lo)
-        self.spared = np.zeros(hi - lo)
+        self.cpu: dict[int, float] = {}
+        self.spared: dict[int, float] = {}
         self.memo = (session_memo(share_work) if isinstance(share_work, bytes)
                      else SessionMemo(clock=time.process_time) if share_work else None)
         self.rejected: list[tuple[int, int, str]] = []
@@ -151,7 +157,9 @@ class ClientShard:
                 config, i, value, rand,
                 signing_key=signing_keys[j] if signing_keys is not None else None,
                 verify_keys=verify_keys, memo=self.memo))
-        self.clients = clients
+        #: the clients held, by roster position (a regrouping moves some in and out)
+        self.clients: dict[int, SecAggClient] = {c.index: c for c in clients}
+        self.verify_keys = verify_keys
 
     def _call(self, i: int, fn: Callable[[], list[Any]]) -> list[Any]:
         memo = self.memo
@@ -163,15 +171,15 @@ class ClientShard:
             self.rejected.append((i, -1, f"{type(exc).__name__}: {exc}"))
             return []
         finally:
-            self.cpu[i - self.lo] += time.process_time() - t0
+            self.cpu[i] = self.cpu.get(i, 0.0) + time.process_time() - t0
             if memo is not None:
-                self.spared[i - self.lo] += memo.charged - charged
+                self.spared[i] = self.spared.get(i, 0.0) + memo.charged - charged
 
     def start(self, positions: Sequence[int]) -> bytes:
         """Round 0 for the given (live) positions: their encoded messages, packed."""
         out = []
         for i in positions:
-            for m in self._call(i, self.clients[i - self.lo].start):
+            for m in self._call(i, self.clients[i].start):
                 out.append((i, codec.encode(m)))
         return _pack(out)
 
@@ -179,28 +187,73 @@ class ClientShard:
         """Decode each packed server message for its recipient, run the client, and
         return the replies packed the same way."""
         out = []
-        lo, hi, clients, limits = self.lo, self.hi, self.clients, self.limits
-        for i, data in _unpack(blob, 2 * (hi - lo) + 2):
-            if not lo <= i < hi:
+        clients, limits = self.clients, self.limits
+        for i, data in _unpack(blob, 2 * len(clients) + 2):
+            client = clients.get(i)
+            if client is None:
                 continue
             try:
                 msg = codec.decode(data, limits=limits)
             except codec.CodecError as exc:
                 self.rejected.append((i, -2, f"CodecError: {exc}"))
                 continue
-            client = clients[i - lo]
             for m in self._call(i, lambda: client.receive(msg)):
                 out.append((i, codec.encode(m)))
         return _pack(out)
 
+    # -- regrouping (ShardedSecAggSimulation._regroup) ---------------------------------
+    def export(self, moves: Mapping[int, Sequence[int]]) -> dict[int, bytes]:
+        """Hand over the clients ``moves`` names (destination shard -> positions): each
+        destination's clients as one pickle of their state, their input row and their
+        CPU so far; they leave this shard. What a shard's clients share (the session
+        config, the verification keys, the memo, the transition table) stays behind and
+        is the destination's own on arrival (:meth:`adopt`). The states cross between
+        the simulation's own processes only (never a protocol party)."""
+        out: dict[int, bytes] = {}
+        shared = _SHARED_SLOTS
+        for dest, positions in moves.items():
+            batch = []
+            for i in positions:
+                c = self.clients.pop(i, None)
+                if c is None:
+                    continue
+                state = {k: getattr(c, k) for k in _CLIENT_SLOTS if k not in shared}
+                if callable(state["_value"]):
+                    state["_value"] = state["_value"]()  # the row, not the shard's inputs
+                batch.append((i, state, self.cpu.pop(i, 0.0), self.spared.pop(i, 0.0)))
+            out[int(dest)] = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+        return out
+
+    def adopt(self, blobs: Sequence[bytes]) -> int:
+        """Take in clients another shard exported to this one; returns how many."""
+        from secagg.client import CLIENT_TRANSITIONS
+
+        config, table = self.config, CLIENT_TRANSITIONS[bool(self.config.malicious)]
+        count = 0
+        for blob in blobs:
+            for i, state, cpu, spared in pickle.loads(blob):
+                c = SecAggClient.__new__(SecAggClient)
+                for k, v in state.items():
+                    setattr(c, k, v)
+                c.config, c._verify_keys, c._memo, c._table = \
+                    config, self.verify_keys, self.memo, table
+                self.clients[i] = c
+                self.cpu[i], self.spared[i] = cpu, spared
+                count += 1
+        return count
+
     def finish(self, _unused: Any = None) -> dict[str, Any]:
         """Every held client's end state and abort reason, their CPU time, and the
         server messages this shard refused."""
+        held = sorted(self.clients)
         return {
-            "states": [c.state.value for c in self.clients],
-            "reasons": {c.index: c.abort_reason.value for c in self.clients
+            "indices": held,
+            "states": [self.clients[i].state.value for i in held],
+            "reasons": {i: c.abort_reason.value for i, c in self.clients.items()
                         if c.abort_reason is not None},
-            "cpu": self.cpu, "rejected": self.rejected, "spared": self.spared,
+            "cpu": np.array([self.cpu.get(i, 0.0) for i in held]),
+            "spared": np.array([self.spared.get(i, 0.0) for i in held]),
+            "rejected": self.rejected,
             # shards of one worker share their session's memo: its statistics once
             "memo": self.memo.stats() if self.memo is not None else None,
             "memo_id": f"{os.getpid()}:{id(self.memo)}" if self.memo is not None else None,
@@ -229,7 +282,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
                  server: SecAggServer | None = None,
                  progress: Callable[[int, int, int], None] | None = None,
                  client_seeds: Mapping[int, bytes] | None = None,
-                 share_work: bool = True) -> None:
+                 share_work: bool = True, regroup: bool | None = None) -> None:
         n = config.n
         rand = self._begin(config, rand, dropout, adversary, progress, share_work)
         if not callable(inputs):
@@ -273,6 +326,15 @@ class ShardedSecAggSimulation(SecAggSimulation):
         self._registry = codec.registered()  # a copy: taken once, not per envelope
         self._shard_of = np.repeat(np.arange(len(self.bounds)),
                                    [hi - lo for lo, hi in self.bounds])
+        #: each shard's clients (the bounds' ranges until a regrouping moves them)
+        self.members: list[np.ndarray] = [np.arange(lo, hi) for lo, hi in self.bounds]
+        #: the worker process of each shard
+        self.workers_of = [int(self.engine.worker_of(h)) for h in self.handles]
+        if regroup is None:
+            regroup = share_work and len(set(self.workers_of)) > 1
+        self.regroup = bool(regroup) and config.graph == "harary" and len(self.bounds) > 1
+        #: clients moved by each regrouping (one per attempt whose round 0 closed)
+        self.regrouped: list[int] = []
 
     # -- the shards -------------------------------------------------------------------
     def _lose(self, shard: int, detail: str) -> None:
@@ -280,8 +342,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
         if shard in self.lost:
             return
         self.lost[shard] = detail
-        lo, hi = self.bounds[shard]
-        self.alive[lo:hi] = False
+        self.alive[self.members[shard]] = False
         self.transcript.rejected.append((SERVER, -1, f"shard {shard} lost: {detail}"[:300]))
 
     def _replies(self, s: int, res: Any) -> list[Envelope]:
@@ -291,10 +352,9 @@ class ShardedSecAggSimulation(SecAggSimulation):
             self._lose(s, res.detail)
             return []
         envs = []
-        registry = self._registry
-        lo, hi = self.bounds[s]
-        for i, data in _unpack(res, 2 * (hi - lo) + 2):
-            if not lo <= i < hi or not self.alive[i]:
+        registry, shard_of, n = self._registry, self._shard_of, self.config.n
+        for i, data in _unpack(res, 2 * len(self.members[s]) + 2):
+            if type(i) is not int or not 0 <= i < n or shard_of[i] != s or not self.alive[i]:
                 continue
             tag = data[2] if len(data) > 2 else -1  # [VERSION, tag, ...] fixarray
             cls = registry.get(tag)
@@ -396,6 +456,8 @@ class ShardedSecAggSimulation(SecAggSimulation):
         t0 = time.process_time()
         out = srv.close_round()
         self.srv_cpu += time.process_time() - t0
+        if self.regroup and round_no == 0 and srv.round == 1 and srv.transcript_root:
+            self._regroup()
         if srv.round is not None:
             self.drop(srv.round)
         downs = []
@@ -415,6 +477,56 @@ class ShardedSecAggSimulation(SecAggSimulation):
         total = len(downs)
         self._hand_up(self._deliver_down(downs), round_no + 1, total)
 
+    def _regroup(self) -> None:
+        """Move the clients so that each worker holds one stretch of the neighbour
+        graph's ring, once round 0 has fixed the graph (its seed is the round-0
+        transcript root's, so nobody could place them by it earlier).
+
+        A Harary graph joins each client to its ``k / 2`` nearest on each side of a
+        pseudorandom ring. Placed by roster position, about half of a client's
+        neighbours are on another worker, and each such pair's agreements and keys are
+        derived on both (each worker's memo serves only its own clients); placed by the
+        ring, only the pairs that straddle a boundary between two workers' stretches
+        are (about ``k^2 / 4`` per boundary). The shards keep their sizes; the ring's
+        stretches go to the shards worker by worker, so a worker's shards hold
+        consecutive stretches. Every client keeps its own state, keys, randomness and
+        input (:meth:`ClientShard.export`); no message, and no decision of any party,
+        changes: only which process computes it."""
+        n, live = self.config.n, [s for s in range(len(self.handles)) if s not in self.lost]
+        if len(live) < 2:
+            return
+        ring = graph_mod.ring_order(n, self.config.graph_seed(self.server.transcript_root))
+        # the lost shards' clients stay where they are (gone); the others are dealt out
+        held_live = np.isin(self._shard_of[ring], live)
+        order = sorted(live, key=lambda s: (self.workers_of[s], s))
+        sizes = [len(self.members[s]) for s in order]
+        new_of = self._shard_of.copy()
+        at, movable = 0, ring[held_live]
+        for s, size in zip(order, sizes):
+            new_of[movable[at:at + size]] = s
+            at += size
+        moves: dict[int, dict[int, list[int]]] = {}
+        for c in np.flatnonzero(new_of != self._shard_of):
+            moves.setdefault(int(self._shard_of[c]), {}).setdefault(
+                int(new_of[c]), []).append(int(c))
+        if not moves:
+            return
+        inbound: dict[int, list[bytes]] = {}
+        moved = 0
+        for s, res in self._call_shards("export", moves):
+            if isinstance(res, ShardLost):
+                self._lose(s, res.detail)  # its clients stay with it: gone
+                continue
+            for dest, positions in moves[s].items():
+                self._shard_of[positions] = dest
+                moved += len(positions)
+                inbound.setdefault(dest, []).append(res[dest])
+        self.members = [np.flatnonzero(self._shard_of == s) for s in range(len(self.handles))]
+        for s, res in self._call_shards("adopt", inbound):
+            if isinstance(res, ShardLost):
+                self._lose(s, res.detail)
+        self.regrouped.append(moved)
+
     def result(self, check_invariants: bool = True) -> SecAggRun:
         """As :meth:`SecAggSimulation.result`; client states come from the shards (a lost
         shard's clients are reported as they were last seen: not finished)."""
@@ -425,11 +537,12 @@ class ShardedSecAggSimulation(SecAggSimulation):
             if isinstance(res, ShardLost):
                 self._lose(s, res.detail)
                 continue
-            lo, hi = self.bounds[s]
-            states[lo:hi] = [ClientState(v) for v in res["states"]]
+            held = res["indices"]
+            for i, v in zip(held, res["states"]):
+                states[i] = ClientState(v)
             reasons.update({int(i): AbortReason(r) for i, r in res["reasons"].items()})
-            self.cpu[lo:hi] = res["cpu"]
-            self.spared[lo:hi] = res["spared"]
+            self.cpu[held] = res["cpu"]
+            self.spared[held] = res["spared"]
             if res["memo"] is not None:
                 shard_memos[res["memo_id"]] = res["memo"]
             self.transcript.rejected.extend(tuple(r) for r in res["rejected"])
@@ -448,7 +561,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
         if check_invariants:
             from protocol.core.invariants import check_no_double_reveal, check_no_send_after_abort
 
-            lost = {c for s in self.lost for c in range(*self.bounds[s])}
+            lost = {int(c) for s in self.lost for c in self.members[s]}
             check_no_double_reveal(run)
             if not lost:  # a lost shard's client states are unknown
                 check_no_send_after_abort(run)

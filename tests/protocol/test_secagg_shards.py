@@ -67,16 +67,99 @@ def test_sharded_run_is_the_simulation(threat, graph, dropout):
 
 
 def test_dask_workers_give_the_same_run(dask_engine):
-    spec = NetSessionSpec(80, dim=10)
+    """Two workers: the same run as in process; the clients are regrouped by the ring
+    once round 0 closes, so only the pairs across the two workers' boundaries are
+    derived twice (by each end's worker), where without it about half are."""
+    spec = NetSessionSpec(160, dim=10)
     rows = SeededRows(5, 10, spec.modulus)
     c1, r1 = _config(spec, 11)
     local = run_secagg(c1, rows, rand=r1)
-    c2, r2 = _config(spec, 11)
-    remote = run_secagg_sharded(c2, rows, rand=r2, engine=dask_engine)
-    assert remote.completed
-    np.testing.assert_array_equal(local.result, remote.result)
-    assert _records(local) == _records(remote)
-    assert remote.client_seconds.sum() > 0  # measured on the workers, reported back
+    misses = {}
+    for regroup in (True, False):
+        c2, r2 = _config(spec, 11)
+        sim = ShardedSecAggSimulation(c2, rows, rand=r2, engine=dask_engine, regroup=regroup)
+        assert sim.regroup is regroup and sorted(set(sim.workers_of)) == [0, 1]
+        sim.run()
+        remote = sim.result()
+        assert remote.completed
+        np.testing.assert_array_equal(local.result, remote.result)
+        assert _records(local) == _records(remote)
+        assert local.client_states == remote.client_states
+        assert remote.client_seconds.sum() > 0  # measured on the workers, reported back
+        assert bool(sim.regrouped) is regroup
+        misses[regroup] = remote.memo_stats["misses"]["pairwise_keys"]
+    pairs, half = 160 * c1.degree // 2, c1.degree // 2
+    # two boundaries between the workers' stretches of the ring, each crossed by
+    # 1 + 2 + ... + k/2 pairs
+    assert misses[True] <= pairs + 2 * half * (half + 1) // 2
+    assert misses[False] > pairs + pairs // 4
+    # auto: regrouped because the shards are on two workers
+    c3, r3 = _config(spec, 11)
+    assert ShardedSecAggSimulation(c3, rows, rand=r3, engine=dask_engine).regroup
+
+
+@pytest.mark.parametrize("threat,dropout", [("malicious", 0.0), ("malicious", 0.04),
+                                            ("semi-honest", 0.04)])
+def test_a_regrouped_run_is_the_simulation(threat, dropout):
+    """Clients moved between shards after round 0 (their keys, randomness, inputs and
+    state go with them) give the very same run as the in-process simulation, and each
+    shard ends up holding one stretch of the graph's ring."""
+    from secagg.graph import ring_order
+
+    n = 90
+    spec = NetSessionSpec(n, dim=12, threat=threat)
+    rows = SeededRows(3, 12, spec.modulus)
+    drop = Dropout.random(n, dropout, np.random.default_rng(1)) if dropout else None
+    c1, r1 = _config(spec, 7)
+    local = run_secagg(c1, rows, rand=r1, dropout=drop)
+    c2, r2 = _config(spec, 7)
+    sim = ShardedSecAggSimulation(c2, rows, rand=r2, dropout=drop, shards=5, regroup=True)
+    assert sim.regroup and sim.workers_of == [0] * 5
+    sim.run()
+    sharded = sim.result()
+    assert local.completed and sharded.completed
+    np.testing.assert_array_equal(local.result, sharded.result)
+    assert _records(local) == _records(sharded)
+    assert local.client_states == sharded.client_states
+    assert local.client_abort_reasons == sharded.client_abort_reasons
+    assert local.transcript.reveals == sharded.transcript.reveals
+    np.testing.assert_array_equal(local.bytes_up, sharded.bytes_up)
+    np.testing.assert_array_equal(local.bytes_down, sharded.bytes_down)
+    assert sim.regrouped and sim.regrouped[0] > n // 2
+    ring = ring_order(n, c2.graph_seed(sim.server.transcript_root))
+    place = np.empty(n, int)
+    place[ring] = np.arange(n)
+    for s, members in enumerate(sim.members):
+        p = np.sort(place[members])
+        assert len(p) and np.all(np.diff(p) == 1), s  # one stretch of the ring
+    assert sorted(np.concatenate(sim.members).tolist()) == list(range(n))
+
+
+def test_a_shard_exports_and_adopts_only_what_it_is_told():
+    """export hands over the named clients (and nothing it does not hold); adopt takes
+    them with the destination's shared state; the moved client goes on exactly where
+    it left off."""
+    from protocol.core.secagg_shards import ClientShard
+
+    spec = NetSessionSpec(12, dim=4)
+    config, rand = _config(spec, 5)
+    rows = SeededRows(1, 4, spec.modulus)
+    from secagg import crypto
+
+    keys = [crypto.ed25519_keypair(rand) for _ in range(12)]
+    sk, vk = [k for k, _ in keys], [v for _, v in keys]
+    seeds = [rand.token_bytes(32) for _ in range(12)]
+    a = ClientShard(config, 0, 6, rows, seeds[:6], sk[:6], vk, b"t")
+    b = ClientShard(config, 6, 12, rows, seeds[6:], sk[6:], vk, b"t")
+    a.start(range(6))
+    blobs = a.export({1: [2, 3, 40]})
+    assert sorted(a.clients) == [0, 1, 4, 5] and list(blobs) == [1]
+    assert b.adopt([blobs[1]]) == 2
+    moved = b.clients[3]
+    assert moved._memo is b.memo and moved._verify_keys is b.verify_keys
+    assert moved.config is b.config and moved.state.name == "AWAIT_KEYS"
+    np.testing.assert_array_equal(moved._value, rows(3))
+    assert b.finish()["indices"] == [2, 3, 6, 7, 8, 9, 10, 11]
 
 
 def test_transports_on_workers_release_the_same(dask_engine):
@@ -118,9 +201,10 @@ def test_a_killed_worker_turns_its_clients_into_dropouts():
             sim.step()
         run = sim.result()
     assert 0 in sim.lost
-    lo, hi = sim.bounds[0]
+    assert sim.regrouped  # the worker died after its shard took its stretch of the ring
+    held = set(sim.members[0].tolist())
     assert run.completed, run.server_abort_reason
-    assert not set(range(lo, hi)) & run.survivors
+    assert held and not held & run.survivors
     acc = ModAccumulator(8, spec.modulus)
     for i in sorted(run.survivors):
         acc.add(rows(i))
