@@ -325,3 +325,22 @@ def test_seeded_rows_total_is_the_plaintext_sum() -> None:
     want = sum(rows(i).astype(np.int64) for i in (0, 3, 5)) % (1 << 16)
     np.testing.assert_array_equal(rows.total([0, 3, 5]), want.astype(np.uint64))
     np.testing.assert_array_equal(rows.total([]), np.zeros(7, np.uint64))
+
+
+def test_bench_secagg_regroups_on_workers_unless_told_not_to(monkeypatch):
+    """``fedhh bench secagg --workers 2`` regroups by default; ``--no-regroup`` passes
+    ``regroup=False`` down to the sharded simulation."""
+    import protocol.studies.runners.benchmarks as bm
+    from protocol.cli import main
+
+    seen = []
+
+    def fake(*args, **kwargs):
+        seen.append(kwargs.get("regroup"))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(bm, "bench_secagg", fake)
+    for argv, want in ((["--workers", "2"], None), (["--workers", "2", "--no-regroup"], False)):
+        with pytest.raises(SystemExit):
+            main(["bench", "secagg", "--clients", "20", "--dim", "4", *argv])
+        assert seen[-1] is want

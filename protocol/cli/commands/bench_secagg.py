@@ -63,6 +63,10 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--workers", type=int, default=1,
                    help="run the clients on N Dask worker processes, and the same round "
                         "on one worker for the speedup (default 1: this process only)")
+    p.add_argument("--no-regroup", action="store_false", dest="regroup", default=None,
+                   help="with --workers/--cluster: keep the clients on the shards of their "
+                        "roster positions (default: regroup them by the neighbour graph's "
+                        "ring once round 0 closes, so that fewer pairs span two workers)")
     p.add_argument("--cluster", default=None, metavar="ADDRESS",
                    help="run the clients on the Dask scheduler at ADDRESS")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -120,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
                        threat=threat, seed=args.seed, modulus=args.modulus,
                        bare_sample=args.bare_sample, grinding_bits=args.grinding_bits,
                        workers=args.workers, cluster=args.cluster,
-                       profile_every=args.profile_every, share_work=args.share_work)
+                       profile_every=args.profile_every, share_work=args.share_work,
+                       regroup=args.regroup)
     if args.json:
         from protocol.cli.output import print_json
 
@@ -190,6 +195,9 @@ def _print_table(out: dict[str, Any]) -> None:
         print(f"  on {d['workers']} {d['engine']} workers: wall {d['seconds']:.3f} s (CPU "
               f"{d['cpu_seconds']:.3f} s) vs {d['one_worker_seconds']:.3f} s on one: speedup "
               f"{d['speedup']}x, same release: {d['release_equal']}")
+        moved = sum(d.get("regrouped_clients") or [])
+        print(f"  clients regrouped by the graph's ring: {moved or 'none'}; pair "
+              f"derivations on the workers: {d.get('pair_derivations')}")
     print(f"  primitives per device, from the round itself (every call counted, every "
           f"{out['profile_every']}th timed; simulation calls in brackets):")
     print(f"  {'primitive':<14}{'calls':>9}{'(sim.)':>9}{'in round s':>12}{'bare s':>10}"

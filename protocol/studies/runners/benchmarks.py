@@ -44,8 +44,12 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
                  malicious: bool | None = None, degree: int | None = None,
                  threshold: int | None = None, workers: int = 1,
                  cluster: str | None = None, profile_every: int = 16,
-                 share_work: bool = True) -> dict[str, Any]:
+                 share_work: bool = True, regroup: bool | None = None) -> dict[str, Any]:
     """Run one round and return the figures (see the module docstring).
+
+    ``regroup``: on workers, move the clients by the neighbour graph's ring once round
+    0 closes (``None``: when the shards are on more than one worker;
+    :meth:`protocol.core.secagg_shards.ShardedSecAggSimulation._regroup`).
 
     ``profile_every``: time every ``N``-th call of each primitive (``1``: every call;
     the timers' own cost then shows in the round's CPU). ``share_work=False`` runs
@@ -145,7 +149,7 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     distributed: dict[str, Any] | None = None
     if workers > 1 or cluster is not None:
         from protocol.core.cluster import ClusterUnavailable, make_engine
-        from protocol.core.secagg_shards import run_secagg_sharded
+        from protocol.core.secagg_shards import ShardedSecAggSimulation
 
         try:
             engine = make_engine(workers, cluster)
@@ -154,8 +158,11 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         try:
             dconfig, drand = session()
             w0, c0 = time.perf_counter(), time.process_time()
-            dres = run_secagg_sharded(dconfig, input_of, rand=drand, dropout=drop, engine=engine,
-                                      share_work=share_work)
+            dsim = ShardedSecAggSimulation(dconfig, input_of, rand=drand, dropout=drop,
+                                           engine=engine, share_work=share_work,
+                                           regroup=regroup)
+            dsim.run()
+            dres = dsim.result()
             distributed = {
                 "engine": engine.name, "workers": engine.workers, "cluster": cluster,
                 "seconds": round(time.perf_counter() - w0, 3),
@@ -164,6 +171,9 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
                 "driver_cpu_seconds": round(time.process_time() - c0, 3),
                 "completed": dres.completed,
                 "result": dres.result,
+                "regrouped_clients": dsim.regrouped,
+                "pair_derivations": (dres.memo_stats or {}).get("misses", {}).get(
+                    "pairwise_keys"),
             }
         finally:
             engine.close()
