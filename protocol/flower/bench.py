@@ -24,7 +24,7 @@ __all__ = ["bench_app"]
 
 
 def bench_app(nodes: int, dim: int, *, rounds: int = 6, engine: str = "ray",
-              num_cpus: int = 2, seed: int = 0, window: int | None = None,
+              num_cpus: int = 2, seed: int = 0, window: int | str | None = "auto",
               modes: str = "alternate",
               progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Run the alternating app and summarise it.
@@ -38,7 +38,8 @@ def bench_app(nodes: int, dim: int, *, rounds: int = 6, engine: str = "ray",
         engine: ``"ray"`` (Flower's simulation engine) or ``"local"`` (in process).
         num_cpus: CPUs the engine may use.
         seed: the data's seed.
-        window: our workflow's ``window`` (``None``: a stage's messages all at once).
+        window: our workflow's ``window`` (``"auto"``: its default, a sliding window
+            in the simulation engine; ``None``: a stage's messages all at once).
         modes: ``"alternate"`` (Flower's and ours, interleaved) or ``"fedhh"`` (ours
             only: a before/after comparison of our side at a size where Flower's
             rounds take an hour; no ratio then).
@@ -59,8 +60,8 @@ def bench_app(nodes: int, dim: int, *, rounds: int = 6, engine: str = "ray",
         raise ValueError(f"engine must be ray or local, got {engine!r}")
     if modes not in ("alternate", "fedhh"):
         raise ValueError(f"modes must be alternate or fedhh, got {modes!r}")
-    if window is not None and window < 1:
-        raise ValueError(f"window must be at least 1, got {window}")
+    if window not in ("auto", None) and (type(window) is not int or window < 1):
+        raise ValueError(f"window must be at least 1, 'auto' or None, got {window!r}")
     params = Policy().params(nodes)
     with tempfile.TemporaryDirectory() as pki:
         write_pki(pki, nodes)

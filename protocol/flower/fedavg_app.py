@@ -44,7 +44,8 @@ class AppConfig:
             ``reconstruction_threshold`` (``0``: ours at ``n`` mapped to Flower's ring).
         lr: the learning rate.
         window: our workflow's ``window`` (at most this many of a stage's messages
-            in Flower's LinkState at once; ``None``: all).
+            in Flower's LinkState at once; ``"auto"``: the workflow's default, a
+            sliding window in the simulation engine; ``None``: all at once).
     """
 
     nodes: int = 10
@@ -61,7 +62,7 @@ class AppConfig:
     flower_shares: int = 0
     flower_threshold: int = 0
     lr: float = 0.5
-    window: int | None = None
+    window: int | str | None = "auto"
 
 
 @functools.lru_cache(maxsize=256)
@@ -246,6 +247,17 @@ class _CountingGrid:
         messages = list(messages)
         self.bytes += sum(self._size(m) for m in messages)
         replies = list(self.grid.send_and_receive(messages, timeout=timeout))
+        self.bytes += sum(self._size(r) for r in replies)
+        return replies
+
+    # the workflows' sliding window pushes and pulls (its counts: the same messages)
+    def push_messages(self, messages: Any) -> Any:
+        messages = list(messages)
+        self.bytes += sum(self._size(m) for m in messages)
+        return self.grid.push_messages(messages)
+
+    def pull_messages(self, message_ids: Any) -> Any:
+        replies = list(self.grid.pull_messages(message_ids))
         self.bytes += sum(self._size(r) for r in replies)
         return replies
 

@@ -128,6 +128,52 @@ class _pulling_every:
             self.grid.pull_interval = self.old
 
 
+#: the sliding window of the ``"auto"`` default in Flower's simulation engine: enough
+#: messages out to keep its workers busy (its two default workers take a message in a
+#: few to tens of milliseconds), few enough that its sweeps stay cheap
+SIMULATION_WINDOW = 8
+#: seconds between asks for the replies of a sliding window (each ask checks at most
+#: the window's messages)
+SLIDE_PULL_SECONDS = 0.02
+
+
+def _in_process_grid(grid: Any) -> bool:
+    """A grid that polls its LinkState in this process (Flower's ``InMemoryGrid``, the
+    simulation engine's, or a wrapper that forwards its ``pull_interval``)."""
+    return (type(getattr(grid, "pull_interval", None)) in (int, float)
+            and callable(getattr(grid, "push_messages", None))
+            and callable(getattr(grid, "pull_messages", None)))
+
+
+def _slide(grid: Any, msgs: list[Any], window: int, deadline: float | None
+           ) -> list[Any] | None:
+    """Send ``msgs`` with at most ``window`` of them awaiting a reply at once; return
+    the replies (those in by ``deadline``). ``None`` if the grid cannot push (the
+    caller then sends in batches); nodes not yet sent to when the deadline passes
+    drop out, as with batches."""
+    todo = list(reversed(msgs))
+    out: set[str] = set()
+    got: list[Any] = []
+    while todo or out:
+        if todo and len(out) < window:
+            batch = [todo.pop() for _ in range(min(window - len(out), len(todo)))]
+            try:
+                out.update(grid.push_messages(batch))
+            except NotImplementedError:
+                if got or out:
+                    raise
+                return None
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        res = list(grid.pull_messages(out))
+        for r in res:
+            out.discard(r.metadata.reply_to_message_id)
+        got.extend(res)
+        if not res:
+            time.sleep(SLIDE_PULL_SECONDS)
+    return got
+
+
 class SessionDriver:
     """Runs sessions of our protocol over a Flower ``Grid``.
 
@@ -136,24 +182,32 @@ class SessionDriver:
         pki: the PKI directory whose public roster the server uses (malicious variant;
             default ``FEDHH_FLOWER_PKI``).
         timeout: seconds Flower waits for a stage's replies (``None``: every reply).
-        window: at most this many messages of a stage in Flower's LinkState at once
-            (``None``: a stage's messages all at once, as Flower's workflows send).
-            Flower's simulation engine moves messages to its workers by scanning, ten
+        window: at most this many messages of a stage in Flower's LinkState at once.
+            Flower's simulation engine moves messages to its workers by sweeping, ten
             times a second, every stored message for every node: a sweep costs
             ``nodes x stored messages`` (at 1000 nodes with a stage's 1000 messages
             stored, a core's worth of CPU while the stage lasts). A window bounds that
-            to ``nodes x window``; the stage's ``timeout`` covers all its windows. The
-            protocol is the same (a stage still ends when every reply is in or the
-            timeout passed); only the order in which nodes get their messages changes.
+            to ``nodes x window``. On a grid that can push and pull messages one by one
+            and polls in process (Flower's ``InMemoryGrid``: the simulation engine) the
+            window slides: a message goes out as soon as a reply makes room. On other
+            grids it sends the stage in batches of ``window``. ``"auto"`` (default):
+            a sliding window of :data:`SIMULATION_WINDOW` in the simulation engine, the
+            stage at once elsewhere (a deployment's nodes poll the SuperLink
+            themselves; a window would only delay them). ``None``: the stage at once
+            everywhere, as Flower's workflows send. The stage's ``timeout`` covers all
+            its messages; the protocol is the same (a stage still ends when every reply
+            is in or the timeout passed); only the order in which nodes get their
+            messages changes.
 
     Raises:
         FlowerSecAggError: a window below 1.
     """
 
     def __init__(self, policy: Policy | None = None, pki: str | None = None,
-                 timeout: float | None = None, window: int | None = None) -> None:
-        if window is not None and (type(window) is not int or window < 1):
-            raise FlowerSecAggError(f"window must be a positive int or None, got {window!r}")
+                 timeout: float | None = None, window: int | str | None = "auto") -> None:
+        if window != "auto" and window is not None and (type(window) is not int or window < 1):
+            raise FlowerSecAggError(f"window must be a positive int, 'auto' or None, "
+                                    f"got {window!r}")
         self.policy = policy or Policy()
         self.pki = pki
         self.timeout = timeout
@@ -181,24 +235,33 @@ class SessionDriver:
             msgs.append(Message(content=content, dst_node_id=nid,
                                 message_type=MessageType.TRAIN, group_id=group))
         replies: dict[int, Reply] = {}
-        step = self.window or len(msgs) or 1
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        for at in range(0, len(msgs), step):
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                break  # the stage's time is up: the nodes not yet asked drop out
-            batch = msgs[at:at + step]
-            with _pulling_every(grid, pull_interval(len(batch))):
-                got = grid.send_and_receive(batch, timeout=left)
-            for r in got:
-                src = r.metadata.src_node_id
-                if src in payloads and src not in replies:
-                    if r.has_error():
-                        replies[src] = Reply(str(r.error.reason), None, None)
-                    else:
-                        rec = r.content.config_records.pop(RECORD, None)
-                        replies[src] = Reply(None, None if rec is None else dict(rec),
-                                             r.content)
+        window = self.window
+        sliding = _in_process_grid(grid)
+        if window == "auto":
+            window = SIMULATION_WINDOW if sliding else None
+        got: list[Any] | None = None
+        if sliding and window is not None:
+            got = _slide(grid, msgs, int(window), deadline)
+        if got is None:  # batches (of the window, or the whole stage)
+            got = []
+            step = int(window or len(msgs) or 1)
+            for at in range(0, len(msgs), step):
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break  # the stage's time is up: the nodes not yet asked drop out
+                batch = msgs[at:at + step]
+                with _pulling_every(grid, pull_interval(len(batch))):
+                    got.extend(grid.send_and_receive(batch, timeout=left))
+        for r in got:
+            src = r.metadata.src_node_id
+            if src in payloads and src not in replies:
+                if r.has_error():
+                    replies[src] = Reply(str(r.error.reason), None, None)
+                else:
+                    rec = r.content.config_records.pop(RECORD, None)
+                    replies[src] = Reply(None, None if rec is None else dict(rec),
+                                         r.content)
         return replies
 
     def _offer(self, **fields: Any) -> Offer:
@@ -351,8 +414,9 @@ class FedhhSecAggWorkflow:
             ``modulus_range`` may be up to ``2**64``).
         timeout: seconds to wait for each stage's replies (``None``: all of them).
         window: at most this many of a stage's messages in Flower's LinkState at once
-            (``None``: all; :class:`SessionDriver`): lowers the simulation engine's
-            polling cost at hundreds of nodes.
+            (default ``"auto"``: a sliding window in Flower's simulation engine, the
+            stage at once elsewhere; ``None``: the stage at once; :class:`SessionDriver`):
+            lowers the simulation engine's polling cost at hundreds of nodes.
         pki: the PKI directory (its public roster; default ``FEDHH_FLOWER_PKI``).
 
     Raises:
@@ -362,7 +426,7 @@ class FedhhSecAggWorkflow:
     def __init__(self, *, threat: str = "malicious", max_weight: float = 1000.0,
                  clipping_range: float = 8.0, quantization_range: int = 1 << 22,
                  modulus_range: int = 1 << 32, timeout: float | None = None,
-                 pki: str | None = None, window: int | None = None,
+                 pki: str | None = None, window: int | str | None = "auto",
                  **policy: Any) -> None:
         self.policy = Policy(threat=threat, **policy)
         self.quantiser = Quantiser(clipping_range=clipping_range,

@@ -129,7 +129,7 @@ def test_a_window_below_one_is_refused() -> None:
     from protocol.flower.session import FlowerSecAggError
     from protocol.flower.workflow import FedhhSecAggWorkflow, SessionDriver
 
-    for bad in (0, -3, 2.5, True):
+    for bad in (0, -3, 2.5, True, "all"):
         with pytest.raises(FlowerSecAggError, match="window"):
             SessionDriver(window=bad)
     with pytest.raises(FlowerSecAggError, match="window"):
@@ -190,6 +190,94 @@ def test_the_pull_interval_grows_with_the_batch_and_is_put_back(tmp_path, monkey
     plain = _run(AppConfig(nodes=n, rounds=1, dim=3, mode="plain"))
     for a, b in zip(plain.params[1], rec.params[1]):
         assert np.max(np.abs(a - b)) < 3 * _bound(cfg, n)
+
+
+class _InMemory:
+    """What the workflow sees of Flower's ``InMemoryGrid`` (``pull_interval``, and
+    messages pushed and pulled one by one) over the in-process grid: a pushed message
+    is delivered when its reply is first asked for. Records the most messages stored
+    at once."""
+
+    def __init__(self, grid) -> None:  # noqa: ANN001
+        self.grid, self.pull_interval, self.stored, self.most = grid, 0.1, {}, 0
+        self.pushed = 0
+
+    def __getattr__(self, name):  # noqa: ANN001, ANN204
+        return getattr(self.grid, name)
+
+    def push_messages(self, messages):  # noqa: ANN001, ANN201
+        import uuid
+
+        ids = []
+        for m in messages:
+            mid = uuid.uuid4().hex
+            self.stored[mid] = m
+            ids.append(mid)
+        self.pushed += len(ids)
+        self.most = max(self.most, len(self.stored))
+        return ids
+
+    def pull_messages(self, ids):  # noqa: ANN001, ANN201
+        out = []
+        for mid in list(ids)[:2]:  # two "workers": at most two replies an ask
+            msg = self.stored.pop(mid, None)
+            if msg is None:
+                continue
+            for r in self.grid.send_and_receive([msg]):
+                r.metadata.__dict__["_reply_to_message_id"] = mid
+                out.append(r)
+        return out
+
+    def send_and_receive(self, messages, *, timeout=None):  # noqa: ANN001, ANN201
+        raise AssertionError("the simulation grid is driven by push and pull")
+
+
+@pytest.mark.parametrize("window, most", [("auto", 8), (3, 3)])
+def test_a_sliding_window_in_the_simulation_engine(tmp_path, window, most) -> None:  # noqa: ANN001
+    """On a grid like the simulation engine's, the workflow keeps at most the window's
+    messages stored at once (8 by default), sending the next as replies come; two
+    nodes whose ClientApp fails mid-round are recovered; the mean is the plaintext
+    one."""
+    n = 12
+    write_pki(tmp_path, n)
+    cfg = AppConfig(nodes=n, rounds=2, dim=3, mode="fedhh", pki=str(tmp_path),
+                    dropout_rate=0.2, window=window, fail=(4, 9))
+    rec = Recorder()
+    grid = _InMemory(LocalGrid(make_client_app(cfg), n))
+    serve(make_server_app(cfg, rec), grid)
+    assert grid.most == most and grid.pushed > 4 * n
+    assert all(o.total is not None and len(o.survivors) == n - 2 for o in rec.outcomes)
+    plain = _run(AppConfig(nodes=n, rounds=2, dim=3, mode="plain", fail=(4, 9)))
+    for rnd in (1, 2):
+        for a, b in zip(plain.params[rnd], rec.params[rnd]):
+            assert np.max(np.abs(a - b)) < 3 * rnd * _bound(cfg, n - 2)
+
+
+def test_a_sliding_window_stops_at_the_stage_timeout() -> None:
+    """Replies that never come: the window stops at the deadline with what it has, and
+    the messages it never sent stay unsent."""
+    import time
+
+    from protocol.flower import workflow
+
+    class Mute:
+        pull_interval = 0.1
+
+        def __init__(self) -> None:
+            self.pushed = []
+
+        def push_messages(self, messages):  # noqa: ANN001, ANN201
+            self.pushed.extend(messages)
+            return [str(m) for m in messages]
+
+        def pull_messages(self, ids):  # noqa: ANN001, ANN201
+            return []
+
+    g = Mute()
+    t0 = time.monotonic()
+    got = workflow._slide(g, list(range(20)), 4, time.monotonic() + 0.3)
+    assert got == [] and g.pushed == [0, 1, 2, 3]
+    assert 0.25 < time.monotonic() - t0 < 5
 
 
 def test_the_mod_pickles_by_reference() -> None:

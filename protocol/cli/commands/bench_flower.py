@@ -44,9 +44,12 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--rounds", type=int, default=6,
                    help="with --app: fit rounds, alternating, even (the first of each kind "
                         "is a warm-up left out; with 2, one of each, nothing is left out)")
-    p.add_argument("--window", type=int, default=None,
-                   help="with --app: our workflow's window (at most this many of a "
-                        "stage's messages in Flower's LinkState at once; default: all)")
+    p.add_argument("--window", default="auto",
+                   help="with --app: our workflow's window: at most N of a stage's "
+                        "messages in Flower's LinkState at once, 'auto' (default: the "
+                        "workflow's own, a sliding window of 8 in the simulation engine, "
+                        "the stage at once on the in-process grid) or 'all' (a stage's "
+                        "messages at once, as Flower's workflows send)")
     p.add_argument("--fedhh-only", action="store_true", dest="fedhh_only",
                    help="with --app: our rounds only (no Flower rounds, no ratio): to "
                         "compare our side before and after a change at large n")
@@ -106,8 +109,16 @@ def _app(args: argparse.Namespace) -> int:
                          "of each kind, no warm-up left out)")
     if args.dim < 2:
         raise UsageError("--dim must be at least 2 with --app")
-    if args.window is not None and args.window < 1:
-        raise UsageError("--window must be at least 1")
+    if args.window == "all":
+        args.window = None
+    elif args.window != "auto":
+        try:
+            args.window = int(args.window)
+        except ValueError:
+            raise UsageError(f"--window must be a number, auto or all, got "
+                             f"{args.window!r}") from None
+        if args.window < 1:
+            raise UsageError("--window must be at least 1")
     try:
         from protocol.flower.bench import bench_app
         from protocol.flower.session import FlowerSecAggError
