@@ -69,11 +69,13 @@ def test_a_failed_check_is_remembered_as_failed() -> None:
 
 
 def test_accounting_charges_hits_at_the_mean_cost() -> None:
-    ticks = iter(range(100))
-    memo = SessionMemo(clock=lambda: float(next(ticks)))
+    # a reading of this clock costs 0.25 (the memo measures that first, from 62
+    # readings), then the timed miss's readings are 1.25 apart: it cost 1.0
+    ticks = iter([0.25 * i for i in range(62)] + [100.0 + 1.25 * i for i in range(40)])
+    memo = SessionMemo(clock=lambda: next(ticks))
     sk, pk = crypto.ed25519_keypair(_rand("sig4"))
     sig = crypto.ed25519_sign(sk, b"m")
-    memo.verify(pk, b"m", sig)            # one miss, one clock tick long
+    memo.verify(pk, b"m", sig)            # one miss, 1.0 once the clock's cost is off
     memo.verify(pk, b"m", sig)
     memo.verify(pk, b"m", sig)
     assert memo.seconds[VERIFY] == 1.0 and memo.charged == 2.0
@@ -287,3 +289,17 @@ def test_shards_of_a_session_share_one_memo_per_process() -> None:
     second = ClientShard(plain, 10, 20, rows[10:20], None, None, None, b"session-a")
     other = ClientShard(plain, 20, 30, rows[20:], None, None, None, b"session-b")
     assert first.memo is second.memo and other.memo is not first.memo
+
+
+def test_the_clock_overhead_is_the_median_gap_between_readings() -> None:
+    from secagg.memo import clock_overhead
+
+    # gaps of 0.5 except one outlier of 9.0 (a reading interrupted): the median is 0.5
+    values, t = [], 0.0
+    for i in range(31):
+        values += [t, t + (9.0 if i == 3 else 0.5)]
+        t += 100.0
+    it = iter(values)
+    assert clock_overhead(lambda: next(it)) == 0.5
+    import time
+    assert 0.0 <= clock_overhead(time.process_time) < 1e-3
