@@ -89,6 +89,33 @@ def _unpack(blob: bytes, max_items: int) -> list[tuple[int, bytes]]:
     return list(zip(positions, frames))
 
 
+class _RowOf:
+    """Client ``i``'s input, computed when the client needs it: ``inputs(i)``."""
+
+    __slots__ = ("inputs", "i")
+
+    def __init__(self, inputs: Callable[[int], np.ndarray], i: int) -> None:
+        self.inputs, self.i = inputs, i
+
+    def __call__(self) -> np.ndarray:
+        return self.inputs(self.i)
+
+
+def _portable(value: Any, i: int) -> Any:
+    """What a moved client takes of its input: the row itself if it has one; of a
+    shard's inputs that can be cut (``shard(lo, hi)``: a vote round's choices) only its
+    own part, still computed when needed (a vote is one integer where its row has an
+    entry per candidate); inputs that cannot be cut are small picklable functions of
+    ``i`` (:class:`SeededRows`) and go whole; anything else is computed now."""
+    if not isinstance(value, _RowOf):
+        return value() if callable(value) else value
+    if hasattr(value.inputs, "shard"):
+        return _RowOf(value.inputs.shard(i, i + 1), i)
+    if isinstance(value.inputs, SeededRows):
+        return value
+    return value()
+
+
 #: a client's slots, and those a shard holds for all its clients (set on arrival)
 _CLIENT_SLOTS = tuple(k for k in SecAggClient.__slots__ if k != "__weakref__")
 _SHARED_SLOTS = frozenset({"config", "_verify_keys", "_memo", "_table"})
@@ -150,7 +177,7 @@ class ClientShard:
             if isinstance(inputs, np.ndarray):
                 value: Any = inputs[j]
             else:
-                value = (lambda i=i: inputs(i))
+                value = _RowOf(inputs, i)
             rand = (_DeterministicRandom(seeds[j], f"client-{i}")
                     if seeds is not None and seeds[j] is not None else OsRandom())
             clients.append(SecAggClient(
@@ -218,8 +245,7 @@ class ClientShard:
                 if c is None:
                     continue
                 state = {k: getattr(c, k) for k in _CLIENT_SLOTS if k not in shared}
-                if callable(state["_value"]):
-                    state["_value"] = state["_value"]()  # the row, not the shard's inputs
+                state["_value"] = _portable(state["_value"], i)
                 batch.append((i, state, self.cpu.pop(i, 0.0), self.spared.pop(i, 0.0)))
             out[int(dest)] = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
         return out

@@ -158,8 +158,18 @@ def test_a_shard_exports_and_adopts_only_what_it_is_told():
     moved = b.clients[3]
     assert moved._memo is b.memo and moved._verify_keys is b.verify_keys
     assert moved.config is b.config and moved.state.name == "AWAIT_KEYS"
-    np.testing.assert_array_equal(moved._value, rows(3))
+    np.testing.assert_array_equal(moved._value(), rows(3))  # still computed on demand
     assert b.finish()["indices"] == [2, 3, 6, 7, 8, 9, 10, 11]
+    # a vote round's client takes its own vote along, not the shard's (nor its row)
+    votes = VoteRows(np.arange(12) % 3 - 1, 5000)
+    c = ClientShard(config, 0, 6, votes.shard(0, 6), seeds[:6], sk[:6], vk, b"t")
+    c.start(range(6))
+    d = ClientShard(config, 6, 12, votes.shard(6, 12), seeds[6:], sk[6:], vk, b"t")
+    blob = c.export({1: [5]})[1]
+    assert len(blob) < 3000  # its row would be 40,000 bytes
+    d.adopt([blob])
+    assert d.clients[5]._value.inputs.choice.tolist() == [votes.choice[5]]
+    np.testing.assert_array_equal(d.clients[5]._value(), votes(5))
 
 
 def test_transports_on_workers_release_the_same(dask_engine):
