@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from . import crypto, shamir
+from . import crypto, graph as graph_mod, shamir
 from .client import SHARE_CIPHERTEXT_BYTES, self_mask_seed
 from .errors import CryptoError, ParameterError
 from .memo import SessionMemo
@@ -110,8 +110,10 @@ class _Replies(Sequence[tuple[int, Any]]):
     server already holds (their material stays in the server's own records until
     then). Taking a reply twice builds it twice (the same message)."""
 
-    def __init__(self, recipients: list[int], build: Callable[[int], Any]) -> None:
-        self._recipients = recipients
+    def __init__(self, recipients: list[int], build: Callable[[int], Any],
+                 order: list[int] | None = None) -> None:
+        self._recipients = recipients   # sorted (reply_to looks them up)
+        self._order = recipients if order is None else order  # the order they go out
         self._build = build
 
     def __len__(self) -> int:
@@ -122,11 +124,11 @@ class _Replies(Sequence[tuple[int, Any]]):
 
     def __getitem__(self, i):  # type: ignore[no-untyped-def,override]
         if isinstance(i, slice):
-            return [self._item(u) for u in self._recipients[i]]
-        return self._item(self._recipients[i])
+            return [self._item(u) for u in self._order[i]]
+        return self._item(self._order[i])
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
-        return map(self._item, self._recipients)
+        return map(self._item, self._order)
 
     def reply_to(self, u: int) -> Any:
         """The message for recipient ``u`` (built now), or ``None`` if it has none."""
@@ -289,9 +291,18 @@ class SecAggServer:
         # the graph of this attempt: fixed only now, by the root over the fresh nonces
         self.neighbours = self.config.all_neighbours(root)
         keys, neighbours, in_u1 = self._keys, self.neighbours, self._in_u1
+        # the key lists go out along the graph's ring (Harary): the order of a round's
+        # messages is no part of the protocol, but a simulation answers them in that
+        # order, and each pair's keys are then derived by both ends within about k
+        # steps of each other instead of half a round apart (what a simulation's memo
+        # holds for pairs waiting for their second end: k^2/4 entries, not n k/4)
+        order = None
+        if self.config.graph != "complete":
+            ring = graph_mod.ring_order(self.config.n, self.config.graph_seed(root))
+            order = ring[in_u1[ring]].tolist()
         out = _Replies(u1, lambda u: KeyList(
             tuple(keys[v] for v in neighbours[u] if in_u1[v]), root,
-            crypto.transcript_path(levels, u)))
+            crypto.transcript_path(levels, u)), order)
         # room for round 1: each member of U1 addresses its neighbours in U1
         if self._in_u1.all():
             counts = np.fromiter(map(len, neighbours), np.int64, len(neighbours))
