@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -350,6 +350,47 @@ def _candidates(passing: list[tuple[bool, ...]], level: int,
     return cands
 
 
+class _LevelSearch:
+    """The bookkeeping of a level-by-level prefix search, the same in process and
+    across processes: each level's candidates (:meth:`levels`, from the prefixes that
+    passed the level before; the search ends at the first level with none), then its
+    counts (:meth:`passed`): the passing prefixes, the level's row, ``on_level``, and
+    the heavy hitters at the leaf."""
+
+    def __init__(self, bits: int, threshold: int, max_candidates: int,
+                 progress: Callable[[Iterable[int]], Iterable[int]] | None,
+                 on_level: Callable[[dict[str, Any]], None] | None) -> None:
+        self.bits, self.threshold, self.max_candidates = bits, threshold, max_candidates
+        self.progress, self.on_level = progress, on_level
+        self.passing: list[tuple[bool, ...]] = [()]
+        self.rows: list[dict[str, Any]] = []
+        self.heavy: dict[tuple[bool, ...], int] = {}
+
+    def levels(self) -> Iterator[tuple[int, list[tuple[bool, ...]]]]:
+        it: Iterable[int] = range(self.bits)
+        if self.progress is not None:
+            it = self.progress(it)
+        for level in it:
+            cands = _candidates(self.passing, level, self.max_candidates)
+            if not cands:
+                return
+            yield level, cands
+
+    def passed(self, level: int, cands: list[tuple[bool, ...]], counts: Sequence[int],
+               rejected: int, t0: float, **figures: Any) -> None:
+        """Record a level's counts (``t0``: its ``perf_counter`` start; ``figures``:
+        what ``on_level`` receives besides the row)."""
+        threshold = self.threshold
+        self.passing = [c for c, k in zip(cands, counts) if k >= threshold]
+        self.rows.append({"level": level, "candidates": len(cands),
+                          "passing": len(self.passing), "rejected": rejected,
+                          "seconds": round(time.perf_counter() - t0, 4)})
+        if self.on_level is not None:
+            self.on_level({**self.rows[-1], **figures})
+        if level == self.bits - 1:
+            self.heavy = {c: k for c, k in zip(cands, counts) if k >= threshold}
+
+
 def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  # noqa: ANN001
            verify_key: bytes, max_candidates: int = 1 << 14,
            progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
@@ -383,16 +424,8 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
                 pub = public[p.agg_id] if isinstance(public, tuple) else public
                 load = _loader(nonces, pub, shares[p.agg_id])
             p.core = p.timed(_Batches, vdaf, p.agg_id, verify_key, n, load, None, park_dir)
-    levels_out = []
-    passing: list[tuple[bool, ...]] = [()]
-    heavy: dict[tuple[bool, ...], int] = {}
-    it: Iterable[int] = range(bits)
-    if progress is not None:
-        it = progress(it)
-    for level in it:
-        cands = _candidates(passing, level, max_candidates)
-        if not cands:
-            break
+    found = _LevelSearch(bits, threshold, max_candidates, progress, on_level)
+    for level, cands in found.levels():
         agg_param = (level, tuple(cands))
         ap_bytes = len(encode_agg_param(agg_param))
         t0 = time.perf_counter()
@@ -452,16 +485,9 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
             p.bytes_received += ap_bytes
             p.view.append({"level": level, "candidates": [_bitstr(c) for c in cands],
                            "counts": seen[p.agg_id], "rejected_reports": rejected})
-        passing = [c for c, k in zip(cands, counts) if k >= threshold]
-        levels_out.append({"level": level, "candidates": len(cands), "passing": len(passing),
-                           "rejected": len(rejected),
-                           "seconds": round(time.perf_counter() - t0, 4)})
-        if on_level is not None:
-            on_level({**levels_out[-1],
-                      "aggregator_cpu_seconds": [p.cpu_seconds for p in parties]})
-        if level == bits - 1:
-            heavy = {c: k for c, k in zip(cands, counts) if k >= threshold}
-    return {"heavy": heavy, "levels": levels_out, "parties": parties}
+        found.passed(level, cands, counts, len(rejected), t0,
+                     aggregator_cpu_seconds=[p.cpu_seconds for p in parties])
+    return {"heavy": found.heavy, "levels": found.rows, "parties": parties}
 
 
 # ------------------------------------------------- the two aggregators as processes
@@ -629,37 +655,22 @@ def search_processes(vdaf, store, threshold: int, *, verify_key: bytes,  # noqa:
                          args=(j, bits, verify_key, store, park_dir, control[j][1], peer[j]),
                          daemon=True) for j in (0, 1)]
     names = ("aggregator 0", "aggregator 1")
-    levels_out: list[dict[str, Any]] = []
-    heavy: dict[tuple[bool, ...], int] = {}
+    found = _LevelSearch(bits, threshold, max_candidates, progress, on_level)
     try:
         for pr in procs:
             pr.start()
         for j in (0, 1):
             control[j][1].close()
             peer[j].close()
-        passing: list[tuple[bool, ...]] = [()]
-        it: Iterable[int] = range(bits)
-        if progress is not None:
-            it = progress(it)
-        for level in it:
-            cands = _candidates(passing, level, max_candidates)
-            if not cands:
-                break
+        for level, cands in found.levels():
             t0 = time.perf_counter()
             blob = vdaf.encode_agg_param((level, tuple(cands)))
             for j in (0, 1):
                 control[j][0].send_bytes(blob)
             got = [_recv(control[j][0], procs[j], names[j]) for j in (0, 1)]
-            counts = got[0][1]
-            passing = [c for c, k in zip(cands, counts) if k >= threshold]
-            levels_out.append({"level": level, "candidates": len(cands),
-                               "passing": len(passing), "rejected": got[0][2],
-                               "seconds": round(time.perf_counter() - t0, 4)})
-            if on_level is not None:
-                on_level({**levels_out[-1], "aggregator_cpu_seconds": [g[3] for g in got],
-                          "aggregator_peak_rss_mb": [round(g[4], 1) for g in got]})
-            if level == bits - 1:
-                heavy = {c: k for c, k in zip(cands, counts) if k >= threshold}
+            found.passed(level, cands, got[0][1], got[0][2], t0,
+                         aggregator_cpu_seconds=[g[3] for g in got],
+                         aggregator_peak_rss_mb=[round(g[4], 1) for g in got])
         for j in (0, 1):
             control[j][0].send_bytes(b"")
         final = [_recv(control[j][0], procs[j], names[j]) for j in (0, 1)]
@@ -679,7 +690,7 @@ def search_processes(vdaf, store, threshold: int, *, verify_key: bytes,  # noqa:
         party.process = {"control_bytes_sent": f[5], "peak_rss_mb": round(f[6], 1),
                          "process_cpu_seconds": round(f[7], 3)}
         parties.append(party)
-    return {"heavy": heavy, "levels": levels_out, "parties": tuple(parties)}
+    return {"heavy": found.heavy, "levels": found.rows, "parties": tuple(parties)}
 
 
 def _bitstr(bits: Sequence[bool]) -> str:
