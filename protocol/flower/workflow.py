@@ -109,6 +109,13 @@ def pull_interval(messages: int) -> float:
     return min(PULL_MAX, max(PULL_DEFAULT, PULL_PER_MESSAGE * messages))
 
 
+def _grid_pull_interval(grid: Any) -> float | None:
+    """The seconds between a grid's own asks for replies: Flower's in-process grid
+    (``InMemoryGrid``) has them as ``pull_interval``; other grids have none."""
+    value = getattr(grid, "pull_interval", None)
+    return value if type(value) in (int, float) else None
+
+
 class _pulling_every:
     """Context manager: ``grid.pull_interval`` raised to ``seconds`` (never lowered)
     while a batch is out, then put back; a grid without a numeric ``pull_interval``
@@ -118,8 +125,8 @@ class _pulling_every:
         self.grid, self.seconds, self.old = grid, seconds, None
 
     def __enter__(self) -> None:
-        old = getattr(self.grid, "pull_interval", None)
-        if type(old) in (int, float) and old < self.seconds:
+        old = _grid_pull_interval(self.grid)
+        if old is not None and old < self.seconds:
             self.old = old
             self.grid.pull_interval = self.seconds
 
@@ -140,7 +147,7 @@ SLIDE_PULL_SECONDS = 0.02
 def _in_process_grid(grid: Any) -> bool:
     """A grid that polls its LinkState in this process (Flower's ``InMemoryGrid``, the
     simulation engine's, or a wrapper that forwards its ``pull_interval``)."""
-    return (type(getattr(grid, "pull_interval", None)) in (int, float)
+    return (_grid_pull_interval(grid) is not None
             and callable(getattr(grid, "push_messages", None))
             and callable(getattr(grid, "pull_messages", None)))
 
