@@ -38,6 +38,14 @@ from nacl.bindings import crypto_sign_open as _nacl_sign_open
 from nacl.bindings import crypto_sign_seed_keypair as _nacl_sign_seed_keypair
 from nacl.exceptions import BadSignatureError as _NaclBadSignature
 
+try:  # libsodium's ChaCha20-Poly1305 (IETF, RFC 8439) itself, as PyNaCl builds it
+    from nacl._sodium import ffi as _sodium_ffi
+    from nacl._sodium import lib as _sodium_lib
+    _SODIUM_AEAD = (_sodium_lib.crypto_aead_chacha20poly1305_ietf_encrypt,
+                    _sodium_lib.crypto_aead_chacha20poly1305_ietf_decrypt)
+except (ImportError, AttributeError):  # pragma: no cover - another PyNaCl build
+    _SODIUM_AEAD = None
+
 import hashlib
 import hmac
 import struct
@@ -301,7 +309,13 @@ def aead_encrypt(key: bytes, plaintext: bytes, associated_data: bytes,
     plaintext = _as_bytes(plaintext, "plaintext")
     associated_data = _as_bytes(associated_data, "associated data")
     nonce = _random(rand, NONCE_BYTES)
-    return nonce + ChaCha20Poly1305(key).encrypt(nonce, plaintext, associated_data)
+    if _SODIUM_AEAD is None:  # pragma: no cover - another PyNaCl build
+        return nonce + ChaCha20Poly1305(key).encrypt(nonce, plaintext, associated_data)
+    n = len(plaintext) + TAG_BYTES
+    out = _sodium_ffi.new("unsigned char[]", n)
+    _SODIUM_AEAD[0](out, _sodium_ffi.NULL, plaintext, len(plaintext), associated_data,
+                    len(associated_data), _sodium_ffi.NULL, nonce, key)
+    return nonce + _sodium_ffi.buffer(out, n)[:]
 
 
 def aead_decrypt(key: bytes, blob: bytes, associated_data: bytes) -> bytes:
@@ -316,11 +330,20 @@ def aead_decrypt(key: bytes, blob: bytes, associated_data: bytes) -> bytes:
     associated_data = _as_bytes(associated_data, "associated data")
     if len(blob) < NONCE_BYTES + TAG_BYTES:
         raise CryptoError(f"ciphertext too short: {len(blob)} < {NONCE_BYTES + TAG_BYTES} bytes")
-    try:
-        return ChaCha20Poly1305(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:],
-                                             associated_data)
-    except InvalidTag as exc:
-        raise CryptoError("AEAD authentication failed") from exc
+    if _SODIUM_AEAD is None:  # pragma: no cover - another PyNaCl build
+        try:
+            return ChaCha20Poly1305(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:],
+                                                 associated_data)
+        except InvalidTag as exc:
+            raise CryptoError("AEAD authentication failed") from exc
+    body = blob[NONCE_BYTES:]
+    out = _sodium_ffi.new("unsigned char[]", max(1, len(body) - TAG_BYTES))
+    # libsodium checks the tag before it writes any plaintext (it returns -1 and
+    # leaves nothing in ``out``, which is then dropped)
+    if _SODIUM_AEAD[1](out, _sodium_ffi.NULL, _sodium_ffi.NULL, body, len(body),
+                       associated_data, len(associated_data), blob[:NONCE_BYTES], key) != 0:
+        raise CryptoError("AEAD authentication failed")
+    return _sodium_ffi.buffer(out, len(body) - TAG_BYTES)[:]
 
 
 def routing_ad(session: bytes, round_no: int, sender: int, recipient: int) -> bytes:

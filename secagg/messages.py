@@ -404,7 +404,44 @@ class KeyList:
         raw, transcript, path = _fields(fields, 3)
         if not isinstance(raw, list):
             raise TypeError("entries must be a list")
-        return cls(tuple(AdvertiseKeys.from_wire(e) for e in raw), transcript, path)
+        entries = _advertised_columns(raw)
+        if entries is None:   # some entry is malformed: each one checked, the first named
+            entries = tuple(AdvertiseKeys.from_wire(e) for e in raw)
+        return cls(entries, transcript, path)
+
+
+def _advertised_columns(raw: list[Any]) -> tuple[AdvertiseKeys, ...] | None:
+    """The entries of a key list, their fields checked column by column (C-level passes
+    over every entry's sender, keys, nonce and signature: exactly the checks of
+    :meth:`AdvertiseKeys.__post_init__`), then built without checking each again; or
+    ``None`` if any entry fails a check (the caller then builds them one by one, which
+    raises the entry's own error). A key list holds one entry per neighbour, and every
+    client decodes one per session."""
+    if not raw:
+        return ()
+    if not _all_of_type(tuple(raw), list) or set(map(len, raw)) != {5}:
+        return None
+    senders, c_pks, s_pks, nonces, sigs = zip(*raw)
+    if not (_all_of_type(senders, int) and min(senders) >= 0
+            and max(senders) < MAX_PARTICIPANTS):
+        return None
+    for column, length in ((c_pks, PUBLIC_KEY_BYTES), (s_pks, PUBLIC_KEY_BYTES),
+                           (nonces, NONCE_BYTES)):
+        if not _all_of_type(column, bytes) or set(map(len, column)) != {length}:
+            return None
+    if not _all_of_type(sigs, bytes) or not set(map(len, sigs)) <= {0, SIGNATURE_BYTES}:
+        return None
+    new, put = AdvertiseKeys.__new__, object.__setattr__
+    out = []
+    for sender, c_pk, s_pk, nonce, sig in raw:
+        e = new(AdvertiseKeys)
+        put(e, "sender", sender)
+        put(e, "c_pk", c_pk)
+        put(e, "s_pk", s_pk)
+        put(e, "nonce", nonce)
+        put(e, "signature", sig)
+        out.append(e)
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)

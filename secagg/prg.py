@@ -159,8 +159,7 @@ def _one_call_mask(seed: bytes, nbytes: int, word: np.dtype,
                    low_mask: np.uint64 | None) -> np.ndarray:
     """A mask of one keystream call (power-of-two modulus): ``nbytes`` of keystream as
     words, widened to ``uint64``, the bits above the modulus cleared (``low_mask``)."""
-    ks = Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor().update(_ZERO_BYTES[:nbytes])
-    small = np.frombuffer(ks, dtype=word).astype(np.uint64)
+    small = _small_keystream(seed, nbytes).view(word).astype(np.uint64)
     if low_mask is not None:
         np.bitwise_and(small, low_mask, out=small)
     return small
@@ -241,10 +240,10 @@ def _streamed_sum(seeds: list[bytes], added: int, dim: int, w: int) -> np.ndarra
     buf = np.empty(min(nbytes, _CHUNK_BYTES) + 16, np.uint8) if nbytes > _SMALL_MASK_BYTES else None
     for i, seed in enumerate(seeds):
         op = np.add if i < added else np.subtract
-        enc = Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor()
         if buf is None:
-            op(acc, np.frombuffer(enc.update(_ZERO_BYTES[:nbytes]), dtype=word), out=acc)
+            op(acc, _small_keystream(seed, nbytes).view(word), out=acc)
             continue
+        enc = Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor()
         for start in range(0, dim, per_chunk):
             n = min(per_chunk, dim - start)
             enc.update_into(_ZEROS[:n * w], buf)
@@ -290,8 +289,21 @@ def _keystream_rows(seeds: list[bytes], dim: int,
         return
     cols = max(1, min(dim, _CHUNK_BYTES // w,
                       max(_MIN_COLUMNS, _MATRIX_BYTES // (w * len(seeds)))))
+    if cols < dim:   # every step starts on a 16-byte block (cols >= 256 here)
+        cols -= cols % (16 // w)
     group = max(1, _MATRIX_BYTES // (w * cols))
     buf = np.empty(min(group, len(seeds)) * cols * w + 16, np.uint8)
+    if _openssl_ctr() is not None:
+        for first in range(0, len(seeds), group):
+            rows = seeds[first:first + group]
+            for start in range(0, dim, cols):
+                n = min(cols, dim - start)
+                _ctr_rows(rows, start * w // 16, n * w, buf)
+                words = buf[:len(rows) * n * w].view(word).reshape(len(rows), n)
+                if not np.little_endian and w > 1:   # pragma: no cover - little-endian hosts
+                    words = words.astype(word.newbyteorder("="))
+                yield start, words
+        return
     for first in range(0, len(seeds), group):
         encs = [Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor()
                 for seed in seeds[first:first + group]]
@@ -308,6 +320,75 @@ def _keystream_rows(seeds: list[bytes], dim: int,
             if not np.little_endian and w > 1:   # pragma: no cover - little-endian hosts
                 words = words.astype(word.newbyteorder("="))
             yield start, words
+
+
+# ----------------------------------------------- AES-256-CTR keyed again per seed
+_CTR_STATE: list[object] = []    # [] not tried yet; [None] unavailable; [(ffi, lib)]
+
+
+def _openssl_ctr() -> tuple[object, object] | None:
+    """libcrypto (:mod:`secagg._libcrypto`) if its AES-256-CTR, keyed again per seed on
+    one context, gives ``cryptography``'s keystream (checked once, on three seeds, from
+    block 0 and from block 5, over a partial last block), else ``None``: the
+    ``cryptography`` path then serves."""
+    if not _CTR_STATE:
+        state: tuple[object, object] | None = None
+        try:
+            from ._libcrypto import libcrypto
+
+            state = libcrypto()
+            if state is not None:
+                _CTR_STATE.append(state)
+                seeds = [bytes([i]) * SEED_BYTES for i in (1, 2, 3)]
+                buf = np.empty(3 * 200 + 16, np.uint8)
+                for block in (0, 5):
+                    _ctr_rows(seeds, block, 200, buf)
+                    iv = block.to_bytes(16, "big")
+                    want = b"".join(Cipher(algorithms.AES(sd), modes.CTR(iv)).encryptor()
+                                    .update(bytes(200)) for sd in seeds)
+                    if buf[:600].tobytes() != want:
+                        state = None
+                _CTR_STATE.clear()
+        except (ImportError, OSError, AttributeError, RuntimeError):
+            state = None
+        _CTR_STATE[:] = [state]
+    return _CTR_STATE[0]  # type: ignore[return-value]
+
+
+def _small_keystream(seed: bytes, nbytes: int) -> np.ndarray:
+    """The first ``nbytes`` (at most ``_SMALL_MASK_BYTES``) keystream bytes under
+    ``seed``, as a fresh ``uint8`` array."""
+    if _openssl_ctr() is None:
+        ks = Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor().update(_ZERO_BYTES[:nbytes])
+        return np.frombuffer(ks, dtype=np.uint8)
+    buf = np.empty(nbytes, np.uint8)
+    _ctr_rows([seed], 0, nbytes, buf)
+    return buf
+
+
+def _ctr_rows(seeds: list[bytes], block: int, nb: int, buf: np.ndarray) -> None:
+    """Row ``r`` of ``buf`` (rows of ``nb`` bytes) := bytes ``16 block .. 16 block + nb``
+    of the AES-256-CTR keystream under ``seeds[r]`` (initial counter block 0): one
+    context, keyed again per seed with the counter at ``block``."""
+    from ._libcrypto import new_context
+
+    if not 0 <= nb <= _ZEROS.size or buf.size < len(seeds) * nb or buf.dtype != np.uint8 \
+            or not buf.flags.c_contiguous:
+        raise ValueError("keystream rows: a row is at most 1 MiB, into a large enough "
+                         "contiguous uint8 buffer")
+    ffi, lib = _CTR_STATE[0]  # type: ignore[misc]
+    ctx = new_context("aes_256_ctr")   # this call's own: no thread shares it
+    iv = block.to_bytes(16, "big")
+    zeros = ffi.from_buffer("unsigned char[]", _ZEROS[:nb])
+    out = ffi.from_buffer("unsigned char[]", buf, require_writable=True)
+    outl = ffi.new("int *")
+    init, update, null = lib.EVP_EncryptInit_ex, lib.EVP_EncryptUpdate, ffi.NULL
+    ok = 1
+    for r, seed in enumerate(seeds):
+        ok &= init(ctx, null, null, seed, iv)
+        ok &= update(ctx, out + r * nb, outl, zeros, nb) & (outl[0] == nb)
+    if ok != 1:
+        raise RuntimeError("OpenSSL AES-256-CTR failed")
 
 
 #: the Mersenne prime of the threshold committee's field, the one prime modulus with a
@@ -390,8 +471,7 @@ def _streamed_sum_m61(seeds: list[bytes], added: int, dim: int) -> np.ndarray:
     pending = 0
     for i, seed in enumerate(seeds):
         if big is None:
-            enc = Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor()
-            words = np.frombuffer(enc.update(_ZERO_BYTES[:nbytes]), dtype="<u8")
+            words = _small_keystream(seed, nbytes).view("<u8")
         else:
             _Keystream(seed, nbytes).into(big.view(np.uint8))
             words = big.view("<u8")

@@ -3,7 +3,8 @@
 Layers, lowest first (a layer imports only from itself and the layers it names):
 
 * ``secagg``, ``shuffler``: pure cryptographic cores -- the standard library without
-  I/O, clock or global randomness, ``cryptography``, ``nacl``, ``numpy``; ``shuffler``
+  I/O, clock or global randomness, ``cryptography``, ``nacl``, ``numpy`` (``secagg``
+  also ``cffi``, for libcrypto's AES keyed again per mask seed); ``shuffler``
   also takes the one ``RandomSource`` from ``secagg.randomness`` and nothing else of
   ``secagg``;
 * ``mechanisms``: ``numpy``, ``scipy`` and, from ``protocol``, the contract module only;
@@ -35,11 +36,13 @@ PACKAGES = ("secagg", "shuffler", "mechanisms", "protocol")
 
 # layer -> top-level names (third-party or first-party packages) it may import
 ALLOWED_TOP = {
-    "secagg": {"secagg", "cryptography", "nacl", "numpy"},
+    # cffi: libcrypto's AES-256-CTR keyed again per mask seed (secagg/_libcrypto.py)
+    "secagg": {"secagg", "cryptography", "nacl", "numpy", "cffi"},
     "shuffler": {"shuffler", "secagg", "cryptography", "nacl", "numpy"},
     "mechanisms": {"mechanisms", "numpy", "scipy", "protocol"},
     "protocol.core": {"protocol", "secagg", "shuffler", "msgpack", "numpy", "cryptography",
                       "nacl", "distributed",
+                      "dask",  # distributed's own configuration (cluster.py)
                       "Crypto",  # pycryptodome: TurboSHAKE128 for protocol.core.poplar1
                       "cffi"},  # cffi: Poplar1's OpenSSL AES keyed per report (xof.py)
     "protocol.studies": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "scipy",

@@ -111,6 +111,15 @@ class LocalEngine(Engine):
             yield getattr(h, method)(*a)
 
 
+#: Dask settings of a local cluster this engine starts (not of a cluster it joins)
+_LEAN_LOCAL_CLUSTER = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.interval": "10s",
+    "distributed.admin.system-monitor.disk": False,
+    "distributed.admin.system-monitor.gil.enabled": False,
+}
+
+
 class DaskEngine(Engine):
     """Shards as Dask distributed actors.
 
@@ -140,10 +149,18 @@ class DaskEngine(Engine):
         self._workers: dict[int, int] = {}
         try:
             if address is None:
+                import dask
+
                 n = workers or default_workers()
-                self._cluster = LocalCluster(n_workers=n, threads_per_worker=1,
-                                             processes=True, dashboard_address=":0",
-                                             silence_logs=logging.ERROR)
+                # the cluster is ours, for a simulation's CPU: Dask's own sampling
+                # profiler (every 10 ms on each worker, about 3% of a worker's CPU in a
+                # 10^6-user TrieHH round) and its per-process system monitor (psutil
+                # every 0.5 s, disk counters included) are off; the nannies hand this
+                # configuration to the worker processes they start
+                with dask.config.set(_LEAN_LOCAL_CLUSTER):
+                    self._cluster = LocalCluster(n_workers=n, threads_per_worker=1,
+                                                 processes=True, dashboard_address=":0",
+                                                 silence_logs=logging.ERROR)
                 self.client = Client(self._cluster)
             else:
                 self.client = Client(address, timeout=30)

@@ -231,6 +231,22 @@ def test_engines_refuse_bad_arguments():
     assert ShardLost(1, "x").shard == 1
 
 
+def test_a_local_cluster_runs_without_dasks_profiler_and_system_monitor(dask_engine):
+    """The workers of a cluster the engine starts spend no CPU on Dask's sampling
+    profiler or its disk monitor (they took about 3% of a worker in a large round);
+    the setting is the cluster's, not the process's afterwards."""
+    import dask
+
+    def probe(dask_worker):
+        return ("profile" in dask_worker.periodic_callbacks,
+                dask.config.get("distributed.worker.profile.enabled"),
+                dask.config.get("distributed.admin.system-monitor.disk"))
+
+    seen = dask_engine.client.run(probe)
+    assert len(seen) == 2 and set(seen.values()) == {(False, False, False)}
+    assert dask.config.get("distributed.worker.profile.enabled") is True
+
+
 def test_an_existing_scheduler_by_address(dask_engine):
     """``--cluster ADDRESS`` goes through the same code path as a local cluster."""
     address = dask_engine.client.scheduler.address

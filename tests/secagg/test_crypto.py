@@ -240,6 +240,43 @@ def test_aead_rfc8439_section_2_8_2() -> None:
     assert c.aead_decrypt(RFC8439_KEY, blob, RFC8439_AAD) == RFC8439_PT
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.binary(min_size=32, max_size=32), st.binary(min_size=12, max_size=12),
+       st.binary(max_size=5000), st.binary(max_size=200))
+def test_aead_is_openssls_chacha20_poly1305(key, nonce, pt, ad) -> None:
+    """The AEAD runs on libsodium's ChaCha20-Poly1305: the same bytes as
+    ``cryptography``'s (OpenSSL's) on any key, nonce, length (past the per-thread
+    scratch buffer too) and associated data, and each side opens the other's."""
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+    blob = c.aead_encrypt(key, pt, ad, FixedRandom(nonce))
+    assert blob == nonce + ChaCha20Poly1305(key).encrypt(nonce, pt, ad)
+    assert c.aead_decrypt(key, blob, ad) == pt
+    if pt:
+        bad = bytearray(blob)
+        bad[-1] ^= 0x80
+        with pytest.raises(CryptoError, match="authentication"):
+            c.aead_decrypt(key, bytes(bad), ad)
+
+
+def test_aead_in_threads_at_once() -> None:
+    """Each thread has its own scratch buffer: many threads encrypting and decrypting
+    at once get exactly their own bytes back."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def job(i: int) -> bool:
+        key, ad = hashlib.sha256(b"k%d" % i).digest(), b"ad%d" % i
+        rng = insecure_deterministic_randomness(i)
+        for j in range(300):
+            pt = hashlib.sha256(b"%d-%d" % (i, j)).digest() * (1 + j % 3)
+            if c.aead_decrypt(key, c.aead_encrypt(key, pt, ad, rng), ad) != pt:
+                return False
+        return True
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(job, range(16)))
+
+
 def test_aead_rejects_every_modification() -> None:
     key = bytes(range(32))
     ad = c.routing_ad(bytes(32), 1, 4, 9)

@@ -330,14 +330,26 @@ def test_mask_sum_for_the_committee_prime_equals_the_masks_one_by_one() -> None:
         prg.mask_sum([(os.urandom(32), 2)], 4, p)
 
 
+@pytest.fixture(params=["openssl", "cryptography"])
+def keystream_backend(request, monkeypatch):  # type: ignore[no-untyped-def]
+    """The keystream rows from libcrypto's context keyed again per seed (the default
+    where libcrypto loads, as here), or from one ``cryptography`` context per seed."""
+    if request.param == "openssl":
+        assert prg._openssl_ctr() is not None, "libcrypto's AES-256-CTR did not load"
+    else:
+        monkeypatch.setattr(prg, "_CTR_STATE", [None])
+    return request.param
+
+
 @pytest.mark.parametrize("modulus", [prg.MERSENNE61, 1 << 32, 1 << 20, 1 << 64, 256])
 @pytest.mark.parametrize("masks, dim", [(8, 1), (89, 300), (89, 1000), (300, 2048),
-                                        (9, 2049), (7, 100)])
+                                        (9, 2049), (7, 100), (1, 3)])
 def test_keystream_matrix_sum_is_the_mask_by_mask_sum(modulus: int, masks: int,
-                                                      dim: int) -> None:
+                                                      dim: int, keystream_backend) -> None:
     """Many short masks are summed as the rows of one keystream matrix, in column
     blocks and row groups (89 rows of 1000 words span three blocks; 300 rows two
-    groups); the sum is the one of the masks taken one by one."""
+    groups); the sum is the one of the masks taken one by one (expand_mask, on
+    ``cryptography``'s AES-256-CTR), from either keystream backend."""
     import hashlib
 
     terms = [(hashlib.sha256(b"matrix %d %d %d" % (masks, dim, i)).digest(),
@@ -371,3 +383,28 @@ def test_keystream_matrix_leaves_a_rejected_word_to_the_exact_path(monkeypatch) 
                         lambda *a: streamed.append(a) or np.zeros(50, np.uint64))
     prg.mask_sum_mersenne61([(s, 1) for s in seeds], 50)
     assert len(streamed) == 1
+
+
+def test_libcrypto_rows_are_the_ctr_keystream_from_any_block() -> None:
+    """Keyed again per seed on one context, libcrypto's rows are ``cryptography``'s
+    AES-256-CTR keystream of each seed from the counter block asked for, over
+    lengths that end inside a block; a thread of its own gets its own context."""
+    import hashlib
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    assert prg._openssl_ctr() is not None
+    seeds = [hashlib.sha256(b"rows %d" % i).digest() for i in range(5)]
+
+    def rows(block: int, nb: int) -> bytes:
+        buf = np.empty(len(seeds) * nb, np.uint8)
+        prg._ctr_rows(seeds, block, nb, buf)
+        return buf.tobytes()
+
+    for block, nb in [(0, 1), (0, 16), (3, 37), (1000, 4096), (7, 100_000)]:
+        want = b"".join(Cipher(algorithms.AES(sd), modes.CTR(block.to_bytes(16, "big")))
+                        .encryptor().update(bytes(nb)) for sd in seeds)
+        assert rows(block, nb) == want
+        with ThreadPoolExecutor(2) as pool:
+            assert list(pool.map(lambda _: rows(block, nb), range(4))) == [want] * 4

@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from protocol.core.poplar1.field import ENC64, ENC255, P64, P255
 from protocol.core.poplar1.keccak import SpongeBatch, turboshake128_many
+from secagg._libcrypto import libcrypto, new_context
 
 __all__ = ["VERSION", "format_dst", "XofTurboShake128", "fixed_key", "aes_ecb", "hash_blocks",
            "XofFixedKeyAes128", "next_vec_from_stream", "MIN_BATCH", "turboshake_many",
@@ -228,40 +229,22 @@ class aes_ecb:  # noqa: N801 - used like a function
 #: (tests/protocol/test_poplar1_aes.py).
 AES_BACKENDS = ("openssl", "contexts", "numpy")
 
-_CDEF = """
-typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
-typedef struct evp_cipher_st EVP_CIPHER;
-EVP_CIPHER_CTX *EVP_CIPHER_CTX_new(void);
-void EVP_CIPHER_CTX_free(EVP_CIPHER_CTX *ctx);
-const EVP_CIPHER *EVP_aes_128_ecb(void);
-int EVP_EncryptInit_ex(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *type, void *impl,
-                       const unsigned char *key, const unsigned char *iv);
-int EVP_EncryptUpdate(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl,
-                      const unsigned char *in, int inl);
-int EVP_CIPHER_CTX_set_padding(EVP_CIPHER_CTX *ctx, int padding);
-"""
 _openssl_lib: object = None          # None: not tried yet; False: not available
 _local = threading.local()
 _backend: list[str] = []
 
 
 def _load_openssl():  # noqa: ANN202
-    """``(ffi, lib)`` for the process's libcrypto, or ``None`` when it cannot be loaded
-    or fails the FIPS-197 known-answer test (then the ``contexts`` backend is used)."""
+    """``(ffi, lib)`` for the process's libcrypto (:mod:`secagg._libcrypto`), or ``None``
+    when it cannot be loaded or fails the FIPS-197 known-answer test (then the
+    ``contexts`` backend is used)."""
     global _openssl_lib
     if _openssl_lib is None:
         _openssl_lib = False
         try:
-            import ctypes.util
-
-            import cffi
-
-            name = ctypes.util.find_library("crypto")
-            if name:
-                ffi = cffi.FFI()
-                ffi.cdef(_CDEF)
-                lib = ffi.dlopen(name)
-                _openssl_lib = (ffi, lib)
+            loaded = libcrypto()
+            if loaded is not None:
+                _openssl_lib = loaded
                 # FIPS 197, appendix C.1 (AES-128), twice under two keys in one call
                 key = np.frombuffer(bytes(range(16)) + bytes(16), dtype=np.uint8).reshape(2, 16)
                 pt = bytes.fromhex("00112233445566778899aabbccddeeff")
@@ -278,15 +261,7 @@ def _load_openssl():  # noqa: ANN202
 def _openssl_ctx():  # noqa: ANN202
     ctx = getattr(_local, "ctx", None)
     if ctx is None:
-        ffi, lib = _openssl_lib
-        raw = lib.EVP_CIPHER_CTX_new()
-        if raw == ffi.NULL:
-            raise RuntimeError("EVP_CIPHER_CTX_new failed")
-        ctx = ffi.gc(raw, lib.EVP_CIPHER_CTX_free)
-        if lib.EVP_EncryptInit_ex(ctx, lib.EVP_aes_128_ecb(), ffi.NULL, ffi.NULL, ffi.NULL) != 1 \
-                or lib.EVP_CIPHER_CTX_set_padding(ctx, 0) != 1:
-            raise RuntimeError("EVP_EncryptInit_ex failed")
-        _local.ctx = ctx
+        ctx = _local.ctx = new_context("aes_128_ecb")
     return ctx
 
 
