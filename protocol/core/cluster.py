@@ -117,6 +117,10 @@ _LEAN_LOCAL_CLUSTER = {
     "distributed.admin.system-monitor.interval": "10s",
     "distributed.admin.system-monitor.disk": False,
     "distributed.admin.system-monitor.gil.enabled": False,
+    # the nannies (in this process) read each worker's memory every 100 ms by default,
+    # about 3% of the driver's CPU in a 10^6-user round; once a second still stops a
+    # worker that outgrows its limit
+    "distributed.worker.memory.monitor-interval": "1s",
 }
 
 
@@ -154,9 +158,9 @@ class DaskEngine(Engine):
                 n = workers or default_workers()
                 # the cluster is ours, for a simulation's CPU: Dask's own sampling
                 # profiler (every 10 ms on each worker, about 3% of a worker's CPU in a
-                # 10^6-user TrieHH round) and its per-process system monitor (psutil
-                # every 0.5 s, disk counters included) are off; the nannies hand this
-                # configuration to the worker processes they start
+                # 10^6-user TrieHH round) is off, its system monitor (psutil every
+                # 0.5 s, disk counters included) and memory monitor are slower; the
+                # nannies hand this configuration to the worker processes they start
                 with dask.config.set(_LEAN_LOCAL_CLUSTER):
                     self._cluster = LocalCluster(n_workers=n, threads_per_worker=1,
                                                  processes=True, dashboard_address=":0",

@@ -240,10 +240,15 @@ def test_a_local_cluster_runs_without_dasks_profiler_and_system_monitor(dask_eng
     def probe(dask_worker):
         return ("profile" in dask_worker.periodic_callbacks,
                 dask.config.get("distributed.worker.profile.enabled"),
-                dask.config.get("distributed.admin.system-monitor.disk"))
+                dask.config.get("distributed.admin.system-monitor.disk"),
+                dask.config.get("distributed.worker.memory.monitor-interval"))
 
     seen = dask_engine.client.run(probe)
-    assert len(seen) == 2 and set(seen.values()) == {(False, False, False)}
+    assert len(seen) == 2 and set(seen.values()) == {(False, False, False, "1s")}
+    # the nannies live in this process: their memory monitor runs once a second
+    nannies = list(dask_engine._cluster.workers.values())
+    assert len(nannies) == 2 and all(
+        nanny.periodic_callbacks["memory_monitor"].callback_time == 1000 for nanny in nannies)
     assert dask.config.get("distributed.worker.profile.enabled") is True
 
 
