@@ -159,7 +159,8 @@ def _one_call_mask(seed: bytes, nbytes: int, word: np.dtype,
                    low_mask: np.uint64 | None) -> np.ndarray:
     """A mask of one keystream call (power-of-two modulus): ``nbytes`` of keystream as
     words, widened to ``uint64``, the bits above the modulus cleared (``low_mask``)."""
-    small = _small_keystream(seed, nbytes).view(word).astype(np.uint64)
+    ks = Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor().update(_ZERO_BYTES[:nbytes])
+    small = np.frombuffer(ks, dtype=word).astype(np.uint64)
     if low_mask is not None:
         np.bitwise_and(small, low_mask, out=small)
     return small
@@ -240,10 +241,10 @@ def _streamed_sum(seeds: list[bytes], added: int, dim: int, w: int) -> np.ndarra
     buf = np.empty(min(nbytes, _CHUNK_BYTES) + 16, np.uint8) if nbytes > _SMALL_MASK_BYTES else None
     for i, seed in enumerate(seeds):
         op = np.add if i < added else np.subtract
-        if buf is None:
-            op(acc, _small_keystream(seed, nbytes).view(word), out=acc)
-            continue
         enc = Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor()
+        if buf is None:
+            op(acc, np.frombuffer(enc.update(_ZERO_BYTES[:nbytes]), dtype=word), out=acc)
+            continue
         for start in range(0, dim, per_chunk):
             n = min(per_chunk, dim - start)
             enc.update_into(_ZEROS[:n * w], buf)
@@ -355,17 +356,6 @@ def _openssl_ctr() -> tuple[object, object] | None:
     return _CTR_STATE[0]  # type: ignore[return-value]
 
 
-def _small_keystream(seed: bytes, nbytes: int) -> np.ndarray:
-    """The first ``nbytes`` (at most ``_SMALL_MASK_BYTES``) keystream bytes under
-    ``seed``, as a fresh ``uint8`` array."""
-    if _openssl_ctr() is None:
-        ks = Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor().update(_ZERO_BYTES[:nbytes])
-        return np.frombuffer(ks, dtype=np.uint8)
-    buf = np.empty(nbytes, np.uint8)
-    _ctr_rows([seed], 0, nbytes, buf)
-    return buf
-
-
 def _ctr_rows(seeds: list[bytes], block: int, nb: int, buf: np.ndarray) -> None:
     """Row ``r`` of ``buf`` (rows of ``nb`` bytes) := bytes ``16 block .. 16 block + nb``
     of the AES-256-CTR keystream under ``seeds[r]`` (initial counter block 0): one
@@ -471,7 +461,8 @@ def _streamed_sum_m61(seeds: list[bytes], added: int, dim: int) -> np.ndarray:
     pending = 0
     for i, seed in enumerate(seeds):
         if big is None:
-            words = _small_keystream(seed, nbytes).view("<u8")
+            enc = Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor()
+            words = np.frombuffer(enc.update(_ZERO_BYTES[:nbytes]), dtype="<u8")
         else:
             _Keystream(seed, nbytes).into(big.view(np.uint8))
             words = big.view("<u8")
