@@ -366,6 +366,8 @@ def _ctr_rows(seeds: list[bytes], block: int, nb: int, buf: np.ndarray) -> None:
             or not buf.flags.c_contiguous:
         raise ValueError("keystream rows: a row is at most 1 MiB, into a large enough "
                          "contiguous uint8 buffer")
+    if seeds and (set(map(type, seeds)) != {bytes} or set(map(len, seeds)) != {SEED_BYTES}):
+        raise ParameterError(f"every seed must be {SEED_BYTES} bytes")  # libcrypto reads 32
     ffi, lib = _CTR_STATE[0]  # type: ignore[misc]
     ctx = new_context("aes_256_ctr")   # this call's own: no thread shares it
     iv = block.to_bytes(16, "big")

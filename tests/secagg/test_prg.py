@@ -408,3 +408,16 @@ def test_libcrypto_rows_are_the_ctr_keystream_from_any_block() -> None:
         assert rows(block, nb) == want
         with ThreadPoolExecutor(2) as pool:
             assert list(pool.map(lambda _: rows(block, nb), range(4))) == [want] * 4
+
+
+def test_libcrypto_rows_refuse_what_would_read_or_write_out_of_bounds() -> None:
+    """The rows are written by C through raw pointers: a short seed, a row past the
+    zero buffer or a buffer too small for the rows is refused before any call."""
+    assert prg._openssl_ctr() is not None
+    buf = np.empty(64, np.uint8)
+    with pytest.raises(ParameterError):
+        prg._ctr_rows([bytes(31)], 0, 16, buf)
+    with pytest.raises(ValueError):
+        prg._ctr_rows([bytes(32)] * 5, 0, 16, buf)              # 80 bytes into 64
+    with pytest.raises(ValueError):
+        prg._ctr_rows([bytes(32)], 0, prg._ZEROS.size + 16, np.empty(2 << 20, np.uint8))
