@@ -3,8 +3,8 @@
 ``cryptography`` builds a new cipher context for every key (about 10 us of object
 set-up around an AES key schedule of tens of nanoseconds with AES-NI). Where one call
 has many keys (a client's ``k + 1`` mask seeds, Poplar1's per-report keys), one
-``EVP_CIPHER_CTX`` per thread, keyed again for each key, does the same work for a
-fraction of the cost. This is the libcrypto that Python's own ``ssl`` and
+``EVP_CIPHER_CTX``, keyed again for each key, does the same work for a fraction of the
+cost. This is the libcrypto that Python's own ``ssl`` and
 ``hashlib`` load; ``cffi`` is already a dependency of ``cryptography``.
 
 Callers check the output against a known answer before they rely on it, and fall back
