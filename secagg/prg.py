@@ -283,8 +283,10 @@ def _keystream_rows(seeds: list[bytes], dim: int,
     matrix, a block at a time: yields ``(first column, words)``, ``words`` of shape
     ``(rows, columns)`` in the native byte order, for a group of the seeds' rows (a view
     of one reused buffer, valid until the next step); the caller sums the blocks of a
-    column range over the groups. Each seed of a group keeps one AES-256-CTR encryptor,
-    so a row continues its own keystream from block to block."""
+    column range over the groups. A row continues its own keystream from block to
+    block: on libcrypto's context keyed again per seed with the counter where the block
+    starts (:func:`_ctr_rows`), else on one ``cryptography`` encryptor per seed of the
+    group."""
     word = _WORD_DTYPES[w]
     if not seeds or not dim:
         return
@@ -294,30 +296,23 @@ def _keystream_rows(seeds: list[bytes], dim: int,
         cols -= cols % (16 // w)
     group = max(1, _MATRIX_BYTES // (w * cols))
     buf = np.empty(min(group, len(seeds)) * cols * w + 16, np.uint8)
-    if _openssl_ctr() is not None:
-        for first in range(0, len(seeds), group):
-            rows = seeds[first:first + group]
-            for start in range(0, dim, cols):
-                n = min(cols, dim - start)
-                _ctr_rows(rows, start * w // 16, n * w, buf)
-                words = buf[:len(rows) * n * w].view(word).reshape(len(rows), n)
-                if not np.little_endian and w > 1:   # pragma: no cover - little-endian hosts
-                    words = words.astype(word.newbyteorder("="))
-                yield start, words
-        return
+    libcrypto = _openssl_ctr() is not None
     for first in range(0, len(seeds), group):
-        encs = [Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor()
-                for seed in seeds[first:first + group]]
-        rows = len(encs)
+        rows = seeds[first:first + group]
+        encs = None if libcrypto else [Cipher(algorithms.AES(seed), _CTR_ZERO).encryptor()
+                                       for seed in rows]
         for start in range(0, dim, cols):
             n = min(cols, dim - start)
             nb = n * w
-            zeros = _ZEROS[:nb]
-            for i, enc in enumerate(encs):
-                # room for the block the call may need past the row: the next row (or
-                # the buffer's 16 spare bytes) takes it, and is written afterwards
-                enc.update_into(zeros, buf[i * nb:(i + 1) * nb + 15])
-            words = buf[:rows * nb].view(word).reshape(rows, n)
+            if encs is None:
+                _ctr_rows(rows, start * w // 16, nb, buf)
+            else:
+                zeros = _ZEROS[:nb]
+                for i, enc in enumerate(encs):
+                    # room for the block the call may need past the row: the next row
+                    # (or the buffer's 16 spare bytes) takes it, and is written afterwards
+                    enc.update_into(zeros, buf[i * nb:(i + 1) * nb + 15])
+            words = buf[:len(rows) * nb].view(word).reshape(len(rows), n)
             if not np.little_endian and w > 1:   # pragma: no cover - little-endian hosts
                 words = words.astype(word.newbyteorder("="))
             yield start, words
@@ -339,7 +334,6 @@ def _openssl_ctr() -> tuple[object, object] | None:
 
             state = libcrypto()
             if state is not None:
-                _CTR_STATE.append(state)
                 seeds = [bytes([i]) * SEED_BYTES for i in (1, 2, 3)]
                 buf = np.empty(3 * 200 + 16, np.uint8)
                 for block in (0, 5):
@@ -349,7 +343,6 @@ def _openssl_ctr() -> tuple[object, object] | None:
                                     .update(bytes(200)) for sd in seeds)
                     if buf[:600].tobytes() != want:
                         state = None
-                _CTR_STATE.clear()
         except (ImportError, OSError, AttributeError, RuntimeError):
             state = None
         _CTR_STATE[:] = [state]
@@ -360,7 +353,7 @@ def _ctr_rows(seeds: list[bytes], block: int, nb: int, buf: np.ndarray) -> None:
     """Row ``r`` of ``buf`` (rows of ``nb`` bytes) := bytes ``16 block .. 16 block + nb``
     of the AES-256-CTR keystream under ``seeds[r]`` (initial counter block 0): one
     context, keyed again per seed with the counter at ``block``."""
-    from ._libcrypto import new_context
+    from ._libcrypto import libcrypto, new_context
 
     if not 0 <= nb <= _ZEROS.size or buf.size < len(seeds) * nb or buf.dtype != np.uint8 \
             or not buf.flags.c_contiguous:
@@ -368,8 +361,8 @@ def _ctr_rows(seeds: list[bytes], block: int, nb: int, buf: np.ndarray) -> None:
                          "contiguous uint8 buffer")
     if seeds and (set(map(type, seeds)) != {bytes} or set(map(len, seeds)) != {SEED_BYTES}):
         raise ParameterError(f"every seed must be {SEED_BYTES} bytes")  # libcrypto reads 32
-    ffi, lib = _CTR_STATE[0]  # type: ignore[misc]
     ctx = new_context("aes_256_ctr")   # this call's own: no thread shares it
+    ffi, lib = libcrypto()  # type: ignore[misc]   # loaded: new_context raised otherwise
     iv = block.to_bytes(16, "big")
     zeros = ffi.from_buffer("unsigned char[]", _ZEROS[:nb])
     out = ffi.from_buffer("unsigned char[]", buf, require_writable=True)
