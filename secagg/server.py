@@ -119,6 +119,11 @@ class _Replies(Sequence[tuple[int, Any]]):
     def __len__(self) -> int:
         return len(self._recipients)
 
+    @property
+    def order(self) -> list[int]:
+        """The recipients in the order the replies go out (a copy)."""
+        return list(self._order)
+
     def _item(self, u: int) -> tuple[int, Any]:
         return u, self._build(u)
 
@@ -152,7 +157,15 @@ class SecAggServer:
             signature check or a secret reconstruction that was done on the very same
             bytes is not done again (each is a pure function of those bytes; a check
             that failed is remembered as failed and refused again). ``None``: no
-            sharing.
+            sharing. The graph fixed when round 0 closes is kept there too (a pure
+            function of the session and the transcript root), so that a server and
+            its replica of one session hold one copy of it.
+        routes: route the round-1 ciphertexts (the default). A server that sends
+            nothing, such as helper 2's replica of the server (it checks every client
+            message as the server does and computes the same sum), passes ``False``:
+            it checks each round-1 message's recipients and ciphertext lengths as
+            the server does but keeps no ciphertext, and its round 1 closes with no
+            messages (the ciphertexts determine no part of the sum).
 
     Raises:
         ParameterError: missing verification keys in the malicious variant.
@@ -160,12 +173,14 @@ class SecAggServer:
 
     def __init__(self, config: SessionConfig, *,
                  verify_keys: Sequence[bytes] | None = None,
-                 memo: SessionMemo | dict[Any, Any] | None = None) -> None:
+                 memo: SessionMemo | dict[Any, Any] | None = None,
+                 routes: bool = True) -> None:
         if config.malicious and (verify_keys is None or len(verify_keys) != config.n):
             raise ParameterError("the malicious-server variant needs n verification keys")
         self.config = config
         self._verify_keys = tuple(verify_keys) if verify_keys is not None else None
         self._memo = SessionMemo(entries=memo) if isinstance(memo, dict) else memo
+        self.routes = bool(routes)
         n = config.n
         #: ``N(u)`` for every ``u``: fixed when round 0 closes, from the transcript
         #: root (the graph seed is derived from ``sid_1``); empty before
@@ -247,6 +262,20 @@ class SecAggServer:
         self.state = edge.next_state  # type: ignore[assignment]
         return out
 
+    def _graph(self, root: bytes) -> list[tuple[int, ...]]:
+        """``config.all_neighbours(root)``, computed once per memo: a server and its
+        in-process replica of one session share the same (immutable) lists."""
+        memo = self._memo
+        if memo is None:
+            return self.config.all_neighbours(root)
+        cfg = self.config
+        key = ("graph", cfg.n, cfg.graph, cfg.degree, cfg.session, root)
+        graph = memo.get(key)
+        if graph is None:
+            graph = cfg.all_neighbours(root)
+            memo.put(key, graph)
+        return graph
+
     def _enough(self, owners: list[int], holders: np.ndarray) -> bool:
         """Does every owner have at least ``t`` neighbours in ``holders``?"""
         t = self.config.threshold
@@ -289,7 +318,7 @@ class SecAggServer:
             v: crypto.transcript_leaf(v, k.nonce, k.c_pk, k.s_pk) for v, k in self._keys.items()})
         root = levels[-1][0]
         # the graph of this attempt: fixed only now, by the root over the fresh nonces
-        self.neighbours = self.config.all_neighbours(root)
+        self.neighbours = self._graph(root)
         keys, neighbours, in_u1 = self._keys, self.neighbours, self._in_u1
         # the key lists go out along the graph's ring (Harary): the order of a round's
         # messages is no part of the protocol, but a simulation answers them in that
@@ -311,7 +340,9 @@ class SecAggServer:
                                   for u, nb in enumerate(neighbours)), np.int64,
                                  len(neighbours))
         self._cts_start = np.concatenate([[0], np.cumsum(counts)])
-        self._cts = np.zeros(int(self._cts_start[-1]) * SHARE_CIPHERTEXT_BYTES, np.uint8)
+        if self.routes:
+            self._cts = np.zeros(int(self._cts_start[-1]) * SHARE_CIPHERTEXT_BYTES,
+                                 np.uint8)
         self.session = self.config.transcript_session(root)
         self.transcript_root = root
         self.sets["U1"] = frozenset(u1)
@@ -327,16 +358,19 @@ class SecAggServer:
         if any(len(ct) != SHARE_CIPHERTEXT_BYTES for ct in msg.ciphertexts):
             # an honest client's are all this long; a recipient could not decrypt another
             raise InvalidMessage(f"share ciphertexts must be {SHARE_CIPHERTEXT_BYTES} bytes")
-        size, start = SHARE_CIPHERTEXT_BYTES, int(self._cts_start[u]) * SHARE_CIPHERTEXT_BYTES
-        self._cts[start:start + size * len(msg.ciphertexts)] = np.frombuffer(
-            b"".join(msg.ciphertexts), np.uint8)
+        if self.routes:
+            size = SHARE_CIPHERTEXT_BYTES
+            start = int(self._cts_start[u]) * size
+            self._cts[start:start + size * len(msg.ciphertexts)] = np.frombuffer(
+                b"".join(msg.ciphertexts), np.uint8)
         self._in_u2[u] = True
 
     def _close_shares(self, _: CloseRound) -> Outgoing:
         u2 = self._members(self._in_u2)
         if len(u2) < self.config.threshold + 1:
             raise _Abort(AbortReason.TOO_FEW_SHARE_SENDERS, u2)
-        out = _Replies(u2, self._routed_shares(self._cts, self._cts_start))
+        out: Outgoing = (_Replies(u2, self._routed_shares(self._cts, self._cts_start))
+                         if self.routes else [])
         self._cts, self._cts_start = np.zeros(0, np.uint8), np.zeros(1, np.int64)
         self.sets["U2"] = frozenset(u2)
         return out

@@ -436,6 +436,52 @@ class ShardedSecAggSimulation(SecAggSimulation):
             del res  # the shard's packed reply, unpacked: not kept beside its messages
             yield served[s], replies
 
+    def _deliver_lazily(self, out: Any, round_no: int
+                        ) -> Iterator[tuple[int, list[Envelope]]]:
+        """:meth:`_deliver_down` for a round whose replies the server builds when they
+        are taken (``out.reply_to(u)``): each shard's are built, encoded, recorded and
+        packed when its call is made, so that the driver holds a few shards' encoded
+        replies at a time (a round's key lists are about ``150 k`` bytes a client).
+        Each shard takes its clients' replies in the order the server sends them; the
+        transcript holds the same envelopes as when they are encoded all at once,
+        recorded shard by shard."""
+        n, alive, shard_of = self.config.n, self.alive, self._shard_of
+        per_shard: dict[int, list[int]] = {}
+        skipped = 0
+        t0 = time.process_time()
+        for c in out.order:
+            if not 0 <= c < n or not alive[c]:
+                # encoded and recorded, but served at once (as _deliver_down does)
+                msg = out.reply_to(c)
+                self.transcript.record(Envelope(SERVER, c, round_no, codec.encode(msg)),
+                                       type(msg).__name__)
+                skipped += 1
+                continue
+            per_shard.setdefault(int(shard_of[c]), []).append(c)
+        self.codec_cpu += time.process_time() - t0
+
+        def prepare(clients: list[int]) -> bytes:
+            t0 = time.process_time()
+            items = []
+            for c in clients:
+                msg = out.reply_to(c)
+                data = codec.encode(msg)
+                self.transcript.record(Envelope(SERVER, c, round_no, data),
+                                       type(msg).__name__)
+                self.down[c] += len(data)
+                items.append((c, data))
+            blob = _pack(items)
+            self.codec_cpu += time.process_time() - t0
+            return blob
+
+        if skipped:
+            yield skipped, []
+        served = {s: len(v) for s, v in per_shard.items()}
+        for s, res in self._call_shards("deliver", per_shard, prepare):
+            replies = self._replies(s, res)
+            del res
+            yield served[s], replies
+
     def _hand_up(self, replies: Iterator[tuple[int, list[Envelope]]], step: int,
                  total: int) -> None:
         """Give each shard's replies to the server as they come (or hold them for the
@@ -486,6 +532,11 @@ class ShardedSecAggSimulation(SecAggSimulation):
             self._regroup()
         if srv.round is not None:
             self.drop(srv.round)
+        if adversary is None and hasattr(out, "reply_to"):
+            # a lazy round (key lists, routed ciphertexts): each shard's replies are
+            # built and encoded when its call is made, not the whole round's at once
+            self._hand_up(self._deliver_lazily(out, round_no), round_no + 1, len(out))
+            return
         downs = []
         t0 = time.process_time()
         # each message dropped once its envelope exists

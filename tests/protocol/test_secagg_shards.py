@@ -377,3 +377,38 @@ def test_bench_secagg_regroups_on_workers_unless_told_not_to(monkeypatch):
         with pytest.raises(SystemExit):
             main(["bench", "secagg", "--clients", "20", "--dim", "4", *argv])
         assert seen[-1] is want
+
+
+def test_lazy_rounds_are_encoded_shard_by_shard(monkeypatch):
+    """The key lists and the routed ciphertexts are built and encoded when each shard's
+    call is made: as a shard is handed its clients' messages, the transcript holds
+    those of the shards called so far, not the whole round's; the run is the
+    in-process simulation's."""
+    from protocol.core.secagg_shards import ClientShard
+
+    spec = NetSessionSpec(60, dim=4)
+    c1, r1 = _config(spec, 9)
+    local = run_secagg(c1, SeededRows(1, 4, spec.modulus), rand=r1)
+    c2, r2 = _config(spec, 9)
+    sim = ShardedSecAggSimulation(c2, SeededRows(1, 4, spec.modulus), rand=r2, shards=4)
+    seen: list[tuple[int, int]] = []
+    deliver = ClientShard.deliver
+
+    def counting(self, blob):  # noqa: ANN001, ANN202
+        seen.append((sim.server.round, sum(1 for e in sim.transcript.envelopes
+                                           if e.kind in ("KeyList", "RoutedShares"))))
+        return deliver(self, blob)
+
+    monkeypatch.setattr(ClientShard, "deliver", counting)
+    sim.run()
+    run = sim.result()
+    assert run.completed and _records(run) == _records(local)
+    np.testing.assert_array_equal(run.result, local.result)
+    sizes = [len(m) for m in sim.members]
+    for round_no, before in ((1, 0), (2, 60)):
+        counts = [k for r, k in seen if r == round_no]
+        assert len(counts) == 4
+        # each call sees its own shard's messages and those of the calls before it
+        assert counts[0] - before < 60 and counts == sorted(set(counts))
+        assert counts[-1] == before + 60
+        assert counts[0] - before in sizes

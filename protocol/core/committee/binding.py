@@ -111,7 +111,9 @@ class MirroredServer(SecAggServer):
         memo: dict[Any, Any] | None = {} if replica else None
         super().__init__(config, verify_keys=verify_keys, memo=memo)
         self._feed = feed
-        self.replica = (SecAggServer(config, verify_keys=verify_keys, memo=memo)
+        # the replica sends nothing: it keeps no round-1 ciphertexts (routes=False)
+        self.replica = (SecAggServer(config, verify_keys=verify_keys, memo=memo,
+                                     routes=False)
                         if replica else None)
         self.replica_seconds = 0.0
         #: ``(message, None)`` for a client message taken, ``(None, "close")`` for a
@@ -164,7 +166,7 @@ def replay_journal(config: SessionConfig, verify_keys: Sequence[bytes] | None,
         AuditFailed: the replica did not complete (a forged, missing or reordered
             message, or rounds closed where they should not be).
     """
-    replica = SecAggServer(config, verify_keys=verify_keys)
+    replica = SecAggServer(config, verify_keys=verify_keys, routes=False)
     for message, event in journal:
         try:
             if event == "close":
