@@ -411,9 +411,10 @@ class SecAggClient:
         xs = [v + 1 for v in peers]
         b_shares, s_shares = shamir.split_encoded_many((self._b, self._s_sk), xs,
                                                        cfg.threshold, self._rand)
-        cts = tuple(
-            crypto.aead_encrypt(key, bs + ss, crypto.routing_ad(sid, 1, u, v), self._rand)
-            for v, key, bs, ss in zip(peers, share_keys, b_shares, s_shares))
+        # one ciphertext per peer, in the key list's order (the nonces drawn in one call)
+        cts = tuple(crypto.aead_encrypt_many(
+            share_keys, [bs + ss for bs, ss in zip(b_shares, s_shares)],
+            crypto.routing_ads(sid, 1, u, peers), self._rand))
         out = ShareKeys(u, peers, cts)
         # mutate
         self.session = sid

@@ -61,7 +61,7 @@ __all__ = [
     "KEY_BYTES", "NONCE_BYTES", "TAG_BYTES", "SIGNATURE_BYTES", "PROTOCOL_PREFIX",
     "LABEL_MASK_SEED", "LABEL_SHARE_KEY", "LABEL_SELF_MASK", "LABEL_SESSION",
     "x25519_keypair", "x25519_public", "x25519_shared", "hkdf", "hkdf_info", "session_id",
-    "aead_encrypt", "aead_decrypt", "routing_ad", "ed25519_keypair", "ed25519_public",
+    "aead_encrypt", "aead_encrypt_many", "aead_decrypt", "routing_ad", "routing_ads", "ed25519_keypair", "ed25519_public",
     "ed25519_sign", "ed25519_verify", "constant_time_equal", "FRESH_NONCE_BYTES",
     "attempt_session_id", "transcript_leaf", "transcript_depth", "transcript_tree",
     "transcript_path", "transcript_root_from_path", "transcript_session_id",
@@ -308,7 +308,33 @@ def aead_encrypt(key: bytes, plaintext: bytes, associated_data: bytes,
     key = _as_bytes(key, "AEAD key", KEY_BYTES)
     plaintext = _as_bytes(plaintext, "plaintext")
     associated_data = _as_bytes(associated_data, "associated data")
-    nonce = _random(rand, NONCE_BYTES)
+    return _seal(key, plaintext, associated_data, _random(rand, NONCE_BYTES))
+
+
+def aead_encrypt_many(keys: Sequence[bytes], plaintexts: Sequence[bytes],
+                      associated_data: Sequence[bytes], rand: RandomSource) -> list[bytes]:
+    """:func:`aead_encrypt` of each ``(key, plaintext, associated data)``, in order,
+    the nonces drawn from ``rand`` in one call (the same bytes, in the same order, as
+    one draw per ciphertext from a stream): a client's round-1 ciphertexts.
+
+    Raises:
+        CryptoError: as :func:`aead_encrypt`, for any item (nothing is returned then).
+        ParameterError: the three sequences differ in length.
+    """
+    keys = [_as_bytes(k, "AEAD key", KEY_BYTES) for k in keys]
+    plaintexts = [_as_bytes(p, "plaintext") for p in plaintexts]
+    associated_data = [_as_bytes(a, "associated data") for a in associated_data]
+    if not len(keys) == len(plaintexts) == len(associated_data):
+        raise ParameterError("keys, plaintexts and associated data differ in number")
+    nonces = _random(rand, NONCE_BYTES * len(keys))
+    return [_seal(k, p, a, nonces[i:i + NONCE_BYTES])
+            for i, k, p, a in zip(range(0, len(nonces), NONCE_BYTES), keys, plaintexts,
+                                  associated_data)]
+
+
+def _seal(key: bytes, plaintext: bytes, associated_data: bytes, nonce: bytes) -> bytes:
+    """``nonce || ChaCha20-Poly1305(key, nonce, plaintext, associated_data)`` (checked
+    arguments)."""
     if _SODIUM_AEAD is None:  # pragma: no cover - another PyNaCl build
         return nonce + ChaCha20Poly1305(key).encrypt(nonce, plaintext, associated_data)
     n = len(plaintext) + TAG_BYTES
@@ -373,6 +399,25 @@ def routing_ad(session: bytes, round_no: int, sender: int, recipient: int) -> by
 
 _ROUTING_PREFIX = PROTOCOL_PREFIX + _LABEL_ROUTING + b"\x00"
 _ROUTING_INTS = struct.Struct(">IQQ")
+
+
+def routing_ads(session: bytes, round_no: int, sender: int,
+                recipients: Sequence[int]) -> list[bytes]:
+    """:func:`routing_ad` for each recipient (one sender and round): the same bytes.
+
+    Raises:
+        ParameterError: as :func:`routing_ad`.
+    """
+    if not recipients:
+        return []
+    first = routing_ad(session, round_no, sender, recipients[0])   # checks all but these
+    head = first[:-8]
+    out = [first]
+    for v in recipients[1:]:
+        if type(v) is not int or not 0 <= v < _U64:
+            _check_int(v, "recipient", 0, _U64)
+        out.append(head + v.to_bytes(8, "big"))
+    return out
 
 
 # --------------------------------------------------------------------------- Ed25519

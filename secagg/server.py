@@ -516,19 +516,27 @@ class SecAggServer:
         except CryptoError:
             raise InvalidMessage(f"bad {what} signature from {u}") from None
 
-    def _combine(self, kept: bytearray, t: int) -> bytes:
-        """The secret rebuilt from the ``t`` share encodings kept for its owner."""
+    def _combine(self, kept: Sequence[bytearray], t: int) -> list[bytes]:
+        """The secrets rebuilt from the ``t`` share encodings kept for each owner, in
+        one batch (:func:`secagg.shamir.combine_encoded_many`); a memo shared with a
+        replica serves the ones already rebuilt from the very same bytes.
+
+        Raises:
+            ParameterError: some owner's encodings do not give a secret.
+        """
         w = shamir.SHARE_WIRE_BYTES
-        encodings = bytes(kept[:t * w])
+        encodings = [bytes(k[:t * w]) for k in kept]
         memo = self._memo
-        if memo is not None:
-            known = memo.get(("shamir", t, encodings))
-            if known is not None:
-                return known
-        secret = shamir.combine_encoded(encodings, t)
-        if memo is not None:
-            memo.put(("shamir", t, encodings), secret)
-        return secret
+        known = ([memo.get(("shamir", t, e)) for e in encodings] if memo is not None
+                 else [None] * len(encodings))
+        todo = [i for i, secret in enumerate(known) if secret is None]
+        if todo:
+            fresh = shamir.combine_encoded_many([encodings[i] for i in todo], t)
+            for i, secret in zip(todo, fresh):
+                known[i] = secret
+                if memo is not None:
+                    memo.put(("shamir", t, encodings[i]), secret)
+        return known
 
     def _close_unmask(self, _: CloseRound) -> Outgoing:
         cfg, t = self.config, self.config.threshold
@@ -543,11 +551,10 @@ class SecAggServer:
         # the masks to take off, as (seed, sign), for ModAccumulator.add_masks
         terms: list[tuple[bytes, int]] = []
         try:
-            for u in u3:
-                b = self._combine(self._b_shares[u], t)
+            for b in self._combine([self._b_shares[u] for u in u3], t):
                 terms.append((self_mask_seed(self.session, b), -1))
-            for v in dropped:
-                s_sk = self._combine(self._s_shares[v], t)
+            s_sks = self._combine([self._s_shares[v] for v in dropped], t)
+            for v, s_sk in zip(dropped, s_sks):
                 if not crypto.constant_time_equal(crypto.x25519_public(s_sk),
                                                   self._keys[v].s_pk):
                     raise _Abort(AbortReason.RECONSTRUCTION_FAILED, [])

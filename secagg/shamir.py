@@ -51,7 +51,7 @@ from .randomness import RandomSource
 
 __all__ = ["PRIME", "LANES", "LANE_BITS", "SECRET_BYTES", "SHARE_BYTES", "SHARE_WIRE_BYTES",
            "MAX_X", "Share", "split", "split_encoded", "split_encoded_many", "share_value",
-           "check_encodings", "combine", "combine_encoded"]
+           "check_encodings", "combine", "combine_encoded", "combine_encoded_many"]
 
 PRIME = (1 << 31) - 1
 LANE_BITS = 30
@@ -371,32 +371,103 @@ def split_encoded(secret: bytes, xs: Sequence[int], threshold: int,
 
 # ------------------------------------------------------------------ combine
 
-def _lagrange_at_zero(xs: list[int]) -> np.ndarray:
-    """``L_i = prod_{j != i} x_j / (x_j - x_i) mod p`` for distinct points (uint64)."""
-    t = len(xs)
-    x = np.array(xs, np.int64)
-    diff = (x[None, :] - x[:, None]) % PRIME                  # x_j - x_i mod p
-    diff[np.arange(t), np.arange(t)] = x                      # the x_i factor
-    # den_i = x_i prod_{j != i} (x_j - x_i): a product tree over each row
-    rows = diff.astype(np.uint64)
-    while rows.shape[1] > 1:
-        if rows.shape[1] % 2:
-            rows = np.concatenate([rows, np.ones((t, 1), np.uint64)], axis=1)
-        rows = _fold(rows[:, 0::2] * rows[:, 1::2])
-    den = rows[:, 0].tolist()
-    total = 1
-    for xi in xs:
-        total = total * xi % PRIME
-    # every inverse from one modular inversion (Montgomery's batch-inversion trick)
-    prefix = [1] * (t + 1)
-    for i, d in enumerate(den):
-        prefix[i + 1] = prefix[i] * d % PRIME
-    inv = pow(prefix[-1], -1, PRIME) * total % PRIME
-    out = [0] * t
+#: most entries of one ``(owners, t, t)`` difference block (bounds the memory of a batch)
+_BLOCK_ENTRIES = 1 << 21
+
+
+def _product(rows: np.ndarray) -> np.ndarray:
+    """The product mod p of each row along the last axis (entries below ``2^32``): a
+    tree, each level's products only partly reduced (below ``2^31 + 8``, so the next
+    level's stay below ``2^64``), the result fully."""
+    while rows.shape[-1] > 1:
+        if rows.shape[-1] % 2:
+            pad = np.ones(rows.shape[:-1] + (1,), np.uint64)
+            rows = np.concatenate([rows, pad], axis=-1)
+        rows = _fold_once(_fold_once(rows[..., 0::2] * rows[..., 1::2]))
+    return _fold(rows[..., 0])
+
+
+def _inverse(v: np.ndarray) -> np.ndarray:
+    """``v^(p-2) mod p`` elementwise (``v`` below p and not 0): Fermat's inverse."""
+    out = np.ones_like(v)
+    base = v.copy()
+    e = PRIME - 2
+    while e:
+        if e & 1:
+            out = _fold(out * base)
+        e >>= 1
+        if e:
+            base = _fold(base * base)
+    return out
+
+
+#: fewer entries than this are inverted with Python integers (numpy's per-call
+#: overhead would dominate a few rows)
+_SMALL_INVERSE = 4096
+
+
+def _row_inverses(den: np.ndarray) -> np.ndarray:
+    """``den^-1 mod p`` elementwise (uint64 ``(rows, t)``, entries below p, not 0).
+
+    A few rows: Python's modular inverse per entry. Many: every inverse of a row from
+    one inversion (Montgomery's batch trick), the prefix products and the way back
+    one column at a time over all rows."""
+    rows, t = den.shape
+    if rows * t <= _SMALL_INVERSE:
+        return np.array([[pow(d, -1, PRIME) for d in row] for row in den.tolist()],
+                        np.uint64).reshape(rows, t)
+    prefix = np.empty((rows, t + 1), np.uint64)
+    prefix[:, 0] = 1
+    for i in range(t):
+        prefix[:, i + 1] = _fold(prefix[:, i] * den[:, i])
+    inv = _inverse(prefix[:, t])
+    out = np.empty((rows, t), np.uint64)
     for i in range(t - 1, -1, -1):
-        out[i] = inv * prefix[i] % PRIME
-        inv = inv * den[i] % PRIME
-    return np.array(out, np.uint64)
+        out[:, i] = _fold(inv * prefix[:, i])
+        inv = _fold(inv * den[:, i])
+    return out
+
+
+def _lagrange_at_zero(x: np.ndarray) -> np.ndarray:
+    """Row ``r``: ``L_i = prod_{j != i} x_j / (x_j - x_i) mod p`` over the distinct
+    points ``x[r]`` (int64 ``(m, t)``; uint64 ``(m, t)`` out), a block of rows at a
+    time."""
+    m, t = x.shape
+    out = np.empty((m, t), np.uint64)
+    step = max(1, _BLOCK_ENTRIES // max(1, t * t))
+    diag = np.arange(t)
+    for lo in range(0, m, step):
+        xb = x[lo:lo + step]
+        # [r, i, j] = x_j - x_i + p: congruent, positive and below 2^32 (x < 2^16),
+        # so that the tree's first products stay below 2^64
+        diff = (xb[:, None, :] - xb[:, :, None] + PRIME).astype(np.uint64)
+        diff[:, diag, diag] = xb                              # the x_i factor
+        # den_i = x_i prod_{j != i} (x_j - x_i); L_i = (prod_j x_j) / den_i
+        den = _product(diff)                                  # (rows, t)
+        total = _product(xb.astype(np.uint64))                # (rows,)
+        out[lo:lo + step] = _fold(_row_inverses(den) * total[:, None])
+    return out
+
+
+def _secrets(lanes: np.ndarray) -> list[bytes]:
+    """The 32-byte secrets of reconstructed lanes ``(m, LANES)``, each below p.
+
+    Raises:
+        ParameterError: a lane does not fit its width (inconsistent shares or a wrong
+            threshold).
+    """
+    widths = np.full(LANES, LANE_BITS, np.uint64)
+    widths[-1] = _TOP_BITS
+    if (lanes >> widths).any():
+        raise ParameterError("reconstructed lanes do not fit 32 bytes: shares are "
+                             "inconsistent or the threshold is wrong")
+    out = []
+    for row in lanes.tolist():
+        value = 0
+        for i, lane in enumerate(row):
+            value |= lane << (LANE_BITS * i)
+        out.append(value.to_bytes(SECRET_BYTES, "big"))
+    return out
 
 
 def combine(shares: Sequence[Share], threshold: int) -> bytes:
@@ -427,7 +498,8 @@ def combine(shares: Sequence[Share], threshold: int) -> bytes:
     if len(shares) < threshold:
         raise ParameterError(f"need {threshold} shares, got {len(shares)}")
     used = shares[:threshold]
-    return _interpolate([s.x for s in used], np.array([s.y for s in used], np.uint64))
+    return _interpolate(np.array([[s.x for s in used]], np.int64),
+                        np.array([[s.y for s in used]], np.uint64))[0]
 
 
 def combine_encoded(encodings: bytes, threshold: int) -> bytes:
@@ -439,12 +511,34 @@ def combine_encoded(encodings: bytes, threshold: int) -> bytes:
             a repeated point, a lane outside the field, or lanes that do not fit their
             widths.
     """
+    return combine_encoded_many([encodings], threshold)[0]
+
+
+def combine_encoded_many(encodings: Sequence[bytes], threshold: int) -> list[bytes]:
+    """:func:`combine_encoded` for many secrets at once (each item the ``threshold``
+    encodings of one secret, laid end to end): one vectorised interpolation over all
+    of them, each with its own points. A server rebuilds every survivor's self-mask
+    seed this way.
+
+    Raises:
+        ParameterError: as :func:`combine_encoded`, for any item (nothing is returned
+            then).
+    """
     _check_threshold(threshold)
-    if type(encodings) is not bytes or len(encodings) != threshold * SHARE_WIRE_BYTES:
-        raise ParameterError(f"need {threshold} share encodings of {SHARE_WIRE_BYTES} bytes")
-    rows = np.frombuffer(encodings, _WIRE)
-    xs = rows["x"].tolist()
-    if min(xs) < 1 or len(set(xs)) != len(xs):
+    size = threshold * SHARE_WIRE_BYTES
+    items = list(encodings)
+    for item in items:
+        if type(item) is not bytes or len(item) != size:
+            raise ParameterError(f"need {threshold} share encodings of "
+                                 f"{SHARE_WIRE_BYTES} bytes")
+    if not items:
+        return []
+    rows = np.frombuffer(b"".join(items), _WIRE).reshape(len(items), threshold)
+    xs = rows["x"].astype(np.int64)
+    if (xs < 1).any():
+        raise ParameterError("share points must be distinct and at least 1")
+    ordered = np.sort(xs, axis=1)
+    if (ordered[:, 1:] == ordered[:, :-1]).any():
         raise ParameterError("share points must be distinct and at least 1")
     ys = rows["y"].astype(np.uint64)
     if (ys >= _P).any():
@@ -452,17 +546,10 @@ def combine_encoded(encodings: bytes, threshold: int) -> bytes:
     return _interpolate(xs, ys)
 
 
-def _interpolate(xs: list[int], ys: np.ndarray) -> bytes:
-    """The secret from distinct points ``xs`` and their lanes ``ys`` (t x LANES, each
-    below p)."""
+def _interpolate(xs: np.ndarray, ys: np.ndarray) -> list[bytes]:
+    """The secrets from rows of distinct points ``xs`` (int64 ``(m, t)``) and their
+    lanes ``ys`` (uint64 ``(m, t, LANES)``, each below p)."""
     coeffs = _lagrange_at_zero(xs)
-    terms = _fold(ys * coeffs[:, None])                      # each < p
-    lanes = _fold(terms.sum(axis=0, dtype=np.uint64))         # t < 2^16: no overflow
-    value = 0
-    for i, lane in enumerate(lanes.tolist()):
-        width = _TOP_BITS if i == LANES - 1 else LANE_BITS
-        if lane >> width:
-            raise ParameterError("reconstructed lanes do not fit 32 bytes: shares are "
-                                 "inconsistent or the threshold is wrong")
-        value |= lane << (LANE_BITS * i)
-    return value.to_bytes(SECRET_BYTES, "big")
+    terms = _fold(ys * coeffs[:, :, None])                    # each < p
+    lanes = _fold(terms.sum(axis=1, dtype=np.uint64))          # t < 2^16: no overflow
+    return _secrets(lanes)

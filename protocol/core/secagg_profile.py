@@ -66,7 +66,9 @@ _CATEGORY = {
     ("shamir", "split"): "shamir", ("shamir", "split_encoded"): "shamir",
     ("shamir", "split_encoded_many"): "shamir",
     ("shamir", "combine"): "shamir", ("shamir", "combine_encoded"): "shamir",
+    ("shamir", "combine_encoded_many"): "shamir",
     ("crypto", "aead_encrypt"): "aead", ("crypto", "aead_decrypt"): "aead",
+    ("crypto", "aead_encrypt_many"): "aead",
     ("crypto", "ed25519_sign"): "signature", ("crypto", "ed25519_verify"): "signature",
     ("crypto", "hkdf"): "kdf",
 }
@@ -83,8 +85,13 @@ def _shape(name: str, args: tuple[Any, ...]) -> Any:
         return (len(args[0]), len(args[1]), args[2])
     if name in ("combine", "combine_encoded"):
         return args[1]
+    if name == "combine_encoded_many":  # (secrets, threshold)
+        return (len(args[0]), args[1])
     if name in ("aead_encrypt", "aead_decrypt"):
         return (len(args[1]), len(args[2]))
+    if name == "aead_encrypt_many":  # (ciphertexts, plaintext bytes, associated data bytes)
+        return (len(args[1]), len(args[1][0]) if args[1] else 0,
+                len(args[2][0]) if args[2] else 0)
     return None
 
 
@@ -196,8 +203,9 @@ def category_seconds(prof: PrimitiveProfile) -> dict[str, float]:
 FAMILIES: dict[str, tuple[str, ...]] = {
     "key_agreement": ("x25519_shared", "x25519_keypair", "x25519_public"),
     "prg": ("expand_mask", "mask_sum"), "shamir": ("split", "split_encoded", "split_encoded_many",
-                                                "combine", "combine_encoded"),
-    "aead": ("aead_encrypt", "aead_decrypt"), "signature": ("ed25519_sign", "ed25519_verify"),
+                                                "combine", "combine_encoded",
+                                                "combine_encoded_many"),
+    "aead": ("aead_encrypt", "aead_decrypt", "aead_encrypt_many"), "signature": ("ed25519_sign", "ed25519_verify"),
     "kdf": ("hkdf",),
 }
 
@@ -305,31 +313,40 @@ def bare_costs(prof: PrimitiveProfile, sample: int = 2000) -> dict[str, float]:
     for t, count in prof.shapes.get("combine_encoded", {}).items():
         blob = b"".join(shamir.split_encoded(os.urandom(32), list(range(1, t + 1)), t, rnd))
         sh_t += timed(count, lambda: shamir.combine_encoded(blob, t))
+    for (c, t), count in prof.shapes.get("combine_encoded_many", {}).items():
+        # one secret's encodings, c times: the batch does the same work for each row
+        blobs = [b"".join(shamir.split_encoded(os.urandom(32), list(range(1, t + 1)), t,
+                                               rnd))] * c
+        sh_t += timed(count, lambda: shamir.combine_encoded_many(blobs, t))
     out["shamir"] = sh_t
     ae_t = 0.0
     key = os.urandom(32)
-    for name in ("aead_encrypt", "aead_decrypt"):
-        for (pl, al), count in prof.shapes.get(name, {}).items():
-            nonce = os.urandom(12)
-            # a decrypt call's first argument is the ciphertext: 16-byte tag, 12-byte nonce
-            pt = os.urandom(max(pl - (28 if name == "aead_decrypt" else 0), 0))
-            ad = os.urandom(al)
-            ct = ChaCha20Poly1305(key).encrypt(nonce, pt, ad)
-            if sodium_aead is None:  # pragma: no cover - another PyNaCl build
-                ae_t += timed(count, (lambda: ChaCha20Poly1305(key).encrypt(nonce, pt, ad))
-                              if name == "aead_encrypt" else
-                              (lambda: ChaCha20Poly1305(key).decrypt(nonce, ct, ad)))
-                continue
-            # the libsodium call secagg.crypto makes, into a buffer made once
-            out_buf = sodium_ffi.new("unsigned char[]", len(ct))
-            out_len = sodium_ffi.new("unsigned long long *")
-            null = sodium_ffi.NULL
-            if name == "aead_encrypt":
-                ae_t += timed(count, lambda: sodium_aead[0](
-                    out_buf, out_len, pt, len(pt), ad, len(ad), null, nonce, key))
-            else:
-                ae_t += timed(count, lambda: sodium_aead[1](
-                    out_buf, out_len, null, ct, len(ct), ad, len(ad), nonce, key))
+    # a batch of c encryptions is c bare encryptions
+    aead_shapes = [(name, pl, al, count) for name in ("aead_encrypt", "aead_decrypt")
+                   for (pl, al), count in prof.shapes.get(name, {}).items()]
+    aead_shapes += [("aead_encrypt", pl, al, c * count) for (c, pl, al), count
+                    in prof.shapes.get("aead_encrypt_many", {}).items()]
+    for name, pl, al, count in aead_shapes:
+        nonce = os.urandom(12)
+        # a decrypt call's first argument is the ciphertext: 16-byte tag, 12-byte nonce
+        pt = os.urandom(max(pl - (28 if name == "aead_decrypt" else 0), 0))
+        ad = os.urandom(al)
+        ct = ChaCha20Poly1305(key).encrypt(nonce, pt, ad)
+        if sodium_aead is None:  # pragma: no cover - another PyNaCl build
+            ae_t += timed(count, (lambda: ChaCha20Poly1305(key).encrypt(nonce, pt, ad))
+                          if name == "aead_encrypt" else
+                          (lambda: ChaCha20Poly1305(key).decrypt(nonce, ct, ad)))
+            continue
+        # the libsodium call secagg.crypto makes, into a buffer made once
+        out_buf = sodium_ffi.new("unsigned char[]", len(ct))
+        out_len = sodium_ffi.new("unsigned long long *")
+        null = sodium_ffi.NULL
+        if name == "aead_encrypt":
+            ae_t += timed(count, lambda: sodium_aead[0](
+                out_buf, out_len, pt, len(pt), ad, len(ad), null, nonce, key))
+        else:
+            ae_t += timed(count, lambda: sodium_aead[1](
+                out_buf, out_len, null, ct, len(ct), ad, len(ad), nonce, key))
     out["aead"] = ae_t
     edpk, edsk = nacl_b.crypto_sign_seed_keypair(os.urandom(32))
     msg = os.urandom(100)

@@ -38,8 +38,11 @@ def test_counts_match_the_protocol_complete_graph() -> None:
     assert prof.calls["mask_sum"] == n + 1
     assert prof.shapes["mask_sum"] == {(7, 1 << 32, n): n + 1}
     assert prof.calls.get("expand_mask", 0) == 0
-    # each client shares b and s_sk in one call; the server rebuilds n self-mask seeds
-    assert prof.calls["split_encoded_many"] == n and prof.calls["combine_encoded"] == n
+    # each client shares b and s_sk in one call; the server rebuilds the n self-mask
+    # seeds in one batch (no dropout: no s key to rebuild, and no call for none)
+    assert prof.calls["split_encoded_many"] == n
+    assert prof.calls["combine_encoded_many"] == 1 and "combine_encoded" not in prof.calls
+    assert prof.shapes["combine_encoded_many"] == {(n, cfg.threshold): 1}
     assert prof.shapes["split_encoded_many"] == {(2, n - 1, cfg.threshold): n}
 
 

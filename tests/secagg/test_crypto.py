@@ -433,3 +433,46 @@ def test_ed25519_on_libsodium_equals_the_cryptography_library() -> None:
         ref = Ed25519PrivateKey.from_private_bytes(seed)
         assert c.ed25519_public(seed) == ref.public_key().public_bytes_raw()
         assert c.ed25519_sign(seed, msg) == ref.sign(msg)
+
+
+def test_aead_encrypt_many_is_aead_encrypt_in_order() -> None:
+    """The same ciphertexts, byte for byte, as one aead_encrypt per item drawing from
+    the same stream; each decrypts under its own key and associated data only."""
+    from secagg.crypto import aead_decrypt, aead_encrypt, aead_encrypt_many, routing_ad, \
+        routing_ads
+
+    session = bytes(range(32))
+    peers = [1, 7, 300, 2**40]
+    keys = [bytes([i]) * 32 for i in range(len(peers))]
+    pts = [bytes([i]) * (76 + i) for i in range(len(peers))]
+    ads = routing_ads(session, 1, 5, peers)
+    assert ads == [routing_ad(session, 1, 5, v) for v in peers]
+    one = insecure_deterministic_randomness(11)
+    many = insecure_deterministic_randomness(11)
+    singles = [aead_encrypt(k, p, a, one) for k, p, a in zip(keys, pts, ads)]
+    assert aead_encrypt_many(keys, pts, ads, many) == singles
+    assert one.token_bytes(8) == many.token_bytes(8)   # both streams read as far
+    for k, p, a, ct in zip(keys, pts, ads, singles):
+        assert aead_decrypt(k, ct, a) == p
+        with pytest.raises(CryptoError):
+            aead_decrypt(k, ct, ads[0] if a != ads[0] else ads[1])
+    assert aead_encrypt_many([], [], [], many) == [] and routing_ads(session, 1, 5, []) == []
+
+
+def test_aead_encrypt_many_and_routing_ads_refuse_bad_items() -> None:
+    from secagg.crypto import aead_encrypt_many, routing_ads
+
+    rand = insecure_deterministic_randomness(12)
+    key, pt, ad = b"k" * 32, b"p" * 10, b"a" * 5
+    with pytest.raises(CryptoError):
+        aead_encrypt_many([key, b"short"], [pt, pt], [ad, ad], rand)
+    with pytest.raises(CryptoError):
+        aead_encrypt_many([key, key], [pt, "text"], [ad, ad], rand)  # type: ignore[list-item]
+    with pytest.raises(ParameterError):
+        aead_encrypt_many([key, key], [pt], [ad, ad], rand)
+    session = bytes(32)
+    for bad in (-1, 2**64, True, 1.0):
+        with pytest.raises(ParameterError):
+            routing_ads(session, 1, 5, [3, bad])  # type: ignore[list-item]
+    with pytest.raises(ParameterError):
+        routing_ads(b"short", 1, 5, [3])

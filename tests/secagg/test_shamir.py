@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from protocol.core.randomness import insecure_deterministic_randomness
 from secagg.errors import ParameterError
-from secagg.shamir import (LANE_BITS, LANES, PRIME, SHARE_BYTES, Share, check_encodings,
-                           combine, combine_encoded, split, split_encoded,
-                           split_encoded_many)
+from secagg.shamir import (LANE_BITS, LANES, PRIME, SHARE_BYTES, SHARE_WIRE_BYTES, Share,
+                           check_encodings, combine, combine_encoded, combine_encoded_many,
+                           split, split_encoded, split_encoded_many)
 
 VECTORS = json.loads((pathlib.Path(__file__).parent / "vectors" / "secagg_prg_shamir.json")
                      .read_text())
@@ -414,3 +414,43 @@ def test_check_encodings_refuses_what_share_value_refuses() -> None:
         with pytest.raises(ParameterError):
             for e in encs:
                 share_value(e, 4)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("t,count", [(1, 3), (2, 5), (7, 40), (66, 90), (120, 50)])
+def test_combine_encoded_many_is_combine_encoded_row_by_row(t: int, count: int) -> None:
+    """A batch gives each row's own secret, rows with different points included, on
+    both sides of the small-batch inversion path (``count * t`` below and above 4096)."""
+    rng = random.Random(t * 1000 + count)
+    rand = insecure_deterministic_randomness(t + count)
+    secrets, blobs = [], []
+    for _ in range(count):
+        secret = bytes(rng.randrange(256) for _ in range(32))
+        xs = rng.sample(range(1, 1 << 16), t + 5)
+        enc = split_encoded(secret, xs, t, rand)
+        pick = rng.sample(range(t + 5), t)
+        secrets.append(secret)
+        blobs.append(b"".join(enc[i] for i in pick))
+    assert combine_encoded_many(blobs, t) == secrets
+    assert [combine_encoded(b, t) for b in blobs[:5]] == secrets[:5]
+    assert combine_encoded_many([], t) == []
+
+
+def test_combine_encoded_many_refuses_any_bad_row() -> None:
+    rand = insecure_deterministic_randomness(3)
+    good = [b"".join(split_encoded(bytes([i]) * 32, list(range(1, 8)), 5, rand)[:5])
+            for i in range(4)]
+    assert combine_encoded_many(good, 5) == [bytes([i]) * 32 for i in range(4)]
+    repeated = good[1][:SHARE_WIRE_BYTES] * 2 + good[1][2 * SHARE_WIRE_BYTES:]
+    zero_x = b"\x00\x00" + good[2][2:]
+    outside = good[3][:2] + b"\xff" * 4 + good[3][6:]
+    # the lanes of another secret's shares: inconsistent with this row's points
+    mixed = good[0][:SHARE_WIRE_BYTES] + good[1][SHARE_WIRE_BYTES:]
+    for bad in (repeated, zero_x, outside, good[0][:-1], "x" * len(good[0])):
+        with pytest.raises(ParameterError):
+            combine_encoded_many(good[:2] + [bad] + good[2:], 5)  # type: ignore[list-item]
+    try:
+        out = combine_encoded_many([mixed], 5)
+    except ParameterError:
+        pass
+    else:   # lanes that happen to fit: a secret, but not the one that was shared
+        assert out[0] not in (b"\x00" * 32, b"\x01" * 32)
