@@ -89,6 +89,31 @@ def test_a_session_predicted_long_is_announced_first() -> None:
     assert len(said) == 1
 
 
+def test_the_estimate_is_calibrated_on_the_sessions_run() -> None:
+    """After a session, predictions are the probes' model scaled by measured over
+    predicted CPU of the sessions so far, and the announcement says so."""
+    said: list[str] = []
+    tr = SecAggTransport(simulate=True, threat="semi-honest")
+    tr.estimate_say = said.append
+    tr.PROBE_MIN_CLIENTS = 1  # type: ignore[misc]
+    tr.estimate_after = 0.0
+    tr._cost_model = (1.0, 0.0, 0.0)   # a model that says 1 s per client: far too high
+    spec = RoundSpec("t", 0, Kind.VOTE, candidates=("a", "b"), theta=1)
+    votes = Votes(np.array([0, 1, 1, 0, -1, 1, 0, 1]))
+    tr.run_round(spec, votes, np.random.default_rng(0))
+    assert "calibrated" not in said[0] and tr.calibrated_sessions
+    measured, predicted = tr._calibration
+    assert predicted == 8.0 and 0 < measured < 8.0
+    assert tr.predict_session_seconds(1000, 2) == pytest.approx(1000 * measured / 8.0)
+    tr.run_round(spec, votes, np.random.default_rng(1))
+    assert len(said) == 2 and "calibrated on the sessions run so far" in said[1]
+    assert tr._calibration[1] == 16.0
+    # a model never made (no probe): nothing to calibrate, nothing scaled
+    fresh = SecAggTransport(simulate=True, threat="semi-honest")
+    fresh.run_round(spec, votes, np.random.default_rng(0))
+    assert not fresh.calibrated_sessions
+
+
 def test_bench_triehh_runs_no_probe_inside_its_profile(monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 

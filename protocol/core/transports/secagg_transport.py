@@ -193,6 +193,9 @@ class SecAggSessionOptions:
         self.estimate_say: Callable[[str], None] | None = None
         self.estimate_after: float = 60.0
         self._cost_model: tuple[float, float, int] | None = None
+        #: CPU seconds measured and predicted (by the probes' model) over the sessions
+        #: run since the model was made: later predictions are scaled by their ratio
+        self._calibration = [0.0, 0.0]
         #: the session memos' statistics (:meth:`secagg.memo.SessionMemo.stats`) summed
         #: over every session this transport ran: each session has its own memo, these
         #: are only its counts (benchmarks turn them into per-device figures)
@@ -219,8 +222,37 @@ class SecAggSessionOptions:
         """
         if self._cost_model is None:
             self._cost_model = self._probe()
+        measured, predicted = self._calibration
+        scale = measured / predicted if predicted > 0 and measured > 0 else 1.0
+        return self._model_seconds(n, dim) * scale
+
+    def _model_seconds(self, n: int, dim: int) -> float:
+        """The probes' prediction for a session, before calibration."""
+        assert self._cost_model is not None
         a0, a1, b = self._cost_model
         return n * (a0 + a1 * self.session_params(n).degree + b * dim)
+
+    def _calibrate(self, run: SecAggRun) -> None:
+        """Add a finished session's CPU (clients, server and codec, as measured) and the
+        model's prediction for it to :attr:`_calibration`: the probes are 24-client
+        sessions, and their extrapolation to thousands of clients was seen off by up
+        to 3x between runs on one machine. Only sessions the model was made for."""
+        if self._cost_model is None or run.config.n < self.PROBE_MIN_CLIENTS:
+            return
+        try:
+            predicted = self._model_seconds(run.config.n, run.config.dim)
+        except Exception:  # noqa: BLE001 - the estimate never stops a run
+            return
+        measured = (float(np.sum(run.client_seconds)) + float(run.server_seconds)
+                    + float(run.codec_seconds))
+        if predicted > 0 and measured > 0:
+            self._calibration[0] += measured
+            self._calibration[1] += predicted
+
+    @property
+    def calibrated_sessions(self) -> bool:
+        """Has a finished session calibrated the estimate?"""
+        return self._calibration[1] > 0
 
     def _probe(self) -> tuple[float, float, float]:
         """``(a0, a1, b)``: CPU seconds per client, per client and neighbour, and per
@@ -286,9 +318,11 @@ class SecAggSessionOptions:
         except Exception:  # noqa: BLE001 - the estimate never stops a run
             return
         if predicted > self.estimate_after:
+            basis = ("a measured per-client cost, calibrated on the sessions run so far"
+                     if self.calibrated_sessions else "a measured per-client cost")
             self.estimate_say(f"estimate: this {what} of {n:,} clients, vectors of {dim:,} "
-                              f"entries, takes about {predicted:.0f} s of CPU (from a "
-                              "measured per-client cost)")
+                              f"entries, takes about {predicted:.0f} s of CPU (from "
+                              f"{basis})")
 
     def session_params(self, n: int) -> SecAggParams:
         """Parameters of an ``n``-participant session under this threat model.
@@ -350,6 +384,7 @@ class SecAggSessionOptions:
 
             run = run_secagg_sharded(config, input_of, engine=engine, **kwargs)
         self._note_memo(run.memo_stats)
+        self._calibrate(run)
         return run
 
     def _note_memo(self, stats: dict[str, Any] | None) -> None:
