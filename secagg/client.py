@@ -414,7 +414,7 @@ class SecAggClient:
         # one ciphertext per peer, in the key list's order (the nonces drawn in one call)
         cts = tuple(crypto.aead_encrypt_many(
             share_keys, [bs + ss for bs, ss in zip(b_shares, s_shares)],
-            crypto.routing_ads(sid, 1, u, peers), self._rand))
+            crypto.routing_ads(sid, 1, [(u, v) for v in peers]), self._rand))
         out = ShareKeys(u, peers, cts)
         # mutate
         self.session = sid
@@ -440,16 +440,26 @@ class SecAggClient:
             raise _Abort(AbortReason.TOO_FEW_SHARES)
         held = [bytes(_SLOT)] * len(self.neighbours)
         halves = []
-        for v, slot, ct in zip(msg.senders, slots, msg.ciphertexts):
-            try:
-                pt = crypto.aead_decrypt(self._keys_of(slot)[0], ct,
-                                         crypto.routing_ad(self.session, 1, v, u))
-            except CryptoError:
-                raise _Abort(AbortReason.DECRYPTION_FAILED) from None
+        assert self._records_hold == _KEYS
+        records = self._records
+        try:
+            pts = crypto.aead_decrypt_many(
+                [bytes(records[slot * _SLOT:slot * _SLOT + crypto.KEY_BYTES])
+                 for slot in slots],
+                msg.ciphertexts,
+                crypto.routing_ads(self.session, 1, [(v, u) for v in msg.senders]))
+            failed = len(pts)
+        except crypto.AeadBatchError as exc:
+            # the shares before the first that does not decrypt are read as before it
+            # (a malformed one among them is that abort's reason, as when one by one)
+            pts, failed = exc.done, exc.index
+        for slot, pt in zip(slots, pts):
             if len(pt) != _SHARE_PLAINTEXT:
                 raise _Abort(AbortReason.MALFORMED_SHARE)
             halves += (pt[:_SHARE], pt[_SHARE:])
             held[slot] = pt
+        if failed < len(slots):
+            raise _Abort(AbortReason.DECRYPTION_FAILED)
         # every half the encoding of Share(x = u + 1, lanes < PRIME), checked together
         try:
             shamir.check_encodings(halves, u + 1)

@@ -50,6 +50,7 @@ import hashlib
 import hmac
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
@@ -61,7 +62,8 @@ __all__ = [
     "KEY_BYTES", "NONCE_BYTES", "TAG_BYTES", "SIGNATURE_BYTES", "PROTOCOL_PREFIX",
     "LABEL_MASK_SEED", "LABEL_SHARE_KEY", "LABEL_SELF_MASK", "LABEL_SESSION",
     "x25519_keypair", "x25519_public", "x25519_shared", "hkdf", "hkdf_info", "session_id",
-    "aead_encrypt", "aead_encrypt_many", "aead_decrypt", "routing_ad", "routing_ads", "ed25519_keypair", "ed25519_public",
+    "aead_encrypt", "aead_encrypt_many", "aead_decrypt", "aead_decrypt_many",
+    "AeadBatchError", "routing_ad", "routing_ads", "ed25519_keypair", "ed25519_public",
     "ed25519_sign", "ed25519_verify", "constant_time_equal", "FRESH_NONCE_BYTES",
     "attempt_session_id", "transcript_leaf", "transcript_depth", "transcript_tree",
     "transcript_path", "transcript_root_from_path", "transcript_session_id",
@@ -354,6 +356,17 @@ def aead_decrypt(key: bytes, blob: bytes, associated_data: bytes) -> bytes:
     key = _as_bytes(key, "AEAD key", KEY_BYTES)
     blob = _as_bytes(blob, "ciphertext")
     associated_data = _as_bytes(associated_data, "associated data")
+    return _open(key, blob, associated_data, None)
+
+
+def _open(key: bytes, blob: bytes, associated_data: bytes, buf: Any) -> bytes:
+    """Authenticate and decrypt ``blob = nonce || ct || tag`` (checked ``bytes``
+    arguments) into ``buf`` (a libsodium output buffer at least as long as the
+    plaintext, or ``None`` for a new one).
+
+    Raises:
+        CryptoError: a truncated blob or an authentication failure.
+    """
     if len(blob) < NONCE_BYTES + TAG_BYTES:
         raise CryptoError(f"ciphertext too short: {len(blob)} < {NONCE_BYTES + TAG_BYTES} bytes")
     if _SODIUM_AEAD is None:  # pragma: no cover - another PyNaCl build
@@ -363,13 +376,55 @@ def aead_decrypt(key: bytes, blob: bytes, associated_data: bytes) -> bytes:
         except InvalidTag as exc:
             raise CryptoError("AEAD authentication failed") from exc
     body = blob[NONCE_BYTES:]
-    out = _sodium_ffi.new("unsigned char[]", max(1, len(body) - TAG_BYTES))
+    size = len(body) - TAG_BYTES
+    if buf is None:
+        buf = _sodium_ffi.new("unsigned char[]", max(1, size))
     # libsodium checks the tag before it writes any plaintext (it returns -1 and
-    # leaves nothing in ``out``, which is then dropped)
-    if _SODIUM_AEAD[1](out, _sodium_ffi.NULL, _sodium_ffi.NULL, body, len(body),
+    # leaves nothing in ``buf``)
+    if _SODIUM_AEAD[1](buf, _sodium_ffi.NULL, _sodium_ffi.NULL, body, len(body),
                        associated_data, len(associated_data), blob[:NONCE_BYTES], key) != 0:
         raise CryptoError("AEAD authentication failed")
-    return _sodium_ffi.buffer(out, len(body) - TAG_BYTES)[:]
+    return _sodium_ffi.buffer(buf, size)[:]
+
+
+def aead_decrypt_many(keys: Sequence[bytes], blobs: Sequence[bytes],
+                      associated_data: Sequence[bytes]) -> list[bytes]:
+    """:func:`aead_decrypt` of each ``(key, blob, associated data)``, in order.
+
+    Raises:
+        AeadBatchError: the first item that does not decrypt (its position is
+            ``index``; the plaintexts before it are ``done``, none is returned).
+        ParameterError: the three sequences differ in length.
+    """
+    if not len(keys) == len(blobs) == len(associated_data):
+        raise ParameterError("keys, ciphertexts and associated data differ in number")
+    longest = max((len(b) for b in blobs if isinstance(b, (bytes, bytearray, memoryview))),
+                  default=0)
+    # one output buffer for the batch (each plaintext is copied out of it)
+    buf = (_sodium_ffi.new("unsigned char[]", max(1, longest))
+           if _SODIUM_AEAD is not None else None)
+    out = []
+    for i, (k, b, a) in enumerate(zip(keys, blobs, associated_data)):
+        try:
+            if type(k) is not bytes or len(k) != KEY_BYTES or type(b) is not bytes \
+                    or type(a) is not bytes:
+                k = _as_bytes(k, "AEAD key", KEY_BYTES)
+                b = _as_bytes(b, "ciphertext")
+                a = _as_bytes(a, "associated data")
+            out.append(_open(k, b, a, buf))
+        except CryptoError as exc:
+            raise AeadBatchError(i, str(exc), out) from None
+    return out
+
+
+class AeadBatchError(CryptoError):
+    """An item of :func:`aead_decrypt_many` did not decrypt: ``index`` is its place,
+    ``done`` the plaintexts of the items before it (authenticated)."""
+
+    def __init__(self, index: int, detail: str, done: list[bytes]) -> None:
+        super().__init__(f"item {index}: {detail}")
+        self.index = index
+        self.done = done
 
 
 def routing_ad(session: bytes, round_no: int, sender: int, recipient: int) -> bytes:
@@ -401,23 +456,30 @@ _ROUTING_PREFIX = PROTOCOL_PREFIX + _LABEL_ROUTING + b"\x00"
 _ROUTING_INTS = struct.Struct(">IQQ")
 
 
-def routing_ads(session: bytes, round_no: int, sender: int,
-                recipients: Sequence[int]) -> list[bytes]:
-    """:func:`routing_ad` for each recipient (one sender and round): the same bytes.
+def routing_ads(session: bytes, round_no: int,
+                pairs: Sequence[tuple[int, int]]) -> list[bytes]:
+    """:func:`routing_ad` for each ``(sender, recipient)`` pair of one session and
+    round: the same bytes.
 
     Raises:
-        ParameterError: as :func:`routing_ad`.
+        ParameterError: as :func:`routing_ad`, for any pair.
     """
-    if not recipients:
+    if not pairs:
         return []
-    first = routing_ad(session, round_no, sender, recipients[0])   # checks all but these
-    head = first[:-8]
+    first = routing_ad(session, round_no, *pairs[0])   # checks the session and round
+    head = first[:-16]
+    pack = _PAIR_INTS.pack
     out = [first]
-    for v in recipients[1:]:
-        if type(v) is not int or not 0 <= v < _U64:
-            _check_int(v, "recipient", 0, _U64)
-        out.append(head + v.to_bytes(8, "big"))
+    for sender, recipient in pairs[1:]:
+        if type(sender) is int and type(recipient) is int \
+                and 0 <= sender < _U64 and 0 <= recipient < _U64:
+            out.append(head + pack(sender, recipient))
+        else:
+            out.append(routing_ad(session, round_no, sender, recipient))  # raises
     return out
+
+
+_PAIR_INTS = struct.Struct(">QQ")
 
 
 # --------------------------------------------------------------------------- Ed25519

@@ -68,7 +68,7 @@ _CATEGORY = {
     ("shamir", "combine"): "shamir", ("shamir", "combine_encoded"): "shamir",
     ("shamir", "combine_encoded_many"): "shamir",
     ("crypto", "aead_encrypt"): "aead", ("crypto", "aead_decrypt"): "aead",
-    ("crypto", "aead_encrypt_many"): "aead",
+    ("crypto", "aead_encrypt_many"): "aead", ("crypto", "aead_decrypt_many"): "aead",
     ("crypto", "ed25519_sign"): "signature", ("crypto", "ed25519_verify"): "signature",
     ("crypto", "hkdf"): "kdf",
 }
@@ -89,7 +89,8 @@ def _shape(name: str, args: tuple[Any, ...]) -> Any:
         return (len(args[0]), args[1])
     if name in ("aead_encrypt", "aead_decrypt"):
         return (len(args[1]), len(args[2]))
-    if name == "aead_encrypt_many":  # (ciphertexts, plaintext bytes, associated data bytes)
+    if name in ("aead_encrypt_many", "aead_decrypt_many"):
+        # (items, plaintext or ciphertext bytes, associated data bytes) of the first
         return (len(args[1]), len(args[1][0]) if args[1] else 0,
                 len(args[2][0]) if args[2] else 0)
     return None
@@ -205,7 +206,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "prg": ("expand_mask", "mask_sum"), "shamir": ("split", "split_encoded", "split_encoded_many",
                                                 "combine", "combine_encoded",
                                                 "combine_encoded_many"),
-    "aead": ("aead_encrypt", "aead_decrypt", "aead_encrypt_many"), "signature": ("ed25519_sign", "ed25519_verify"),
+    "aead": ("aead_encrypt", "aead_decrypt", "aead_encrypt_many", "aead_decrypt_many"), "signature": ("ed25519_sign", "ed25519_verify"),
     "kdf": ("hkdf",),
 }
 
@@ -324,8 +325,9 @@ def bare_costs(prof: PrimitiveProfile, sample: int = 2000) -> dict[str, float]:
     # a batch of c encryptions is c bare encryptions
     aead_shapes = [(name, pl, al, count) for name in ("aead_encrypt", "aead_decrypt")
                    for (pl, al), count in prof.shapes.get(name, {}).items()]
-    aead_shapes += [("aead_encrypt", pl, al, c * count) for (c, pl, al), count
-                    in prof.shapes.get("aead_encrypt_many", {}).items()]
+    aead_shapes += [(name[:-5], pl, al, c * count) for name in ("aead_encrypt_many",
+                                                                "aead_decrypt_many")
+                    for (c, pl, al), count in prof.shapes.get(name, {}).items()]
     for name, pl, al, count in aead_shapes:
         nonce = os.urandom(12)
         # a decrypt call's first argument is the ciphertext: 16-byte tag, 12-byte nonce

@@ -445,7 +445,7 @@ def test_aead_encrypt_many_is_aead_encrypt_in_order() -> None:
     peers = [1, 7, 300, 2**40]
     keys = [bytes([i]) * 32 for i in range(len(peers))]
     pts = [bytes([i]) * (76 + i) for i in range(len(peers))]
-    ads = routing_ads(session, 1, 5, peers)
+    ads = routing_ads(session, 1, [(5, v) for v in peers])
     assert ads == [routing_ad(session, 1, 5, v) for v in peers]
     one = insecure_deterministic_randomness(11)
     many = insecure_deterministic_randomness(11)
@@ -456,11 +456,11 @@ def test_aead_encrypt_many_is_aead_encrypt_in_order() -> None:
         assert aead_decrypt(k, ct, a) == p
         with pytest.raises(CryptoError):
             aead_decrypt(k, ct, ads[0] if a != ads[0] else ads[1])
-    assert aead_encrypt_many([], [], [], many) == [] and routing_ads(session, 1, 5, []) == []
+    assert aead_encrypt_many([], [], [], many) == [] and routing_ads(session, 1, []) == []
 
 
 def test_aead_encrypt_many_and_routing_ads_refuse_bad_items() -> None:
-    from secagg.crypto import aead_encrypt_many, routing_ads
+    from secagg.crypto import aead_encrypt_many, routing_ad, routing_ads
 
     rand = insecure_deterministic_randomness(12)
     key, pt, ad = b"k" * 32, b"p" * 10, b"a" * 5
@@ -473,6 +473,37 @@ def test_aead_encrypt_many_and_routing_ads_refuse_bad_items() -> None:
     session = bytes(32)
     for bad in (-1, 2**64, True, 1.0):
         with pytest.raises(ParameterError):
-            routing_ads(session, 1, 5, [3, bad])  # type: ignore[list-item]
+            routing_ads(session, 1, [(5, 3), (5, bad)])  # type: ignore[list-item]
+        with pytest.raises(ParameterError):
+            routing_ads(session, 1, [(5, 3), (bad, 3)])  # type: ignore[list-item]
     with pytest.raises(ParameterError):
-        routing_ads(b"short", 1, 5, [3])
+        routing_ads(b"short", 1, [(5, 3)])
+    assert routing_ads(session, 2, [(9, 4), (4, 9)]) == [routing_ad(session, 2, 9, 4),
+                                                         routing_ad(session, 2, 4, 9)]
+
+
+def test_aead_decrypt_many_opens_in_order_and_names_the_first_failure() -> None:
+    from secagg.crypto import AeadBatchError, aead_decrypt_many, aead_encrypt
+
+    rand = insecure_deterministic_randomness(13)
+    keys = [bytes([i + 1]) * 32 for i in range(5)]
+    pts = [bytes([i]) * (70 + i) for i in range(5)]
+    ads = [b"ad%d" % i for i in range(5)]
+    cts = [aead_encrypt(k, p, a, rand) for k, p, a in zip(keys, pts, ads)]
+    assert aead_decrypt_many(keys, cts, ads) == pts
+    assert aead_decrypt_many([bytearray(k) for k in keys], [memoryview(c) for c in cts],
+                             ads) == pts
+    assert aead_decrypt_many([], [], []) == []
+    flipped = cts[3][:20] + bytes([cts[3][20] ^ 1]) + cts[3][21:]
+    for bad_keys, bad_cts, bad_ads, index in (
+            (keys, cts[:3] + [flipped] + cts[4:], ads, 3),     # a tampered ciphertext
+            (keys, cts, ads[:1] + [b"other"] + ads[2:], 1),     # other associated data
+            (keys[:2] + [keys[0]] + keys[3:], cts, ads, 2),     # the wrong key
+            (keys, cts[:4] + [cts[4][:27]], ads, 4),            # too short for a tag
+            (keys[:1] + [b"short"] + keys[2:], cts, ads, 1)):   # a malformed key
+        with pytest.raises(AeadBatchError) as info:
+            aead_decrypt_many(bad_keys, bad_cts, bad_ads)
+        assert isinstance(info.value, CryptoError) and info.value.index == index
+        assert info.value.done == pts[:index]
+    with pytest.raises(ParameterError):
+        aead_decrypt_many(keys, cts[:4], ads)

@@ -681,22 +681,40 @@ def colluders_decrypt(cfg: SessionConfig, colluders: set[int]
         return (s, r) if r in colluders else None
 
     held: dict[int, dict[int, tuple[shamir.Share, shamir.Share]]] = {r: {} for r in colluders}
-    orig = crypto.aead_decrypt
+    orig, orig_many = crypto.aead_decrypt, crypto.aead_decrypt_many
     width = shamir.SHARE_WIRE_BYTES
 
-    def spy(key: bytes, blob: bytes, associated_data: bytes) -> bytes:
-        pt = orig(key, blob, associated_data)
+    def record(pt: bytes, associated_data: bytes) -> None:
         who = route(bytes(associated_data))
         if who is not None and len(pt) == 2 * width:
             held.setdefault(who[1], {})[who[0]] = (shamir.Share.from_bytes(pt[:width]),
                                     shamir.Share.from_bytes(pt[width:]))
+
+    def spy(key: bytes, blob: bytes, associated_data: bytes) -> bytes:
+        pt = orig(key, blob, associated_data)
+        record(pt, associated_data)
         return pt
 
+    def spy_many(keys: Any, blobs: Any, ads: Any) -> list[bytes]:
+        # a client opens its round-2 ciphertexts in one call: what it opened before a
+        # failure is given away too
+        try:
+            pts = orig_many(keys, blobs, ads)
+        except crypto.AeadBatchError as exc:
+            for pt, ad in zip(exc.done, ads):
+                record(pt, ad)
+            raise
+        for pt, ad in zip(pts, ads):
+            record(pt, ad)
+        return pts
+
     crypto.aead_decrypt = spy  # type: ignore[assignment]
+    crypto.aead_decrypt_many = spy_many  # type: ignore[assignment]
     try:
         yield held
     finally:
         crypto.aead_decrypt = orig  # type: ignore[assignment]
+        crypto.aead_decrypt_many = orig_many  # type: ignore[assignment]
 
 
 def _pool(eve: Eavesdropper, held: dict[int, dict[int, tuple[shamir.Share, shamir.Share]]],
