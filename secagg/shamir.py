@@ -371,8 +371,16 @@ def split_encoded(secret: bytes, xs: Sequence[int], threshold: int,
 
 # ------------------------------------------------------------------ combine
 
-#: most entries of one ``(owners, t, t)`` difference block (bounds the memory of a batch)
-_BLOCK_ENTRIES = 1 << 21
+#: most entries of one block of the interpolation (``rows x t x t`` differences, or
+#: ``rows x t x LANES`` terms): bounds its working memory to a few MB whatever the
+#: number of secrets
+_BLOCK_ENTRIES = 1 << 19
+
+
+def _block_rows(t: int) -> int:
+    """Secrets interpolated together at threshold ``t`` (a block's ``t x t``
+    differences and ``t x LANES`` terms stay within :data:`_BLOCK_ENTRIES` each)."""
+    return max(1, _BLOCK_ENTRIES // (t * max(t, LANES)))
 
 
 def _product(rows: np.ndarray) -> np.ndarray:
@@ -430,23 +438,18 @@ def _row_inverses(den: np.ndarray) -> np.ndarray:
 
 def _lagrange_at_zero(x: np.ndarray) -> np.ndarray:
     """Row ``r``: ``L_i = prod_{j != i} x_j / (x_j - x_i) mod p`` over the distinct
-    points ``x[r]`` (int64 ``(m, t)``; uint64 ``(m, t)`` out), a block of rows at a
-    time."""
-    m, t = x.shape
-    out = np.empty((m, t), np.uint64)
-    step = max(1, _BLOCK_ENTRIES // max(1, t * t))
+    points ``x[r]`` (int64 ``(rows, t)``, at most :data:`_BLOCK_ENTRIES` ``/ t^2``
+    rows; uint64 ``(rows, t)`` out)."""
+    t = x.shape[1]
+    # [r, i, j] = x_j - x_i + p: congruent, positive and below 2^32 (x < 2^16), so
+    # that the tree's first products stay below 2^64
+    diff = (x[:, None, :] - x[:, :, None] + PRIME).astype(np.uint64)
     diag = np.arange(t)
-    for lo in range(0, m, step):
-        xb = x[lo:lo + step]
-        # [r, i, j] = x_j - x_i + p: congruent, positive and below 2^32 (x < 2^16),
-        # so that the tree's first products stay below 2^64
-        diff = (xb[:, None, :] - xb[:, :, None] + PRIME).astype(np.uint64)
-        diff[:, diag, diag] = xb                              # the x_i factor
-        # den_i = x_i prod_{j != i} (x_j - x_i); L_i = (prod_j x_j) / den_i
-        den = _product(diff)                                  # (rows, t)
-        total = _product(xb.astype(np.uint64))                # (rows,)
-        out[lo:lo + step] = _fold(_row_inverses(den) * total[:, None])
-    return out
+    diff[:, diag, diag] = x                                   # the x_i factor
+    # den_i = x_i prod_{j != i} (x_j - x_i); L_i = (prod_j x_j) / den_i
+    den = _product(diff)                                      # (rows, t)
+    total = _product(x.astype(np.uint64))                     # (rows,)
+    return _fold(_row_inverses(den) * total[:, None])
 
 
 def _secrets(lanes: np.ndarray) -> list[bytes]:
@@ -531,25 +534,33 @@ def combine_encoded_many(encodings: Sequence[bytes], threshold: int) -> list[byt
         if type(item) is not bytes or len(item) != size:
             raise ParameterError(f"need {threshold} share encodings of "
                                  f"{SHARE_WIRE_BYTES} bytes")
-    if not items:
-        return []
-    rows = np.frombuffer(b"".join(items), _WIRE).reshape(len(items), threshold)
-    xs = rows["x"].astype(np.int64)
-    if (xs < 1).any():
-        raise ParameterError("share points must be distinct and at least 1")
-    ordered = np.sort(xs, axis=1)
-    if (ordered[:, 1:] == ordered[:, :-1]).any():
-        raise ParameterError("share points must be distinct and at least 1")
-    ys = rows["y"].astype(np.uint64)
-    if (ys >= _P).any():
-        raise ParameterError("share value outside the field")
-    return _interpolate(xs, ys)
+    out: list[bytes] = []
+    # decoded a block of secrets at a time: the working arrays stay a few MB
+    chunk = _block_rows(threshold)
+    for lo in range(0, len(items), chunk):
+        part = items[lo:lo + chunk]
+        rows = np.frombuffer(b"".join(part), _WIRE).reshape(len(part), threshold)
+        xs = rows["x"].astype(np.int64)
+        if (xs < 1).any():
+            raise ParameterError("share points must be distinct and at least 1")
+        ordered = np.sort(xs, axis=1)
+        if (ordered[:, 1:] == ordered[:, :-1]).any():
+            raise ParameterError("share points must be distinct and at least 1")
+        ys = rows["y"].astype(np.uint64)
+        if (ys >= _P).any():
+            raise ParameterError("share value outside the field")
+        out += _interpolate(xs, ys)
+    return out
 
 
 def _interpolate(xs: np.ndarray, ys: np.ndarray) -> list[bytes]:
     """The secrets from rows of distinct points ``xs`` (int64 ``(m, t)``) and their
-    lanes ``ys`` (uint64 ``(m, t, LANES)``, each below p)."""
-    coeffs = _lagrange_at_zero(xs)
-    terms = _fold(ys * coeffs[:, :, None])                    # each < p
-    lanes = _fold(terms.sum(axis=1, dtype=np.uint64))          # t < 2^16: no overflow
+    lanes ``ys`` (uint64 ``(m, t, LANES)``, each below p), a block of rows at a time."""
+    m, t = xs.shape
+    step = _block_rows(t)
+    lanes = np.empty((m, LANES), np.uint64)
+    for lo in range(0, m, step):
+        coeffs = _lagrange_at_zero(xs[lo:lo + step])
+        terms = _fold(ys[lo:lo + step] * coeffs[:, :, None])      # each < p
+        lanes[lo:lo + step] = _fold(terms.sum(axis=1, dtype=np.uint64))  # t < 2^16
     return _secrets(lanes)

@@ -412,3 +412,26 @@ def test_lazy_rounds_are_encoded_shard_by_shard(monkeypatch):
         assert counts[0] - before < 60 and counts == sorted(set(counts))
         assert counts[-1] == before + 60
         assert counts[0] - before in sizes
+
+
+def test_large_steps_get_more_shards():
+    """A shard's largest step (its masked inputs up, or its key lists down) stays
+    under SHARD_STEP_BYTES: small sessions keep 4 shards per worker, a 10^6-user
+    TrieHH round with 7,224 candidates gets enough shards for about 32 MiB each."""
+    from protocol.core.secagg_shards import SHARD_STEP_BYTES, shards_for_bytes
+
+    small = NetSessionSpec(60, dim=4)
+    c, r = _config(small, 1)
+    assert shards_for_bytes(c) == 1
+    sim = ShardedSecAggSimulation(c, SeededRows(1, 4, small.modulus), rand=r)
+    assert len(sim.bounds) == 4          # the local engine: 1 worker, 4 shards
+
+    class Big:   # the shape of one such session (no keys drawn for 21,980 clients)
+        n, dim, degree, modulus = 21980, 7224, 88, (1 << 61) - 1
+
+    count = shards_for_bytes(Big)  # type: ignore[arg-type]
+    per_client = -(-7224 * 61 // 8)
+    assert (count - 1) * SHARD_STEP_BYTES < 21980 * per_client <= count * SHARD_STEP_BYTES
+    assert 30 <= count <= 40
+    Big.dim = 28                 # then the key lists are the largest step
+    assert shards_for_bytes(Big) == -(-21980 * 88 * 160 // SHARD_STEP_BYTES)  # type: ignore[arg-type]
