@@ -527,8 +527,8 @@ class SecAggServer:
         w = shamir.SHARE_WIRE_BYTES
         encodings = [bytes(k[:t * w]) for k in kept]
         memo = self._memo
-        known = ([memo.get(("shamir", t, e)) for e in encodings] if memo is not None
-                 else [None] * len(encodings))
+        known: list[Any] = ([memo.get(("shamir", t, e)) for e in encodings]
+                            if memo is not None else [None] * len(encodings))
         todo = [i for i, secret in enumerate(known) if secret is None]
         if todo:
             fresh = shamir.combine_encoded_many([encodings[i] for i in todo], t)
