@@ -377,7 +377,7 @@ def _open(key: bytes, blob: bytes, associated_data: bytes, buf: Any) -> bytes:
             raise CryptoError("AEAD authentication failed") from exc
     body = blob[NONCE_BYTES:]
     size = len(body) - TAG_BYTES
-    if buf is None:
+    if buf is None or len(buf) < size:   # never a buffer shorter than the plaintext
         buf = _sodium_ffi.new("unsigned char[]", max(1, size))
     # libsodium checks the tag before it writes any plaintext (it returns -1 and
     # leaves nothing in ``buf``)
@@ -398,9 +398,9 @@ def aead_decrypt_many(keys: Sequence[bytes], blobs: Sequence[bytes],
     """
     if not len(keys) == len(blobs) == len(associated_data):
         raise ParameterError("keys, ciphertexts and associated data differ in number")
-    longest = max((len(b) for b in blobs if isinstance(b, (bytes, bytearray, memoryview))),
-                  default=0)
-    # one output buffer for the batch (each plaintext is copied out of it)
+    longest = max((len(b) for b in blobs if type(b) is bytes), default=0)
+    # one output buffer for the batch (each plaintext is copied out of it; _open makes
+    # a larger one for an item that would not fit)
     buf = (_sodium_ffi.new("unsigned char[]", max(1, longest))
            if _SODIUM_AEAD is not None else None)
     out = []

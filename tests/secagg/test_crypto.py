@@ -494,6 +494,19 @@ def test_aead_decrypt_many_opens_in_order_and_names_the_first_failure() -> None:
     assert aead_decrypt_many([bytearray(k) for k in keys], [memoryview(c) for c in cts],
                              ads) == pts
     assert aead_decrypt_many([], [], []) == []
+    # an item longer than the others, and one whose view counts 4-byte elements: each
+    # gets a buffer as long as its plaintext
+    long_ct = aead_encrypt(keys[0], b"L" * 501, ads[0], rand)
+    assert aead_decrypt_many([keys[0], keys[1]], [long_ct, cts[1]], [ads[0], ads[1]]) == [
+        b"L" * 501, pts[1]]
+    assert len(long_ct) % 4 == 1
+    wide = memoryview(bytearray(long_ct + bytes(3))).cast("I")
+    with pytest.raises(AeadBatchError):   # the padding breaks the tag: refused, no overflow
+        aead_decrypt_many([keys[1], keys[0]], [cts[1], wide], [ads[1], ads[0]])
+    exact = aead_encrypt(keys[0], b"W" * (400 - 28), ads[0], rand)
+    assert len(exact) % 4 == 0
+    assert aead_decrypt_many([keys[1], keys[0]], [cts[1], memoryview(exact).cast("I")],
+                             [ads[1], ads[0]]) == [pts[1], b"W" * 372]
     flipped = cts[3][:20] + bytes([cts[3][20] ^ 1]) + cts[3][21:]
     for bad_keys, bad_cts, bad_ads, index in (
             (keys, cts[:3] + [flipped] + cts[4:], ads, 3),     # a tampered ciphertext
