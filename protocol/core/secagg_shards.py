@@ -449,10 +449,17 @@ class ShardedSecAggSimulation(SecAggSimulation):
                 continue
             self.down[c] += len(env.data)
             per_shard.setdefault(int(self._shard_of[c]), []).append((c, env.data))
+        return self._serve(per_shard, _pack, skipped)
+
+    def _serve(self, per_shard: dict[int, Any], prepare: Callable[[Any], bytes],
+               skipped: int) -> Iterator[tuple[int, list[Envelope]]]:
+        """Yield the ``skipped`` recipients served at once, then, shard by shard as the
+        replies come, how many of its clients were served and their replies (each
+        shard's argument is ``prepare(per_shard[s])``, made when its call is)."""
         if skipped:
             yield skipped, []
         served = {s: len(v) for s, v in per_shard.items()}
-        for s, res in self._call_shards("deliver", per_shard, _pack):
+        for s, res in self._call_shards("deliver", per_shard, prepare):
             replies = self._replies(s, res)
             del res  # the shard's packed reply, unpacked: not kept beside its messages
             yield served[s], replies
@@ -495,13 +502,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
             self.codec_cpu += time.process_time() - t0
             return blob
 
-        if skipped:
-            yield skipped, []
-        served = {s: len(v) for s, v in per_shard.items()}
-        for s, res in self._call_shards("deliver", per_shard, prepare):
-            replies = self._replies(s, res)
-            del res
-            yield served[s], replies
+        return self._serve(per_shard, prepare, skipped)
 
     def _hand_up(self, replies: Iterator[tuple[int, list[Envelope]]], step: int,
                  total: int) -> None:
