@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -286,3 +287,27 @@ def test_whatever_a_helper_connection_sends_the_server_names_the_abort(keys, rep
             TrieHH.at_server(prep.n, prep.alphabet, prep.config, transport, rng).result()
     start.thread.join(30)
     assert err.value.reason == reason
+
+
+def test_the_named_abort_survives_a_slow_server(keys, monkeypatch):
+    """Helper 1's audit of helper 2 fails while the server is still auditing helper 1;
+    helper 1 relays its reason and leaves, so the server's next send meets a closed
+    link. The server (and the job) still end in the helper's reason, the deviation,
+    not in the broken link that followed it."""
+    from protocol.core.net import threshold_net
+
+    real = threshold_net.audit_helper
+    slowed = []
+
+    def slow_for_helper1(config, position, *args, **kwargs):
+        if position == config.params.n - 2:  # the server auditing helper 1
+            slowed.append(position)
+            time.sleep(3.0)  # blocks the server's loop, as a loaded machine would
+        return real(config, position, *args, **kwargs)
+
+    monkeypatch.setattr(threshold_net, "audit_helper", slow_for_helper1)
+    result, _, helpers, _ = _job(keys, faults={"helper2": "other-blind"}, wait=90.0)
+    assert slowed, "the server must have audited helper 1"
+    assert isinstance(result, AggregationAborted)
+    assert result.reason == "committee_helper_audit_failed", result
+    assert [h["reason"] for h in helpers] == ["committee_helper_audit_failed"] * 2

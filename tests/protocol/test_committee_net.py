@@ -122,6 +122,62 @@ def test_a_silent_member_ends_the_others_with_missing_message():
                for o in outs)
 
 
+class _BrokenWriter:
+    """A writer whose peer has gone: every drain fails as a reset link does."""
+
+    def write(self, data):
+        pass
+
+    async def drain(self):
+        raise ConnectionResetError("peer closed")
+
+
+def _feeding(*messages, eof=True, raw=b""):
+    """A reader (made inside the running loop) holding ``messages``, then ``raw``."""
+    from protocol.core.net.frames import frame
+
+    def make():
+        reader = asyncio.StreamReader()
+        for msg in messages:
+            reader.feed_data(frame(msg))
+        if raw:
+            reader.feed_data(raw)
+        if eof:
+            reader.feed_eof()
+        return reader
+
+    return make
+
+
+def test_a_failed_send_names_the_abort_the_peer_sent_before_leaving():
+    """A peer that refused relays its reason and closes; a send to it then fails. The
+    member ends in the peer's reason (the deviation), not in the broken link, even
+    behind the peer's earlier unread messages."""
+    limits = committee_limits(4)
+
+    def reason_of(make_reader):
+        async def send():
+            link = CommitteeLink(0, 1, make_reader(), _BrokenWriter(), limits, 1.0)
+            await link.send("key", b"\0" * 32)
+
+        with pytest.raises(CommitteeAborted) as exc:
+            asyncio.run(send())
+        return exc.value.reason
+
+    key = CommitteeMessage("key", b"\1" * 32)
+    abort = CommitteeMessage("abort", b"helper_audit_failed")
+    assert reason_of(_feeding(abort)) == "helper_audit_failed"
+    assert reason_of(_feeding(key, abort)) == "helper_audit_failed"
+    # no abort waiting (the peer only vanished, went silent or sent garbage): the
+    # broken link
+    assert reason_of(_feeding()) == "missing_message"
+    assert reason_of(_feeding(key)) == "missing_message"
+    assert reason_of(_feeding(eof=False)) == "missing_message"
+    assert reason_of(_feeding(raw=b"\xff" * 40)) == "missing_message"
+    # a reason that is not a name is relayed as peer_aborted
+    assert reason_of(_feeding(CommitteeMessage("abort", b"Not A Name!"))) == "peer_aborted"
+
+
 def test_messages_are_bounded_by_the_round():
     limits = committee_limits(4)
     ok = CommitteeMessage("and-3", b"\0" * 64)

@@ -57,7 +57,9 @@ from protocol.core.contract import (
     RoundSpec, Sample, Transport,
 )
 from protocol.core.net.client import ClientOutcome, exchange
-from protocol.core.net.committee_net import MAX_STEP_BYTES, CommitteeMessage, send_abort, ABORT_STEP, relayed_reason
+from protocol.core.net.committee_net import (
+    ABORT_STEP, MAX_STEP_BYTES, CommitteeMessage, pending_abort, relayed_reason, send_abort,
+)
 from protocol.core.net.frames import close_writer, frame, read_message
 from protocol.core.net.job import JobPolicy, NetJobServer, _task_problem, round_spec, task_for
 from protocol.core.net.messages import (
@@ -125,6 +127,10 @@ class _Stream:
             self.writer.write(frame(CommitteeMessage(step, payload)))
             await asyncio.wait_for(self.writer.drain(), self.wait_seconds)
         except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError) as exc:
+            relayed = await pending_abort(self.reader, self.limits)
+            if relayed is not None:  # the peer had stopped, and said why
+                raise AggregationAborted(f"committee_{relayed}",
+                                         f"{self.member} refused the round") from None
             raise AggregationAborted("committee_missing_message",
                                      f"{step} to {self.member}: {type(exc).__name__}") from None
 

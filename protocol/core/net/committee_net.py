@@ -44,7 +44,7 @@ from protocol.core.committee import COMMITTEE, CommitteeAborted, CommitteeParty
 from protocol.core.net.frames import frame, read_message
 
 __all__ = ["CommitteeMessage", "committee_limits", "CommitteeLink", "MemberOutcome",
-           "ABORT_STEP", "send_abort", "relayed_reason",
+           "ABORT_STEP", "send_abort", "relayed_reason", "pending_abort",
            "run_member", "verified_limits", "run_verified_member"]
 
 MAX_STEP_BYTES = 32
@@ -124,6 +124,36 @@ def relayed_reason(payload: bytes) -> str:
     return text if ok else "peer_aborted"
 
 
+#: how long a member whose send failed looks for the abort its peer sent before leaving
+PENDING_ABORT_SECONDS = 1.0
+#: and how many of the peer's unread messages it looks through for it
+PENDING_ABORT_MESSAGES = 16
+
+
+async def pending_abort(reader: asyncio.StreamReader, limits: SessionLimits,
+                        wait_seconds: float = PENDING_ABORT_SECONDS) -> str | None:
+    """After a send to a peer failed: the reason of the abort that peer sent before it
+    closed the link, if it is among its unread messages (``None`` if not).
+
+    A member that refuses a round relays its reason to the others and closes its links.
+    Another member that writes to it a moment later sees a broken link; the peer's
+    reason, already received, names the deviation, the broken link only its
+    consequence. Never raises."""
+    deadline = time.monotonic() + max(0.0, wait_seconds)
+    try:
+        for _ in range(PENDING_ABORT_MESSAGES):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            msg, _ = await asyncio.wait_for(read_message(reader, limits), left)
+            if getattr(msg, "step", None) == ABORT_STEP:
+                return relayed_reason(msg.payload)
+    except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, OSError,
+            CodecError, ValueError):
+        return None
+    return None
+
+
 async def send_abort(writer: asyncio.StreamWriter, reason: str, wait_seconds: float = 5.0
                      ) -> None:
     """Tell a peer this member stopped, and why (best effort: the link may be gone)."""
@@ -158,6 +188,10 @@ class CommitteeLink:
             self.writer.write(data)
             await asyncio.wait_for(self.writer.drain(), self.wait_seconds)
         except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError) as exc:
+            relayed = await pending_abort(self.reader, self.limits)
+            if relayed is not None:  # the peer had stopped, and said why
+                raise CommitteeAborted(relayed, self.member,
+                                       f"member {self.peer} aborted") from None
             raise CommitteeAborted("missing_message", self.member,
                                    f"{step} to member {self.peer}: {type(exc).__name__}"
                                    ) from None

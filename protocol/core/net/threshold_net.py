@@ -51,7 +51,7 @@ from protocol.core.contract import AggregationAborted
 from protocol.core.net.client import (
     NETWORK_FAILURES, ClientOutcome, connect, exchange, failure_outcome,
 )
-from protocol.core.net.committee_net import CommitteeLink, committee_limits, run_member
+from protocol.core.net.committee_net import CommitteeLink, committee_limits, run_member, send_abort
 from protocol.core.net.frames import close_writer, read_message
 from protocol.core.net.messages import PROTOCOL_VERSION, Bye, Hello, Welcome, welcome_limits
 from protocol.core.net.server import NetSecAggServer
@@ -194,6 +194,8 @@ async def serve_threshold_round(server: NetSecAggServer, rnd: ThresholdRound,
                 wait_seconds)
         except CommitteeAborted as exc:
             out["status"], out["reason"] = "aborted", f"committee_{exc.reason}"
+            for _, writer in kept.values():  # the helpers learn why (they stop too)
+                await send_abort(writer, exc.reason)
             return out
         return _served(out, report, rnd, member, time.process_time() - t0, rnd.verified)
     finally:
@@ -408,6 +410,8 @@ async def _helper_round(index: int, rnd: ThresholdRound, spec: NetSessionSpec, p
             verify_keys, fault, rand, wait_seconds)
     except CommitteeAborted as exc:
         out["status"], out["reason"] = "aborted", f"committee_{exc.reason}"
+        await send_abort(writer, exc.reason)  # the server and the other helper learn why
+        await send_abort(l_writer, exc.reason)
         return out
     out.update({"status": "completed", **rnd.release(member.passed, member.counts),
                 "bytes_sent": member.bytes_sent})
