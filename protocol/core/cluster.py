@@ -148,6 +148,11 @@ class DaskEngine(Engine):
             raise ClusterUnavailable("the distributed engine needs Dask distributed: "
                                      "pip install 'fedhh[cluster]'") from None
         logging.getLogger("distributed").setLevel(logging.ERROR)
+        # this process is now a driver: it packs and frees shard messages of MiB at a
+        # time, which glibc's moving mmap threshold would keep in its heap
+        from protocol.core.memory import fixed_mmap_threshold
+
+        fixed_mmap_threshold()
         self._cluster = None
         self._futures: dict[int, Any] = {}
         self._workers: dict[int, int] = {}

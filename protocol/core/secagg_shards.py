@@ -685,6 +685,11 @@ def run_secagg_sharded(config: SessionConfig, inputs: np.ndarray | Callable[[int
                        *, engine: Engine | None = None, shards: int | None = None,
                        check_invariants: bool = True, **kwargs: Any) -> SecAggRun:
     """:func:`protocol.core.secagg_engine.run_secagg` with the clients on ``engine``."""
+    from protocol.core.memory import release_freed_memory
+
     sim = ShardedSecAggSimulation(config, inputs, engine=engine, shards=shards, **kwargs)
     sim.run()
-    return sim.result(check_invariants)
+    run = sim.result(check_invariants)
+    del sim  # the session's server, replica and buffers: freed, and their pages returned
+    release_freed_memory()
+    return run
