@@ -67,9 +67,9 @@ def fixed_mmap_threshold(nbytes: int = MMAP_THRESHOLD_BYTES) -> bool:
     threshold to that block's size (up to 32 MiB), so that later blocks of that size
     come from the heap, whose freed pages it keeps. A driver that packs and frees a
     shard's messages of some MiB at a time then holds them long after: at 8,000 clients
-    and 2,000 entries the driver's resident peak was 476 MiB with the moving threshold
-    and 375 MiB with a fixed one (docs/scaling.md). Setting it explicitly stops the
-    adjustment."""
+    and 2,000 entries the driver's resident peak was 450 to 476 MiB with the moving
+    threshold and 360 to 403 MiB with a fixed one (docs/scaling.md, "The driver's
+    allocator"). Setting it explicitly stops the adjustment."""
     lib = _glibc()
     return bool(lib is not None and lib.mallopt(_M_MMAP_THRESHOLD, int(nbytes)) == 1)
 
