@@ -554,13 +554,9 @@ def combine_encoded_many(encodings: Sequence[bytes], threshold: int) -> list[byt
 
 
 def _interpolate(xs: np.ndarray, ys: np.ndarray) -> list[bytes]:
-    """The secrets from rows of distinct points ``xs`` (int64 ``(m, t)``) and their
-    lanes ``ys`` (uint64 ``(m, t, LANES)``, each below p), a block of rows at a time."""
-    m, t = xs.shape
-    step = _block_rows(t)
-    lanes = np.empty((m, LANES), np.uint64)
-    for lo in range(0, m, step):
-        coeffs = _lagrange_at_zero(xs[lo:lo + step])
-        terms = _fold(ys[lo:lo + step] * coeffs[:, :, None])      # each < p
-        lanes[lo:lo + step] = _fold(terms.sum(axis=1, dtype=np.uint64))  # t < 2^16
-    return _secrets(lanes)
+    """The secrets from rows of distinct points ``xs`` (int64 ``(rows, t)``) and their
+    lanes ``ys`` (uint64 ``(rows, t, LANES)``, each below p): one block, at most
+    :func:`_block_rows` ``(t)`` rows (:func:`combine_encoded_many` hands it blocks)."""
+    coeffs = _lagrange_at_zero(xs)
+    terms = _fold(ys * coeffs[:, :, None])                    # each < p
+    return _secrets(_fold(terms.sum(axis=1, dtype=np.uint64)))  # t < 2^16: no overflow
