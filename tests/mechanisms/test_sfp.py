@@ -15,7 +15,7 @@ from scipy import stats
 
 from mechanisms import hashing
 from mechanisms.fo import OracleInputError, ReportError
-from mechanisms.fo.cms import CMSReports, CountMeanSketch
+from mechanisms.fo.cms import CMSReports, CMSSketch, CountMeanSketch
 from mechanisms.sfp import PAD, SFP
 
 
@@ -58,6 +58,37 @@ def test_cms_randomize_matches_exact_distribution() -> None:
 
 
 # -- CMS estimation --------------------------------------------------------------------
+def _estimates_one_by_one(cms: CountMeanSketch, sketches: list, cand: np.ndarray) -> np.ndarray:
+    """The estimator written out per candidate and per hash function, in Python ints."""
+    out = np.empty((len(sketches), cand.shape[0]))
+    for si, sk in enumerate(sketches):
+        for ci, x in enumerate(cand.tolist()):
+            h = hashing.hash_to_range(cms.keys, np.full(cms.k, x, dtype=np.uint64), cms.m)
+            total = sum(int(sk.T[l, int(h[l])]) for l in range(cms.k))
+            mean_row = cms.c * total / 2.0 + sk.n / 2.0
+            out[si, ci] = cms.m / (cms.m - 1.0) * (mean_row - sk.n / cms.m)
+    return out
+
+
+@pytest.mark.parametrize("scale", [1, 1 << 28])   # int32 sums, then sums past 2^31
+def test_cms_estimates_equal_the_estimator_written_out(scale: int) -> None:
+    cms = CountMeanSketch(2.0, k=24, m=64, hash_seed=11)
+    rng = np.random.default_rng(scale)
+    sketches = [CMSSketch(rng.integers(-40, 41, (24, 64)).astype(np.int64) * scale,
+                          rng.integers(1, 50, 24).astype(np.int64)) for _ in range(3)]
+    # small ids, ids above 2^32 (the hash's high half) and a block smaller than the count
+    cand = np.concatenate([np.arange(40, dtype=np.uint64),
+                           np.array([2**40 + 3, 2**63 + 12345, 2**64 - 1], dtype=np.uint64)])
+    want = _estimates_one_by_one(cms, sketches, cand)
+    for block in (7, 32768):
+        got = cms.estimate_counts_multi(sketches, cand, block=block)
+        assert np.allclose(got, want, rtol=1e-12, atol=1e-9)
+    assert np.allclose(cms.estimate_counts(sketches[1], cand), want[1], rtol=1e-12, atol=1e-9)
+    for bad in (0, -1, 2.5):
+        with pytest.raises(OracleInputError):
+            cms.estimate_counts_multi(sketches, cand, block=bad)
+
+
 def test_cms_unbiased_over_hash_families() -> None:
     """Mean of 60 runs (fresh public family each run) within 5.5 sd of the truth;
     failure probability < 1e-7 per item."""
