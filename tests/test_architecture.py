@@ -25,6 +25,7 @@ Imports inside functions count (``ast.walk`` sees every node).
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 import sys
 
@@ -210,11 +211,23 @@ def test_the_rules_catch_planted_violations(tmp_path: pathlib.Path) -> None:
     assert len(found) == len(expected)
 
 
+@functools.lru_cache(maxsize=1)
+def _class_definitions() -> dict[str, list[str]]:
+    """Every class name defined in the packages, and the files defining it (each file
+    parsed once for all the names asked about)."""
+    where: dict[str, list[str]] = {}
+    for pkg in PACKAGES:
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            names = {node.name for node in ast.walk(ast.parse(f.read_text()))
+                     if isinstance(node, ast.ClassDef)}
+            for name in names:
+                where.setdefault(name, []).append(f"{f.relative_to(ROOT)}")
+    return where
+
+
 @pytest.mark.parametrize("cls", ["RandomSource", "OsRandom", "PrivacyGuarantee"])
 def test_one_definition_of_each(cls: str) -> None:
-    where = [f"{f.relative_to(ROOT)}" for pkg in PACKAGES for f in sorted((ROOT / pkg).rglob("*.py"))
-             if any(isinstance(node, ast.ClassDef) and node.name == cls
-                    for node in ast.walk(ast.parse(f.read_text())))]
+    where = _class_definitions().get(cls, [])
     assert len(where) == 1, f"{cls} defined in {where}"
 
 

@@ -270,7 +270,7 @@ def test_whatever_a_helper_connection_sends_the_server_names_the_abort(keys, rep
                 await read_message(reader, _helper_limits(policy))      # b-start
                 writer.write(frame(CommitteeMessage(*reply)))
                 await writer.drain()
-                await asyncio.sleep(2)
+                await asyncio.sleep(1)
             finally:
                 await close_writer(writer)
 
