@@ -156,6 +156,11 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         except (ClusterUnavailable, ValueError) as exc:
             raise StudyError(str(exc)) from None
         try:
+            # the same warm-up on the workers: a fresh worker process imports the
+            # protocol's modules and touches their code on its first shard, which the
+            # one-process run above did before its clock started
+            ShardedSecAggSimulation(warm, SeededRows(data_seed, dim, modulus), engine=engine,
+                                    share_work=share_work, regroup=regroup).run()
             dconfig, drand = session()
             w0, c0 = time.perf_counter(), time.process_time()
             dsim = ShardedSecAggSimulation(dconfig, input_of, rand=drand, dropout=drop,
