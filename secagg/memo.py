@@ -89,7 +89,7 @@ class SessionMemo:
     """Results of pure cryptographic work of one session (see the module docstring).
 
     Args:
-        clock: CPU-seconds clock (``time.process_time``) for the accounting; ``None``:
+        clock: CPU-seconds clock (``time.thread_time``) for the accounting; ``None``:
             no accounting.
         max_pending: most pairs' keys held for their second end at once (the default,
             ``2^20``, is about 200 MB at most: an entry is a 32-byte digest, the pair's

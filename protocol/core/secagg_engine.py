@@ -32,7 +32,9 @@ recipient, so every simulation exercises the codec.
   signature check or a pairwise key derivation of the very same bytes is done once in
   this process; keyed by those exact bytes, so every party still decides on what it
   received. It is created with the session and dropped with it.
-* **Cost**: CPU seconds (``time.process_time``) around every state-machine call, per
+* **Cost**: CPU seconds of the calling thread (``time.thread_time``; the process's
+  clock sums every thread's, and read beside a busy thread on another core, a Dask
+  worker's event loop, one reading took about 60 us) around every state-machine call, per
   party (``client_seconds``, ``server_seconds``: what the simulation spent), and
   separately what each party would spend on a device of its own, with no work shared
   across parties (``device_client_seconds``, ``device_server_seconds``: the same, plus
@@ -325,7 +327,7 @@ class SecAggSimulation:
         """Record the session's settings and clocks; returns the randomness source."""
         self.wall0 = time.perf_counter()
         #: this session's memo of pure cryptographic work (``None``: none shared)
-        self.memo = SessionMemo(clock=time.process_time) if share_work else None
+        self.memo = SessionMemo(clock=time.thread_time) if share_work else None
         self.progress = progress
         self.config = config
         self.dropout = dropout or Dropout.none()
@@ -369,14 +371,14 @@ class SecAggSimulation:
         """Run one call of client ``c``'s state machine; a misuse error is recorded."""
         memo = self.memo
         charged = memo.charged if memo is not None else 0.0
-        t0 = time.process_time()
+        t0 = time.thread_time()
         try:
             return fn()
         except SecAggError as exc:  # misuse (e.g. an injected message): recorded
             self.transcript.rejected.append((c, -1, f"{type(exc).__name__}: {exc}"))
             return []
         finally:
-            self.cpu[c] += time.process_time() - t0
+            self.cpu[c] += time.thread_time() - t0
             if memo is not None:
                 self.spared[c] += memo.charged - charged
 
@@ -385,9 +387,9 @@ class SecAggSimulation:
         transcript = self.transcript
         out = []
         for m in msgs:
-            t0 = time.process_time()
+            t0 = time.thread_time()
             env = Envelope(c, SERVER, type(m).ROUND, codec.encode(m))
-            self.codec_cpu += time.process_time() - t0
+            self.codec_cpu += time.thread_time() - t0
             self.up[c] += len(env.data)
             if isinstance(m, UnmaskShares):
                 transcript.note_reveal(c, m.b_owners, m.s_owners)
@@ -398,14 +400,14 @@ class SecAggSimulation:
     def deliver_up(self, env: Envelope) -> None:
         """Decode an upward envelope and hand it to the server (refusals recorded)."""
         transcript, srv = self.transcript, self.server
-        t0 = time.process_time()
+        t0 = time.thread_time()
         try:
             msg = codec.decode(env.data, limits=self.up_limits)
         except codec.CodecError as exc:
             transcript.rejected.append((SERVER, env.round, f"CodecError: {exc}"))
             return
         finally:
-            self.codec_cpu += time.process_time() - t0
+            self.codec_cpu += time.thread_time() - t0
         if getattr(msg, "sender", None) != env.sender:
             # channels are authenticated: a message cannot claim another client's name
             transcript.rejected.append((SERVER, env.round, "sender does not match channel"))
@@ -413,13 +415,13 @@ class SecAggSimulation:
         self.note_up(env, msg)
         memo = self.memo
         charged = memo.charged if memo is not None else 0.0
-        t0 = time.process_time()
+        t0 = time.thread_time()
         try:
             srv.receive(msg)
         except SecAggError as exc:
             transcript.rejected.append((SERVER, env.round, f"{type(exc).__name__}: {exc}"))
         finally:
-            self.srv_cpu += time.process_time() - t0
+            self.srv_cpu += time.thread_time() - t0
             if memo is not None:
                 self.srv_spared += memo.charged - charged
 
@@ -433,14 +435,14 @@ class SecAggSimulation:
         if not 0 <= c < self.config.n or not self.alive[c]:
             return []
         self.down[c] += len(env.data)
-        t0 = time.process_time()
+        t0 = time.thread_time()
         try:
             msg = codec.decode(env.data, limits=self.down_limits)
         except codec.CodecError as exc:
             self.transcript.rejected.append((c, env.round, f"CodecError: {exc}"))
             return []
         finally:
-            self.codec_cpu += time.process_time() - t0
+            self.codec_cpu += time.thread_time() - t0
         clients, encode_up, client_call = self.clients, self.encode_up, self.client_call
         return encode_up(c, client_call(c, lambda: clients[c].receive(msg)))
 
@@ -486,9 +488,9 @@ class SecAggSimulation:
             for e in adversary(round_no, "up", pending):
                 deliver_up(e)
             self.pending = pending = []
-        t0 = time.process_time()
+        t0 = time.thread_time()
         out = srv.close_round()
-        self.srv_cpu += time.process_time() - t0
+        self.srv_cpu += time.thread_time() - t0
         next_round = srv.round
         if next_round is not None:
             drop(next_round)
@@ -496,9 +498,9 @@ class SecAggSimulation:
         progress = self.progress
         total = len(out)
         for served, (recipient, msg) in enumerate(drain(out), 1):
-            t0 = time.process_time()
+            t0 = time.thread_time()
             env = Envelope(SERVER, recipient, round_no, codec.encode(msg))
-            self.codec_cpu += time.process_time() - t0
+            self.codec_cpu += time.thread_time() - t0
             transcript.record(env, type(msg).__name__)
             if adversary is None:
                 for e in deliver_down(env):

@@ -13,7 +13,7 @@ overhead of our wrappers over the libraries; the share of a run spent in a famil
 
 The bare cost is timed on up to ``sample`` operations of each kind and scaled linearly
 to the run's count (``sample <= 0`` replays every operation). Everything is CPU seconds
-(``time.process_time``), so the figures do not depend on how busy the machine is.
+(``time.thread_time``), so the figures do not depend on how busy the machine is.
 Used by ``fedhh bench secagg`` (one round) and ``fedhh bench triehh`` (a whole run).
 
 Sampling (``profile_primitives(every=N)``): every call is counted, but only every
@@ -46,7 +46,7 @@ __all__ = ["PrimitiveProfile", "profile_primitives", "category_seconds", "FAMILI
 
 @dataclass
 class PrimitiveProfile:
-    """Calls and CPU seconds (``time.process_time``) spent inside each wrapped primitive
+    """Calls and CPU seconds (``time.thread_time``) spent inside each wrapped primitive
     during a run. A primitive called from inside another wrapped one (``x25519_keypair``
     computing its public key with ``x25519_public``) counts as part of the outer call
     only."""
@@ -118,7 +118,7 @@ def profile_primitives(every: int = 1) -> Iterator[PrimitiveProfile]:
     from secagg.memo import clock_overhead
 
     prof = PrimitiveProfile()
-    clock = time.process_time
+    clock = time.thread_time
     # a timed call's interval includes about one reading of the clock: taken off, or
     # the cheap primitives (an AEAD call is a few microseconds) would carry it
     overhead = clock_overhead(clock)
@@ -261,10 +261,10 @@ def bare_costs(prof: PrimitiveProfile, sample: int = 2000) -> dict[str, float]:
             return 0.0
         reps = count if sample <= 0 else min(count, sample)
         fn()  # once untimed: a first call's set-up is no operation's cost
-        t0 = time.process_time()
+        t0 = time.thread_time()
         for _ in range(reps):
             fn()
-        return (time.process_time() - t0) * count / reps
+        return (time.thread_time() - t0) * count / reps
 
     calls = prof.calls
     out: dict[str, float] = {}

@@ -152,7 +152,7 @@ def session_memo(token: bytes) -> SessionMemo:
     then computed twice); shards of other sessions never see it."""
     memo = _SESSION_MEMOS.get(token)
     if memo is None:
-        memo = SessionMemo(clock=time.process_time)
+        memo = SessionMemo(clock=time.thread_time)
         _SESSION_MEMOS[token] = memo
     return memo
 
@@ -189,7 +189,7 @@ class ClientShard:
         self.cpu: dict[int, float] = {}
         self.spared: dict[int, float] = {}
         self.memo = (session_memo(share_work) if isinstance(share_work, bytes)
-                     else SessionMemo(clock=time.process_time) if share_work else None)
+                     else SessionMemo(clock=time.thread_time) if share_work else None)
         self.rejected: list[tuple[int, int, str]] = []
         clients = []
         for j, i in enumerate(range(lo, hi)):
@@ -210,14 +210,14 @@ class ClientShard:
     def _call(self, i: int, fn: Callable[[], list[Any]]) -> list[Any]:
         memo = self.memo
         charged = memo.charged if memo is not None else 0.0
-        t0 = time.process_time()
+        t0 = time.thread_time()
         try:
             return fn()
         except SecAggError as exc:
             self.rejected.append((i, -1, f"{type(exc).__name__}: {exc}"))
             return []
         finally:
-            self.cpu[i] = self.cpu.get(i, 0.0) + time.process_time() - t0
+            self.cpu[i] = self.cpu.get(i, 0.0) + time.thread_time() - t0
             if memo is not None:
                 self.spared[i] = self.spared.get(i, 0.0) + memo.charged - charged
 
@@ -476,7 +476,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
         n, alive, shard_of = self.config.n, self.alive, self._shard_of
         per_shard: dict[int, list[int]] = {}
         skipped = 0
-        t0 = time.process_time()
+        t0 = time.thread_time()
         for c in out.order:
             if not 0 <= c < n or not alive[c]:
                 # encoded and recorded, but served at once (as _deliver_down does)
@@ -486,10 +486,10 @@ class ShardedSecAggSimulation(SecAggSimulation):
                 skipped += 1
                 continue
             per_shard.setdefault(int(shard_of[c]), []).append(c)
-        self.codec_cpu += time.process_time() - t0
+        self.codec_cpu += time.thread_time() - t0
 
         def prepare(clients: list[int]) -> bytes:
-            t0 = time.process_time()
+            t0 = time.thread_time()
             items = []
             for c in clients:
                 msg = out.reply_to(c)
@@ -499,7 +499,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
                 self.down[c] += len(data)
                 items.append((c, data))
             blob = _pack(items)
-            self.codec_cpu += time.process_time() - t0
+            self.codec_cpu += time.thread_time() - t0
             return blob
 
         return self._serve(per_shard, prepare, skipped)
@@ -547,9 +547,9 @@ class ShardedSecAggSimulation(SecAggSimulation):
             for e in adversary(round_no, "up", self.pending):
                 self.deliver_up(e)
             self.pending = []
-        t0 = time.process_time()
+        t0 = time.thread_time()
         out = srv.close_round()
-        self.srv_cpu += time.process_time() - t0
+        self.srv_cpu += time.thread_time() - t0
         if self.regroup and round_no == 0 and srv.round == 1 and srv.transcript_root:
             self._regroup()
         if srv.round is not None:
@@ -560,7 +560,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
             self._hand_up(self._deliver_lazily(out, round_no), round_no + 1, len(out))
             return
         downs = []
-        t0 = time.process_time()
+        t0 = time.thread_time()
         # each message dropped once its envelope exists
         for recipient, msg in drain(out):
             env = Envelope(SERVER, recipient, round_no, codec.encode(msg))
@@ -569,7 +569,7 @@ class ShardedSecAggSimulation(SecAggSimulation):
         # the replies are all encoded: whatever the server kept for building them
         # (round 1's ciphertext buffer) goes now, not after the step
         del out
-        self.codec_cpu += time.process_time() - t0
+        self.codec_cpu += time.thread_time() - t0
         if adversary is not None:
             # a copy: the hook may keep the list it returned, and _deliver_down empties it
             downs = list(adversary(round_no, "down", downs))
