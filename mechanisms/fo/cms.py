@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
@@ -296,8 +297,12 @@ class CountMeanSketch(_SketchCoins):
         keys = self.keys
         sums = np.zeros((cand.shape[0], S), dtype=np.int64)
         # blocks of candidates sized so that a block's gather (block x S) stays in cache
-        if type(block) is not int or block < 1:
-            raise OracleInputError(f"block must be a positive int, got {block!r}")
+        try:
+            block = operator.index(block)
+        except TypeError:
+            raise OracleInputError(f"block must be a positive integer, got {block!r}") from None
+        if block < 1:
+            raise OracleInputError(f"block must be a positive integer, got {block!r}")
         block = max(1, min(block, (1 << 20) // S))
         u = np.empty(min(block, cand.shape[0]), dtype=np.uint64)
         gathered = np.empty((u.shape[0], S), dtype=acc_type)
