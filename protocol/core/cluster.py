@@ -121,6 +121,12 @@ _LEAN_LOCAL_CLUSTER = {
     # about 3% of the driver's CPU in a 10^6-user round; once a second still stops a
     # worker that outgrows its limit
     "distributed.worker.memory.monitor-interval": "1s",
+    # Dask's developer logs of recent messages and transitions: each batched stream
+    # (scheduler to worker, client to scheduler) keeps its last 1,000 messages by
+    # default, and a message that starts a shard holds the shard's arguments (config,
+    # rows, keys) by reference, so every finished session's arguments stayed in the
+    # driver (about 70 MB a session at 10^6 users)
+    "distributed.admin.low-level-log-length": 0,
 }
 
 
@@ -170,9 +176,13 @@ class DaskEngine(Engine):
                     self._cluster = LocalCluster(n_workers=n, threads_per_worker=1,
                                                  processes=True, dashboard_address=":0",
                                                  silence_logs=logging.ERROR)
-                self.client = Client(self._cluster)
+                    self.client = Client(self._cluster)
             else:
-                self.client = Client(address, timeout=30)
+                import dask
+
+                # this client's own message log only (the scheduler is not ours)
+                with dask.config.set({"distributed.admin.low-level-log-length": 0}):
+                    self.client = Client(address, timeout=30)
         except (OSError, TimeoutError) as exc:
             self.close()
             raise ClusterUnavailable(f"cannot reach the Dask scheduler at {address}: {exc}"
