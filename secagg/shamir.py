@@ -371,18 +371,19 @@ def split_encoded(secret: bytes, xs: Sequence[int], threshold: int,
 
 # ------------------------------------------------------------------ combine
 
-#: most entries of one block of the interpolation (``rows x t x t`` differences, or
-#: ``rows x t x LANES`` terms): 256 KiB per array, whatever the number of secrets. At
-#: 2^19 a server's reconstruction of 1000 owners raised the process's peak by 11 MB
-#: (t = 17) to 19 MB (t = 51), about 10 KiB per client of a 1000-client round; at 2^15
-#: by 1.0 to 1.6 MB, for 20 to 40 ms more of a round's seconds (docs/scaling.md)
-_BLOCK_ENTRIES = 1 << 15
+#: most entries of one block of the interpolation (its working arrays are ``rows x
+#: t``): 64 KiB per array, whatever the number of secrets. The block once held a
+#: ``rows x t x t`` table of differences, and at 2^19 entries a server's
+#: reconstruction of 1000 owners raised the process's peak by 11 MB (t = 17) to 19 MB
+#: (t = 51); blocks small enough for memory then had so few rows that 21,980 owners at
+#: t = 66 took 2.3 s (now 0.55 s; docs/scaling.md)
+_BLOCK_ENTRIES = 1 << 13
 
 
 def _block_rows(t: int) -> int:
-    """Secrets interpolated together at threshold ``t`` (a block's ``t x t``
-    differences and ``t x LANES`` terms stay within :data:`_BLOCK_ENTRIES` each)."""
-    return max(1, _BLOCK_ENTRIES // (t * max(t, LANES)))
+    """Secrets interpolated together at threshold ``t`` (a block's working arrays,
+    ``rows x t``, stay within :data:`_BLOCK_ENTRIES` entries)."""
+    return max(1, _BLOCK_ENTRIES // t)
 
 
 def _product(rows: np.ndarray) -> np.ndarray:
@@ -413,7 +414,7 @@ def _inverse(v: np.ndarray) -> np.ndarray:
 
 #: fewer entries than this are inverted with Python integers (numpy's per-call
 #: overhead would dominate a few rows)
-_SMALL_INVERSE = 4096
+_SMALL_INVERSE = 512
 
 
 def _row_inverses(den: np.ndarray) -> np.ndarray:
@@ -440,18 +441,29 @@ def _row_inverses(den: np.ndarray) -> np.ndarray:
 
 def _lagrange_at_zero(x: np.ndarray) -> np.ndarray:
     """Row ``r``: ``L_i = prod_{j != i} x_j / (x_j - x_i) mod p`` over the distinct
-    points ``x[r]`` (int64 ``(rows, t)``, at most :data:`_BLOCK_ENTRIES` ``/ t^2``
-    rows; uint64 ``(rows, t)`` out)."""
-    t = x.shape[1]
-    # [r, i, j] = x_j - x_i + p: congruent, positive and below 2^32 (x < 2^16), so
-    # that the tree's first products stay below 2^64
-    diff = (x[:, None, :] - x[:, :, None] + PRIME).astype(np.uint64)
-    diag = np.arange(t)
-    diff[:, diag, diag] = x                                   # the x_i factor
-    # den_i = x_i prod_{j != i} (x_j - x_i); L_i = (prod_j x_j) / den_i
-    den = _product(diff)                                      # (rows, t)
-    total = _product(x.astype(np.uint64))                     # (rows,)
-    return _fold(_row_inverses(den) * total[:, None])
+    points ``x[r]`` (int64 ``(rows, t)``, entries below ``2^16``; uint64 ``(rows, t)``
+    out).
+
+    The denominators ``den_i = x_i prod_{j != i} (x_j - x_i)`` are built one ``j`` at a
+    time over all rows, so that no working array is larger than ``(rows, t)`` (a
+    ``(rows, t, t)`` table of differences held ``t`` times more)."""
+    rows, t = x.shape
+    xu = x.astype(np.uint64)
+    neg = _P - xu                      # -x_i + p, so x_j - x_i + p: congruent, < 2^32
+    den = xu.copy()                    # the x_i factor
+    d = np.empty_like(xu)
+    low = np.empty_like(xu)
+    for j in range(t):
+        np.add(neg, xu[:, j, None], out=d)
+        d[:, j] = 1                    # no (x_j - x_j) factor in den_j
+        np.multiply(den, d, out=den)   # den < 2^31 + 8, d < 2^32: below 2^64
+        for _ in range(2):             # partly reduced: below 2^31 + 8
+            np.bitwise_and(den, _P, out=low)
+            np.right_shift(den, _S31, out=den)
+            den += low
+    # L_i = (prod_j x_j) / den_i
+    total = _product(xu)
+    return _fold(_row_inverses(_fold(den)) * total[:, None])
 
 
 def _secrets(lanes: np.ndarray) -> list[bytes]:
@@ -548,8 +560,9 @@ def combine_encoded_many(encodings: Sequence[bytes], threshold: int) -> list[byt
         ordered = np.sort(xs, axis=1)
         if (ordered[:, 1:] == ordered[:, :-1]).any():
             raise ParameterError("share points must be distinct and at least 1")
-        ys = rows["y"].astype(np.uint64)
-        if (ys >= _P).any():
+        del ordered
+        ys = rows["y"]
+        if (ys >= PRIME).any():
             raise ParameterError("share value outside the field")
         out += _interpolate(xs, ys)
     return out
@@ -557,8 +570,13 @@ def combine_encoded_many(encodings: Sequence[bytes], threshold: int) -> list[byt
 
 def _interpolate(xs: np.ndarray, ys: np.ndarray) -> list[bytes]:
     """The secrets from rows of distinct points ``xs`` (int64 ``(rows, t)``) and their
-    lanes ``ys`` (uint64 ``(rows, t, LANES)``, each below p): one block, at most
-    :func:`_block_rows` ``(t)`` rows (:func:`combine_encoded_many` hands it blocks)."""
+    lanes ``ys`` (unsigned ``(rows, t, LANES)``, each below p; a view of the wire's
+    big-endian words will do): one block, at most :func:`_block_rows` ``(t)`` rows
+    (:func:`combine_encoded_many` hands it blocks). One lane at a time, so that no
+    working array is larger than ``(rows, t)``."""
     coeffs = _lagrange_at_zero(xs)
-    terms = _fold(ys * coeffs[:, :, None])                    # each < p
-    return _secrets(_fold(terms.sum(axis=1, dtype=np.uint64)))  # t < 2^16: no overflow
+    lanes = np.empty((xs.shape[0], LANES), np.uint64)
+    for lane in range(LANES):
+        # each term below p, at most 2^16 of them: the sum stays below 2^47
+        lanes[:, lane] = _fold(ys[:, :, lane] * coeffs).sum(axis=1, dtype=np.uint64)
+    return _secrets(_fold(lanes))
