@@ -447,7 +447,7 @@ def _lagrange_at_zero(x: np.ndarray) -> np.ndarray:
     The denominators ``den_i = x_i prod_{j != i} (x_j - x_i)`` are built one ``j`` at a
     time over all rows, so that no working array is larger than ``(rows, t)`` (a
     ``(rows, t, t)`` table of differences held ``t`` times more)."""
-    rows, t = x.shape
+    t = x.shape[1]
     xu = x.astype(np.uint64)
     neg = _P - xu                      # -x_i + p, so x_j - x_i + p: congruent, < 2^32
     den = xu.copy()                    # the x_i factor
@@ -457,7 +457,7 @@ def _lagrange_at_zero(x: np.ndarray) -> np.ndarray:
         np.add(neg, xu[:, j, None], out=d)
         d[:, j] = 1                    # no (x_j - x_j) factor in den_j
         np.multiply(den, d, out=den)   # den < 2^31 + 8, d < 2^32: below 2^64
-        for _ in range(2):             # partly reduced: below 2^31 + 8
+        for _ in range(2):             # _fold_once twice, in place: below 2^31 + 8
             np.bitwise_and(den, _P, out=low)
             np.right_shift(den, _S31, out=den)
             den += low

@@ -111,6 +111,14 @@ class LocalEngine(Engine):
             yield getattr(h, method)(*a)
 
 
+#: Dask's developer logs of recent messages and transitions: each batched stream
+#: (scheduler to worker, client to scheduler) keeps its last 1,000 messages by default,
+#: and a message that starts a shard holds the shard's arguments (config, rows, keys)
+#: by reference, so every finished session's arguments stayed in the driver (about
+#: 70 MB a session at 10^6 users). Off for the cluster this engine starts and for its
+#: client on a cluster it joins.
+_NO_MESSAGE_LOGS = {"distributed.admin.low-level-log-length": 0}
+
 #: Dask settings of a local cluster this engine starts (not of a cluster it joins)
 _LEAN_LOCAL_CLUSTER = {
     "distributed.worker.profile.enabled": False,
@@ -121,12 +129,7 @@ _LEAN_LOCAL_CLUSTER = {
     # about 3% of the driver's CPU in a 10^6-user round; once a second still stops a
     # worker that outgrows its limit
     "distributed.worker.memory.monitor-interval": "1s",
-    # Dask's developer logs of recent messages and transitions: each batched stream
-    # (scheduler to worker, client to scheduler) keeps its last 1,000 messages by
-    # default, and a message that starts a shard holds the shard's arguments (config,
-    # rows, keys) by reference, so every finished session's arguments stayed in the
-    # driver (about 70 MB a session at 10^6 users)
-    "distributed.admin.low-level-log-length": 0,
+    **_NO_MESSAGE_LOGS,
 }
 
 
@@ -181,7 +184,7 @@ class DaskEngine(Engine):
                 import dask
 
                 # this client's own message log only (the scheduler is not ours)
-                with dask.config.set({"distributed.admin.low-level-log-length": 0}):
+                with dask.config.set(_NO_MESSAGE_LOGS):
                     self.client = Client(address, timeout=30)
         except (OSError, TimeoutError) as exc:
             self.close()
