@@ -68,12 +68,16 @@ _SHARE_PLAINTEXT = 2 * shamir.SHARE_WIRE_BYTES
 #: length of a round-1 ciphertext: nonce, the two encoded shares, tag
 SHARE_CIPHERTEXT_BYTES = crypto.NONCE_BYTES + _SHARE_PLAINTEXT + crypto.TAG_BYTES
 _SHARE = shamir.SHARE_WIRE_BYTES
+#: a held share without its x coordinate: every share a client holds is at its own
+#: point ``x = u + 1`` (checked when the shares arrive), so only the ``y`` lanes are kept
+_HELD_Y = shamir.SHARE_BYTES
+_X_BYTES = _SHARE - _HELD_Y
 #: bytes per neighbour of the pairwise keys kept from round 1 to round 2: the share
 #: encryption key, then the mask seed
 _PAIR = 2 * crypto.KEY_BYTES
-#: a neighbour slot's record: its pairwise keys (``_PAIR`` bytes), later the shares
-#: held for it (``_SHARE_PLAINTEXT``), in the same place
-_SLOT = max(_PAIR, _SHARE_PLAINTEXT)
+#: a neighbour slot's record: its pairwise keys (``_PAIR`` bytes), later the ``y``
+#: lanes of the two shares held for it (``2 * _HELD_Y``), in the same place
+_SLOT = max(_PAIR, 2 * _HELD_Y)
 #: what the records hold
 _NOTHING, _KEYS, _HELD = 0, 1, 2
 
@@ -268,8 +272,8 @@ class SecAggClient:
     def _held_share(self, slot: int, which: int) -> bytes:
         """The encoded b-share (``which = 0``) or s-share (1) held for ``slot``."""
         assert self._records_hold == _HELD
-        start = slot * _SLOT + which * _SHARE
-        return bytes(self._records[start:start + _SHARE])
+        start = slot * _SLOT + which * _HELD_Y
+        return (self.index + 1).to_bytes(_X_BYTES, "big") + self._records[start:start + _HELD_Y]
 
     # read-only views of the compact records (for transcripts and tests)
     def _keys_by_peer(self, which: int) -> dict[int, bytes]:
@@ -438,7 +442,7 @@ class SecAggClient:
                 raise _Abort(AbortReason.SHARES_FROM_UNKNOWN_PEER)
         if len(msg.senders) < cfg.threshold:
             raise _Abort(AbortReason.TOO_FEW_SHARES)
-        held = [bytes(_SLOT)] * len(self.neighbours)
+        held = [bytes(_SLOT)] * len(self.neighbours)  # the y lanes of each slot's shares
         halves = []
         assert self._records_hold == _KEYS
         records = self._records
@@ -457,7 +461,7 @@ class SecAggClient:
             if len(pt) != _SHARE_PLAINTEXT:
                 raise _Abort(AbortReason.MALFORMED_SHARE)
             halves += (pt[:_SHARE], pt[_SHARE:])
-            held[slot] = pt
+            held[slot] = pt[_X_BYTES:_SHARE] + pt[_SHARE + _X_BYTES:]
         if failed < len(slots):
             raise _Abort(AbortReason.DECRYPTION_FAILED)
         # every half the encoding of Share(x = u + 1, lanes < PRIME), checked together
@@ -478,8 +482,8 @@ class SecAggClient:
                 self._status[slot] = _DROPPED_1
         # the shares over the keys, in place: every slot written (zeros where no share
         # came), so no key is left
-        if _SLOT > _SHARE_PLAINTEXT:  # pragma: no cover - pairwise records are shorter
-            held = [pt.ljust(_SLOT, b"\0") for pt in held]
+        if _SLOT > 2 * _HELD_Y:  # pragma: no cover - pairwise records are shorter
+            held = [y.ljust(_SLOT, b"\0") for y in held]
         self._records[:] = b"".join(held)
         self._records_hold = _HELD
         self._forget(shares=False)

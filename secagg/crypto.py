@@ -66,6 +66,7 @@ __all__ = [
     "AeadBatchError", "routing_ad", "routing_ads", "ed25519_keypair", "ed25519_public",
     "ed25519_sign", "ed25519_verify", "constant_time_equal", "FRESH_NONCE_BYTES",
     "attempt_session_id", "transcript_leaf", "transcript_depth", "transcript_tree",
+    "TranscriptLevel",
     "transcript_path", "transcript_root_from_path", "transcript_session_id",
 ]
 
@@ -594,20 +595,46 @@ def transcript_depth(n: int) -> int:
     return max(1, (n - 1).bit_length())
 
 
-def transcript_tree(n: int, leaves: dict[int, bytes]) -> list[list[bytes]]:
+class TranscriptLevel(Sequence[bytes]):
+    """One level of the transcript tree: its 32-byte nodes, left to right, in one
+    buffer (``level[i]`` is node ``i``). A server holds the tree from round 0's close
+    until the last key list is built; as one ``bytes`` object per node it took about
+    two and a half times the memory of the hashes themselves."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self, buf: bytes) -> None:
+        self._buf = buf
+
+    def __len__(self) -> int:
+        return len(self._buf) >> 5
+
+    def __getitem__(self, i: Any) -> Any:
+        if type(i) is not int:
+            raise TypeError("a transcript level is indexed by node position")
+        count = len(self._buf) >> 5
+        if i < 0:
+            i += count
+        if not 0 <= i < count:
+            raise IndexError("no such node in this level")
+        return self._buf[i << 5:(i + 1) << 5]
+
+
+def transcript_tree(n: int, leaves: dict[int, bytes]) -> list[TranscriptLevel]:
     """All levels of the Merkle tree over positions ``0..n-1`` (``2**depth`` slots;
     an absent position holds 32 zero bytes). ``levels[0]`` are the leaves,
-    ``levels[-1] == [root]``."""
+    ``levels[-1][0]`` is the root."""
     width = 1 << transcript_depth(n)
-    level = [leaves.get(i, _ABSENT_LEAF) for i in range(width)]
-    levels = [level]
-    while len(level) > 1:
-        level = [_node(level[i], level[i + 1]) for i in range(0, len(level), 2)]
-        levels.append(level)
+    buf = b"".join([leaves.get(i, _ABSENT_LEAF) for i in range(width)])
+    levels = [TranscriptLevel(buf)]
+    while len(buf) > 32:
+        buf = b"".join([_node(buf[i:i + 32], buf[i + 32:i + 64])
+                        for i in range(0, len(buf), 64)])
+        levels.append(TranscriptLevel(buf))
     return levels
 
 
-def transcript_path(levels: list[list[bytes]], position: int) -> tuple[bytes, ...]:
+def transcript_path(levels: Sequence[Sequence[bytes]], position: int) -> tuple[bytes, ...]:
     """The authentication path (siblings, leaf level first) of ``position``."""
     return tuple(levels[h][(position >> h) ^ 1] for h in range(len(levels) - 1))
 

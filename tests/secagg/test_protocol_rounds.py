@@ -247,9 +247,12 @@ def test_clients_drop_round_0_secrets_after_round_1_and_keep_shares_over_their_k
     for c, buf in zip(sim.clients, buffers):
         assert c._records is buf and c._b == b"" and not c._share_keys
         assert len(c._held_b) == len(c._held_s) == 7
-        # what the buffer holds now is the shares alone: no byte of a pairwise key left
-        assert bytes(buf) == b"".join(c._held_share(i, 0) + c._held_share(i, 1)
-                                      for i in range(len(c.neighbours)))
+        # what the buffer holds now is the shares alone (their y lanes: every held
+        # share is at the client's own point x = u + 1): no byte of a pairwise key left
+        x = (c.index + 1).to_bytes(2, "big")
+        shares = [(c._held_share(i, 0), c._held_share(i, 1)) for i in range(len(c.neighbours))]
+        assert all(bs[:2] == ss[:2] == x for bs, ss in shares)
+        assert bytes(buf) == b"".join(bs[2:] + ss[2:] for bs, ss in shares)
     sim.run()
     assert sim.server.result is not None and [int(v) for v in sim.server.result] == [8] * 3
     assert all(not any(buf) for buf in buffers)  # zeroed when the shares were dropped
