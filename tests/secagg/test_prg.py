@@ -385,6 +385,77 @@ def test_keystream_matrix_leaves_a_rejected_word_to_the_exact_path(monkeypatch) 
     assert len(streamed) == 1
 
 
+@pytest.mark.parametrize("modulus", [prg.MERSENNE61, 1 << 32, 1 << 61, 1 << 64, 1 << 8])
+@pytest.mark.parametrize("masks, dim, added", [(4, 769, 2), (13, 1000, 13), (13, 1000, 0),
+                                               (89, 4200, 45), (7, 9000, 1), (6, 1372, 5)])
+def test_grouped_sums_are_the_mask_by_mask_sums(modulus: int, masks: int, dim: int,
+                                                added: int) -> None:
+    """Long masks are summed six whole rows at a time (2^61 - 1) or as many as a group
+    holds (powers of two), the added and subtracted rows of a group apart, groups that
+    mix the two included: the sum is the one of the masks taken one by one."""
+    import hashlib
+
+    from secagg.state import ModAccumulator
+
+    w = prg._word_bytes(prg._bits(modulus))
+    assert prg._grouped_pays(masks, dim, w)
+    terms = [(hashlib.sha256(b"grouped %d %d %d" % (masks, dim, i)).digest(),
+              1 if i < added else -1) for i in range(masks)]
+    ref = np.zeros(dim, dtype=object)
+    for seed, sign in terms:
+        ref = (ref + sign * prg.expand_mask(seed, dim, modulus).astype(object)) % modulus
+    got = prg.mask_sum(terms, dim, modulus)
+    assert got.dtype == np.uint64 and [int(v) for v in got] == [int(v) for v in ref]
+    acc = ModAccumulator(dim, modulus)
+    acc.add_masks(terms)
+    assert np.array_equal(acc.value(), got)
+
+
+def test_grouped_paths_serve_only_where_they_pay(monkeypatch) -> None:
+    """Short masks keep the keystream matrix, few or very long ones the streamed sums,
+    and without libcrypto's context the grouped sums are not used."""
+    assert not prg._grouped_pays(89, 768, 8) and prg._grouped_pays(89, 769, 8)
+    assert not prg._grouped_pays(3, 4200, 8) and prg._grouped_pays(4, 4200, 8)
+    assert prg._grouped_pays(9, 1 << 15, 8) and not prg._grouped_pays(9, (1 << 15) + 1, 8)
+    assert prg._grouped_pays(9, 1 << 16, 4) and not prg._grouped_pays(9, 1 << 17, 4)
+    monkeypatch.setattr(prg, "_CTR_STATE", [None])
+    assert not prg._grouped_pays(89, 4200, 8)
+
+
+def test_grouped_sum_expands_a_mask_with_a_rejected_word_exactly(monkeypatch) -> None:
+    """A keystream word equal to ``2^61 - 1`` is rejected by expand_mask (the mask's
+    later entries shift): the grouped sum takes that mask from expand_mask itself, and
+    the others from their rows."""
+    import hashlib
+
+    p = prg.MERSENNE61
+    dim = 1000
+    seeds = [hashlib.sha256(b"grouped reject %d" % i).digest() for i in range(9)]
+    planted_seed = 7
+    rows = prg._grouped_rows
+
+    def planted(seeds_: list[bytes], dim_: int, w: int, max_rows: int):  # type: ignore[no-untyped-def]
+        for first, words in rows(seeds_, dim_, w, max_rows):
+            if first <= planted_seed < first + words.shape[0]:
+                words[planted_seed - first, 3] = np.uint64(p)   # a word the PRG rejects
+            yield first, words
+
+    expanded: list[bytes] = []
+    real_expand = prg.expand_mask
+
+    def expand(seed: bytes, dim_: int, modulus: int) -> np.ndarray:
+        expanded.append(seed)
+        return real_expand(seed, dim_, modulus)
+
+    terms = [(sd, 1 if i % 2 else -1) for i, sd in enumerate(seeds)]
+    want = prg.mask_sum(terms, dim, p)
+    monkeypatch.setattr(prg, "_grouped_rows", planted)
+    monkeypatch.setattr(prg, "expand_mask", expand)
+    assert np.array_equal(prg.mask_sum(terms, dim, p), want)
+    # the planted mask's row was replaced by its exact expansion (and no other's)
+    assert expanded == [prg._signed_seeds(terms)[0][planted_seed]]
+
+
 def test_libcrypto_rows_are_the_ctr_keystream_from_any_block() -> None:
     """Keyed again per seed on one context, libcrypto's rows are ``cryptography``'s
     AES-256-CTR keystream of each seed from the counter block asked for, over
