@@ -308,24 +308,31 @@ def test_accumulator_add_masks_is_the_mask_by_mask_sum(modulus: int) -> None:
         ModAccumulator(dim, modulus).add_masks([(terms[0][0], 0)])
 
 
+def _assert_mask_sum_is_the_masks_one_by_one(terms: list[tuple[bytes, int]], dim: int,
+                                             modulus: int) -> None:
+    """``mask_sum`` and ``ModAccumulator.add_masks`` over ``terms`` both equal the
+    signed sum of ``expand_mask`` of each seed, in exact integers mod ``modulus``."""
+    from secagg.state import ModAccumulator
+
+    ref = np.zeros(dim, dtype=object)
+    for seed, sign in terms:
+        ref = (ref + sign * prg.expand_mask(seed, dim, modulus).astype(object)) % modulus
+    got = prg.mask_sum(terms, dim, modulus)
+    assert got.dtype == np.uint64 and [int(v) for v in got] == [int(v) for v in ref]
+    acc = ModAccumulator(dim, modulus)
+    acc.add_masks(terms)
+    assert np.array_equal(acc.value(), got)
+
+
 def test_mask_sum_for_the_committee_prime_equals_the_masks_one_by_one() -> None:
     """``2^61 - 1`` (the threshold committee's field) sums its masks from the keystream
     words with a fold per six masks; the result is the mask-by-mask sum."""
     import os
 
-    from secagg.state import ModAccumulator
-
     p = prg.MERSENNE61
     for dim in (0, 1, 7, 1456, 8192, 8193, 20_001):
         terms = [(os.urandom(32), 1 if i % 3 else -1) for i in range(14)]
-        ref = np.zeros(dim, dtype=object)
-        for seed, sign in terms:
-            ref = (ref + sign * prg.expand_mask(seed, dim, p).astype(object)) % p
-        got = prg.mask_sum(terms, dim, p)
-        assert got.dtype == np.uint64 and [int(v) for v in got] == [int(v) for v in ref]
-        acc = ModAccumulator(dim, p)
-        acc.add_masks(terms)
-        assert np.array_equal(acc.value(), got)
+        _assert_mask_sum_is_the_masks_one_by_one(terms, dim, p)
     with pytest.raises(ParameterError):
         prg.mask_sum([(os.urandom(32), 2)], 4, p)
 
@@ -395,20 +402,11 @@ def test_grouped_sums_are_the_mask_by_mask_sums(modulus: int, masks: int, dim: i
     mix the two included: the sum is the one of the masks taken one by one."""
     import hashlib
 
-    from secagg.state import ModAccumulator
-
     w = prg._word_bytes(prg._bits(modulus))
     assert prg._grouped_pays(masks, dim, w)
     terms = [(hashlib.sha256(b"grouped %d %d %d" % (masks, dim, i)).digest(),
               1 if i < added else -1) for i in range(masks)]
-    ref = np.zeros(dim, dtype=object)
-    for seed, sign in terms:
-        ref = (ref + sign * prg.expand_mask(seed, dim, modulus).astype(object)) % modulus
-    got = prg.mask_sum(terms, dim, modulus)
-    assert got.dtype == np.uint64 and [int(v) for v in got] == [int(v) for v in ref]
-    acc = ModAccumulator(dim, modulus)
-    acc.add_masks(terms)
-    assert np.array_equal(acc.value(), got)
+    _assert_mask_sum_is_the_masks_one_by_one(terms, dim, modulus)
 
 
 def test_grouped_paths_serve_only_where_they_pay(monkeypatch) -> None:
