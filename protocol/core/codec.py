@@ -360,13 +360,29 @@ class Array(Shape):
                     return end
         if isinstance(item, Record) and not item.equal and len(item.fields) < 16:
             head, walks = 0x90 | len(item.fields), item._walks  # type: ignore[attr-defined]
-            for _ in range(n):  # Record.walk inlined (a key list: one per neighbour)
+            left, tries = n, _ALIKE_TRIES
+            # records led by an integer that may take three bytes, but takes fewer here,
+            # are walked: sorted by it (a key list by sender), they are a short first run
+            narrow = (type(item.fields[0]) is Int and item.fields[0].hi >= 256)
+            while left:
+                if tries and left >= _VECTORISE_RECORDS and not (
+                        narrow and pos + 1 < len(buf) and buf[pos + 1] < 0xCD):
+                    # runs of records laid out alike (a key list sorted by sender has
+                    # at most three: senders below 128, below 256, the rest)
+                    tries -= 1
+                    done, stride = _alike_records(item, buf, pos, left)
+                    if done > 1:
+                        pos += done * stride
+                        left -= done
+                        continue
+                # one record, Record.walk inlined (a key list: one per neighbour)
                 if pos >= len(buf) or buf[pos] != head:
                     pos = item.walk(buf, pos)
-                    continue
-                pos += 1
-                for w in walks:
-                    pos = w(buf, pos)
+                else:
+                    pos += 1
+                    for w in walks:
+                        pos = w(buf, pos)
+                left -= 1
             return pos
         walk = item.walk
         for _ in range(n):
@@ -456,6 +472,71 @@ class Record(Shape):
     def limits(self) -> tuple[int, int, int, int]:
         b, s, a, m = _max4(*(f.limits() for f in self.fields))
         return (b, s, max(a, len(self.fields)), m)
+
+
+#: arrays of at least this many records of integers and byte strings (a key list: one
+#: per neighbour) are checked with numpy, a run of records laid out alike at a time
+#: (:func:`_alike_records`), at most ``_ALIKE_TRIES`` runs an array (records whose
+#: layouts keep changing are walked one by one)
+_VECTORISE_RECORDS = 16
+_ALIKE_TRIES = 4
+_UINT_FORMS = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+
+
+def _alike_records(rec: Record, buf: bytes, pos: int, n: int) -> tuple[int, int]:
+    """``(count, size)``: how many of the ``n`` encodings of ``rec`` (fields of
+    :class:`Int` and :class:`Bin` only) at ``pos`` are, from the first on, laid out like
+    the first, and the size of one. The first is checked field by field; each next one
+    must repeat its every header byte (so every byte string has the checked length) and
+    carry each integer in the same form, within its bounds: one numpy comparison over
+    the ``(n, size)`` bytes checks them all. ``(0, 0)`` when the first is not of that
+    kind or is malformed: the caller walks it, which accepts any other legal encoding
+    and reports the first bad field."""
+    fields = rec.fields
+    if pos >= len(buf) or buf[pos] != 0x90 | len(fields):
+        return 0, 0
+    shared = [0]                           # offsets of bytes all records must repeat
+    ints: list[tuple[int, int, Int]] = []  # (offset of the value, bytes, shape)
+    p = pos + 1
+    try:
+        for f in fields:
+            if type(f) is Int:
+                b = buf[p]
+                if b < 0x80:             # positive fixint: the byte is the value
+                    ints.append((p - pos, 0, f))
+                    p += 1
+                elif b in _UINT_FORMS:
+                    width = _UINT_FORMS[b]
+                    shared.append(p - pos)
+                    ints.append((p + 1 - pos, width, f))
+                    p += 1 + width
+                else:
+                    return 0, 0
+            elif type(f) is Bin:
+                size, start = f.header(buf, p)
+                shared.extend(range(p - pos, start - pos))
+                p = start + size
+            else:
+                return 0, 0
+    except (IndexError, CodecError):
+        return 0, 0
+    stride = p - pos
+    n = min(n, (len(buf) - pos) // stride)
+    if n < 1:
+        return 0, 0
+    rows = np.frombuffer(buf, np.uint8, n * stride, pos).reshape(n, stride)
+    cols = rows[:, shared]
+    ok = (cols == cols[0]).all(axis=1)
+    for off, width, f in ints:
+        if width == 0:
+            values = rows[:, off].astype(np.uint64)
+            ok &= values < 0x80
+        else:
+            values = np.zeros(n, np.uint64)
+            for i in range(width):
+                values = (values << np.uint64(8)) | rows[:, off + i]
+        ok &= (values >= np.uint64(f.lo)) & (values <= np.uint64(f.hi))
+    return (n if ok.all() else int(np.argmin(ok))), stride
 
 
 def frame_max_bytes(tag: int, shape: Record) -> int:

@@ -199,3 +199,97 @@ def test_masked_input_from_a_vector_is_the_checked_message(modulus: int) -> None
                 (5, v, 1), (5, v, (1 << 64) + 1), (5, v[:36].reshape(6, 6), modulus)):
         with pytest.raises((ValueError, TypeError)):
             MaskedInput.from_vector(*bad)
+
+
+@st.composite
+def long_key_list(draw):
+    """A key list of 16 to 90 entries (a neighbourhood), laid out alike or not: senders
+    in one or in several integer forms, signatures present, absent or mixed."""
+    count = draw(st.integers(16, 90))
+    first = draw(st.sampled_from([0, 100, 200, 300, 65_534 - 270]))
+    step = draw(st.integers(1, 3))
+    signed = draw(st.sampled_from(["all", "none", "mixed"]))
+    ents = []
+    for i in range(count):
+        with_sig = signed == "all" or (signed == "mixed" and i % 5 == 0)
+        ents.append(AdvertiseKeys(first + step * i, bytes([i % 256]) * 32,
+                                  bytes([(i + 1) % 256]) * 32, draw(key),
+                                  bytes([i % 256]) * 64 if with_sig else b""))
+    return KeyList(tuple(ents), draw(key), tuple(draw(st.lists(key, min_size=1,
+                                                                max_size=16))))
+
+
+def _decoded(raw: bytes, vectorise: int) -> object:
+    """``codec.decode(raw)`` (or ``CodecError``) with arrays of at least ``vectorise``
+    records checked with numpy."""
+    saved = codec._VECTORISE_RECORDS
+    codec._VECTORISE_RECORDS = vectorise
+    try:
+        return codec.decode(raw)
+    except CodecError:
+        return CodecError
+    finally:
+        codec._VECTORISE_RECORDS = saved
+
+
+@settings(max_examples=200, deadline=None)
+@given(long_key_list(), st.data())
+def test_key_lists_checked_with_numpy_as_entry_by_entry(msg, data) -> None:
+    """A long key list is checked with one numpy comparison when its entries are laid
+    out alike, else entry by entry: over valid lists and lists with bytes changed (a
+    header, a length, a sender out of bounds) or cut short, both checks accept and
+    refuse the same frames, and decode them to the same message."""
+    raw = bytearray(codec.encode(msg))
+    if data.draw(st.booleans()):
+        for _ in range(data.draw(st.integers(1, 3))):
+            i = data.draw(st.integers(0, len(raw) - 1))
+            raw[i] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        raw = raw[:data.draw(st.integers(0, len(raw)))]
+    assert _decoded(bytes(raw), 16) == _decoded(bytes(raw), 1 << 30)
+
+
+def test_key_list_entries_are_checked_a_run_of_alike_entries_at_a_time(monkeypatch) -> None:
+    """Entries laid out alike are checked in one numpy pass. In a key list whose senders
+    change integer form (below 128, below 256, the rest), the entries with one- and
+    two-byte senders (a short first run, sorted) are walked and the rest take one pass;
+    entries whose signatures come and go are left to the entry-by-entry walk after a
+    few tries.
+    A later entry whose sender is out of bounds or whose key length byte is changed is
+    refused either way."""
+    outcomes: list[tuple[int, int]] = []
+    real = codec._alike_records
+
+    def watched(*args):  # type: ignore[no-untyped-def]
+        outcomes.append(real(*args))
+        return outcomes[-1]
+
+    monkeypatch.setattr(codec, "_alike_records", watched)
+
+    def key_list_of(senders: list[int], sigs: list[bytes]) -> KeyList:
+        return KeyList(tuple(AdvertiseKeys(s, bytes([i]) * 32, bytes([i + 1]) * 32, _N, g)
+                             for i, (s, g) in enumerate(zip(senders, sigs))), _N, (_N,))
+
+    # one entry: 1 header byte, a sender, four byte strings with their 2-byte headers
+    alike = key_list_of(list(range(300, 340)), [b"\x01" * 64] * 40)
+    assert codec.decode(codec.encode(alike)) == alike
+    assert outcomes == [(40, 1 + 3 + 3 * 34 + 66)]
+    outcomes.clear()
+    senders = list(range(100, 120)) + list(range(128, 148)) + list(range(300, 320))
+    forms = key_list_of(senders, [b"\x01" * 64] * 60)    # fixint, 0xCC, 0xCD
+    assert codec.decode(codec.encode(forms)) == forms
+    assert [done for done, _ in outcomes] == [20]
+    outcomes.clear()
+    mixed = key_list_of(list(range(300, 340)), [b"\x01" * 64, b""] * 20)
+    assert codec.decode(codec.encode(mixed)) == mixed
+    assert [done for done, _ in outcomes] == [1] * codec._ALIKE_TRIES
+    raw = bytearray(codec.encode(alike))
+    at = raw.index(bytes([0x95, 0xCD]) + (339).to_bytes(2, "big"))   # the last entry
+    bad_sender = bytearray(raw)
+    bad_sender[at + 2:at + 4] = (0xFFFF).to_bytes(2, "big")   # over the roster's bound
+    with pytest.raises(CodecError):
+        codec.decode(bytes(bad_sender))
+    bad_length = bytearray(raw)
+    bad_length[at + 5] = 31                                    # c_pk's length byte
+    with pytest.raises(CodecError):
+        codec.decode(bytes(bad_length))
