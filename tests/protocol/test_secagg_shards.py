@@ -415,6 +415,39 @@ def test_bench_secagg_regroups_on_workers_unless_told_not_to(monkeypatch):
         assert seen[-1] is want
 
 
+def test_bench_secagg_measures_the_speedup_on_alternating_pairs(dask_engine, monkeypatch):
+    """``--workers 2 --repeats N``: N pairs of the same round, one in this process and
+    one on the workers, each pair's ratio and their median, every release the same;
+    ``--repeats`` with neither workers nor ``--compare-threats`` is refused."""
+    import statistics
+
+    import protocol.core.cluster as cluster_mod
+    from protocol.cli import main
+    from protocol.studies.runners.benchmarks import bench_secagg
+
+    class Kept:
+        """The module's two-worker cluster, which the bench must not close."""
+
+        def __getattr__(self, name):  # type: ignore[no-untyped-def]
+            return getattr(dask_engine, name)
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(cluster_mod, "make_engine", lambda workers, cluster=None: Kept())
+    out = bench_secagg(40, 4, threat="semi-honest", seed=3, workers=2, repeats=3,
+                       bare_sample=5)
+    d = out["distributed"]
+    assert d["release_equal"] and d["pairs_release_equal"] and d["repeats"] == 3
+    assert len(d["pairs"]) == 3
+    for p in d["pairs"]:
+        assert p["seconds"] > 0 and p["one_worker_seconds"] > 0
+        assert p["speedup"] == pytest.approx(p["one_worker_seconds"] / p["seconds"],
+                                             rel=0.01)
+    assert d["speedup_median"] == statistics.median(p["speedup"] for p in d["pairs"])
+    assert main(["bench", "secagg", "--clients", "20", "--dim", "4", "--repeats", "2"]) == 2
+
+
 def test_lazy_rounds_are_encoded_shard_by_shard(monkeypatch):
     """The key lists and the routed ciphertexts are built and encoded when each shard's
     call is made: as a shard is handed its clients' messages, the transcript holds

@@ -59,7 +59,9 @@ def register(cli) -> None:  # noqa: ANN001
                         "malicious, and semi-honest at the malicious (k, t), interleaved "
                         "--repeats times; prints medians and their ratios")
     p.add_argument("--repeats", type=int, default=1,
-                   help="with --compare-threats: interleaved repetitions (medians)")
+                   help="with --compare-threats: interleaved repetitions (medians); with "
+                        "--workers/--cluster: pairs of runs (one process, then the "
+                        "workers), alternating, for the median speedup")
     p.add_argument("--workers", type=int, default=1,
                    help="run the clients on N Dask worker processes, and the same round "
                         "on one worker for the speedup (default 1: this process only)")
@@ -112,6 +114,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--workers must be at least 1")
     if args.profile_every < 1:
         raise UsageError("--profile-every must be at least 1")
+    if args.repeats > 1 and not (args.compare_threats or args.workers > 1 or args.cluster):
+        raise UsageError("--repeats repeats --compare-threats or the --workers/--cluster "
+                         "comparison; give one of them")
     if args.compare_threats and (args.workers > 1 or args.cluster):
         raise UsageError("--compare-threats runs in this process; drop --workers/--cluster")
     if args.compare_threats:
@@ -125,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
                        bare_sample=args.bare_sample, grinding_bits=args.grinding_bits,
                        workers=args.workers, cluster=args.cluster,
                        profile_every=args.profile_every, share_work=args.share_work,
-                       regroup=args.regroup)
+                       regroup=args.regroup, repeats=args.repeats)
     if args.json:
         from protocol.cli.output import print_json
 
@@ -195,6 +200,10 @@ def _print_table(out: dict[str, Any]) -> None:
         print(f"  on {d['workers']} {d['engine']} workers: wall {d['seconds']:.3f} s (CPU "
               f"{d['cpu_seconds']:.3f} s) vs {d['one_worker_seconds']:.3f} s on one: speedup "
               f"{d['speedup']}x, same release: {d['release_equal']}")
+        if d.get("pairs"):
+            print(f"  {d['repeats']} pairs, one process then the workers, alternating: "
+                  f"speedups {', '.join(str(p['speedup']) for p in d['pairs'])}, median "
+                  f"{d['speedup_median']}x, same release: {d['pairs_release_equal']}")
         moved = sum(d.get("regrouped_clients") or [])
         print(f"  clients regrouped by the graph's ring: {moved or 'none'}; pair "
               f"derivations on the workers: {d.get('pair_derivations')}")

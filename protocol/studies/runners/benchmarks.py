@@ -44,7 +44,8 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
                  malicious: bool | None = None, degree: int | None = None,
                  threshold: int | None = None, workers: int = 1,
                  cluster: str | None = None, profile_every: int = 16,
-                 share_work: bool = True, regroup: bool | None = None) -> dict[str, Any]:
+                 share_work: bool = True, regroup: bool | None = None,
+                 repeats: int = 1) -> dict[str, Any]:
     """Run one round and return the figures (see the module docstring).
 
     ``regroup``: on workers, move the clients by the neighbour graph's ring once round
@@ -54,6 +55,11 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     ``profile_every``: time every ``N``-th call of each primitive (``1``: every call;
     the timers' own cost then shows in the round's CPU). ``share_work=False`` runs
     without the session memo (the simulation then pays what the devices pay).
+
+    ``repeats > 1`` with workers: the speedup is also measured on ``repeats`` pairs of
+    runs of the same round, one in this process (not profiled) then one on the
+    workers, alternating (``distributed["pairs"]``, ``distributed["speedup_median"]``):
+    on a shared machine one pair's ratio moves with the load of its few seconds.
 
     ``workers > 1`` or ``cluster``: the clients run in shards on Dask workers
     (:mod:`protocol.core.secagg_shards`); the same round (same seed, or the same drawn
@@ -180,6 +186,9 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
                 "pair_derivations": (dres.memo_stats or {}).get("misses", {}).get(
                     "pairwise_keys"),
             }
+            if repeats > 1:
+                distributed.update(_speedup_pairs(
+                    repeats, session, input_of, drop, engine, share_work, regroup))
         finally:
             engine.close()
     if distributed is not None:
@@ -249,6 +258,42 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         "memory_per_client_kb": round(rss_growth / clients / 1024, 2),
         "distributed": distributed,
     }
+
+
+def _speedup_pairs(repeats: int, session: Any, input_of: Any, drop: Any, engine: Any,
+                   share_work: bool, regroup: bool | None) -> dict[str, Any]:
+    """``repeats`` pairs of the same round: in this process (wall), then on ``engine``'s
+    workers (wall), each pair's ratio, their median, and whether every release was the
+    one-process release."""
+    import statistics
+    import time
+
+    import numpy as np
+
+    from protocol.core.secagg_engine import run_secagg
+    from protocol.core.secagg_shards import ShardedSecAggSimulation
+
+    pairs, same = [], True
+    for _ in range(repeats):
+        config, rand = session()
+        w0 = time.perf_counter()
+        one = run_secagg(config, input_of, rand=rand, dropout=drop, share_work=share_work)
+        one_wall = time.perf_counter() - w0
+        config, rand = session()
+        w0 = time.perf_counter()
+        sim = ShardedSecAggSimulation(config, input_of, rand=rand, dropout=drop,
+                                      engine=engine, share_work=share_work, regroup=regroup)
+        sim.run()
+        many = sim.result()
+        many_wall = time.perf_counter() - w0
+        same = same and one.result is not None and many.result is not None and bool(
+            np.array_equal(one.result, many.result))
+        pairs.append({"one_worker_seconds": round(one_wall, 3),
+                      "seconds": round(many_wall, 3),
+                      "speedup": round(one_wall / max(many_wall, 1e-9), 3)})
+    return {"repeats": repeats, "pairs": pairs,
+            "speedup_median": statistics.median(p["speedup"] for p in pairs),
+            "pairs_release_equal": same}
 
 
 def _peak_rss_bytes() -> int:
