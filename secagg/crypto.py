@@ -626,6 +626,8 @@ def transcript_tree(n: int, leaves: dict[int, bytes]) -> list[TranscriptLevel]:
     ``levels[-1][0]`` is the root."""
     width = 1 << transcript_depth(n)
     buf = b"".join([leaves.get(i, _ABSENT_LEAF) for i in range(width)])
+    if len(buf) != width << 5:
+        raise ParameterError("every transcript leaf is a 32-byte hash")
     levels = [TranscriptLevel(buf)]
     while len(buf) > 32:
         buf = b"".join([_node(buf[i:i + 32], buf[i + 32:i + 64])

@@ -336,8 +336,9 @@ def _grouped_pays(masks: int, dim: int, w: int) -> bool:
     stride), short enough that a group holds several rows, and libcrypto's context
     keyed again per seed available (one ``cryptography`` context per seed costs more
     than the sum it serves). Measured on 89 masks of ``2^61 - 1``, against the path
-    taken before: 0.65x at 700 entries, 1.14x at 850, 1.8x at 1372, 1.6x at 4200, 1.4x
-    at 7224, 1.5x at 32,768; 1.1x to 1.3x for 3 to 9 masks of 4200 (docs/scaling.md)."""
+    taken before: 0.65x at 700 entries (so the matrix keeps those), 1.10x at 800, 1.05x
+    at 1372, 1.55x at 4200, 1.35x at 7224, 1.56x at 32,768; 1.3x to 1.4x for 4 to 9
+    masks of 4200, 0.6x for 2 (docs/scaling.md)."""
     return (masks >= _GROUPED_MIN_MASKS and dim > _GROUPED_MIN_DIM
             and 2 * dim * w <= _GROUP_BYTES and _openssl_ctr() is not None)
 

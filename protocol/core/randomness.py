@@ -37,7 +37,8 @@ _OPEN: tuple[Any, Any] = (None, None)
 def _closed(ref: Any) -> None:
     """A stream went: its context (which holds its key) goes with it."""
     global _OPEN
-    if _OPEN[0] is ref:
+    opened = _OPEN
+    if opened and opened[0] is ref:
         _OPEN = (None, None)
 
 

@@ -208,6 +208,14 @@ def test_transcript_tree_paths() -> None:
             assert crypto.transcript_root_from_path(leaves[i], j, path) != root or j >= n
             other = crypto.transcript_leaf(i, b"\xff" * 32, bytes(32), bytes(32))
             assert crypto.transcript_root_from_path(other, i, path) != root
+        # each level is one buffer of 32-byte nodes, indexed like a list
+        assert [len(level) for level in levels] == [
+            1 << (len(levels) - 1 - h) for h in range(len(levels))]
+        assert levels[0][-1] == levels[0][len(levels[0]) - 1]
+    from secagg.errors import ParameterError
+
+    with pytest.raises(ParameterError):
+        crypto.transcript_tree(4, {0: b"not a 32-byte hash"})   # would shift every node
 
 
 def test_server_session_is_bound_to_every_round_0_contribution() -> None:
