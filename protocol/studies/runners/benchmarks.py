@@ -292,7 +292,7 @@ def _speedup_pairs(repeats: int, session: Any, input_of: Any, drop: Any, engine:
                       "seconds": round(many_wall, 3),
                       "speedup": round(one_wall / max(many_wall, 1e-9), 3)})
     return {"repeats": repeats, "pairs": pairs,
-            "speedup_median": statistics.median(p["speedup"] for p in pairs),
+            "speedup_median": round(statistics.median(p["speedup"] for p in pairs), 3),
             "pairs_release_equal": same}
 
 
