@@ -480,7 +480,6 @@ class Record(Shape):
 #: layouts keep changing are walked one by one)
 _VECTORISE_RECORDS = 16
 _ALIKE_TRIES = 4
-_UINT_FORMS = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
 
 
 def _alike_records(rec: Record, buf: bytes, pos: int, n: int) -> tuple[int, int]:
@@ -505,8 +504,8 @@ def _alike_records(rec: Record, buf: bytes, pos: int, n: int) -> tuple[int, int]
                 if b < 0x80:             # positive fixint: the byte is the value
                     ints.append((p - pos, 0, f))
                     p += 1
-                elif b in _UINT_FORMS:
-                    width = _UINT_FORMS[b]
+                elif 0xCC <= b <= 0xCF:       # uint 8 to 64, as _read_int reads them
+                    width = 1 << (b - 0xCC)
                     shared.append(p - pos)
                     ints.append((p + 1 - pos, width, f))
                     p += 1 + width

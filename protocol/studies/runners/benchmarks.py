@@ -169,11 +169,8 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
                                     share_work=share_work, regroup=regroup).run()
             dconfig, drand = session()
             w0, c0 = time.perf_counter(), time.process_time()
-            dsim = ShardedSecAggSimulation(dconfig, input_of, rand=drand, dropout=drop,
-                                           engine=engine, share_work=share_work,
-                                           regroup=regroup)
-            dsim.run()
-            dres = dsim.result()
+            dsim, dres = _round_on_workers(dconfig, drand, input_of, drop, engine,
+                                           share_work, regroup)
             distributed = {
                 "engine": engine.name, "workers": engine.workers, "cluster": cluster,
                 "seconds": round(time.perf_counter() - w0, 3),
@@ -260,6 +257,18 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     }
 
 
+def _round_on_workers(config: Any, rand: Any, input_of: Any, drop: Any, engine: Any,
+                      share_work: bool, regroup: bool | None) -> tuple[Any, Any]:
+    """One round of ``config`` with its clients in shards on ``engine``'s workers: the
+    simulation (what it regrouped) and its :class:`SecAggRun`."""
+    from protocol.core.secagg_shards import ShardedSecAggSimulation
+
+    sim = ShardedSecAggSimulation(config, input_of, rand=rand, dropout=drop, engine=engine,
+                                  share_work=share_work, regroup=regroup)
+    sim.run()
+    return sim, sim.result()
+
+
 def _speedup_pairs(repeats: int, session: Any, input_of: Any, drop: Any, engine: Any,
                    share_work: bool, regroup: bool | None) -> dict[str, Any]:
     """``repeats`` pairs of the same round: in this process (wall), then on ``engine``'s
@@ -271,7 +280,6 @@ def _speedup_pairs(repeats: int, session: Any, input_of: Any, drop: Any, engine:
     import numpy as np
 
     from protocol.core.secagg_engine import run_secagg
-    from protocol.core.secagg_shards import ShardedSecAggSimulation
 
     pairs, same = [], True
     for _ in range(repeats):
@@ -281,10 +289,7 @@ def _speedup_pairs(repeats: int, session: Any, input_of: Any, drop: Any, engine:
         one_wall = time.perf_counter() - w0
         config, rand = session()
         w0 = time.perf_counter()
-        sim = ShardedSecAggSimulation(config, input_of, rand=rand, dropout=drop,
-                                      engine=engine, share_work=share_work, regroup=regroup)
-        sim.run()
-        many = sim.result()
+        _, many = _round_on_workers(config, rand, input_of, drop, engine, share_work, regroup)
         many_wall = time.perf_counter() - w0
         same = same and one.result is not None and many.result is not None and bool(
             np.array_equal(one.result, many.result))
