@@ -103,13 +103,20 @@ def _job(keys, threat="malicious", faults=None, wait=20.0):
 
 
 def test_triehh_over_the_committee_between_parties(keys):
-    result, outcomes, helpers, transport = _job(keys)
-    assert not isinstance(result, AggregationAborted), result
-    # the committee's samples rerun in plaintext: the same trie
-    prep, rng = _prep()
-    plain = TrieHH(prep.data, prep.alphabet, prep.config,
-                   PlainTransport(samples=transport.samples), rng).result()
-    assert plain.heavy_hitters == result.heavy_hitters and plain.prefixes == result.prefixes
+    # the helpers' beacon draws each sample from OS randomness, and about 1% of random
+    # samples of this population find no heavy hitter (1,500 plaintext runs: 16): a job
+    # that found nothing is checked like the others, then run again, at most 3 times
+    for _ in range(3):
+        result, outcomes, helpers, transport = _job(keys)
+        assert not isinstance(result, AggregationAborted), result
+        # the committee's samples rerun in plaintext: the same trie
+        prep, rng = _prep()
+        plain = TrieHH(prep.data, prep.alphabet, prep.config,
+                       PlainTransport(samples=transport.samples), rng).result()
+        assert (plain.heavy_hitters == result.heavy_hitters
+                and plain.prefixes == result.prefixes)
+        if result.heavy_hitters:
+            break
     assert result.heavy_hitters, "the setting must find something"
     assert {o.status for o in outcomes} == {"finished"}
     assert [h["status"] for h in helpers] == ["finished", "finished"]
