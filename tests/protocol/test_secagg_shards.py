@@ -447,6 +447,13 @@ def test_bench_secagg_measures_the_speedup_on_alternating_pairs(dask_engine, mon
         slack = 1e-3 * (1 + p["seconds"] + p["speedup"])
         assert abs(p["speedup"] * p["seconds"] - p["one_worker_seconds"]) <= slack
     assert d["speedup_median"] == round(statistics.median(p["speedup"] for p in d["pairs"]), 3)
+    # each step of both runs timed: round 0, then the server's closes of rounds 0, 1, 2
+    # and 4 (no round 3 without the consistency check); together about the run's wall
+    names = ["start", "close 0", "close 1", "close 2", "close 4"]
+    for steps, wall in ((out["steps"], out["seconds"]), (d["steps"], d["seconds"])):
+        assert [s["step"] for s in steps] == names
+        assert all(s["seconds"] >= 0 and s["cpu_seconds"] >= 0 for s in steps)
+        assert sum(s["seconds"] for s in steps) <= wall + 0.01
     assert main(["bench", "secagg", "--clients", "20", "--dim", "4", "--repeats", "2"]) == 2
 
 

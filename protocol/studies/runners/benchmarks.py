@@ -61,6 +61,10 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     workers, alternating (``distributed["pairs"]``, ``distributed["speedup_median"]``):
     on a shared machine one pair's ratio moves with the load of its few seconds.
 
+    ``steps`` (and ``distributed["steps"]``): each step of the round with its wall and
+    CPU seconds (:func:`_run_by_steps`); on workers the CPU is the driver's, so a step
+    whose wall is close to its CPU is one where the workers wait for the driver.
+
     ``workers > 1`` or ``cluster``: the clients run in shards on Dask workers
     (:mod:`protocol.core.secagg_shards`); the same round (same seed, or the same drawn
     data seed) then also runs with one worker, in this process, and the result adds
@@ -91,7 +95,8 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
 
     from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
     from protocol.core.secagg_engine import (
-        Dropout, category_seconds, make_config, profile_primitives, run_secagg,
+        Dropout, SecAggSimulation, category_seconds, make_config, profile_primitives,
+        run_secagg,
     )
     from protocol.core.secagg_profile import device_profile, floor_ratios, primitive_table
     from protocol.core.secagg_shards import SeededRows
@@ -148,7 +153,11 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
     cpu0 = time.process_time()
     # one run: every primitive call counted, every profile_every-th timed
     with profile_primitives(profile_every) as prof:
-        res = run_secagg(config, input_of, rand=rand, dropout=drop, share_work=share_work)
+        sim = SecAggSimulation(config, input_of, rand=rand, dropout=drop,
+                               share_work=share_work)
+        steps = _run_by_steps(sim)
+        res = sim.result()
+        del sim
     cpu_round = time.process_time() - cpu0
     rss_growth = max(0, _peak_rss_bytes() - rss0)
     # then the same round on the workers (after the memory figure, which is this run's)
@@ -169,8 +178,8 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
                                     share_work=share_work, regroup=regroup).run()
             dconfig, drand = session()
             w0, c0 = time.perf_counter(), time.process_time()
-            dsim, dres = _round_on_workers(dconfig, drand, input_of, drop, engine,
-                                           share_work, regroup)
+            dsim, dres, dsteps = _round_on_workers(dconfig, drand, input_of, drop, engine,
+                                                   share_work, regroup)
             distributed = {
                 "engine": engine.name, "workers": engine.workers, "cluster": cluster,
                 "seconds": round(time.perf_counter() - w0, 3),
@@ -182,6 +191,7 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
                 "regrouped_clients": dsim.regrouped,
                 "pair_derivations": (dres.memo_stats or {}).get("misses", {}).get(
                     "pairwise_keys"),
+                "steps": dsteps,
             }
             if repeats > 1:
                 distributed.update(_speedup_pairs(
@@ -253,20 +263,46 @@ def bench_secagg(clients: int, dim: int, *, graph: str = "harary", dropout: floa
         # growth of the process's peak resident memory during the round, per client
         # (0 when the round fits in memory the process had already touched)
         "memory_per_client_kb": round(rss_growth / clients / 1024, 2),
+        # wall and CPU of each step of the one-process run (distributed["steps"]: the
+        # same on the workers, CPU then being this driver process's)
+        "steps": steps,
         "distributed": distributed,
     }
 
 
+def _run_by_steps(sim: Any) -> list[dict[str, Any]]:
+    """Run a simulation (``start``, then ``step`` until it is finished, as ``run``
+    does), timing each: the step (``"start"``: the clients' round 0; ``"close N"``: the
+    server closes round ``N`` and the clients answer its messages), its wall seconds
+    and this process's CPU seconds (on workers, the driver's share of the step)."""
+    import time
+
+    steps = []
+    while True:
+        name = "start" if not steps else f"close {sim.server.round}"
+        w0, c0 = time.perf_counter(), time.process_time()
+        if not steps:
+            sim.start()
+        else:
+            sim.step()
+        steps.append({"step": name, "seconds": round(time.perf_counter() - w0, 4),
+                      "cpu_seconds": round(time.process_time() - c0, 4)})
+        if sim.finished:
+            return steps
+
+
 def _round_on_workers(config: Any, rand: Any, input_of: Any, drop: Any, engine: Any,
-                      share_work: bool, regroup: bool | None) -> tuple[Any, Any]:
+                      share_work: bool, regroup: bool | None
+                      ) -> tuple[Any, Any, list[dict[str, Any]]]:
     """One round of ``config`` with its clients in shards on ``engine``'s workers: the
-    simulation (what it regrouped) and its :class:`SecAggRun`."""
+    simulation (what it regrouped), its :class:`SecAggRun` and its steps' times
+    (:func:`_run_by_steps`)."""
     from protocol.core.secagg_shards import ShardedSecAggSimulation
 
     sim = ShardedSecAggSimulation(config, input_of, rand=rand, dropout=drop, engine=engine,
                                   share_work=share_work, regroup=regroup)
-    sim.run()
-    return sim, sim.result()
+    steps = _run_by_steps(sim)
+    return sim, sim.result(), steps
 
 
 def _speedup_pairs(repeats: int, session: Any, input_of: Any, drop: Any, engine: Any,
@@ -289,7 +325,8 @@ def _speedup_pairs(repeats: int, session: Any, input_of: Any, drop: Any, engine:
         one_wall = time.perf_counter() - w0
         config, rand = session()
         w0 = time.perf_counter()
-        _, many = _round_on_workers(config, rand, input_of, drop, engine, share_work, regroup)
+        _, many, _ = _round_on_workers(config, rand, input_of, drop, engine, share_work,
+                                       regroup)
         many_wall = time.perf_counter() - w0
         same = same and one.result is not None and many.result is not None and bool(
             np.array_equal(one.result, many.result))
