@@ -165,6 +165,12 @@ class SecAggParams:
         """``min_honest / n`` (Bell et al.'s ``alpha``), ``None`` if not computed."""
         return None if self.min_honest is None else self.min_honest / self.n
 
+    @property
+    def max_dropouts(self) -> int:
+        """``ceil(delta n)``: the most dropouts the parameters were chosen for;
+        correctness is only claimed while no more clients drop."""
+        return _count(self.dropout_rate, self.n)
+
     def __post_init__(self) -> None:
         for name in ("n", "degree", "threshold", "sigma", "eta", "grinding_bits"):
             v = getattr(self, name)

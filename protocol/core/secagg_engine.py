@@ -144,6 +144,16 @@ class Dropout:
             sched.setdefault(int(r), set()).add(int(c))
         return cls(sched)
 
+    def named(self) -> int | None:
+        """How many distinct clients the schedule drops in all (``None`` when a
+        round's entry is a :data:`GraphRule`, known only once the graph is)."""
+        clients: set[int] = set()
+        for entry in self.schedule.values():
+            if callable(entry):
+                return None
+            clients.update(int(c) for c in entry)
+        return len(clients)
+
     def before(self, round_no: int,
                neighbours: Sequence[tuple[int, ...]] | None = None) -> set[int]:
         """The clients that drop before ``round_no``.

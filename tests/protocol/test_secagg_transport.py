@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -139,6 +141,42 @@ def test_dropouts_release_the_survivors_sum() -> None:
     u3 = res.views["server"]["U3"]
     assert res.release.contributions == len(u3) < 60 and len(u3) >= 60 - 6
     assert np.array_equal(res.release.vector, vals[u3].sum(axis=0) % (1 << 16))
+
+
+def _aborted_run() -> Any:
+    """What the transports read of a session that aborted at the unmasking."""
+    from secagg.state import AbortReason
+
+    return SimpleNamespace(completed=False, result=None, survivors=frozenset(range(53)),
+                           server_abort_reason=AbortReason.TOO_FEW_UNMASK_RESPONSES,
+                           client_abort_reasons={})
+
+
+@pytest.mark.parametrize("name", ["secagg", "threshold"])
+def test_an_abort_beyond_the_dropout_budget_says_so(name: str, monkeypatch) -> None:
+    """A session that aborts after more dropouts than the parameters' ceil(delta n)
+    names both figures; within the budget, or with a schedule known only with the
+    graph, the error is the server's reason and the survivors alone."""
+    from protocol.core.secagg_engine import Dropout
+
+    transport = get_transport(name, graph="harary", dropout=0.1)
+    monkeypatch.setattr(transport, "run_session", lambda *a, **k: _aborted_run())
+    spec = RoundSpec("t", 0, Kind.VOTE, candidates=CANDS, theta=1)
+    votes = Votes(np.zeros(58 if name == "threshold" else 60, np.int64))
+    budget = transport.session_params(60).max_dropouts
+    assert budget == 6
+    cases = [(Dropout({1: {1, 2, 3}, 2: {4, 5, 6, 7}}), True),
+             (Dropout({0: range(6), 4: {0, 1}}), False),   # 6 distinct clients
+             (Dropout({1: {1, 2, 3}, 2: lambda graph: graph[0][:4]}), False),
+             (None, False)]
+    for schedule, beyond in cases:
+        monkeypatch.setattr(transport, "dropout_schedule", lambda n, rng, s=schedule: s)
+        with pytest.raises(AggregationAborted) as e:
+            transport.run_round(spec, votes, np.random.default_rng(0))
+        assert e.value.reason == "secagg_too_few_unmask_responses"
+        assert "survivors 53 of 60" in str(e.value)
+        assert ("7 clients dropped, more than the 6 (ceil(delta n), delta = 0.1)"
+                in str(e.value)) is beyond
 
 
 def test_registry_and_cost() -> None:

@@ -441,3 +441,13 @@ def test_default_grinding_bits_only_for_a_malicious_server_on_harary() -> None:
                                  corrupt_fraction=0.0) == 5
     with pytest.raises(ParameterError):
         default_grinding_bits(1000, 0.1, graph="ring", malicious=True)
+
+
+@pytest.mark.parametrize("n,delta,most", [(100, 0.07, 7), (60, 0.1, 6), (61, 0.1, 7),
+                                          (10, 0.0, 0), (3, 0.01, 1)])
+def test_max_dropouts_is_the_budget_the_parameters_count(n: int, delta: float,
+                                                         most: int) -> None:
+    """``ceil(delta n)``, as the parameter search counts it: free of float noise
+    (0.07 * 100 is 7.000000000000001) and at least one client for any positive rate."""
+    p = SecAggParams(n=n, degree=n - 1, threshold=1, graph="complete", dropout_rate=delta)
+    assert p.max_dropouts == most

@@ -341,6 +341,22 @@ class SecAggSessionOptions:
         except ParameterError as exc:
             raise AggregationAborted("no_secagg_parameters", str(exc)) from None
 
+    @staticmethod
+    def session_aborted(run: SecAggRun, params: SecAggParams, dropout: Dropout | None
+                        ) -> AggregationAborted:
+        """The error for a session that did not complete: ``secagg_<server's reason>``,
+        the survivors, and, when the simulated schedule dropped more clients than the
+        parameters' ``ceil(delta n)`` (beyond which completion is not guaranteed), that
+        too."""
+        reason = run.server_abort_reason.value if run.server_abort_reason else "aborted"
+        detail = f"survivors {len(run.survivors)} of {params.n}"
+        dropped = dropout.named() if dropout is not None else 0
+        if dropped is not None and dropped > params.max_dropouts:
+            detail += (f"; {dropped} clients dropped, more than the {params.max_dropouts} "
+                       f"(ceil(delta n), delta = {params.dropout_rate:g}) the parameters "
+                       "were chosen for, beyond which completion is not guaranteed")
+        return AggregationAborted(f"secagg_{reason}", detail)
+
     #: with ``workers=None`` (auto), sessions of at least this many clients go to a
     #: local Dask cluster of all cores when the ``cluster`` extra is installed
     AUTO_SHARD_CLIENTS = 5000
@@ -466,13 +482,11 @@ class SecAggTransport(SecAggSessionOptions, Transport):
         config = SessionConfig(params, tuple(range(n)), spec_context(spec), dim, modulus,
                                malicious=self.malicious,
                                server_nonce=rand.token_bytes(FRESH_NONCE_BYTES))
-        run = self.run_session(config, input_of, rand=rand,
-                               dropout=self.dropout_schedule(n, rng),
+        drop = self.dropout_schedule(n, rng)
+        run = self.run_session(config, input_of, rand=rand, dropout=drop,
                                progress=self.client_progress)
         if not run.completed or run.result is None:
-            reason = run.server_abort_reason.value if run.server_abort_reason else "aborted"
-            raise AggregationAborted(f"secagg_{reason}",
-                                     f"survivors {len(run.survivors)} of {n}")
+            raise self.session_aborted(run, params, drop)
         release = sum_release(spec, run.result, len(run.survivors))
         return RoundResult(release, _views(run), _cost(run))
 

@@ -80,10 +80,11 @@ from protocol.core.sample_beacon import (
     MEMBERS, VALUE_BYTES, BeaconTranscript, Sample, SampleRejected, beacon_context,
     check_sample, run_beacon, sample_users, server_drawn,
 )
-from protocol.core.secagg_engine import SecAggRun
+from protocol.core.secagg_engine import Dropout, SecAggRun
 from protocol.core.transports.secagg_transport import SecAggSessionOptions, spec_context
 from secagg import crypto
 from secagg.crypto import FRESH_NONCE_BYTES
+from secagg.params import SecAggParams
 from secagg.state import AbortReason, SessionConfig
 
 __all__ = ["ThresholdTransport", "HELPERS", "Deviation", "uniform_mod"]
@@ -254,15 +255,13 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         return OsRandom(), [OsRandom(), OsRandom()], [OsRandom(), OsRandom(), OsRandom()]
 
     def _check_run(self, run: SecAggRun, helper_pos: tuple[int, ...], spec: RoundSpec,
-                   total: int) -> int:
+                   params: SecAggParams, drop: Dropout | None) -> int:
         if any(r is AbortReason.REQUIRED_PARTICIPANT_MISSING
                for r in run.client_abort_reasons.values()):
             raise AggregationAborted("threshold_helper_missing",
                                      "clients refused to unmask a sum without both helpers")
         if not run.completed or run.result is None:
-            reason = run.server_abort_reason.value if run.server_abort_reason else "aborted"
-            raise AggregationAborted(f"secagg_{reason}",
-                                     f"survivors {len(run.survivors)} of {total}")
+            raise self.session_aborted(run, params, drop)
         if not set(helper_pos) <= run.survivors:
             raise AggregationAborted("threshold_helper_missing",
                                      "a helper's blinding input is not in the sum")
@@ -299,12 +298,13 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         verify_keys = [pk for _, pk in pairs]
         server = MirroredServer(config, verify_keys=verify_keys, watched=helper_pos,
                                 feed=dev.replica_feed)
+        drop = self.dropout_schedule(n, rng)
         run = self.run_session(config, _WithHelpers(client_input, entered, n),
-                               rand=secagg_rand, dropout=self.dropout_schedule(n, rng),
+                               rand=secagg_rand, dropout=drop,
                                signing_keys=[sk for sk, _ in pairs], verify_keys=verify_keys,
                                server=server, client_seeds=dict(zip(helper_pos, seeds)),
                                progress=self.client_progress)
-        contributed = self._check_run(run, helper_pos, spec, total)
+        contributed = self._check_run(run, helper_pos, spec, params, drop)
         s_server = run.result.astype(np.uint64)
         assert server.replica is not None
         s_replica = server.replica.result
@@ -390,10 +390,10 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         config = SessionConfig(params, tuple(range(total)), spec_context(spec), dim, modulus,
                                malicious=self.malicious, required=frozenset(helper_pos),
                                server_nonce=secagg_rand.token_bytes(FRESH_NONCE_BYTES))
+        drop = self.dropout_schedule(n, rng)
         run = self.run_session(config, _WithHelpers(client_input, blinds, n),
-                               rand=secagg_rand, dropout=self.dropout_schedule(n, rng),
-                               progress=self.client_progress)
-        contributed = self._check_run(run, helper_pos, spec, total)
+                               rand=secagg_rand, dropout=drop, progress=self.client_progress)
+        contributed = self._check_run(run, helper_pos, spec, params, drop)
         blinded = run.result.astype(np.uint64)
         helper_shares = [_negate(b, modulus) for b in blinds]
         if spec.kind is Kind.VECTOR:
