@@ -277,18 +277,16 @@ def _run_by_steps(sim: Any) -> list[dict[str, Any]]:
     and this process's CPU seconds (on workers, the driver's share of the step)."""
     import time
 
-    steps = []
-    while True:
-        name = "start" if not steps else f"close {sim.server.round}"
+    def timed(name: str, do: Any) -> dict[str, Any]:
         w0, c0 = time.perf_counter(), time.process_time()
-        if not steps:
-            sim.start()
-        else:
-            sim.step()
-        steps.append({"step": name, "seconds": round(time.perf_counter() - w0, 4),
-                      "cpu_seconds": round(time.process_time() - c0, 4)})
-        if sim.finished:
-            return steps
+        do()
+        return {"step": name, "seconds": round(time.perf_counter() - w0, 4),
+                "cpu_seconds": round(time.process_time() - c0, 4)}
+
+    steps = [timed("start", sim.start)]
+    while not sim.finished:
+        steps.append(timed(f"close {sim.server.round}", sim.step))
+    return steps
 
 
 def _round_on_workers(config: Any, rand: Any, input_of: Any, drop: Any, engine: Any,
