@@ -332,6 +332,11 @@ class Transport(abc.ABC):
     #: :class:`Votes` or :class:`Vectors`: the clients hold the data and compute their
     #: contributions themselves
     contributions_at_clients: ClassVar[bool] = False
+    #: corrupted clients of a simulation (:class:`protocol.core.corruption.
+    #: CorruptClients`), ``None`` for none; what they did is logged per round in
+    #: ``corruption_log`` (:class:`protocol.core.corruption.CorruptionRecord`)
+    corrupt: Any = None
+    corruption_log: Any = None
 
     @abc.abstractmethod
     def run_round(self, spec: RoundSpec, contributions: Contributions,

@@ -159,7 +159,8 @@ def test_an_abort_beyond_the_dropout_budget_says_so(name: str, monkeypatch) -> N
     graph, the error is the server's reason and the survivors alone."""
     from protocol.core.secagg_engine import Dropout
 
-    transport = get_transport(name, graph="harary", dropout=0.1)
+    extra = {"committee_input": "secagg"} if name == "threshold" else {}
+    transport = get_transport(name, graph="harary", dropout=0.1, **extra)
     monkeypatch.setattr(transport, "run_session", lambda *a, **k: _aborted_run())
     spec = RoundSpec("t", 0, Kind.VOTE, candidates=CANDS, theta=1)
     votes = Votes(np.zeros(58 if name == "threshold" else 60, np.int64))

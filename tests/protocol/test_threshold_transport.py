@@ -122,7 +122,7 @@ def test_a_failing_helper_aborts_the_round(threat: str, layer: str) -> None:
 def test_dropouts_keep_secure_aggregation_behaviour() -> None:
     rng = np.random.default_rng(3)
     choice = rng.integers(-1, 5, 60).astype(np.int64)
-    t = ThresholdTransport(simulate=True, dropout=0.1)
+    t = ThresholdTransport(simulate=True, dropout=0.1, committee_input="secagg")
     res = t.run_round(_spec(), Votes(choice), np.random.default_rng(4))
     survivors = res.views["server"]["U3"]
     assert 60 in survivors and 61 in survivors  # both helpers, never dropped
@@ -133,18 +133,42 @@ def test_dropouts_keep_secure_aggregation_behaviour() -> None:
                                         if counts[i] >= 3}
 
 
-def test_os_randomness_by_default() -> None:
-    t = ThresholdTransport()
+def test_dropouts_in_validated_rounds_leave_devices_missing() -> None:
+    """Under the default a device that drops out sends no report: it is missing in
+    every member's view, and the release counts the others."""
+    rng = np.random.default_rng(3)
+    choice = rng.integers(-1, 5, 60).astype(np.int64)
+    t = ThresholdTransport(simulate=True, dropout=0.1)
+    res = t.run_round(_spec(), Votes(choice), np.random.default_rng(4))
+    missing = [sorted(u for u, r, _ in res.views[m]["intake"]["dropped"] if r == "missing")
+               for m in ("server", "helper1", "helper2")]
+    assert missing[0] == missing[1] == missing[2] and 0 < len(missing[0]) < 60
+    kept = np.setdiff1d(np.arange(60), missing[0])
+    assert res.release.contributions == kept.size
+    counts = np.bincount(choice[kept][choice[kept] >= 0], minlength=5)
+    assert dict(res.release.counts) == {c: int(counts[i]) for i, c in enumerate("abcde")
+                                        if counts[i] >= 3}
+
+
+def _server_share(res: Any) -> np.ndarray:
+    """What the server holds of the counts: the blinded sum (secure-aggregation input)
+    or its first summed component (validated reports)."""
+    view = res.views["server"]
+    return view["blinded_sum"] if "blinded_sum" in view else view["intake"]["sums"][0]
+
+
+@pytest.mark.parametrize("committee_input", ["reports", "secagg"])
+def test_os_randomness_by_default(committee_input: str) -> None:
+    t = ThresholdTransport(committee_input=committee_input)
     r1 = t.run_round(_spec(), _votes(A), np.random.default_rng(5))
     r2 = t.run_round(_spec(), _votes(A), np.random.default_rng(5))
     assert r1.release.same_as(r2.release)
-    assert not np.array_equal(r1.views["server"]["blinded_sum"],
-                              r2.views["server"]["blinded_sum"])
-    s1 = ThresholdTransport(simulate=True).run_round(_spec(), _votes(A),
-                                                     np.random.default_rng(5))
-    s2 = ThresholdTransport(simulate=True).run_round(_spec(), _votes(A),
-                                                     np.random.default_rng(5))
-    assert np.array_equal(s1.views["server"]["blinded_sum"], s2.views["server"]["blinded_sum"])
+    assert not np.array_equal(_server_share(r1), _server_share(r2))
+    s1 = ThresholdTransport(simulate=True, committee_input=committee_input).run_round(
+        _spec(), _votes(A), np.random.default_rng(5))
+    s2 = ThresholdTransport(simulate=True, committee_input=committee_input).run_round(
+        _spec(), _votes(A), np.random.default_rng(5))
+    assert np.array_equal(_server_share(s1), _server_share(s2))
 
 
 def test_threshold_transport_defaults_to_the_malicious_threat_model() -> None:

@@ -49,11 +49,21 @@ class PlainTransport(Transport):
             if not isinstance(contributions, Votes):
                 raise_kind(spec, contributions)
             choice = contributions.validate(spec)
-            _check_participants(spec, choice.size)
-            counts = np.bincount(choice[choice >= 0], minlength=spec.domain_size)
-            release = Release(spec, int(choice.size), counts=threshold_counts(spec, counts))
-            views = {"server": {"individual_votes": choice, "counts": counts}}
+            counted, bad, dropped = self._corrupted_choice(spec, contributions, choice)
+            _check_participants(spec, counted.size)
+            counts = np.bincount(counted[counted >= 0], minlength=spec.domain_size)
+            release = Release(spec, int(counted.size), counts=threshold_counts(spec, counts))
+            views = {"server": {"individual_votes": counted, "counts": counts}}
             up = int(choice.size) * 8
+            if self.corrupt is not None:
+                from protocol.core.corruption import record_round
+                from protocol.core.transports.secagg_transport import voters
+
+                rec = record_round(self, spec, choice, voters(contributions), bad, release,
+                                   validated=True, dropped=dropped,
+                                   dropped_corrupted=dropped,
+                                   counted=int(bad.size) - sum(dropped.values()))
+                views["corrupted"] = rec.as_dict()
         elif spec.kind is Kind.VECTOR:
             if not isinstance(contributions, Vectors):
                 raise_kind(spec, contributions)
@@ -74,6 +84,41 @@ class PlainTransport(Transport):
             up = len(payloads) * spec.report_size
         cost = Cost({"server": time.process_time() - t0}, bytes_up=up, bytes_down=0)
         return RoundResult(release, views, cost)
+
+
+    def _corrupted_choice(self, spec: RoundSpec, votes: Votes, choice: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+        """The votes the trusted server counts with corrupted clients: it sees each
+        client's vector, counts a valid one (one-hot or zero) as that vote and drops
+        any other (``invalid_vote``). Returns ``(counted choices, corrupted positions,
+        dropped by reason)``.
+
+        Raises:
+            ContractError: a strategy that attacks validated reports.
+        """
+        c = self.corrupt
+        if c is None:
+            return choice, np.zeros(0, dtype=np.int64), {}
+        from protocol.core.contract import ContractError
+        from protocol.core.corruption import corrupt_positions, corrupt_vector, is_valid_vote
+        from protocol.core.transports.secagg_transport import voters
+
+        if c.on_reports:
+            raise ContractError(f"the corrupted-client strategy {c.strategy!r} attacks the "
+                                "committee's validated reports; the plaintext transport "
+                                "takes votes (use a vector strategy)")
+        bad = corrupt_positions(c, spec.task, int(spec.round), voters(votes))
+        if bad.size == 0:
+            return choice, bad, {}
+        vec = corrupt_vector(c, spec.candidates, spec.theta)
+        if is_valid_vote(vec):
+            nz = np.flatnonzero(vec)
+            out = choice.copy()
+            out[bad] = int(nz[0]) if nz.size else -1
+            return out, bad, {}
+        keep = np.ones(choice.size, dtype=bool)
+        keep[bad] = False
+        return choice[keep], bad, {"invalid_vote": int(bad.size)}
 
 
 def modular_sum(values: np.ndarray, modulus: int) -> np.ndarray:

@@ -459,6 +459,69 @@ class SecAggSessionOptions:
         return n, dim, modulus, input_of
 
 
+class CorruptRows:
+    """Client inputs with corrupted clients: position ``i`` in ``bad`` enters ``vector``
+    (already reduced modulo the session's modulus) instead of its own row."""
+
+    def __init__(self, inner: Any, bad: np.ndarray, vector: np.ndarray) -> None:
+        self.inner, self.bad, self.vector = inner, np.asarray(bad, dtype=np.int64), vector
+        self._bad = frozenset(int(i) for i in self.bad)
+
+    def __call__(self, i: int) -> np.ndarray:
+        return self.vector.copy() if i in self._bad else self.inner(i)
+
+    def shard(self, lo: int, hi: int) -> "CorruptRows":
+        inner = self.inner.shard(lo, hi) if hasattr(self.inner, "shard") else self.inner
+        return CorruptRows(inner, self.bad, self.vector)
+
+
+def corrupt_inputs(transport: Any, spec: RoundSpec, contributions: Contributions,
+                   input_of: Callable[[int], np.ndarray], modulus: int
+                   ) -> tuple[Callable[[int], np.ndarray], np.ndarray]:
+    """A secure-aggregation round's inputs with the transport's corrupted clients
+    (:mod:`protocol.core.corruption`), and their positions: each enters its strategy's
+    vector modulo ``modulus`` (nothing checks it).
+
+    Raises:
+        ContractError: a strategy that attacks validated reports.
+    """
+    from protocol.core.corruption import corrupt_positions, corrupt_vector
+
+    c = transport.corrupt
+    if c is None or spec.kind is not Kind.VOTE or not isinstance(contributions, Votes):
+        return input_of, np.zeros(0, dtype=np.int64)
+    if c.on_reports:
+        raise ContractError(f"the corrupted-client strategy {c.strategy!r} attacks the "
+                            "committee's validated reports; secure aggregation has no such "
+                            "format (use a vector strategy)")
+    users = voters(contributions)
+    bad = corrupt_positions(c, spec.task, int(spec.round), users)
+    if bad.size == 0:
+        return input_of, bad
+    vec = corrupt_vector(c, spec.candidates, spec.theta)
+    return CorruptRows(input_of, bad, (vec % modulus).astype(np.uint64)), bad
+
+
+def voters(votes: Votes) -> np.ndarray:
+    """The population indices of a vote round's contributors (positions when the
+    round names no sample)."""
+    if votes.sample is not None:
+        return np.asarray(votes.sample.users, dtype=np.int64)
+    return np.arange(np.asarray(votes.choice).size, dtype=np.int64)
+
+
+def note_corruption(transport: Any, spec: RoundSpec, contributions: Contributions,
+                    bad: np.ndarray, result: RoundResult, *, validated: bool) -> None:
+    """Log what a round's corrupted clients achieved (``views["corrupted"]``)."""
+    from protocol.core.corruption import record_round
+
+    if transport.corrupt is None or not isinstance(contributions, Votes):
+        return
+    rec = record_round(transport, spec, np.asarray(contributions.choice, dtype=np.int64),
+                       voters(contributions), bad, result.release, validated=validated)
+    result.views["corrupted"] = rec.as_dict()
+
+
 class SecAggTransport(SecAggSessionOptions, Transport):
     """Secure aggregation (SecAgg, or SecAgg+ on a Harary graph) as a transport.
 
@@ -471,6 +534,7 @@ class SecAggTransport(SecAggSessionOptions, Transport):
     def run_round(self, spec: RoundSpec, contributions: Contributions,
                   rng: np.random.Generator) -> RoundResult:
         n, dim, modulus, input_of = self.client_inputs(spec, contributions, vote_modulus)
+        input_of, bad = corrupt_inputs(self, spec, contributions, input_of, modulus)
         self.announce(n, dim)
         params = self.session_params(n)
         if self.simulate:
@@ -488,7 +552,9 @@ class SecAggTransport(SecAggSessionOptions, Transport):
         if not run.completed or run.result is None:
             raise self.session_aborted(run, params, drop)
         release = sum_release(spec, run.result, len(run.survivors))
-        return RoundResult(release, _views(run), _cost(run))
+        result = RoundResult(release, _views(run), _cost(run))
+        note_corruption(self, spec, contributions, bad, result, validated=False)
+        return result
 
 
 def sum_release(spec: RoundSpec, total: np.ndarray, contributed: int) -> Release:

@@ -298,7 +298,40 @@ class ShufflerTransport(Transport):
                      "analyzer": analyzer_view}
         cost = Cost(cpu, bytes_up=bytes_up, bytes_down=0)
         report(2, n, n)
-        return RoundResult(release, views, cost)
+        result = RoundResult(release, views, cost)
+        if self.corrupt is not None and isinstance(contributions, Votes):
+            from protocol.core.corruption import record_round
+            from protocol.core.transports.secagg_transport import voters
+
+            bad, sent = self._last_corrupt
+            rec = record_round(self, spec, contributions.validate(spec),
+                               voters(contributions), bad, release, validated=False,
+                               counted=sent)
+            views["corrupted"] = rec.as_dict()
+        return result
+
+    def _corrupted(self, spec: RoundSpec, votes: Votes, choice: np.ndarray) -> np.ndarray:
+        """The choices with corrupted clients: the shuffler takes one envelope per
+        device, so each can send one vote -- the first candidate its strategy gives a
+        positive entry (none: an abstention)."""
+        self._last_corrupt = (np.zeros(0, dtype=np.int64), 0)
+        c = self.corrupt
+        if c is None:
+            return choice
+        from protocol.core.corruption import corrupt_positions, corrupt_vector
+        from protocol.core.transports.secagg_transport import voters
+
+        if c.on_reports:
+            raise ContractError(f"the corrupted-client strategy {c.strategy!r} attacks the "
+                                "committee's validated reports; the shuffler carries votes "
+                                "(use a vector strategy)")
+        bad = corrupt_positions(c, spec.task, int(spec.round), voters(votes))
+        vec = corrupt_vector(c, spec.candidates, spec.theta)
+        pos = np.flatnonzero(vec > 0)
+        out = choice.copy()
+        out[bad] = int(pos[0]) if pos.size else -1
+        self._last_corrupt = (bad, int(bad.size) if pos.size else 0)
+        return out
 
     # ------------------------------------------------------------------ helpers
     def _reports(self, spec: RoundSpec, contributions: Contributions
@@ -308,7 +341,7 @@ class ShufflerTransport(Transport):
         if spec.kind is Kind.VOTE:
             if not isinstance(contributions, Votes):
                 raise_kind(spec, contributions)
-            choice = contributions.validate(spec)
+            choice = self._corrupted(spec, contributions, contributions.validate(spec))
             cand_reports = [encode_index(i) for i in range(spec.domain_size)]
             labels = [c.encode("utf-8") for c in spec.candidates]
             picks = choice.tolist()

@@ -72,22 +72,32 @@ from protocol.core.committee.binding import (
 )
 from protocol.core.committee.verified import MessageHook, run_verified_committee
 from protocol.core.contract import (
-    AggregationAborted, Contributions, Cost, Kind, Release, RoundResult, RoundSpec,
-    Transport, Votes,
+    AggregationAborted, ContractError, Contributions, Cost, Kind, Release, RoundResult,
+    RoundSpec, Transport, Votes,
 )
+from protocol.core.corruption import CorruptClients
 from protocol.core.randomness import SEED_BYTES, OsRandom, insecure_deterministic_randomness
 from protocol.core.sample_beacon import (
     MEMBERS, VALUE_BYTES, BeaconTranscript, Sample, SampleRejected, beacon_context,
     check_sample, run_beacon, sample_users, server_drawn,
 )
 from protocol.core.secagg_engine import Dropout, SecAggRun
-from protocol.core.transports.secagg_transport import SecAggSessionOptions, spec_context
+from protocol.core.transports.secagg_transport import (
+    SecAggSessionOptions, corrupt_inputs, note_corruption, spec_context,
+)
+from protocol.core.transports.threshold_reports import (
+    MIN_VALID_FRACTION, ReportKeys, run_report_round,
+)
 from secagg import crypto
 from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.params import SecAggParams
 from secagg.state import AbortReason, SessionConfig
 
-__all__ = ["ThresholdTransport", "HELPERS", "Deviation", "uniform_mod"]
+__all__ = ["ThresholdTransport", "HELPERS", "Deviation", "uniform_mod", "COMMITTEE_INPUTS"]
+
+#: where the committee's input comes from: each device's validated report (the
+#: default), or the sum of a secure-aggregation session (no client input is checked)
+COMMITTEE_INPUTS = ("reports", "secagg")
 
 #: the committee's helper names, in committee order after the server
 HELPERS = ("helper1", "helper2")
@@ -115,6 +125,24 @@ class Deviation:
         beacon_reveal: ``beacon_reveal(member, value) -> value``: what a member reveals
             in the sample beacon after every commitment is in
             (:func:`protocol.core.sample_beacon.run_beacon`).
+        intake_reports: ``intake_reports(batch, frames) -> frames``: the device frames
+            the server takes into a batch of a validated round (it may drop chosen
+            ones or inject others).
+        intake_relay: ``intake_relay(helper, batch) -> batch``: the
+            :class:`~protocol.core.committee.intake.ReportBatch` the server forwards
+            each helper (altered or swapped parts, a report of a device outside the
+            sample).
+        intake_verdicts: ``intake_verdicts(member, codes) -> codes``: a member's own
+            verdicts on a batch (an accusation of a valid report), used and sent
+            consistently.
+        intake_hook: ``intake_hook(step, sender, recipient, message) -> message`` on
+            the intake's messages between members (``verdicts``, ``verdicts-echo``):
+            ``None`` loses one, another value replaces it (a member that tells the two
+            others different verdicts).
+        validity_hook: a :data:`~protocol.core.committee.verified.MessageHook` on the
+            validity check's messages.
+        validity_classes: the validity check's party classes (a member that errs in
+            the check).
     """
 
     components: Callable[[int, tuple[np.ndarray, np.ndarray]],
@@ -125,6 +153,12 @@ class Deviation:
     replica_feed: Callable[[Any], Any] | None = None
     helper_exchange: Callable[[list[Any], list[Any]], tuple[list[Any], list[Any]]] | None = None
     beacon_reveal: Callable[[str, bytes], bytes] | None = None
+    intake_reports: Callable[[int, list[bytes]], list[bytes]] | None = None
+    intake_relay: Callable[[int, Any], Any] | None = None
+    intake_verdicts: Callable[[int, np.ndarray], np.ndarray] | None = None
+    intake_hook: Callable[[str, int, int, Any], Any] | None = None
+    validity_hook: MessageHook | None = None
+    validity_classes: Sequence[type] | None = None
 
 
 class ThresholdTransport(SecAggSessionOptions, Transport):
@@ -154,12 +188,24 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
     kinds = frozenset({Kind.VOTE, Kind.VECTOR})
 
     def __init__(self, *args: Any, committee_hook: Hook | MessageHook | None = None,
-                 deviation: Deviation | None = None, **kwargs: Any) -> None:
+                 deviation: Deviation | None = None, committee_input: str = "reports",
+                 min_valid_fraction: float = MIN_VALID_FRACTION,
+                 corrupt: CorruptClients | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.committee_hook = committee_hook
         if deviation is not None and not isinstance(deviation, Deviation):
             raise ValueError("deviation must be a threshold.Deviation")
         self.deviation = deviation or Deviation()
+        if committee_input not in COMMITTEE_INPUTS:
+            raise ValueError(f"committee_input must be one of {', '.join(COMMITTEE_INPUTS)}")
+        self.committee_input = committee_input
+        if not 0.0 <= float(min_valid_fraction) <= 1.0:
+            raise ValueError("min_valid_fraction must be in [0, 1]")
+        self.min_valid_fraction = float(min_valid_fraction)
+        self.corrupt = corrupt
+        self._report_keys: ReportKeys | None = None
+        #: task -> the current job's 16-byte instance id (bound into every report)
+        self._job_ids: dict[str, bytes] = {}
         #: (task, round) -> the beacon the committee ran for that round's sample, in the
         #: task's current job
         self._beacons: dict[tuple[str, int], BeaconTranscript] = {}
@@ -173,6 +219,33 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         ledgers."""
         self._beacons = {k: v for k, v in self._beacons.items() if k[0] != task}
         self.jobs_started[task] = self.jobs_started.get(task, 0) + 1
+        self._job_ids[task] = self._new_job_id(task)
+
+    def _new_job_id(self, task: str) -> bytes:
+        if self.simulate:
+            return hashlib.sha256(b"fedhh job\x00" + task.encode() + b"\x00"
+                                  + str(self.jobs_started.get(task, 0)).encode()).digest()[:16]
+        return OsRandom().token_bytes(16)
+
+    def job_id(self, task: str) -> bytes:
+        """The 16-byte instance id of ``task``'s current job (every validated report
+        is bound to it)."""
+        if task not in self._job_ids:
+            self._job_ids[task] = self._new_job_id(task)
+        return self._job_ids[task]
+
+    def report_keys(self) -> ReportKeys:
+        """The helpers' X25519 keys and the devices' roster keys of this simulated
+        deployment."""
+        if self._report_keys is None:
+            self._report_keys = ReportKeys(self.simulate)
+        return self._report_keys
+
+    @property
+    def validates(self) -> bool:
+        """Whether vote rounds take validated reports (the default under the malicious
+        model)."""
+        return self.malicious and self.committee_input == "reports"
 
     def draw_sample(self, task: str, round_no: int, population: int, size: int,
                     rng: np.random.Generator) -> Sample:
@@ -234,7 +307,14 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
             sampled = isinstance(contributions, Votes) and contributions.sample is not None
             if sampled:
                 self._check_sample(spec, contributions)
-            result = self._run_verified(spec, contributions, rng)
+            if self.validates and spec.kind is Kind.VOTE:
+                if not isinstance(contributions, Votes):
+                    raise ContractError(
+                        f"a vote round cannot take {type(contributions).__name__}")
+                result = run_report_round(self, spec, contributions, rng)
+            else:
+                self._check_corrupt_form()
+                result = self._run_verified(spec, contributions, rng)
             if sampled:
                 beacon = contributions.sample.beacon.as_dict()
                 for member in MEMBERS:
@@ -242,7 +322,15 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
                     view["sample_beacon"] = beacon
                     view["jobs_started"] = self.jobs_started.get(spec.task, 0)
             return result
+        self._check_corrupt_form()
         return self._run_semi_honest(spec, contributions, rng)
+
+    def _check_corrupt_form(self) -> None:
+        if self.corrupt is not None and self.corrupt.on_reports:
+            raise ContractError(f"the corrupted-client strategy {self.corrupt.strategy!r} "
+                                "attacks validated reports: it needs the committee's "
+                                "validated input (committee_input='reports', --threat "
+                                "malicious)")
 
     # ----------------------------------------------------------- randomness
 
@@ -282,6 +370,7 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         dev = self.deviation
         n, dim, modulus, client_input = self.client_inputs(
             spec, contributions, lambda m: F.P)
+        client_input, bad = corrupt_inputs(self, spec, contributions, client_input, modulus)
         total = n + len(HELPERS)
         helper_pos = tuple(range(n, total))
         self.announce(total, dim, "secure-aggregation session (with the committee's helpers)")
@@ -357,7 +446,9 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         views["server"]["audited"] = {"helper1_blind": audited[0].copy()}
         views["helper1"]["audited"] = {"helper2_blind": audited[1].copy()}
         views["helper2"]["replica_sum"] = s_replica.copy()
-        return RoundResult(release, views, _cost(run, out, server, audit_seconds))
+        result = RoundResult(release, views, _cost(run, out, server, audit_seconds))
+        note_corruption(self, spec, contributions, bad, result, validated=False)
+        return result
 
     @staticmethod
     def _release(spec: RoundSpec, contributed: int, out: Any) -> Release:
@@ -379,6 +470,7 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         ``Z_{2^k}``; no replica, no audits, no verification."""
         n, dim, modulus, client_input = self.client_inputs(
             spec, contributions, lambda m: 1 << ring_bits(m, spec.theta))
+        client_input, bad = corrupt_inputs(self, spec, contributions, client_input, modulus)
         k = ring_bits(n, spec.theta) if spec.kind is Kind.VOTE else 0
         total = n + len(HELPERS)
         helper_pos = tuple(range(n, total))
@@ -408,8 +500,10 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
                                 hook=self.committee_hook)  # type: ignore[arg-type]
         except CommitteeAborted as exc:
             raise AggregationAborted(f"committee_{exc.reason}", str(exc)) from None
-        return RoundResult(self._release(spec, contributed, out),
-                           _views(run, blinded, helper_shares, out), _cost(run, out))
+        result = RoundResult(self._release(spec, contributed, out),
+                             _views(run, blinded, helper_shares, out), _cost(run, out))
+        note_corruption(self, spec, contributions, bad, result, validated=False)
+        return result
 
 
 def _add_mod(vectors: list[np.ndarray], modulus: int) -> np.ndarray:

@@ -23,7 +23,8 @@ Two kinds of expectation exist:
   the analysis predicts.
 
 Modules: :mod:`.secagg_attacks`, :mod:`.shuffler_attacks`, :mod:`.triehh_attacks`,
-:mod:`.sybil`, :mod:`.decode_attacks`, :mod:`.threshold_attacks`, :mod:`.poplar1_attacks`. Importing this package registers all of them.
+:mod:`.sybil`, :mod:`.decode_attacks`, :mod:`.threshold_attacks`, :mod:`.poplar1_attacks`,
+:mod:`.client_attacks` (corrupted clients on the committee's validated input). Importing this package registers all of them.
 """
 from __future__ import annotations
 
@@ -109,7 +110,7 @@ def load_catalogue() -> None:
     """Import every attack module, so that :data:`ATTACKS` lists the whole catalogue."""
     import importlib
     for mod in ("secagg_attacks", "shuffler_attacks", "triehh_attacks", "sybil",
-                "decode_attacks", "threshold_attacks", "poplar1_attacks"):
+                "decode_attacks", "threshold_attacks", "poplar1_attacks", "client_attacks"):
         try:
             importlib.import_module(f"protocol.studies.attacks.{mod}")
         except ModuleNotFoundError as exc:

@@ -216,10 +216,11 @@ def _cheater(member: int) -> list[type]:
 
 def _detected(name: str, expected: str, reasons: tuple[str, ...], seed: int,
               *, deviation: Deviation | None = None, hook: Any = None,
-              bits_may_open: bool = False) -> Outcome:
+              bits_may_open: bool = False, committee_input: str = "reports") -> Outcome:
     """Run the deviating round; passed when it aborts with one of ``reasons`` before
     any pass bit is opened (``bits_may_open``: the deviation is in an opening after
-    the bits) and nothing is released."""
+    the bits) and nothing is released. ``committee_input="secagg"``: the deviation is
+    of the committee fed by secure aggregation (the replica and the audits)."""
     steps: list[str] = []
 
     def watch(step: str, sender: int, recipient: int, payload: Any) -> Any:
@@ -228,7 +229,8 @@ def _detected(name: str, expected: str, reasons: tuple[str, ...], seed: int,
 
     try:
         res = ThresholdTransport(simulate=True, deviation=deviation,
-                                 committee_hook=watch).run_round(
+                                 committee_hook=watch,
+                                 committee_input=committee_input).run_round(
             _spec(), _votes(), np.random.default_rng(seed))
     except AggregationAborted as exc:
         bits = "open-bits" in steps
@@ -248,7 +250,7 @@ _EARLY = ("committee_verification_failed", "committee_open_mismatch")
 
 
 @attack("threshold.server_shifts_blinded_sum", system="threshold",
-        target="verified committee: the server computes with S + theta at a "
+        target="verified committee: the server computes with its component + theta at a "
                "sub-threshold position and skips its own input check",
         expected="the copies of the two honest members define the counts: verification "
                  "(or the check value's opening) fails, the round aborts before any bit "
@@ -262,7 +264,7 @@ def server_shifts_blinded_sum(seed: int) -> Outcome:
 
 
 @attack("threshold.helper_shifts_blinding", system="threshold",
-        target="verified committee: helper 1 computes with -R1 + theta at a "
+        target="verified committee: helper 1 computes with its component + theta at a "
                "sub-threshold position and skips its own input check",
         expected="verification (or the check value's opening) fails; aborted before any "
                  "bit is opened; nothing released")
@@ -300,19 +302,20 @@ def _forge_input(message: Any) -> Any:
 
 @attack("threshold.server_equivocates_blinded_sum", system="threshold",
         target="replica of the server: helper 2 unmasks S from the client messages the "
-               "server forwards, each masked input signed by its client",
+               "server forwards, each masked input signed by its client (the committee fed by secure aggregation, committee_input='secagg')",
         expected="the altered masked input fails its signature at the replica, which "
                  "cannot unmask: committee_replica_failed, nothing released")
 def server_equivocates_blinded_sum(seed: int) -> Outcome:
     """The server forwards helper 2 a client's masked input shifted by ``theta``."""
     return _detected("threshold.server_equivocates_blinded_sum",
                      "aborted committee_replica_failed", ("committee_replica_failed",), seed,
-                     deviation=Deviation(replica_feed=_forge_input))
+                     deviation=Deviation(replica_feed=_forge_input),
+                     committee_input="secagg")
 
 
 @attack("threshold.helper_enters_other_blinding", system="threshold",
         target="replay audit: each helper's secure-aggregation client is replayed from "
-               "its seed by its auditor",
+               "its seed by its auditor (the committee fed by secure aggregation, committee_input='secagg')",
         expected="helper 2 enters R2 + theta into the sum: its replayed masked input "
                  "differs, committee_helper_audit_failed, nothing released")
 def helper_enters_other_blinding(seed: int) -> Outcome:
@@ -326,12 +329,13 @@ def helper_enters_other_blinding(seed: int) -> Outcome:
     return _detected("threshold.helper_enters_other_blinding",
                      "aborted committee_helper_audit_failed",
                      ("committee_helper_audit_failed",), seed,
-                     deviation=Deviation(secagg_input=shifted))
+                     deviation=Deviation(secagg_input=shifted),
+                     committee_input="secagg")
 
 
 @attack("threshold.helper_hands_other_seed", system="threshold",
         target="replay audit: the seed a helper hands its auditor must reproduce every "
-               "message it sent",
+               "message it sent (the committee fed by secure aggregation, committee_input='secagg')",
         expected="helper 1 hands the server another seed: the replay differs, "
                  "committee_helper_audit_failed, nothing released")
 def helper_hands_other_seed(seed: int) -> Outcome:
@@ -339,7 +343,8 @@ def helper_hands_other_seed(seed: int) -> Outcome:
     return _detected("threshold.helper_hands_other_seed",
                      "aborted committee_helper_audit_failed",
                      ("committee_helper_audit_failed",), seed,
-                     deviation=Deviation(seed=lambda h, s: bytes(32) if h == 0 else s))
+                     deviation=Deviation(seed=lambda h, s: bytes(32) if h == 0 else s),
+                     committee_input="secagg")
 
 
 def _mult_error(sender: int) -> Any:
@@ -494,7 +499,7 @@ def _forge_helper_input(outbound: list[Any]) -> list[Any]:
 
 @attack("threshold.server_alters_helper_exchange", system="threshold",
         target="replay audit: helper 1 audits helper 2 on the copy of helper 2's exchange "
-               "with the server that the server forwards",
+               "with the server that the server forwards (the committee fed by secure aggregation, committee_input='secagg')",
         expected="the server shifts helper 2's masked input in that copy: helper 1's "
                  "replay from helper 2's seed (which the server never sees) differs, "
                  "committee_helper_audit_failed, nothing released")
@@ -503,7 +508,8 @@ def server_alters_helper_exchange(seed: int) -> Outcome:
     return _detected("threshold.server_alters_helper_exchange",
                      "aborted committee_helper_audit_failed",
                      ("committee_helper_audit_failed",), seed,
-                     deviation=Deviation(helper_exchange=lambda i, o: (i, _forge_helper_input(o))))
+                     deviation=Deviation(helper_exchange=lambda i, o: (i, _forge_helper_input(o))),
+                     committee_input="secagg")
 
 
 # ----------------------------------------------------------------- the round's sample

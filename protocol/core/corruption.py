@@ -1,0 +1,310 @@
+"""Corrupted clients in a simulation: chosen or random clients that enter what an
+attacker wants instead of their vote.
+
+Theory of operation
+-------------------
+A :class:`CorruptClients` value names *who* is corrupted and *what* they do. Every
+transport takes one (``transport.corrupt = CorruptClients(...)`` or the ``corrupt=``
+argument of :func:`protocol.core.transports.get_transport`) and applies it in its own
+client path, so a researcher sees what the same attackers achieve over each:
+
+* **who**: ``users`` (population indices, corrupted whenever sampled), ``per_round``
+  (that many of each round's contributors, drawn uniformly), or ``fraction`` (each
+  population index independently with that probability). The draw uses its own
+  generator (``seed``, the task and the round), never the mechanism's, so the same
+  seed gives the same samples with and without corruption.
+* **what** (:data:`STRATEGIES`): a *vector* strategy replaces the client's one-hot
+  vote by another vector over the round's candidates (``theta`` at a target, ``2``,
+  ``-1``, ``p - 1``, two candidates, ...): every transport can carry it. A *report*
+  strategy attacks the validated report format itself (a replay, a wrong length,
+  parts that do not match, a bad signature, ...): only the committee's validated
+  input has that format (:mod:`protocol.core.committee.reports`), and other
+  transports refuse it.
+
+How each transport takes a corrupted vector: the plaintext reference (a trusted
+aggregator, which sees every vote) counts it only if it is a valid vote (one-hot or
+zero) and drops it by name otherwise; secure aggregation and the committee fed by it
+add it into the sum modulo their modulus (nothing validates it); the committee's
+validated input checks it on shares and drops it by name; the shuffler takes one
+envelope per device, so the client can only send one vote.
+
+Every round a transport runs with corrupted clients records a :class:`CorruptionRecord`
+in ``transport.corruption_log`` and in the round's views (``views["corrupted"]``):
+who was corrupted, what was dropped and why, and whether the release equals the one
+the honest clients' votes alone give (the simulation's oracle, computed in the clear).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["CorruptClients", "CorruptionRecord", "STRATEGIES", "VECTOR_STRATEGIES",
+           "REPORT_STRATEGIES", "corrupt_positions", "corrupt_vector", "is_valid_vote",
+           "honest_release", "record_round", "P61"]
+
+#: the committee's field modulus, 2^61 - 1 (the "largest value" strategy's p - 1)
+P61 = (1 << 61) - 1
+
+#: strategy -> what it does (the CLI's and the docs' table)
+VECTOR_STRATEGIES = {
+    "theta-at-target": "theta votes for the target candidate (a forged heavy hitter)",
+    "theta-everywhere": "theta at every candidate (every count, lifted past theta)",
+    "below-theta-pair": "theta - 1 at the target and at one more candidate (probes "
+                        "whether one honest device holds each)",
+    "two": "2 at the target",
+    "negative": "-theta at the target (removes a heavy hitter)",
+    "max": "p - 1 (the largest field element) at every candidate",
+    "two-candidates": "one vote at the target and one at another candidate",
+    "one-vote": "one valid vote for the target (what any client may do)",
+    "abstain": "the zero vote (the reference: the honest clients' votes alone)",
+}
+REPORT_STRATEGIES = {
+    "wrong-length": "a vote one entry shorter than the round's",
+    "replay-round": "its report bound to the previous round",
+    "replay-job": "its report bound to another job of the task",
+    "replay-device": "another device's report of this round, sent as is",
+    "inconsistent": "the server's and helper 2's copies of c0 differ",
+    "wrong-helper": "helper 1's part encrypted to helper 2's key",
+    "unsigned": "no signature",
+    "re-signed": "signed with a key that is not its roster key",
+    "duplicate": "its (valid) report sent twice",
+}
+STRATEGIES = {**VECTOR_STRATEGIES, **REPORT_STRATEGIES}
+
+
+@dataclass(frozen=True)
+class CorruptClients:
+    """Which clients are corrupted, and what they do.
+
+    Attributes:
+        strategy: a name of :data:`STRATEGIES`.
+        users: population indices that are corrupted whenever they take part.
+        per_round: corrupt that many of each round's contributors (uniformly drawn).
+        fraction: corrupt each population index with this probability.
+        target: the candidate string the strategy aims at; each round it aims at the
+            candidate sharing the longest prefix with it (the first candidate when
+            none is given).
+        seed: the corruption draw's seed (its own generator).
+
+    Exactly one of ``users``, ``per_round``, ``fraction`` is given.
+
+    Raises:
+        ValueError: an unknown strategy or a bad choice of clients.
+    """
+
+    strategy: str
+    users: tuple[int, ...] | None = None
+    per_round: int | None = None
+    fraction: float | None = None
+    target: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown corrupted-client strategy {self.strategy!r}; one "
+                             f"of {', '.join(STRATEGIES)}")
+        given = [x is not None for x in (self.users, self.per_round, self.fraction)]
+        if sum(given) != 1:
+            raise ValueError("name the corrupted clients one way: users, per_round or "
+                             "fraction")
+        if self.users is not None:
+            users = tuple(int(u) for u in self.users)
+            if not users or min(users) < 0 or len(set(users)) != len(users):
+                raise ValueError("corrupted users are distinct non-negative indices")
+            object.__setattr__(self, "users", users)
+        if self.per_round is not None and (type(self.per_round) is not int
+                                           or self.per_round < 1):
+            raise ValueError("per_round must be an int >= 1")
+        if self.fraction is not None and not 0.0 < float(self.fraction) <= 1.0:
+            raise ValueError("fraction must be in (0, 1]")
+        if self.target is not None and (type(self.target) is not str or not self.target):
+            raise ValueError("target must be a non-empty string")
+        if type(self.seed) is not int or self.seed < 0:
+            raise ValueError("seed must be a non-negative int")
+
+    @property
+    def on_reports(self) -> bool:
+        """Whether the strategy attacks the validated report format."""
+        return self.strategy in REPORT_STRATEGIES
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "users": list(self.users or ()) or None,
+                "per_round": self.per_round, "fraction": self.fraction,
+                "target": self.target, "seed": self.seed}
+
+
+def _rng(c: CorruptClients, task: str, round_no: int) -> np.random.Generator:
+    digest = hashlib.sha256(f"fedhh corrupt\x00{c.seed}\x00{task}\x00{round_no}".encode()
+                            ).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "big"))
+
+
+def corrupt_positions(c: CorruptClients | None, task: str, round_no: int,
+                      users: np.ndarray) -> np.ndarray:
+    """The positions (indices into ``users``, the round's contributors by population
+    index) of the corrupted clients this round, ascending."""
+    users = np.asarray(users, dtype=np.int64)
+    if c is None or users.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if c.users is not None:
+        return np.flatnonzero(np.isin(users, np.asarray(c.users, dtype=np.int64)))
+    if c.per_round is not None:
+        k = min(c.per_round, users.size)
+        return np.sort(_rng(c, task, round_no).choice(users.size, size=k, replace=False))
+    # fraction: a property of the population index, the same in every round
+    seed = int.from_bytes(hashlib.sha256(f"fedhh corrupt users\x00{c.seed}".encode()
+                                         ).digest()[:8], "big")
+    keys = _population_uniforms(seed, users)
+    return np.flatnonzero(keys < float(c.fraction))  # type: ignore[arg-type]
+
+
+def _population_uniforms(seed: int, users: np.ndarray) -> np.ndarray:
+    """A uniform in [0, 1) per population index, from a hash (no state to keep)."""
+    x = (users.astype(np.uint64) + np.uint64(seed & 0xFFFFFFFFFFFF)) * np.uint64(
+        0x9E3779B97F4A7C15)
+    x ^= x >> np.uint64(31)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(29)
+    return (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+
+
+def target_index(c: CorruptClients, candidates: Sequence[str]) -> int:
+    """The candidate the strategy aims at this round."""
+    if c.target is None:
+        return 0
+    best, best_len = 0, -1
+    for i, cand in enumerate(candidates):
+        n = 0
+        for a, b in zip(cand, c.target):
+            if a != b:
+                break
+            n += 1
+        if n > best_len:
+            best, best_len = i, n
+    return best
+
+
+def corrupt_vector(c: CorruptClients, candidates: Sequence[str], theta: int | None
+                   ) -> np.ndarray:
+    """A vector strategy's input over the round's candidates, as signed integers
+    (``int64``; a transport reduces it modulo its own modulus).
+
+    Raises:
+        ValueError: a report strategy (it has no vector form).
+    """
+    if c.strategy not in VECTOR_STRATEGIES:
+        raise ValueError(f"{c.strategy!r} attacks the validated report format; it has no "
+                         "vector form")
+    d = len(candidates)
+    t = int(theta or 1)
+    v = np.zeros(d, dtype=np.int64)
+    i = target_index(c, candidates)
+    other = (i + 1) % d
+    s = c.strategy
+    if s == "theta-at-target":
+        v[i] = t
+    elif s == "theta-everywhere":
+        v[:] = t
+    elif s == "below-theta-pair":
+        v[i] = t - 1
+        if d > 1:
+            v[other] = t - 1
+    elif s == "two":
+        v[i] = 2
+    elif s == "negative":
+        v[i] = -t
+    elif s == "max":
+        v[:] = P61 - 1
+    elif s == "two-candidates":
+        v[i] = 1
+        if d > 1:
+            v[other] = 1
+        else:
+            v[i] = 2
+    elif s == "one-vote":
+        v[i] = 1
+    return v  # "abstain": the zero vector
+
+
+def is_valid_vote(v: np.ndarray) -> bool:
+    """One-hot or zero."""
+    v = np.asarray(v)
+    nz = np.flatnonzero(v)
+    return nz.size == 0 or (nz.size == 1 and int(v[nz[0]]) == 1)
+
+
+def honest_release(spec: Any, choice: np.ndarray, corrupted: np.ndarray) -> Any:
+    """The release the honest clients' votes alone give (the simulation's oracle)."""
+    from protocol.core.contract import Release, threshold_counts
+
+    keep = np.ones(choice.size, dtype=bool)
+    keep[corrupted] = False
+    honest = choice[keep]
+    counts = np.bincount(honest[honest >= 0], minlength=spec.domain_size)
+    return Release(spec, int(honest.size), counts=threshold_counts(spec, counts))
+
+
+@dataclass
+class CorruptionRecord:
+    """What the corrupted clients of one round did and achieved.
+
+    Attributes:
+        task, round: the round.
+        strategy: the strategy's name.
+        users: the corrupted clients' population indices.
+        dropped: reports dropped, by reason (every client's, the honest ones'
+            included: missing devices, for example).
+        dropped_corrupted: the corrupted clients' reports dropped, by reason.
+        counted: corrupted clients whose input was counted.
+        validated: whether the transport checks each client's input.
+        release_items, honest_items: what the round released, and what the honest
+            clients' votes alone would release.
+        matches_honest: the two releases are equal (items, and counts when revealed).
+    """
+
+    task: str
+    round: int
+    strategy: str
+    users: list[int]
+    dropped: dict[str, int] = field(default_factory=dict)
+    dropped_corrupted: dict[str, int] = field(default_factory=dict)
+    counted: int = 0
+    validated: bool = False
+    release_items: list[str] = field(default_factory=list)
+    honest_items: list[str] = field(default_factory=list)
+    matches_honest: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"task": self.task, "round": self.round, "strategy": self.strategy,
+                "users": list(self.users), "dropped": dict(self.dropped),
+                "dropped_corrupted": dict(self.dropped_corrupted), "counted": self.counted,
+                "validated": self.validated, "release_items": list(self.release_items),
+                "honest_items": list(self.honest_items),
+                "matches_honest": self.matches_honest}
+
+
+def record_round(transport: Any, spec: Any, choice: np.ndarray, users: np.ndarray,
+                 corrupted: np.ndarray, release: Any, *, validated: bool,
+                 dropped: dict[str, int] | None = None,
+                 dropped_corrupted: dict[str, int] | None = None,
+                 counted: int | None = None) -> CorruptionRecord:
+    """Build and log one round's :class:`CorruptionRecord` (on
+    ``transport.corruption_log``)."""
+    c = transport.corrupt
+    honest = honest_release(spec, choice, corrupted)
+    same = release.items == honest.items and dict(release.counts or {}) == dict(
+        honest.counts or {})
+    rec = CorruptionRecord(
+        spec.task, int(spec.round), c.strategy, [int(u) for u in users[corrupted]],
+        dict(dropped or {}), dict(dropped_corrupted or {}),
+        int(corrupted.size if counted is None else counted), validated,
+        list(release.items or ()), list(honest.items or ()), bool(same))
+    log = getattr(transport, "corruption_log", None)
+    if log is None:
+        log = []
+        transport.corruption_log = log
+    log.append(rec)
+    return rec
