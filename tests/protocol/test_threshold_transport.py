@@ -69,24 +69,35 @@ def test_issue_vectors_release_and_view_shape(reveal: bool) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("threat", ["malicious", "semi-honest"])
-def test_server_and_helper_views_are_blinded_over_many_seeds(threat: str) -> None:
-    """Over the whole transport, the blinded sum and the helpers' shares are uniform
-    modulo the session's modulus (``2^61 - 1`` by default, ``2^k`` semi-honest) for both
-    vote vectors (two-sample chi-square per position, Bonferroni)."""
+@pytest.mark.parametrize("threat, committee_input", [("malicious", "reports"),
+                                                     ("malicious", "secagg"),
+                                                     ("semi-honest", "secagg")])
+def test_server_and_helper_views_are_blinded_over_many_seeds(threat: str,
+                                                             committee_input: str) -> None:
+    """Over the whole transport, what each member holds of the counts is uniform modulo
+    the field (``2^61 - 1`` by default, ``2^k`` semi-honest) for both vote vectors
+    (two-sample chi-square per position, Bonferroni): the blinded sum and the helpers'
+    shares of the committee fed by secure aggregation, each member's two summed
+    components under validated reports."""
     from scipy.stats import chi2
 
     from protocol.core.committee import field as F
 
-    t = ThresholdTransport(simulate=True, graph="complete", threat=threat)
+    t = ThresholdTransport(simulate=True, graph="complete", threat=threat,
+                           committee_input=committee_input)
     modulus = F.P if threat == "malicious" else 256
     fields: dict[str, list[list[np.ndarray]]] = {}
     for which, counts in enumerate((A, B)):
         for seed in range(150):
             res = t.run_round(_spec(), _votes(counts), np.random.default_rng(seed))
-            for name, arr in (("blinded", res.views["server"]["blinded_sum"]),
-                              ("h1", res.views["helper1"]["share"]),
-                              ("h2", res.views["helper2"]["share"])):
+            if committee_input == "reports":
+                held = [(f"{m}-{k}", res.views[m]["intake"]["sums"][k])
+                        for m in ("server", "helper1", "helper2") for k in (0, 1)]
+            else:
+                held = [("blinded", res.views["server"]["blinded_sum"]),
+                        ("h1", res.views["helper1"]["share"]),
+                        ("h2", res.views["helper2"]["share"])]
+            for name, arr in held:
                 fields.setdefault(name, [[], []])[which].append(arr)
     pvalues = []
     for name, (xa, xb) in fields.items():

@@ -14,9 +14,12 @@ def register(cli) -> None:  # noqa: ANN001
     cli.subcommand("attack", "list", "list the attacks of the security test harness", run_list)
     p = cli.subcommand("attack", "run", "run one attack (or 'all') and report its outcome",
                        run_attack)
-    p.add_argument("name", help="attack name from 'fedhh attack list', or 'all'")
+    p.add_argument("name", help="attack name from 'fedhh attack list', 'all', or a group "
+                                "such as 'client.*'")
     p.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the outcomes as the rows of docs/security.md's table")
 
 
 def _load_catalogue() -> None:
@@ -47,12 +50,20 @@ def run_attack(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
 
     _load_catalogue()
-    if args.name == "all":
+    if args.json and args.markdown:
+        raise UsageError("choose one of --json and --markdown")
+    group = args.name[:-1] if args.name.endswith(".*") else None
+    if args.name == "all" or group is not None:
         from protocol.cli.output import progress
 
+        names = [n for n in ATTACKS if group is None or n.startswith(group)]
+        if not names:
+            raise UsageError(f"no attack in the group {args.name!r}; groups: "
+                             f"{', '.join(sorted({n.split('.')[0] + '.*' for n in ATTACKS}))}")
         # one attack after the other, in registration order (as run_all), with progress
         outcomes = [run_one(name, args.seed) for name in progress(
-            list(ATTACKS), total=len(ATTACKS), desc="attacks", enabled=not args.json)]
+            names, total=len(names), desc="attacks",
+            enabled=not (args.json or args.markdown))]
     else:
         try:
             outcomes = [run_one(args.name, args.seed)]
@@ -65,6 +76,16 @@ def run_attack(args: argparse.Namespace) -> int:
             {**o.as_dict(), "system": ATTACKS[o.name].system, "kind": ATTACKS[o.name].kind,
              "target": ATTACKS[o.name].target} for o in outcomes],
             "passed": len(outcomes) - failed, "failed": failed})
+        return 1 if failed else 0
+    if args.markdown:
+        print("| attack | targets | expected | observed | result |")
+        print("| --- | --- | --- | --- | --- |")
+        for o in outcomes:
+            info = ATTACKS[o.name]
+            kind = " (measured)" if info.kind == "measured" else ""
+            cells = [f"{o.name}{kind}", info.target, info.expected, o.observed,
+                     "PASS" if o.passed else "FAIL"]
+            print("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         return 1 if failed else 0
     if len(outcomes) == 1:
         o = outcomes[0]

@@ -213,7 +213,7 @@ class IntakeMember:
         self.context = ctx.digest
         self.sample = frozenset(int(u) for u in sample)
         self.roster, self.secret_key, self._verified = roster, secret_key, verified
-        self._shared = shared
+        self.shared = shared
         #: CPU seconds of work done once in this process for two members and charged
         #: to this one (a deployed member does it itself)
         self.charged_seconds = 0.0
@@ -455,7 +455,7 @@ class IntakeMember:
         return self._batch.digest
 
     def _charge(self, fn: Callable[[], Any]) -> Any:
-        shared = self._shared
+        shared = self.shared
         if shared is None:
             return fn()
         before = shared.charged
@@ -475,7 +475,7 @@ class IntakeMember:
             d = self.ctx.d
             parts = [b.parts[i] for i in b.kept]
             assert all(p is not None for p in parts)
-            shared = self._shared
+            shared = self.shared
 
             def expand(seeds: list[bytes]) -> np.ndarray:
                 return self._charge(lambda: component_matrix(seeds, d, shared))
@@ -496,7 +496,7 @@ class IntakeMember:
         """This member's sketch shares of the kept reports
         (:func:`~protocol.core.committee.validity.sketch_shares`)."""
         comps = self.components_of_batch()
-        shared = self._shared
+        shared = self.shared
         if shared is None:
             return sketch_shares(comps, rr)
         out = []
@@ -507,9 +507,9 @@ class IntakeMember:
                 out.append(hit[1])
                 self.charged_seconds += hit[2]
                 continue
-            t0 = time.process_time()
-            prod = F.matmul(comp, rr)
-            shared.products[key] = (comp, prod, time.process_time() - t0)
+            t0 = time.thread_time()
+            prod = F.matmul(comp, rr, threads=1)
+            shared.products[key] = (comp, prod, time.thread_time() - t0)
             out.append(prod)
         a, b = out
         return (a[:, 0].copy(), b[:, 0].copy()), (a[:, 1].copy(), b[:, 1].copy())

@@ -329,7 +329,7 @@ def component_matrix(seeds: Sequence[bytes], d: int, shared: Any = None) -> np.n
             else:
                 out[i] = hit[0][hit[1]]
                 shared.charged += hit[2]
-    t0 = time.process_time()
+    t0 = time.thread_time()
     raw = out.view(np.uint8).reshape(len(seeds), 8 * d)
     zeros = bytes(8 * d)
     for i in todo:
@@ -344,7 +344,7 @@ def component_matrix(seeds: Sequence[bytes], d: int, shared: Any = None) -> np.n
         if len(todo) < len(seeds):
             out[todo] = rows
     if shared is not None and todo:
-        each = (time.process_time() - t0) / len(todo)
+        each = (time.thread_time() - t0) / len(todo)
         for i in todo:
             shared.expansions[seeds[i]] = (out, i, each)
     return out

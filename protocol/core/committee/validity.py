@@ -81,8 +81,8 @@ def sketch_vectors(context: bytes, coins: np.ndarray, d: int) -> np.ndarray:
 def sketch_shares(components: Pair, rr: np.ndarray) -> tuple[Pair, Pair]:
     """A member's shares ``(z_j, z_{j+1})`` and ``(z*_j, z*_{j+1})`` from its two
     components (``(B, d)`` matrices) and :func:`sketch_vectors`."""
-    a = F.matmul(components[0], rr)
-    b = F.matmul(components[1], rr)
+    a = F.matmul(components[0], rr, threads=1)
+    b = F.matmul(components[1], rr, threads=1)
     return (a[:, 0].copy(), b[:, 0].copy()), (a[:, 1].copy(), b[:, 1].copy())
 
 

@@ -204,6 +204,8 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         self.min_valid_fraction = float(min_valid_fraction)
         self.corrupt = corrupt
         self._report_keys: ReportKeys | None = None
+        self._report_model: tuple[float, float] | None = None
+        self._report_calibration = [0.0, 0.0]
         #: task -> the current job's 16-byte instance id (bound into every report)
         self._job_ids: dict[str, bytes] = {}
         #: (task, round) -> the beacon the committee ran for that round's sample, in the
@@ -246,6 +248,68 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         """Whether vote rounds take validated reports (the default under the malicious
         model)."""
         return self.malicious and self.committee_input == "reports"
+
+    @property
+    def progress_label(self) -> str:
+        """What the progress line inside a round counts."""
+        return "validated reports" if self.validates else "secure aggregation"
+
+    #: reports of the probe rounds (:meth:`predict_session_seconds`, validated input)
+    PROBE_REPORTS, PROBE_REPORT_DIMS = 32, (16, 2048)
+
+    def predict_session_seconds(self, n: int, dim: int) -> float:
+        """Predicted CPU seconds of one vote round of ``n`` clients over ``dim``
+        candidates. Validated reports: a measured per-report cost ``a + b dim`` (two
+        probe rounds of :attr:`PROBE_REPORTS` reports, simulated keys, after a warm-up),
+        scaled by the rounds run since; the committee fed by secure aggregation: the
+        session's estimate (:meth:`SecAggSessionOptions.predict_session_seconds`)."""
+        if not self.validates:
+            return super().predict_session_seconds(n, dim)
+        if self._report_model is None:
+            self._report_model = self._probe_reports()
+        a, b = self._report_model
+        measured, predicted = self._report_calibration
+        scale = measured / predicted if predicted > 0 and measured > 0 else 1.0
+        return n * (a + b * dim) * scale
+
+    def _probe_reports(self) -> tuple[float, float]:
+        from protocol.core.contract import RoundSpec as _Spec
+
+        k = self.PROBE_REPORTS
+        probe = ThresholdTransport(simulate=True)
+
+        def per_report(d: int) -> float:
+            spec = _Spec("fedhh estimate", 1, Kind.VOTE,
+                         candidates=tuple(str(i) for i in range(d)), theta=2,
+                         reveal_counts=False)
+            t0 = time.process_time()
+            probe.run_round(spec, Votes(np.arange(k) % d), np.random.default_rng(0))
+            return (time.process_time() - t0) / k
+
+        lo, hi = self.PROBE_REPORT_DIMS
+        per_report(lo)  # warm-up
+        c_lo, c_hi = per_report(lo), per_report(hi)
+        b = max(0.0, (c_hi - c_lo) / (hi - lo))
+        return max(0.0, c_lo - b * lo), b
+
+    def _calibrate_reports(self, n: int, dim: int, cost: Cost) -> None:
+        if self._report_model is None or n < self.PROBE_MIN_CLIENTS:
+            return
+        a, b = self._report_model
+        measured = float(sum(v for k, v in cost.cpu_seconds.items() if k != "committee"))
+        self._report_calibration[0] += measured
+        self._report_calibration[1] += n * (a + b * dim)
+
+    @property
+    def calibrated_sessions(self) -> bool:
+        if self.validates:
+            return self._report_calibration[1] > 0
+        return super().calibrated_sessions
+
+    def planned_workers(self, n: int) -> int:
+        """Validated rounds run in this process (the devices of the next batch in a
+        second thread); the committee fed by secure aggregation as its sessions."""
+        return 1 if self.validates else super().planned_workers(n)
 
     def draw_sample(self, task: str, round_no: int, population: int, size: int,
                     rng: np.random.Generator) -> Sample:
@@ -311,7 +375,11 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
                 if not isinstance(contributions, Votes):
                     raise ContractError(
                         f"a vote round cannot take {type(contributions).__name__}")
+                self.announce(len(contributions.choice), spec.domain_size,
+                              "validated round")
                 result = run_report_round(self, spec, contributions, rng)
+                self._calibrate_reports(len(contributions.choice), spec.domain_size,
+                                        result.cost)
             else:
                 self._check_corrupt_form()
                 result = self._run_verified(spec, contributions, rng)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -140,9 +141,23 @@ class _Clients:
     spec: RoundSpec
     #: a vector strategy's input (field elements), for every corrupted device
     corrupt_vec: np.ndarray | None = None
-    shared: SharedWork | None = None
 
-    def frames(self, lo: int, hi: int) -> list[bytes]:
+    def batch(self, number: int, lo: int, hi: int) -> tuple[list[bytes], SharedWork, float]:
+        """The frames the devices at positions ``lo..hi`` send the server, the batch's
+        shared work (their seed expansions, which the members reuse) and the CPU
+        seconds the devices spent (this thread's: batches are made in device threads,
+        beside the members' work on the one before). Each batch has its own
+        randomness (a child stream per batch with ``simulate``), so the frames do not
+        depend on how many threads make them."""
+        t0 = time.thread_time()
+        shared = SharedWork()
+        rand = self.rand.child(f"batch-{number}") if hasattr(self.rand, "child") \
+            else self.rand
+        frames = self.frames(lo, hi, rand, shared)
+        return frames, shared, time.thread_time() - t0
+
+    def frames(self, lo: int, hi: int, rand: Any, shared: SharedWork | None = None
+               ) -> list[bytes]:
         """The frames the devices at positions ``lo..hi`` send the server."""
         ctx, d = self.ctx, self.ctx.d
         pos = np.arange(lo, hi)
@@ -159,32 +174,32 @@ class _Clients:
             votes[is_bad] = self.corrupt_vec
         users = self.users[pos]
         sks = [self.keys.signing_key(int(u)) for u in users]
-        reports = make_reports(ctx, users, votes, sks, self.keys.helper_public, self.rand,
-                               self.shared)
+        reports = make_reports(ctx, users, votes, sks, self.keys.helper_public, rand,
+                               shared)
         frames: list[bytes] = []
         for j, r in enumerate(reports):
             if is_bad[j] and strategy is not None and self.corrupt is not None \
                     and self.corrupt.on_reports:
-                frames.extend(self._attack(strategy, r, votes[j], reports))
+                frames.extend(self._attack(strategy, r, votes[j], reports, rand))
             else:
                 frames.append(codec.encode(r))
         return frames
 
     def _attack(self, strategy: str, honest: DeviceReport, vote: np.ndarray,
-                batch: Sequence[DeviceReport]) -> list[bytes]:
+                batch: Sequence[DeviceReport], rand: Any) -> list[bytes]:
         """A corrupted device's frames under a report strategy."""
         ctx, u, d = self.ctx, honest.user, self.ctx.d
         sk = self.keys.device(u)[0]
         pks = self.keys.helper_public
-        secrets = self.rand.token_bytes(3 * SEED_BYTES)
+        secrets = rand.token_bytes(3 * SEED_BYTES)
         s1, s2, salt0 = secrets[:32], secrets[32:64], secrets[64:]
         c0 = share_votes(vote.reshape(1, -1), [s1], [s2])[0]
         mk = lambda **kw: assemble_report(ctx, u, c0, s1, s2, salt0, sk, pks,  # noqa: E731
-                                          self.rand, **kw)
+                                          rand, **kw)
         if strategy == "wrong-length":
             short = share_votes(vote[: max(d - 1, 0)].reshape(1, -1), [s1], [s2])[0] \
                 if d > 1 else np.zeros(2, dtype=np.uint64)
-            r = assemble_report(ctx, u, short, s1, s2, salt0, sk, pks, self.rand)
+            r = assemble_report(ctx, u, short, s1, s2, salt0, sk, pks, rand)
         elif strategy in ("replay-round", "replay-job"):
             # a report the device signed for another round (or job) of the task
             other = ReportContext(
@@ -192,7 +207,7 @@ class _Clients:
                 hashlib.sha256(b"fedhh another job\x00" + ctx.job).digest()[:16],
                 (ctx.round - 1 if ctx.round > 0 else ctx.round + 1)
                 if strategy == "replay-round" else ctx.round, ctx.candidates, d)
-            r = assemble_report(other, u, c0, s1, s2, salt0, sk, pks, self.rand)
+            r = assemble_report(other, u, c0, s1, s2, salt0, sk, pks, rand)
         elif strategy == "replay-device":
             victims = [x for x in batch if x.user != u]
             r = victims[0] if victims else honest
@@ -207,7 +222,7 @@ class _Clients:
             r = mk(sign=False)
         elif strategy == "re-signed":
             stranger = hashlib.sha256(b"not the roster key" + sk).digest()
-            r = assemble_report(ctx, u, c0, s1, s2, salt0, stranger, pks, self.rand)
+            r = assemble_report(ctx, u, c0, s1, s2, salt0, stranger, pks, rand)
         elif strategy == "duplicate":
             return [codec.encode(honest), codec.encode(honest)]
         else:  # pragma: no cover - every report strategy is above
@@ -263,26 +278,40 @@ def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
         cvec = (corrupt_vector(corrupt, spec.candidates, spec.theta) % P61).astype(np.uint64)
     for u in users:
         keys.device(int(u))
-    shared = SharedWork()
     clients = _Clients(ctx, users, choice, corrupted, dropped, corrupt, keys, client_rand,
-                       spec, cvec, shared)
+                       spec, cvec)
     verified: dict[bytes, bool] = {}
     roster = keys.roster()
-    members = [IntakeMember(0, ctx, users, roster, None, verified, shared),
-               IntakeMember(1, ctx, users, roster, keys.helpers[0][0], verified, shared),
-               IntakeMember(2, ctx, users, roster, keys.helpers[1][0], verified, shared)]
+    members = [IntakeMember(0, ctx, users, roster, None, verified),
+               IntakeMember(1, ctx, users, roster, keys.helpers[0][0], verified),
+               IntakeMember(2, ctx, users, roster, keys.helpers[1][0], verified)]
     min_valid = max(int(spec.min_participants),
                     math.ceil(transport.min_valid_fraction * n))
     rows = batch_rows(d, n)
     client_seconds, bytes_devices, bytes_relay, bytes_members = 0.0, 0, 0, 0
     validity_views: list[list[dict[str, Any]]] = [[], [], []]
     say = transport.client_progress
+    starts = list(range(0, n, rows))
+    # the devices make the next batch in a second thread while the members work on
+    # this one (the heavy calls -- libsodium, hashing, numpy -- run without the GIL)
+    threads = max(1, int(transport.workers or 2) - 1)
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="devices") \
+        if len(starts) > 1 else None
+    ahead: list[Future] = []
     try:
-        for number, lo in enumerate(range(0, n, rows)):
+        for number, lo in enumerate(starts):
             hi = min(n, lo + rows)
-            t0 = time.process_time()
-            frames = clients.frames(lo, hi)
-            client_seconds += time.process_time() - t0
+            if pool is None:
+                frames, shared, secs = clients.batch(number, lo, hi)
+            else:
+                while len(ahead) < threads + 1 and number + len(ahead) < len(starts):
+                    k = number + len(ahead)
+                    ahead.append(pool.submit(clients.batch, k, starts[k],
+                                             min(n, starts[k] + rows)))
+                frames, shared, secs = ahead.pop(0).result()
+            client_seconds += secs
+            for m in members:
+                m.shared = shared
             if dev.intake_reports is not None:
                 frames = list(dev.intake_reports(number, frames))
             bytes_devices += sum(len(f) for f in frames)
@@ -341,10 +370,12 @@ def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
             shared.clear()
             if say is not None:
                 say(0, hi, n)
+        _stop(pool, ahead)
         comps = [charged(m, lambda m=m: m.finish(min_valid)) for m in members]
         if dev.components is not None:
             comps = [dev.components(i, (c[0].copy(), c[1].copy())) for i, c in enumerate(comps)]
     except CommitteeAborted as exc:
+        _stop(pool, ahead)
         if exc.reason == "too_few_valid_reports":
             raise AggregationAborted("too_few_valid_reports", exc.detail + " ("
                                      + _drop_text(members[0]) + ")") from None
@@ -383,6 +414,16 @@ def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
                            counted=counted)
         views["corrupted"] = rec.as_dict()
     return RoundResult(release, views, cost)
+
+
+def _stop(pool: ThreadPoolExecutor | None, ahead: list[Future]) -> None:
+    """Stop the devices' thread (batches made ahead and not needed are dropped)."""
+    if pool is None:
+        return
+    for f in ahead:
+        f.cancel()
+    pool.shutdown(wait=True, cancel_futures=True)
+    ahead.clear()
 
 
 def _route(outgoing: Sequence[Sequence[Any]], hook: Any

@@ -378,3 +378,38 @@ def _expected_of(name: str) -> str:
     from protocol.studies.attacks import ATTACKS
 
     return ATTACKS[name].expected
+
+
+@attack("client.on_every_transport", system="threshold",
+        target="the same corrupted client over every transport: only the committee's "
+               "validated input (and the plaintext reference, which sees every vote) "
+               "checks a client's input",
+        expected="limit outside the default: one client entering theta at a candidate "
+                 "nobody holds gets it released over secure aggregation and over the "
+                 "committee fed by secure aggregation; the shuffler, one envelope per "
+                 "device, counts it as one vote; plaintext and the validated committee "
+                 "drop it (invalid_vote)",
+        kind="measured")
+def on_every_transport(seed: int) -> Outcome:
+    """One corrupted client entering ``theta`` at a candidate nobody holds, over each
+    transport."""
+    from protocol.core.transports import get_transport
+
+    name = "client.on_every_transport"
+    corrupt = CorruptClients("theta-at-target", per_round=1, target=TARGET, seed=seed)
+    forged: dict[str, bool] = {}
+    for label, tname, opts in (("plain", "plain", {}),
+                               ("secagg", "secagg", {"simulate": True}),
+                               ("shuffler", "shuffler", {"simulate": True}),
+                               ("threshold (secagg input)", "threshold",
+                                {"simulate": True, "committee_input": "secagg"}),
+                               ("threshold (default)", "threshold", {"simulate": True})):
+        res = get_transport(tname, corrupt=corrupt, **opts).run_round(
+            _spec(), Votes(_choice()), np.random.default_rng(seed))
+        forged[label] = TARGET in (res.release.items or ())
+    ok = forged == {"plain": False, "secagg": True, "shuffler": False,
+                    "threshold (secagg input)": True, "threshold (default)": False}
+    return Outcome(name, _expected_of(name),
+                   "forged candidate released: " + ", ".join(
+                       f"{k} {'yes' if v else 'no'}" for k, v in forged.items()), ok,
+                   leakage={"forged_released": forged})
