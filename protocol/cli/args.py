@@ -1,8 +1,9 @@
 """Argument sets that several commands share, and the bridge from parsed arguments to a
 runner's options.
 
-* :func:`add_triehh_args`: dataset, privacy target and transport of a TrieHH run
-  (``fedhh triehh``, ``bench triehh``, ``eval triehh``);
+* :func:`add_triehh_args`: dataset, privacy target, transport and corrupted clients
+  of a TrieHH run (``fedhh triehh``, ``eval triehh``; ``bench triehh`` without the
+  corrupted clients);
 * :func:`add_privacy_args`: TrieHH++'s privacy target (``fedhh triehhpp``,
   ``quantiles``, ``privacy triehhpp``);
 * :func:`options_from`: a runner's options dataclass filled from the parsed
@@ -52,15 +53,27 @@ def add_alphabet_args(p: argparse.ArgumentParser) -> None:
                         "instead; users left without a word are removed")
 
 
-def add_triehh_args(p: argparse.ArgumentParser) -> None:
+def add_triehh_args(p: argparse.ArgumentParser, corrupt: bool = True,
+                    committee: bool = True) -> None:
     """Dataset, target and transport of one TrieHH run
-    (:class:`protocol.studies.runners.triehh.TrieHHOptions`)."""
+    (:class:`protocol.studies.runners.triehh.TrieHHOptions`); with ``committee`` the
+    threshold transport's input options
+    (:func:`protocol.cli.transport_options.add_committee_args`; ``fedhh triehh`` adds
+    them after its network options, which hold ``--committee-input``), with
+    ``corrupt`` the corrupted-client options
+    (:func:`protocol.cli.transport_options.add_corrupt_args`)."""
     add_triehh_data_args(p)
     p.add_argument("--seed", type=int, default=None,
                    help="simulation seed (default: fresh OS randomness)")
-    from protocol.cli.transport_options import add_transport_args
+    from protocol.cli.transport_options import (
+        add_committee_args, add_corrupt_args, add_transport_args,
+    )
 
     add_transport_args(p)
+    if committee:
+        add_committee_args(p)
+    if corrupt:
+        add_corrupt_args(p)
     p.add_argument("--release-counts", action="store_true", dest="release_counts",
                    help="also release each prefix's vote count (diagnostics only: Theorem 1 "
                         "does not cover counts)")

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, TypeVar
 T = TypeVar("T")
 
 __all__ = ["print_json", "progress", "progress_bar", "print_triehh", "ClientProgress", "say",
-           "print_input"]
+           "print_input", "print_corrupted", "corrupt_target_line"]
 
 
 def print_json(obj: dict[str, Any]) -> None:
@@ -140,11 +140,83 @@ def print_input(report: dict[str, Any] | None, json_mode: bool = False) -> None:
         for line in warnings:
             print(f"warning: {line}", file=sys.stderr)
         return
-    alpha = report.get("alphabet", "")
-    shown = alpha if len(alpha) <= 40 else alpha[:37] + "..."
-    print(f"input: alphabet {report['alphabet_chosen']}: {shown!r}")
+    if "alphabet" in report:
+        alpha = report.get("alphabet", "")
+        shown = alpha if len(alpha) <= 40 else alpha[:37] + "..."
+        print(f"input: alphabet {report['alphabet_chosen']}: {shown!r}")
+    target = corrupt_target_line(report)
+    if target:
+        print(target)
     for line in warnings:
         print(f"warning: {line}")
+
+
+def corrupt_target_line(report: dict[str, Any] | None) -> str | None:
+    """The ``input:`` line of the corrupted clients' target (``report["corrupt_target"]``),
+    or ``None`` without one."""
+    t = (report or {}).get("corrupt_target")
+    if not t:
+        return None
+    return f"input: corrupted clients' target {t['word']!r} ({t['how']})"
+
+
+def _reasons(d: dict[str, int] | None) -> str:
+    return ", ".join(f"{reason} {k:,}" for reason, k in sorted((d or {}).items())) or "-"
+
+
+def print_corrupted(c: dict[str, Any] | None, rounds_name: str = "round") -> None:
+    """A short table of what the corrupted clients did and achieved (a result's
+    ``corrupted`` section, :func:`protocol.studies.corrupted.section`): per round who
+    was corrupted, how many of them were counted, the reports dropped by reason, and
+    whether the round released what the honest clients alone release; the totals; and
+    for TrieHH the whole-run comparison with plain TrieHH over the honest votes."""
+    if not c:
+        return
+    w = sys.stdout.write
+    who = c["who"]
+    if "per_round" in who:
+        whom = f"{who['per_round']} per {rounds_name}"
+    elif "users" in who:
+        us = who["users"]
+        whom = "users " + ", ".join(str(u) for u in us[:8]) + (", ..." if len(us) > 8 else "")
+    else:
+        whom = f"each user with probability {who['share']:g}"
+    w(f"\ncorrupted clients: {c['strategy']} ({c['description']}); {whom}, seed "
+      f"{c['seed']}; target {c['target']!r}\n")
+    if c.get("note"):
+        w(f"({c['note']})\n")
+    if c.get("rounds"):
+        w(f"{rounds_name:>5} {'corrupted':>9} {'counted':>7} {'honest':>6}  "
+          f"dropped: corrupted clients' / all\n")
+        for r in c["rounds"]:
+            w(f"{r.get(rounds_name, r.get('round')):>5} {r['corrupted']:>9} {r['counted']:>7} "
+              f"{'yes' if r['matches_honest'] else 'NO':>6}  {_reasons(r['dropped_corrupted'])}"
+              f" / {_reasons(r['dropped'])}\n")
+        w(f"('honest': the {rounds_name} released what the honest clients' votes alone "
+          "release)\n")
+    t = c["totals"]
+    if "runs" in t:
+        w(f"total over {t['runs']} runs: {t['corrupted_reports']:,} corrupted reports, "
+          f"{t['counted']:,} counted, dropped {_reasons(t['dropped_corrupted'])}; release "
+          f"equals the honest one in {t['runs_release_equals_honest']} of {t['runs']} runs, "
+          f"target released in {t['runs_target_released']}\n")
+        return
+    w(f"total: {t['corrupted_reports']:,} corrupted reports over {t['rounds']} "
+      f"{rounds_name}s, {t['counted']:,} counted, dropped {_reasons(t['dropped_corrupted'])}"
+      f"; {t['rounds_matching_honest']} of {t['rounds']} {rounds_name}s released what the "
+      "honest clients alone release\n")
+    if "release_equals_honest" in c:
+        added = c.get("added_heavy_hitters") or []
+        removed = c.get("removed_heavy_hitters") or []
+        w(f"whole run against {c['honest_comparison']}: release "
+          f"{'EQUALS' if c['release_equals_honest'] else 'DIFFERS FROM'} it "
+          f"({len(c['honest_heavy_hitters'])} honest heavy hitters"
+          + (f"; added {', '.join(map(repr, added[:10]))}" if added else "")
+          + (f"; removed {', '.join(map(repr, removed[:10]))}" if removed else "")
+          + f"); target {c['target']!r} released: "
+          f"{'YES' if c['target_released'] else 'no'}\n")
+    elif "target_released" in c:
+        w(f"target {c['target']!r} released: {'YES' if c['target_released'] else 'no'}\n")
 
 
 def print_triehh(out: dict[str, Any], show: int) -> None:
@@ -191,5 +263,7 @@ def print_triehh(out: dict[str, Any], show: int) -> None:
     w(f"{'K':>5} {'precision@K':>12} {'recall@K':>9} {'F1@K':>6}\n")
     for m in out["at_k"]:
         w(f"{m['k']:>5} {m['precision']:>12.3f} {m['recall']:>9.3f} {m['f1']:>6.3f}\n")
+    print_corrupted(out.get("corrupted"))
     s = out["seconds"]
-    w(f"\ntime: load {s['load']:.2f} s, run {s['run']:.2f} s\n")
+    w(f"\ntime: load {s['load']:.2f} s, run {s['run']:.2f} s"
+      + (" (with the honest clients' plain run)" if out.get("corrupted") else "") + "\n")

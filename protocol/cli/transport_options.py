@@ -23,7 +23,21 @@ One set of options for every command that runs a mechanism over a transport
   unless the command was given ``--seed``: then they derive from the seed (a
   reproducible simulation whose keys anyone with the seed can recompute), and
   ``--os-keys`` takes them from the operating system anyway. Sampling and the
-  release depend only on the seed, never on where the keys come from.
+  release depend only on the seed, never on where the keys come from;
+* threshold: ``--committee-input reports|secagg`` (under ``--threat malicious`` the
+  committee takes each device's validated report by default; ``secagg`` feeds it a
+  secure-aggregation sum, whose client inputs nobody checks) and
+  ``--min-valid-fraction F`` (a validated round aborts with fewer valid reports than
+  that fraction of its sample; default 0.5).
+
+Corrupted clients of a simulation (:func:`add_corrupt_args`, the vote mechanisms'
+commands: ``fedhh triehh``, ``triehhpp``, ``quantiles``, ``eval triehh``, ``demo``):
+who (``--corrupt-clients K`` per round, ``--corrupt-users 3,17``, ``--corrupt-share
+F``: exactly one), what (``--corrupt-strategy``, default ``theta-at-target``; the
+strategies of :data:`protocol.core.corruption.STRATEGIES`), at which word
+(``--corrupt-target``, default: a word nobody in the dataset holds, chosen by the
+runner and printed as an ``input:`` line) and ``--corrupt-seed``
+(:func:`corrupt_from_args`).
 
 An option that the chosen transport does not take is an error, not silently ignored.
 """
@@ -35,7 +49,8 @@ from typing import Any
 from protocol.core.contract import Transport
 
 __all__ = ["TRANSPORTS", "THREATS", "add_threat_arg", "add_transport_args",
-           "transport_from_args", "transport_options"]
+           "transport_from_args", "transport_options", "add_committee_args",
+           "committee_options", "add_corrupt_args", "corrupt_from_args", "CORRUPT_FLAGS"]
 
 #: threat models by name, the default first (secagg.params.THREATS)
 THREATS = ("malicious", "semi-honest")
@@ -69,6 +84,8 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "blinded_crowds": (("shuffler",), "blinded_crowds", "--blinded-crowds"),
     "os_keys": (("secagg", "shuffler", "threshold"), "simulate", "--os-keys"),
 }
+#: committee inputs by name, the default first (threshold.COMMITTEE_INPUTS)
+COMMITTEE_INPUTS = ("reports", "secagg")
 
 
 def add_transport_args(p: argparse.ArgumentParser, default: str = "plain",
@@ -115,6 +132,188 @@ def add_transport_args(p: argparse.ArgumentParser, default: str = "plain",
                         "from the OS anyway without --seed)")
 
 
+def add_committee_args(g: argparse.ArgumentParser | Any) -> None:
+    """``--committee-input`` and ``--min-valid-fraction`` (the threshold transport's
+    input under the malicious model, :func:`committee_options`) on a parser or group
+    of a vote mechanism's command. A parser that already has ``--committee-input``
+    (``fedhh triehh``: the network job's, :mod:`protocol.cli.net_args`, the same dest
+    and choices) keeps it."""
+    if "--committee-input" not in getattr(g, "_option_string_actions", {}):
+        g.add_argument("--committee-input", choices=COMMITTEE_INPUTS, default=None,
+                       dest="committee_input",
+                       help="threshold: what the committee counts under --threat malicious: "
+                            "reports (default: each device's vote secret-shared among the "
+                            "three members, checked one-hot-or-zero on the shares, invalid "
+                            "ones dropped by name) or secagg (the blinded sum of a secure-"
+                            "aggregation session: no client input is checked)")
+    g.add_argument("--min-valid-fraction", type=float, default=None,
+                   dest="min_valid_fraction",
+                   help="threshold with validated reports: a round aborts with fewer valid "
+                        "reports than this fraction of its sample (default 0.5)")
+
+
+def committee_options(args: argparse.Namespace, name: str,
+                      options: dict[str, Any]) -> dict[str, Any]:
+    """The threshold transport's ``committee_input`` and ``min_valid_fraction`` from
+    ``--committee-input`` / ``--min-valid-fraction`` (absent: the transport's defaults),
+    checked against the transport ``name`` and its other ``options``.
+
+    Raises:
+        protocol.cli.UsageError: either option with another transport, ``reports``
+            under ``--threat semi-honest``, or ``--min-valid-fraction`` without the
+            validated reports.
+    """
+    from protocol.cli import UsageError
+
+    out: dict[str, Any] = {}
+    for dest, flag in (("committee_input", "--committee-input"),
+                       ("min_valid_fraction", "--min-valid-fraction")):
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        if name != "threshold":
+            raise UsageError(f"{flag} applies to --transport threshold, not {name}")
+        out[dest] = value
+    if not out:
+        return out
+    semi = options.get("threat") == "semi-honest"
+    if semi and out.get("committee_input") == "reports":
+        raise UsageError("--committee-input reports needs --threat malicious: the "
+                         "semi-honest committee takes a secure-aggregation sum")
+    if "min_valid_fraction" in out:
+        if semi or out.get("committee_input") == "secagg":
+            raise UsageError("--min-valid-fraction applies to the committee's validated "
+                             "reports (--committee-input reports, --threat malicious)")
+        if not 0.0 <= out["min_valid_fraction"] <= 1.0:
+            raise UsageError("--min-valid-fraction must be in [0, 1]")
+    return out
+
+
+#: the corrupted-client options: dest -> flag
+CORRUPT_FLAGS = {"corrupt_clients": "--corrupt-clients", "corrupt_users": "--corrupt-users",
+                 "corrupt_share": "--corrupt-share", "corrupt_strategy": "--corrupt-strategy",
+                 "corrupt_target": "--corrupt-target", "corrupt_seed": "--corrupt-seed"}
+_WHO = ("corrupt_clients", "corrupt_users", "corrupt_share")
+
+
+def _user_list(text: str) -> tuple[int, ...]:
+    """``3,17,40``: distinct non-negative user indices.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else.
+    """
+    parts = [x.strip() for x in text.split(",")]
+    if not text.strip() or any(not x for x in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated user indices, got "
+                                         f"{text!r}")
+    out = []
+    for x in parts:
+        try:
+            u = int(x)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a user index: {x!r} in {text!r}") from None
+        if u < 0:
+            raise argparse.ArgumentTypeError(f"user indices are >= 0, got {u}")
+        out.append(u)
+    if len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"a user is named twice in {text!r}")
+    return tuple(out)
+
+
+_user_list.__name__ = "user list"
+
+
+def add_corrupt_args(p: argparse.ArgumentParser) -> None:
+    """The corrupted clients of a simulated vote mechanism (see the module docstring;
+    :func:`corrupt_from_args` turns them into a ``CorruptClients``)."""
+    from protocol.core.corruption import REPORT_STRATEGIES, STRATEGIES
+
+    g = p.add_argument_group(
+        "corrupted clients (simulation: who is corrupted and what they enter instead of "
+        "their vote; the result gets a 'corrupted' section)")
+    g.add_argument("--corrupt-clients", type=int, default=None, dest="corrupt_clients",
+                   metavar="K", help="corrupt K of each round's clients (drawn uniformly)")
+    g.add_argument("--corrupt-users", type=_user_list, default=None, dest="corrupt_users",
+                   metavar="LIST",
+                   help="corrupt these population indices (3,17,...) whenever sampled")
+    g.add_argument("--corrupt-share", type=float, default=None, dest="corrupt_share",
+                   metavar="F",
+                   help="corrupt each population index with probability F (not secure "
+                        "aggregation's corrupt_fraction, its threat-model parameter)")
+    g.add_argument("--corrupt-strategy", choices=tuple(STRATEGIES), default=None,
+                   dest="corrupt_strategy",
+                   help="what they enter (default theta-at-target: theta votes for the "
+                        "target, a forged heavy hitter); "
+                        + ", ".join(sorted(REPORT_STRATEGIES))
+                        + " attack the committee's validated reports (--transport "
+                          "threshold only)")
+    g.add_argument("--corrupt-target", default=None, dest="corrupt_target", metavar="WORD",
+                   help="the word they aim at (default: a word nobody in the dataset "
+                        "holds, chosen by the run and printed as an input: line)")
+    g.add_argument("--corrupt-seed", type=int, default=None, dest="corrupt_seed",
+                   help="seed of the draw of corrupted clients (default 0; its own "
+                        "generator, so the samples are the same with and without "
+                        "corruption)")
+
+
+def corrupt_from_args(args: argparse.Namespace, transport: str | None = None,
+                      options: dict[str, Any] | None = None):  # noqa: ANN201
+    """The ``CorruptClients`` the corrupted-client options describe, or ``None`` when
+    none is given. ``transport`` (default ``args.transport``) and its ``options``
+    (default :func:`transport_options`) decide whether a report strategy can run.
+
+    Raises:
+        protocol.cli.UsageError: two ways of naming who is corrupted, a strategy,
+            target or seed without one, a report strategy over a transport without
+            validated reports, or a value ``CorruptClients`` refuses.
+    """
+    from protocol.cli import UsageError
+    from protocol.core.corruption import REPORT_STRATEGIES, CorruptClients
+    from protocol.studies.corrupted import DEFAULT_STRATEGY
+
+    given = [d for d in _WHO if getattr(args, d, None) is not None]
+    if len(given) > 1:
+        raise UsageError(f"name the corrupted clients one way: {CORRUPT_FLAGS[given[0]]} "
+                         f"or {CORRUPT_FLAGS[given[1]]}, not both")
+    others = [d for d in ("corrupt_strategy", "corrupt_target", "corrupt_seed")
+              if getattr(args, d, None) is not None]
+    if not given:
+        if others:
+            raise UsageError(f"{CORRUPT_FLAGS[others[0]]} needs who is corrupted: "
+                             "--corrupt-clients K, --corrupt-users LIST or --corrupt-share F")
+        return None
+    strategy = getattr(args, "corrupt_strategy", None) or DEFAULT_STRATEGY
+    name = transport if transport is not None else getattr(args, "transport", None)
+    if strategy in REPORT_STRATEGIES:
+        if options is None:
+            opts = transport_options(args) if name in TRANSPORTS else {}
+            if name in TRANSPORTS:
+                opts.update(committee_options(args, name, opts))
+        else:
+            opts = options
+        validated = (name == "threshold" and opts.get("threat", "malicious") == "malicious"
+                     and opts.get("committee_input", "reports") == "reports")
+        if not validated:
+            this = f"--transport {name}"
+            if name == "threshold":
+                this += (" --threat semi-honest" if opts.get("threat") == "semi-honest"
+                         else " --committee-input secagg")
+            raise UsageError(
+                f"--corrupt-strategy {strategy} attacks the committee's validated reports: "
+                "it needs --transport threshold with --committee-input reports and --threat "
+                f"malicious (the defaults), not {this}")
+    target = getattr(args, "corrupt_target", None)
+    if target is not None and not target:
+        raise UsageError("--corrupt-target must not be empty")
+    try:
+        return CorruptClients(strategy, users=getattr(args, "corrupt_users", None),
+                              per_round=getattr(args, "corrupt_clients", None),
+                              fraction=getattr(args, "corrupt_share", None), target=target,
+                              seed=getattr(args, "corrupt_seed", None) or 0)
+    except ValueError as exc:
+        raise UsageError(f"corrupted clients: {exc}") from None
+
+
 def transport_options(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments for the chosen transport.
 
@@ -149,18 +348,23 @@ def transport_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def transport_from_args(args: argparse.Namespace) -> Transport:
-    """The transport the options describe.
+    """The transport the options describe, with the corrupted clients of
+    :func:`corrupt_from_args` set on it (``transport.corrupt``; a runner aims them at
+    their target).
 
     Raises:
-        protocol.cli.UsageError: as :func:`transport_options`, or the transport's
-            module cannot be imported or refuses the options.
+        protocol.cli.UsageError: as :func:`transport_options` and
+            :func:`corrupt_from_args`, or the transport's module cannot be imported or
+            refuses the options.
     """
     from protocol.cli import UsageError
     from protocol.core.transports import get_transport
 
     opts = transport_options(args)
+    opts.update(committee_options(args, args.transport, opts))
+    corrupt = corrupt_from_args(args, args.transport, opts)
     try:
-        transport = get_transport(args.transport, **opts)
+        transport = get_transport(args.transport, corrupt=corrupt, **opts)
     except ImportError as exc:
         raise UsageError(f"transport {args.transport!r} is not available: {exc}. "
                          "Use --transport plain") from None

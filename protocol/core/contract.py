@@ -285,17 +285,22 @@ class Release:
 
 @dataclass(slots=True)
 class Cost:
-    """CPU seconds per party and bytes on the wire for one round."""
+    """CPU seconds per party and bytes on the wire for one round: ``bytes_up`` from the
+    clients, ``bytes_down`` to them, ``bytes_members`` between the members of a
+    committee (the server's relays to the helpers included) where a transport counts
+    them apart."""
 
     cpu_seconds: dict[str, float] = field(default_factory=dict)
     bytes_up: int = 0
     bytes_down: int = 0
+    bytes_members: int = 0
 
     def add(self, other: "Cost") -> None:
         for k, v in other.cpu_seconds.items():
             self.cpu_seconds[k] = self.cpu_seconds.get(k, 0.0) + v
         self.bytes_up += other.bytes_up
         self.bytes_down += other.bytes_down
+        self.bytes_members += other.bytes_members
 
 
 @dataclass(slots=True)

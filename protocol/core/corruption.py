@@ -84,9 +84,10 @@ class CorruptClients:
         users: population indices that are corrupted whenever they take part.
         per_round: corrupt that many of each round's contributors (uniformly drawn).
         fraction: corrupt each population index with this probability.
-        target: the candidate string the strategy aims at; each round it aims at the
-            candidate sharing the longest prefix with it (the first candidate when
-            none is given).
+        target: the candidate string the strategy aims at (a word with its end-of-word
+            symbol: the runners append it); each round the candidate that extends it,
+            or else the one sharing the longest prefix with it (the first candidate
+            when none is given).
         seed: the corruption draw's seed (its own generator).
 
     Exactly one of ``users``, ``per_round``, ``fraction`` is given.
@@ -172,13 +173,25 @@ def _population_uniforms(seed: int, users: np.ndarray) -> np.ndarray:
 
 
 def target_index(c: CorruptClients, candidates: Sequence[str]) -> int:
-    """The candidate the strategy aims at this round."""
+    """The candidate the strategy aims at this round: the first candidate without a
+    target; with one, the longest candidate that is a prefix of the target, or the
+    target followed by one more unit (its end-of-word node); when no candidate extends
+    the target (its prefix was not released), the candidate sharing the longest prefix
+    with it (the first such): the attack goes on every round, at the closest
+    candidate."""
     if c.target is None:
         return 0
-    best, best_len = 0, -1
+    t = c.target
+    best, best_len = -1, -1
+    for i, cand in enumerate(candidates):
+        fits = t.startswith(cand) or (cand.startswith(t) and len(cand) == len(t) + 1)
+        if fits and len(cand) > best_len:
+            best, best_len = i, len(cand)
+    if best >= 0:
+        return best
     for i, cand in enumerate(candidates):
         n = 0
-        for a, b in zip(cand, c.target):
+        for a, b in zip(cand, t):
             if a != b:
                 break
             n += 1
@@ -201,9 +214,9 @@ def corrupt_vector(c: CorruptClients, candidates: Sequence[str], theta: int | No
     d = len(candidates)
     t = int(theta or 1)
     v = np.zeros(d, dtype=np.int64)
-    i = target_index(c, candidates)
-    other = (i + 1) % d
     s = c.strategy
+    i = max(0, target_index(c, candidates))
+    other = (i + 1) % d
     if s == "theta-at-target":
         v[i] = t
     elif s == "theta-everywhere":

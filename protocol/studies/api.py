@@ -29,6 +29,13 @@ mechanism's theorem is for one item per user.
 The transports take their keys from the operating system; ``seed`` is the explicit
 switch to a reproducible simulation (seeded sampling *and* seeded keys: never for
 deployment).
+
+The vote mechanisms (:func:`triehh`, :func:`triehhpp`, :func:`quantiles`) take
+``corrupt=``: simulated corrupted clients (a
+:class:`protocol.core.corruption.CorruptClients`, or a short dict such as
+``{"clients": 1, "strategy": "theta-at-target"}``), and ``committee_input=`` /
+``min_valid_fraction=`` for ``transport="threshold"``; the result's ``corrupted``
+says what the corrupted clients achieved (:mod:`protocol.studies.corrupted`).
 """
 from __future__ import annotations
 
@@ -257,6 +264,12 @@ class HeavyHitters(_Exported):
         views: what each party saw, one entry per round.
         dropped: items dropped for characters outside the alphabet (only with
             ``on_unencodable="drop"``).
+        corrupted: with corrupted clients (``corrupt=``), what they did and achieved
+            (:func:`protocol.studies.corrupted.section`: strategy, who, target, per
+            round the reports dropped by reason and whether the round released what
+            the honest clients alone release, totals; for TrieHH also
+            ``honest_heavy_hitters`` and ``release_equals_honest``, from plain TrieHH
+            over the honest clients' votes on the same samples); else ``None``.
     """
 
     mechanism: str
@@ -273,6 +286,7 @@ class HeavyHitters(_Exported):
     dropped: int = 0
     central: Any = None
     input: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    corrupted: Mapping[str, Any] | None = field(default=None, repr=False)
 
     def _headline(self) -> str:
         lines = [f"{self.mechanism} over {self.transport}: {len(self.heavy_hitters)} heavy "
@@ -282,6 +296,8 @@ class HeavyHitters(_Exported):
             lines.append(f"  after shuffling: {_guarantee_phrase(self.central)}")
         if self.heavy_hitters:
             lines.append(f"  top: {_first([str(h) for h in self.heavy_hitters])}")
+        if self.corrupted:
+            lines.append(f"  corrupted clients: {_corrupted_phrase(self.corrupted)}")
         return "\n".join(lines)
 
     @property
@@ -305,6 +321,7 @@ class HeavyHitters(_Exported):
             "dropped": self.dropped,
             "central": _guarantee_dict(self.central),
             "input": _plain(self.input),
+            "corrupted": _plain(self.corrupted),
         }
         if views:
             out["views"] = _views_list(self.views)
@@ -349,6 +366,16 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], fmt: str,
         lines += ["| " + " | ".join(r) + " |" for r in rows]
         return "\n".join(lines) + "\n"
     raise ValueError(f"unknown table format {fmt!r} (csv or markdown)")
+
+def _corrupted_phrase(c: Mapping[str, Any]) -> str:
+    """A result's ``corrupted`` section in one line."""
+    t = c["totals"]
+    text = (f"{c['strategy']}, {t['corrupted_reports']} corrupted reports, {t['counted']} "
+            f"counted; target {c['target']!r} released: {c.get('target_released')}")
+    if "release_equals_honest" in c:
+        text += f"; release equals the honest clients' alone: {c['release_equals_honest']}"
+    return text
+
 
 def _guarantee_dict(g: Any) -> Any:
     """A guarantee object as JSON types, whichever of the guarantee types it is."""
@@ -401,19 +428,39 @@ class _Recording(SamplesThroughInner, Transport):
         return result
 
 
-def _transport(transport: str | Transport, seed: int | None) -> tuple[Transport, str]:
+def _transport(transport: str | Transport, seed: int | None,
+               committee_input: str | None = None,
+               min_valid_fraction: float | None = None) -> tuple[Transport, str]:
+    committee = {k: v for k, v in (("committee_input", committee_input),
+                                   ("min_valid_fraction", min_valid_fraction))
+                 if v is not None}
     if isinstance(transport, Transport):
+        if committee:
+            raise StudyError(f"{next(iter(committee))} configures transport='threshold' by "
+                             "name; a transport object is used as it was built "
+                             "(ThresholdTransport(committee_input=...))")
         return transport, str(getattr(transport, "name", type(transport).__name__))
     from protocol.core.transports import get_transport
 
     if transport not in ("plain", "secagg", "shuffler", "threshold"):
         raise StudyError(f"unknown transport {transport!r} "
                          "(plain, secagg, shuffler or threshold)")
+    if committee and transport != "threshold":
+        raise StudyError(f"{next(iter(committee))} applies to transport='threshold', not "
+                         f"{transport!r}")
+    if committee_input is not None and committee_input not in ("reports", "secagg"):
+        raise StudyError(f"committee_input must be 'reports' or 'secagg', got "
+                         f"{committee_input!r}")
+    if min_valid_fraction is not None and committee_input == "secagg":
+        raise StudyError("min_valid_fraction applies to the committee's validated reports "
+                         "(committee_input='reports')")
     opts: dict[str, object] = {} if transport == "plain" else {"simulate": seed is not None}
     try:
-        return get_transport(transport, **opts), transport
+        return get_transport(transport, **opts, **committee), transport
     except ImportError as exc:
         raise StudyError(f"transport {transport!r} is not available: {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise StudyError(f"transport {transport!r}: {exc}") from None
 
 
 def _array(values: Any, what: str = "values", dtype: Any = None) -> "np.ndarray[Any, Any]":
@@ -514,7 +561,9 @@ def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
            max_length: int = 10, alphabet: str = DEFAULT_ALPHABET, unit_size: int = 1,
            release_counts: bool = False, on_unencodable: OnUnencodable = "error",
            progress: ShowProgress = True,
-           client_progress: Callable[[int, int, int], None] | None = None) -> HeavyHitters:
+           client_progress: Callable[[int, int, int], None] | None = None,
+           corrupt: Any = None, committee_input: str | None = None,
+           min_valid_fraction: float | None = None) -> HeavyHitters:
     """TrieHH (Zhu, Kairouz, McMahan, Sun, Li, "Federated Heavy Hitters Discovery with
     Differential Privacy", AISTATS 2020) on the caller's items.
 
@@ -535,28 +584,52 @@ def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
             ``False``: none; a callable: wraps the iterable of rounds.
         client_progress: ``client_progress(step, done, total)`` inside each secure-
             aggregation session (e.g. ``protocol.cli.output.ClientProgress()``).
+        corrupt: simulated corrupted clients: a
+            :class:`protocol.core.corruption.CorruptClients` or a short dict
+            (``{"clients": 1}`` per round, ``{"users": [3, 17]}``, ``{"share": 0.05}``;
+            optional ``strategy``, default ``theta-at-target``, ``target``, default a
+            word nobody holds, and ``seed``). The run is then compared with plain TrieHH
+            over the honest clients' votes on the same samples: ``result.corrupted``.
+        committee_input: ``transport="threshold"`` only: ``reports`` (the default under
+            the malicious model: each device's vote secret-shared and validated) or
+            ``secagg`` (a secure-aggregation sum: no client input is checked).
+        min_valid_fraction: ``transport="threshold"`` with validated reports: a round
+            aborts with fewer valid reports than this fraction of its sample (0.5).
 
     Raises:
-        StudyError: bad items or parameters, a target outside Corollary 1, or a
-            transport that aborts a round.
+        StudyError: bad items or parameters, a target outside Corollary 1, corrupted
+            clients the transport cannot simulate, or a transport that aborts a round.
     """
+    from protocol.studies.corrupted import corrupt_clients
     from protocol.studies.runners import triehh as runner
 
+    c = corrupt_clients(corrupt)
     pop, several = _population(items, alphabet, on_unencodable, True)
-    tr, name = _transport(transport, seed)
+    tr, name = _transport(transport, seed, committee_input, min_valid_fraction)
+    from protocol.studies.corrupted import corrupt_from_transport
+
+    c = corrupt_from_transport(tr, c)
     opts = runner.TrieHHOptions(epsilon=epsilon, delta=delta, max_length=max_length,
                                 multi_word=several, unit_size=unit_size, seed=seed,
                                 alphabet=alphabet, transport=name,
                                 release_counts=release_counts)
     prep, rng = runner.prepare(opts, population=pop)
     rec = _Recording(tr)
+    aimed = runner.aim(prep, c, tr)
     t0 = time.perf_counter()
     if client_progress is not None and hasattr(tr, "client_progress"):
         tr.client_progress = client_progress
+    corrupted = None
     with _showing(progress, int(prep.config.max_levels), "TrieHH rounds", tr) as shown:
-        res = runner.run_once(prep, rec, rng, shown)
+        if aimed is None:
+            res = runner.run_once(prep, rec, rng, shown)
+        else:
+            res, corrupted = runner.run_corrupted(prep, rec, rng, aimed, shown)
     seconds = time.perf_counter() - t0
     rounds, costs = _rounds_and_costs(res.rounds, seconds)
+    report = _input(pop, int(prep.config.max_levels) * unit_size)
+    if aimed is not None:
+        report["corrupt_target"] = aimed.input_note()
     return HeavyHitters(
         mechanism="triehh", transport=name, n=prep.n,
         heavy_hitters=tuple(HeavyHitter(w, c) for w, c in res.heavy_hitters.items()),
@@ -565,7 +638,7 @@ def triehh(items: Items, *, epsilon: float = 4.0, delta: float | None = None,
         parameters={"theta": int(prep.config.theta), "gamma": float(prep.config.gamma),
                     "m": int(res.m), "L": int(prep.config.max_levels)},
         rounds=rounds, costs=costs, views=tuple(rec.views), dropped=int(pop.dropped),
-        input=_input(pop, int(prep.config.max_levels) * unit_size))
+        input=report, corrupted=corrupted)
 
 
 @_validated
@@ -641,7 +714,9 @@ def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
              max_length: int = 10, alphabet: str = DEFAULT_ALPHABET,
              theta: int | None = None, bound: Literal["paper", "eq3"] = "paper",
              on_unencodable: OnUnencodable = "error",
-             progress: ShowProgress = True) -> HeavyHitters:
+             progress: ShowProgress = True, corrupt: Any = None,
+             committee_input: str | None = None,
+             min_valid_fraction: float | None = None) -> HeavyHitters:
     """TrieHH++ (Cormode, "Federated Heavy Hitters Revisited", 2021) on the caller's items: a Poisson sample of the users
     votes on each trie level, counts at or above theta are released with an unbiased
     estimate of the number of holders.
@@ -660,19 +735,30 @@ def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
         on_unencodable: ``error`` (default) or ``drop``.
         progress: ``True`` (default): a bar on a terminal (levels, clients inside a
             level, time left); ``False``: none; a callable: wraps the levels.
+        corrupt, committee_input, min_valid_fraction: as for :func:`triehh`;
+            ``result.corrupted`` holds per level and in all what the corrupted clients
+            achieved and whether their target was released (TrieHH++'s levels name
+            no sample: ``users`` and ``share`` index each level's contacted clients).
 
     Raises:
         StudyError: bad items, a failing condition of the theorem (the message names
-            it; a small population often cannot reach a small epsilon), or a
-            transport that aborts a round.
+            it; a small population often cannot reach a small epsilon), corrupted
+            clients the transport cannot simulate, or a transport that aborts a round.
     """
     from mechanisms.prefix_tree import PrefixTreeError, UnitAlphabet
     from mechanisms.triehhpp import TrieHHPPParams, run_triehhpp, spawn_rngs
     from protocol.core.contract import AggregationAborted
+    from protocol.studies.corrupted import (
+        aim_word, armed, check_transport, corrupt_clients, corrupt_from_transport,
+        records_since,
+    )
     from protocol.studies.runners import triehhpp as runner
 
+    who = corrupt_clients(corrupt)
     pop, _ = _population(items, alphabet, on_unencodable, False)
-    tr, name = _transport(transport, seed)
+    tr, name = _transport(transport, seed, committee_input, min_valid_fraction)
+    who = corrupt_from_transport(tr, who)
+    check_transport(who, tr, name)
     target = runner.PrivacyTarget(epsilon=epsilon, delta=delta, max_length=max_length,
                                   theta=theta, bound=bound)
     sol = runner.solve(target, pop.n, False)
@@ -680,18 +766,29 @@ def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
     sr, trng = spawn_rngs(seed)
     rec = _Recording(tr)
     t0 = time.perf_counter()
+    aimed = None
     try:
         alpha = UnitAlphabet(pop.alphabet)
         um = alpha.encode(list(pop.vocabulary), max_length)[pop.items]
-        with _showing(progress, max_length, "TrieHH++ levels", tr) as shown:
+        if who is not None:
+            aimed = aim_word(who, pop.vocabulary, alpha.symbols, max_length, alpha.eos,
+                             pop.n)
+        with armed(tr, None if aimed is None else aimed.clients) as start, \
+                _showing(progress, max_length, "TrieHH++ levels", tr) as shown:
             res = run_triehhpp(um, alpha.num_units, alpha.labels, params, rec, sr, trng,
                                terminal=alpha.terminal, progress=shown)
+            records = records_since(tr, start)
         hh = res.heavy_hitters(strip=alpha.eos)
     except (PrefixTreeError, ValueError) as exc:
         raise StudyError(str(exc)) from None
     except AggregationAborted as exc:
         raise StudyError(f"the {name} transport aborted a round: {exc}") from None
     seconds = time.perf_counter() - t0
+    report = _input(pop, max_length - 1)
+    corrupted = None
+    if aimed is not None:
+        report["corrupt_target"] = aimed.input_note()
+        corrupted = runner.corrupted_section(aimed, records, [e.label for e in hh])
     if len(rec.costs) != len(res.levels):  # one transport round per level
         raise StudyError(f"{len(res.levels)} levels but {len(rec.costs)} transport rounds")
     total = Cost()
@@ -710,7 +807,7 @@ def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
                     "rate": float(sol.rate)},
         rounds=levels, costs=Costs(seconds, dict(total.cpu_seconds), total.bytes_up,
                                   total.bytes_down), views=tuple(rec.views),
-        dropped=int(pop.dropped), input=_input(pop, max_length - 1))
+        dropped=int(pop.dropped), input=report, corrupted=corrupted)
 
 
 @dataclass(frozen=True)
@@ -1248,6 +1345,9 @@ class Quantiles(_Exported):
         guarantee: TrieHH++'s guarantee for these parameters.
         parameters: theta, m and the sampling rate.
         rounds, costs, views: as in :class:`HeavyHitters`.
+        input: what the run chose for the caller (the corrupted clients' target cell).
+        corrupted: with corrupted clients (``corrupt=``), what they did and achieved,
+            per level and in all; else ``None``.
     """
 
     transport: str
@@ -1264,6 +1364,8 @@ class Quantiles(_Exported):
     costs: Costs
     views: tuple[PartyViews, ...] = field(repr=False)
     sketch: Any = field(repr=False, compare=False, default=None)
+    input: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    corrupted: Mapping[str, Any] | None = field(default=None, repr=False)
 
     def _headline(self) -> str:
         qs = ", ".join(f"q{q.q:g} = {q.value:.4g}" for q in self.quantiles[:5])
@@ -1283,7 +1385,8 @@ class Quantiles(_Exported):
             "quantiles": [q.__dict__ for q in self.quantiles],
             "error_bound": self.error_bound, "guarantee": _guarantee_dict(self.guarantee),
             "parameters": dict(self.parameters), "rounds": [r.__dict__ for r in self.rounds],
-            "costs": _costs_dict(self.costs),
+            "costs": _costs_dict(self.costs), "input": _plain(self.input),
+            "corrupted": _plain(self.corrupted),
         }
         if views:
             out["views"] = _views_list(self.views)
@@ -1306,7 +1409,9 @@ def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: 
               seed: int | None = None, alpha: int = 4, levels: int = 10,
               theta: int | None = None,
               bound: Literal["paper", "eq3"] = "paper",
-              progress: ShowProgress = True) -> Quantiles:
+              progress: ShowProgress = True, corrupt: Any = None,
+              committee_input: str | None = None,
+              min_valid_fraction: float | None = None) -> Quantiles:
     """Quantiles of the caller's numbers from a TrieHH++ trie of their base-``alpha``
     digits in the public range ``[lo, hi]`` (Cormode 2021, section 4).
 
@@ -1323,10 +1428,14 @@ def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: 
         theta: fix the threshold instead of the smallest one meeting delta.
         bound: the per-level epsilon: ``paper`` (Lemma 3 eq. (4), at most ln(10/9) per
             level) or ``eq3`` (the tight ratio of eq. (3)).
+        corrupt, committee_input, min_valid_fraction: as for :func:`triehh`; the
+            corrupted clients' target is a cell of ``levels`` digits (default the lowest
+            cell no value falls in), ``result.corrupted`` what they achieved.
 
     Raises:
         StudyError: bad values, range or quantiles, a target the theorem cannot meet
-            for this many users, or an aborted round.
+            for this many users, corrupted clients the transport cannot simulate, or an
+            aborted round.
     """
     from mechanisms.quantiles import AlphaAdicEncoder, QuantileError, QuantileSketch
     from mechanisms.triehhpp import TrieHHPPError, TrieHHPPParams, run_triehhpp, spawn_rngs
@@ -1347,17 +1456,30 @@ def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: 
     target = runner.PrivacyTarget(epsilon=epsilon, delta=delta, max_length=levels,
                                   theta=theta, bound=bound)
     sol = runner.solve(target, int(v.size), False)
-    tr, name = _transport(transport, seed)
+    from protocol.studies.corrupted import (
+        armed, check_transport, corrupt_clients, corrupt_from_transport, records_since,
+    )
+    from protocol.studies.runners.quantiles import aim_cell
+
+    who = corrupt_clients(corrupt)
+    tr, name = _transport(transport, seed, committee_input, min_valid_fraction)
+    who = corrupt_from_transport(tr, who)
+    check_transport(who, tr, name)
     rec = _Recording(tr)
     t0 = time.perf_counter()
+    aimed = None
     try:
         enc = AlphaAdicEncoder(float(lo), float(hi), alpha, levels)
+        if who is not None:
+            aimed = aim_cell(who, enc, v)
         params = TrieHHPPParams(int(v.size), float(sol.m), sol.theta, levels,
                                 task="quantiles")
         sr, trng = spawn_rngs(seed)
-        with _showing(progress, levels, "TrieHH++ levels", tr) as shown:
+        with armed(tr, None if aimed is None else aimed.clients) as start, \
+                _showing(progress, levels, "TrieHH++ levels", tr) as shown:
             res = run_triehhpp(enc.unit_matrix(v), enc.alpha, enc.unit_labels, params, rec,
                                sr, trng, progress=shown)
+            records = records_since(tr, start)
         sketch = QuantileSketch(res, enc)
         answers = sketch.quantiles(wanted)
     except (QuantileError, TrieHHPPError, ValueError) as exc:
@@ -1378,4 +1500,7 @@ def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: 
                                        for a in answers),
         error_bound=float(sketch.error_bound), guarantee=sol.guarantee,
         parameters={"theta": int(sol.theta), "m": float(sol.m), "rate": float(sol.rate)},
-        rounds=rounds, costs=costs, views=tuple(rec.views), sketch=sketch)
+        rounds=rounds, costs=costs, views=tuple(rec.views), sketch=sketch,
+        input={} if aimed is None else {"corrupt_target": aimed.input_note()},
+        corrupted=None if aimed is None else runner.corrupted_section(
+            aimed, records, [e.label for e in res.node_estimates()]))

@@ -151,6 +151,11 @@ RULES: dict[str, Rule] = {
     "batch_seconds": _SECONDS, "timeout": _SECONDS,
     "round": _count(0, 2**31), "shuffle_round": _count(0, 2**31),
     "kill": _count(0, 4096), "kill_round": _count(1, 64), "stall": _count(0, MAX_USERS),
+    "min_valid_fraction": Rule(lo=0.0, hi=1.0),
+    # corrupted clients of a simulation (protocol.core.corruption)
+    "corrupt_clients": _count(1, MAX_USERS),
+    "corrupt_share": Rule(lo=0.0, hi=1.0, lo_open=True),
+    "corrupt_seed": _count(0, 2**62),
 }
 
 #: an integer parameter without a rule of its own

@@ -42,7 +42,7 @@ OUTPUT_PATHS = {"out", "server_view"}
 #: options holding a comma-separated list or an expression (bad: text, NaN, negative,
 #: empty)
 LISTS = {"epsilons", "Ts", "quantiles", "ids", "stall", "extension", "bound", "fault",
-         "kill_at"}
+         "kill_at", "corrupt_users"}
 LIST_BAD = ("", "abc", "nan", "-1")
 #: ``--alphabet`` is any set of characters; only the empty one is bad (and any one
 #: with an embedded dataset, which has its own)

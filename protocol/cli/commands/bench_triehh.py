@@ -24,7 +24,7 @@ def register(cli) -> None:  # noqa: ANN001
     p = cli.subcommand("bench", "triehh", "benchmark one whole TrieHH run", run,
                        description="One TrieHH run with timing, memory and (over secure "
                        "aggregation) the per-primitive CPU profile.")
-    add_triehh_args(p)
+    add_triehh_args(p, corrupt=False)
     p.add_argument("--bare-sample", type=int, default=2000, dest="bare_sample",
                    help="operations per primitive replayed bare (0: all)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

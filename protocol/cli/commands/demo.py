@@ -20,9 +20,12 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--epsilon", type=float, default=4.0, help="target epsilon (default 4)")
     p.add_argument("--seed", type=int, default=None,
                    help="simulation seed (default: drawn from the OS and printed)")
-    from protocol.cli.transport_options import add_threat_arg
+    from protocol.cli.transport_options import add_committee_args, add_corrupt_args, \
+        add_threat_arg
 
     add_threat_arg(p, default="malicious")
+    add_committee_args(p)
+    add_corrupt_args(p)
     from protocol.cli.args import add_quiet_arg
 
     add_quiet_arg(p)
@@ -37,26 +40,50 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.output import print_triehh, progress_bar, say
     from protocol.studies.runners.demo import run_demo
 
+    from protocol.cli.transport_options import corrupt_from_args
+
     if args.users < 100:
         raise UsageError("--users must be at least 100")
+    semi = args.threat == "semi-honest"
+    if semi and args.committee_input == "reports":
+        raise UsageError("--committee-input reports needs --threat malicious: the "
+                         "semi-honest committee takes a secure-aggregation sum")
+    validated = not semi and args.committee_input != "secagg"
+    if args.min_valid_fraction is not None and not validated:
+        raise UsageError("--min-valid-fraction applies to the committee's validated reports "
+                         "(--committee-input reports, --threat malicious)")
+    corrupt = corrupt_from_args(args, "threshold", {
+        "threat": args.threat, "committee_input": "reports" if validated else "secagg"})
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     w = sys.stdout.write
-    w(f"fedhh demo (seed {seed}): TrieHH over SecAgg+ secure aggregation ({args.threat} "
-      f"server) into a thresholding committee (server + 2 helpers), {args.users:,} "
-      f"simulated users holding English words\n\n")
+    if validated:
+        how = ("validated reports (each device's vote secret-shared among the server and 2 "
+               "helpers, checked one-hot-or-zero on the shares) into a thresholding "
+               "committee")
+    else:
+        how = (f"SecAgg+ secure aggregation ({args.threat} server) into a thresholding "
+               "committee (server + 2 helpers)")
+    w(f"fedhh demo (seed {seed}): TrieHH over {how}, {args.users:,} simulated users "
+      f"holding English words\n\n")
     res = run_demo(args.users, args.epsilon, seed,
                    progress_bar(10, "TrieHH rounds", enabled=not args.quiet),
-                   threat=args.threat, say=say(not args.quiet))
+                   threat=args.threat, say=say(not args.quiet),
+                   committee_input=args.committee_input,
+                   min_valid_fraction=args.min_valid_fraction, corrupt=corrupt)
     print_triehh(res["threshold"], show=20)
     w("\nwhat each party learned (from the recorded views):\n")
     for line in res["learned"]:
         w(f"  {line}\n")
-    w(textwrap.fill("secure aggregation: " + res["guarantee"], 88, initial_indent="  ",
+    label = "validated reports: " if res["input"] == "reports" else "secure aggregation: "
+    w(textwrap.fill(label + res["guarantee"], 88, initial_indent="  ",
                     subsequent_indent="    ") + "\n")
-    w(f"  check: a plaintext trusted aggregator asking the same sampled users releases "
+    reference = ("the honest clients' votes alone (a plaintext trusted aggregator asking "
+                 "the same sampled users, the corrupted ones abstaining)" if corrupt
+                 else "a plaintext trusted aggregator asking the same sampled users")
+    w(f"  check: {reference} releases "
       f"{'the same' if res['same'] else 'a DIFFERENT'} trie "
       f"({res['plain_heavy_hitters']} heavy hitters, {res['plain_prefixes']} prefixes)\n")
-    if not res["same"]:
+    if not res["same"] and corrupt is None:
         print("fedhh demo: the committee's release differs from the plaintext "
               "reference", file=sys.stderr)
         return 1

@@ -72,5 +72,10 @@ def run(args: argparse.Namespace) -> int:
     w(f"{'K':>5} {'precision@K':>12} {'recall@K':>9} {'F1@K':>6}   (mean over runs)\n")
     for a in summary["at_k"]:
         w(f"{a['k']:>5} {a['precision']:>12.3f} {a['recall']:>9.3f} {a['f1']:>6.3f}\n")
+    from protocol.cli.output import corrupt_target_line, print_corrupted
+
+    if summary.get("corrupted"):
+        w(corrupt_target_line(summary.get("input")) + "\n")
+        print_corrupted(summary["corrupted"])
     w(f"wrote {summary['out']}/discovery.csv, metrics.csv, summary.json, discovery.png, recall.png\n")
     return 0

@@ -37,6 +37,14 @@ def register(cli) -> None:  # noqa: ANN001
                    help="points r in [lo, hi] for the range-query error summary (default 2001)")
     p.add_argument("--seed", type=int, default=None,
                    help="mechanism seed (default: fresh OS randomness)")
+    from protocol.cli.transport_options import (
+        add_committee_args, add_corrupt_args, add_transport_args,
+    )
+
+    add_transport_args(p, help="how each level's votes are aggregated (default plain; any "
+                               "transport that takes votes gives the same release)")
+    add_committee_args(p)
+    add_corrupt_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     from protocol.cli.args import add_quiet_arg
 
@@ -50,12 +58,17 @@ def run(args: argparse.Namespace) -> int:
     from protocol.studies.runners.quantiles import QuantileOptions
     from protocol.studies.runners.quantiles import run as run_quantiles
 
+    from protocol.cli.output import print_corrupted, print_input
+    from protocol.cli.transport_options import transport_from_args
+
     try:
         qs = tuple(float(x) for x in args.quantiles.split(",") if x.strip())
     except ValueError:
         raise UsageError("--quantiles must be comma-separated numbers") from None
+    transport = transport_from_args(args)  # refuse bad options before loading data
     out = run_quantiles(options_from(QuantileOptions, args, quantiles=qs),
-                        progress_bar(args.max_length, "TrieHH++ levels", enabled=not (args.json or args.quiet)))
+                        progress_bar(args.max_length, "TrieHH++ levels", enabled=not (args.json or args.quiet)),
+                        transport=transport)
     if args.json:
         print_json(out)
         return 0
@@ -63,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
     lo, hi = out["range"]
     g = out["privacy"]
     w(f"quantiles from TrieHH++ on {out['source']}: n = {out['n']:,}, range [{lo:g}, {hi:g}], "
-      f"alpha = {args.alpha}, L = {args.max_length}\n")
+      f"alpha = {args.alpha}, L = {args.max_length}, transport {out['transport']}\n")
+    sys.stdout.flush()
+    print_input(out.get("input"))
     w(f"privacy: ({g['epsilon']:.4f}, {g['delta']:.3g})-DP, {g['theorem']}\n")
     w(f"m = {out['m']:,} per level, theta = {out['theta']}, {out['trie_nodes']} released nodes; "
       f"rank error bound L(alpha-1)theta/m = {out['error_bound']:.4g}\n")
@@ -80,4 +95,5 @@ def run(args: argparse.Namespace) -> int:
     w(f"\nrange queries [lo, r] at {e['points']} points r: |rank error| median "
       f"{e['median']:.4f}, 95th percentile {e['p95']:.4f}, max {e['max']:.4f}; "
       f"{100 * e['fraction_within_bound']:.1f}% within the bound\n")
+    print_corrupted(out.get("corrupted"), "level")
     return 0

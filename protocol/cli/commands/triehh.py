@@ -25,7 +25,7 @@ def register(cli) -> None:  # noqa: ANN001
                     description="Run TrieHH: sampled users vote on prefix extensions; "
                     "prefixes with at least theta votes grow the trie. theta and gamma "
                     "come from Corollary 1 for the target (epsilon, delta).")
-    add_triehh_args(p)
+    add_triehh_args(p, committee=False)
     p.add_argument("--show", type=int, default=30,
                    help="heavy hitters to list in the human-readable output (default 30)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -33,6 +33,11 @@ def register(cli) -> None:  # noqa: ANN001
 
     add_quiet_arg(p)
     add_network_server_args(p)
+    from protocol.cli.transport_options import add_committee_args
+
+    # --committee-input comes with the network options (the same for a job); this
+    # adds --min-valid-fraction, which only the simulation takes
+    add_committee_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,6 +47,16 @@ def run(args: argparse.Namespace) -> int:
     from protocol.studies.runners import triehh
 
     if args.network is not None:
+        from protocol.cli import UsageError
+        from protocol.cli.transport_options import CORRUPT_FLAGS
+
+        given = [f for d, f in CORRUPT_FLAGS.items() if getattr(args, d, None) is not None]
+        if given:
+            raise UsageError(f"{given[0]} simulates corrupted clients; over --network the "
+                             "devices vote themselves")
+        if args.min_valid_fraction is not None:
+            raise UsageError("--min-valid-fraction applies to a simulated committee, not "
+                             "to --network")
         return _run_network(args)
     transport = transport_from_args(args)  # refuse bad options before loading data
     opts = options_from(triehh.TrieHHOptions, args)

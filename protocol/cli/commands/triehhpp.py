@@ -29,6 +29,10 @@ def register(cli) -> None:  # noqa: ANN001
 
     add_privacy_args(p)
     add_transport_args(p)
+    from protocol.cli.transport_options import add_committee_args, add_corrupt_args
+
+    add_committee_args(p)
+    add_corrupt_args(p)
     p.add_argument("--flat", action="store_true",
                    help="one thresholded round over a public candidate list, no trie "
                    "(Remark after Lemma 3); embedded datasets use their public vocabulary")
@@ -99,4 +103,7 @@ def _print_human(out: dict[str, Any], show: int) -> None:
     w(f"{'K':>5} {'precision@K':>12} {'recall@K':>9}\n")
     for m in out["at_k"]:
         w(f"{m['k']:>5} {m['precision']:>12.3f} {m['recall']:>9.3f}\n")
+    from protocol.cli.output import print_corrupted
+
+    print_corrupted(out.get("corrupted"), "level")
     w(f"time: load {out['seconds']['load']:.2f} s, run {out['seconds']['run']:.2f} s\n")

@@ -403,8 +403,8 @@ def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
     views["server"]["bytes"] = {"devices_to_server": bytes_devices,
                                 "server_to_helpers": bytes_relay,
                                 "between_members": bytes_members + int(sum(out.bytes_sent))}
-    cost = Cost(cpu, bytes_up=bytes_devices + bytes_relay + bytes_members
-                + int(sum(out.bytes_sent)), bytes_down=0)
+    cost = Cost(cpu, bytes_up=bytes_devices, bytes_down=0,
+                bytes_members=bytes_relay + bytes_members + int(sum(out.bytes_sent)))
     if corrupt is not None:
         bad_users = {int(u) for u in users[corrupted]}
         bad_drops = _reasons_of(members, bad_users)

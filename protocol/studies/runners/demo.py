@@ -16,10 +16,21 @@ totals (:attr:`secagg.params.SecAggParams.min_honest`), which the demo prints. O
 the committee the server unmasks only the blinded totals; the guarantee bounds which
 subsets a total can cover.
 
-"What each party learned" is computed from each round's ``RoundResult.views`` (the
-server's secure-aggregation and committee views, each helper's share and committee view,
-the clients' aborts), summarised round by round as the run goes (:class:`ViewRecorder`),
-never from fixed text.
+Under the malicious model the committee's input is, by default, each device's
+validated report (``committee_input="reports"``): its vote split into three shares,
+the helpers' parts encrypted to them, checked one-hot-or-zero on the shares, invalid
+reports dropped by name; ``committee_input="secagg"`` feeds the committee the blinded
+sum of a secure-aggregation session instead (no client input is checked).
+
+"What each party learned" is computed from each round's ``RoundResult.views`` (each
+member's intake of the reports -- received, valid, dropped by reason -- or, over
+secure aggregation, the server's masked inputs and blinded sum; the committee's
+opened bits and counts; the clients' drops or aborts), summarised round by round as
+the run goes (:class:`ViewRecorder`), never from fixed text.
+
+With corrupted clients (``corrupt``) the plaintext check reruns the same samples with
+those clients abstaining: plain TrieHH over the honest clients' votes
+(:func:`protocol.studies.runners.triehh.run_corrupted`).
 """
 from __future__ import annotations
 
@@ -48,8 +59,10 @@ class ViewRecorder(SamplesThroughInner, Transport):
 
     The summary per committee member: rounds, candidates compared, pass bits opened
     (and how many passed), counts opened and the smallest of them (never below theta
-    in a correct run), messages received; the server also masked inputs received and
-    the size of the blinded sums; clients: aborts.
+    in a correct run), messages received; over validated reports the reports it took,
+    how many were valid and those dropped by reason (and the accusations it made);
+    over secure aggregation the server's masked inputs and the size of the blinded
+    sums; clients: the reports dropped by reason (validated reports) or the aborts.
     """
 
     def __init__(self, inner: Transport) -> None:
@@ -77,10 +90,31 @@ class ViewRecorder(SamplesThroughInner, Transport):
     def _fold(self, party: str, view: dict[str, Any]) -> None:
         s = self.parties.setdefault(party, {"rounds": 0})
         s["rounds"] += 1
+        if party == "corrupted":
+            return
         if party == "clients":
             s["aborted"] = s.get("aborted", 0) + len(view.get("aborted", {}))
+            if "sampled" in view:  # validated reports
+                s["sampled"] = s.get("sampled", 0) + int(view["sampled"])
+                s["valid"] = s.get("valid", 0) + int(view["valid"])
+                drops = s.setdefault("dropped", {})
+                for reason, k in (view.get("dropped") or {}).items():
+                    drops[reason] = drops.get(reason, 0) + int(k)
             return
-        if party == "server":
+        intake = view.get("intake")
+        if intake is not None:
+            s["input"] = "reports"
+            s["reports"] = s.get("reports", 0) + int(intake.get("reports", 0))
+            s["valid"] = s.get("valid", 0) + int(intake.get("valid", 0))
+            drops = s.setdefault("dropped", {})
+            for _user, reason, _accuser in intake.get("dropped", ()):
+                drops[reason] = drops.get(reason, 0) + 1
+            own = MEMBER_INDEX.get(party)
+            if own is not None:
+                s["accusations"] = (s.get("accusations", 0)
+                                    + int((intake.get("accusations") or {}).get(own, 0)))
+        elif party == "server":
+            s["input"] = "secagg"
             s["masked_inputs"] = (s.get("masked_inputs", 0)
                                   + len(view.get("masked_input_digests", {})))
             if "blinded_sum" in view:
@@ -102,6 +136,16 @@ class ViewRecorder(SamplesThroughInner, Transport):
             s.setdefault("counts_opened", 0)
 
 
+#: committee members by name -> their index in the intake's accusation counts
+MEMBER_INDEX = {"server": 0, "helper1": 1, "helper2": 2}
+
+
+def _drops(drops: dict[str, int] | None) -> str:
+    if not drops:
+        return "none dropped"
+    return "dropped: " + ", ".join(f"{k:,} {reason}" for reason, k in sorted(drops.items()))
+
+
 def learned_lines(parties: dict[str, dict[str, Any]], thetas: set[int]) -> list[str]:
     """One line per party from a :class:`ViewRecorder` summary."""
     theta = min(thetas) if thetas else None
@@ -111,7 +155,15 @@ def learned_lines(parties: dict[str, dict[str, Any]], thetas: set[int]) -> list[
         if s is None:
             continue
         parts = []
-        if name == "server":
+        if s.get("input") == "reports":
+            what = ("reports received (each device's vote in three shares, the helpers' "
+                    "parts encrypted to them; it opens none)" if name == "server" else
+                    "reports relayed to it, its share of each decrypted from its own part")
+            parts.append(f"{s.get('reports', 0):,} {what}, {s.get('valid', 0):,} valid, "
+                         f"{_drops(s.get('dropped'))}"
+                         + (f", {s['accusations']:,} accused by it"
+                            if s.get("accusations") else ""))
+        elif name == "server":
             parts.append(f"{s.get('masked_inputs', 0):,} masked inputs and "
                          f"{s.get('blinded_sum_entries', 0):,} blinded sum entries "
                          "(uniform: the helpers' vectors are added)")
@@ -131,29 +183,44 @@ def learned_lines(parties: dict[str, dict[str, Any]], thetas: set[int]) -> list[
     lines.append(f"below theta ({theta}): "
                  + ("a count was opened" if below else "no view holds a count"))
     if "clients" in parties:
-        lines.append(f"clients: {parties['clients'].get('aborted', 0)} aborts")
+        c = parties["clients"]
+        if "sampled" in c:
+            lines.append(f"clients: {c['sampled']:,} sampled over {c['rounds']} rounds, "
+                         f"{c['valid']:,} valid reports counted, {_drops(c.get('dropped'))}")
+        else:
+            lines.append(f"clients: {c.get('aborted', 0)} aborts")
     return lines
 
 
 def run_demo(users: int, epsilon: float, seed: int, progress=None,  # noqa: ANN001
              threat: str = "malicious",
-             say: Callable[[str], None] | None = None) -> dict[str, Any]:
+             say: Callable[[str], None] | None = None,
+             committee_input: str | None = None,
+             min_valid_fraction: float | None = None,
+             corrupt: Any = None) -> dict[str, Any]:
     """Run TrieHH over the threshold transport and over plaintext with the same ``seed``.
 
     Returns ``{"threshold": summary of the committee run (with seconds), "learned":
     lines per party from the recorded views, "views": the per-party summary,
     "plain_heavy_hitters", "plain_prefixes", "same": whether both released the same
-    trie, "threat", "guarantee": what the threat model lets the server learn (text)}``.
+    trie, "threat", "input": the committee's input (``reports`` or ``secagg``),
+    "guarantee": what the committee's input lets a member learn (text)}``; with
+    ``corrupt`` (corrupted clients, as :func:`protocol.studies.runners.triehh.run`)
+    the plaintext run is the honest clients' votes alone and the committee run's
+    summary has a ``corrupted`` section.
 
     ``say`` receives a one-line estimate before a run predicted to take more than a
     minute (:func:`protocol.studies.runners.triehh.estimate_seconds`).
 
     Raises:
-        StudyError: fewer than 100 users, an unknown threat model, or as the TrieHH
-            runner.
+        StudyError: fewer than 100 users, an unknown threat model, a committee input
+            the threat model does not take, or as the TrieHH runner.
     """
+    from protocol.studies.corrupted import corrupt_clients
+
     if users < 100:
         raise StudyError("--users must be at least 100")
+    c = corrupt_clients(corrupt)
     opts = TrieHHOptions(users=users, epsilon=epsilon, transport=DEMO_TRANSPORT, seed=seed)
     t0 = time.perf_counter()
     prep, rng = prepare(opts)
@@ -164,8 +231,20 @@ def run_demo(users: int, epsilon: float, seed: int, progress=None,  # noqa: ANN0
         raise StudyError(f"unknown threat model {threat!r} (expected one of {THREATS})")
     from protocol.core.transports import get_transport
 
-    recorder = ViewRecorder(get_transport(DEMO_TRANSPORT, simulate=False,
-                                          malicious=threat == "malicious"))
+    extra: dict[str, Any] = {}
+    if committee_input is not None:
+        extra["committee_input"] = committee_input
+    if min_valid_fraction is not None:
+        extra["min_valid_fraction"] = min_valid_fraction
+    try:
+        inner = get_transport(DEMO_TRANSPORT, simulate=False,
+                              malicious=threat == "malicious", **extra)
+    except (ValueError, TypeError) as exc:
+        raise StudyError(f"transport {DEMO_TRANSPORT!r}: {exc}") from None
+    recorder = ViewRecorder(inner)
+    from protocol.studies.runners.triehh import aim
+
+    aimed = aim(prep, c, recorder)
     if say is not None:
         from protocol.studies.runners.triehh import _m, cpu_phrase, estimate_seconds
 
@@ -178,22 +257,51 @@ def run_demo(users: int, epsilon: float, seed: int, progress=None,  # noqa: ANN0
     # (protocol.studies.progress.RunProgress), when the caller's progress shows them
     if hasattr(recorder.inner, "client_progress") and hasattr(progress, "client"):
         recorder.inner.client_progress = progress.client
-    secure = run_once(prep, recorder, rng, progress)
+    if aimed is None:
+        secure = run_once(prep, recorder, rng, progress)
+    else:
+        from protocol.studies.runners.triehh import run_corrupted
+
+        # the plaintext run of the same samples with the corrupted clients abstaining
+        secure, corrupted = run_corrupted(prep, recorder, rng, aimed, progress)
     t2 = time.perf_counter()
     out = summarize(prep, secure)
     out["seconds"] = {"load": round(t1 - t0, 3), "run": round(t2 - t1, 3),
                       "total": round(t2 - t0, 3)}
-    # the committee drew each round's sample from OS randomness (its beacon): the
-    # plaintext rerun asks the same users
-    from protocol.core.transports.plain import PlainTransport
+    if aimed is None:
+        # the committee drew each round's sample from OS randomness (its beacon): the
+        # plaintext rerun asks the same users
+        from protocol.core.transports.plain import PlainTransport
 
-    plain = run_once(prep, PlainTransport(samples=recorder.samples), rng_plain)
-    same = (set(plain.heavy_hitters) == set(secure.heavy_hitters)
-            and set(plain.prefixes) == set(secure.prefixes))
+        plain = run_once(prep, PlainTransport(samples=recorder.samples), rng_plain)
+        same = (set(plain.heavy_hitters) == set(secure.heavy_hitters)
+                and set(plain.prefixes) == set(secure.prefixes))
+        plain_hh, plain_prefixes = len(plain.heavy_hitters), len(plain.prefixes)
+    else:
+        out["input"]["corrupt_target"] = aimed.input_note()
+        out["corrupted"] = corrupted
+        same = bool(corrupted["release_equals_honest"])
+        plain_hh = len(corrupted["honest_heavy_hitters"])
+        plain_prefixes = int(corrupted["honest_frequent_prefixes"])
+    validated = bool(getattr(inner, "validates", False))
     return {"threshold": out, "learned": learned_lines(recorder.parties, recorder.thetas),
-            "views": recorder.parties, "plain_heavy_hitters": len(plain.heavy_hitters),
-            "plain_prefixes": len(plain.prefixes), "same": same, "threat": threat,
-            "guarantee": server_guarantee(threat, secure.m)}
+            "views": recorder.parties, "plain_heavy_hitters": plain_hh,
+            "plain_prefixes": plain_prefixes, "same": same, "threat": threat,
+            "input": "reports" if validated else "secagg",
+            "guarantee": reports_guarantee(recorder.parties) if validated
+            else server_guarantee(threat, secure.m)}
+
+
+def reports_guarantee(parties: dict[str, dict[str, Any]]) -> str:
+    """What the validated reports let one committee member learn (one sentence, printed
+    by the demo), with the drops the run's views hold."""
+    clients = parties.get("clients", {})
+    return ("each device's vote reached the committee as three shares, each member "
+            "holding two, which together are uniform: no single member (the server or a "
+            "helper) holds a vote or a count below theta; the members checked every "
+            "report (signed by its device, bound to the round, one-hot-or-zero on the "
+            "shares) and counted only the valid ones ("
+            + _drops(clients.get("dropped")) + "), even if one member deviates")
 
 
 def server_guarantee(threat: str, m: int) -> str:

@@ -43,6 +43,7 @@ class QuantileOptions(PrivacyTarget):
     quantiles: Sequence[float] = (0.1, 0.25, 0.5, 0.75, 0.9)
     grid: int = 2001
     seed: int | None = None
+    transport: str = "plain"
 
 
 def synthetic_sessions(n: int) -> np.ndarray:
@@ -83,19 +84,32 @@ def load_values(opts: QuantileOptions) -> tuple[np.ndarray, float, float, str]:
 
 
 def run(opts: QuantileOptions,
-        progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None) -> dict[str, Any]:
-    """Release the TrieHH++ trie over the plaintext transport, answer the quantiles and
-    the range queries at ``grid`` points, and compare with the truth.
+        progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
+        transport: Any = None, corrupt: Any = None) -> dict[str, Any]:
+    """Release the TrieHH++ trie over ``transport`` (default the plaintext one), answer
+    the quantiles and the range queries at ``grid`` points, and compare with the truth.
+    ``corrupt``: corrupted clients (as :func:`protocol.studies.runners.triehhpp.run`;
+    their target is a cell of ``L`` base-``alpha`` digits, by default the lowest cell
+    no value falls in): the summary then has a ``corrupted`` section and
+    ``input["corrupt_target"]``.
 
     Raises:
-        StudyError: bad quantiles, grid, values, range, target, or an aborted round.
+        StudyError: bad quantiles, grid, values, range, target, corrupted clients the
+            transport cannot simulate, or an aborted round.
     """
     from mechanisms.quantiles import AlphaAdicEncoder, QuantileError, QuantileSketch
     from mechanisms.triehhpp import TrieHHPPParams, run_triehhpp, spawn_rngs
     from protocol.core.contract import AggregationAborted
     from protocol.core.transports.plain import PlainTransport
+    from protocol.studies.corrupted import (
+        armed, check_transport, corrupt_from_transport, records_since,
+    )
+    from protocol.studies.runners.triehhpp import corrupted_section
 
     t0 = time.perf_counter()
+    transport = PlainTransport() if transport is None else transport
+    c = corrupt_from_transport(transport, corrupt)
+    check_transport(c, transport, opts.transport)
     qs = list(opts.quantiles)
     if not qs or any(not 0 <= q <= 1 for q in qs):
         raise StudyError("--quantiles must be in [0, 1]")
@@ -111,13 +125,16 @@ def run(opts: QuantileOptions,
     params = TrieHHPPParams(n, float(sol.m), sol.theta, opts.max_length, c=opts.slack,
                             task="quantiles")
     um = enc.unit_matrix(values)
+    aimed = None if c is None else aim_cell(c, enc, values)
     sr, tr = spawn_rngs(opts.seed)
     t1 = time.perf_counter()
-    try:
-        res = run_triehhpp(um, enc.alpha, enc.unit_labels, params, PlainTransport(), sr, tr,
-                           progress=progress)
-    except AggregationAborted as exc:
-        raise StudyError(f"a round aborted: {exc}") from None
+    with armed(transport, None if aimed is None else aimed.clients) as start:
+        try:
+            res = run_triehhpp(um, enc.alpha, enc.unit_labels, params, transport, sr, tr,
+                               progress=progress)
+        except AggregationAborted as exc:
+            raise StudyError(f"a round aborted: {exc}") from None
+        records = records_since(transport, start)
     sketch = QuantileSketch(res, enc)
     answers = sketch.quantiles(qs)
     t2 = time.perf_counter()
@@ -131,8 +148,14 @@ def run(opts: QuantileOptions,
                      "true_rank_of_estimate": true_rank, "rank_error": true_rank - a.q,
                      "error_bound": a.error_bound})
     g = sol.guarantee
+    extra: dict[str, Any] = {}
+    if aimed is not None:
+        extra["input"] = {"corrupt_target": aimed.input_note()}
+        extra["corrupted"] = corrupted_section(
+            aimed, records, [e.label for e in res.node_estimates()])
     return {
-        "source": source, "n": n, "range": [lo, hi], "alpha": opts.alpha, "L": opts.max_length,
+        "source": source, "n": n, "transport": opts.transport, "range": [lo, hi],
+        "alpha": opts.alpha, "L": opts.max_length, **extra,
         "privacy": g.as_dict(), "m": sol.m, "theta": sol.theta,
         "contacted": params.plan().contacted,
         "error_bound": sketch.error_bound,
@@ -147,3 +170,33 @@ def run(opts: QuantileOptions,
         },
         "seconds": {"load": round(t1 - t0, 3), "run_and_query": round(t2 - t1, 3)},
     }
+
+
+def aim_cell(c: Any, enc: Any, values: np.ndarray):  # noqa: ANN201
+    """The corrupted clients aimed at a cell: its ``L``-digit label (a shorter given
+    label aims at that prefix). Without a target: the lowest cell no value falls in.
+
+    Raises:
+        StudyError: a target that is not a string of at most ``L`` of the digits, or
+            corrupted users outside the population.
+    """
+    import dataclasses
+
+    from protocol.studies.corrupted import Aim, check_users
+
+    check_users(c, int(values.size))
+    digits, L = enc.unit_labels, enc.max_levels
+    if c.target is not None:
+        if len(c.target) > L or set(c.target) - set(digits):
+            raise StudyError(f"--corrupt-target {c.target!r}: a quantile cell is at most "
+                             f"L = {L} base-{enc.alpha} digits ({''.join(digits)})")
+        return Aim(c, c.target, False, "given")
+    held = np.unique(enc.leaf_cells(values))
+    gaps = np.flatnonzero(held != np.arange(held.size, dtype=held.dtype))
+    cell = int(gaps[0]) if gaps.size else int(held.size)
+    if cell >= enc.cells:
+        raise StudyError("every value cell is held: give --corrupt-target")
+    label = "".join(digits[(cell // enc.alpha ** (L - 1 - i)) % enc.alpha] for i in range(L))
+    a, b = enc.cell_interval(L, cell)
+    return Aim(dataclasses.replace(c, target=label), label, True,
+               f"the default: the lowest cell no value falls in, [{a:.6g}, {b:.6g})")

@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from protocol.core.contract import Transport
+from protocol.core.contract import SamplesThroughInner, Transport
 from protocol.studies.errors import StudyError
 
 __all__ = ["KS", "TrieHHOptions", "plain_options", "Prepared", "prepare", "run_once", "summarize", "run",
-           "benchmark", "parameters"]
+           "benchmark", "parameters", "aim", "run_corrupted", "SampleLog"]
 
 KS = (10, 50, 100)
 Progress = Callable[[Iterable[Any]], Iterable[Any]]
@@ -206,11 +206,13 @@ def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
             {"round": r.round, "candidates": r.candidates, "sampled": r.sampled,
              "released": r.released, "seconds": round(r.seconds, 6),
              "cpu_seconds": {k: round(v, 6) for k, v in r.cost.cpu_seconds.items()},
-             "bytes_up": r.cost.bytes_up, "bytes_down": r.cost.bytes_down}
+             "bytes_up": r.cost.bytes_up, "bytes_down": r.cost.bytes_down,
+             **({"bytes_members": r.cost.bytes_members} if r.cost.bytes_members else {})}
             for r in result.rounds
         ],
         "total_bytes_up": total.bytes_up,
         "total_bytes_down": total.bytes_down,
+        **({"total_bytes_members": total.bytes_members} if total.bytes_members else {}),
         "heavy_hitters": discovered,
         "frequent_prefixes": len(result.prefixes),
         "precision": precision(hh, words_in_pop),
@@ -247,21 +249,103 @@ def _with_guarantee(g, legacy: dict[str, Any]) -> dict[str, Any]:  # noqa: ANN00
     return g.to_json(legacy) if g is not None else legacy
 
 
+class SampleLog(SamplesThroughInner, Transport):
+    """Delegates every round to ``inner`` and keeps each round's sample (drawn through
+    the inner transport: over a committee, its beacon) in ``samples``."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        for attr in ("name", "kinds", "anonymous_reports"):
+            if hasattr(inner, attr):
+                setattr(self, attr, getattr(inner, attr))
+        self.samples: dict[tuple[str, int], Any] = {}
+
+    def run_round(self, spec, contributions, rng):  # noqa: ANN001, ANN201
+        return self.inner.run_round(spec, contributions, rng)
+
+
+def aim(prep: Prepared, corrupt: Any, transport: Transport):  # noqa: ANN201
+    """The corrupted clients of a run aimed at their target word
+    (:func:`protocol.studies.corrupted.aim_word`: without one, a word nobody in the
+    population holds), or ``None`` without corrupted clients.
+
+    Raises:
+        StudyError: clients the transport cannot simulate, users outside the
+            population, a target outside the alphabet.
+    """
+    from protocol.studies.corrupted import aim_word, check_transport
+
+    if corrupt is None:
+        return None
+    check_transport(corrupt, transport, prep.transport_name)
+    chars = int(prep.config.max_levels) * prep.alphabet.unit_size
+    return aim_word(corrupt, prep.population.vocabulary, prep.alphabet.symbols, chars,
+                    prep.alphabet.eos, prep.n)
+
+
+def run_corrupted(prep: Prepared, transport: Transport, rng, aimed,  # noqa: ANN001, ANN201
+                  progress: Progress | None = None,
+                  client_progress: ClientProgress | None = None):
+    """One TrieHH run with the corrupted clients ``aimed`` (:func:`aim`), then the same
+    run over the plaintext transport on the same samples with the same clients
+    abstaining (plain TrieHH over the honest clients' votes); returns ``(result,
+    corrupted section)`` (:func:`protocol.studies.corrupted.section` with the
+    whole-run comparison).
+
+    Raises:
+        StudyError: as :func:`run_once`.
+    """
+    import copy
+    import dataclasses
+
+    from protocol.core.transports.plain import PlainTransport
+    from protocol.studies.corrupted import armed, compare_release, inner, records_since, section
+
+    rng_honest = copy.deepcopy(rng)
+    t = inner(transport)
+    if client_progress is not None and hasattr(t, "client_progress"):
+        t.client_progress = client_progress
+    log = SampleLog(transport)
+    with armed(transport, aimed.clients) as start:
+        result = run_once(prep, log, rng, progress)
+        records = records_since(transport, start)
+    out = section(aimed, records)
+    # a committee that drew its samples from the OS (no --seed): ask the same users;
+    # seeded, every transport samples what plain samples
+    samples = None if getattr(t, "simulate", True) else log.samples
+    plain = PlainTransport(samples=samples)
+    plain.corrupt = dataclasses.replace(aimed.clients, strategy="abstain")
+    honest = run_once(prep, plain, rng_honest)
+    compare_release(out, aimed.word, result.heavy_hitters, result.prefixes,
+                    honest.heavy_hitters, honest.prefixes)
+    return result, out
+
+
 def run(opts: TrieHHOptions, transport: Transport,
         progress: Progress | None = None,
         client_progress: ClientProgress | None = None,
         say: Callable[[str], None] | None = None,
-        prepared: tuple[Prepared, Any] | None = None) -> dict[str, Any]:
+        prepared: tuple[Prepared, Any] | None = None,
+        corrupt: Any = None) -> dict[str, Any]:
     """Prepare, run and summarise one TrieHH run, with ``seconds`` of load and run.
     ``say`` receives a one-line estimate before a run predicted (by
     :func:`estimate_seconds`) to take more than a minute. ``prepared``: the result of
-    :func:`prepare` for ``opts``, when the caller needed it first.
+    :func:`prepare` for ``opts``, when the caller needed it first. ``corrupt``: the
+    corrupted clients (a :class:`~protocol.core.corruption.CorruptClients` or the short
+    dict of :func:`protocol.studies.corrupted.corrupt_clients`; default: those set on
+    the transport): the summary then has a ``corrupted`` section
+    (:func:`run_corrupted`) and ``input["corrupt_target"]``.
 
     Raises:
-        StudyError: as :func:`prepare` and :func:`run_once`.
+        StudyError: as :func:`prepare` and :func:`run_once`, or corrupted clients the
+            transport cannot simulate.
     """
+    from protocol.studies.corrupted import corrupt_from_transport
+
     t0 = time.perf_counter()
+    c = corrupt_from_transport(transport, corrupt)
     prep, rng = prepared if prepared is not None else prepare(opts)
+    aimed = aim(prep, c, transport)
     if say is not None:
         predicted = estimate_seconds(prep, transport)
         if predicted is not None and predicted > 60:
@@ -270,9 +354,16 @@ def run(opts: TrieHHOptions, transport: Transport,
                 f"measured {predicted / (_m(prep) * prep.config.max_levels) * 1e3:.1f} ms of "
                 "CPU per client per round)")
     t1 = time.perf_counter()
-    result = run_once(prep, transport, rng, progress, client_progress)
+    if aimed is None:
+        result = run_once(prep, transport, rng, progress, client_progress)
+    else:
+        result, corrupted = run_corrupted(prep, transport, rng, aimed, progress,
+                                          client_progress)
     t2 = time.perf_counter()
     out = summarize(prep, result)
+    if aimed is not None:
+        out["input"]["corrupt_target"] = aimed.input_note()
+        out["corrupted"] = corrupted
     out["seconds"] = {"load": round(t1 - t0, 3), "run": round(t2 - t1, 3),
                       "total": round(t2 - t0, 3)}
     return out

@@ -35,17 +35,27 @@ __all__ = ["evaluate"]
 def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path, *,
              runs: int = 10, csv_top: int = 2000, kmax: int = 200,
              progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
-             resume: bool = False, say: Callable[[str], None] = lambda _msg: None
-             ) -> dict[str, Any]:
+             resume: bool = False, say: Callable[[str], None] = lambda _msg: None,
+             corrupt: Any = None) -> dict[str, Any]:
     """Run TrieHH ``runs`` times on one population, write the files above into ``out``
     (created if missing) and return the summary. ``progress`` wraps the runs; ``say``
     receives a line when runs are resumed or the evaluation is interrupted.
+    ``corrupt``: corrupted clients in every run (as
+    :func:`protocol.studies.runners.triehh.run`; default: those set on the transport):
+    each run is compared with plain TrieHH over its honest clients' votes on the same
+    samples, and the summary has a ``corrupted`` section (per run and in all) and
+    ``input["corrupt_target"]``.
 
     Raises:
         StudyError: bad counts, an output directory that cannot be created, ``resume``
-            without a seed, a journal written with other options, or as
+            without a seed, a journal written with other options, corrupted clients the
+            transport cannot simulate, or as
             :func:`protocol.studies.runners.triehh.prepare` and ``run_once``.
     """
+    from protocol.studies.corrupted import corrupt_from_transport
+    from protocol.studies.runners.triehh import aim, run_corrupted
+
+    c = corrupt_from_transport(transport, corrupt)
     import numpy as np
 
     from mechanisms.triehh_privacy import discovery_rate
@@ -58,6 +68,7 @@ def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path,
         raise StudyError("--kmax and --csv-top must be >= 1")
     out_dir = output_dir(out)
     prep, run_rng = prepare(opts)
+    aimed = aim(prep, c, transport)
     pop = prep.population
     n, theta, L = prep.n, int(prep.config.theta), int(prep.config.max_levels)
     ranking = pop.ranking()
@@ -81,6 +92,10 @@ def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path,
               "transport": {k: getattr(transport, k) for k in
                             ("name", "threat", "graph", "dropout", "grinding_bits")
                             if isinstance(getattr(transport, k, None), (str, int, float))}}
+    if aimed is not None:
+        config["corrupt"] = {**aimed.clients.as_dict(), "target": aimed.word}
+        if getattr(transport, "committee_input", None) is not None:
+            config["transport"]["committee_input"] = transport.committee_input
     from protocol.studies.runners.triehh import _duration, _m, cpu_phrase, estimate_seconds
 
     predicted = estimate_seconds(prep, transport)
@@ -91,6 +106,7 @@ def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path,
             "cost)")
     results: list[_Run] = []
     seconds: list[float] = []
+    corrupted_runs: list[dict[str, Any]] = []
     interrupted = False
     rngs = run_rng.spawn(runs)
     with Journal(out_dir / JOURNAL, config, resume=resume, say=say) as journal:
@@ -99,12 +115,19 @@ def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path,
                 kept = journal.get([r])
                 if kept is None:
                     t0 = time.perf_counter()
-                    res = run_once(prep, transport, rng)
-                    kept = {"heavy_hitters": [[w, c] for w, c in res.heavy_hitters.items()],
+                    if aimed is None:
+                        res = run_once(prep, transport, rng)
+                    else:
+                        res, sec = run_corrupted(prep, transport, rng, aimed)
+                    kept = {"heavy_hitters": [[w, n] for w, n in res.heavy_hitters.items()],
                             "seconds": time.perf_counter() - t0}
+                    if aimed is not None:
+                        kept["corrupted"] = _run_corruption(sec)
                     journal.record([r], kept)
-                results.append(_Run({w: c for w, c in kept["heavy_hitters"]}))
+                results.append(_Run({w: n for w, n in kept["heavy_hitters"]}))
                 seconds.append(float(kept["seconds"]))
+                if aimed is not None:
+                    corrupted_runs.append(kept.get("corrupted") or {})
         except KeyboardInterrupt:
             say(f"interrupted: {len(journal)} finished runs are in {journal.path} (the files "
                 "are drawn from them); continue with --resume and the same options")
@@ -202,6 +225,9 @@ def evaluate(opts: TrieHHOptions, transport: Transport, out: str | pathlib.Path,
             "min_discovery_rate": float(rate[sure].min()) if sure.size else None,
             "words_below_0.85": [pop.vocabulary[ids[j]] for j in sure if rate[j] < 0.85],
         }
+    if aimed is not None:
+        summary["input"] = {"corrupt_target": aimed.input_note()}
+        summary["corrupted"] = _corruption_summary(aimed, corrupted_runs)
     summary["runs_requested"] = len(rngs)
     with open(out_dir / "summary.json", "w") as fh:
         json.dump(summary, fh, indent=2)
@@ -222,3 +248,42 @@ class _Run:
 def _count(c: int | None) -> str | int:
     """A released count for the CSV: empty when counts were not released."""
     return "" if c is None else c
+
+
+def _run_corruption(sec: dict[str, Any]) -> dict[str, Any]:
+    """What one run's corrupted clients achieved, as the journal keeps it."""
+    t = sec["totals"]
+    return {"release_equals_honest": sec["release_equals_honest"],
+            "target_released": sec["target_released"],
+            "added_heavy_hitters": sec["added_heavy_hitters"],
+            "removed_heavy_hitters": sec["removed_heavy_hitters"],
+            "rounds": t["rounds"], "rounds_matching_honest": t["rounds_matching_honest"],
+            "corrupted_reports": t["corrupted_reports"], "counted": t["counted"],
+            "dropped_corrupted": t["dropped_corrupted"]}
+
+
+def _corruption_summary(aimed: Any, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The evaluation's ``corrupted`` section: who, what, and per run and in all what
+    the corrupted clients achieved."""
+    from protocol.core.corruption import STRATEGIES
+    from protocol.studies.corrupted import who
+
+    c = aimed.clients
+    dropped: dict[str, int] = {}
+    for r in runs:
+        for k, v in (r.get("dropped_corrupted") or {}).items():
+            dropped[k] = dropped.get(k, 0) + v
+    return {
+        "strategy": c.strategy, "description": STRATEGIES[c.strategy], "who": who(c),
+        "seed": c.seed, "target": aimed.word, "target_chosen": aimed.chosen,
+        "honest_comparison": "plain TrieHH over the honest clients' votes on the same "
+                             "samples (the corrupted clients abstain), per run",
+        "runs": runs,
+        "totals": {"runs": len(runs),
+                   "runs_release_equals_honest": sum(bool(r.get("release_equals_honest"))
+                                                     for r in runs),
+                   "runs_target_released": sum(bool(r.get("target_released")) for r in runs),
+                   "corrupted_reports": sum(int(r.get("corrupted_reports", 0)) for r in runs),
+                   "counted": sum(int(r.get("counted", 0)) for r in runs),
+                   "dropped_corrupted": dropped},
+    }

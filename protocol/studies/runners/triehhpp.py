@@ -119,49 +119,117 @@ def parameters(target: PrivacyTarget, n: int, flat: bool = False) -> dict[str, A
 
 
 def run(opts: TrieHHPPOptions, transport: Transport,
-        progress: Progress | None = None) -> dict[str, Any]:
+        progress: Progress | None = None, corrupt: Any = None) -> dict[str, Any]:
     """Load the population, solve the parameters, run TrieHH++ (or its flat round) and
     summarise it (guarantee, per-level figures, estimates against the truth, metrics
-    at K, ``seconds``). ``progress`` wraps the trie's levels.
+    at K, ``seconds``). ``progress`` wraps the trie's levels. ``corrupt``: corrupted
+    clients (a :class:`~protocol.core.corruption.CorruptClients` or the short dict of
+    :func:`protocol.studies.corrupted.corrupt_clients`; default: those set on the
+    transport): the summary then has a ``corrupted`` section (per level, totals,
+    whether the target was released) and ``input["corrupt_target"]``.
 
     Raises:
         StudyError: bad dataset or population, a failing theorem condition, bad
-            candidates, or a transport that aborts a round.
+            candidates, corrupted clients the transport cannot simulate, or a
+            transport that aborts a round.
     """
     import numpy as np
 
     from mechanisms.prefix_tree import PrefixTreeError
     from mechanisms.triehhpp import run_flat, run_triehhpp
     from protocol.core.contract import AggregationAborted
+    from protocol.studies.corrupted import (
+        armed, check_transport, corrupt_from_transport, records_since,
+    )
 
     t0 = time.perf_counter()
+    c = corrupt_from_transport(transport, corrupt)
+    check_transport(c, transport, opts.transport)
     prep = prepare(opts)
     pop, sol, params, sr, tr = prep.pop, prep.sol, prep.params, prep.sampling_rng, \
         prep.transport_rng
     user_item = pop.items  # single word per user: entry i is user i's word
+    cands = flat_candidates(opts.dataset, opts.candidates, pop) if opts.flat else None
+    aimed = None if c is None else aim(prep, c, cands)
     t1 = time.perf_counter()
-    try:
-        if opts.flat:
-            cands = flat_candidates(opts.dataset, opts.candidates, pop)
-            pos = {w: i for i, w in enumerate(cands)}
-            vocab_pos = np.array([pos.get(w, -1) for w in pop.vocabulary], dtype=np.int64)
-            res = run_flat(vocab_pos[user_item], cands, params, transport, sr, tr)
-            hh = res.heavy_hitters()
-            levels = [res.stats]
-        else:
-            alpha = prep.alphabet
-            um = prep.unit_matrix()
-            res = run_triehhpp(um, alpha.num_units, alpha.labels, params, transport, sr, tr,
-                               terminal=alpha.terminal, progress=progress)
-            hh = res.heavy_hitters(strip=alpha.eos)
-            levels = res.levels
-    except (PrefixTreeError, ValueError) as exc:
-        raise StudyError(str(exc)) from None
-    except AggregationAborted as exc:
-        raise StudyError(f"the {opts.transport} transport aborted a round: {exc}") from None
+    with armed(transport, None if aimed is None else aimed.clients) as start:
+        try:
+            if opts.flat:
+                pos = {w: i for i, w in enumerate(cands)}
+                vocab_pos = np.array([pos.get(w, -1) for w in pop.vocabulary], dtype=np.int64)
+                res = run_flat(vocab_pos[user_item], cands, params, transport, sr, tr)
+                hh = res.heavy_hitters()
+                levels = [res.stats]
+            else:
+                alpha = prep.alphabet
+                um = prep.unit_matrix()
+                res = run_triehhpp(um, alpha.num_units, alpha.labels, params, transport, sr,
+                                   tr, terminal=alpha.terminal, progress=progress)
+                hh = res.heavy_hitters(strip=alpha.eos)
+                levels = res.levels
+        except (PrefixTreeError, ValueError) as exc:
+            raise StudyError(str(exc)) from None
+        except AggregationAborted as exc:
+            raise StudyError(f"the {opts.transport} transport aborted a round: {exc}") from None
+        records = records_since(transport, start)
     t2 = time.perf_counter()
     out = _summary(opts, pop, sol, params, hh, levels)
+    if aimed is not None:
+        out["input"]["corrupt_target"] = aimed.input_note()
+        out["corrupted"] = corrupted_section(aimed, records, [e.label for e in hh])
     out["seconds"] = {"load": round(t1 - t0, 3), "run": round(t2 - t1, 3)}
+    return out
+
+
+#: what a TrieHH++ level names as its voters (its rounds name no sample)
+POSITIONS_NOTE = ("TrieHH++'s levels name no sample: --corrupt-users and --corrupt-share "
+                  "index each level's contacted clients, not the population")
+
+
+def aim(prep: "Prepared", c: Any, flat_list: Any = None):  # noqa: ANN201
+    """The corrupted clients aimed at their target: a word (with the end symbol, the
+    trie's label of the whole word), or in a flat run a public candidate. Without a
+    target: a word nobody holds (flat: the candidate the fewest users hold).
+
+    Raises:
+        StudyError: a target outside the alphabet.
+    """
+    import dataclasses
+
+    import numpy as np
+
+    from protocol.studies.corrupted import Aim, aim_word
+
+    if flat_list is None:
+        # the users a corrupted-users choice names are positions in a level's contact
+        # list, at most the population
+        return aim_word(c, prep.pop.vocabulary, prep.alphabet.symbols,
+                        int(prep.params.max_levels), prep.alphabet.eos, prep.pop.n)
+    from protocol.studies.corrupted import check_users
+
+    check_users(c, prep.pop.n)
+    if c.target is not None:
+        return Aim(c, c.target, False, "given")
+    holders = dict(zip(prep.pop.vocabulary, prep.pop.holders().tolist()))
+    held = np.array([holders.get(w, 0) for w in flat_list])
+    word = flat_list[int(np.argmin(held))]
+    how = ("the default: a candidate no user holds" if held.min() == 0 else
+           f"the default: the candidate the fewest users hold, {int(held.min())}")
+    return Aim(dataclasses.replace(c, target=word), word, True, how)
+
+
+def corrupted_section(aimed: Any, records: Any, released: list[str]) -> dict[str, Any]:
+    """The ``corrupted`` section of a TrieHH++ (or quantiles) run: per level and in
+    all (:func:`protocol.studies.corrupted.section`), and whether the target was
+    released."""
+    from protocol.studies.corrupted import section
+
+    out = section(aimed, records)
+    for r in out["rounds"]:  # a level's round number counts from 0, its level from 1
+        r["level"] = r.pop("round") + 1
+    out["target_released"] = aimed.word in released
+    if aimed.clients.per_round is None:
+        out["note"] = POSITIONS_NOTE
     return out
 
 
