@@ -15,7 +15,8 @@ __all__ = ["add_session_args", "add_server_args", "spec_from_args", "host_port",
            "add_shuffle_round_args",
            "shuffle_round_from_args",
            "listen_address", "add_network_server_args", "job_policy_from_args", "serve_job",
-           "add_job_args", "threshold_round_from_args"]
+           "add_job_args", "threshold_round_from_args", "add_committee_input_arg",
+           "committee_input_from_args", "job_corrupt_from_args"]
 
 
 #: the secure-aggregation session options and their defaults (the parsers leave them
@@ -147,9 +148,76 @@ def add_network_server_args(p: argparse.ArgumentParser) -> None:
                         "(fault tests; each ends the job in its named abort)")
 
 
+#: where a committee job's input comes from, the default first
+COMMITTEE_INPUTS = ("reports", "secagg")
+
+
+def add_committee_input_arg(p: argparse.ArgumentParser | Any) -> None:
+    """``--committee-input reports|secagg`` (dest ``committee_input``, None when not
+    given: the default, reports under the malicious model), the same option in a
+    simulation (``ThresholdTransport(committee_input=)``) and in a committee job."""
+    p.add_argument("--committee-input", choices=COMMITTEE_INPUTS, default=None,
+                   dest="committee_input",
+                   help="--transport threshold: what the committee counts: reports (the "
+                        "default under the malicious model: each sampled device's vote "
+                        "secret-shared among the three members, checked one-hot-or-zero on "
+                        "the shares before it counts; an invalid one is dropped by name) or "
+                        "secagg (the sum of a secure-aggregation session among the sample "
+                        "and both helpers: no device's input is checked; the only one under "
+                        "--threat semi-honest). In a job every party must give the same")
+
+
+def committee_input_from_args(args: argparse.Namespace, committee: bool,
+                              threat: str) -> str:
+    """The committee input the arguments name: ``reports`` under the malicious model
+    and ``secagg`` under the semi-honest one when none is given.
+
+    Raises:
+        protocol.cli.UsageError: given without a committee job, or ``reports`` under
+            the semi-honest model.
+    """
+    from protocol.cli import UsageError
+
+    given = getattr(args, "committee_input", None)
+    if given is not None and not committee:
+        raise UsageError("--committee-input applies to a committee job (--transport "
+                         "threshold, --job triehh)")
+    if given is None:
+        return "reports" if threat == "malicious" else "secagg"
+    if given == "reports" and threat != "malicious":
+        raise UsageError("--committee-input reports needs the malicious model (--threat "
+                         "malicious, the default): the semi-honest committee takes a "
+                         "secure-aggregation sum")
+    return given
+
+
+def job_corrupt_from_args(args: argparse.Namespace, committee: bool,
+                          committee_input: str, threat: str):  # noqa: ANN201
+    """The corrupted devices of a committee job from the corrupted-client options
+    (:func:`protocol.cli.transport_options.add_corrupt_args`, the same flags as the
+    in-process commands'), or ``None``.
+
+    Raises:
+        protocol.cli.UsageError: given outside a committee job, or as
+            :func:`~protocol.cli.transport_options.corrupt_from_args` (a report strategy
+            without validated reports, two ways of naming who, bad values).
+    """
+    from protocol.cli import UsageError
+    from protocol.cli.transport_options import CORRUPT_FLAGS, corrupt_from_args
+
+    given = [f for d, f in CORRUPT_FLAGS.items() if getattr(args, d, None) is not None]
+    if not given:
+        return None
+    if not committee:
+        raise UsageError(f"{given[0]}: corrupted devices run in a committee job (--job "
+                         "triehh --transport threshold)")
+    return corrupt_from_args(args, "threshold", {"threat": threat,
+                                                 "committee_input": committee_input})
+
+
 #: the transport options a job takes (the others mean nothing over the network; keys
 #: and protocol randomness always come from the OS there, so "simulate" is ignored)
-_JOB_OPTIONS = {"graph", "threat", "dropout", "simulate"}
+_JOB_OPTIONS = {"graph", "threat", "dropout", "simulate", "committee_input"}
 
 
 def job_policy_from_args(args: argparse.Namespace, job: str, population: int, *,
@@ -173,6 +241,9 @@ def job_policy_from_args(args: argparse.Namespace, job: str, population: int, *,
     if transport != "secagg" and not committee:
         raise UsageError("--network runs secure aggregation: give --transport secagg"
                          + (" or threshold" if committee_ok else ""))
+    if getattr(args, "committee_input", None) is not None and not committee:
+        raise UsageError("--committee-input applies to a committee job (--transport "
+                         "threshold)")
     if getattr(args, "fault", None) is not None and not committee:
         raise UsageError("--fault applies to --transport threshold")
     if not args.keys:
@@ -185,11 +256,15 @@ def job_policy_from_args(args: argparse.Namespace, job: str, population: int, *,
     if getattr(args, "seed", None) is None:
         raise UsageError("--network needs --seed: the simulated devices' data (in the "
                          "client processes) and the scoring here come from that seed")
+    threat = opts.get("threat", "malicious")
+    committee_input = committee_input_from_args(args, committee, threat) if committee \
+        else "reports"
     try:
-        return JobPolicy(job, population, threat=opts.get("threat", "malicious"),
+        return JobPolicy(job, population, threat=threat,
                          graph=opts.get("graph", "harary"),
                          dropout=opts.get("dropout", 0.0), committee=committee,
-                         min_theta=min_theta, sample_size=sample_size)
+                         min_theta=min_theta, sample_size=sample_size,
+                         committee_input=committee_input)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -327,6 +402,12 @@ def refuse_job_options_without_job(args: argparse.Namespace) -> None:
         if getattr(args, dest, default) != default:
             raise UsageError(f"{flag} belongs to a job: add --job triehh or --job ldp, or "
                              "leave it out")
+    from protocol.cli.transport_options import CORRUPT_FLAGS
+
+    for dest, flag in {"committee_input": "--committee-input", **CORRUPT_FLAGS}.items():
+        if getattr(args, dest, None) is not None:
+            raise UsageError(f"{flag} belongs to a committee job: add --job triehh "
+                             "--transport threshold, or leave it out")
 
 
 def threshold_round_from_args(args: argparse.Namespace):  # noqa: ANN201

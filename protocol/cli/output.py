@@ -79,6 +79,7 @@ class ClientProgress:
         self.interval = interval if self.tty else log_interval
         self._clock = time.monotonic
         self._step = -1
+        self._done = 0
         self._start = 0.0
         self._last = self._clock()
 
@@ -101,10 +102,11 @@ class ClientProgress:
             run.client(step, done, total)
             return
         now = self._clock()
-        if step != self._step:
+        if step != self._step or done < self._done:  # a new step, or a new round's
             self._step, self._start = step, now
-        if now - self._last < self.interval:
-            return
+        self._done = done
+        if now - self._last < self.interval or now - self._start < 0.5:
+            return  # not yet: a line needs a rate
         self._last = now
         text = self.line(step, done, total, now - self._start)
         if self.tty:

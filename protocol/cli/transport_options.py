@@ -84,8 +84,6 @@ _OPTIONS: dict[str, tuple[tuple[str, ...], str, str]] = {
     "blinded_crowds": (("shuffler",), "blinded_crowds", "--blinded-crowds"),
     "os_keys": (("secagg", "shuffler", "threshold"), "simulate", "--os-keys"),
 }
-#: committee inputs by name, the default first (threshold.COMMITTEE_INPUTS)
-COMMITTEE_INPUTS = ("reports", "secagg")
 
 
 def add_transport_args(p: argparse.ArgumentParser, default: str = "plain",
@@ -139,13 +137,9 @@ def add_committee_args(g: argparse.ArgumentParser | Any) -> None:
     (``fedhh triehh``: the network job's, :mod:`protocol.cli.net_args`, the same dest
     and choices) keeps it."""
     if "--committee-input" not in getattr(g, "_option_string_actions", {}):
-        g.add_argument("--committee-input", choices=COMMITTEE_INPUTS, default=None,
-                       dest="committee_input",
-                       help="threshold: what the committee counts under --threat malicious: "
-                            "reports (default: each device's vote secret-shared among the "
-                            "three members, checked one-hot-or-zero on the shares, invalid "
-                            "ones dropped by name) or secagg (the blinded sum of a secure-"
-                            "aggregation session: no client input is checked)")
+        from protocol.cli.net_args import add_committee_input_arg
+
+        add_committee_input_arg(g)
     g.add_argument("--min-valid-fraction", type=float, default=None,
                    dest="min_valid_fraction",
                    help="threshold with validated reports: a round aborts with fewer valid "

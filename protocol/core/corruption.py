@@ -43,6 +43,7 @@ import numpy as np
 
 __all__ = ["CorruptClients", "CorruptionRecord", "STRATEGIES", "VECTOR_STRATEGIES",
            "REPORT_STRATEGIES", "corrupt_positions", "corrupt_vector", "is_valid_vote",
+           "forge_reports", "target_index",
            "honest_release", "record_round", "P61"]
 
 #: the committee's field modulus, 2^61 - 1 (the "largest value" strategy's p - 1)
@@ -240,6 +241,70 @@ def corrupt_vector(c: CorruptClients, candidates: Sequence[str], theta: int | No
     elif s == "one-vote":
         v[i] = 1
     return v  # "abstain": the zero vector
+
+
+def forge_reports(strategy: str, ctx: Any, honest: Any, vote: np.ndarray,
+                  signing_key: bytes, helper_keys: tuple[bytes, bytes], rand: Any,
+                  seen: Sequence[Any] = ()) -> list[Any]:
+    """A corrupted device's reports under a report strategy (:data:`REPORT_STRATEGIES`),
+    the same in one process and between processes: a report that does not fit the
+    round (``wrong-length``: one entry short), bound to another round or job
+    (``replay-round``, ``replay-job``), another device's report of this round
+    (``replay-device``: the first of ``seen`` that is not its own), parts that do not
+    match (``inconsistent``: helper 2's copy of ``c0`` is not the server's), helper 1's
+    part sealed to helper 2 (``wrong-helper``), no signature or another key's
+    (``unsigned``, ``re-signed``), or its valid report twice (``duplicate``).
+
+    Args:
+        strategy: the report strategy.
+        ctx: the round's :class:`~protocol.core.committee.reports.ReportContext`.
+        honest: the report the device would send (:class:`~protocol.core.committee.
+            reports.DeviceReport`).
+        vote: its vote (``(d,)`` field elements).
+        signing_key, helper_keys, rand: the device's key, the helpers' X25519 keys, the
+            randomness.
+        seen: other reports of this round the device has seen.
+
+    Raises:
+        ValueError: not a report strategy.
+    """
+    import dataclasses
+
+    from protocol.core.committee import field as F
+    from protocol.core.committee.reports import SEED_BYTES, assemble_report, share_votes
+
+    if strategy not in REPORT_STRATEGIES:
+        raise ValueError(f"{strategy!r} is not a report strategy")
+    u, d = honest.user, ctx.d
+    secrets = rand.token_bytes(3 * SEED_BYTES)
+    s1, s2, salt0 = secrets[:32], secrets[32:64], secrets[64:]
+    c0 = share_votes(np.asarray(vote, dtype=np.uint64).reshape(1, -1), [s1], [s2])[0]
+
+    def mk(context: Any = ctx, key: bytes = signing_key, body: Any = c0, **kw: Any) -> Any:
+        return assemble_report(context, u, body, s1, s2, salt0, key, helper_keys, rand, **kw)
+
+    if strategy == "wrong-length":
+        short = share_votes(np.asarray(vote, dtype=np.uint64)[:d - 1].reshape(1, -1), [s1],
+                            [s2])[0] if d > 1 else np.zeros(2, dtype=np.uint64)
+        return [mk(body=short)]
+    if strategy == "replay-round":  # what it signed for the round before
+        return [mk(dataclasses.replace(ctx, round=ctx.round - 1 if ctx.round > 0 else 1))]
+    if strategy == "replay-job":    # what it signed in another job of the task
+        other = hashlib.sha256(b"fedhh another job\x00" + ctx.job).digest()[:16]
+        return [mk(dataclasses.replace(ctx, job=other))]
+    if strategy == "replay-device":
+        return [next((x for x in seen if x.user != u), honest)]
+    if strategy == "inconsistent":
+        other_c0 = c0.copy()
+        other_c0[0] = (int(other_c0[0]) + 1) % F.P
+        return [mk(parts={2: s2 + salt0 + other_c0.astype("<u8").tobytes()})]
+    if strategy == "wrong-helper":
+        return [mk(encrypt_to=(helper_keys[1], helper_keys[1]))]
+    if strategy == "unsigned":
+        return [mk(sign=False)]
+    if strategy == "re-signed":
+        return [mk(key=hashlib.sha256(b"not the roster key" + signing_key).digest())]
+    return [honest, honest]  # duplicate
 
 
 def is_valid_vote(v: np.ndarray) -> bool:

@@ -1,7 +1,10 @@
 """A whole TrieHH over the thresholding committee between real parties on loopback:
 the job server, two helper parties that stay for every round, and devices that check
-each round's sample against the helpers' signed beacon. Every deviation the launcher
-can switch on ends the job in its named abort, with nothing opened."""
+each round's sample against the helpers' signed beacon. By default each sampled device
+sends a validated report; ``committee_input="secagg"`` feeds the committee a
+secure-aggregation sum instead. Every deviation the launcher can switch on ends the job
+in its named abort, with nothing opened; a corrupted or garbage report is dropped by
+name and the job goes on."""
 from __future__ import annotations
 
 import asyncio
@@ -17,7 +20,8 @@ from mechanisms.triehh_privacy import batch_size
 from protocol.core.contract import AggregationAborted
 from protocol.core.net import tls
 from protocol.core.net.committee_job import (
-    JOB_FAULTS, CommitteeJobServer, committee_transcript, run_job_helper,
+    JOB_FAULTS, SECAGG_ONLY_FAULTS, CommitteeJobServer, DeviceReports, committee_transcript,
+    run_job_helper,
 )
 from protocol.core.net.job import JobPolicy, _proof_problem, run_job_clients, serving_job
 from protocol.core.net.messages import SampleProof, Task
@@ -45,16 +49,20 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _job(keys, threat="malicious", faults=None, wait=20.0):
+def _job(keys, threat="malicious", faults=None, wait=20.0, committee_input="reports",
+         reports=None, corrupt=None):
     """Server (thread), helpers and devices (another thread); returns
     (result or the AggregationAborted, device outcomes, helper outcomes, transport).
     The deadlines are long: no path here waits for one (every abort is relayed), and
-    on a loaded machine a short one would name a timeout instead of the deviation."""
+    on a loaded machine a short one would name a timeout instead of the deviation.
+    ``reports(helper_keys, signing_keys)``: the devices' report maker (default
+    :class:`DeviceReports` with ``corrupt``)."""
     faults = faults or {}
     prep, rng = _prep()
     policy = JobPolicy(prep.config.task, prep.n, threat=threat, committee=True,
                        min_theta=int(prep.config.theta),
-                       sample_size=batch_size(prep.config.gamma, prep.n))
+                       sample_size=batch_size(prep.config.gamma, prep.n),
+                       committee_input=committee_input)
     verify, _ = tls.load_pki(keys / "server", signing=False)
     server = CommitteeJobServer(policy, tls.server_context(keys / "server"),
                                 verify_keys=verify, stage_seconds=60, join_seconds=60,
@@ -74,16 +82,23 @@ def _job(keys, threat="malicious", faults=None, wait=20.0):
                 tasks.append(asyncio.create_task(run_job_helper(
                     h, "127.0.0.1", port, policy, ctx, pin, link,
                     tls.helper_link_contexts(d, h), signing_key=hs[POP + h - 1],
-                    verify_keys=hv, wait_seconds=wait, fault=faults.get(f"helper{h}"))))
+                    verify_keys=hv, wait_seconds=wait, fault=faults.get(f"helper{h}"),
+                    report_secret=tls.load_report_secret(d, h) if policy.validated
+                    else None)))
                 await asyncio.sleep(0.1)
             d = keys / "clients"
             cv, cs = tls.load_pki(d)
             ctx, pin = tls.client_context(d)
+            maker = None
+            if policy.validated:
+                maker = (reports or (lambda hk, sk: DeviceReports(hk, sk, corrupt=corrupt)))(
+                    tls.load_report_keys(d), cs)
             outcomes.extend(await run_job_clients(
                 range(prep.n), "127.0.0.1", port, policy, ctx, pin,
                 lambda m, t: int(voter.votes([m], t.round, t.candidates)[0]),
                 signing_keys=cs, verify_keys=cv if threat == "malicious" else None,
-                wait_seconds=wait))
+                wait_seconds=wait, reports=maker,
+                corrupt=corrupt if not policy.validated else None))
             helpers.extend([await t for t in tasks])
 
         th = threading.Thread(target=lambda: asyncio.run(everyone()))
@@ -102,12 +117,13 @@ def _job(keys, threat="malicious", faults=None, wait=20.0):
     return result, outcomes, sorted(helpers, key=lambda h: h["helper"]), transport
 
 
-def test_triehh_over_the_committee_between_parties(keys):
+@pytest.mark.parametrize("committee_input", ["reports", "secagg"])
+def test_triehh_over_the_committee_between_parties(keys, committee_input):
     # the helpers' beacon draws each sample from OS randomness, and about 1% of random
     # samples of this population find no heavy hitter (1,500 plaintext runs: 16): a job
     # that found nothing is checked like the others, then run again, at most 3 times
     for _ in range(3):
-        result, outcomes, helpers, transport = _job(keys)
+        result, outcomes, helpers, transport = _job(keys, committee_input=committee_input)
         assert not isinstance(result, AggregationAborted), result
         # the committee's samples rerun in plaintext: the same trie
         prep, rng = _prep()
@@ -134,22 +150,39 @@ def test_triehh_over_the_committee_between_parties(keys):
     # samples differ from round to round (fresh beacons)
     seeds = [s for _, s in transport.server.beacons]
     assert len(set(seeds)) == len(seeds) == len(rounds)
+    if committee_input == "reports":
+        # every sampled device's report was valid and counted, at all three members
+        for r, h1, h2 in zip(rounds, helpers[0]["rounds"], helpers[1]["rounds"]):
+            assert r["committee_input"] == "reports" and r["dropped"] == {}
+            assert r["in_sum"] == r["sample"]
+            assert h1["valid"] == h2["valid"] == len(r["sample"])
+        assert all(o.sessions == {"reported": o.votes} for o in outcomes if o.votes)
+    else:
+        assert all(r["committee_input"] is None for r in rounds)
 
 
-@pytest.mark.parametrize("member, fault, reasons", [
-    ("server", "force-sample", {"committee_sample_not_from_beacon"}),
-    ("server", "redraw-sample", {"committee_sample_redrawn"}),
-    ("server", "shift-sum", {"committee_verification_failed", "committee_open_mismatch"}),
-    ("server", "equivocate-commitment", {"committee_sample_equivocated"}),
-    ("helper2", "bad-signature", {"committee_sample_not_endorsed"}),
-    ("helper1", "bad-reveal", {"committee_sample_commitment_mismatch"}),
-    ("helper2", "shift-blind", {"committee_verification_failed", "committee_open_mismatch"}),
-    ("helper1", "other-seed", {"committee_helper_audit_failed"}),
-    ("helper2", "other-blind", {"committee_helper_audit_failed"}),
+_SHIFTED = {"committee_verification_failed", "committee_open_mismatch"}
+
+
+@pytest.mark.parametrize("member, fault, reasons, committee_input", [
+    ("server", "force-sample", {"committee_sample_not_from_beacon"}, "reports"),
+    ("server", "redraw-sample", {"committee_sample_redrawn"}, "reports"),
+    ("server", "shift-sum", _SHIFTED, "reports"),
+    ("server", "shift-sum", _SHIFTED, "secagg"),
+    ("server", "equivocate-commitment", {"committee_sample_equivocated"}, "reports"),
+    ("helper2", "bad-signature", {"committee_sample_not_endorsed"}, "reports"),
+    ("helper1", "bad-reveal", {"committee_sample_commitment_mismatch"}, "reports"),
+    ("helper2", "shift-blind", _SHIFTED, "reports"),
+    ("helper1", "shift-blind", _SHIFTED, "secagg"),
+    # a helper's seed and blinding vector exist only in the secure-aggregation session
+    ("helper1", "other-seed", {"committee_helper_audit_failed"}, "secagg"),
+    ("helper2", "other-blind", {"committee_helper_audit_failed"}, "secagg"),
 ])
-def test_a_deviating_member_ends_the_job_in_its_named_abort(keys, member, fault, reasons):
+def test_a_deviating_member_ends_the_job_in_its_named_abort(keys, member, fault, reasons,
+                                                            committee_input):
     assert fault in JOB_FAULTS["server" if member == "server" else "helper"]
-    result, outcomes, helpers, transport = _job(keys, faults={member: fault}, wait=90.0)
+    result, outcomes, helpers, transport = _job(keys, faults={member: fault}, wait=90.0,
+                                                committee_input=committee_input)
     assert isinstance(result, AggregationAborted)
     assert result.reason in reasons, result
     # nothing of the round was opened to anyone
@@ -160,6 +193,72 @@ def test_a_deviating_member_ends_the_job_in_its_named_abort(keys, member, fault,
                  "bad-signature"):
         # refused before any device was asked: no device contributed
         assert sum(o.votes for o in outcomes) == 0
+
+
+@pytest.mark.parametrize("strategy, reason, accuser", [
+    ("theta-at-target", "invalid_vote", "all"),     # checked on shares by all three
+    ("replay-job", "replayed_report", "all"),       # bound to another job of the task
+    ("wrong-helper", "undecryptable_part", "helper1"),  # helper 1's own accusation
+    ("inconsistent", "inconsistent_part", "helper2"),   # its copy of c0 is not the server's
+    ("wrong-length", "malformed_part", "server"),       # the server's part is too short
+])
+def test_a_corrupted_device_per_round_is_dropped_and_the_release_is_the_honest_one(
+        keys, strategy, reason, accuser):
+    import dataclasses
+
+    from protocol.core.corruption import CorruptClients, corrupt_positions
+
+    corrupt = CorruptClients(strategy, per_round=1, seed=7)
+    result, outcomes, helpers, transport = _job(keys, corrupt=corrupt)
+    assert not isinstance(result, AggregationAborted), result
+    prep, rng = _prep()
+    rounds = committee_transcript(transport)
+    assert len(rounds) >= 2
+    for r, h1, h2 in zip(rounds, helpers[0]["rounds"], helpers[1]["rounds"]):
+        sample = np.asarray(r["sample"])
+        bad = sample[corrupt_positions(corrupt, prep.config.task, r["round"], sample)]
+        assert r["status"] == "completed" and len(bad) == 1
+        # the corrupted device is dropped by name, at every member, and nobody else
+        assert r["drops"] == [[int(bad[0]), reason, accuser]]
+        assert r["dropped"] == h1["dropped"] == h2["dropped"] == {reason: 1}
+        assert r["in_sum"] == sorted(set(r["sample"]) - {int(bad[0])})
+    # the release is plaintext TrieHH's over the honest devices' votes (the corrupted
+    # ones abstain) on the committee's samples
+    plain = PlainTransport(samples=transport.samples)
+    plain.corrupt = dataclasses.replace(corrupt, strategy="abstain")
+    honest = TrieHH(prep.data, prep.alphabet, prep.config, plain, rng).result()
+    assert honest.heavy_hitters == result.heavy_hitters
+    assert honest.prefixes == result.prefixes
+    assert {o.status for o in outcomes} == {"finished"}
+
+
+class _Garbage(DeviceReports):
+    """The round's first sampled device sends bytes that are no report, in a frame of
+    the report's tag and a legal length."""
+
+    def frames(self, member, task, seed, vote):  # noqa: ANN001, ANN201
+        if member != task.sample[0]:
+            return super().frames(member, task, seed, vote)
+        from protocol.core.net.frames import HEADER
+
+        body = b"\x93\x01\xd2" + bytes(range(40))
+        return [HEADER.pack(len(body), 210) + body]
+
+
+def test_a_device_that_sends_garbage_as_its_report_is_dropped(keys):
+    result, outcomes, helpers, transport = _job(
+        keys, reports=lambda hk, sk: _Garbage(hk, sk))
+    assert not isinstance(result, AggregationAborted), result
+    rounds = committee_transcript(transport)
+    assert len(rounds) >= 2
+    for r, h in zip(rounds, helpers[0]["rounds"]):
+        # the server could not decode it: its own word, which every member records
+        assert r["drops"] == [[r["sample"][0], "malformed_report", "server"]]
+        assert h["dropped"] == {"malformed_report": 1}
+        assert r["sample"][0] not in r["in_sum"] and len(r["in_sum"]) == len(r["sample"]) - 1
+    # nothing crashed: every device and both helpers saw the job to its end
+    assert {o.status for o in outcomes} == {"finished"}
+    assert [h["status"] for h in helpers] == ["finished", "finished"]
 
 
 def test_the_semi_honest_committee_job(keys):
@@ -200,25 +299,41 @@ def test_a_device_refuses_a_sample_the_helpers_did_not_sign(keys):
 
 
 # ---------------------------------------------------------------- real processes
-@pytest.mark.parametrize("fault", [
-    None,
+@pytest.mark.parametrize("fault, committee_input, corrupt", [
+    (None, "reports", None),
+    # one corrupted device per round, whose theta votes for one candidate the committee
+    # drops as an invalid vote
+    (None, "reports", "theta-at-target"),
+    # the secure-aggregation-fed committee between processes: tested between parties
+    # above; over processes on demand
+    pytest.param(None, "secagg", None, marks=pytest.mark.slow),
     # the same refusal is tested between parties above; over processes it is on demand
-    pytest.param(("server", "force-sample"), marks=pytest.mark.slow),
+    pytest.param(("server", "force-sample"), "reports", None, marks=pytest.mark.slow),
 ])
-def test_net_run_committee_job_processes(fault):
+def test_net_run_committee_job_processes(fault, committee_input, corrupt):
     """``fedhh net run --job triehh --transport threshold``: the server, two helper
     processes and four device processes; honest, the release is plaintext TrieHH's on
     the committee's samples and every opened round is exactly the threshold rule over
-    the devices' recomputed votes; with a deviating server the job ends in the named
-    abort and no helper opened anything."""
+    the devices' recomputed votes (with a corrupted device per round: over the honest
+    devices' votes, the corrupted one dropped as ``invalid_vote`` in every round); with
+    a deviating server the job ends in the named abort and no helper opened anything."""
+    from protocol.core.corruption import CorruptClients
     from protocol.studies.runners.net_jobs import JobLoopbackOptions, run_job_loopback
 
     out = run_job_loopback(JobLoopbackOptions(
         dataset="zipf", users=200, processes=4, seed=3, theta=3, gamma=3.0, max_length=4,
         compare=fault is None, stage_seconds=10, join_seconds=90, timeout=400,
-        transport="threshold", fault=fault))
+        transport="threshold", fault=fault, committee_input=committee_input,
+        corrupt=None if corrupt is None else CorruptClients(corrupt, per_round=1)))
     assert out["left_behind"] == 0
     helpers = out["helpers"]
+    if corrupt is not None:
+        per_round = out["dropped_per_round"]
+        assert len(per_round) >= 2
+        for r in per_round:
+            assert len(r["corrupted"]) == 1 and r["corrupted_counted"] == 0
+            assert r["dropped"] == r["dropped_corrupted"] == {"invalid_vote": 1}
+        assert out["simulation"]["honest_only"] is True
     if fault is None:
         assert out["server_error"] is None, out["server_error"]
         rounds = out["result"]["network"]["rounds"]
@@ -233,6 +348,36 @@ def test_net_run_committee_job_processes(fault):
         assert [a["reason"] for a in out["aborted_rounds"]] == \
             ["committee_sample_not_from_beacon"]
         assert all(h["status"] == "aborted" and not h["rounds"] for h in helpers)
+
+
+def test_the_committee_input_of_a_job_and_its_reports_binding():
+    from protocol.core.net.committee_job import report_context, report_job_id
+
+    assert JobPolicy("t", POP, committee=True).validated      # the default
+    assert not JobPolicy("t", POP, committee=True, committee_input="secagg").validated
+    assert not JobPolicy("t", POP, committee=True, threat="semi-honest").validated
+    assert not JobPolicy("t", POP).validated                 # no committee, no reports
+    with pytest.raises(ValueError):
+        JobPolicy("t", POP, committee=True, committee_input="plain")
+    with pytest.raises(ValueError):
+        JobPolicy("t", POP, committee=True, min_valid_fraction=1.5)
+    # the job instance: the round's beacon seed and the task, 16 bytes
+    a, b = bytes(32), bytes([1]) + bytes(31)
+    assert len(report_job_id("t", a)) == 16
+    assert len({report_job_id("t", a), report_job_id("t", b), report_job_id("u", a)}) == 3
+    ctx = report_context("t", 3, ("a", "b"), a)
+    assert (ctx.task, ctx.job, ctx.round, ctx.d) == ("t", report_job_id("t", a), 3, 2)
+    assert ctx.digest != report_context("t", 3, ("a", "c"), a).digest
+    assert ctx.digest != report_context("t", 4, ("a", "b"), a).digest
+    # a helper of a job with validated reports needs its report key; the seed and
+    # blinding faults belong to the secure-aggregation-fed committee
+    policy = JobPolicy("t", POP, committee=True)
+    verify = [bytes(32)] * (POP + 2)
+    for kwargs in ({}, {"report_secret": bytes(32), "fault": "other-seed"}):
+        with pytest.raises(ValueError):
+            asyncio.run(run_job_helper(1, "127.0.0.1", 1, policy, None, b"", ("127.0.0.1", 1),
+                                       None, signing_key=bytes(32), verify_keys=verify,
+                                       **kwargs))
 
 
 def test_a_task_below_the_jobs_theta_or_with_another_sample_size_is_refused():
@@ -313,7 +458,8 @@ def test_the_named_abort_survives_a_slow_server(keys, monkeypatch):
         return real(config, position, *args, **kwargs)
 
     monkeypatch.setattr(threshold_net, "audit_helper", slow_for_helper1)
-    result, _, helpers, _ = _job(keys, faults={"helper2": "other-blind"}, wait=90.0)
+    result, _, helpers, _ = _job(keys, faults={"helper2": "other-blind"}, wait=90.0,
+                                 committee_input="secagg")
     assert slowed, "the server must have audited helper 1"
     assert isinstance(result, AggregationAborted)
     assert result.reason == "committee_helper_audit_failed", result

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from protocol.core.net import tls
+from secagg import crypto
 from protocol.core.net.processes import (
     client_process, helper_process, serve_process, threshold_client_process,
     threshold_serve_process,
@@ -46,6 +47,36 @@ def test_each_directory_holds_only_its_own_secrets(parties) -> None:
     for h in ("helper1", "helper2"):
         assert (parties["server"] / f"{h}.crt").read_bytes() == \
             (parties[h] / f"{h}.crt").read_bytes()
+
+
+def test_each_helper_alone_holds_its_report_key_and_every_roster_its_public_half(
+        parties, tmp_path) -> None:
+    import shutil
+
+    for p, d in parties.items():
+        held = sorted(f.name for f in d.iterdir() if f.name.endswith(".x25519"))
+        assert held == ([f"{p}.x25519"] if p.startswith("helper") else [])
+        assert tls.load_report_keys(d) == tls.load_report_keys(parties["server"])
+    for i in (1, 2):
+        secret = tls.load_report_secret(parties[f"helper{i}"], i)
+        assert crypto.x25519_public(secret) == tls.load_report_keys(parties["server"])[i - 1]
+        assert (tls.report_secret_path(parties[f"helper{i}"], i).stat().st_mode & 0o077) == 0
+    with pytest.raises(ValueError, match="missing"):
+        tls.load_report_secret(parties["helper1"], 2)   # not helper 1's to hold
+    # a directory that holds the other helper's report key is refused
+    stray = tmp_path / "helper1"
+    shutil.copytree(parties["helper1"], stray)
+    shutil.copy(tls.report_secret_path(parties["helper2"], 2), stray)
+    with pytest.raises(tls.ForeignKeyError, match="X25519 report secret"):
+        tls.check_own_keys(stray, "helper1", {N})
+    # a secret the roster does not publish is refused
+    tls.report_secret_path(stray, 1).write_bytes(bytes(32))
+    with pytest.raises(ValueError, match="not helper 1's"):
+        tls.load_report_secret(stray, 1)
+    # keys made without a committee publish none
+    tls.make_party_keys(tmp_path / "plain", 3)
+    with pytest.raises(ValueError, match="no helper report keys"):
+        tls.load_report_keys(tmp_path / "plain" / "clients")
 
 
 @pytest.mark.parametrize("party, holder, own", [

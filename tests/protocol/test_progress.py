@@ -34,12 +34,20 @@ def test_client_progress_lines_carry_rate_and_time_left() -> None:
     clock = iter([0.0, 2.0, 4.0])
     p._clock = lambda: next(clock)  # type: ignore[method-assign]
     p._last = -1.0
-    p(1, 1, 100)   # the step starts at t = 0
+    p(1, 1, 100)   # the step starts at t = 0: no line yet (no rate to give)
     p(1, 50, 100)  # 50 clients in 2 s
     p(1, 100, 100)
     lines = out.getvalue().splitlines()
-    assert lines[1] == "secure aggregation step 1: 50/100 clients, 25 clients/s, ~2 s left in this step"
-    assert lines[2].endswith("~0 s left in this step")
+    assert len(lines) == 2
+    assert lines[0] == "secure aggregation step 1: 50/100 clients, 25 clients/s, ~2 s left in this step"
+    assert lines[1].endswith("~0 s left in this step")
+    # a new round's clients (the count starts again) restart the rate
+    clock2 = iter([10.0, 12.0])
+    p._clock = lambda: next(clock2)  # type: ignore[method-assign]
+    p(1, 10, 100)
+    p(1, 60, 100)
+    assert out.getvalue().splitlines()[-1] == \
+        "secure aggregation step 1: 60/100 clients, 30 clients/s, ~1 s left in this step"
     quiet = io.StringIO()
     q = ClientProgress(enabled=False, stream=quiet, log_interval=0.0)
     q(1, 1, 2)

@@ -18,7 +18,16 @@ sample and candidates.
 ``--job triehh --transport threshold``: devices of a committee job (``fedhh triehh
 --transport threshold --network``): each round's Task comes with the committee's signed
 sample seed, which the device checks before it votes
-(:mod:`protocol.core.net.committee_job`); the roster holds the two helpers' keys last.
+(:mod:`protocol.core.net.committee_job`); the roster holds the two helpers' keys last,
+and their X25519 report keys. Under the malicious model each sampled device sends its
+validated report (its vote shared among the three members, the helpers' parts
+encrypted to their keys, signed with its roster key); ``--committee-input secagg``
+joins a secure-aggregation session instead (as the server and helpers must be told).
+The corrupted-client options of the in-process commands (``--corrupt-clients K``,
+``--corrupt-users``, ``--corrupt-share``, ``--corrupt-strategy``, ``--corrupt-target``,
+``--corrupt-seed``) make the devices each round's draw corrupts (the same draw on every
+side: :func:`protocol.core.corruption.corrupt_positions` over the round's sample) send
+their strategy's input.
 
 ``--job ldp``: devices of ``fedhh ldp --transport secagg --network HOST:PORT``. Each
 holds its own value of the seeded population (the oracle and population options, the
@@ -79,6 +88,11 @@ def register(cli) -> None:  # noqa: ANN001
     g.add_argument("--seeded-noise", action="store_true", dest="seeded_noise",
                    help="draw each device's LDP noise from --seed and its index (a "
                         "simulation whose sums can be checked; default: fresh OS entropy)")
+    from protocol.cli.net_args import add_committee_input_arg
+    from protocol.cli.transport_options import add_corrupt_args
+
+    add_committee_input_arg(p)
+    add_corrupt_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,10 +131,14 @@ def _run_job(args: argparse.Namespace) -> int:
     from protocol.core.net.processes import job_client_process
     from protocol.studies.errors import StudyError
 
+    from protocol.cli.net_args import committee_input_from_args, job_corrupt_from_args
+
     committee = args.transport == "threshold"
     if committee and args.job != "triehh":
         raise UsageError("a committee job (--transport threshold) runs --job triehh: the "
                          "committee thresholds vote rounds")
+    committee_input = committee_input_from_args(args, committee, args.threat)
+    corrupt = job_corrupt_from_args(args, committee, committee_input, args.threat)
     try:
         min_theta, m = 0, 0
         if args.job == "triehh":
@@ -130,14 +148,15 @@ def _run_job(args: argparse.Namespace) -> int:
             population, job, contribution_of, ids, max_votes = _ldp_devices(args)
         policy = JobPolicy(job, population, threat=args.threat, graph=args.graph,
                            dropout=args.dropout_rate, max_votes=max_votes,
-                           committee=committee, min_theta=min_theta, sample_size=m)
+                           committee=committee, min_theta=min_theta, sample_size=m,
+                           committee_input=committee_input)
     except (StudyError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     host, port = args.connect
     try:
         summary = job_client_process(policy, args.keys, host, port, ids, contribution_of,
                                      wait_seconds=args.wait_seconds, stall=args.stall,
-                                     stall_at=args.stall_at)
+                                     stall_at=args.stall_at, corrupt=corrupt)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     return exit_status(set(summary["status"]) <= {"finished", "stalled"}, summary,

@@ -8,8 +8,10 @@ hands its auditor), and then runs the three-party comparison with the server and
 other helper. With ``--job triehh`` it is the helper of a whole committee job (``fedhh
 triehh --transport threshold --network``): it stays connected for every round, runs each
 round's sample beacon with the server and the other helper, signs the seed, checks the
-round's Task and takes part in its session and comparison
-(:mod:`protocol.core.net.committee_job`). The link between the helpers is its
+round's Task and takes part in the intake of the devices' validated reports (decrypting
+its parts with its X25519 report key from ``--keys``), their validity check and the
+comparison, or with ``--committee-input secagg`` in the round's secure-aggregation
+session and the comparison (:mod:`protocol.core.net.committee_job`). The link between the helpers is its
 own TLS connection at ``--link HOST:PORT`` (helper 2 listens there, helper 1 connects),
 each end pinning the other's certificate from ``--keys`` (``fedhh keys --committee``).
 Prints one JSON line: what was opened (only what passed the threshold). The round's
@@ -51,6 +53,9 @@ def register(cli) -> None:  # noqa: ANN001
                    help="--job: the seed of the job's population, as the server's")
     add_job_args(p, "be a helper of a committee job (fedhh triehh --transport threshold "
                     "--network) for all its rounds, instead of one round; only triehh")
+    from protocol.cli.net_args import add_committee_input_arg
+
+    add_committee_input_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,7 +91,10 @@ def run(args: argparse.Namespace) -> int:
 def _run_job(args: argparse.Namespace) -> int:
     """``--job triehh``: the helper of every round of a committee job."""
     from protocol.cli import UsageError
-    from protocol.cli.net_args import exit_status, job_options, resolve_job_session_args
+    from protocol.cli.net_args import (
+        committee_input_from_args, exit_status, job_options, resolve_job_session_args,
+    )
+    from protocol.core.net.committee_job import SECAGG_ONLY_FAULTS
     from protocol.core.net.job import JobPolicy
     from protocol.core.net.processes import job_helper_process
     from protocol.studies.errors import StudyError
@@ -99,12 +107,17 @@ def _run_job(args: argparse.Namespace) -> int:
     resolve_job_session_args(args)
     if args.fault is not None and args.threat != "malicious":
         raise UsageError("--fault needs the malicious model (--threat malicious)")
+    committee_input = committee_input_from_args(args, True, args.threat)
+    if args.fault in SECAGG_ONLY_FAULTS and committee_input != "secagg":
+        raise UsageError(f"--fault {args.fault} deviates in the secure-aggregation-fed "
+                         "committee: add --committee-input secagg")
     try:
         prep, _ = triehh.prepare(job_options(triehh.TrieHHOptions, args))
         policy = JobPolicy(prep.config.task, prep.n, threat=args.threat, graph=args.graph,
                            dropout=args.dropout_rate, committee=True,
                            min_theta=int(prep.config.theta),
-                           sample_size=batch_size(prep.config.gamma, prep.n))
+                           sample_size=batch_size(prep.config.gamma, prep.n),
+                           committee_input=committee_input)
     except (StudyError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     host, port = args.connect

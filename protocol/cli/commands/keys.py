@@ -4,8 +4,10 @@ Writes under ``--out``: ``server/`` (the server's TLS identity: ``server.crt``, 
 P-256 self-signed certificate for ``fedhh-server`` and 127.0.0.1, and ``server.key``,
 mode 0600; the public roster), ``clients/`` (``server.crt`` to pin, the roster, and the
 clients' Ed25519 signing keys, mode 0600) and, with ``--committee``, ``helper1/`` and
-``helper2/`` (each its own TLS identity and signing key, the other's certificate, the
-roster of ``--clients`` + 2 positions, the helpers last). ``serve``, ``helper`` and
+``helper2/`` (each its own TLS identity and signing key, its own X25519 report key
+``helperN.x25519`` for the devices' validated reports, the other's certificate, the
+roster of ``--clients`` + 2 positions, the helpers last; every roster also publishes
+both helpers' X25519 public keys). ``serve``, ``helper`` and
 ``client`` refuse a directory that holds another party's secret key. With
 ``--shuffler`` the shuffler's and the analyzer's X25519 keys (``shuffler.x25519``,
 ``analyzer.x25519``), the clients' crowd key (``crowd.key``) and both public keys
@@ -29,7 +31,8 @@ def register(cli) -> None:  # noqa: ANN001
                    help="also the shuffler's, the analyzer's and the crowd keys")
     p.add_argument("--committee", action="store_true",
                    help="a roster of --clients + 2 (the thresholding committee's two "
-                        "helpers last) and the helpers' TLS identities")
+                        "helpers last), the helpers' TLS identities and their X25519 "
+                        "report keys (the public halves in every roster)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,10 +65,10 @@ def run(args: argparse.Namespace) -> int:
     for party, d in dirs.items():
         what = {"server": "the server's TLS key, no signing key",
                 "clients": f"the signing keys of positions 0..{args.clients - 1}",
-                "helper1": f"helper 1's TLS key and the signing key of position "
-                           f"{args.clients}",
-                "helper2": f"helper 2's TLS key and the signing key of position "
-                           f"{args.clients + 1}"}[party]
+                "helper1": f"helper 1's TLS key, X25519 report key and the signing key "
+                           f"of position {args.clients}",
+                "helper2": f"helper 2's TLS key, X25519 report key and the signing key "
+                           f"of position {args.clients + 1}"}[party]
         print(f"wrote {d}/ for the {party} ({what}); give it to that party only")
     pin = tls.fingerprint((dirs["server"] / "server.crt").read_bytes()).hex()
     print(f"the roster has {roster} positions; server certificate SHA-256 (clients pin "

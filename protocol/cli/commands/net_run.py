@@ -14,7 +14,14 @@ words (the dataset options), one secure-aggregation session per round; every com
 round's sum is checked against the votes of exactly the clients in it; ``--kill K
 --kill-round R`` kills K client processes when round R starts; ``--compare`` runs the
 same TrieHH in this process and says whether the heavy hitters are the same
-(:func:`protocol.studies.runners.net_jobs.run_job_loopback`). ``--job ldp`` runs one
+(:func:`protocol.studies.runners.net_jobs.run_job_loopback`). With ``--transport
+threshold`` the job runs over the committee (two ``fedhh helper --job triehh``
+processes): each sampled device sends a validated report (``--committee-input secagg``:
+a secure-aggregation session instead), and the run prints per round the reports dropped
+by reason; the corrupted-client options (``--corrupt-clients K --corrupt-strategy S``,
+...) make that many devices per round send their strategy's input, and ``--compare``
+then checks the release against plaintext TrieHH over the honest devices' votes.
+``--job ldp`` runs one
 frequency-oracle round the same way (``fedhh ldp --network``, devices with seeded noise
 so the sum can be checked; :func:`protocol.studies.runners.net_jobs.run_ldp_loopback`).
 """
@@ -68,6 +75,11 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--kill-round", type=int, default=None, dest="kill_round",
                    help="--job: the mechanism round when --kill processes die (default: "
                         "triehh 2, ldp its only round 0)")
+    from protocol.cli.net_args import add_committee_input_arg
+    from protocol.cli.transport_options import add_corrupt_args
+
+    add_committee_input_arg(p)
+    add_corrupt_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -149,21 +161,35 @@ def _run_job(args: argparse.Namespace) -> int:
                   kill=args.kill, compare=args.compare, timeout=args.timeout)
     if args.kill_round is not None:
         common["kill_round"] = args.kill_round
+    from protocol.cli.net_args import committee_input_from_args, job_corrupt_from_args
+
     try:
         if args.job == "triehh":
             committee = args.transport == "threshold"
+            committee_input = committee_input_from_args(args, committee, args.threat)
+            corrupt = job_corrupt_from_args(args, committee, committee_input, args.threat)
+            fault = _fault(args.fault, args.threat == "malicious", job=True) \
+                if committee else None
+            from protocol.core.net.committee_job import SECAGG_ONLY_FAULTS
+
+            if fault is not None and fault[1] in SECAGG_ONLY_FAULTS \
+                    and committee_input != "secagg":
+                raise UsageError(f"--fault {args.fault} deviates in the secure-"
+                                 "aggregation-fed committee: add --committee-input secagg")
             opts = net_jobs.JobLoopbackOptions(
                 dataset=args.dataset or "en", epsilon=4.0 if args.epsilon is None
                 else args.epsilon, max_length=args.max_length, unit_size=args.unit_size,
                 theta=args.theta, gamma=args.gamma, alphabet=args.alphabet,
                 transport=args.transport,
-                fault=_fault(args.fault, args.threat == "malicious", job=True)
-                if committee else None, **common)
+                fault=fault, committee_input=committee_input,
+                corrupt=corrupt, **common)
             out = net_jobs.run_job_loopback(opts, say=say(not args.quiet))
         else:
             if args.transport != "secagg":
                 raise UsageError("--job ldp runs over --transport secagg (the committee "
                                  "thresholds vote rounds)")
+            committee_input_from_args(args, False, args.threat)  # refuses them here
+            job_corrupt_from_args(args, False, "secagg", args.threat)
             if args.dataset not in (None, "zipf"):
                 raise UsageError("--job ldp runs on the zipf population")
             opts = net_jobs.LDPLoopbackOptions(
@@ -324,17 +350,33 @@ def _print_job(out: dict) -> None:  # noqa: ANN001
         print(f"TrieHH over the network: {out['n']} clients ({net['joined']} connected) in "
               f"{out['options']['processes']} processes; {len(net['rounds'])} rounds; "
               f"heavy hitters: {', '.join(h['word'] for h in res['heavy_hitters'][:20])}")
-        print(f"  {'round':>5}{'status':>11}{'sampled':>9}{'in sum':>8}{'k':>5}{'t':>5}"
+        reports = out.get("committee_input") == "reports"
+        counted = "valid" if reports else "in sum"
+        print(f"  {'round':>5}{'status':>11}{'sampled':>9}{counted:>8}{'k':>5}{'t':>5}"
               f"{'seconds':>9}{'bytes up':>12}{'bytes down':>12}  exact")
         for i, (r, ok) in enumerate(zip(net["rounds"], out["rounds_exact"] or
                                         [None] * len(net["rounds"])), 1):
+            k = "-" if r.get("degree") is None else r["degree"]
+            t = "-" if r.get("threshold") is None else r["threshold"]
             print(f"  {i:>5}{r['status']:>11}{r['sampled']:>9}{r['in_sum']:>8}"
-                  f"{r['degree']:>5}{r['threshold']:>5}{r['wall_seconds']:>9.2f}"
+                  f"{k:>5}{t:>5}{r['wall_seconds']:>9.2f}"
                   f"{r['bytes_up']:>12,}{r['bytes_down']:>12,}  {ok}")
+        if reports:
+            print("  input: validated reports (k, t: no secure-aggregation session)")
         print(f"  wall {out['wall_seconds']:.1f} s in all (process start and joining "
               f"included); server peak {net['server_peak_rss_mb']:.0f} MB")
     for a in out.get("aborted_rounds", ()):
         print(f"  round {a['round']} aborted: {a['reason']}")
+    for r in out.get("dropped_per_round", ()):
+        line = f"  round {r['round']} dropped: " + (", ".join(
+            f"{v} {k}" for k, v in sorted(r["dropped"].items())) or "none") \
+            if r["validated"] else f"  round {r['round']}: inputs not validated (secagg)"
+        if r["corrupted"]:
+            line += (f"; corrupted devices {r['corrupted']}: dropped "
+                     + (", ".join(f"{v} {k}" for k, v in sorted(
+                         r["dropped_corrupted"].items())) or "none")
+                     + f", counted {r['corrupted_counted']}")
+        print(line)
     for h in out.get("helpers", ()):
         opened = [r.get("passed") for r in h.get("rounds", ())]
         print(f"  helper {h.get('helper')}: {h.get('status')}"
@@ -345,7 +387,8 @@ def _print_job(out: dict) -> None:  # noqa: ANN001
               f"{out['options']['kill_round']}")
     sim = out.get("simulation")
     if sim and "wall_ratio" not in sim:  # a committee job: plaintext on its samples
-        print(f"plaintext TrieHH on the committee's samples: heavy hitters "
+        over = " over the honest devices' votes" if sim.get("honest_only") else ""
+        print(f"plaintext TrieHH on the committee's samples{over}: heavy hitters "
               f"{', '.join(sim['heavy_hitters'][:20])}; same release: {sim['release_equal']}")
     elif sim:
         print(f"in-process TrieHH: heavy hitters {', '.join(sim['heavy_hitters'][:20])}; "

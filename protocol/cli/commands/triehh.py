@@ -64,7 +64,10 @@ def run(args: argparse.Namespace) -> int:
     out = triehh.run(opts, transport,
                      progress_bar(opts.max_length, "TrieHH rounds",
                                   enabled=chatty and not args.json),
-                     client_progress=ClientProgress(enabled=chatty), say=say(chatty))
+                     client_progress=ClientProgress(
+                         enabled=chatty,
+                         label=getattr(transport, "progress_label", "secure aggregation")),
+                     say=say(chatty))
     if args.json:
         print_json(out)
     else:

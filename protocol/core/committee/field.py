@@ -197,7 +197,22 @@ def _matmul_worker(halves: np.ndarray, groups: list[np.ndarray], out: np.ndarray
         out[r0:r0 + n] = _recombine(acc, k)
 
 
-def matmul(a: np.ndarray, b: np.ndarray, *, threads: int | None = None) -> np.ndarray:
+class Right:
+    """A right-hand operand of :func:`matmul` prepared once (its float digits), for a
+    caller that multiplies many matrices by the same ``b``: ``matmul(a, Right(b))``.
+    ``b`` is copied, so later changes to the caller's array do not reach it."""
+
+    def __init__(self, b: np.ndarray) -> None:
+        if not isinstance(b, np.ndarray) or b.dtype != np.uint64 or b.ndim != 2:
+            raise ValueError(f"matmul: b must be a 2-D uint64 array, got "
+                             f"{getattr(b, 'dtype', type(b).__name__)} {getattr(b, 'shape', '')}")
+        self.b = b.copy()
+        self.shape = b.shape
+        self.groups = _digit_groups(self.b) if b.size else []
+
+
+def matmul(a: np.ndarray, b: "np.ndarray | Right", *, threads: int | None = None
+           ) -> np.ndarray:
     """``(a @ b) mod p``, exact (see the module docstring for the method).
 
     Built for many rows, moderate ``d`` and few columns ``k`` (a random linear check of
@@ -213,7 +228,8 @@ def matmul(a: np.ndarray, b: np.ndarray, *, threads: int | None = None) -> np.nd
     Args:
         a: ``(rows, d)`` ``uint64`` array with entries in ``[0, p)`` (any ``uint64`` value
             is taken as the integer it is, so the result is still exact mod ``p``).
-        b: ``(d, k)`` ``uint64`` array with entries in ``[0, p)`` (likewise).
+        b: ``(d, k)`` ``uint64`` array with entries in ``[0, p)`` (likewise), or a
+            :class:`Right` made from one.
         threads: worker threads; ``None`` means one per CPU this process may run on (one
             for fewer than ``2^20`` entries of ``a``). Pass 1 when the caller already keeps
             every core busy.
@@ -225,6 +241,9 @@ def matmul(a: np.ndarray, b: np.ndarray, *, threads: int | None = None) -> np.nd
         ValueError: ``a`` or ``b`` is not a 2-D ``uint64`` array, their inner sizes differ,
             or ``threads`` is below 1.
     """
+    prepared = b if isinstance(b, Right) else None
+    if prepared is not None:
+        b = prepared.b
     for name, x in (("a", a), ("b", b)):
         if not isinstance(x, np.ndarray) or x.dtype != np.uint64 or x.ndim != 2:
             raise ValueError(f"matmul: {name} must be a 2-D uint64 array, got "
@@ -241,7 +260,7 @@ def matmul(a: np.ndarray, b: np.ndarray, *, threads: int | None = None) -> np.nd
     if a.strides[1] != a.itemsize:
         a = np.ascontiguousarray(a)
     halves = a.view(np.uint32)                    # (rows, 2d): both 32-bit halves of each entry
-    groups = _digit_groups(b)
+    groups = prepared.groups if prepared is not None else _digit_groups(b)
     block = min(_BLOCK, 2 * d)
     # rows per job: the float scratch plus the few (rows, 6k) temporaries within the budget;
     # rows per batch: one dgemm of sub x block x (6 * group) stays below _CALL

@@ -316,6 +316,10 @@ def component_matrix(seeds: Sequence[bytes], d: int, shared: Any = None) -> np.n
     already expanded from the very same seed are copied from it (and charged to
     ``shared.charged``), the others are expanded and recorded.
     """
+    if shared is not None and len(seeds) and d:
+        view = _memo_view(seeds, d, shared)
+        if view is not None:
+            return view
     out = np.empty((len(seeds), d), dtype=np.uint64)
     if not len(seeds) or not d:
         return out
@@ -348,6 +352,26 @@ def component_matrix(seeds: Sequence[bytes], d: int, shared: Any = None) -> np.n
         for i in todo:
             shared.expansions[seeds[i]] = (out, i, each)
     return out
+
+
+def _memo_view(seeds: Sequence[bytes], d: int, shared: Any) -> np.ndarray | None:
+    """The rows of one matrix ``shared`` already expanded, when ``seeds`` are exactly
+    its consecutive rows (the members' components of a batch in which every report was
+    kept): a read-only view, no copy; ``None`` otherwise."""
+    first = shared.expansions.get(seeds[0])
+    if first is None or first[0].shape[1] != d:
+        return None
+    mat, i0, each = first
+    if i0 + len(seeds) > mat.shape[0]:
+        return None
+    for k, s in enumerate(seeds):
+        hit = shared.expansions.get(s)
+        if hit is None or hit[0] is not mat or hit[1] != i0 + k:
+            return None
+    shared.charged += each * len(seeds)
+    view = mat[i0:i0 + len(seeds)]
+    view.flags.writeable = False
+    return view
 
 
 class SharedWork:
@@ -513,10 +537,6 @@ def public_verdicts(reports: Sequence[DeviceReport | RelayedReport], member: int
         if r.user not in sample:
             codes[i] = Verdict.NOT_IN_SAMPLE
             continue
-        if r.user in seen:
-            codes[i] = Verdict.DUPLICATE
-            continue
-        seen.add(r.user)
         d1, d2 = digests[i] if digests is not None else ct_digests(r, member)
         signed = report_message(r.context, r.user, r.ephemeral, r.commitments, d1, d2)
         key = signed + r.signature
@@ -531,6 +551,13 @@ def public_verdicts(reports: Sequence[DeviceReport | RelayedReport], member: int
                 verified[key] = ok
         if not ok:
             codes[i] = Verdict.BAD_SIGNATURE
+            continue
+        # only a report the device signed counts against it: a forged one that names
+        # a device cannot make that device's own report a duplicate
+        if r.user in seen:
+            codes[i] = Verdict.DUPLICATE
+            continue
+        seen.add(r.user)
     return codes
 
 

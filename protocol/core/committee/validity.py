@@ -54,8 +54,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from protocol.core.committee import field as F
-from protocol.core.committee.rss import COMMITTEE, CommitteeAborted, charged
-from protocol.core.committee.verified import CommitteeMessage, MessageHook, VerifiedParty
+from protocol.core.committee.rss import COMMITTEE, CommitteeAborted
+from protocol.core.committee.verified import (
+    CommitteeMessage, InProcessRouter, MessageHook, VerifiedParty,
+)
 
 __all__ = ["ValidityParty", "ValidityOutcome", "run_validity_check", "sketch_vectors",
            "sketch_shares", "SOUNDNESS_BITS", "SKETCH_WORDS"]
@@ -81,8 +83,9 @@ def sketch_vectors(context: bytes, coins: np.ndarray, d: int) -> np.ndarray:
 def sketch_shares(components: Pair, rr: np.ndarray) -> tuple[Pair, Pair]:
     """A member's shares ``(z_j, z_{j+1})`` and ``(z*_j, z*_{j+1})`` from its two
     components (``(B, d)`` matrices) and :func:`sketch_vectors`."""
-    a = F.matmul(components[0], rr, threads=1)
-    b = F.matmul(components[1], rr, threads=1)
+    right = F.Right(rr)
+    a = F.matmul(components[0], right, threads=1)
+    b = F.matmul(components[1], right, threads=1)
     return (a[:, 0].copy(), b[:, 0].copy()), (a[:, 1].copy(), b[:, 1].copy())
 
 
@@ -246,35 +249,8 @@ def run_validity_check(shares_of: Sequence[Callable[[np.ndarray], tuple[Pair, Pa
     if seconds is not None:
         for p, s in zip(parties, seconds):
             p.seconds = float(s)
-    sent = [0] * COMMITTEE
-
-    def call(i: int, fn: Callable[[], Any]) -> Any:
-        return charged(parties[i], fn)
-
-    def post(msgs: list[CommitteeMessage]) -> dict[tuple[int, int, str], Any]:
-        box: dict[tuple[int, int, str], Any] = {}
-        for msg in msgs:
-            sent[msg.sender] += msg.nbytes
-            out: Any = msg
-            if hook is not None:
-                res = hook(msg.step, msg.sender, msg.recipient, msg.payload)
-                out = res if res is None or isinstance(res, CommitteeMessage) else \
-                    CommitteeMessage(msg.context, msg.step, msg.sender, msg.recipient, res)
-            if out is None:
-                raise CommitteeAborted("missing_message", msg.recipient,
-                                       f"{msg.step} from party {msg.sender}")
-            box[(msg.sender, msg.recipient, msg.step)] = out
-        return box
-
-    def open_all(step: str, pairs: list[Pair]) -> np.ndarray:
-        box = post([m for i in range(COMMITTEE)
-                    for m in call(i, lambda i=i: parties[i].open_messages(step, pairs[i]))])
-        vals = [call(i, lambda i=i: parties[i].finish_open(
-            step, pairs[i], box[(parties[i].prev, i, step)],
-            box[(parties[i].next, i, step)])) for i in range(COMMITTEE)]
-        if not all(np.array_equal(vals[0], v) for v in vals[1:]):
-            raise CommitteeAborted("open_mismatch", 0, "members opened different values")
-        return vals[0]
+    router = InProcessRouter(parties, hook)
+    sent, call, post, open_all = router.sent, router.call, router.post, router.open_all
 
     box = post([call(i, parties[i].key_message) for i in range(COMMITTEE)])
     for i, p in enumerate(parties):

@@ -82,6 +82,7 @@ from protocol.core.committee.rss import (
 from protocol.core.randomness import OsRandom
 
 __all__ = ["CommitteeMessage", "MessageHook", "VerifiedParty", "run_verified_committee",
+           "InProcessRouter",
            "STATISTICAL_SECURITY_BITS", "CONTEXT_BYTES"]
 
 #: ``floor(-log2)`` of the probability that a cheating member passes verification
@@ -442,6 +443,57 @@ def _dot(alpha: np.ndarray, d: np.ndarray) -> int:
     return total % F.P
 
 
+class InProcessRouter:
+    """Routes the messages of three members in one process, as a network would: each
+    member's calls are charged to it (:func:`~protocol.core.committee.rss.charged`), a
+    ``hook`` may rewrite or lose any message, and an opening takes each member's
+    missing component from both others (the comparison and the validity check share
+    it)."""
+
+    def __init__(self, parties: Sequence[Any], hook: MessageHook | None = None) -> None:
+        self.parties, self.hook = list(parties), hook
+        self.sent = [0] * COMMITTEE
+
+    def call(self, i: int, fn: Callable[[], Any]) -> Any:
+        return charged(self.parties[i], fn)
+
+    def post(self, msgs: list[CommitteeMessage]) -> dict[tuple[int, int, str], Any]:
+        """Route one step's messages: ``(sender, recipient, step) -> delivered``.
+
+        Raises:
+            CommitteeAborted: ``missing_message`` (the hook lost one).
+        """
+        box: dict[tuple[int, int, str], Any] = {}
+        for msg in msgs:
+            self.sent[msg.sender] += msg.nbytes
+            out: Any = msg
+            if self.hook is not None:
+                res = self.hook(msg.step, msg.sender, msg.recipient, msg.payload)
+                out = res if res is None or isinstance(res, CommitteeMessage) else \
+                    CommitteeMessage(msg.context, msg.step, msg.sender, msg.recipient, res)
+            if out is None:
+                raise CommitteeAborted("missing_message", msg.recipient,
+                                       f"{msg.step} from party {msg.sender}")
+            box[(msg.sender, msg.recipient, msg.step)] = out
+        return box
+
+    def open_all(self, step: str, pairs: list[Pair]) -> np.ndarray:
+        """Open a sharing: every member's value, which must agree.
+
+        Raises:
+            CommitteeAborted: ``open_mismatch`` or a member's own refusal.
+        """
+        ps, call = self.parties, self.call
+        box = self.post([m for i in range(COMMITTEE)
+                         for m in call(i, lambda i=i: ps[i].open_messages(step, pairs[i]))])
+        vals = [call(i, lambda i=i: ps[i].finish_open(
+            step, pairs[i], box[(ps[i].prev, i, step)], box[(ps[i].next, i, step)]))
+            for i in range(COMMITTEE)]
+        if not all(np.array_equal(vals[0], v) for v in vals[1:]):
+            raise CommitteeAborted("open_mismatch", 0, "members opened different values")
+        return vals[0]
+
+
 def run_verified_committee(components: Sequence[Pair], theta: int | None, *,
                            context: bytes, reveal_counts: bool,
                            rands: Sequence[Any] | None = None,
@@ -482,37 +534,8 @@ def run_verified_committee(components: Sequence[Pair], theta: int | None, *,
                    for i in range(COMMITTEE)]
     except ValueError as exc:
         raise CommitteeAborted("bad_arguments", 0, str(exc)) from None
-    sent = [0] * COMMITTEE
-
-    def call(i: int, fn: Callable[[], Any]) -> Any:
-        return charged(parties[i], fn)
-
-    def post(msgs: list[CommitteeMessage]) -> dict[tuple[int, int, str], Any]:
-        """Route one step's messages: ``(sender, recipient, step) -> delivered``."""
-        box: dict[tuple[int, int, str], Any] = {}
-        for msg in msgs:
-            sent[msg.sender] += msg.nbytes
-            out: Any = msg
-            if hook is not None:
-                res = hook(msg.step, msg.sender, msg.recipient, msg.payload)
-                out = res if res is None or isinstance(res, CommitteeMessage) else \
-                    CommitteeMessage(msg.context, msg.step, msg.sender, msg.recipient, res)
-            if out is None:
-                raise CommitteeAborted("missing_message", msg.recipient,
-                                       f"{msg.step} from party {msg.sender}")
-            box[(msg.sender, msg.recipient, msg.step)] = out
-        return box
-
-    def open_all(step: str, pairs: list[Pair]) -> np.ndarray:
-        box = post([m for i in range(COMMITTEE)
-                    for m in call(i, lambda i=i: parties[i].open_messages(step, pairs[i]))])
-        vals = [call(i, lambda i=i: parties[i].finish_open(
-            step, pairs[i], box[(parties[i].prev, i, step)],
-            box[(parties[i].next, i, step)]))
-            for i in range(COMMITTEE)]
-        if not all(np.array_equal(vals[0], v) for v in vals[1:]):
-            raise CommitteeAborted("open_mismatch", 0, "members opened different values")
-        return vals[0]
+    router = InProcessRouter(parties, hook)
+    sent, call, post, open_all = router.sent, router.call, router.post, router.open_all
 
     box = post([m for i in range(COMMITTEE) for m in call(i, parties[i].setup_messages)])
     for i in range(COMMITTEE):

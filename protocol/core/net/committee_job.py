@@ -23,15 +23,25 @@ between them (:func:`protocol.core.net.threshold_net.helper_link`). Each round:
    refuses a Task whose sample is another, or whose proof does not verify
    (``sample_not_from_seed``, ``sample_not_endorsed``). The helpers get the same Task
    and refuse it unless its sample is their beacon's (``committee_sample_not_from_beacon``).
-3. **Session** among the sample and both helpers (required: a device refuses to unmask
-   a sum without them), over ``F_p`` with the helpers' blinding inputs, as in
-   :mod:`protocol.core.net.threshold_net`.
-4. **Committee.** Helper 2 replays the server's journal, helper 1 audits helper 2's
+3. **Reports** (``JobPolicy.committee_input == "reports"``, the default). Each sampled
+   device answers the Task with its validated report (:class:`DeviceReports`: its vote
+   shared among the three members, the helpers' parts sealed to their X25519 keys,
+   bound to :func:`report_context`, signed); the server collects one frame per device
+   until all sent or the stage deadline, then the three run the intake of
+   :mod:`protocol.core.committee.intake` batch by batch (the server relays each helper
+   its :class:`~protocol.core.committee.intake.ReportBatch`), the validity check and
+   the verified comparison on the valid reports' sums
+   (:func:`~protocol.core.net.committee_net.run_intake_member`, one member each).
+   Every dropped report is named, with its accuser, in every member's record.
+4. Or (``committee_input="secagg"``) the **session** among the sample and both helpers
+   (required: a device refuses to unmask a sum without them), over ``F_p`` with the
+   helpers' blinding inputs, as in :mod:`protocol.core.net.threshold_net`; then the
+   **committee**: helper 2 replays the server's journal, helper 1 audits helper 2's
    exchange, the server audits helper 1 from its seed, and the three run the verified
-   comparison; only the pass bits (and the passing counts) are opened.
+   comparison. Either way only the pass bits (and the passing counts) are opened.
 
-Under the semi-honest option there is no beacon (the server draws the sample) and the
-committee compares over ``Z_{2^k}``. Any refusal or abort ends the round with its named
+Under the semi-honest option there is no beacon (the server draws the sample), the
+input is a secure-aggregation session and the committee compares over ``Z_{2^k}``. Any refusal or abort ends the round with its named
 reason; the analyst's mechanism stops there (:class:`AggregationAborted`), and a helper
 that refused leaves the job. ``JOB_FAULTS`` are the launcher's switches for a deviating
 member.
@@ -40,7 +50,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import hmac
+import math
 import ssl
 import struct
 import time
@@ -52,24 +64,30 @@ import numpy as np
 from protocol.core import codec, wire_secagg
 from protocol.core.codec import Bin, CodecError, Record, SessionLimits, Str
 from protocol.core.committee import CommitteeAborted, ring_bits
+from protocol.core.committee.intake import IntakeMember, batch_rows, report_limits
+from protocol.core.committee.reports import (
+    DeviceReport, ReportContext, Verdict, candidates_digest, make_report,
+)
 from protocol.core.contract import (
     AggregationAborted, AtClients, ContractError, Cost, Kind, Release, RoundResult,
     RoundSpec, Sample, Transport,
 )
 from protocol.core.net.client import ClientOutcome, exchange
 from protocol.core.net.committee_net import (
-    ABORT_STEP, MAX_STEP_BYTES, CommitteeMessage, pending_abort, relayed_reason, send_abort,
+    ABORT_STEP, MAX_STEP_BYTES, CommitteeLink, CommitteeMessage, intake_limits,
+    pending_abort, relayed_reason, run_intake_member, send_abort,
 )
-from protocol.core.net.frames import close_writer, frame, read_message
+from protocol.core.net.frames import HEADER, close_writer, frame, read_message
 from protocol.core.net.job import JobPolicy, NetJobServer, _task_problem, round_spec, task_for
 from protocol.core.net.messages import (
     PROTOCOL_VERSION, Bye, Hello, SampleProof, Task, Welcome, bye_limits, task_limits,
     welcome_limits,
 )
-from protocol.core.net.server import _Conn, send_and_close
+from protocol.core.net.server import _Conn, _Session, send_and_close
 from protocol.core.net.session import SessionRejected
 from protocol.core.net.threshold_net import (
-    as_helper, helper_after_session, helper_client, mirrored_server, server_after_session,
+    _IgnoresInputCheck, _shifted, as_helper, helper_after_session, helper_client,
+    mirrored_server, server_after_session,
 )
 from protocol.core.randomness import OsRandom
 from protocol.core.sample_beacon import (
@@ -80,8 +98,9 @@ from secagg.crypto import ed25519_sign, ed25519_verify
 from secagg.errors import CryptoError
 from secagg.server import SecAggServer
 
-__all__ = ["JOB_FAULTS", "CommitteeJobServer", "CommitteeNetworkTransport",
-           "run_job_helper", "committee_transcript"]
+__all__ = ["JOB_FAULTS", "SECAGG_ONLY_FAULTS", "CommitteeJobServer",
+           "CommitteeNetworkTransport", "run_job_helper", "committee_transcript",
+           "report_job_id", "report_context", "DeviceReports"]
 
 #: the launcher's switches for a deviating member of a committee job; each must end the
 #: job in its named abort (docs/threshold.md)
@@ -89,6 +108,10 @@ JOB_FAULTS = {
     "server": ("shift-sum", "force-sample", "redraw-sample", "equivocate-commitment"),
     "helper": ("shift-blind", "other-seed", "other-blind", "bad-reveal", "bad-signature"),
 }
+#: faults of the secure-aggregation-fed committee only (a helper's seed and blinding
+#: vector); with validated reports (the default) a helper has neither. ``shift-sum`` and
+#: ``shift-blind`` shift the member's first component of the counts either way.
+SECAGG_ONLY_FAULTS = ("other-seed", "other-blind")
 
 #: the beacon's messages carry at most this many bytes (a commitment, a value, a
 #: signature, an abort reason)
@@ -164,6 +187,133 @@ class _Stream:
 
 def _start_payload(round_no: int, size: int, server_commitment: bytes) -> bytes:
     return struct.pack(">QQ", round_no, size) + server_commitment
+
+
+# ------------------------------------------------------------ validated reports
+def report_job_id(task: str, seed: bytes) -> bytes:
+    """The job instance a round's validated reports are bound to
+    (:attr:`~protocol.core.committee.reports.ReportContext.job`): 16 bytes of SHA-256
+    of a label, the task and the round's beacon seed. Every party of the round holds
+    that seed (the server and the helpers ran the beacon, each sampled device checked
+    it in its :class:`~protocol.core.net.messages.SampleProof`), and no party can know
+    it before the beacon: a report made for any other round or job is refused
+    (``replayed_report``)."""
+    t = task.encode("utf-8")
+    return hashlib.sha256(b"fedhh/net/report-job/v1\x00" + struct.pack(">Q", len(t)) + t
+                          + bytes(seed)).digest()[:16]
+
+
+def report_context(task: str, round_no: int, candidates: Sequence[str], seed: bytes
+                   ) -> ReportContext:
+    """The round's :class:`~protocol.core.committee.reports.ReportContext`, as the
+    server, both helpers and every sampled device derive it."""
+    return ReportContext(task, report_job_id(task, seed), int(round_no),
+                         candidates_digest(candidates), len(candidates))
+
+
+class _Roster:
+    """``user -> Ed25519 verify key`` of the population (the helpers' positions, and
+    anything else, are no device: ``KeyError``)."""
+
+    def __init__(self, verify_keys: Sequence[bytes], population: int) -> None:
+        self._keys, self._n = verify_keys, int(population)
+
+    def __getitem__(self, user: int) -> bytes:
+        if type(user) is not int or not 0 <= user < self._n:
+            raise KeyError(user)
+        return self._keys[user]
+
+
+def _report_problem(body: bytes, user: int, d: int) -> str | None:
+    """Why the server refuses the frame body a device sent as its report (``None``: it
+    decodes as a report of that device): the server's own word, recorded as
+    ``malformed_report``."""
+    try:
+        report = codec.decode(body, DeviceReport, report_limits(d))
+    except CodecError as exc:
+        return f"undecodable: {exc}"[:160]
+    if report.user != user:
+        return f"names device {report.user}, not the connection's"
+    return None
+
+
+class DeviceReports:
+    """What the devices of one process send in a validated round: each sampled
+    device's :class:`~protocol.core.committee.reports.DeviceReport` of its one-hot vote
+    (zero to abstain), bound to the round (:func:`report_context`), its parts for the
+    helpers encrypted to ``helper_keys`` (the X25519 keys the roster publishes), signed
+    with its roster key.
+
+    ``corrupt`` (:class:`~protocol.core.corruption.CorruptClients`, a simulation's
+    attackers): the devices the round's draw corrupts
+    (:func:`~protocol.core.corruption.corrupt_positions` over the Task's sample, the
+    same on every side) send their strategy's report instead: a vector strategy's
+    vector as the vote, a report strategy's frames (:meth:`_attack`). A device can
+    replay only what it saw: another device's report of this round made in this
+    process (none yet: its own).
+    """
+
+    def __init__(self, helper_keys: tuple[bytes, bytes], signing_keys: Sequence[Any], *,
+                 rand: Any = None, corrupt: Any = None) -> None:
+        if len(helper_keys) != 2 or any(type(k) is not bytes or len(k) != 32
+                                        for k in helper_keys):
+            raise ValueError("the helpers' report keys are two 32-byte X25519 keys")
+        self.helper_keys = (helper_keys[0], helper_keys[1])
+        self.signing_keys = signing_keys
+        self.rand = rand if rand is not None else OsRandom()
+        self.corrupt = corrupt
+        self._made: dict[tuple[str, int], list[DeviceReport]] = {}
+
+    def corrupted(self, task: Task) -> frozenset[int]:
+        """The devices of ``task``'s round that the draw corrupts."""
+        if self.corrupt is None:
+            return frozenset()
+        from protocol.core.corruption import corrupt_positions
+
+        sample = np.asarray(task.sample, dtype=np.int64)
+        return frozenset(int(u) for u in sample[corrupt_positions(
+            self.corrupt, task.job, task.round, sample)])
+
+    def frames(self, member: int, task: Task, seed: bytes, vote: np.ndarray) -> list[bytes]:
+        """The frames ``member`` sends the server (tag 210 each) for ``vote``, its
+        one-hot vector over ``task``'s candidates.
+
+        Raises:
+            ValueError: no signing key for ``member``, or a vote of the wrong shape.
+        """
+        sk = self.signing_keys[member] if 0 <= member < len(self.signing_keys) else None
+        if sk is None:
+            raise ValueError(f"no signing key for device {member}")
+        ctx = report_context(task.job, task.round, task.candidates, seed)
+        vote = np.asarray(vote, dtype=np.uint64)
+        c = self.corrupt
+        bad = member in self.corrupted(task)
+        if bad and not c.on_reports:
+            from protocol.core.corruption import P61, corrupt_vector
+
+            vote = (corrupt_vector(c, task.candidates, task.theta or None) % P61
+                    ).astype(np.uint64)
+        report = make_report(ctx, member, vote, sk, self.helper_keys, self.rand)
+        key = (task.job, int(task.round))
+        if key not in self._made:  # only this round's reports are kept
+            self._made = {key: []}
+        made = self._made[key]
+        if bad and c.on_reports:
+            bodies = self._attack(ctx, task, report, vote, sk, made)
+        else:
+            bodies = [codec.encode(report)]
+        made.append(report)
+        return [HEADER.pack(len(b), DeviceReport.TAG) + b for b in bodies]
+
+    def _attack(self, ctx: ReportContext, task: Task, honest: DeviceReport,
+                vote: np.ndarray, sk: bytes, made: list[DeviceReport]) -> list[bytes]:
+        """A report strategy's frame bodies, as the in-process transport's corrupted
+        devices make them (:func:`protocol.core.corruption.forge_reports`; a device
+        replays only reports its own process made)."""
+        from protocol.core.corruption import forge_reports
+
+        return [codec.encode(r) for r in forge_reports(
+            self.corrupt.strategy, ctx, honest, vote, sk, self.helper_keys, self.rand, made)]
 
 
 # ---------------------------------------------------------------------------- server
@@ -341,6 +491,8 @@ class CommitteeJobServer(NetJobServer):
             await self._lose_helpers()
             out["reason"] = exc.reason
             return self._ended(out)
+        if self.policy.validated:
+            return await self._report_round(spec, sample, proof, task, out, wall0, cpu0)
         head = (frame(proof) if proof is not None else b"") + frame(task)
         session, config, welcome, task_bytes = await self._open_round(netspec, params, sample,
                                                                       head)
@@ -416,6 +568,149 @@ class CommitteeJobServer(NetJobServer):
             "bytes_down": sum(s.bytes_down for s in stages) + len(welcome) * len(joined)
             + task_bytes})
         return self._ended(out)
+
+    async def _report_round(self, spec: RoundSpec, sample: list[int],
+                            proof: SampleProof | None, task: Task, out: dict[str, Any],
+                            wall0: float, cpu0: float) -> dict[str, Any]:
+        """A round whose input is the devices' validated reports (the default under
+        the malicious model): the SampleProof and Task to the sampled devices, their
+        reports collected until each sent one or the stage deadline passed, then the
+        committee's intake, validity check and comparison as member 0
+        (:func:`~protocol.core.net.committee_net.run_intake_member`) over the helpers'
+        connections. The report adds who was counted (``in_sum``) and every dropped
+        report (``drops``: device, reason, accuser; ``dropped``: by reason)."""
+        out["committee_input"] = "reports"
+        if proof is None:
+            out["reason"] = "committee_sample_not_from_beacon"
+            await self._lose_helpers()
+            return self._ended(out)
+        m, d = len(sample), spec.domain_size
+        ctx = report_context(spec.task, int(spec.round), spec.candidates, proof.seed)
+        bodies, collect, task_bytes = await self._collect_reports(
+            spec, sample, frame(proof) + frame(task), d)
+        rows = batch_rows(d, m)
+        refusals: list[list[Any]] = []
+
+        def relay(number: int) -> tuple[list[bytes], list[tuple[int, int]]]:
+            raw, refused = [], []
+            for user in sample[number * rows:(number + 1) * rows]:
+                body = bodies.get(user)
+                if body is None:
+                    continue  # missing: every member records it at the end
+                why = _report_problem(body, user, d)
+                if why is None:
+                    raw.append(body)
+                else:
+                    refused.append((user, Verdict.MALFORMED_REPORT))
+                    refusals.append([user, why])
+            return raw, refused
+
+        member = IntakeMember(0, ctx, sample, _Roster(self.roster, self.policy.population))
+        limits = intake_limits(rows)
+        h1, h2 = self._helpers.get(1), self._helpers.get(2)
+        theta = int(spec.theta or 0)
+        t0 = time.process_time()
+        try:
+            if h1 is None or h2 is None or not (h1.open and h2.open):
+                raise CommitteeAborted("threshold_helper_missing", 0, "a helper left")
+            to_h1 = CommitteeLink(0, 1, h1.reader, h1.writer, limits, self.stage_seconds)
+            to_h2 = CommitteeLink(0, 2, h2.reader, h2.writer, limits, self.stage_seconds)
+            shift = self.fault == "shift-sum"
+            res = await run_intake_member(
+                member, theta, reveal_counts=bool(spec.reveal_counts),
+                batches=math.ceil(m / rows), rows=rows,
+                min_valid=self.policy.min_valid(spec, m), prev=to_h2, next=to_h1,
+                relay=relay, rand=self.rand,
+                components=(lambda a, b: (_shifted(a, theta), b)) if shift else None,
+                party_class=_IgnoresInputCheck if shift else None)
+        except CommitteeAborted as exc:
+            out["status"] = "aborted"
+            out["reason"] = (exc.reason if exc.reason in ("too_few_valid_reports",
+                                                          "threshold_helper_missing")
+                             else f"committee_{exc.reason}")
+            out["detail"] = str(exc)[:200]
+            for h in (h1, h2):
+                if h is not None and h.open:
+                    await send_abort(h.writer, exc.reason)
+        else:
+            out["status"] = "completed"
+            out["passed"] = [int(i) for i in np.flatnonzero(res.passed)]
+            out["counts"] = None if res.counts is None else [int(c) for c in res.counts]
+            out["committee_bytes_sent"] = res.bytes_sent
+            out["in_sum"] = res.view["valid_users"]
+        cpu_committee = time.process_time() - t0
+        out.update({
+            "joined": collect["connected"], "reports": collect["received"],
+            "dropped": member.drop_summary(),
+            "drops": [[int(u), r, a] for u, r, a in member.dropped],
+            "refused": ([[c, why] for c, why in collect["refused"]] + refusals)[:20],
+            "stages": [collect["stage"]], "degree": None, "threshold": None,
+            "in_sum": out.get("in_sum", []),
+        })
+        if out["status"] != "completed":
+            await self._lose_helpers()
+        out.update({
+            "wall_seconds": time.perf_counter() - wall0,
+            "server_cpu_seconds": time.process_time() - cpu0,
+            "committee_cpu_seconds": cpu_committee,
+            "bytes_up": collect["stage"]["bytes_up"],
+            "bytes_down": task_bytes,
+            "committee_bytes_sent": out.get("committee_bytes_sent", 0)})
+        return self._ended(out)
+
+    async def _collect_reports(self, spec: RoundSpec, sample: list[int], head: bytes,
+                               d: int) -> tuple[dict[int, bytes], dict[str, Any], int]:
+        """``head`` (the round's SampleProof and Task) to the sampled devices that are
+        connected, then one frame from each (tag 210, bounded by the round's report
+        size before its body is read; the body undecoded, for the committee to judge)
+        until all sent or the stage deadline passed. A device that is late or sends a
+        second frame has its connection closed and stays out of the job. Returns
+        ``(device -> frame body, what happened, bytes of head written)``."""
+        t0 = time.perf_counter()
+        # the stage opens before the Task goes out: a device answers the Task at once
+        session = _Session(None, report_limits(d), b"", raw=True)  # type: ignore[arg-type]
+        for j, user in enumerate(sample):
+            conn = self._members.get(user)
+            if conn is not None and conn.open:
+                conn.client, conn.may_send = j, True
+                session.conns[j] = conn
+        self._current = session
+        bodies: dict[int, bytes] = {}
+        size_up, task_bytes, expected = 0, 0, len(session.conns)
+        try:
+            task_bytes = await self._write_all(list(session.conns.values()), head)
+            self.events({"event": "session", "phase": "reports", "round": spec.round,
+                         "sample": len(sample), "connected": len(session.conns)})
+            waiting = {j for j, c in session.conns.items() if c.open}
+            deadline = t0 + self.stage_seconds
+            while waiting:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    break
+                try:
+                    conn, body, size = await asyncio.wait_for(session.queue.get(), left)
+                except asyncio.TimeoutError:
+                    break
+                j = conn.client
+                if session.conns.get(j) is not conn:
+                    continue
+                waiting.discard(j)
+                if body is None:  # disconnected (or refused by its reader)
+                    continue
+                bodies[sample[j]] = bytes(body)
+                size_up += size
+            for j in sorted(waiting):  # past the deadline: out of the job
+                await self._drop_member(session.conns[j])
+        finally:
+            self._current = None
+            for c in session.conns.values():
+                c.client, c.may_send = -1, False
+        stage = {"round": 0, "name": "reports", "expected": expected,
+                 "received": len(bodies), "seconds": time.perf_counter() - t0,
+                 "bytes_up": size_up, "bytes_down": task_bytes}
+        self.events({"event": "stage", **stage})
+        return bodies, {"connected": len(session.conns), "received": len(bodies),
+                        "refused": session.refused, "stage": stage}, task_bytes
 
     def _ended(self, out: dict[str, Any]) -> dict[str, Any]:
         self.events({"event": "done", "round": out["round"], "status": out["status"],
@@ -503,9 +798,13 @@ class CommitteeNetworkTransport(Transport):
         self.reports.append(report)
         if report["status"] != "completed":
             reason = report["reason"] or "aborted"
-            if not reason.startswith(("committee_", "threshold_")):
+            if not reason.startswith(("committee_", "threshold_", "too_few_valid")):
                 reason = f"secagg_{reason}"
-            raise AggregationAborted(reason, f"over the network, round {spec.round}")
+            detail = f"over the network, round {spec.round}"
+            if report.get("dropped"):
+                detail += "; dropped: " + ", ".join(
+                    f"{v} {k}" for k, v in sorted(report["dropped"].items()))
+            raise AggregationAborted(reason, detail)
         contributed = len(report["in_sum"])
         if contributed < spec.min_participants:
             raise AggregationAborted("too_few_participants",
@@ -520,9 +819,17 @@ class CommitteeNetworkTransport(Transport):
         view = {k: report[k] for k in ("sample", "in_sum", "passed", "counts")}
         if proof is not None:
             view["sample_seed"] = proof.seed.hex()
+        views: dict[str, Any] = {"server": view}
+        if report.get("committee_input") == "reports":
+            # what every member saw of the intake: each dropped report, its reason and
+            # the member whose check it was ("all": a check every member made)
+            view["input"] = "reports"
+            view["intake"] = {"dropped": report["drops"], "reports": report["reports"]}
+            views["clients"] = {"dropped": dict(report["dropped"]), "sampled": len(users),
+                                "valid": contributed}
         cost = Cost({"server": report["server_cpu_seconds"]}, bytes_up=report["bytes_up"],
                     bytes_down=report["bytes_down"])
-        return RoundResult(release, {"server": view}, cost)
+        return RoundResult(release, views, cost)
 
 
 def _forced(users: np.ndarray, population: int) -> np.ndarray:
@@ -536,9 +843,12 @@ def _forced(users: np.ndarray, population: int) -> np.ndarray:
 
 def committee_transcript(transport: CommitteeNetworkTransport) -> list[dict[str, Any]]:
     """What the server learned in each round, JSON-ready: the sample, the devices in the
-    sum, the passing candidates and their opened counts (never a count below theta)."""
+    sum (with validated reports: whose report was valid), the passing candidates and
+    their opened counts (never a count below theta), and with validated reports every
+    dropped report (``drops``: device, reason, accuser; ``dropped``: by reason)."""
     return [{k: r.get(k) for k in ("round", "status", "reason", "candidates", "sample",
-                                   "in_sum", "passed", "counts")} for r in transport.reports]
+                                   "in_sum", "passed", "counts", "committee_input",
+                                   "dropped", "drops")} for r in transport.reports]
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -546,16 +856,20 @@ async def run_job_helper(index: int, host: str, port: int, policy: JobPolicy,
                          ssl_context: ssl.SSLContext, pin: bytes, link: tuple[str, int],
                          link_context: ssl.SSLContext, *, signing_key: bytes | None = None,
                          verify_keys: Sequence[bytes] | None = None, rand: Any = None,
-                         wait_seconds: float = 300.0, fault: str | None = None
-                         ) -> dict[str, Any]:
+                         wait_seconds: float = 300.0, fault: str | None = None,
+                         report_secret: bytes | None = None) -> dict[str, Any]:
     """Helper ``index`` of a committee job: the link to the other helper, one connection
-    to the server, then every round (beacon, Task check, session, comparison) until the
-    server's ``Bye("finished")``. A JSON-ready outcome: ``status``, ``reason`` and per
-    round what this helper saw opened. Never raises for anything the server, the other
-    helper or the network does.
+    to the server, then every round (beacon, Task check, then the validated reports'
+    intake, validity check and comparison, or with ``committee_input="secagg"`` the
+    session and comparison) until the server's ``Bye("finished")``. A JSON-ready
+    outcome: ``status``, ``reason`` and per round what this helper saw opened (and the
+    reports dropped). ``report_secret``: this helper's X25519 report key (validated
+    reports). Never raises for anything the server, the other helper or the network
+    does.
 
     Raises:
-        ValueError: bad arguments (not a committee policy, a missing key).
+        ValueError: bad arguments (not a committee policy, a missing key, a fault of
+            the other committee input).
     """
     if index not in (1, 2):
         raise ValueError("helpers are 1 and 2")
@@ -569,21 +883,30 @@ async def run_job_helper(index: int, host: str, port: int, policy: JobPolicy,
         raise ValueError("a helper signs under the malicious model: give its signing key")
     if fault is not None and fault not in JOB_FAULTS["helper"]:
         raise ValueError(f"helper faults are {', '.join(JOB_FAULTS['helper'])}")
+    if policy.validated:
+        if type(report_secret) is not bytes or len(report_secret) != 32:
+            raise ValueError("a helper of a job with validated reports needs its 32-byte "
+                             "X25519 report key")
+        if fault in SECAGG_ONLY_FAULTS:
+            raise ValueError(f"{fault} needs the secure-aggregation-fed committee "
+                             "(committee_input='secagg')")
     rand = rand if rand is not None else OsRandom()
     out: dict[str, Any] = {"helper": index, "status": "disconnected", "reason": "",
+                           "committee_input": "reports" if policy.validated else "secagg",
                            "rounds": []}
     return await as_helper(
         index, n + index - 1, host, port, ssl_context, pin, link, link_context, wait_seconds,
         out, lambda l_reader, l_writer, reader, writer: _helper_rounds(
             index, policy, reader, writer, l_reader, l_writer, verify_keys, signing_key, rand,
-            wait_seconds, fault, out))
+            wait_seconds, fault, out, report_secret))
 
 
 async def _helper_rounds(index: int, policy: JobPolicy, reader: asyncio.StreamReader,
                          writer: asyncio.StreamWriter, l_reader: asyncio.StreamReader,
                          l_writer: asyncio.StreamWriter, verify_keys: Sequence[bytes],
                          signing_key: bytes | None, rand: Any, wait_seconds: float,
-                         fault: str | None, out: dict[str, Any]) -> dict[str, Any]:
+                         fault: str | None, out: dict[str, Any],
+                         report_secret: bytes | None = None) -> dict[str, Any]:
     """Every round of the job, until the server's Bye or an abort (``out`` filled)."""
     peer = _Stream(l_reader, l_writer, _beacon_limits(), wait_seconds,
                    f"helper {3 - index}")
@@ -598,7 +921,7 @@ async def _helper_rounds(index: int, policy: JobPolicy, reader: asyncio.StreamRe
         try:
             rnd = await _helper_round(index, msg, policy, server, peer, reader, writer,
                                       (l_reader, l_writer), last_round, verify_keys,
-                                      signing_key, rand, wait_seconds, fault)
+                                      signing_key, rand, wait_seconds, fault, report_secret)
         except AggregationAborted as exc:
             out["status"], out["reason"] = "aborted", exc.reason
             why = exc.reason.removeprefix("committee_")
@@ -618,8 +941,8 @@ def _refuse(reason: str, detail: str) -> AggregationAborted:
 
 async def _helper_beacon(index: int, start: bytes, policy: JobPolicy, server: _Stream,
                          peer: _Stream, last_round: int, signing_key: bytes, rand: Any,
-                         fault: str | None) -> tuple[int, np.ndarray]:
-    """This helper's part of a round's beacon; ``(round, sample)``.
+                         fault: str | None) -> tuple[int, np.ndarray, bytes]:
+    """This helper's part of a round's beacon; ``(round, sample, seed)``.
 
     Raises:
         AggregationAborted: a check failed (the reason names it).
@@ -662,14 +985,15 @@ async def _helper_beacon(index: int, start: bytes, policy: JobPolicy, server: _S
         raise _refuse(exc.reason, exc.detail) from None
     signed = bytes(32) if fault == "bad-signature" else t.seed  # a helper signing garbage
     await server.send("b-sig", ed25519_sign(signing_key, endorsement(ctx, signed)))
-    return int(round_no), sample_users(t.seed, policy.population, size)
+    return int(round_no), sample_users(t.seed, policy.population, size), t.seed
 
 
 async def _helper_round(index: int, first: Any, policy: JobPolicy, server: _Stream,
                         peer: _Stream, reader: asyncio.StreamReader,
                         writer: asyncio.StreamWriter, link: tuple[Any, Any], last_round: int,
                         verify_keys: Sequence[bytes], signing_key: bytes | None, rand: Any,
-                        wait_seconds: float, fault: str | None) -> dict[str, Any]:
+                        wait_seconds: float, fault: str | None,
+                        report_secret: bytes | None = None) -> dict[str, Any]:
     """One round as helper ``index``: the beacon (malicious model), the Task's check,
     the session, the comparison. A JSON-ready record of the round.
 
@@ -679,14 +1003,14 @@ async def _helper_round(index: int, first: Any, policy: JobPolicy, server: _Stre
     if not isinstance(first, CommitteeMessage):
         raise _refuse("malformed_message", "a committee message was expected")
     malicious = policy.threat == "malicious"
-    beacon_round, users = -1, None
+    beacon_round, users, seed = -1, None, b""
     if malicious:
         if first.step != "b-start":
             raise _refuse("sample_not_from_beacon", "a round without the committee's beacon")
         assert signing_key is not None
-        beacon_round, users = await _helper_beacon(index, first.payload, policy, server,
-                                                   peer, last_round, signing_key, rand,
-                                                   fault)
+        beacon_round, users, seed = await _helper_beacon(index, first.payload, policy,
+                                                         server, peer, last_round,
+                                                         signing_key, rand, fault)
         task_payload = await _receive_task(reader, policy, wait_seconds)
     elif first.step == "task":
         task_payload = first.payload
@@ -715,6 +1039,11 @@ async def _helper_round(index: int, first: Any, policy: JobPolicy, server: _Stre
     await server.send("t-ok")
     record: dict[str, Any] = {"round": task.round, "status": "aborted", "reason": "",
                               "sample": len(task.sample)}
+    if policy.validated:
+        assert report_secret is not None
+        return await _helper_report_round(index, task, spec, policy, seed, reader, writer,
+                                          link, verify_keys, report_secret, rand,
+                                          wait_seconds, fault, record)
     welcome, _ = await asyncio.wait_for(read_message(reader, welcome_limits()), wait_seconds)
     if isinstance(welcome, Bye):
         record["reason"] = f"server_{welcome.status}: {welcome.reason}"
@@ -748,6 +1077,54 @@ async def _helper_round(index: int, first: Any, policy: JobPolicy, server: _Stre
     record.update({"status": "completed", "passed": sorted(names[i] for i in idx),
                    "release": None if member.counts is None else
                    {names[i]: int(c) for i, c in zip(idx, member.counts)}})
+    return record
+
+
+async def _helper_report_round(index: int, task: Task, spec: RoundSpec, policy: JobPolicy,
+                               seed: bytes, reader: asyncio.StreamReader,
+                               writer: asyncio.StreamWriter, link: tuple[Any, Any],
+                               verify_keys: Sequence[bytes], report_secret: bytes, rand: Any,
+                               wait_seconds: float, fault: str | None,
+                               record: dict[str, Any]) -> dict[str, Any]:
+    """Helper ``index``'s part of a validated round after it accepted the Task: the
+    intake of the server's report batches, the validity check and the comparison
+    (:func:`~protocol.core.net.committee_net.run_intake_member`), its links the server's
+    connection and the helpers' own. The round's record: what was opened, and every
+    report dropped (by reason; ``drops``: device, reason, accuser).
+
+    Raises:
+        AggregationAborted: a check failed (the reason names it).
+    """
+    m, d = len(task.sample), spec.domain_size
+    ctx = report_context(spec.task, int(spec.round), spec.candidates, seed)
+    member = IntakeMember(index, ctx, task.sample, _Roster(verify_keys, policy.population),
+                          report_secret)
+    rows = batch_rows(d, m)
+    limits = intake_limits(rows)
+    server_link = CommitteeLink(index, 0, reader, writer, limits, wait_seconds)
+    helper_link = CommitteeLink(index, 3 - index, *link, limits, wait_seconds)
+    prev, next_ = (server_link, helper_link) if index == 1 else (helper_link, server_link)
+    theta = int(spec.theta or 0)
+    shift = fault == "shift-blind"
+    try:
+        res = await run_intake_member(
+            member, theta, reveal_counts=bool(spec.reveal_counts),
+            batches=math.ceil(m / rows), rows=rows, min_valid=policy.min_valid(spec, m),
+            prev=prev, next=next_, rand=rand,
+            components=(lambda a, b: (_shifted(a, theta), b)) if shift else None,
+            party_class=_IgnoresInputCheck if shift else None)
+    except CommitteeAborted as exc:
+        reason = exc.reason if exc.reason == "too_few_valid_reports" else \
+            f"committee_{exc.reason}"
+        raise AggregationAborted(reason, str(exc)) from None
+    names = spec.candidates
+    idx = np.flatnonzero(res.passed)
+    record.update({"status": "completed", "passed": sorted(names[i] for i in idx),
+                   "release": None if res.counts is None else
+                   {names[i]: int(c) for i, c in zip(idx, res.counts)},
+                   "valid": member.valid_count, "dropped": member.drop_summary(),
+                   "accusations": dict(member.view["accusations"]),
+                   "bytes_sent": res.bytes_sent})
     return record
 
 

@@ -24,6 +24,16 @@ ring, late (``wait_seconds``) or missing ends the member with
 :class:`~protocol.core.committee.CommitteeAborted` naming the reason. The member's state
 is only ever updated from a validated message (the :class:`CommitteeParty` checks).
 
+:func:`run_verified_member` is one member of the verified comparison
+(:mod:`protocol.core.committee.verified`) the same way, and :func:`run_intake_member`
+one member of a round whose input is the devices' validated reports
+(:mod:`protocol.core.committee.intake`, :mod:`protocol.core.committee.validity`): the
+server relays each batch of reports to the helpers, the three agree on the batch and
+their verdicts, check every kept report on shares, and compare the summed counts. The
+sans-I/O members decide everything; this module only carries their messages, writing a
+step's messages before it reads any (:meth:`CommitteeLink.post`), so that large
+batches cannot deadlock three members that all write at once.
+
 The streams must be authenticated and private between the two members they join:
 whoever reads the link from member 1 to member 2 learns ``K_1`` and, with the keys the
 server holds, every count. Securing the links (TLS with pinned identities) is the
@@ -32,7 +42,9 @@ caller's; this module only runs the protocol over them.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
@@ -45,7 +57,8 @@ from protocol.core.net.frames import frame, read_message
 
 __all__ = ["CommitteeMessage", "committee_limits", "CommitteeLink", "MemberOutcome",
            "ABORT_STEP", "send_abort", "relayed_reason", "pending_abort",
-           "run_member", "verified_limits", "run_verified_member"]
+           "run_member", "verified_limits", "run_verified_member", "intake_limits",
+           "run_intake_member", "Relay"]
 
 MAX_STEP_BYTES = 32
 
@@ -114,6 +127,10 @@ def _to_words(payload: bytes, member: int, step: str) -> np.ndarray:
 
 #: the step a member sends instead of its next message when it stops, with its reason
 ABORT_STEP = "abort"
+#: a committee message as small as an abort (merged into the limits of a read that
+#: expects another kind of frame)
+_ABORT_LIMITS = SessionLimits({CommitteeMessage.TAG: Record((Str(1, MAX_STEP_BYTES),
+                                                             Bin(0, 64)))})
 
 
 def relayed_reason(payload: bytes) -> str:
@@ -179,6 +196,7 @@ class CommitteeLink:
         self.limits, self.wait_seconds = limits, float(wait_seconds)
         self.hook = hook
         self.bytes_sent = 0
+        self._post_failed: tuple[str, BaseException] | None = None
 
     async def send(self, step: str, payload: bytes) -> None:
         if self.hook is not None:
@@ -188,19 +206,70 @@ class CommitteeLink:
             self.writer.write(data)
             await asyncio.wait_for(self.writer.drain(), self.wait_seconds)
         except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError) as exc:
-            relayed = await pending_abort(self.reader, self.limits)
-            if relayed is not None:  # the peer had stopped, and said why
-                raise CommitteeAborted(relayed, self.member,
-                                       f"member {self.peer} aborted") from None
-            raise CommitteeAborted("missing_message", self.member,
-                                   f"{step} to member {self.peer}: {type(exc).__name__}"
-                                   ) from None
+            await self._failed_send(step, exc)
         self.bytes_sent += len(data)
 
-    async def _read(self, what: str) -> Any:
-        """The next message from member ``peer`` (``what`` names it in errors)."""
+    async def _failed_send(self, what: str, exc: BaseException) -> None:
+        """A send failed: the abort the peer sent before it left, or ``missing_message``.
+
+        Raises:
+            CommitteeAborted: always.
+        """
+        relayed = await pending_abort(self.reader, self.limits)
+        if relayed is not None:  # the peer had stopped, and said why
+            raise CommitteeAborted(relayed, self.member,
+                                   f"member {self.peer} aborted") from None
+        raise CommitteeAborted("missing_message", self.member,
+                               f"{what} to member {self.peer}: {type(exc).__name__}"
+                               ) from None
+
+    def post(self, step: str, payload: bytes) -> None:
+        """Write a message without waiting for it to leave (:meth:`flush` waits). A
+        member that writes all of a step's messages before it reads any, and flushes
+        after, never deadlocks with peers that do the same, however large the messages
+        (a blocking send to a peer that is itself blocked sending would)."""
+        if self.hook is not None:
+            payload = self.hook(step, payload)
+        self.post_frame(frame(CommitteeMessage(step, payload)), step)
+
+    def post_frame(self, data: bytes, what: str) -> None:
+        """Write one whole frame (of any tag) without waiting; see :meth:`post`."""
+        if self._post_failed is not None:
+            return
         try:
-            msg, _ = await asyncio.wait_for(read_message(self.reader, self.limits),
+            self.writer.write(data)
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            self._post_failed = (what, exc)
+            return
+        self.bytes_sent += len(data)
+
+    async def flush(self) -> None:
+        """Wait until what :meth:`post` wrote has left.
+
+        Raises:
+            CommitteeAborted: the link broke (the peer's relayed reason when it sent one
+                before it left, else ``missing_message``).
+        """
+        failed = self._post_failed
+        if failed is None:
+            try:
+                await asyncio.wait_for(self.writer.drain(), self.wait_seconds)
+                return
+            except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError) as exc:
+                failed = ("a message", exc)
+        await self._failed_send(*failed)
+
+    def with_limits(self, limits: SessionLimits) -> "CommitteeLink":
+        """The same link (streams, peer, deadline, hook) reading with other limits (the
+        next phase of a round); bytes are counted apart."""
+        return CommitteeLink(self.member, self.peer, self.reader, self.writer, limits,
+                             self.wait_seconds, self.hook)
+
+    async def _read(self, what: str, limits: SessionLimits | None = None) -> Any:
+        """The next message from member ``peer`` (``what`` names it in errors), read
+        with ``limits`` (the link's by default)."""
+        try:
+            msg, _ = await asyncio.wait_for(read_message(self.reader, limits or self.limits),
                                             self.wait_seconds)
         except CodecError as exc:
             raise CommitteeAborted("malformed_message", self.member,
@@ -210,9 +279,26 @@ class CommitteeLink:
             raise CommitteeAborted("missing_message", self.member,
                                    f"{what} from member {self.peer}: {type(exc).__name__}"
                                    ) from None
-        if msg.step == ABORT_STEP:  # the peer stopped and says why (its claim)
+        if isinstance(msg, CommitteeMessage) and msg.step == ABORT_STEP:
+            # the peer stopped and says why (its claim)
             raise CommitteeAborted(relayed_reason(msg.payload), self.member,
                                    f"member {self.peer} aborted")
+        return msg
+
+    async def receive_record(self, cls: type, limits: SessionLimits, what: str) -> Any:
+        """The next frame from member ``peer``, which must be a ``cls`` message, read
+        with ``limits`` (which must take committee messages too: a peer's abort).
+
+        Raises:
+            CommitteeAborted: ``missing_message`` (late, closed), ``malformed_message``
+                (refused by the framing, or another message), or the peer's relayed
+                reason.
+        """
+        msg = await self._read(what, _ABORT_LIMITS.merged(limits))
+        if not isinstance(msg, cls):
+            got = msg.step if isinstance(msg, CommitteeMessage) else type(msg).__name__
+            raise CommitteeAborted("malformed_message", self.member,
+                                   f"expected {what} from member {self.peer}, got {got}")
         return msg
 
     async def receive(self, step: str) -> bytes:
@@ -334,8 +420,9 @@ async def _open(party: CommitteeParty, which: str, positions: np.ndarray | None,
 
 # ------------------------------------------------------------- the verified committee
 
-#: steps whose payload is raw bytes (the others carry 64-bit words)
-_BYTE_STEPS = frozenset({"key", "input-check"})
+#: steps whose payload is raw bytes (the others carry 64-bit words): the verified
+#: committee's and the validity check's keys and digests, the intake's verdicts
+_BYTE_STEPS = frozenset({"key", "input-check", "verdicts", "verdicts-echo"})
 
 
 def _encode(message: Any) -> bytes:
@@ -433,3 +520,210 @@ async def run_verified_member(index: int, first: np.ndarray, second: np.ndarray,
         party.view["opened_counts"] = counts.copy()
     return MemberOutcome(passed, counts, party.view, local.seconds,
                          prev.bytes_sent + next.bytes_sent)
+
+
+# ------------------------------------------------------------- validated reports
+
+def intake_limits(rows: int) -> SessionLimits:
+    """What a member accepts from another while the committee takes a validated round's
+    reports in batches of at most ``rows``: the verdicts (a digest and a code per report)
+    and their echo, and the validity check's messages (a multiplication layer holds two
+    products per report, its openings at most one word per report), each after the
+    32-byte context."""
+    if type(rows) is not int or rows < 1:
+        raise ValueError("rows must be a positive int")
+    body = max(16 * rows, 32 + rows, 64)
+    return SessionLimits({CommitteeMessage.TAG: Record((Str(1, MAX_STEP_BYTES),
+                                                        Bin(0, 32 + body)))})
+
+
+async def _exchange(index: int, msgs: Any, prev: CommitteeLink, next: CommitteeLink,
+                    step: str) -> tuple[Any, Any]:
+    """Post this member's messages of ``step`` (each to its recipient's link), then read
+    the step's message from ``prev`` and from ``next``, then flush: ``(from prev, from
+    next)``, as verified messages (sender and recipient are the links')."""
+    for msg in msgs:
+        link = next if msg.recipient == next.peer else prev
+        link.post(msg.step, _encode(msg))
+    got_prev = _decode(step, await prev.receive(step), prev.peer, index)
+    got_next = _decode(step, await next.receive(step), next.peer, index)
+    await prev.flush()
+    await next.flush()
+    return got_prev, got_next
+
+
+async def _validity_member(index: int, context: bytes, rows: int, d: int, shares_of: Any,
+                           prev: CommitteeLink, next: CommitteeLink,
+                           local: Callable[[Callable[[], Any]], Any], rand: Any,
+                           party_class: type | None) -> tuple[np.ndarray, dict[str, Any]]:
+    """Member ``index``'s part of one batch's validity check
+    (:class:`~protocol.core.committee.validity.ValidityParty`), the steps of
+    :func:`~protocol.core.committee.validity.run_validity_check` one member at a time:
+    ``(valid per kept report, its view)``.
+
+    Raises:
+        CommitteeAborted: a missing, late, malformed, replayed or inconsistent message,
+            or a failed verification; nothing is opened then.
+    """
+    from protocol.core.committee.validity import ValidityParty
+
+    try:
+        party = (party_class or ValidityParty)(index, context, rows, rand)
+    except ValueError as exc:
+        raise CommitteeAborted("bad_arguments", index, str(exc)) from None
+
+    async def one_way(msg: Any) -> Any:
+        """``msg`` to its recipient (``prev`` or ``next``); the same step from the other."""
+        out, into = (next, prev) if msg.recipient == next.peer else (prev, next)
+        out.post(msg.step, _encode(msg))
+        got = _decode(msg.step, await into.receive(msg.step), into.peer, index)
+        await out.flush()
+        return got
+
+    async def open_value(step: str, pair: Any) -> np.ndarray:
+        msgs = local(lambda: party.open_messages(step, pair))
+        a, b = await _exchange(index, msgs, prev, next, step)
+        return local(lambda: party.finish_open(step, pair, a, b))
+
+    key = await one_way(local(party.key_message))
+    local(lambda: party.receive_key(key))
+    coins = await open_value("open-sketch", local(party.sketch_pair))
+
+    def inputs() -> None:
+        rr = party.set_sketch(coins, d)
+        party.set_inputs(*shares_of(rr))
+        party.begin()
+
+    local(inputs)
+    more = True
+    while more:
+        incoming = await one_way(local(party.layer_message))
+        more = local(lambda: party.receive_layer(incoming))
+    check_coins = await open_value("open-coins", local(party.coin_pair))
+    incoming = await one_way(local(lambda: party.zero_test_message(check_coins)))
+    check = await open_value("open-check", local(lambda: party.receive_zero_test(incoming)))
+    local(lambda: party.accept_check(check))
+    opened = await open_value("open-valid", local(party.result_pair))
+    valid = local(lambda: party.accept_valid(opened))
+    return valid, {"opened_valid": party.view["opened_valid"],
+                   "check_value": party.view["check_value"],
+                   "opened_sketch": party.view["opened_sketch"]}
+
+
+#: ``relay(batch) -> (frames, refusals)``: the server's input for one batch of a
+#: validated round, the bodies of the reports its devices sent (in the sample's order)
+#: and ``(user, code)`` of what it refused itself
+Relay = Callable[[int], tuple[list[bytes], list[tuple[int, int]]]]
+
+
+async def run_intake_member(member: Any, theta: int | None, *, reveal_counts: bool,
+                            batches: int, rows: int, min_valid: int,
+                            prev: CommitteeLink, next: CommitteeLink,
+                            relay: Relay | None = None, rand: Any = None,
+                            components: Callable[[np.ndarray, np.ndarray],
+                                                 tuple[np.ndarray, np.ndarray]] | None = None,
+                            party_class: type | None = None,
+                            lie: Callable[[np.ndarray], np.ndarray] | None = None
+                            ) -> MemberOutcome:
+    """One member of a validated round (the server, ``member.index == 0``, or a helper)
+    between processes: the steps of
+    :func:`protocol.core.transports.threshold_reports.run_report_round`, one member at a
+    time, over ``prev`` (member ``i - 1``) and ``next`` (member ``i + 1``).
+
+    For each of the round's ``batches`` batches (at most ``rows`` reports each):
+
+    1. the server decodes its devices' reports (``relay(batch)``) and writes each helper
+       its :class:`~protocol.core.committee.intake.ReportBatch` (tag 212) over its
+       helper connection; a helper reads its own, bounded by
+       :func:`~protocol.core.committee.intake.batch_limits`;
+    2. every member's digest and verdicts (step ``verdicts``) to both others, then the
+       echo of all three (``verdicts-echo``);
+    3. with reports kept, the validity check (:func:`_validity_member`), its context
+       bound to the round, the batch's number and its agreed digest; the valid reports'
+       components are added to the member's sums.
+
+    Then the member's two components of the count vector
+    (:meth:`~protocol.core.committee.intake.IntakeMember.finish`, at least
+    ``min_valid`` valid reports) go into the verified comparison
+    (:func:`run_verified_member`) with ``theta``, its context bound to the round. Every
+    message is read with bounded limits (:func:`intake_limits`, then
+    :func:`verified_limits`) and checked by the sans-I/O member before it is used.
+
+    ``member`` is the :class:`~protocol.core.committee.intake.IntakeMember` (it keeps
+    the drops, by reason and accuser). ``components``, ``party_class`` and ``lie`` are
+    the fault switches of a deviating member (its comparison inputs, its comparison
+    party, its own verdicts).
+
+    Raises:
+        CommitteeAborted: a missing, late, malformed, replayed or inconsistent message,
+            a mismatch between the members, ``too_few_valid_reports``, a failed
+            verification; nothing is opened then.
+    """
+    from protocol.core.committee.intake import ReportBatch, batch_limits, report_limits
+
+    index = member.index
+    if index not in range(COMMITTEE) or prev.peer != (index - 1) % 3 \
+            or next.peer != (index + 1) % 3:
+        raise CommitteeAborted("bad_arguments", index, "links to members i-1 and i+1")
+    if (index == 0) != (relay is not None):
+        raise CommitteeAborted("bad_arguments", index, "the server, and only it, relays")
+    if type(batches) is not int or batches < 1 or type(rows) is not int or rows < 1:
+        raise CommitteeAborted("bad_arguments", index, "at least one batch of one row")
+    local = _CpuClock()
+    ctx = member.ctx
+    d = ctx.d
+    to_server = {1: prev, 2: next}.get(index)
+    framing = batch_limits(d, rows)
+    validity: list[dict[str, Any]] = []
+    valid_users: Counter = Counter()
+    for number in range(batches):
+        before = len(member.dropped)
+        if relay is not None:
+            raw, refused = relay(number)
+            if len(raw) + len(refused) > rows:
+                raise CommitteeAborted("bad_arguments", 0, f"batch {number} holds more "
+                                       f"than {rows} reports")
+            reports, to1, to2 = local(lambda: member.relay(raw, report_limits(d)))
+            mine = tuple((int(u), int(c)) for u, c in refused) + to1.refused
+            to1 = ReportBatch(to1.context, to1.batch, mine, to1.reports)
+            to2 = ReportBatch(to2.context, to2.batch, mine, to2.reports)
+            next.post_frame(frame(to1), "report batch")   # helper 1
+            prev.post_frame(frame(to2), "report batch")   # helper 2
+            msgs = local(lambda: member.take_batch(reports, mine, lie=lie))
+            users = [r.user for r in reports]
+        else:
+            assert to_server is not None
+            batch = await to_server.receive_record(ReportBatch, framing, "the report batch")
+            msgs = local(lambda: member.take_batch(batch, lie=lie))
+            users = [r.user for r in batch.reports]
+        a, b = await _exchange(index, msgs, prev, next, "verdicts")
+        echoes = local(lambda: member.agree(a, b))
+        a, b = await _exchange(index, echoes, prev, next, "verdicts-echo")
+        kept = local(lambda: member.confirm(a, b))
+        valid = None
+        if kept > 0:
+            bctx = hashlib.sha256(b"fedhh validity batch\x00" + ctx.digest
+                                  + number.to_bytes(4, "big") + member.batch_digest).digest()
+            valid, seen = await _validity_member(index, bctx, kept, d, member.shares_of,
+                                                 prev, next, local, rand, None)
+            validity.append(seen)
+        local(lambda: member.accept_valid(valid))
+        # each relayed report is dropped once (by name) or counted; a refusal is none
+        valid_users.update(users)
+        valid_users.subtract(u for u, reason, _ in member.dropped[before:]
+                             if reason != "malformed_report")
+    first, second = local(lambda: member.finish(min_valid))
+    if components is not None:
+        first, second = components(first, second)
+    context = hashlib.sha256(b"fedhh threshold committee\x00validated\x00"
+                             + ctx.digest).digest()
+    limits = verified_limits(d, theta)
+    c_prev, c_next = prev.with_limits(limits), next.with_limits(limits)
+    out = await run_verified_member(index, first, second, theta, context=context,
+                                    reveal_counts=reveal_counts, prev=c_prev, next=c_next,
+                                    rand=rand, party_class=party_class)
+    out.view = {"intake": member.view, "validity": validity, "committee": out.view,
+                "valid_users": sorted(int(u) for u, k in valid_users.items() if k > 0)}
+    out.seconds += local.seconds
+    out.bytes_sent += prev.bytes_sent + next.bytes_sent
+    return out

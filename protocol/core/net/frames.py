@@ -24,7 +24,8 @@ from typing import Any, Callable
 from protocol.core import codec
 from protocol.core.codec import CodecError, SessionLimits
 
-__all__ = ["HEADER", "FrameError", "frame", "read_message", "parse_header", "close_writer"]
+__all__ = ["HEADER", "FrameError", "frame", "read_message", "read_frame", "decode_frame",
+           "parse_header", "close_writer"]
 
 #: body length (u32) and tag (u16), big-endian
 HEADER = struct.Struct(">IH")
@@ -72,18 +73,45 @@ async def read_message(reader: asyncio.StreamReader,
         FrameError: refused (see :func:`parse_header`) or undecodable.
         asyncio.IncompleteReadError: the stream ended (a disconnect).
     """
+    tag, body, size, limits = await read_frame(reader, limits)
+    return decode_frame(tag, body, limits), size
+
+
+async def read_frame(reader: asyncio.StreamReader,
+                     limits: SessionLimits | Callable[[], SessionLimits]
+                     ) -> tuple[int, bytes, int, SessionLimits]:
+    """Read one frame without decoding its body: ``(tag, body, bytes read, the limits
+    it was checked against)``. The header is checked as :func:`read_message` checks it
+    (the tag accepted here, the length within that tag's largest legal frame) before a
+    byte of the body is read; the body is the caller's to decode
+    (:func:`decode_frame`), or to hand on to whoever must judge it (a device's
+    validated report, which the committee refuses by name).
+
+    Raises:
+        FrameError: refused by its header.
+        asyncio.IncompleteReadError: the stream ended (a disconnect).
+    """
     header = await reader.readexactly(HEADER.size)
     if callable(limits):
         limits = limits()
     length, tag = parse_header(header, limits)
     body = await reader.readexactly(length)
+    return tag, body, HEADER.size + length, limits
+
+
+def decode_frame(tag: int, body: bytes, limits: SessionLimits) -> Any:
+    """The message of a frame read by :func:`read_frame`.
+
+    Raises:
+        FrameError: undecodable, or its body's tag is not the header's.
+    """
     try:
         msg = codec.decode(body, limits=limits)
     except CodecError as exc:
         raise FrameError(str(exc)) from None
     if type(msg).TAG != tag:
         raise FrameError(f"header says tag {tag}, body holds tag {type(msg).TAG}")
-    return msg, HEADER.size + length
+    return msg
 
 
 async def close_writer(writer: asyncio.StreamWriter | None) -> None:

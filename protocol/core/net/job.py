@@ -40,7 +40,9 @@ the server and stays out of the job: the server closes its connection.
 
 A job over the thresholding committee (``JobPolicy(committee=True)``: two helpers in
 every round, each round's sample from the committee's beacon, checked by every device)
-is :mod:`protocol.core.net.committee_job`.
+is :mod:`protocol.core.net.committee_job`; under the malicious model its sampled
+devices answer the Task with one validated report each instead of joining a session
+(``JobPolicy.committee_input``, ``reports`` by default).
 """
 from __future__ import annotations
 
@@ -128,6 +130,16 @@ class JobPolicy:
     #: server that samples more raises the sampling rate the privacy analysis uses);
     #: 0: no check
     sample_size: int = 0
+    #: a committee job's input under the malicious model: ``reports`` (the default),
+    #: each sampled device's validated report, checked on shares by the committee
+    #: before it counts (:mod:`protocol.core.committee.intake`); ``secagg``, the sum of
+    #: a secure-aggregation session among the sample and both helpers (no device's
+    #: input is checked). The semi-honest committee always takes ``secagg``.
+    committee_input: str = "reports"
+    #: a validated round needs valid reports from at least this fraction of its sample
+    #: (and at least the round's ``min_participants``): every member refuses to count
+    #: a round the server thinned out (``too_few_valid_reports``)
+    min_valid_fraction: float = 0.5
 
     def __post_init__(self) -> None:
         if type(self.population) is not int or not 3 <= self.population < 1 << 32:
@@ -145,7 +157,25 @@ class JobPolicy:
         if self.max_votes is not None and (type(self.max_votes) is not int
                                            or self.max_votes < 1):
             raise ValueError("max_votes must be a positive int or None")
+        if self.committee_input not in ("reports", "secagg"):
+            raise ValueError("committee_input must be 'reports' or 'secagg'")
+        if not 0.0 <= float(self.min_valid_fraction) <= 1.0:
+            raise ValueError("min_valid_fraction must be in [0, 1]")
         NetSessionSpec(3, threat=self.threat, graph=self.graph, dropout=self.dropout)
+
+    @property
+    def validated(self) -> bool:
+        """Whether each round's input is the devices' validated reports (a committee
+        job under the malicious model with ``committee_input="reports"``, the
+        default) rather than a secure-aggregation session."""
+        return self.sample_proof and self.committee_input == "reports"
+
+    def min_valid(self, spec: RoundSpec, sampled: int) -> int:
+        """The fewest valid reports a validated round of ``sampled`` devices counts."""
+        import math
+
+        return max(int(spec.min_participants),
+                   math.ceil(float(self.min_valid_fraction) * int(sampled)))
 
     @property
     def sample_proof(self) -> bool:
@@ -579,14 +609,23 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
                          contribution_of: Callable[[Task], Any], *,
                          signing_key: bytes | None = None,
                          verify_keys: Sequence[bytes] | None = None, rand: Any = None,
-                         wait_seconds: float = 300.0, stall_at: int | None = None
-                         ) -> JobOutcome:
+                         wait_seconds: float = 300.0, stall_at: int | None = None,
+                         reports: Any = None, corrupt: Any = None) -> JobOutcome:
     """One client's whole job (see the module docstring). ``contribution_of(task)`` is
     this client's contribution to a round it is sampled in: in a vote round its vote on
     the Task's candidates (an index, or -1 to abstain), in a vector round its vector
     (it may raise ValueError to refuse the round: the client leaves the job with
     ``cannot_contribute``). No exception escapes for anything the server or the network
-    does."""
+    does.
+
+    In a job with validated reports (``policy.validated``) a sampled device sends, right
+    after the Task, the frames ``reports.frames(member, task, seed, vote)`` makes (its
+    :class:`~protocol.core.committee.reports.DeviceReport`, bound to the round's
+    beacon ``seed``: :class:`protocol.core.net.committee_job.DeviceReports`) instead of
+    joining a session. ``corrupt`` (a :class:`~protocol.core.corruption.CorruptClients`
+    with a vector strategy) makes this device enter its strategy's vector in a
+    secure-aggregation round when the round's draw corrupts it (a simulation's
+    attacker; validated reports take theirs from ``reports``)."""
     out = JobOutcome(member, "disconnected")
     writer = None
     rand = rand if rand is not None else OsRandom()
@@ -615,6 +654,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
             problem = _task_problem(msg, policy, last_round, member, out.votes)
             if problem is None and policy.sample_proof:
                 problem = _proof_problem(proof, msg, policy, verify_keys)
+            seed = proof.seed if proof is not None else None
             proof = None
             if problem is not None:
                 out.status, out.reason = "aborted", problem
@@ -624,6 +664,15 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
                 continue  # not sampled this round
             pos = bisect.bisect_left(msg.sample, member)
             spec = round_spec(msg)
+            if policy.validated:
+                assert seed is not None  # the proof was checked
+                why = await _send_report(writer, reports, member, msg, seed,
+                                         lambda: contribution_of(msg), spec, out,
+                                         wait_seconds)
+                if why is not None:
+                    out.status, out.reason = "aborted", why
+                    return out
+                continue
             netspec = policy.session(spec, msg.sample)
             first, size = await asyncio.wait_for(read_message(reader, welcome_limits()),
                                                  wait_seconds)
@@ -639,6 +688,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
                 return out
             try:
                 value = _contribution(contribution_of(msg), spec, netspec)
+                value = _corrupted(corrupt, msg, member, value, netspec.modulus)
             except (ValueError, TypeError, ContractError) as exc:
                 out.status, out.reason = "aborted", f"cannot_contribute: {exc}"[:200]
                 return out
@@ -664,7 +714,57 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
     return out
 
 
-def _contribution(c: Any, spec: RoundSpec, netspec: NetSessionSpec) -> np.ndarray:
+async def _send_report(writer: asyncio.StreamWriter, reports: Any, member: int, task: Task,
+                       seed: bytes, vote_of: Callable[[], Any], spec: RoundSpec,
+                       out: JobOutcome, wait_seconds: float) -> str | None:
+    """A sampled device's validated report, sent right after the round's Task (one
+    frame, or what a corrupted device's strategy sends); ``None``, or why the device
+    leaves the job (``cannot_contribute``).
+
+    Raises:
+        NETWORK_FAILURES: the report could not be sent.
+    """
+    if reports is None:
+        return "cannot_contribute: no helper report keys for a validated round"
+    t0 = time.process_time()
+    try:
+        value = _contribution(vote_of(), spec, None)
+        data = b"".join(reports.frames(member, task, seed, value))
+    except (ValueError, TypeError, ContractError) as exc:
+        return f"cannot_contribute: {exc}"[:200]
+    finally:
+        out.cpu_seconds += time.process_time() - t0
+    out.votes += 1   # counted once the report exists, whatever follows
+    writer.write(data)
+    await asyncio.wait_for(writer.drain(), wait_seconds)
+    out.bytes_up += len(data)
+    out.sessions["reported"] += 1
+    return None
+
+
+def _corrupted(corrupt: Any, task: Task, member: int, value: np.ndarray,
+               modulus: int) -> np.ndarray:
+    """``value``, or the corrupted device's vector (modulo the session's modulus) when
+    this round's draw (:func:`protocol.core.corruption.corrupt_positions`, the same on
+    every side) corrupts ``member``.
+
+    Raises:
+        ValueError: a strategy without a vector form (it attacks validated reports).
+    """
+    if corrupt is None or not task.candidates:
+        return value
+    from protocol.core.corruption import corrupt_positions, corrupt_vector
+
+    sample = np.asarray(task.sample, dtype=np.int64)
+    bad = sample[corrupt_positions(corrupt, task.job, task.round, sample)]
+    if member not in set(bad.tolist()):
+        return value
+    vec = corrupt_vector(corrupt, task.candidates, task.theta or None)
+    return (vec % modulus).astype(np.uint64) if modulus < 1 << 63 else \
+        np.asarray([int(v) % modulus for v in vec], dtype=np.uint64)
+
+
+def _contribution(c: Any, spec: RoundSpec, netspec: NetSessionSpec | None) -> np.ndarray:
     """This client's secure-aggregation input: the one-hot vector of its vote (zero to
     abstain) in a vote round, its own vector in a vector round.
 
@@ -681,6 +781,7 @@ def _contribution(c: Any, spec: RoundSpec, netspec: NetSessionSpec) -> np.ndarra
             value[choice] = 1
         return value
     v = np.asarray(c)
+    assert netspec is not None  # a vector round has its session
     if v.shape != (netspec.dim,) or not np.issubdtype(v.dtype, np.integer):
         raise ValueError(f"the round takes {netspec.dim} integers, this client has "
                          f"{v.shape}")
@@ -746,9 +847,11 @@ async def run_job_clients(members: Sequence[int], host: str, port: int, policy: 
                           signing_keys: Sequence[bytes] | None = None,
                           verify_keys: Sequence[bytes] | None = None,
                           wait_seconds: float = 300.0, stall: Sequence[int] = (),
-                          stall_at: int | None = None) -> list[JobOutcome]:
+                          stall_at: int | None = None, reports: Any = None,
+                          corrupt: Any = None) -> list[JobOutcome]:
     """Run the clients ``members`` of a job concurrently in this event loop;
-    ``contribution_of(member, task)``."""
+    ``contribution_of(member, task)``; ``reports`` and ``corrupt`` as
+    :func:`run_job_client`'s."""
     stalling = set(stall)
     if verify_keys is not None:
         verify_keys = tuple(verify_keys)
@@ -756,6 +859,7 @@ async def run_job_clients(members: Sequence[int], host: str, port: int, policy: 
                             (lambda t, m=m: contribution_of(m, t)),
                             signing_key=signing_keys[m] if signing_keys is not None else None,
                             verify_keys=verify_keys, wait_seconds=wait_seconds,
-                            stall_at=stall_at if m in stalling else None)
+                            stall_at=stall_at if m in stalling else None,
+                            reports=reports, corrupt=corrupt)
              for m in members]
     return list(await asyncio.gather(*tasks))

@@ -219,8 +219,9 @@ def job_report(reports: Sequence[Any]) -> dict[str, Any]:
             rounds.append({k: r.get(k) for k in (
                 "round", "status", "reason", "joined", "degree", "threshold",
                 "wall_seconds", "server_cpu_seconds", "committee_cpu_seconds", "bytes_up",
-                "bytes_down", "refused")} | {"sampled": len(r["sample"]),
-                                              "in_sum": len(r.get("in_sum", ()))})
+                "bytes_down", "refused", "committee_input", "reports", "dropped",
+                "committee_bytes_sent")}
+                | {"sampled": len(r["sample"]), "in_sum": len(r.get("in_sum", ()))})
             continue
         rounds.append({
             "status": r.status, "reason": r.reason, "sampled": r.n, "joined": r.joined,
@@ -243,12 +244,17 @@ def job_client_process(policy: Any, keys: str, host: str, port: int, ids: Sequen
                        contribution_of: Callable[[int, Any], Any], *,
                        wait_seconds: float = 300.0,
                        stall: Sequence[int] = (), stall_at: int | None = None,
-                       out: TextIO = sys.stdout) -> dict[str, Any]:
+                       corrupt: Any = None, out: TextIO = sys.stdout) -> dict[str, Any]:
     """Run the clients ``ids`` of a job (``fedhh client --job``); ``contribution_of(member,
-    task)`` is a client's contribution (a vote, or a vector). Prints and returns a summary.
+    task)`` is a client's contribution (a vote, or a vector). With validated reports
+    (``policy.validated``) each sampled device sends its report, its helpers' parts
+    encrypted to the X25519 keys the roster publishes. ``corrupt``
+    (:class:`~protocol.core.corruption.CorruptClients`): the devices each round's draw
+    corrupts send their strategy's input. Prints and returns a summary.
 
     Raises:
-        ValueError: ids outside the population, bad keys.
+        ValueError: ids outside the population, bad keys (a roster without the helpers'
+            report keys, for validated reports).
     """
     from protocol.core.net.job import run_job_clients
 
@@ -259,13 +265,18 @@ def job_client_process(policy: Any, keys: str, host: str, port: int, ids: Sequen
                               "the population and two helpers" if policy.committee
                               else "the population",
                               party="clients", own=range(policy.population), runs=ids)
+    reports = None
+    if policy.validated:
+        from protocol.core.net.committee_job import DeviceReports
+
+        reports = DeviceReports(tls.load_report_keys(keys), signing or [], corrupt=corrupt)
     _network_process(len(ids))
     ctx, pin = tls.client_context(keys)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     outcomes = asyncio.run(run_job_clients(
         ids, host, port, policy, ctx, pin, contribution_of, signing_keys=signing,
         verify_keys=verify if malicious else None, wait_seconds=wait_seconds, stall=stall,
-        stall_at=stall_at))
+        stall_at=stall_at, reports=reports, corrupt=None if reports is not None else corrupt))
     sessions: Counter = Counter()
     for o in outcomes:
         sessions.update(o.sessions)
@@ -441,11 +452,12 @@ def job_helper_process(index: int, policy: Any, keys: str, host: str, port: int,
     verify, signing = _roster(keys, policy.population + 2, malicious,
                               "the population and two helpers", party=f"helper{index}",
                               own={position}, runs={position})
+    report_secret = tls.load_report_secret(keys, index) if policy.validated else None
     ctx, pin = tls.client_context(keys)
     result = asyncio.run(run_job_helper(
         index, host, port, policy, ctx, pin, link, tls.helper_link_contexts(keys, index),
         signing_key=signing[position] if signing is not None else None, verify_keys=verify,
-        wait_seconds=wait_seconds, fault=fault))
+        wait_seconds=wait_seconds, fault=fault, report_secret=report_secret))
     result = {"event": "helper", **result}
     _emit(out, result)
     return result

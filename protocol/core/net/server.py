@@ -45,7 +45,7 @@ import numpy as np
 
 from protocol.core import wire_secagg
 from protocol.core.codec import CodecError, SessionLimits
-from protocol.core.net.frames import close_writer, frame, read_message
+from protocol.core.net.frames import close_writer, decode_frame, frame, read_frame, read_message
 from protocol.core.net.messages import PROTOCOL_VERSION, Bye, Hello, hello_limits
 from protocol.core.net.session import NetSessionSpec
 from secagg.crypto import FRESH_NONCE_BYTES
@@ -139,6 +139,10 @@ class _Session:
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     refused: list[tuple[int | None, str]] = field(default_factory=list)
     all_joined: asyncio.Event = field(default_factory=asyncio.Event)
+    #: a stage whose frames are queued undecoded (``(conn, body, size)``): a committee
+    #: job's validated reports, whose decoding the committee judges
+    #: (:mod:`protocol.core.net.committee_job`); one frame per connection still
+    raw: bool = False
 
 
 class TlsListener:
@@ -275,8 +279,11 @@ class NetSecAggServer(TlsListener):
         """Read this client's frames into its current session's queue until it closes:
         bounded by that session's limits (nothing is accepted outside a session), from
         its own position only, one message per server frame."""
+        checked: list[_Session | None] = [None]
+
         def limits() -> SessionLimits:
             session = self._current_of(conn)
+            checked[0] = session
             return session.limits if session is not None else _NOTHING
 
         def refuse(why: str) -> None:  # logged with the session the client is in
@@ -285,14 +292,17 @@ class NetSecAggServer(TlsListener):
 
         try:
             while conn.open:
-                msg, size = await read_message(conn.reader, limits)
+                tag, body, size, used = await read_frame(conn.reader, limits)
                 session = self._current_of(conn)
-                if session is None:
+                if session is None or session is not checked[0]:
                     refuse("message outside its sessions")
                     break
-                if getattr(msg, "sender", None) != conn.client:
-                    refuse("message names another sender")
-                    break
+                msg: Any = body
+                if not session.raw:
+                    msg = decode_frame(tag, body, used)
+                    if getattr(msg, "sender", None) != conn.client:
+                        refuse("message names another sender")
+                        break
                 if not conn.may_send:  # bounds what one client can queue to one message
                     refuse("message sent out of turn")
                     break

@@ -15,7 +15,10 @@ Ed25519 PKI, and the TLS contexts that use them.
 * **One directory per party** (:func:`make_party_keys`, what ``fedhh keys`` writes):
   ``server/`` (its TLS key, the public roster and certificates, no signing key),
   ``clients/`` (the clients' signing keys only), and with a committee ``helper1/`` and
-  ``helper2/`` (each its own TLS key and its own signing key). Every process checks
+  ``helper2/`` (each its own TLS key, its own signing key and its own X25519 report key
+  ``helperN.x25519``, whose public half every roster carries as
+  ``helper_report_keys``: the devices encrypt each helper's part of a validated report
+  to it, :mod:`protocol.core.committee.reports`). Every process checks
   with :func:`check_own_keys` that its directory holds no other party's secret and
   refuses it otherwise: a server given a directory with signing keys could act as any
   client, and one given a helper's key could run the helper itself.
@@ -46,7 +49,8 @@ from secagg.randomness import OsRandom
 __all__ = ["SERVER_NAME", "KeyPaths", "PinError", "make_keys", "load_pki", "fingerprint",
            "server_context", "client_context", "check_pin", "HELPER_NAMES", "make_helper_keys",
            "helper_link_contexts", "make_party_keys", "check_own_keys", "PARTIES",
-           "ForeignKeyError"]
+           "ForeignKeyError", "report_secret_path", "load_report_keys",
+           "load_report_secret"]
 
 #: the parties of a networked session, one key directory each (helpers with a committee)
 PARTIES = ("server", "clients", "helper1", "helper2")
@@ -162,10 +166,67 @@ def helper_link_contexts(root: str | os.PathLike[str], index: int) -> ssl.SSLCon
     return ctx
 
 
-def _roster_json(pairs: list[tuple[bytes, bytes]]) -> str:
-    """The public roster: one verification key per position."""
-    return json.dumps({"format": "fedhh-roster/1", "clients": len(pairs),
-                       "verify_keys": [pk.hex() for _, pk in pairs]})
+def _roster_json(pairs: list[tuple[bytes, bytes]],
+                 report_keys: list[bytes] | None = None) -> str:
+    """The public roster: one verification key per position and, for a committee, the
+    two helpers' X25519 report keys."""
+    doc: dict[str, Any] = {"format": "fedhh-roster/1", "clients": len(pairs),
+                           "verify_keys": [pk.hex() for _, pk in pairs]}
+    if report_keys is not None:
+        doc["helper_report_keys"] = [pk.hex() for pk in report_keys]
+    return json.dumps(doc)
+
+
+def report_secret_path(root: str | os.PathLike[str], index: int) -> pathlib.Path:
+    """Helper ``index``'s X25519 report secret (32 raw bytes, mode 0600): only that
+    helper's directory holds it."""
+    if index not in (1, 2):
+        raise ValueError("helpers are 1 and 2")
+    return pathlib.Path(root) / f"helper{index}.x25519"
+
+
+def load_report_keys(root: str | os.PathLike[str]) -> tuple[bytes, bytes]:
+    """The two helpers' X25519 public report keys from a committee roster.
+
+    Raises:
+        ValueError: the roster carries none (keys made before validated reports: make
+            them again with ``fedhh keys --committee``) or malformed ones.
+        FileNotFoundError: no roster.
+    """
+    path = KeyPaths(pathlib.Path(root)).roster
+    try:
+        keys = json.loads(path.read_text())["helper_report_keys"]
+        out = tuple(bytes.fromhex(h) for h in keys)
+    except KeyError:
+        raise ValueError(f"{path}: the roster holds no helper report keys (make the "
+                         "committee's keys again with 'fedhh keys --committee')") from None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{path}: malformed helper report keys ({exc})") from None
+    if len(out) != 2 or any(len(k) != 32 for k in out):
+        raise ValueError(f"{path}: helper report keys are two 32-byte X25519 keys")
+    return out[0], out[1]
+
+
+def load_report_secret(root: str | os.PathLike[str], index: int) -> bytes:
+    """Helper ``index``'s X25519 report secret, checked against the public key the
+    roster publishes for it.
+
+    Raises:
+        ValueError: no such file (the directory is not that helper's), a file that is
+            not 32 bytes, or a secret whose public key is not the roster's.
+    """
+    path = report_secret_path(root, index)
+    if not path.exists():
+        raise ValueError(f"{path} is missing: helper {index}'s directory holds no X25519 "
+                         "report key (make the committee's keys again with 'fedhh keys "
+                         "--committee')")
+    secret = path.read_bytes()
+    if len(secret) != 32:
+        raise ValueError(f"{path}: an X25519 secret is 32 bytes")
+    public = load_report_keys(root)[index - 1]
+    if not hmac.compare_digest(crypto.x25519_public(secret), public):
+        raise ValueError(f"{path}: its public key is not helper {index}'s in the roster")
+    return secret
 
 
 def make_keys(root: str | os.PathLike[str], clients: int, *, days: int = 30,
@@ -270,7 +331,10 @@ def make_party_keys(root: str | os.PathLike[str], clients: int, *, committee: bo
             h = dirs[f"helper{i}"]
             _identity(h / f"helper{i}.crt", h / f"helper{i}.key", name, days, rand)
     pairs = [crypto.ed25519_keypair(rand) for _ in range(n)]
-    roster = _roster_json(pairs)
+    report = [crypto.x25519_keypair(rand) for _ in (1, 2)] if committee else []
+    roster = _roster_json(pairs, [pk for _, pk in report] if committee else None)
+    for i, (sk, _) in enumerate(report, 1):
+        _write_private(report_secret_path(dirs[f"helper{i}"], i), sk)
     owned = {"server": set(), "clients": set(range(clients)),
              "helper1": {clients}, "helper2": {clients + 1}}
     for party, d in dirs.items():
@@ -293,8 +357,9 @@ def make_party_keys(root: str | os.PathLike[str], clients: int, *, committee: bo
 def check_own_keys(root: str | os.PathLike[str], party: str,
                    positions: Iterable[int] = ()) -> None:
     """Refuse a key directory that holds another party's secret: the server's TLS key
-    (unless ``party`` is ``"server"``), a helper's TLS key (unless it is that helper),
-    or a signing key of a roster position outside ``positions``.
+    (unless ``party`` is ``"server"``), a helper's TLS key or X25519 report secret
+    (unless it is that helper), or a signing key of a roster position outside
+    ``positions``.
 
     Raises:
         ForeignKeyError: such a key is there (the message names the file).
@@ -309,9 +374,10 @@ def check_own_keys(root: str | os.PathLike[str], party: str,
     if party != "server" and paths.key.exists():
         raise ForeignKeyError(f"{paths.key} is the server's secret key; {hint}")
     for i in (1, 2):
-        key = root / f"helper{i}.key"
-        if party != f"helper{i}" and key.exists():
-            raise ForeignKeyError(f"{key} is helper {i}'s secret key; {hint}")
+        for key, what in ((root / f"helper{i}.key", "secret key"),
+                          (report_secret_path(root, i), "X25519 report secret")):
+            if party != f"helper{i}" and key.exists():
+                raise ForeignKeyError(f"{key} is helper {i}'s {what}; {hint}")
     if paths.signing.exists():
         try:
             n = len(load_pki(root, signing=False)[0])

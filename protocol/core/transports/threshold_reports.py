@@ -36,29 +36,27 @@ import hashlib
 import math
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 
 from protocol.core import codec
 from protocol.core.committee import CommitteeAborted
-from protocol.core.committee import field as F
 from protocol.core.committee.intake import (
     IntakeMember, ReportBatch, batch_limits, batch_rows, report_limits,
 )
 from protocol.core.committee.reports import (
-    SEED_BYTES, DeviceReport, ReportContext, SharedWork, assemble_report,
-    candidates_digest, make_reports, share_votes,
+    DeviceReport, ReportContext, SharedWork, candidates_digest, make_reports,
 )
 from protocol.core.committee.rss import charged
 from protocol.core.committee.validity import run_validity_check
 from protocol.core.committee.verified import run_verified_committee
 from protocol.core.contract import (
-    AggregationAborted, Cost, Release, RoundResult, RoundSpec, Votes,
+    AggregationAborted, Cost, RoundResult, RoundSpec, Votes,
 )
 from protocol.core.corruption import (
-    P61, CorruptClients, corrupt_positions, corrupt_vector, record_round,
+    P61, CorruptClients, corrupt_positions, corrupt_vector, forge_reports, record_round,
 )
 from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
 from secagg import crypto
@@ -187,47 +185,11 @@ class _Clients:
 
     def _attack(self, strategy: str, honest: DeviceReport, vote: np.ndarray,
                 batch: Sequence[DeviceReport], rand: Any) -> list[bytes]:
-        """A corrupted device's frames under a report strategy."""
-        ctx, u, d = self.ctx, honest.user, self.ctx.d
-        sk = self.keys.device(u)[0]
-        pks = self.keys.helper_public
-        secrets = rand.token_bytes(3 * SEED_BYTES)
-        s1, s2, salt0 = secrets[:32], secrets[32:64], secrets[64:]
-        c0 = share_votes(vote.reshape(1, -1), [s1], [s2])[0]
-        mk = lambda **kw: assemble_report(ctx, u, c0, s1, s2, salt0, sk, pks,  # noqa: E731
-                                          rand, **kw)
-        if strategy == "wrong-length":
-            short = share_votes(vote[: max(d - 1, 0)].reshape(1, -1), [s1], [s2])[0] \
-                if d > 1 else np.zeros(2, dtype=np.uint64)
-            r = assemble_report(ctx, u, short, s1, s2, salt0, sk, pks, rand)
-        elif strategy in ("replay-round", "replay-job"):
-            # a report the device signed for another round (or job) of the task
-            other = ReportContext(
-                ctx.task, ctx.job if strategy == "replay-round" else
-                hashlib.sha256(b"fedhh another job\x00" + ctx.job).digest()[:16],
-                (ctx.round - 1 if ctx.round > 0 else ctx.round + 1)
-                if strategy == "replay-round" else ctx.round, ctx.candidates, d)
-            r = assemble_report(other, u, c0, s1, s2, salt0, sk, pks, rand)
-        elif strategy == "replay-device":
-            victims = [x for x in batch if x.user != u]
-            r = victims[0] if victims else honest
-        elif strategy == "inconsistent":
-            other_c0 = c0.copy()
-            other_c0[0] = (int(other_c0[0]) + 1) % F.P
-            body = other_c0.astype("<u8").tobytes()
-            r = mk(parts={2: s2 + salt0 + body})
-        elif strategy == "wrong-helper":
-            r = mk(encrypt_to=(pks[1], pks[1]))
-        elif strategy == "unsigned":
-            r = mk(sign=False)
-        elif strategy == "re-signed":
-            stranger = hashlib.sha256(b"not the roster key" + sk).digest()
-            r = assemble_report(ctx, u, c0, s1, s2, salt0, stranger, pks, rand)
-        elif strategy == "duplicate":
-            return [codec.encode(honest), codec.encode(honest)]
-        else:  # pragma: no cover - every report strategy is above
-            raise ValueError(strategy)
-        return [codec.encode(r)]
+        """A corrupted device's frames under a report strategy
+        (:func:`protocol.core.corruption.forge_reports`)."""
+        sk = self.keys.device(honest.user)[0]
+        return [codec.encode(r) for r in forge_reports(
+            strategy, self.ctx, honest, vote, sk, self.keys.helper_public, rand, batch)]
 
 
 def _reasons_of(members: Sequence[IntakeMember], users: set[int]) -> dict[str, int]:
@@ -317,26 +279,30 @@ def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
             bytes_devices += sum(len(f) for f in frames)
             reports, to1, to2 = charged(members[0], lambda: members[0].relay(
                 frames, report_limits(d)))
-            relayed = []
+            del frames
+            lies = [(lambda c, j=j: dev.intake_verdicts(j, c))
+                    if dev.intake_verdicts is not None else None for j in range(3)]
+            out = [charged(members[0], lambda: members[0].take_batch(
+                reports, to1.refused, lie=lies[0]))]
+            del reports
+            # each helper's batch through the codec, taken, and let go before the next
             for h, batch in ((1, to1), (2, to2)):
                 if dev.intake_relay is not None:
                     batch = dev.intake_relay(h, batch)
                 wire = codec.encode(batch)
                 bytes_relay += len(wire)
+                limits = batch_limits(d, max(len(batch.reports), len(batch.refused), 1))
+                del batch
                 try:
-                    got = charged(members[h], lambda wire=wire: codec.decode(
-                        wire, ReportBatch, batch_limits(d, max(len(batch.reports),
-                                                               len(batch.refused), 1))))
+                    got = charged(members[h], lambda: codec.decode(wire, ReportBatch, limits))
                 except codec.CodecError as exc:
                     raise CommitteeAborted("malformed_message", h, f"report batch: {exc}"
                                            ) from None
-                relayed.append(got)
-            lies = [(lambda c, j=j: dev.intake_verdicts(j, c))
-                    if dev.intake_verdicts is not None else None for j in range(3)]
-            out = [charged(members[0], lambda: members[0].take_batch(
-                       reports, to1.refused, lie=lies[0])),
-                   charged(members[1], lambda: members[1].take_batch(relayed[0], lie=lies[1])),
-                   charged(members[2], lambda: members[2].take_batch(relayed[1], lie=lies[2]))]
+                del wire
+                out.append(charged(members[h], lambda: members[h].take_batch(
+                    got, lie=lies[h])))
+                del got
+            del to1, to2
             box = _route(out, dev.intake_hook)
             echoes = [charged(m, lambda m=m: m.agree(box.get((m.prev, m.index)),
                                                      box.get((m.next, m.index))))

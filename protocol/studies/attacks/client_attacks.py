@@ -213,15 +213,21 @@ def server_injects(seed: int) -> Outcome:
                    f"{dict(res.release.counts or {})}", ok)
 
 
-def _relay_attack(name: str, alter: Callable[[int, ReportBatch], ReportBatch],
-                  reason: str, seed: int) -> Outcome:
+def _aborts(name: str, deviation: Deviation, reason: str, seed: int) -> Outcome:
+    """Run the round with a deviating member; passed when it aborts with ``reason``
+    (nothing is released then)."""
     try:
-        res = _run(Deviation(intake_relay=alter), seed)
+        res = _run(deviation, seed)
     except AggregationAborted as exc:
         return Outcome(name, _expected_of(name), f"aborted {exc.reason}",
-                       exc.reason == reason, {"helpers": exc.reason})
+                       exc.reason == reason, {"members": exc.reason})
     return Outcome(name, _expected_of(name),
                    f"released {dict(res.release.counts or {})}", False)
+
+
+def _relay_attack(name: str, alter: Callable[[int, ReportBatch], ReportBatch],
+                  reason: str, seed: int) -> Outcome:
+    return _aborts(name, Deviation(intake_relay=alter), reason, seed)
 
 
 @attack("client.server_alters_relayed_part", system="threshold",
@@ -292,14 +298,9 @@ def helper_accuses(seed: int) -> Outcome:
         expected="aborted committee_verdict_mismatch, nothing released")
 def helper_lies(seed: int) -> Outcome:
     """Helper 1 says a valid report's signature does not verify."""
-    name = "client.helper_lies_public_check"
-    try:
-        res = _run(Deviation(intake_verdicts=_accuse(1, Verdict.BAD_SIGNATURE)), seed)
-    except AggregationAborted as exc:
-        return Outcome(name, _expected_of(name), f"aborted {exc.reason}",
-                       exc.reason == "committee_verdict_mismatch")
-    return Outcome(name, _expected_of(name), f"released {dict(res.release.counts or {})}",
-                   False)
+    return _aborts("client.helper_lies_public_check",
+                   Deviation(intake_verdicts=_accuse(1, Verdict.BAD_SIGNATURE)),
+                   "committee_verdict_mismatch", seed)
 
 
 class _ErringParty(ValidityParty):
@@ -329,13 +330,7 @@ def helper_equivocates(seed: int) -> Outcome:
             return dataclasses.replace(msg, payload=bytes(p))
         return msg
 
-    try:
-        res = _run(Deviation(intake_hook=hook), seed)
-    except AggregationAborted as exc:
-        return Outcome(name, _expected_of(name), f"aborted {exc.reason}",
-                       exc.reason == "committee_verdict_equivocation")
-    return Outcome(name, _expected_of(name), f"released {dict(res.release.counts or {})}",
-                   False)
+    return _aborts(name, Deviation(intake_hook=hook), "committee_verdict_equivocation", seed)
 
 
 @attack("client.helper_errs_in_check", system="threshold",
@@ -344,15 +339,9 @@ def helper_equivocates(seed: int) -> Outcome:
 def helper_errs(seed: int) -> Outcome:
     """Helper 2 adds an error to a product of the validity check (to pass an invalid
     report or fail a valid one)."""
-    name = "client.helper_errs_in_check"
-    try:
-        res = _run(Deviation(validity_classes=[ValidityParty, ValidityParty, _ErringParty]),
-                   seed)
-    except AggregationAborted as exc:
-        return Outcome(name, _expected_of(name), f"aborted {exc.reason}",
-                       exc.reason == "committee_verification_failed")
-    return Outcome(name, _expected_of(name), f"released {dict(res.release.counts or {})}",
-                   False)
+    return _aborts("client.helper_errs_in_check",
+                   Deviation(validity_classes=[ValidityParty, ValidityParty, _ErringParty]),
+                   "committee_verification_failed", seed)
 
 
 @attack("client.sybils_count_once", system="threshold",

@@ -103,6 +103,14 @@ class JobLoopbackOptions(_ProcessOptions):
     #: a committee job's deviating member: ``(member, what)``, ``member`` one of
     #: ``server``, ``helper1``, ``helper2``, ``what`` one of its ``JOB_FAULTS``
     fault: tuple[str, str] | None = None
+    #: a committee job's input under the malicious model: ``reports`` (the default:
+    #: the devices' validated reports) or ``secagg`` (a secure-aggregation session);
+    #: the semi-honest committee always takes ``secagg``
+    committee_input: str = "reports"
+    #: a committee job's corrupted devices (a simulation's attackers): each round every
+    #: device process draws them as :func:`protocol.core.corruption.corrupt_positions`
+    #: does over the round's sample, and they send their strategy's input
+    corrupt: Any = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -110,8 +118,10 @@ class JobLoopbackOptions(_ProcessOptions):
             raise ValueError("kill_round must be a TrieHH round, 1..L")
         if self.transport not in ("secagg", "threshold"):
             raise ValueError("a TrieHH job runs over secagg or threshold")
+        if self.committee_input not in ("reports", "secagg"):
+            raise ValueError("committee_input is reports or secagg")
         if self.fault is not None:
-            from protocol.core.net.committee_job import JOB_FAULTS
+            from protocol.core.net.committee_job import JOB_FAULTS, SECAGG_ONLY_FAULTS
 
             member, what = self.fault
             kinds = JOB_FAULTS["server"] if member == "server" else (
@@ -120,10 +130,32 @@ class JobLoopbackOptions(_ProcessOptions):
                 raise ValueError("a fault needs --transport threshold, malicious model")
             if what not in kinds:
                 raise ValueError(f"{member}: faults are {', '.join(kinds) or 'none'}")
+            if what in SECAGG_ONLY_FAULTS and self.validated:
+                raise ValueError(f"{member}:{what} deviates in the secure-aggregation-fed "
+                                 "committee: give committee_input='secagg'")
+        if self.corrupt is not None:
+            from protocol.core.corruption import CorruptClients
+
+            c = self.corrupt
+            if not isinstance(c, CorruptClients):
+                raise ValueError("corrupt must be a CorruptClients")
+            if not self.committee:
+                raise ValueError("corrupted devices run in a committee job (--transport "
+                                 "threshold)")
+            if c.on_reports and not self.validated:
+                raise ValueError(f"{c.strategy} attacks validated reports: it needs "
+                                 "committee_input='reports' under the malicious model")
 
     @property
     def committee(self) -> bool:
         return self.transport == "threshold"
+
+    @property
+    def validated(self) -> bool:
+        """A committee job whose input is the devices' validated reports."""
+        return self.committee and self.threat == "malicious" and \
+            self.committee_input == "reports"
+
 
     def triehh_options(self):  # noqa: ANN201
         return triehh.TrieHHOptions(dataset=self.dataset, users=self.users, epsilon=self.epsilon,
@@ -142,7 +174,25 @@ class JobLoopbackOptions(_ProcessOptions):
         return args
 
     def client_extra(self) -> list[str]:
-        return []
+        args = self.committee_args()
+        c = self.corrupt
+        if c is not None:  # the corrupted-client options, as fedhh client reads them
+            if c.per_round is not None:
+                args += ["--corrupt-clients", str(c.per_round)]
+            elif c.users is not None:
+                args += ["--corrupt-users", ",".join(str(u) for u in c.users)]
+            else:
+                args += ["--corrupt-share", repr(float(c.fraction))]
+            args += ["--corrupt-strategy", c.strategy, "--corrupt-seed", str(c.seed)]
+            if c.target is not None:
+                args += ["--corrupt-target", c.target]
+        return args
+
+    def committee_args(self) -> list[str]:
+        """``--committee-input`` as every party of a committee job is given it."""
+        if not self.committee:
+            return []
+        return ["--committee-input", "reports" if self.validated else "secagg"]
 
 
 @dataclass(frozen=True)
@@ -197,7 +247,12 @@ def _server_args(o: Any, command: str, keys: str, view: str) -> list[str]:
     return [command, *transport, "--network", "127.0.0.1:0", "--keys",
             os.path.join(keys, "server"), "--json", "--quiet",
             "--stage-seconds", str(o.stage_seconds), "--join-seconds", str(o.join_seconds),
-            "--server-view", view, *o.data_args(), *_fault_of(o, "server")]
+            "--server-view", view, *o.data_args(), *_fault_of(o, "server"),
+            *_committee_args(o)]
+
+
+def _committee_args(o: Any) -> list[str]:
+    return o.committee_args() if hasattr(o, "committee_args") else []
 
 
 def _client_args(o: Any, job: str, keys: str, port: int, ids: np.ndarray) -> list[str]:
@@ -216,7 +271,7 @@ def _helper_args(o: Any, job: str, keys: str, port: int, index: int, link: int
             "--link", f"127.0.0.1:{link}", "--threat", o.threat, "--graph", o.graph,
             "--dropout-rate", str(o.dropout_rate), "--wait-seconds",
             str(o.join_seconds + 5 * o.stage_seconds), *o.data_args(),
-            *_fault_of(o, f"helper{index}")]
+            *_fault_of(o, f"helper{index}"), *_committee_args(o)]
 
 
 async def _job_processes(o: Any, job: str, command: str, keys: str, n: int, view: str,
@@ -347,18 +402,45 @@ def _check_rounds(prep: Any, view: list[dict[str, Any]]) -> list[bool | None]:
     return exact
 
 
-def _check_committee_rounds(prep: Any, view: list[dict[str, Any]]) -> list[bool | None]:
+def _corrupted_users(corrupt: Any, task: str, r: dict[str, Any]) -> list[int]:
+    """The devices of round ``r`` that the corruption draw corrupts (as every device
+    computes it from the round's sample)."""
+    if corrupt is None:
+        return []
+    from protocol.core.corruption import corrupt_positions
+
+    sample = np.asarray(r["sample"], dtype=np.int64)
+    return sorted(int(u) for u in sample[corrupt_positions(corrupt, task, int(r["round"]),
+                                                           sample)])
+
+
+def _check_committee_rounds(prep: Any, view: list[dict[str, Any]],
+                            corrupt: Any = None) -> list[bool | None]:
     """For each round the committee completed: are the candidates it opened exactly
-    those with at least theta votes among the devices in the sum (each vote recomputed
-    here from the seeded population)? ``None`` for an aborted round."""
+    those with at least theta votes among the devices in the sum (with validated
+    reports: whose reports were valid), each vote recomputed here from the seeded
+    population, a corrupted device's as its vector strategy's (modulo ``p``, as the
+    committee counts)? ``None`` for an aborted round."""
+    from protocol.core.corruption import P61, corrupt_vector
+
     voter = ClientVoter(prep.data, np.arange(prep.n), prep.alphabet, prep.config.max_levels)
     exact: list[bool | None] = []
     for r in view:
         if r["status"] != "completed":
             exact.append(None)
             continue
+        d = len(r["candidates"])
+        bad = set(_corrupted_users(corrupt, prep.config.task, r))
         votes = voter.votes(r["in_sum"], r["round"], r["candidates"])
-        counts = np.bincount(votes[votes >= 0], minlength=len(r["candidates"]))
+        counts = [0] * d
+        for u, v in zip(r["in_sum"], votes.tolist()):
+            if u in bad and not corrupt.on_reports:
+                for i, x in enumerate(corrupt_vector(corrupt, r["candidates"],
+                                                     prep.config.theta).tolist()):
+                    counts[i] = (counts[i] + x) % P61
+            elif v >= 0:
+                counts[v] += 1
+        counts = np.asarray([c % P61 for c in counts], dtype=np.int64)
         want = np.flatnonzero(counts >= prep.config.theta).tolist()
         ok = want == sorted(r["passed"])
         if r.get("counts") is not None:
@@ -406,11 +488,18 @@ def run_job_loopback(o: JobLoopbackOptions, say: Callable[[str], None] | None = 
         + (", over the committee (server and two helper processes)" if o.committee else "")
         + (f"; fault: {o.fault[0]} {o.fault[1]}" if o.fault else ""))
     out, view = _orchestrate(o, "triehh", "triehh", n, say)
-    check = _check_committee_rounds if o.committee else _check_rounds
-    out["rounds_exact"] = None if view is None else check(prep, view)
+    corrupt = o.corrupt
+    if o.committee:
+        out["rounds_exact"] = None if view is None else \
+            _check_committee_rounds(prep, view, corrupt)
+    else:
+        out["rounds_exact"] = None if view is None else _check_rounds(prep, view)
     out["wrong_results"] = sum(e is False for e in out["rounds_exact"] or ())
     if o.committee:
         out["server_view"] = view
+        out["committee_input"] = "reports" if o.validated else "secagg"
+        if view is not None and (o.validated or corrupt is not None):
+            out["dropped_per_round"] = _drops_per_round(prep, view, corrupt)
         if o.compare and view is not None:
             out["simulation"] = _plain_on_the_same_samples(o, prep, view, out["result"])
         return out
@@ -440,22 +529,54 @@ def run_job_loopback(o: JobLoopbackOptions, say: Callable[[str], None] | None = 
     return out
 
 
+def _drops_per_round(prep: Any, view: list[dict[str, Any]], corrupt: Any
+                     ) -> list[dict[str, Any]]:
+    """Per round: the reports dropped by reason (as the server's view records them, the
+    accuser with each), the corrupted devices, theirs dropped by reason and how many of
+    them were counted."""
+    out = []
+    for r in view:
+        bad = _corrupted_users(corrupt, prep.config.task, r)
+        drops = r.get("drops") or []
+        mine: dict[str, int] = {}
+        for u, reason, _ in drops:
+            if u in bad:
+                mine[reason] = mine.get(reason, 0) + 1
+        counted = len(set(bad) & set(r.get("in_sum") or ()))
+        out.append({"round": r["round"], "status": r["status"],
+                    "validated": r.get("committee_input") == "reports",
+                    "dropped": dict(r.get("dropped") or {}), "drops": drops,
+                    "corrupted": bad, "dropped_corrupted": mine,
+                    "corrupted_counted": counted})
+    return out
+
+
 def _plain_on_the_same_samples(o: JobLoopbackOptions, prep: Any, view: list[dict[str, Any]],
                                result: dict[str, Any] | None) -> dict[str, Any]:
     """The committee job's comparison: the same TrieHH in this process in plaintext,
     asking the users the committee's beacons drew (its seeds come from the three
-    members' OS randomness, so no seeded run could draw them)."""
+    members' OS randomness, so no seeded run could draw them). With corrupted devices,
+    over the honest devices' votes alone (the corrupted ones abstain)."""
     from protocol.core.contract import Sample
     from protocol.core.transports.plain import PlainTransport
 
     samples = {(prep.config.task, int(r["round"])): Sample(
         np.asarray(r["sample"], dtype=np.int64), None, prep.n, committee=False)
         for r in view}
+    plain = PlainTransport(samples=samples)
+    c = o.corrupt
+    if c is not None:  # the same draw, the corrupted devices' votes left out
+        plain.corrupt = dataclasses.replace(c, strategy="abstain", target=None)
     wall0 = time.perf_counter()
-    sim = triehh.run(dataclasses.replace(o.triehh_options(), transport="plain"),
-                     PlainTransport(samples=samples))
+    opts = dataclasses.replace(o.triehh_options(), transport="plain")
+    if c is None:
+        sim = triehh.run(opts, plain)
+    else:  # the plaintext transport drops the draw's votes itself (they abstain)
+        prep_plain, rng = triehh.prepare(opts)
+        sim = triehh.summarize(prep_plain, triehh.run_once(prep_plain, plain, rng))
     net_hh = _heavy_hitters(result)
     return {"heavy_hitters": _heavy_hitters(sim),
+            "honest_only": c is not None,
             "wall_seconds": time.perf_counter() - wall0,
             "release_equal": None if net_hh is None else net_hh == _heavy_hitters(sim)}
 
