@@ -67,7 +67,8 @@ REPORT_STRATEGIES = {
     "replay-round": "its report bound to the previous round",
     "replay-job": "its report bound to another job of the task",
     "replay-device": "another device's report of this round, sent as is",
-    "inconsistent": "the server's and helper 2's copies of c0 differ",
+    "inconsistent": "the server and helper 2 are given different keys to c0 (so "
+                    "they would hold different copies)",
     "wrong-helper": "helper 1's part encrypted to helper 2's key",
     "unsigned": "no signature",
     "re-signed": "signed with a key that is not its roster key",
@@ -251,7 +252,8 @@ def forge_reports(strategy: str, ctx: Any, honest: Any, vote: np.ndarray,
     round (``wrong-length``: one entry short), bound to another round or job
     (``replay-round``, ``replay-job``), another device's report of this round
     (``replay-device``: the first of ``seen`` that is not its own), parts that do not
-    match (``inconsistent``: helper 2's copy of ``c0`` is not the server's), helper 1's
+    match (``inconsistent``: helper 2 is given another key to ``c0`` than the
+    server, so it would decrypt another copy), helper 1's
     part sealed to helper 2 (``wrong-helper``), no signature or another key's
     (``unsigned``, ``re-signed``), or its valid report twice (``duplicate``).
 
@@ -270,18 +272,17 @@ def forge_reports(strategy: str, ctx: Any, honest: Any, vote: np.ndarray,
     """
     import dataclasses
 
-    from protocol.core.committee import field as F
     from protocol.core.committee.reports import SEED_BYTES, assemble_report, share_votes
 
     if strategy not in REPORT_STRATEGIES:
         raise ValueError(f"{strategy!r} is not a report strategy")
     u, d = honest.user, ctx.d
     secrets = rand.token_bytes(3 * SEED_BYTES)
-    s1, s2, salt0 = secrets[:32], secrets[32:64], secrets[64:]
+    s1, s2, key0 = secrets[:32], secrets[32:64], secrets[64:]
     c0 = share_votes(np.asarray(vote, dtype=np.uint64).reshape(1, -1), [s1], [s2])[0]
 
     def mk(context: Any = ctx, key: bytes = signing_key, body: Any = c0, **kw: Any) -> Any:
-        return assemble_report(context, u, body, s1, s2, salt0, key, helper_keys, rand, **kw)
+        return assemble_report(context, u, body, s1, s2, key0, key, helper_keys, rand, **kw)
 
     if strategy == "wrong-length":
         short = share_votes(np.asarray(vote, dtype=np.uint64)[:d - 1].reshape(1, -1), [s1],
@@ -294,10 +295,9 @@ def forge_reports(strategy: str, ctx: Any, honest: Any, vote: np.ndarray,
         return [mk(dataclasses.replace(ctx, job=other))]
     if strategy == "replay-device":
         return [next((x for x in seen if x.user != u), honest)]
-    if strategy == "inconsistent":
-        other_c0 = c0.copy()
-        other_c0[0] = (int(other_c0[0]) + 1) % F.P
-        return [mk(parts={2: s2 + salt0 + other_c0.astype("<u8").tobytes()})]
+    if strategy == "inconsistent":  # helper 2 is given another key to c0 than the server
+        other_key = hashlib.sha256(b"fedhh another key\x00" + key0).digest()
+        return [mk(parts={2: s2 + other_key})]
     if strategy == "wrong-helper":
         return [mk(encrypt_to=(helper_keys[1], helper_keys[1]))]
     if strategy == "unsigned":

@@ -99,7 +99,7 @@ def test_random_batches_at_a_helper_are_codec_errors(data: bytes) -> None:
 
 @FUZZ
 @given(st.integers(0, 5), st.sampled_from(["user", "context", "ephemeral", "commitments",
-                                          "own_ct", "other_digest", "signature"]),
+                                          "own_ct", "ct0", "digests", "signature"]),
        st.binary(min_size=0, max_size=80))
 def test_a_helper_takes_any_well_formed_relayed_report(row: int, name: str,
                                                        value: bytes) -> None:

@@ -16,9 +16,12 @@ The committee (server ``P0``, helpers ``P1``, ``P2``) takes a vote round's repor
    It sends both (step ``verdicts``) to the two others. A member whose batch digest
    differs from its own aborts (``report_set_mismatch``: the server showed the helpers
    different reports, or altered one in the relay); one whose public verdicts differ
-   aborts (``verdict_mismatch``: a member lied about a check everyone can make). A
-   report that fails a public check, or that any member accuses, is dropped, with the
-   reason and the accuser in every member's view.
+   aborts (``verdict_mismatch``: a member lied about a check everyone can make). Then
+   each echoes a digest of the three verdict vectors it holds (step
+   ``verdicts-echo``); an echo that differs aborts (``verdict_equivocation``: a member
+   told the two others different verdicts). A report that fails a public check, or
+   that any member accuses, is dropped, with the reason and the accuser in every
+   member's view.
 3. **Validity** (:mod:`protocol.core.committee.validity`) of the reports kept, with a
    sketch vector opened only now; each member adds the components of the valid
    reports to its two running sums.
@@ -47,7 +50,7 @@ from protocol.core import codec
 from protocol.core.codec import Array, Bin, CodecError, Int, Record, SessionLimits
 from protocol.core.committee import field as F
 from protocol.core.committee.reports import (
-    VERDICT_NAMES, DeviceReport, RelayedReport,
+    PART_BYTES, VERDICT_NAMES, DeviceReport, RelayedReport,
     ReportContext, ReportParts, Verdict, component_matrix, ct_digests, open_part,
     public_verdicts, relay_for,
 )
@@ -63,12 +66,18 @@ __all__ = ["ReportBatch", "IntakeMember", "report_limits", "batch_limits", "batc
 BATCH_ENTRIES = 1 << 22
 #: the most candidates a validated round takes
 MAX_CANDIDATES = 1 << 20
+#: reports per batch at the most: small rounds are cut into batches too, so that a
+#: round's progress is seen batch by batch and the devices of the next batch are made
+#: while the members check this one
+MAX_BATCH_ROWS = 1 << 12
+#: what a helper accepts in one batch (the codec's bound, which other callers may use
+#: with batches up to this size)
 _MAX_ROWS = 1 << 16
 
 
 def batch_rows(d: int, n: int) -> int:
     """Reports per batch for ``d`` candidates and ``n`` reports."""
-    return max(1, min(int(n), _MAX_ROWS, BATCH_ENTRIES // max(1, int(d))))
+    return max(1, min(int(n), MAX_BATCH_ROWS, BATCH_ENTRIES // max(1, int(d))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,27 +122,35 @@ class ReportBatch:
                    tuple(RelayedReport.from_wire(r) for r in reports))
 
 
-def _relayed_shape(ct_bytes: int) -> Record:
+def _relayed_shape(ct0_bytes: int) -> Record:
     return Record((Int(0, (1 << 63) - 1), Bin(32, 32), Bin(32, 32), Bin(96, 96),
-                   Bin(0, ct_bytes), Bin(32, 32), Bin(64, 64)))
+                   Bin(0, _PART_CT), Bin(0, ct0_bytes), Bin(96, 96), Bin(64, 64)))
 
 
-def _device_shape(part_bytes: int, ct_bytes: int) -> Record:
+def _device_shape(ct0_bytes: int) -> Record:
     return Record((Int(0, (1 << 63) - 1), Bin(32, 32), Bin(32, 32), Bin(96, 96),
-                   Bin(0, part_bytes), Bin(0, ct_bytes), Bin(0, ct_bytes), Bin(64, 64)))
+                   Bin(0, PART_BYTES), Bin(0, ct0_bytes), Bin(0, _PART_CT), Bin(0, _PART_CT),
+                   Bin(64, 64)))
 
 
-def _batch_shape(rows: int, ct_bytes: int) -> Record:
+def _batch_shape(rows: int, ct0_bytes: int) -> Record:
     return Record((Bin(32, 32), Int(0, (1 << 32) - 1),
                    Array(Record((Int(0, (1 << 63) - 1), Int(0, 255))), rows),
-                   Array(_relayed_shape(ct_bytes), rows)))
+                   Array(_relayed_shape(ct0_bytes), rows)))
 
 
 #: a ciphertext carries the plaintext, a 12-byte nonce and a 16-byte tag
 _CT_OVERHEAD = 28
-_GLOBAL_CT = 8 * MAX_CANDIDATES + 64 + _CT_OVERHEAD
+#: a helper's part, encrypted
+_PART_CT = PART_BYTES + _CT_OVERHEAD
+_GLOBAL_CT = 8 * MAX_CANDIDATES + _CT_OVERHEAD
 
-codec.register(DeviceReport, _device_shape(_GLOBAL_CT, _GLOBAL_CT))
+
+def _ct0_bytes(d: int) -> int:
+    return 8 * d + _CT_OVERHEAD
+
+
+codec.register(DeviceReport, _device_shape(_GLOBAL_CT))
 codec.register(RelayedReport, _relayed_shape(_GLOBAL_CT))
 codec.register(ReportBatch, _batch_shape(_MAX_ROWS, _GLOBAL_CT))
 
@@ -142,22 +159,20 @@ def report_limits(d: int) -> SessionLimits:
     """What the server accepts from a device in a round of ``d`` candidates: a report
     whose parts are at most the round's sizes (a shorter one is decoded and accused by
     the member whose part it is)."""
-    ct = 8 * d + 64 + _CT_OVERHEAD
-    return SessionLimits({DeviceReport.TAG: _device_shape(8 * d + 64, ct)})
+    return SessionLimits({DeviceReport.TAG: _device_shape(_ct0_bytes(d))})
 
 
 def batch_limits(d: int, rows: int) -> SessionLimits:
     """What a helper accepts from the server: one batch of at most ``rows`` reports of a
     round of ``d`` candidates."""
-    return SessionLimits({ReportBatch.TAG: _batch_shape(
-        rows, 8 * d + 64 + _CT_OVERHEAD)})
+    return SessionLimits({ReportBatch.TAG: _batch_shape(rows, _ct0_bytes(d))})
 
 
-def _signed_digest(r: DeviceReport | RelayedReport, digests: tuple[bytes, bytes]) -> bytes:
+def _signed_digest(r: DeviceReport | RelayedReport, digests: bytes) -> bytes:
     """The digest of a report's signed content, as every member computes it (from its
     :func:`~protocol.core.committee.reports.ct_digests`)."""
     return hashlib.sha256(r.context + r.user.to_bytes(8, "big") + r.ephemeral
-                          + r.commitments + digests[0] + digests[1] + r.signature).digest()
+                          + r.commitments + digests + r.signature).digest()
 
 
 def _batch_digest(context: bytes, batch: int, digests: Sequence[bytes],

@@ -11,44 +11,50 @@ splits ``x`` into the replicated sharing the committee computes on
 
 * ``c1 = G(s1)`` and ``c2 = G(s2)`` from two fresh 32-byte seeds (``G``: the ChaCha20
   keystream of :func:`protocol.core.committee.field.uniform`, exactly uniform field
-  elements), and ``c0 = x - c1 - c2`` written out (``8 d`` bytes);
-* **commitments** ``com0 = H(ctx, u, salt0, c0)``, ``com1 = H(ctx, u, s1)``,
-  ``com2 = H(ctx, u, s2)`` (SHA-256 with a label per component; ``salt0`` a fresh
-  32-byte value, so a member that holds ``c1`` and ``c2`` cannot test guesses of ``x``
-  against ``com0``);
-* **parts**: ``P0`` gets ``(salt0, s1, c0)`` in the clear over its own channel; ``P1``
-  gets ``(s1, s2)`` and ``P2`` gets ``(s2, salt0, c0)``, each encrypted to that helper's
-  X25519 key (an ephemeral key per report, HKDF-SHA256, ChaCha20-Poly1305) with the
-  report's binding as associated data, so the server that relays them can neither
-  read nor change them;
+  elements), and ``c0 = x - c1 - c2`` written out (``8 d`` bytes) **once**, as
+  ``ct0``: ChaCha20-Poly1305 under a fresh 32-byte key ``K0`` that both holders of
+  ``c0`` (the server and helper 2) are given, so the two decrypt the very same bytes;
+* **commitments** ``comK = H(ctx, u, K0)``, ``com1 = H(ctx, u, s1)``,
+  ``com2 = H(ctx, u, s2)`` (SHA-256 with a label each; every committed value is 32
+  random bytes, so a commitment hides it). ``comK`` makes the encryption of ``c0``
+  key-committing: ChaCha20-Poly1305 alone is not (a device could make ``ct0`` open to
+  two plaintexts under two keys), and a holder accepts only the committed ``K0``;
+* **parts**: ``P0`` gets ``(s1, K0)`` in the clear over its own channel; ``P1`` gets
+  ``(s1, s2)`` and ``P2`` gets ``(s2, K0)``, each encrypted to that helper's X25519 key
+  (an ephemeral key per report, HKDF-SHA256, ChaCha20-Poly1305) with the report's
+  binding as associated data; the server relays ``ct0`` to helper 2. The server can
+  neither read nor change what it relays;
 * the **binding** ``ctx`` is the round's :class:`ReportContext` digest (task, job
   instance, round, the candidates' digest and ``d``), and the report names the
-  device; the device signs ``(ctx, u, ephemeral key, commitments, H(part0), H(ct1),
-  H(ct2))`` with its Ed25519 key from the roster.
+  device; the device signs ``(ctx, u, ephemeral key, commitments, H(ct0), H(ct1),
+  H(ct2))`` with its Ed25519 key from the roster. A device sends ``8 d`` bytes and
+  about 450 more.
 
 Each member checks what it can (:func:`public_verdicts`, :func:`open_part`):
 
 * **public checks**, which every member computes from the same relayed bytes and so
   must agree on: the report's context is this round's (``replayed_report``
-  otherwise), its device is in the round's sample (``not_in_sample``) and appears once
-  (``duplicate_report``), and its signature verifies under that device's roster key
-  (``bad_signature``). A server that relays a part other than the one the device
-  signed makes a helper's signature check fail while its own passes: the members'
-  public verdicts differ and the round aborts (``committee_verdict_mismatch``), so
-  no client can cause that abort.
+  otherwise), its device is in the round's sample (``not_in_sample``), its signature
+  verifies under that device's roster key (``bad_signature``), and it is the device's
+  first signed report of the round (``duplicate_report``: a forged report naming a
+  device cannot make that device's own a duplicate). A server that relays a part
+  other than the one the device signed holds another batch than the helpers: the
+  batch digests differ and the round aborts (``committee_report_set_mismatch``,
+  :mod:`protocol.core.committee.intake`), so no client can cause that abort.
 * **private checks** of a member's own parts: its ciphertext decrypts
   (``undecryptable_part``), the plaintext has the round's shape with every entry below
   ``p`` (``malformed_part``), and each component opens the device's signed commitment
-  (``inconsistent_part``). The commitments bind every holder of a component to the
-  same value, so two honest holders either hold identical copies or one of them
-  accuses the report. A private accusation cannot be checked by the others: it drops
+  (``inconsistent_part``). The commitments bind every holder of a seed (and of
+  ``K0``, hence of ``c0``) to the same value, so two honest holders either hold
+  identical copies or one of them accuses the report. A private accusation cannot be checked by the others: it drops
   the report and is recorded, with the accusing member, in every member's view.
 
 A report that passes every check goes to the validity check
 (:mod:`protocol.core.committee.validity`), which tests on shares that ``x`` is one-hot
 or zero.
 
-Everything here is pure (no I/O, no clock); randomness is injected (``token_bytes``).
+Everything here is sans-I/O; randomness is injected (``token_bytes``). The one clock
+read is a simulation's account of work done once for two parties (:class:`SharedWork`).
 """
 from __future__ import annotations
 
@@ -72,13 +78,13 @@ __all__ = [
     "report_message", "relay_for", "public_verdicts", "open_part", "component_of",
     "ct_digests",
     "share_votes", "commitments_for", "assemble_report", "SharedWork",
-    "component_matrix", "device_part_bytes", "HELPER_PART_BYTES", "candidates_digest",
+    "component_matrix", "device_part_bytes", "PART_BYTES", "candidates_digest",
 ]
 
 SEED_BYTES = 32
 _U64 = struct.Struct(">Q")
-#: bytes of helper 1's plaintext part: ``s1 || s2``
-HELPER_PART_BYTES = 2 * SEED_BYTES
+#: bytes of each member's plaintext part: ``s1 || K0``, ``s1 || s2``, ``s2 || K0``
+PART_BYTES = 2 * SEED_BYTES
 _LABEL = b"fedhh validated report\x00"
 
 
@@ -162,19 +168,17 @@ class ReportContext:
                               + _U64.pack(self.d)).digest()
 
     @property
-    def part0_bytes(self) -> int:
-        """Bytes of the server's part ``salt0 || s1 || c0``."""
-        return 2 * SEED_BYTES + 8 * self.d
-
-    @property
-    def part2_bytes(self) -> int:
-        """Bytes of helper 2's plaintext part ``s2 || salt0 || c0``."""
-        return 2 * SEED_BYTES + 8 * self.d
+    def c0_bytes(self) -> int:
+        """Bytes of ``c0`` in the clear (``ct0`` adds the AEAD's nonce and tag)."""
+        return 8 * self.d
 
 
 def device_part_bytes(ctx: ReportContext, member: int) -> int:
-    """The plaintext bytes member ``member`` receives of one report."""
-    return (ctx.part0_bytes, HELPER_PART_BYTES, ctx.part2_bytes)[member]
+    """The plaintext bytes member ``member`` receives of one report besides ``ct0``:
+    ``s1 || K0``, ``s1 || s2``, ``s2 || K0``."""
+    if member not in (0, 1, 2):
+        raise ValueError("members are 0, 1 and 2")
+    return PART_BYTES
 
 
 # ------------------------------------------------------------------ the messages
@@ -188,8 +192,9 @@ class DeviceReport:
         context: the round's :attr:`ReportContext.digest`.
         ephemeral: the X25519 public key the helpers' parts are encrypted under.
         commitments: ``com0 || com1 || com2`` (96 bytes).
-        part0: the server's part, ``salt0 || s1 || c0``.
-        ct1, ct2: helper 1's and helper 2's parts, encrypted.
+        part0: the server's part, ``s1 || K0``.
+        ct0: ``c0`` encrypted under ``K0`` (for the server and, relayed, helper 2).
+        ct1, ct2: helper 1's and helper 2's parts, encrypted to their keys.
         signature: the device's Ed25519 signature of :func:`report_message`.
     """
 
@@ -199,6 +204,7 @@ class DeviceReport:
     ephemeral: bytes
     commitments: bytes
     part0: bytes
+    ct0: bytes
     ct1: bytes
     ct2: bytes
     signature: bytes
@@ -206,26 +212,28 @@ class DeviceReport:
     def __post_init__(self) -> None:
         _check_common(self.user, self.context, self.ephemeral, self.commitments,
                       self.signature)
-        for name in ("part0", "ct1", "ct2"):
+        for name in ("part0", "ct0", "ct1", "ct2"):
             if type(getattr(self, name)) is not bytes:
                 raise ValueError(f"{name} must be bytes")
 
     def to_wire(self) -> list[Any]:
         return [self.user, self.context, self.ephemeral, self.commitments, self.part0,
-                self.ct1, self.ct2, self.signature]
+                self.ct0, self.ct1, self.ct2, self.signature]
 
     @classmethod
     def from_wire(cls, fields: list[Any]) -> "DeviceReport":
-        if len(fields) != 8:
-            raise ValueError("DeviceReport has 8 fields")
+        if len(fields) != 9:
+            raise ValueError("DeviceReport has 9 fields")
         return cls(*fields)
 
 
 @dataclass(frozen=True, slots=True)
 class RelayedReport:
     """What the server forwards a helper of one report (inside a batch, tag 211):
-    everything the device signed, with the helper's own ciphertext in full and the
-    digest of the other helper's."""
+    everything the device signed, the helper's own ciphertext in full, ``ct0`` in full
+    for helper 2 (empty for helper 1), and the digests ``H(ct0) || H(ct1) || H(ct2)`` as
+    the server computed them (a helper uses them only for the ciphertexts it does not
+    hold, and recomputes the others)."""
 
     TAG: ClassVar[int] = 211
     user: int
@@ -233,25 +241,27 @@ class RelayedReport:
     ephemeral: bytes
     commitments: bytes
     own_ct: bytes
-    other_digest: bytes
+    ct0: bytes
+    digests: bytes
     signature: bytes
 
     def __post_init__(self) -> None:
         _check_common(self.user, self.context, self.ephemeral, self.commitments,
                       self.signature)
-        if type(self.other_digest) is not bytes or len(self.other_digest) != 32:
-            raise ValueError("other_digest is 32 bytes")
-        if type(self.own_ct) is not bytes:
-            raise ValueError("own_ct must be bytes")
+        if type(self.digests) is not bytes or len(self.digests) != 96:
+            raise ValueError("digests is 96 bytes")
+        for name in ("own_ct", "ct0"):
+            if type(getattr(self, name)) is not bytes:
+                raise ValueError(f"{name} must be bytes")
 
     def to_wire(self) -> list[Any]:
         return [self.user, self.context, self.ephemeral, self.commitments, self.own_ct,
-                self.other_digest, self.signature]
+                self.ct0, self.digests, self.signature]
 
     @classmethod
     def from_wire(cls, fields: list[Any]) -> "RelayedReport":
-        if len(fields) != 7:
-            raise ValueError("RelayedReport has 7 fields")
+        if len(fields) != 8:
+            raise ValueError("RelayedReport has 8 fields")
         return cls(*fields)
 
 
@@ -270,28 +280,27 @@ def _digest(data: bytes) -> bytes:
 
 
 def report_message(context: bytes, user: int, ephemeral: bytes, commitments: bytes,
-                   d1: bytes, d2: bytes) -> bytes:
-    """The bytes a device signs: the binding, its commitments and the digests of the
-    two helpers' ciphertexts (a helper recomputes it from a :class:`RelayedReport`).
-    The server's part is bound by the commitments it opens."""
+                   digests: bytes) -> bytes:
+    """The bytes a device signs: the binding, its commitments and the digests
+    ``H(ct0) || H(ct1) || H(ct2)`` of its three ciphertexts (a helper recomputes it
+    from a :class:`RelayedReport`). The server's clear part is bound by the
+    commitments it opens."""
     return (_LABEL + b"signed\x00" + context + _U64.pack(user) + ephemeral + commitments
-            + d1 + d2)
+            + digests)
 
 
 def _binding(context: bytes, user: int, ephemeral: bytes, commitments: bytes,
              member: int) -> bytes:
-    """The associated data (and HKDF context) of a helper's part."""
+    """The associated data (and HKDF context) of a member's part (``member`` 0: the
+    encryption of ``c0``)."""
     return (_LABEL + b"part\x00" + context + _U64.pack(user) + bytes([member]) + ephemeral
             + commitments)
 
 
-def _commit(which: int, context: bytes, user: int, secret: bytes,
-            body: bytes = b"") -> bytes:
-    h = hashlib.sha256(_LABEL + b"commit\x00" + bytes([which]) + context + _U64.pack(user)
-                       + secret)
-    if body:
-        h.update(body)
-    return h.digest()
+def _commit(which: int, context: bytes, user: int, secret: bytes) -> bytes:
+    """The commitment to a 32-byte secret: ``K0`` (``which`` 0), ``s1`` (1), ``s2`` (2)."""
+    return hashlib.sha256(_LABEL + b"commit\x00" + bytes([which]) + context
+                          + _U64.pack(user) + secret).digest()
 
 
 _COMPONENT_LABEL = "validated report component"
@@ -402,9 +411,9 @@ def make_report(ctx: ReportContext, user: int, vote: np.ndarray, signing_key: by
         ValueError: a vote of the wrong length or outside the field.
     """
     vote = np.asarray(vote)
-    if vote.shape != (ctx.d,) or not F.check(vote.astype(np.uint64, copy=False), (ctx.d,)) \
-            or vote.dtype.kind not in "ui":
-        raise ValueError(f"a vote is {ctx.d} field elements")
+    if vote.dtype.kind not in "ui" or vote.shape != (ctx.d,) or (
+            vote.size and (int(vote.min()) < 0 or int(vote.max()) >= F.P)):
+        raise ValueError(f"a vote is {ctx.d} field elements (integers in [0, p))")
     return make_reports(ctx, [user], vote.reshape(1, -1).astype(np.uint64), [signing_key],
                         helper_keys, rand)[0]
 
@@ -440,22 +449,21 @@ def share_votes(votes: np.ndarray, s1: Sequence[bytes], s2: Sequence[bytes],
     return t
 
 
-def commitments_for(context: bytes, user: int, salt0: bytes, body: bytes, s1: bytes,
-                    s2: bytes) -> bytes:
-    """``com0 || com1 || com2`` of a report whose ``c0`` is ``body`` (its wire bytes)."""
-    return (_commit(0, context, user, salt0, body) + _commit(1, context, user, s1)
+def commitments_for(context: bytes, user: int, key0: bytes, s1: bytes, s2: bytes) -> bytes:
+    """``comK || com1 || com2`` of a report."""
+    return (_commit(0, context, user, key0) + _commit(1, context, user, s1)
             + _commit(2, context, user, s2))
 
 
 def assemble_report(ctx: ReportContext, user: int, c0: np.ndarray | bytes, s1: bytes,
-                    s2: bytes, salt0: bytes, signing_key: bytes,
+                    s2: bytes, key0: bytes, signing_key: bytes,
                     helper_keys: tuple[bytes, bytes], rand: Any, *,
                     parts: Mapping[int, bytes] | None = None,
                     commitments: bytes | None = None,
                     encrypt_to: tuple[bytes, bytes] | None = None,
                     context: bytes | None = None, sign: bool = True) -> DeviceReport:
-    """One report from its secrets: the commitments, the parts (helpers' encrypted to
-    ``helper_keys``) and the signature.
+    """One report from its secrets: the commitments, ``c0`` encrypted under ``key0``,
+    the parts (helpers' encrypted to ``helper_keys``) and the signature.
 
     The keyword arguments exist for the attack catalogue's corrupted devices: other
     plaintext ``parts`` for some members (``{member: bytes}``), other ``commitments``,
@@ -465,53 +473,57 @@ def assemble_report(ctx: ReportContext, user: int, c0: np.ndarray | bytes, s1: b
     context = ctx.digest if context is None else context
     body = c0 if isinstance(c0, bytes) else c0.astype("<u8", copy=False).tobytes()
     coms = commitments if commitments is not None else \
-        commitments_for(context, user, salt0, body, s1, s2)
-    plain = {0: salt0 + s1 + body, 1: s1 + s2, 2: s2 + salt0 + body}
+        commitments_for(context, user, key0, s1, s2)
+    plain = {0: s1 + key0, 1: s1 + s2, 2: s2 + key0}
     plain.update(parts or {})
     e_secret, e_public = crypto.x25519_keypair(rand)
+    ct0 = crypto.aead_encrypt(key0, body, _binding(context, user, e_public, coms, 0), rand)
     cts = []
     for member, pk in zip((1, 2), encrypt_to or helper_keys):
         ad = _binding(context, user, e_public, coms, member)
         key = crypto.hkdf(crypto.x25519_shared(e_secret, pk), label=b"report-part",
                           context=ad)
         cts.append(crypto.aead_encrypt(key, plain[member], ad, rand))
-    msg = report_message(context, user, e_public, coms, _digest(cts[0]), _digest(cts[1]))
+    msg = report_message(context, user, e_public, coms,
+                         _digest(ct0) + _digest(cts[0]) + _digest(cts[1]))
     if not sign:
         sig = bytes(64)
     elif len(signing_key) == 64:
         sig = crypto.ed25519_sign_expanded(signing_key, msg)
     else:
         sig = crypto.ed25519_sign(signing_key, msg)
-    return DeviceReport(user, context, e_public, coms, plain[0], cts[0], cts[1], sig)
+    return DeviceReport(user, context, e_public, coms, plain[0], ct0, cts[0], cts[1], sig)
 
 
 # ------------------------------------------------------------------ the members
 
-def relay_for(report: DeviceReport, helper: int,
-              digests: tuple[bytes, bytes] | None = None) -> RelayedReport:
+def relay_for(report: DeviceReport, helper: int, digests: bytes | None = None
+              ) -> RelayedReport:
     """What the server forwards helper ``helper`` (1 or 2) of ``report``
     (``digests``: :func:`ct_digests` of the report, when already made)."""
-    d1, d2 = digests if digests is not None else ct_digests(report, 0)
-    own, other = (report.ct1, d2) if helper == 1 else (report.ct2, d1)
+    digests = digests if digests is not None else ct_digests(report, 0)
+    own, ct0 = (report.ct1, b"") if helper == 1 else (report.ct2, report.ct0)
     return RelayedReport(report.user, report.context, report.ephemeral, report.commitments,
-                         own, other, report.signature)
+                         own, ct0, digests, report.signature)
 
 
-def ct_digests(report: DeviceReport | RelayedReport, member: int) -> tuple[bytes, bytes]:
-    """``(H(ct1), H(ct2))`` of a report as member ``member`` holds it (each member
-    hashes the ciphertexts it holds once per report)."""
+def ct_digests(report: DeviceReport | RelayedReport, member: int) -> bytes:
+    """``H(ct0) || H(ct1) || H(ct2)`` of a report as member ``member`` holds it: each
+    member hashes the ciphertexts it holds (once per report) and takes the relayed
+    digests of the others."""
     if isinstance(report, DeviceReport):
-        return _digest(report.ct1), _digest(report.ct2)
+        return _digest(report.ct0) + _digest(report.ct1) + _digest(report.ct2)
+    d = report.digests
     if member == 1:
-        return _digest(report.own_ct), report.other_digest
-    return report.other_digest, _digest(report.own_ct)
+        return d[:32] + _digest(report.own_ct) + d[64:]
+    return _digest(report.ct0) + d[32:64] + _digest(report.own_ct)
 
 
 def public_verdicts(reports: Sequence[DeviceReport | RelayedReport], member: int,
                     context: bytes, sample: frozenset[int] | set[int],
                     roster: Mapping[int, bytes] | Any, seen: set[int],
                     verified: dict[bytes, bool] | None = None,
-                    digests: Sequence[tuple[bytes, bytes]] | None = None) -> np.ndarray:
+                    digests: Sequence[bytes] | None = None) -> np.ndarray:
     """The public verdict on each report of a batch, in order (``uint8`` codes of
     :class:`Verdict`): every member computes the same codes from the same bytes.
 
@@ -537,8 +549,8 @@ def public_verdicts(reports: Sequence[DeviceReport | RelayedReport], member: int
         if r.user not in sample:
             codes[i] = Verdict.NOT_IN_SAMPLE
             continue
-        d1, d2 = digests[i] if digests is not None else ct_digests(r, member)
-        signed = report_message(r.context, r.user, r.ephemeral, r.commitments, d1, d2)
+        dg = digests[i] if digests is not None else ct_digests(r, member)
+        signed = report_message(r.context, r.user, r.ephemeral, r.commitments, dg)
         key = signed + r.signature
         ok = verified.get(key) if verified is not None else None
         if ok is None:
@@ -564,8 +576,8 @@ def public_verdicts(reports: Sequence[DeviceReport | RelayedReport], member: int
 @dataclass(frozen=True)
 class ReportParts:
     """A member's parts of one report, opened and checked: the seeds it holds and, for
-    the two holders of ``c0``, the explicit component (its ``8 d`` little-endian bytes,
-    every entry below ``p``)."""
+    the two holders of ``c0`` (decrypted from ``ct0``), the explicit component (its
+    ``8 d`` little-endian bytes, every entry below ``p``)."""
 
     s1: bytes | None = None
     s2: bytes | None = None
@@ -583,9 +595,10 @@ def open_part(report: DeviceReport | RelayedReport, member: int, d: int,
     context, u, coms = report.context, report.user, report.commitments
     if member == 0:
         assert isinstance(report, DeviceReport)
-        plain = report.part0
+        plain, ct0 = report.part0, report.ct0
     else:
         assert isinstance(report, RelayedReport) and secret_key is not None
+        ct0 = report.ct0
         ad = _binding(context, u, report.ephemeral, coms, member)
         try:
             key = crypto.hkdf(crypto.x25519_shared(secret_key, report.ephemeral),
@@ -593,25 +606,27 @@ def open_part(report: DeviceReport | RelayedReport, member: int, d: int,
             plain = crypto.aead_decrypt(key, report.own_ct, ad)
         except CryptoError:
             return Verdict.UNDECRYPTABLE_PART, None
-    want = (2 * SEED_BYTES + 8 * d) if member != 1 else HELPER_PART_BYTES
-    if len(plain) != want:
+    if len(plain) != PART_BYTES:
         return Verdict.MALFORMED_PART, None
-    if member == 1:
-        s1, s2 = plain[:32], plain[32:64]
-        ok = (hmac.compare_digest(_commit(1, context, u, s1), coms[32:64])
-              & hmac.compare_digest(_commit(2, context, u, s2), coms[64:96]))
-        return (Verdict.OK, ReportParts(s1=s1, s2=s2)) if ok else \
-            (Verdict.INCONSISTENT_PART, None)
-    seed, salt0, body = (plain[32:64], plain[:32], plain[64:]) if member == 0 else \
-        (plain[:32], plain[32:64], plain[64:])
-    c0 = np.frombuffer(body, dtype="<u8")
-    if c0.size and int(c0.max()) >= F.P:
-        return Verdict.MALFORMED_PART, None
-    which = 1 if member == 0 else 2
-    ok = (hmac.compare_digest(_commit(0, context, u, salt0, body), coms[:32])
-          & hmac.compare_digest(_commit(which, context, u, seed),
-                                coms[32 * which:32 * which + 32]))
+    first, second = plain[:32], plain[32:64]
+    # which secrets this member's part holds: (s1, K0), (s1, s2), (s2, K0)
+    which = ((1, 0), (1, 2), (2, 0))[member]
+    ok = (hmac.compare_digest(_commit(which[0], context, u, first),
+                              coms[32 * which[0]:32 * which[0] + 32])
+          & hmac.compare_digest(_commit(which[1], context, u, second),
+                                coms[32 * which[1]:32 * which[1] + 32]))
     if not ok:
         return Verdict.INCONSISTENT_PART, None
-    return Verdict.OK, (ReportParts(s1=seed, c0=body) if member == 0
-                        else ReportParts(s2=seed, c0=body))
+    if member == 1:
+        return Verdict.OK, ReportParts(s1=first, s2=second)
+    # the committed K0 opens ct0: both holders decrypt the same bytes under one key
+    try:
+        body = crypto.aead_decrypt(second, ct0,
+                                   _binding(context, u, report.ephemeral, coms, 0))
+    except CryptoError:
+        return Verdict.UNDECRYPTABLE_PART, None
+    c0 = np.frombuffer(body, dtype="<u8") if len(body) % 8 == 0 else None
+    if c0 is None or c0.size != d or (c0.size and int(c0.max()) >= F.P):
+        return Verdict.MALFORMED_PART, None
+    return Verdict.OK, (ReportParts(s1=first, c0=body) if member == 0
+                        else ReportParts(s2=first, c0=body))
