@@ -57,6 +57,7 @@ VECTOR_STRATEGIES = {
                         "whether one honest device holds each)",
     "two": "2 at the target",
     "negative": "-theta at the target (removes a heavy hitter)",
+    "minus-one": "-1 at the target (p - 1 in the field)",
     "max": "p - 1 (the largest field element) at every candidate",
     "two-candidates": "one vote at the target and one at another candidate",
     "one-vote": "one valid vote for the target (what any client may do)",
@@ -231,6 +232,8 @@ def corrupt_vector(c: CorruptClients, candidates: Sequence[str], theta: int | No
         v[i] = 2
     elif s == "negative":
         v[i] = -t
+    elif s == "minus-one":
+        v[i] = -1
     elif s == "max":
         v[:] = P61 - 1
     elif s == "two-candidates":

@@ -81,9 +81,16 @@ class SampleRejected(RuntimeError):
 
 
 def beacon_context(task: str, round_no: int, population: int, size: int) -> bytes:
-    """The 32 bytes every commitment and the seed are bound to."""
+    """The 32 bytes every commitment and the seed are bound to.
+
+    Raises:
+        ValueError: ``size`` not in ``1..population``, or a round, population or size
+            that 64 bits cannot hold.
+    """
     if not 0 < size <= population:
         raise ValueError(f"cannot sample {size} of {population} users")
+    if not 0 <= int(round_no) < 1 << 63 or int(population) >= 1 << 64:
+        raise ValueError(f"round {round_no} or population {population} out of range")
     t = task.encode()
     return hashlib.sha256(_CONTEXT + struct.pack(">I", len(t)) + t
                           + struct.pack(">qQQ", int(round_no), int(population), int(size))

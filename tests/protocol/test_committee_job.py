@@ -464,3 +464,29 @@ def test_the_named_abort_survives_a_slow_server(keys, monkeypatch):
     assert isinstance(result, AggregationAborted)
     assert result.reason == "committee_helper_audit_failed", result
     assert [h["reason"] for h in helpers] == ["committee_helper_audit_failed"] * 2
+
+
+@pytest.mark.parametrize("round_no", [1 << 63, (1 << 64) - 1])
+def test_a_b_start_beyond_the_wires_round_range_is_a_named_refusal(round_no: int) -> None:
+    """A b-start naming a round of 2^63 or more (which the beacon's context cannot hold)
+    ends the helper with a named refusal, not a struct.error."""
+    import struct as _struct
+
+    from protocol.core.net.committee_job import _helper_beacon
+    from protocol.core.sample_beacon import beacon_context
+
+    class _Silent:
+        async def send(self, *a):  # noqa: ANN002, ANN202 - never reached
+            raise AssertionError("the helper must refuse before it sends")
+
+        async def receive(self, *a):  # noqa: ANN002, ANN202
+            raise AssertionError("the helper must refuse before it reads")
+
+    policy = JobPolicy("t", POP, committee=True)
+    start = _struct.pack(">QQ", round_no, 5) + bytes(32)
+    with pytest.raises(AggregationAborted) as err:
+        asyncio.run(_helper_beacon(1, start, policy, _Silent(), _Silent(), 0, bytes(32),
+                                   None, None))
+    assert err.value.reason == "committee_malformed_message"
+    with pytest.raises(ValueError):
+        beacon_context("t", round_no, POP, 5)

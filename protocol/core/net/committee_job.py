@@ -951,6 +951,8 @@ async def _helper_beacon(index: int, start: bytes, policy: JobPolicy, server: _S
         raise _refuse("malformed_message", "b-start is round, size and a commitment")
     round_no, size = struct.unpack(">QQ", start[:16])
     c0 = start[16:]
+    if not 0 <= round_no < 1 << 63:  # a round number the beacon's context cannot hold
+        raise _refuse("malformed_message", f"b-start names round {round_no}, beyond 2^63 - 1")
     if round_no <= last_round:
         raise _refuse("sample_redrawn", f"a beacon for round {last_round} was already run")
     if not policy.min_clients <= size <= policy.population or (

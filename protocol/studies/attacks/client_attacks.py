@@ -56,6 +56,7 @@ TARGET = "c3"
 EXPECTED_REASON = {
     "theta-at-target": "invalid_vote", "theta-everywhere": "invalid_vote",
     "below-theta-pair": "invalid_vote", "two": "invalid_vote", "negative": "invalid_vote",
+    "minus-one": "invalid_vote",
     "max": "invalid_vote", "two-candidates": "invalid_vote", "one-vote": None,
     "abstain": None,
     "wrong-length": "malformed_part", "replay-round": "replayed_report",
