@@ -54,7 +54,7 @@ from protocol.core.committee.reports import (
     ReportContext, ReportParts, Verdict, component_matrix, ct_digests, open_part,
     public_verdicts, relay_for,
 )
-from protocol.core.committee.rss import COMMITTEE, CommitteeAborted
+from protocol.core.committee.rss import COMMITTEE, RingMember
 from protocol.core.committee.validity import sketch_shares
 from protocol.core.committee.verified import CommitteeMessage
 
@@ -198,7 +198,7 @@ class _Batch:
     echo: bytes = b""
 
 
-class IntakeMember:
+class IntakeMember(RingMember):
     """Member ``index`` (0 the server, 1 and 2 the helpers) of one round's intake.
 
     Args:
@@ -248,16 +248,6 @@ class IntakeMember:
             "dropped": self.dropped, "accusations": {0: 0, 1: 0, 2: 0},
             "sums": None}
 
-    @property
-    def next(self) -> int:
-        return (self.index + 1) % COMMITTEE
-
-    @property
-    def prev(self) -> int:
-        return (self.index - 1) % COMMITTEE
-
-    def _abort(self, reason: str, detail: str = "") -> CommitteeAborted:
-        return CommitteeAborted(reason, self.index, detail)
 
     # ------------------------------------------------------------ the server
 

@@ -117,6 +117,24 @@ def _mask(k: int) -> np.uint64:
     return np.uint64((1 << k) - 1)
 
 
+class RingMember:
+    """A committee member's place in the ring: member ``index`` sends to ``next``
+    (``index + 1``) and ``prev`` (``index - 1``), and names itself in its aborts."""
+
+    index: int
+
+    @property
+    def next(self) -> int:
+        return (self.index + 1) % COMMITTEE
+
+    @property
+    def prev(self) -> int:
+        return (self.index - 1) % COMMITTEE
+
+    def _abort(self, reason: str, detail: str = "") -> CommitteeAborted:
+        return CommitteeAborted(reason, self.index, detail)
+
+
 class _Stream:
     """ChaCha20 keystream as ``uint64`` words; one stream per key, consumed in order."""
 

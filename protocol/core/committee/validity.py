@@ -263,20 +263,7 @@ def run_validity_check(shares_of: Sequence[Callable[[np.ndarray], tuple[Pair, Pa
             p.set_inputs(*shares_of[i](rr))
             p.begin()
         call(i, local)
-    more = True
-    while more:
-        step = f"mult-{parties[0]._layer}"
-        box = post([call(i, parties[i].layer_message) for i in range(COMMITTEE)])
-        more = any([call(i, lambda i=i: parties[i].receive_layer(
-            box[(parties[i].next, i, step)])) for i in range(COMMITTEE)])
-    check_coins = open_all("open-coins", [call(i, parties[i].coin_pair)
-                                          for i in range(COMMITTEE)])
-    box = post([call(i, lambda i=i: parties[i].zero_test_message(check_coins))
-                for i in range(COMMITTEE)])
-    check = open_all("open-check", [call(i, lambda i=i: parties[i].receive_zero_test(
-        box[(parties[i].next, i, "check-zero")])) for i in range(COMMITTEE)])
-    for i in range(COMMITTEE):
-        call(i, lambda i=i: parties[i].accept_check(check))
+    router.multiply_and_check()
     opened = open_all("open-valid", [call(i, parties[i].result_pair)
                                      for i in range(COMMITTEE)])
     valid = [call(i, lambda i=i: parties[i].accept_valid(opened)) for i in range(COMMITTEE)]

@@ -77,7 +77,7 @@ import numpy as np
 
 from protocol.core.committee import field as F
 from protocol.core.committee.rss import (
-    COMMITTEE, CommitteeAborted, CommitteeOutcome, charged,
+    COMMITTEE, CommitteeAborted, CommitteeOutcome, RingMember, charged,
 )
 from protocol.core.randomness import OsRandom
 
@@ -123,7 +123,7 @@ def _digest(context: bytes, index: int, component: np.ndarray) -> bytes:
                           + component.tobytes()).digest()
 
 
-class VerifiedParty:
+class VerifiedParty(RingMember):
     """One member of the verified committee; its own state only.
 
     Args:
@@ -167,16 +167,6 @@ class VerifiedParty:
 
     # ------------------------------------------------------------------ helpers
 
-    @property
-    def next(self) -> int:
-        return (self.index + 1) % COMMITTEE
-
-    @property
-    def prev(self) -> int:
-        return (self.index - 1) % COMMITTEE
-
-    def _abort(self, reason: str, detail: str = "") -> CommitteeAborted:
-        return CommitteeAborted(reason, self.index, detail)
 
     def _msg(self, step: str, recipient: int, payload: Any) -> CommitteeMessage:
         return CommitteeMessage(self.context, step, self.index, recipient, payload)
@@ -477,6 +467,30 @@ class InProcessRouter:
             box[(msg.sender, msg.recipient, msg.step)] = out
         return box
 
+    def multiply_and_check(self) -> None:
+        """Every member's multiplication layers (planned by its ``begin``), then Chida et
+        al.'s check over every wire: open the coins, the zero test of ``[V]``, open it,
+        and every member's :meth:`VerifiedParty.accept_check`.
+
+        Raises:
+            CommitteeAborted: ``verification_failed``, or any refusal on the way.
+        """
+        ps, call, post = self.parties, self.call, self.post
+        more = True
+        while more:
+            step = f"mult-{ps[0]._layer}"
+            box = post([call(i, ps[i].layer_message) for i in range(COMMITTEE)])
+            more = any([call(i, lambda i=i: ps[i].receive_layer(box[(ps[i].next, i, step)]))
+                        for i in range(COMMITTEE)])
+        coins = self.open_all("open-coins", [call(i, ps[i].coin_pair)
+                                             for i in range(COMMITTEE)])
+        box = post([call(i, lambda i=i: ps[i].zero_test_message(coins))
+                    for i in range(COMMITTEE)])
+        check = self.open_all("open-check", [call(i, lambda i=i: ps[i].receive_zero_test(
+            box[(ps[i].next, i, "check-zero")])) for i in range(COMMITTEE)])
+        for i in range(COMMITTEE):
+            call(i, lambda i=i: ps[i].accept_check(check))
+
     def open_all(self, step: str, pairs: list[Pair]) -> np.ndarray:
         """Open a sharing: every member's value, which must agree.
 
@@ -549,20 +563,7 @@ def run_verified_committee(components: Sequence[Pair], theta: int | None, *,
     else:
         for i in range(COMMITTEE):
             call(i, lambda i=i: parties[i].begin(int(theta)))  # type: ignore[arg-type]
-        more = True
-        while more:
-            step = f"mult-{parties[0]._layer}"
-            box = post([call(i, parties[i].layer_message) for i in range(COMMITTEE)])
-            more = any([call(i, lambda i=i: parties[i].receive_layer(
-                box[(parties[i].next, i, step)])) for i in range(COMMITTEE)])
-        coins = open_all("open-coins", [call(i, parties[i].coin_pair)
-                                        for i in range(COMMITTEE)])
-        box = post([call(i, lambda i=i: parties[i].zero_test_message(coins))
-                    for i in range(COMMITTEE)])
-        check = open_all("open-check", [call(i, lambda i=i: parties[i].receive_zero_test(
-            box[(parties[i].next, i, "check-zero")])) for i in range(COMMITTEE)])
-        for i in range(COMMITTEE):
-            call(i, lambda i=i: parties[i].accept_check(check))
+        router.multiply_and_check()
         opened = open_all("open-bits", [call(i, parties[i].result_pair)
                                         for i in range(COMMITTEE)])
         passed = opened != 0
