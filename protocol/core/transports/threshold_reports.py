@@ -110,6 +110,13 @@ class ReportKeys:
     def roster(self) -> "_Roster":
         return _Roster(self)
 
+    def forget(self) -> None:
+        """Drop the devices' keys made so far (after a round): they are derived again,
+        the same, when a device is sampled once more, so memory holds one round's
+        devices, not every device a long run ever sampled."""
+        self._devices.clear()
+        self._expanded.clear()
+
 
 class _Roster:
     """``user -> verify key`` for the members (a device never seen has no key)."""
@@ -238,6 +245,7 @@ def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
     cvec = None
     if corrupt is not None and not corrupt.on_reports:
         cvec = (corrupt_vector(corrupt, spec.candidates, spec.theta) % P61).astype(np.uint64)
+    keys.forget()
     for u in users:
         keys.device(int(u))
     clients = _Clients(ctx, users, choice, corrupted, dropped, corrupt, keys, client_rand,
