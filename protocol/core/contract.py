@@ -287,13 +287,15 @@ class Release:
 class Cost:
     """CPU seconds per party and bytes on the wire for one round: ``bytes_up`` from the
     clients, ``bytes_down`` to them, ``bytes_members`` between the members of a
-    committee (the server's relays to the helpers included) where a transport counts
-    them apart."""
+    committee (the server's relays to the helpers included) and ``bytes_sent`` by each
+    member, where a transport counts them apart."""
 
     cpu_seconds: dict[str, float] = field(default_factory=dict)
     bytes_up: int = 0
     bytes_down: int = 0
     bytes_members: int = 0
+    #: bytes each committee member sent the others (where a transport counts them)
+    bytes_sent: dict[str, int] = field(default_factory=dict)
 
     def add(self, other: "Cost") -> None:
         for k, v in other.cpu_seconds.items():
@@ -301,6 +303,8 @@ class Cost:
         self.bytes_up += other.bytes_up
         self.bytes_down += other.bytes_down
         self.bytes_members += other.bytes_members
+        for k, b in other.bytes_sent.items():
+            self.bytes_sent[k] = self.bytes_sent.get(k, 0) + b
 
 
 @dataclass(slots=True)

@@ -259,6 +259,7 @@ def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
                     math.ceil(transport.min_valid_fraction * n))
     rows = batch_rows(d, n)
     client_seconds, bytes_devices, bytes_relay, bytes_members = 0.0, 0, 0, 0
+    sent_by = [0, 0, 0]  # bytes each member sent the others (the server's relays too)
     validity_views: list[list[dict[str, Any]]] = [[], [], []]
     say = transport.client_progress
     starts = list(range(0, n, rows))
@@ -285,13 +286,13 @@ def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
             if dev.intake_reports is not None:
                 frames = list(dev.intake_reports(number, frames))
             bytes_devices += sum(len(f) for f in frames)
-            reports, to1, to2 = charged(members[0], lambda: members[0].relay(
-                frames, report_limits(d)))
+            reports, to1, to2 = charged(members[0], lambda f=frames: members[0].relay(
+                f, report_limits(d)))
             del frames
             lies = [(lambda c, j=j: dev.intake_verdicts(j, c))
                     if dev.intake_verdicts is not None else None for j in range(3)]
-            out = [charged(members[0], lambda: members[0].take_batch(
-                reports, to1.refused, lie=lies[0]))]
+            out = [charged(members[0], lambda r=reports, t=to1: members[0].take_batch(
+                r, t.refused, lie=lies[0]))]
             del reports
             # each helper's batch through the codec, taken, and let go before the next
             for h, batch in ((1, to1), (2, to2)):
@@ -299,16 +300,18 @@ def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
                     batch = dev.intake_relay(h, batch)
                 wire = codec.encode(batch)
                 bytes_relay += len(wire)
+                sent_by[0] += len(wire)
                 limits = batch_limits(d, max(len(batch.reports), len(batch.refused), 1))
                 del batch
                 try:
-                    got = charged(members[h], lambda: codec.decode(wire, ReportBatch, limits))
+                    got = charged(members[h], lambda w=wire, lim=limits: codec.decode(
+                        w, ReportBatch, lim))
                 except codec.CodecError as exc:
                     raise CommitteeAborted("malformed_message", h, f"report batch: {exc}"
                                            ) from None
                 del wire
-                out.append(charged(members[h], lambda: members[h].take_batch(
-                    got, lie=lies[h])))
+                out.append(charged(members[h], lambda g=got, h=h: members[h].take_batch(
+                    g, lie=lies[h])))
                 del got
             del to1, to2
             box = _route(out, dev.intake_hook)
@@ -319,8 +322,10 @@ def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
             kept = [charged(m, lambda m=m: m.confirm(box.get((m.prev, m.index)),
                                                      box.get((m.next, m.index))))
                     for m in members]
-            bytes_members += sum(len(msg.payload) + 40 for msgs in out + echoes
-                                 for msg in msgs)
+            for msgs in out + echoes:
+                for msg in msgs:
+                    bytes_members += len(msg.payload) + 40
+                    sent_by[msg.sender] += len(msg.payload) + 40
             valid = None
             if kept[0] > 0:
                 bctx = hashlib.sha256(b"fedhh validity batch\x00" + ctx.digest
@@ -338,6 +343,8 @@ def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
                                               "check_value": outcome.views[j]["check_value"],
                                               "opened_sketch": outcome.views[j]["opened_sketch"]})
                 bytes_members += sum(outcome.bytes_sent)
+                for j in range(3):
+                    sent_by[j] += int(outcome.bytes_sent[j])
                 valid = outcome.valid
             for m in members:
                 charged(m, lambda m=m: m.accept_valid(valid))
@@ -377,8 +384,12 @@ def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
     views["server"]["bytes"] = {"devices_to_server": bytes_devices,
                                 "server_to_helpers": bytes_relay,
                                 "between_members": bytes_members + int(sum(out.bytes_sent))}
+    for j in range(3):
+        sent_by[j] += int(out.bytes_sent[j])
+    views["server"]["bytes"]["sent_by_member"] = dict(zip(_MEMBERS, sent_by))
     cost = Cost(cpu, bytes_up=bytes_devices, bytes_down=0,
-                bytes_members=bytes_relay + bytes_members + int(sum(out.bytes_sent)))
+                bytes_members=bytes_relay + bytes_members + int(sum(out.bytes_sent)),
+                bytes_sent=dict(zip(_MEMBERS, sent_by)))
     if corrupt is not None:
         bad_users = {int(u) for u in users[corrupted]}
         bad_drops = _reasons_of(members, bad_users)

@@ -207,7 +207,8 @@ def summarize(prep: Prepared, result, ks=KS) -> dict[str, Any]:  # noqa: ANN001
              "released": r.released, "seconds": round(r.seconds, 6),
              "cpu_seconds": {k: round(v, 6) for k, v in r.cost.cpu_seconds.items()},
              "bytes_up": r.cost.bytes_up, "bytes_down": r.cost.bytes_down,
-             **({"bytes_members": r.cost.bytes_members} if r.cost.bytes_members else {})}
+             **({"bytes_members": r.cost.bytes_members} if r.cost.bytes_members else {}),
+             **({"bytes_sent": dict(r.cost.bytes_sent)} if r.cost.bytes_sent else {})}
             for r in result.rounds
         ],
         "total_bytes_up": total.bytes_up,

@@ -50,10 +50,13 @@ def _one(args: list[str]) -> dict[str, Any]:
         raise StudyError(f"fedhh triehh {' '.join(args)} failed: {last}")
     data = json.loads(text)
     parties: dict[str, float] = {}
+    sent: dict[str, int] = {}
     sampled = bytes_up = bytes_members = 0
     for r in data.get("rounds", []):
         for k, v in (r.get("cpu_seconds") or {}).items():
             parties[k] = parties.get(k, 0.0) + float(v)
+        for k, b in (r.get("bytes_sent") or {}).items():
+            sent[k] = sent.get(k, 0) + int(b)
         sampled += int(r.get("sampled", 0))
         bytes_up += int(r.get("bytes_up", 0))
         bytes_members += int(r.get("bytes_members", 0))
@@ -62,6 +65,7 @@ def _one(args: list[str]) -> dict[str, Any]:
             "cpu_by_party": {k: round(v, 3) for k, v in sorted(parties.items())},
             "bytes_per_device": bytes_up / max(1, sampled),
             "bytes_between_members": bytes_members,
+            "bytes_sent_by_member": dict(sorted(sent.items())),
             "heavy_hitters": sorted(h["word"] if isinstance(h, dict) else str(h)
                                     for h in data.get("heavy_hitters", []))}
 
@@ -107,6 +111,7 @@ def bench_validated(users: int, seed: int, repeats: int, dataset: str = "en",
             "bytes_per_device": round(statistics.median(r["bytes_per_device"] for r in rs)),
             "bytes_between_members": int(statistics.median(r["bytes_between_members"]
                                                            for r in rs)),
+            "bytes_sent_by_member": rs[0]["bytes_sent_by_member"],
             "heavy_hitters": len(rs[0]["heavy_hitters"]),
             "same_heavy_hitters_as_validated": all(r["heavy_hitters"] == reference
                                                    for r in rs),
