@@ -234,6 +234,9 @@ class IntakeMember(RingMember):
         self.charged_seconds = 0.0
         self._seen: set[int] = set()
         self._received: set[int] = set()
+        #: the server's digests of the reports it just relayed (the very list it hands
+        #: :meth:`take_batch`), so that it hashes each ciphertext once
+        self._relayed: tuple[list[DeviceReport], list[bytes]] | None = None
         self._batches = 0
         self._batch: _Batch | None = None
         d = ctx.d
@@ -272,7 +275,7 @@ class IntakeMember(RingMember):
                 refused.append((_claimed_user(data), Verdict.MALFORMED_REPORT))
         number = self._batches
         digests = [ct_digests(r, 0) for r in reports]
-        self._relayed_digests = (reports, digests)
+        self._relayed = (reports, digests)
         out = [ReportBatch(self.context, number, tuple(refused),
                            tuple(relay_for(r, h, dg) for r, dg in zip(reports, digests)))
                for h in (1, 2)]
@@ -307,17 +310,15 @@ class IntakeMember(RingMember):
             refused, reports = reports.refused, reports.reports
         elif self.index != 0:
             raise self._abort("bad_arguments", "a helper takes the server's ReportBatch")
+        relayed, self._relayed = self._relayed, None
+        digests = relayed[1] if relayed is not None and relayed[0] is reports else None
         reports = list(reports)
         refused = tuple((int(u), int(c)) for u, c in refused)
         want = DeviceReport if self.index == 0 else RelayedReport
         if not all(type(r) is want for r in reports):
             raise self._abort("bad_arguments", f"member {self.index} takes {want.__name__}")
-        cached = getattr(self, "_relayed_digests", None)
-        if cached is not None and cached[0] is reports:
-            digests = cached[1]
-        else:
+        if digests is None:
             digests = [ct_digests(r, self.index) for r in reports]
-        self._relayed_digests = None
         codes = public_verdicts(reports, self.index, self.context, self.sample, self.roster,
                                 self._seen, self._verified, digests)
         parts: list[ReportParts | None] = [None] * len(reports)
@@ -336,7 +337,9 @@ class IntakeMember(RingMember):
         return [CommitteeMessage(self.context, "verdicts", self.index, peer, payload)
                 for peer in (self.next, self.prev)]
 
-    def _take_verdicts(self, msg: Any, sender: int, rows: int) -> tuple[bytes, np.ndarray]:
+    def _take_verdicts(self, msg: Any, sender: int, b: _Batch) -> np.ndarray:
+        """A verdict message's codes, once it is checked: this batch's digest (else
+        ``report_set_mismatch``), one known code per report."""
         if msg is None:
             raise self._abort("missing_message", f"verdicts from party {sender}")
         if not isinstance(msg, CommitteeMessage) or type(msg.payload) is not bytes:
@@ -348,11 +351,13 @@ class IntakeMember(RingMember):
             raise self._abort("unexpected_message",
                               f"expected verdicts from party {sender}, got {msg.step!r} "
                               f"from {msg.sender!r}")
-        b = self._batch
+        rows = len(b.users)
         # the batch's digest first: a member that holds other reports (another count
         # of them included) is named as such, not as a malformed message
-        if len(msg.payload) >= 32 and b is not None \
-                and not hmac.compare_digest(msg.payload[:32], b.digest):
+        if len(msg.payload) < 32:
+            raise self._abort("malformed_message", f"verdicts from party {sender}: "
+                              f"{len(msg.payload)} bytes for {rows} reports")
+        if not hmac.compare_digest(msg.payload[:32], b.digest):
             raise self._abort("report_set_mismatch",
                               f"party {sender} holds other reports in batch {b.number}")
         if len(msg.payload) != 32 + rows:
@@ -364,7 +369,7 @@ class IntakeMember(RingMember):
                 or (codes >= Verdict.MALFORMED_REPORT).any():
             raise self._abort("malformed_message", f"verdicts from party {sender}: "
                               "a code that is no verdict")
-        return msg.payload[:32], codes.copy()
+        return codes.copy()
 
     def agree(self, from_prev: Any, from_next: Any) -> list[CommitteeMessage]:
         """Step 2 continued: check both others' digests and public verdicts against
@@ -378,14 +383,9 @@ class IntakeMember(RingMember):
         b = self._batch
         if b is None or b.kept is not None or b.all_codes is not None:
             raise self._abort("unexpected_message", "no batch awaits verdicts")
-        rows = len(b.users)
-        got = {self.prev: self._take_verdicts(from_prev, self.prev, rows),
-               self.next: self._take_verdicts(from_next, self.next, rows)}
-        for sender, (digest, _) in got.items():
-            if not hmac.compare_digest(digest, b.digest):
-                raise self._abort("report_set_mismatch",
-                                  f"party {sender} holds other reports in batch {b.number}")
-        codes = {self.index: b.codes, **{s: c for s, (_, c) in got.items()}}
+        got = {self.prev: self._take_verdicts(from_prev, self.prev, b),
+               self.next: self._take_verdicts(from_next, self.next, b)}
+        codes = {self.index: b.codes, **got}
         public = [np.where(codes[j] < Verdict.PUBLIC_LIMIT, codes[j], 0) for j in range(3)]
         for j in range(3):
             if not np.array_equal(public[j], public[self.index]):
@@ -577,11 +577,12 @@ class IntakeMember(RingMember):
         self.view["sums"] = (self._sums[0].copy(), self._sums[1].copy())
         return self._sums[0].copy(), self._sums[1].copy()
 
-    def drop_summary(self) -> dict[str, int]:
-        """Dropped reports by reason."""
+    def drop_summary(self, users: set[int] | None = None) -> dict[str, int]:
+        """Dropped reports by reason (of ``users`` only, when given)."""
         out: dict[str, int] = {}
-        for _, reason, _ in self.dropped:
-            out[reason] = out.get(reason, 0) + 1
+        for u, reason, _ in self.dropped:
+            if users is None or u in users:
+                out[reason] = out.get(reason, 0) + 1
         return out
 
 

@@ -70,7 +70,7 @@ from protocol.core.committee import field as F
 from protocol.core.committee.binding import (
     AuditFailed, MirroredServer, audit_helper, helper_blind, uniform_mod,
 )
-from protocol.core.committee.verified import MessageHook, run_verified_committee
+from protocol.core.committee.verified import MessageHook
 from protocol.core.contract import (
     AggregationAborted, ContractError, Contributions, Cost, Kind, Release, RoundResult,
     RoundSpec, Transport, Votes,
@@ -86,7 +86,7 @@ from protocol.core.transports.secagg_transport import (
     SecAggSessionOptions, corrupt_inputs, note_corruption, spec_context,
 )
 from protocol.core.transports.threshold_reports import (
-    MIN_VALID_FRACTION, ReportKeys, run_report_round,
+    MIN_VALID_FRACTION, ReportKeys, compare, run_report_round,
 )
 from secagg import crypto
 from secagg.crypto import FRESH_NONCE_BYTES
@@ -498,17 +498,9 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         neg_r1, neg_r2 = F.neg(blinds[0]), F.neg(blinds[1])
         aud_r1, aud_r2 = F.neg(audited[0]), F.neg(audited[1])
         comps = [(s_server, aud_r1), (neg_r1, aud_r2), (neg_r2, s_replica)]
-        if dev.components is not None:
-            comps = [dev.components(i, (c[0].copy(), c[1].copy())) for i, c in enumerate(comps)]
         context = hashlib.sha256(b"fedhh threshold committee\x00" + run.config.session
                                  + spec_context(spec)).digest()
-        try:
-            out = run_verified_committee(comps, spec.theta, context=context,
-                                         reveal_counts=spec.reveal_counts,
-                                         rands=committee_rand, hook=self.committee_hook,
-                                         party_classes=dev.party_classes)
-        except CommitteeAborted as exc:
-            raise AggregationAborted(f"committee_{exc.reason}", str(exc)) from None
+        out = compare(self, spec, comps, context, committee_rand)
         release = self._release(spec, contributed, out)
         views = _views(run, s_server, [neg_r1, neg_r2], out)
         views["server"]["audited"] = {"helper1_blind": audited[0].copy()}

@@ -61,7 +61,7 @@ from protocol.core.corruption import (
 from protocol.core.randomness import OsRandom, insecure_deterministic_randomness
 from secagg import crypto
 
-__all__ = ["run_report_round", "ReportKeys", "MIN_VALID_FRACTION"]
+__all__ = ["run_report_round", "ReportKeys", "MIN_VALID_FRACTION", "compare"]
 
 #: by default a round needs valid reports from at least half its sampled devices
 MIN_VALID_FRACTION = 0.5
@@ -170,7 +170,7 @@ class _Clients:
         if pos.size == 0:
             return []
         is_bad = np.isin(pos, self.corrupted)
-        strategy = self.corrupt.strategy if self.corrupt is not None else None
+        forging = self.corrupt is not None and self.corrupt.on_reports
         votes = np.zeros((pos.size, d), dtype=np.uint64)
         c = self.choice[pos]
         rows = np.flatnonzero(c >= 0)
@@ -183,28 +183,21 @@ class _Clients:
                                shared)
         frames: list[bytes] = []
         for j, r in enumerate(reports):
-            if is_bad[j] and strategy is not None and self.corrupt is not None \
-                    and self.corrupt.on_reports:
-                frames.extend(self._attack(strategy, r, votes[j], reports, rand))
+            if forging and is_bad[j]:
+                frames.extend(self._attack(r, votes[j], reports, rand))
             else:
                 frames.append(codec.encode(r))
         return frames
 
-    def _attack(self, strategy: str, honest: DeviceReport, vote: np.ndarray,
+    def _attack(self, honest: DeviceReport, vote: np.ndarray,
                 batch: Sequence[DeviceReport], rand: Any) -> list[bytes]:
-        """A corrupted device's frames under a report strategy
+        """A corrupted device's frames under its report strategy
         (:func:`protocol.core.corruption.forge_reports`)."""
+        assert self.corrupt is not None
         sk = self.keys.device(honest.user)[0]
         return [codec.encode(r) for r in forge_reports(
-            strategy, self.ctx, honest, vote, sk, self.keys.helper_public, rand, batch)]
-
-
-def _reasons_of(members: Sequence[IntakeMember], users: set[int]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for u, reason, _ in members[0].dropped:
-        if u in users:
-            out[reason] = out.get(reason, 0) + 1
-    return out
+            self.corrupt.strategy, self.ctx, honest, vote, sk, self.keys.helper_public,
+            rand, batch)]
 
 
 def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
@@ -351,25 +344,17 @@ def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
             shared.clear()
             if say is not None:
                 say(0, hi, n)
-        _stop(pool, ahead)
         comps = [charged(m, lambda m=m: m.finish(min_valid)) for m in members]
-        if dev.components is not None:
-            comps = [dev.components(i, (c[0].copy(), c[1].copy())) for i, c in enumerate(comps)]
     except CommitteeAborted as exc:
-        _stop(pool, ahead)
         if exc.reason == "too_few_valid_reports":
             raise AggregationAborted("too_few_valid_reports", exc.detail + " ("
                                      + _drop_text(members[0]) + ")") from None
         raise AggregationAborted(f"committee_{exc.reason}", str(exc)) from None
+    finally:  # whatever ended the batches (a refusal, a deviation's error), the
+        _stop(pool, ahead)  # devices' thread stops with them
     context = hashlib.sha256(b"fedhh threshold committee\x00validated\x00"
                              + ctx.digest).digest()
-    try:
-        out = run_verified_committee(comps, spec.theta, context=context,
-                                     reveal_counts=spec.reveal_counts,
-                                     rands=compare_rands, hook=transport.committee_hook,
-                                     party_classes=dev.party_classes)
-    except CommitteeAborted as exc:
-        raise AggregationAborted(f"committee_{exc.reason}", str(exc)) from None
+    out = compare(transport, spec, comps, context, compare_rands)
     contributed = members[0].valid_count
     release = transport._release(spec, contributed, out)
     views: dict[str, dict[str, Any]] = {}
@@ -381,24 +366,47 @@ def run_report_round(transport: Any, spec: RoundSpec, votes: Votes,
     cpu = {"clients": client_seconds, "committee": float(sum(out.seconds))}
     for j, name in enumerate(_MEMBERS):
         cpu[name] = members[j].seconds + members[j].charged_seconds + out.seconds[j]
-    views["server"]["bytes"] = {"devices_to_server": bytes_devices,
-                                "server_to_helpers": bytes_relay,
-                                "between_members": bytes_members + int(sum(out.bytes_sent))}
+    bytes_members += int(sum(out.bytes_sent))
     for j in range(3):
         sent_by[j] += int(out.bytes_sent[j])
-    views["server"]["bytes"]["sent_by_member"] = dict(zip(_MEMBERS, sent_by))
+    views["server"]["bytes"] = {"devices_to_server": bytes_devices,
+                                "server_to_helpers": bytes_relay,
+                                "between_members": bytes_members,
+                                "sent_by_member": dict(zip(_MEMBERS, sent_by))}
     cost = Cost(cpu, bytes_up=bytes_devices, bytes_down=0,
-                bytes_members=bytes_relay + bytes_members + int(sum(out.bytes_sent)),
+                bytes_members=bytes_relay + bytes_members,
                 bytes_sent=dict(zip(_MEMBERS, sent_by)))
     if corrupt is not None:
         bad_users = {int(u) for u in users[corrupted]}
-        bad_drops = _reasons_of(members, bad_users)
+        bad_drops = members[0].drop_summary(bad_users)
         counted = len(bad_users) - sum(bad_drops.values())
         rec = record_round(transport, spec, choice, users, corrupted, release,
                            validated=True, dropped=drops, dropped_corrupted=bad_drops,
                            counted=counted)
         views["corrupted"] = rec.as_dict()
     return RoundResult(release, views, cost)
+
+
+def compare(transport: Any, spec: RoundSpec, comps: list[tuple[np.ndarray, np.ndarray]],
+            context: bytes, rands: Sequence[Any]) -> Any:
+    """The verified comparison of a round's counts on the members' components, for
+    both committee inputs: the transport's ``Deviation.components`` (a member that
+    shifts its copies) and ``party_classes`` applied, a refusal as
+    ``AggregationAborted("committee_<reason>")``.
+
+    Raises:
+        AggregationAborted: the comparison refused.
+    """
+    dev = transport.deviation
+    if dev.components is not None:
+        comps = [dev.components(i, (c[0].copy(), c[1].copy())) for i, c in enumerate(comps)]
+    try:
+        return run_verified_committee(comps, spec.theta, context=context,
+                                      reveal_counts=spec.reveal_counts, rands=rands,
+                                      hook=transport.committee_hook,
+                                      party_classes=dev.party_classes)
+    except CommitteeAborted as exc:
+        raise AggregationAborted(f"committee_{exc.reason}", str(exc)) from None
 
 
 def _stop(pool: ThreadPoolExecutor | None, ahead: list[Future]) -> None:
