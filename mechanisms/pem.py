@@ -104,7 +104,9 @@ def pem(items: np.ndarray, bits: int, k: int, epsilon: float, *, oracle: str = "
         raise FederatedError("the first level may have at most 22 bits")
     party = Party("pem", np.asarray(items))
     if party.size < len(lengths):
-        raise FederatedError(f"{party.size} users cannot fill {len(lengths)} groups")
+        raise FederatedError(f"{party.size} users cannot fill PEM's {len(lengths)} groups "
+                             f"(one per level); PEM with {len(lengths)} levels needs at "
+                             f"least {len(lengths)} users")
     if bits < 64 and np.any(party.items >= np.uint64(1) << np.uint64(bits)):
         raise FederatedError(f"an item has more than {bits} bits")
     session = PartySession(party, bits, epsilon, oracle, rng, transport)

@@ -39,6 +39,8 @@ item), so every user still sends exactly one epsilon-LDP report (Theorem 6.1).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from protocol.core.contract import Transport
@@ -69,7 +71,12 @@ def shared_shallow_trie(sessions: list[PartySession], bits: int, cfg: FederatedC
     for s, comm in zip(sessions, comms):
         n1 = int(round(cfg.phase_one_fraction * s.size))
         if n1 < len(lengths):
-            raise FederatedError(f"party {s.name!r} is too small for {len(lengths)} shared levels")
+            need = math.ceil(len(lengths) / cfg.phase_one_fraction)
+            while need > 1 and round(cfg.phase_one_fraction * (need - 1)) >= len(lengths):
+                need -= 1
+            raise FederatedError(f"party {s.name!r} is too small for {len(lengths)} shared "
+                                 f"levels: it has {s.size:,} users, {n1:,} of them in Phase I; "
+                                 f"it needs at least {need:,} users")
         sizes = split_sizes(n1, np.ones(len(lengths)))
         res, _, ts = walk_levels(s, lengths, list(sizes), None, 0, cfg.t_for)
         pos = res.freqs > 0

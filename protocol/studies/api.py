@@ -134,6 +134,20 @@ def _showing(progress: ShowProgress, total: int | None, desc: str,
 OnUnencodable = Literal["error", "drop"]
 
 
+def _warn_choice(text: str) -> None:
+    """Warn the caller of a choice made from the data (a
+    :class:`protocol.studies.errors.ChoiceWarning` pointing at the caller's line); the
+    result records the same in its ``input``."""
+    import warnings
+
+    from protocol.studies.errors import ChoiceWarning
+
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame, level = frame.f_back, level + 1  # up to the caller of the API
+    warnings.warn(text, ChoiceWarning, stacklevel=level)
+
+
 @dataclass(frozen=True)
 class HeavyHitter:
     """One released heavy hitter.
@@ -761,7 +775,9 @@ def triehhpp(items: Items, *, epsilon: float = 1.0, delta: float | None = None,
     check_transport(who, tr, name)
     target = runner.PrivacyTarget(epsilon=epsilon, delta=delta, max_length=max_length,
                                   theta=theta, bound=bound)
-    sol = runner.solve(target, pop.n, False)
+    from protocol.studies.datasets import users_left
+
+    sol = runner.solve(target, pop.n, False, left=users_left(pop))
     params = TrieHHPPParams(pop.n, float(sol.m), sol.theta, max_length)
     sr, trng = spawn_rngs(seed)
     rec = _Recording(tr)
@@ -1377,6 +1393,28 @@ class Quantiles(_Exported):
         """The estimated fraction of users with a value in ``[lo, r]``."""
         return float(self.sketch.ranks(np.array([float(r)]))[0])
 
+    def quantile(self, q: float) -> float:
+        """The estimated ``q``-quantile (``q`` in ``[0, 1]``): the answer computed for
+        ``q`` when it was in ``qs``, else read from the same released trie (no new
+        release, no privacy cost). Its rank is ``q`` up to ``error_bound``.
+
+        Raises:
+            StudyError: ``q`` outside ``[0, 1]`` or not a number.
+        """
+        try:
+            qf = float(q)
+        except (TypeError, ValueError):
+            raise StudyError(f"quantile(q): q must be a number in [0, 1], got {q!r}") from None
+        if not 0.0 <= qf <= 1.0:
+            raise StudyError(f"quantile(q): q must be in [0, 1], got {q!r}")
+        for a in self.quantiles:
+            if a.q == qf:
+                return a.value
+        if self.sketch is None:
+            raise StudyError(f"quantile({qf:g}) was not computed and this result holds "
+                             "no sketch; pass it in qs=")
+        return float(self.sketch.quantiles([qf])[0].value)
+
     def as_dict(self, views: bool = False) -> dict[str, Any]:
         """A JSON-ready dict; ``views`` includes every party's view."""
         out: dict[str, Any] = {
@@ -1409,6 +1447,7 @@ def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: 
               seed: int | None = None, alpha: int = 4, levels: int = 10,
               theta: int | None = None,
               bound: Literal["paper", "eq3"] = "paper",
+              clip: bool = False,
               progress: ShowProgress = True, corrupt: Any = None,
               committee_input: str | None = None,
               min_valid_fraction: float | None = None) -> Quantiles:
@@ -1416,7 +1455,8 @@ def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: 
     digits in the public range ``[lo, hi]`` (Cormode 2021, section 4).
 
     Args:
-        values: one number per user; values outside ``[lo, hi]`` are an error.
+        values: one number per user; values outside ``[lo, hi]`` are an error unless
+            ``clip``.
         lo, hi: the public range.
         qs: the quantiles wanted, each in ``[0, 1]``.
         epsilon, delta: the TrieHH++ target (basic composition over the ``levels``;
@@ -1428,6 +1468,9 @@ def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: 
         theta: fix the threshold instead of the smallest one meeting delta.
         bound: the per-level epsilon: ``paper`` (Lemma 3 eq. (4), at most ln(10/9) per
             level) or ``eq3`` (the tight ratio of eq. (3)).
+        clip: clip values outside ``[lo, hi]`` to the range instead of refusing them;
+            how many were clipped (below, above) is in ``input["clipped"]`` and a
+            :class:`protocol.studies.errors.ChoiceWarning` says so.
         corrupt, committee_input, min_valid_fraction: as for :func:`triehh`; the
             corrupted clients' target is a cell of ``levels`` digits (default the lowest
             cell no value falls in), ``result.corrupted`` what they achieved.
@@ -1447,15 +1490,19 @@ def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: 
         raise StudyError("values must be a non-empty 1-d sequence of finite numbers")
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
         raise StudyError("the public range needs finite lo < hi")
-    if v.min() < lo or v.max() > hi:
-        bad = float(v[(v < lo) | (v > hi)][0])
-        raise StudyError(f"value {bad} is outside the public range [{lo}, {hi}]")
+    from protocol.studies.runners.quantiles import clip_to_range
+
+    v, clipped = clip_to_range(v, lo, hi, bool(clip), "values", "clip=True")
+    if clipped:
+        from protocol.studies.datasets import input_warnings
+
+        _warn_choice(input_warnings(clipped)[0])
     wanted = [float(q) for q in qs]
     if not wanted or any(not 0.0 <= q <= 1.0 for q in wanted):
         raise StudyError("quantiles must be in [0, 1]")
     target = runner.PrivacyTarget(epsilon=epsilon, delta=delta, max_length=levels,
                                   theta=theta, bound=bound)
-    sol = runner.solve(target, int(v.size), False)
+    sol = runner.solve(target, int(v.size), False, what="TrieHH++ quantiles")
     from protocol.studies.corrupted import (
         armed, check_transport, corrupt_clients, corrupt_from_transport, records_since,
     )
@@ -1501,6 +1548,7 @@ def quantiles(values: Sequence[float] | np.ndarray[Any, Any], *, lo: float, hi: 
         error_bound=float(sketch.error_bound), guarantee=sol.guarantee,
         parameters={"theta": int(sol.theta), "m": float(sol.m), "rate": float(sol.rate)},
         rounds=rounds, costs=costs, views=tuple(rec.views), sketch=sketch,
-        input={} if aimed is None else {"corrupt_target": aimed.input_note()},
+        input={**clipped, **({} if aimed is None
+                             else {"corrupt_target": aimed.input_note()})},
         corrupted=None if aimed is None else runner.corrupted_section(
             aimed, records, [e.label for e in res.node_estimates()]))

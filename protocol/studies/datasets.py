@@ -587,6 +587,40 @@ def input_report(pop: Population, max_chars: int | None = None) -> dict:
     return out
 
 
+def users_left(pop: Population) -> str:
+    """How many users a run has and what loading dropped to get there, for the "too few
+    users" messages (:func:`protocol.studies.errors.too_few_users`): ``"2 users are
+    left after dropping 998 words with characters outside the alphabet (998 users left
+    without a word), skipping 3 blank lines and a byte-order mark"``, or ``"the
+    population has 10 users"`` when nothing was dropped."""
+    notes = dict(pop.notes)
+    n = pop.n
+    dropped = []
+    if pop.dropped:
+        removed = int(notes.get("users_removed", 0))
+        dropped.append(f"{pop.dropped:,} word{'s' * (pop.dropped != 1)} with characters "
+                       "outside the alphabet"
+                       + (f" ({removed:,} users left without a word)" if removed else ""))
+    skipped = []
+    if notes.get("blank_lines"):
+        b = int(notes["blank_lines"])
+        skipped.append(f"{b:,} blank line{'s' * (b != 1)}")
+    if notes.get("byte_order_mark"):
+        skipped.append("a byte-order mark")
+    sub = "users subsampled" in (pop.description or "")
+    users = f"{n:,} user{'s' * (n != 1)}"
+    if not dropped and not skipped:
+        return f"the population has {users}" + (" (subsampled)" if sub else "")
+    verb = "is" if n == 1 else "are"
+    what = []
+    if dropped:
+        what.append("dropping " + ", ".join(dropped))
+    if skipped:
+        what.append("skipping " + " and ".join(skipped))
+    return f"{users} {verb} left after " + ", ".join(what) + (" (then subsampled)" if sub
+                                                               else "")
+
+
 def input_warnings(report: dict) -> list[str]:
     """The sentences a person should read about ``report`` (:func:`input_report`):
     nothing is dropped, truncated or chosen for them without a line saying so."""
@@ -608,6 +642,11 @@ def input_warnings(report: dict) -> list[str]:
         out.append(f"{long['words']} distinct words longer than {long['max_characters']} "
                    f"characters, held by {long['users']} users, can never be released "
                    "whole (raise --max-length)")
+    if report.get("clipped"):
+        c = report["clipped"]
+        out.append(f"{c['below'] + c['above']:,} values outside the public range "
+                   f"[{c['lo']:g}, {c['hi']:g}] clipped to it ({c['below']:,} below, "
+                   f"{c['above']:,} above)")
     if report.get("truncated"):
         t = report["truncated"]
         out.append(f"{t['users']} users' words are longer than {t['max_characters']} "

@@ -9,13 +9,52 @@ import the CLI.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import Callable, Iterator
 
-__all__ = ["StudyError", "mechanism_errors"]
+__all__ = ["StudyError", "ChoiceWarning", "mechanism_errors", "too_few_users",
+           "smallest_population"]
 
 
 class StudyError(Exception):
     """Bad input to a study: a dataset, a parameter or a privacy target it cannot use."""
+
+
+class ChoiceWarning(UserWarning):
+    """A choice the library made for the caller from the data (a frequency oracle's
+    domain read off the items, ...): warned once per call and recorded in the
+    result's ``input``, the API's counterpart of the command line's ``input:`` and
+    ``warning:`` lines. ``warnings.simplefilter("error", ChoiceWarning)`` turns every
+    such choice into an error."""
+
+
+def smallest_population(ok: Callable[[int], bool], start: int = 2,
+                        limit: int = 10 ** 13) -> int | None:
+    """The smallest ``n >= start`` with ``ok(n)``, for an ``ok`` that fails below some
+    population and holds from there on (a theorem's conditions on ``n``): doubling,
+    then bisection. ``None`` when no ``n <= limit`` passes."""
+    lo, hi = start - 1, max(start, 2)
+    while not ok(hi):
+        lo, hi = hi, hi * 2
+        if hi > limit:
+            return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def too_few_users(left: str, needs: str, needed: int | None, why: str = "") -> StudyError:
+    """The one message of every "too few users": what failed (``why``, the theorem's
+    condition), the users ``left`` after what was dropped
+    (:func:`protocol.studies.datasets.users_left`), and the minimum the mechanism
+    needs (``needs``: the mechanism and its target, e.g. ``"TrieHH at epsilon 4"``)."""
+    head = f"{why}; " if why else ""
+    if needed is None:
+        return StudyError(f"{head}{left}; {needs} cannot be met by any population")
+    return StudyError(f"{head}{left}; {needs} needs at least {needed:,} users")
 
 
 @contextlib.contextmanager

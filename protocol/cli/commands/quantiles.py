@@ -29,6 +29,9 @@ def register(cli) -> None:  # noqa: ANN001
                    help="population size (synthetic default 1000000; a file: subsample)")
     p.add_argument("--lo", type=float, default=None, help="public lower end of the range")
     p.add_argument("--hi", type=float, default=None, help="public upper end of the range")
+    p.add_argument("--clip", action="store_true",
+                   help="clip values outside [--lo, --hi] to the range, counted and "
+                        "reported (default: such values are an error)")
     p.add_argument("--alpha", type=int, default=4, help="alphabet size (default 4)")
     add_privacy_args(p, epsilon=1.0, delta=1e-6)
     p.add_argument("--quantiles", default="0.1,0.25,0.5,0.75,0.9",

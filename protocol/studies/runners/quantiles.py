@@ -32,7 +32,8 @@ class QuantileOptions(PrivacyTarget):
 
     ``values`` is a file of numbers (one per line, or ``.npy``) that needs the public
     range ``lo``/``hi``; without it the embedded log-normal population of ``users``
-    (default 1,000,000) values.
+    (default 1,000,000) values. A value outside ``[lo, hi]`` is an error unless
+    ``clip``, which clips it to the range and counts it (``input["clipped"]``).
     """
 
     values: str | None = None
@@ -44,12 +45,91 @@ class QuantileOptions(PrivacyTarget):
     grid: int = 2001
     seed: int | None = None
     transport: str = "plain"
+    clip: bool = False
 
 
 def synthetic_sessions(n: int) -> np.ndarray:
-    """The embedded population: ``n`` log-normal session lengths (seconds)."""
+    """The embedded population: ``n`` log-normal session lengths (seconds), capped at
+    the embedded range ``[0, 3600]`` (a session is recorded for at most an hour: part
+    of the population's definition, not a clip of the caller's data)."""
     rng = np.random.default_rng(SYNTHETIC_SEED)
-    return rng.lognormal(np.log(SESSION_MEDIAN_SECONDS), SESSION_SIGMA, n)
+    return np.minimum(rng.lognormal(np.log(SESSION_MEDIAN_SECONDS), SESSION_SIGMA, n),
+                      SESSION_RANGE[1])
+
+
+def read_numbers(path: pathlib.Path) -> np.ndarray:
+    """The numbers of a file, one per line (blank lines skipped), or of a ``.npy``
+    array; every refusal is one line naming the file (and the line), and nothing of
+    numpy's warnings reaches the caller.
+
+    Raises:
+        StudyError: a missing, unreadable, binary or empty file, or a line that is not
+            one finite number.
+    """
+    if not path.exists():
+        raise StudyError(f"--values file not found: {path}")
+    if not path.is_file():
+        raise StudyError(f"--values {path} is not a file")
+    if path.suffix == ".npy":
+        try:
+            v = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise StudyError(f"cannot read {path} as a .npy array: {exc}") from None
+        if v.dtype.kind not in "iuf":
+            raise StudyError(f"{path}: a .npy array of {v.dtype} is not numbers")
+        v = np.asarray(v, dtype=np.float64).ravel()
+    else:
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise StudyError(f"{path} is not UTF-8 text ({exc.reason} at byte "
+                             f"{exc.start})") from None
+        except OSError as exc:
+            raise StudyError(f"cannot read {path}: {exc.strerror}") from None
+        text = text.removeprefix("\ufeff")
+        out = []
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            item = line.strip()
+            if not item:
+                continue
+            try:
+                x = float(item)
+            except ValueError:
+                raise StudyError(f"{path}:{lineno}: {item[:40]!r} is not a number (one "
+                                 "number per line)") from None
+            if not np.isfinite(x):
+                raise StudyError(f"{path}:{lineno}: {item[:40]!r} is not a finite number")
+            out.append(x)
+        v = np.asarray(out, dtype=np.float64)
+    if v.size == 0:
+        raise StudyError(f"{path} holds no values (one number per line)")
+    if not np.isfinite(v).all():
+        raise StudyError(f"{path}: every value must be finite")
+    return v
+
+
+def clip_to_range(values: np.ndarray, lo: float, hi: float, clip: bool,
+                  where: str, option: str = "--clip") -> tuple[np.ndarray, dict[str, Any]]:
+    """``values`` checked against the public range ``[lo, hi]``: with ``clip`` the
+    values outside are clipped to it and counted (the ``input["clipped"]`` report:
+    how many below, how many above); without, they are an error that says how many
+    and names ``option``.
+
+    Raises:
+        StudyError: values outside the range without ``clip``.
+    """
+    below = int((values < lo).sum())
+    above = int((values > hi).sum())
+    if not below and not above:
+        return values, {}
+    if not clip:
+        first = float(values[(values < lo) | (values > hi)][0])
+        raise StudyError(f"{where}: {below + above:,} of {values.size:,} values are outside "
+                         f"the public range [{lo:g}, {hi:g}] ({below:,} below, {above:,} "
+                         f"above; the first is {first:g}); pass {option} to clip them to "
+                         "the range (counted and reported), or widen the range")
+    return np.clip(values, lo, hi), {"clipped": {"below": below, "above": above,
+                                                 "lo": float(lo), "hi": float(hi)}}
 
 
 def load_values(opts: QuantileOptions) -> tuple[np.ndarray, float, float, str]:
@@ -69,16 +149,11 @@ def load_values(opts: QuantileOptions) -> tuple[np.ndarray, float, float, str]:
         raise StudyError("--values needs the public range --lo and --hi (deriving it from "
                          "the data would leak the minimum and maximum)")
     path = pathlib.Path(opts.values)
-    try:
-        v = np.load(path) if path.suffix == ".npy" else np.loadtxt(path, dtype=np.float64, ndmin=1)
-    except (OSError, ValueError) as exc:
-        raise StudyError(f"cannot read {path}: {exc}") from None
-    v = np.asarray(v, dtype=np.float64).ravel()
-    if v.size == 0 or not np.isfinite(v).all():
-        raise StudyError(f"{path}: need at least one value, all finite")
+    v = read_numbers(path)
     if opts.users is not None:
         if not 1 <= opts.users <= v.size:
-            raise StudyError(f"--users must be in [1, {v.size}]")
+            raise StudyError(f"--users must be in [1, {v.size}]: {path} holds {v.size:,} "
+                             "values")
         v = np.random.default_rng(SYNTHETIC_SEED).choice(v, opts.users, replace=False)
     return v, opts.lo, opts.hi, f"file {path}"
 
@@ -116,12 +191,16 @@ def run(opts: QuantileOptions,
     if opts.grid < 2:
         raise StudyError("--grid must be >= 2")
     values, lo, hi, source = load_values(opts)
+    if not lo < hi:
+        raise StudyError(f"the public range needs --lo < --hi, got [{lo:g}, {hi:g}]")
+    values, clipped = clip_to_range(values, lo, hi, opts.clip,
+                                    source if opts.values is None else str(opts.values))
     n = int(values.size)
     try:
         enc = AlphaAdicEncoder(float(lo), float(hi), opts.alpha, opts.max_length)
     except QuantileError as exc:
         raise StudyError(str(exc)) from None
-    sol = solve(opts, n, flat=False, default_delta=1e-6)
+    sol = solve(opts, n, flat=False, default_delta=1e-6, what="TrieHH++ quantiles")
     params = TrieHHPPParams(n, float(sol.m), sol.theta, opts.max_length, c=opts.slack,
                             task="quantiles")
     um = enc.unit_matrix(values)
@@ -148,9 +227,9 @@ def run(opts: QuantileOptions,
                      "true_rank_of_estimate": true_rank, "rank_error": true_rank - a.q,
                      "error_bound": a.error_bound})
     g = sol.guarantee
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"input": dict(clipped)} if clipped else {}
     if aimed is not None:
-        extra["input"] = {"corrupt_target": aimed.input_note()}
+        extra["input"] = {**clipped, "corrupt_target": aimed.input_note()}
         extra["corrupted"] = corrupted_section(
             aimed, records, [e.label for e in res.node_estimates()])
     return {

@@ -106,13 +106,17 @@ def prepare(opts: TrieHHOptions, population=None):  # noqa: ANN001, ANN201
         raise StudyError(str(exc)) from None
     n = pop.n
     if n < 2 and opts.delta is None:
-        raise StudyError(f"TrieHH needs at least 2 users, the population has {n} (raise "
-                         "--users)")
+        raise _too_few(opts, pop, "")
     delta = opts.delta if opts.delta is not None else 1.0 / float(n) ** 2
     params = None
     try:
         if opts.theta is None or opts.gamma is None:
-            params = corollary1(opts.epsilon, delta, n, opts.max_length, opts.multi_word)
+            try:
+                params = corollary1(opts.epsilon, delta, n, opts.max_length, opts.multi_word)
+            except TrieHHPrivacyError as exc:
+                if "theta" in str(exc) or "gamma" in str(exc):
+                    raise _too_few(opts, pop, str(exc)) from None
+                raise
         theta = opts.theta if opts.theta is not None else params.theta
         gamma = opts.gamma if opts.gamma is not None else params.gamma
         alphabet = UnitAlphabet(pop.alphabet, opts.unit_size)
@@ -124,6 +128,36 @@ def prepare(opts: TrieHHOptions, population=None):  # noqa: ANN001, ANN201
         raise StudyError(str(exc)) from None
     return Prepared(pop, alphabet, data, config, n, delta, params, opts.transport,
                     opts.epsilon), run_rng
+
+
+def _too_few(opts: TrieHHOptions, pop, why: str) -> StudyError:  # noqa: ANN001
+    """The error for a population below what Corollary 1 needs at the target: the
+    users left after what loading dropped and the smallest population that meets
+    the conditions of Theorem 1 at the same epsilon, delta and ``L``
+    (:func:`protocol.studies.errors.too_few_users`); the condition's own message when
+    no population is too small (a target that no ``n`` meets)."""
+    from mechanisms.triehh_privacy import TrieHHPrivacyError, corollary1
+    from protocol.studies.datasets import users_left
+    from protocol.studies.errors import smallest_population, too_few_users
+
+    # a caller that passed 1/n^2 for its own n (``fedhh hh``, ``eval compare``) means
+    # the default rule, not that fixed value
+    per_n = opts.delta is None or math.isclose(opts.delta, 1.0 / float(max(pop.n, 1)) ** 2)
+
+    def ok(k: int) -> bool:
+        d = 1.0 / float(k) ** 2 if per_n else opts.delta
+        try:
+            corollary1(opts.epsilon, d, k, opts.max_length, opts.multi_word)
+        except TrieHHPrivacyError:
+            return False
+        return True
+
+    needed = smallest_population(ok)
+    if needed is not None and needed <= pop.n:  # not a population problem
+        return StudyError(why)
+    delta = "1/n^2" if per_n else f"{opts.delta:.3g}"
+    return too_few_users(users_left(pop), f"TrieHH at epsilon {opts.epsilon:g} (delta "
+                         f"{delta}, L = {opts.max_length})", needed, why)
 
 
 def run_once(prep: Prepared, transport: Transport, rng,  # noqa: ANN001, ANN201

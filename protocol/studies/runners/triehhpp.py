@@ -62,9 +62,15 @@ class TrieHHPPOptions(PrivacyTarget):
 
 
 def solve(target: PrivacyTarget, n: int, flat: bool,
-          default_delta: float | None = None):  # noqa: ANN201
+          default_delta: float | None = None, left: str | None = None,
+          what: str = "TrieHH++"):  # noqa: ANN201
     """Solve (m, theta) for the target (``delta`` defaults to ``default_delta`` or
     ``1/n^2``; with ``theta`` and no ``delta`` any delta).
+
+    ``left`` says how many users the run has after what loading dropped
+    (:func:`protocol.studies.datasets.users_left`; default ``"the population has n
+    users"``): a target too small a population cannot meet is refused with it and the
+    smallest population that meets it (:func:`protocol.studies.errors.too_few_users`).
 
     Raises:
         StudyError: a condition of the theorem fails (the message names it).
@@ -73,15 +79,42 @@ def solve(target: PrivacyTarget, n: int, flat: bool,
 
     if target.max_length < 1:
         raise StudyError("--max-length must be >= 1")
-    delta = target.delta
-    if delta is None and target.theta is None:
-        delta = default_delta if default_delta is not None else 1.0 / float(n) ** 2
-    try:
-        return solve_sample_size(n, target.epsilon, delta, target.max_length, flat=flat,
+
+    def attempt(k: int):  # noqa: ANN202
+        delta = target.delta
+        if delta is None and target.theta is None:
+            delta = default_delta if default_delta is not None else 1.0 / float(k) ** 2
+        return solve_sample_size(k, target.epsilon, delta, target.max_length, flat=flat,
                                  composition=target.composition, bound=target.bound,
                                  c=target.slack, theta=target.theta)
+
+    try:
+        return attempt(n)
     except PrivacyConditionError as exc:
-        raise StudyError(str(exc)) from None
+        why = str(exc)
+    from protocol.studies.errors import smallest_population, too_few_users
+
+    def ok(k: int) -> bool:
+        try:
+            attempt(k)
+        except PrivacyConditionError:
+            return False
+        return True
+
+    needed = smallest_population(ok, start=1)
+    if needed is None or needed <= n:  # not a matter of the population's size
+        raise StudyError(why)
+    if left is None:
+        left = f"the population has {n:,} user{'s' * (n != 1)}"
+    delta = ("1/n^2" if default_delta is None else f"{default_delta:.3g}") \
+        if target.delta is None else f"{target.delta:.3g}"
+    if target.theta is not None and target.delta is None:
+        delta = f"theta = {target.theta}"
+    else:
+        delta = f"delta {delta}"
+    raise too_few_users(left, f"{what} at epsilon {target.epsilon:g} ({delta}, L = "
+                        f"{1 if flat else target.max_length}, bound {target.bound})", needed,
+                        why)
 
 
 def parameters(target: PrivacyTarget, n: int, flat: bool = False) -> dict[str, Any]:
@@ -284,7 +317,9 @@ def prepare(opts: TrieHHPPOptions) -> Prepared:
         raise StudyError("TrieHH++ takes exactly one item per client; this population has "
                          "users with several (or no) words")
     n = pop.n
-    sol = solve(opts, n, opts.flat)
+    from protocol.studies.datasets import users_left
+
+    sol = solve(opts, n, opts.flat, left=users_left(pop))
     try:
         params = TrieHHPPParams(n, float(sol.m), sol.theta,
                                 1 if opts.flat else opts.max_length, c=opts.slack)
