@@ -142,7 +142,8 @@ def _warn_choice(text: str) -> None:
 
     from protocol.studies.errors import ChoiceWarning
 
-    frame, level = sys._getframe(1), 2
+    frame: Any = sys._getframe(1)
+    level = 2
     while frame is not None and frame.f_globals.get("__name__") == __name__:
         frame, level = frame.f_back, level + 1  # up to the caller of the API
     warnings.warn(text, ChoiceWarning, stacklevel=level)
@@ -846,6 +847,10 @@ class Frequencies(_Exported):
         views: what each party of the transport saw, one entry per round.
         domain: the items, as they came in (``0..domain_size-1`` for integer items,
             the public list of words for words).
+        input: what the call chose for the caller: with ``domain_size`` (integers) or
+            ``domain`` (words) not given, ``domain_from_data`` is true and
+            ``domain_chosen`` says how the domain was read off the items (a
+            :class:`protocol.studies.errors.ChoiceWarning` said the same); else empty.
     """
 
     oracle: str
@@ -858,6 +863,7 @@ class Frequencies(_Exported):
     costs: Costs
     views: tuple[PartyViews, ...] = field(repr=False)
     domain: tuple[Any, ...] = field(default=(), repr=False)
+    input: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def _label(self, i: int) -> Any:
         return self.domain[i] if self.domain else int(i)
@@ -886,6 +892,7 @@ class Frequencies(_Exported):
             "central": _guarantee_dict(self.central),
             "costs": _costs_dict(self.costs),
             "domain": _plain(list(self.domain)) if self.domain else None,
+            "input": _plain(self.input),
         }
         if views:
             out["views"] = _views_list(self.views)
@@ -920,8 +927,10 @@ def frequencies(values: Sequence[int] | Sequence[str] | np.ndarray[Any, Any], *,
             public ``domain``.
         oracle: ``grr``, ``oue``, ``olh`` or ``aon``.
         epsilon: the local epsilon of each report.
-        domain_size: the public domain size (default: the largest value + 1 -- pass
-            it explicitly when the domain is public, as it should be).
+        domain_size: the public domain size (default: the largest value + 1, read off
+            the data: a :class:`protocol.studies.errors.ChoiceWarning` and
+            ``result.input`` say so -- pass it explicitly, as a public domain should
+            be).
         domain: for words, the public list of items (default: the distinct words
             given, sorted, with a warning: a domain read off the data depends on every
             user's data). A word outside it is an error.
@@ -943,14 +952,25 @@ def frequencies(values: Sequence[int] | Sequence[str] | np.ndarray[Any, Any], *,
 
     v = _array(values)
     labels: tuple[Any, ...] = ()
+    chosen: dict[str, Any] = {}
     if v.ndim == 1 and v.size and v.dtype.kind == "U":
-        v, labels = _indexed(v, domain)
+        if domain_size is not None:
+            raise StudyError("domain_size= is the size of an integer domain; word items "
+                             "take the public words as domain=[...]")
+        v, labels, chosen = _indexed(v, domain)
         domain_size = len(labels)
     elif domain is not None:
         raise StudyError("domain= names the public words of word items; integer items "
                          "take domain_size=")
     if v.ndim != 1 or v.size == 0 or not np.issubdtype(v.dtype, np.integer):
         raise StudyError("values must be a non-empty 1-d sequence of integers or words")
+    if domain_size is None and v.min() >= 0:
+        chosen = {"domain": int(v.max()) + 1, "domain_from_data": True,
+                  "domain_chosen": f"[0, {int(v.max()) + 1}): the largest value given + 1 "
+                                   "(no domain_size=)"}
+        _warn_choice(f"the domain [0, {int(v.max()) + 1}) was read off the data (the "
+                     "largest value + 1); it depends on every user's data: pass the "
+                     "public domain_size=")
     d = int(v.max()) + 1 if domain_size is None else int(domain_size)
     if v.min() < 0 or v.max() >= d:
         bad = int(v[(v < 0) | (v >= d)][0])
@@ -986,7 +1006,7 @@ def frequencies(values: Sequence[int] | Sequence[str] | np.ndarray[Any, Any], *,
         estimates=tuple(float(x) for x in est[:d]), std=tuple(float(x) for x in std[:d]),
         guarantee=orc.privacy(), central=central,
         costs=Costs(seconds, dict(cost.cpu_seconds), cost.bytes_up, cost.bytes_down),
-        views=views, domain=labels)
+        views=views, domain=labels, input=chosen)
 
 
 def _central(local: Any, c: Mapping[str, Any] | None) -> Any:
@@ -1001,27 +1021,29 @@ def _central(local: Any, c: Mapping[str, Any] | None) -> Any:
 
 
 def _indexed(words: "np.ndarray[Any, Any]", domain: Sequence[str] | None
-             ) -> tuple["np.ndarray[Any, Any]", tuple[str, ...]]:
+             ) -> tuple["np.ndarray[Any, Any]", tuple[str, ...], dict[str, Any]]:
     """Word items as indices into the public ``domain`` (default: the distinct words,
-    sorted, with a warning).
+    sorted, with a :class:`protocol.studies.errors.ChoiceWarning`), and the record of
+    that choice (empty when ``domain`` was given).
 
     Raises:
         StudyError: a word outside ``domain``, or a domain with repeats.
     """
-    import warnings
-
+    chosen: dict[str, Any] = {}
     if domain is None:
         labels = tuple(sorted(set(words.tolist())))
-        warnings.warn("the domain was read off the data (the distinct words given); it "
-                      "depends on every user's data: pass the public domain=[...]",
-                      stacklevel=3)
+        chosen = {"domain": len(labels), "domain_from_data": True,
+                  "domain_chosen": f"the {len(labels)} distinct words given, sorted (no "
+                                   "domain=)"}
+        _warn_choice("the domain was read off the data (the distinct words given); it "
+                     "depends on every user's data: pass the public domain=[...]")
     else:
         labels = tuple(str(w) for w in domain)
         if len(set(labels)) != len(labels):
             raise StudyError("domain lists a word twice")
     index = {w: i for i, w in enumerate(labels)}
     try:
-        return np.array([index[w] for w in words.tolist()], dtype=np.int64), labels
+        return np.array([index[w] for w in words.tolist()], dtype=np.int64), labels, chosen
     except KeyError as exc:
         raise StudyError(f"item {exc.args[0]!r} is not in the public domain") from None
 

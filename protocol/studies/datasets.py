@@ -629,6 +629,10 @@ def input_warnings(report: dict) -> list[str]:
         out.append("the public alphabet was read off the users' words (--alphabet data): it "
                    "depends on every user's data, which a deployment must not do; fix it "
                    "and publish it before collecting (docs/triehh.md)")
+    if report.get("domain_from_data"):
+        out.append("the domain's items were read off the users' items: it depends on "
+                   "every user's data, which a deployment must not do; fix the public "
+                   "domain and publish it before collecting (docs/ldp.md)")
     if report.get("blank_lines"):
         out.append(f"{report['blank_lines']} blank lines skipped (they hold no user)")
     if report.get("byte_order_mark_removed"):

@@ -36,7 +36,9 @@ def file_population(path: str, domain: int | None, users: int | None,
     """Read one item per line; return (values, names of the domain items, domain size).
 
     Items are ranked by frequency; values outside the top ``domain`` become ``-1``.
-    ``notes`` (when given) receives what reading changed: ``blank_lines`` skipped,
+    ``notes`` (when given) receives what reading changed and chose: ``domain`` and
+    ``domain_chosen`` (how the domain's items were read off the file:
+    ``domain_from_data`` is always true for a file), ``blank_lines`` skipped,
     ``outside_domain`` (users whose item is not among the top ``domain``: they hold
     ``-1``), and with ``users`` the ``users_drawn`` from the file's ``lines`` and
     whether they were drawn ``with_replacement`` (more users than lines).
@@ -76,7 +78,15 @@ def file_population(path: str, domain: int | None, users: int | None,
         values = rng.choice(values, size=users, replace=users > values.size)
     if notes is not None:
         notes.update({"blank_lines": blank, "lines": lines,
-                      "outside_domain": int((values < 0).sum())})
+                      "outside_domain": int((values < 0).sum()),
+                      # the domain's items are always read off the file (its distinct
+                      # items, most frequent first); only their number may be given
+                      "domain": d, "distinct_items": int(names.size),
+                      "domain_from_data": True,
+                      "domain_chosen": (f"the file's {int(names.size)} distinct items, most "
+                                        "frequent first (no --domain)") if domain is None
+                      else (f"the {d} most frequent of the file's {int(names.size)} "
+                            "distinct items (--domain)")})
         if users is not None:
             notes.update({"users_drawn": int(users), "with_replacement": users > lines})
     return values, [str(names[i]) for i in order[:d]], d

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from protocol.studies import api
-from protocol.studies.errors import StudyError
+from protocol.studies.errors import ChoiceWarning, StudyError
 
 WORDS = ["hello"] * 900 + ["world"] * 700 + ["privacy"] * 300 + ["rare"] * 100
 
@@ -244,7 +244,7 @@ def test_every_mechanism_takes_words_and_gives_them_back() -> None:
                         domain=["coffee", "milk", "tea", "water"])
     assert [w for w, _ in f.top(2)] == ["tea", "coffee"] and len(f.estimates) == 4
     assert "tea" in f.to_table(k=1)
-    with pytest.warns(UserWarning, match="read off the data"):
+    with pytest.warns(ChoiceWarning, match="read off the data"):
         api.frequencies(words, oracle="olh", epsilon=4, seed=1)
     with pytest.raises(StudyError, match="not in the public domain"):
         api.frequencies(words, epsilon=4, seed=1, domain=["tea"])
@@ -269,3 +269,58 @@ def test_results_print_short_and_report_what_was_changed() -> None:
         assert 0 < len(str(result)) < 400 and "guarantee" in str(result)
     sfp = api.sfp(["abcdefghijklmn"] * 300 + ["tea"] * 300, epsilon=6, seed=1, k=64, m=64)
     assert sfp.input["truncated"]["users"] == 300
+
+
+def test_a_domain_read_off_the_data_is_warned_and_recorded() -> None:
+    import warnings
+
+    values = [0, 1, 2, 2, 3] * 200
+    with pytest.warns(ChoiceWarning, match=r"domain \[0, 4\) was read off the data") as rec:
+        f = api.frequencies(values, oracle="grr", epsilon=2, seed=1)
+    assert rec[0].filename == __file__  # the warning points at the caller's line
+    assert f.input["domain_from_data"] and f.input["domain"] == 4
+    assert f.as_dict()["input"]["domain_chosen"].startswith("[0, 4)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a public domain: no warning, nothing recorded
+        g = api.frequencies(values, oracle="grr", epsilon=2, domain_size=4, seed=1)
+    assert g.input == {}
+    with pytest.warns(ChoiceWarning):
+        w = api.frequencies(["tea", "milk"] * 100, epsilon=2, seed=1)
+    assert w.input["domain_chosen"].startswith("the 2 distinct words")
+    with pytest.raises(StudyError, match="domain_size= is the size of an integer domain"):
+        api.frequencies(["tea", "milk"] * 100, epsilon=2, domain_size=5)
+
+
+def test_quantiles_clip_is_counted_and_quantile_reads_any_q() -> None:
+    import warnings
+
+    v = np.random.default_rng(2).normal(50, 30, 20_000)
+    with pytest.raises(StudyError, match=r"values are outside the public range.*clip=True"):
+        api.quantiles(v, lo=0, hi=100, seed=1, progress=False)
+    with pytest.warns(ChoiceWarning, match="clipped"):
+        q = api.quantiles(v, lo=0, hi=100, qs=[0.5], epsilon=4, bound="eq3", seed=1,
+                          progress=False, clip=True)
+    below, above = int((v < 0).sum()), int((v > 100).sum())
+    assert q.input["clipped"] == {"below": below, "above": above, "lo": 0.0, "hi": 100.0}
+    assert q.quantile(0.5) == q.quantiles[0].value
+    assert abs(q.quantile(0.5) - 50) < 10 and q.quantile(0.1) < q.quantile(0.9)
+    with pytest.raises(StudyError, match=r"q must be in \[0, 1\]"):
+        q.quantile(1.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        inside = api.quantiles(np.clip(v, 0, 100), lo=0, hi=100, qs=[0.5], epsilon=4,
+                               bound="eq3", seed=1, progress=False, clip=True)
+    assert "clipped" not in inside.input
+
+
+def test_too_few_users_names_what_is_left_and_the_minimum() -> None:
+    with pytest.raises(StudyError) as exc:
+        api.triehh([["tea", "café"]] * 5 + [["tea"]] * 5, on_unencodable="drop",
+                   alphabet="aet", seed=1)
+    text = str(exc.value)
+    assert "10 users are left after dropping 5 words" in text
+    assert text.endswith("needs at least 941 users") and "TrieHH at epsilon 4" in text
+    with pytest.raises(StudyError, match=r"TrieHH\+\+ at epsilon 1 .* needs at least \d"):
+        api.triehhpp(["tea"] * 10, seed=1)
+    with pytest.raises(StudyError, match=r"the population has 10 users; TrieHH\+\+ quantiles"):
+        api.quantiles([0.5] * 10, lo=0, hi=1)

@@ -88,8 +88,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"{s['mechanism'].upper()}  epsilon={s['epsilon']:g} (exact {s['effective_epsilon']:.9f}), "
           f"users={n}, domain={s['domain']}{' + dummy' if s['dummy'] else ''}"
           f"{''.join(f', {k}={v}' for k, v in s['params'].items())}", file=out)
-    from protocol.studies.runners.ldp import input_lines
+    from protocol.studies.runners.ldp import choice_lines, input_lines
 
+    for line in choice_lines(summary.get("input", {})):
+        print(line, file=out)
     for line in input_lines(summary.get("input", {})):
         print(f"warning: {line}", file=out)
     if carried is not None:

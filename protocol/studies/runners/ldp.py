@@ -19,7 +19,7 @@ from protocol.studies.datasets_items import file_population, zipf_population
 from protocol.studies.errors import StudyError
 
 __all__ = ["MECHANISMS", "LDPOptions", "build_population", "population_and_oracle", "run",
-           "job_name", "input_lines"]
+           "job_name", "input_lines", "choice_lines"]
 
 MECHANISMS = ("grr", "oue", "olh", "aon")
 
@@ -166,6 +166,14 @@ def run(opts: LDPOptions, transport: Transport | None = None) -> tuple[dict[str,
         summary["transport_encoding"] = carried.encoding
         summary["central"] = carried.central
     return summary, carried
+
+
+def choice_lines(notes: dict[str, Any]) -> list[str]:
+    """The ``input:`` lines of what was chosen for the user (the domain of an item
+    file)."""
+    if "domain_chosen" not in notes:
+        return []
+    return [f"input: domain {notes['domain']} items: {notes['domain_chosen']}"]
 
 
 def input_lines(notes: dict[str, Any]) -> list[str]:
