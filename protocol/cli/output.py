@@ -246,6 +246,10 @@ def print_triehh(out: dict[str, Any], show: int) -> None:
     hh = out["heavy_hitters"]
     w(f"\n{len(hh)} heavy hitters discovered (+ {out['frequent_prefixes']} frequent prefixes)"
       f"; showing {min(show, len(hh))}\n")
+    if not hh:
+        from protocol.studies.runners.triehh import why_none
+
+        w(f"heavy hitters: {why_none(pv['theta'], pv['m'], out['n'])}\n")
     counts = any(d["released_count"] is not None for d in hh)
     if hh and not counts:
         w("(vote counts are not released: Theorem 1 covers which words pass theta, not "

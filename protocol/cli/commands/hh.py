@@ -97,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
     w(f"{len(out['discovered'])} items discovered; precision {out['precision']:.3f}, "
       f"recall@{k} {out[f'recall_at_{k}']:.3f}, precision@{k} "
       f"{out[f'precision_at_{k}']:.3f}, F1@{k} {out[f'f1_at_{k}']:.3f}\n")
+    if not out["discovered"] and pv.get("theta") is not None and pv.get("m") is not None:
+        from protocol.studies.runners.triehh import why_none
+
+        w(f"heavy hitters: {why_none(pv['theta'], pv['m'], out['n'])}\n")
     w(f"{'item':<16} {'count':>12} {'true rank':>9}\n")
     for d in out["discovered"][:args.show]:
         cnt = "-" if d["count"] is None else f"{d['count']:.0f}"

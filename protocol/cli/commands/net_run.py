@@ -341,6 +341,13 @@ def _print_ldp(out: dict) -> None:  # noqa: ANN001
     print(f"wrong results: {out['wrong_results']}, processes left behind: {out['left_behind']}")
 
 
+def _why_none(res: dict) -> str:  # noqa: ANN001
+    from protocol.studies.runners.triehh import why_none
+
+    pv = res["privacy"]
+    return why_none(pv["theta"], pv["m"], res["n"])
+
+
 def _print_job(out: dict) -> None:  # noqa: ANN001
     res = out["result"]
     if res is None:
@@ -349,7 +356,8 @@ def _print_job(out: dict) -> None:  # noqa: ANN001
         net = res["network"]
         print(f"TrieHH over the network: {out['n']} clients ({net['joined']} connected) in "
               f"{out['options']['processes']} processes; {len(net['rounds'])} rounds; "
-              f"heavy hitters: {', '.join(h['word'] for h in res['heavy_hitters'][:20])}")
+              f"heavy hitters: {', '.join(h['word'] for h in res['heavy_hitters'][:20])}"
+              + ("" if res["heavy_hitters"] else _why_none(res)))
         reports = out.get("committee_input") == "reports"
         counted = "valid" if reports else "in sum"
         print(f"  {'round':>5}{'status':>11}{'sampled':>9}{counted:>8}{'k':>5}{'t':>5}"
@@ -389,9 +397,11 @@ def _print_job(out: dict) -> None:  # noqa: ANN001
     if sim and "wall_ratio" not in sim:  # a committee job: plaintext on its samples
         over = " over the honest devices' votes" if sim.get("honest_only") else ""
         print(f"plaintext TrieHH on the committee's samples{over}: heavy hitters "
-              f"{', '.join(sim['heavy_hitters'][:20])}; same release: {sim['release_equal']}")
+              f"{', '.join(sim['heavy_hitters'][:20]) or '(none)'}; same release: "
+              f"{sim['release_equal']}")
     elif sim:
-        print(f"in-process TrieHH: heavy hitters {', '.join(sim['heavy_hitters'][:20])}; "
+        print(f"in-process TrieHH: heavy hitters "
+              f"{', '.join(sim['heavy_hitters'][:20]) or '(none)'}; "
               f"same release: {sim['release_equal']}; wall {sim['wall_seconds']:.1f} s "
               f"(network/in-process {sim['wall_ratio']:.2f}x with process start and "
               f"joining)")

@@ -85,10 +85,10 @@ def _print_human(out: dict[str, Any], show: int) -> None:
     hh = out["heavy_hitters"]
     w(f"\n{len(hh)} heavy hitters; showing {min(show, len(hh))}\n")
     if not hh:
-        need = pa["theta"] / pa["rate"]
-        w(f"(a word is found only if about theta / rate = {need:,.0f} users, "
-          f"{need / out['n']:.1%} of n, hold it; raise --users, or --epsilon with "
-          "--bound eq3)\n")
+        from protocol.studies.runners.triehh import why_none
+
+        w(f"heavy hitters: {why_none(pa['theta'], pa['m'], out['n'], 'expected sample')}"
+          " (--epsilon with --bound eq3)\n")
     w(f"{'item':<18} {'count':>6} {'estimate':>10} {'+/- se':>8} {'true':>9} {'rel.err':>8}\n")
     for r in hh[:show]:
         re_ = "-" if r["relative_error"] is None else f"{r['relative_error']:+.3f}"

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 from protocol.core.contract import SamplesThroughInner, Transport
 from protocol.studies.errors import StudyError
 
-__all__ = ["KS", "TrieHHOptions", "plain_options", "Prepared", "prepare", "run_once", "summarize", "run",
+__all__ = ["KS", "why_none", "TrieHHOptions", "plain_options", "Prepared", "prepare", "run_once", "summarize", "run",
            "benchmark", "parameters", "aim", "run_corrupted", "SampleLog"]
 
 KS = (10, 50, 100)
@@ -158,6 +158,20 @@ def _too_few(opts: TrieHHOptions, pop, why: str) -> StudyError:  # noqa: ANN001
     delta = "1/n^2" if per_n else f"{opts.delta:.3g}"
     return too_few_users(users_left(pop), f"TrieHH at epsilon {opts.epsilon:g} (delta "
                          f"{delta}, L = {opts.max_length})", needed, why)
+
+
+def why_none(theta: int | float, m: int | float, n: int, sample: str = "sample") -> str:
+    """Why a run released no heavy hitter, in one sentence: the threshold, the users
+    sampled per round and the smallest count that could pass (``theta`` votes of the
+    ``m`` sampled users, so a word held by fewer than about ``theta n / m`` users of
+    ``n`` is expected to fail every round). ``sample`` names the per-round sample
+    (``"expected sample"`` for TrieHH++'s Poisson sampling)."""
+    theta, m = int(theta), float(m)
+    share = min(1.0, theta / m) if m > 0 else 1.0
+    return (f"(none): a word is found only if each of its prefixes gets theta = {theta} "
+            f"votes in its round's {sample} of m = {m:,.0f} users; the smallest count that "
+            f"could pass is {theta} votes, so a word needs about {share:.1%} of the users "
+            f"({math.ceil(share * n):,} of {n:,}): raise --users or --epsilon")
 
 
 def run_once(prep: Prepared, transport: Transport, rng,  # noqa: ANN001, ANN201
