@@ -13,6 +13,13 @@ On a terminal it is a tqdm bar over the rounds whose postfix shows the clients d
 the current round and whose time left is the whole run's; elsewhere (a log file, a CI
 job) it writes one plain line at most every ``log_interval`` seconds, so a long run is
 never silent and a short one prints nothing.
+
+``total`` is the most rounds a run can take (TrieHH's ``L``): a trie mechanism stops as
+soon as a round releases nothing left to extend. The time left is therefore stated as
+a bound ("at most ~40 s left"), the mean round so far times the rounds that can still
+run, never as if every one of them will; and a run that stops early completes its bar
+(``4/4``, the total lowered to the rounds it ran) and, in a log that showed a line,
+ends with one line saying after how many of how many rounds it stopped.
 """
 from __future__ import annotations
 
@@ -86,8 +93,12 @@ class RunProgress:
         if self.tty:
             from tqdm import tqdm
 
+            # tqdm's own time left assumes every round of the total runs: shown as the
+            # bound it is
+            fmt = ("{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, at most {remaining} "
+                   "left{postfix}]") if self.total else None
             self._bar = tqdm(total=self.total, desc=self.desc, file=self.stream,
-                             leave=False, dynamic_ncols=True)
+                             leave=False, dynamic_ncols=True, bar_format=fmt)
         _ACTIVE.append(self)
         try:
             for item in iterable:
@@ -100,12 +111,35 @@ class RunProgress:
                 else:
                     self._log()
                 yield item
+            self._finish()
         finally:
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
             if self._bar is not None:
                 self._bar.close()
                 self._bar = None
+
+    def _finish(self) -> None:
+        """The rounds ran out: a run that stopped before ``total`` completes its bar
+        (the total becomes the rounds it ran); a log that showed a line gets a last
+        one, so it never ends on a stale time left."""
+        planned = self.total
+        if planned and self.rounds_done < planned:
+            self.total = self.rounds_done
+            if self._bar is not None:
+                self._bar.total = self.rounds_done
+                self._bar.set_postfix_str(f"stopped early: {self.rounds_done} of at most "
+                                          f"{planned}", refresh=False)
+                self._bar.refresh()
+        if self._bar is None and getattr(self, "_wrote", False):
+            head = f"{self.desc}: {self.rounds_done}/{self.rounds_done} done"
+            if planned and self.rounds_done < planned:
+                head += (f" (stopped after {self.rounds_done} of at most {planned}: nothing "
+                         "left to extend)")
+            text = f"{head}, {duration(self._clock() - self._start)} elapsed"
+            self.stream.write(("\r\x1b[K" + text + "\n") if self.tty else text + "\n")
+            self.stream.flush()
+            self._drawn = False
 
     # ---------------------------------------------------------- in a round
     def client(self, step: int, done: int, total: int) -> None:
@@ -125,8 +159,9 @@ class RunProgress:
 
     # ------------------------------------------------------------ printing
     def eta(self) -> float:
-        """Seconds left for the whole run: the mean round so far times the rounds left
-        (an upper estimate: a run may stop before its last round); NaN before the
+        """Seconds left for the whole run at most: the mean round so far times the
+        rounds that can still run, less the time already spent in the current one (a
+        bound, printed as one: a run may stop before its last round); NaN before the
         first round ends or without a total."""
         if not self.total or not self.rounds_done:
             return float("nan")
@@ -148,7 +183,7 @@ class RunProgress:
         parts.append(f"{duration(now - self._start)} elapsed")
         left = self.eta()
         if left == left:
-            parts.append(f"~{duration(left)} left for the run")
+            parts.append(f"at most ~{duration(left)} left for the run")
         return ", ".join(parts)
 
     def _log(self, force: bool = False) -> None:
@@ -156,6 +191,7 @@ class RunProgress:
         if not force and now - self._last < self.interval:
             return
         self._last = now
+        self._wrote = True
         if self.tty:  # no bar (no rounds to count): one line, redrawn
             self.stream.write("\r\x1b[K" + self.line())
             self._drawn = True

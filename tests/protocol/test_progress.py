@@ -252,3 +252,57 @@ def test_the_api_shows_progress_on_a_terminal_and_not_when_told(
     err.truncate()
     api.triehh(words, seed=1, epsilon=4, delta=1e-4, max_length=3, progress=False)
     assert err.getvalue() == ""
+
+
+def test_a_run_that_stops_early_completes_and_states_the_time_left_as_a_bound() -> None:
+    """TrieHH ends when the trie stops growing: 3 of at most 10 rounds here. The
+    bar completes (3/3), the log ends with a line saying so, and no line printed a
+    time left as if all 10 rounds would run."""
+    from protocol.studies.progress import RunProgress
+
+    out, clock = io.StringIO(), _Clock()
+    run = RunProgress(10, "TrieHH rounds", stream=out, log_interval=5.0, clock=clock)
+
+    def rounds():
+        for r in range(3):
+            clock.t += 20.0
+            run.client(1, 5, 10)
+            yield r
+
+    assert list(run(rounds())) == [0, 1, 2]
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == ("TrieHH rounds: 3/3 done (stopped after 3 of at most 10: nothing "
+                         "left to extend), 60 s elapsed")
+    timed = [ln for ln in lines if "left for the run" in ln]
+    assert timed and all("at most ~" in ln for ln in timed)
+    assert run.total == 3
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    bar_out = Tty()
+    bar = RunProgress(10, "TrieHH rounds", stream=bar_out)
+    seen = []
+    for _ in bar(iter(range(4))):
+        seen.append(bar._bar.total)
+    assert seen == [10] * 4 and bar.total == 4
+    text = bar_out.getvalue()
+    assert "4/4" in text and "stopped early: 4 of at most 10" in text and "at most" in text
+    assert "10/10" not in text
+
+
+def test_a_run_that_uses_every_round_ends_its_log_with_one_done_line() -> None:
+    from protocol.studies.progress import RunProgress
+
+    out, clock = io.StringIO(), _Clock()
+    run = RunProgress(2, "levels", stream=out, log_interval=5.0, clock=clock)
+
+    def rounds():
+        for r in range(2):
+            clock.t += 10.0
+            run.client(1, 1, 2)
+            yield r
+
+    list(run(rounds()))
+    assert out.getvalue().splitlines()[-1] == "levels: 2/2 done, 20 s elapsed"
