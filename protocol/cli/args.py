@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any, TypeVar
+from typing import Any, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -167,3 +167,20 @@ def resolve_scale(args: argparse.Namespace) -> None:
         raise UsageError(f"--users scales the synthetic datasets ({', '.join(FEDERATED_USERS)})"
                          f"; {args.dataset} holds the users it holds")
     args.scale = args.users / base
+
+
+def refuse_unused(args: argparse.Namespace,
+                  rules: Sequence[tuple[str, str, Any, bool, str]]) -> None:
+    """Refuse an option the run would ignore: each rule is ``(flag, dest, default,
+    applies, why)``; an option set to anything but its ``default`` where it does not
+    ``apply`` is one line naming it and why (``"--g is OLH's hash range: it applies to
+    --mechanism olh only"``), never silently dropped.
+
+    Raises:
+        protocol.cli.UsageError: the first option set where it does not apply.
+    """
+    from protocol.cli import UsageError
+
+    for flag, dest, default, applies, why in rules:
+        if not applies and getattr(args, dest, default) != default:
+            raise UsageError(f"{flag} {why}")

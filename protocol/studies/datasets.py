@@ -673,6 +673,10 @@ def load_dataset(name: str, n: int | None, rng: np.random.Generator, multi_word:
     if name in ("en", "en-oov", "zipf") and alphabet is not None:
         raise DatasetError(f"--alphabet applies to a word file (--dataset PATH); the "
                            f"embedded dataset {name!r} has its own public alphabet")
+    if name in ("en", "en-oov", "zipf") and drop_unencodable:
+        raise DatasetError(f"--drop-unencodable applies to a word file (--dataset PATH); "
+                           f"the embedded dataset {name!r} holds only characters of its "
+                           "own alphabet")
     if name == "en":
         return english(default_n if n is None else n, rng, multi_word)
     if name == "en-oov":

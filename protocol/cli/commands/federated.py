@@ -73,6 +73,30 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.args import resolve_scale
 
     resolve_scale(args)
+    from protocol.cli.args import refuse_unused
+
+    tap, ext = args.mechanism in ("tap", "taps"), str(args.extension)
+    refuse_unused(args, [
+        ("--no-shared-trie", "no_shared_trie", False, tap,
+         "skips TAP/TAPS's Phase I: it applies to --mechanism tap or taps only"),
+        ("--phase-one-fraction", "phase_one_fraction", None, tap,
+         "is TAP/TAPS's Phase I share: it applies to --mechanism tap or taps only"),
+        ("--fedpem-upload", "fedpem_upload", "counts", args.mechanism == "fedpem",
+         "is what a FedPEM party uploads: it applies to --mechanism fedpem only"),
+        ("--extension", "extension", "floor", tap or ext.strip().isdigit(),
+         f"{ext} does not apply to --mechanism {args.mechanism}: its local PEM extends "
+         "t = k prefixes per level; give a number t, or leave it out"),
+        ("--drift", "drift", "variance", tap and ext in ("floor", "adaptive"),
+         "is how the adaptive extension reads equation 3: it applies to --mechanism tap "
+         "or taps with --extension floor or adaptive"),
+        ("--beta", "beta", 0.5, args.dataset == "syn",
+         "is the SYN generator's Dirichlet concentration: it applies to --dataset syn only"),
+        ("--own", "own", 0.3, args.dataset == "regime",
+         "is the regime generator's knob: it applies to --dataset regime only"),
+        ("--data-seed", "data_seed", 0, args.dataset in ("syn", "regime"),
+         "seeds the syn and regime generators: it applies to --dataset syn or regime "
+         "only"),
+    ])
     if args.describe:
         return _describe(args)
 

@@ -64,6 +64,36 @@ def run(args: argparse.Namespace) -> int:
 
     from protocol.cli.transport_options import transport_from_args, transport_options
 
+    from protocol.cli.args import refuse_unused
+
+    m, data = args.mechanism, args.dataset
+    pem_like, embedded = m in ("pem", "aon"), data in ("en", "en-oov", "zipf", "zipf32")
+    refuse_unused(args, [
+        ("--epsilon", "epsilon", 4.0, m != "poplar1",
+         "does not apply to --mechanism poplar1 (no differential privacy; --threshold "
+         "sets what a prefix needs)"),
+        ("--delta", "delta", None, m in ("triehh", "sfp"),
+         "is TrieHH's central target or SFP's amplified equivalent: it applies to "
+         "--mechanism triehh or sfp only"),
+        ("--oracle", "oracle", None, pem_like, "is PEM's frequency oracle: it applies to "
+         "--mechanism pem only"),
+        ("--levels", "levels", None, pem_like, "is PEM/AoN's groups: it applies to "
+         "--mechanism pem or aon only"),
+        ("--extension", "extension", None, pem_like, "is PEM/AoN's prefixes kept per level: "
+         "it applies to --mechanism pem or aon only"),
+        ("--word-bytes", "word_bytes", 6, pem_like and data != "zipf32",
+         "is how PEM/AoN encode a word: it applies to --mechanism pem or aon on a word "
+         "dataset (zipf32 items are 32-bit numbers)"),
+        ("--T", "T", 20, m == "sfp", "is SFP's tuples per position: it applies to "
+         "--mechanism sfp only"),
+        ("--support", "support", 10_000, data == "zipf32",
+         "is the zipf32 dataset's distinct items: it applies to --dataset zipf32 only"),
+        ("--zipf-s", "zipf_s", 1.1, data == "zipf32",
+         "is the zipf32 dataset's exponent: it applies to --dataset zipf32 only"),
+        ("--drop-unencodable", "drop_unencodable", False, not embedded,
+         "applies to a word file (--dataset PATH); the embedded datasets hold only "
+         "characters of their own alphabet"),
+    ])
     if args.transport == "auto":
         transport_options(args)  # any transport option is an error here
         transport = None

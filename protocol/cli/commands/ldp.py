@@ -63,7 +63,17 @@ def run(args: argparse.Namespace) -> int:
     from protocol.studies.runners.ldp import LDPOptions
     from protocol.studies.runners.ldp import run as run_ldp
 
+    from protocol.cli.args import refuse_unused
+
     network = None
+    refuse_unused(args, [
+        ("--g", "g", 0, args.mechanism == "olh",
+         "is OLH's hash range: it applies to --mechanism olh only"),
+        ("--B", "B", 0, args.mechanism == "aon",
+         "is All-or-Nothing's bucket count: it applies to --mechanism aon only"),
+        ("--zipf-s", "zipf_s", 1.1, args.dataset == "zipf",
+         "is the synthetic Zipf population's exponent: it applies to --dataset zipf only"),
+    ])
     for flag, value in (("--bound", args.bound), ("--delta", args.delta)):
         if value is not None and args.transport != "shuffler":
             raise UsageError(f"{flag} is the shuffler's amplified guarantee: it applies to "

@@ -68,6 +68,11 @@ def run(args: argparse.Namespace) -> int:
         qs = tuple(float(x) for x in args.quantiles.split(",") if x.strip())
     except ValueError:
         raise UsageError("--quantiles must be comma-separated numbers") from None
+    from protocol.cli.args import refuse_unused
+
+    refuse_unused(args, [("--clip", "clip", False, args.lo is not None or args.hi is not None,
+                          "clips values outside a range you give (--lo, --hi); the "
+                          "embedded population lies in its own range [0, 3600]")])
     transport = transport_from_args(args)  # refuse bad options before loading data
     out = run_quantiles(options_from(QuantileOptions, args, quantiles=qs),
                         progress_bar(args.max_length, "TrieHH++ levels", enabled=not (args.json or args.quiet)),
