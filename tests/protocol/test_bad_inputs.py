@@ -480,7 +480,9 @@ def test_messages_name_what_the_user_can_do(tmp_path: pathlib.Path) -> None:
     code, _, err, _ = run_case(["keys", "--out", str(keys), "--clients", "3"])
     assert code == 2 and "pass --force" in err and "overwrite" not in err
     code, _, err, _ = run_case(["triehh", "--users", "1"])
-    assert code == 2 and "delta" not in err and "--users" in err
+    assert code == 2 and "delta" not in err
+    assert err.strip().endswith("the population has 1 user; TrieHH at epsilon 4 (L = 10) "
+                                "needs at least 941 users")
     p = tmp_path / "joined.txt"
     p.write_bytes("hello\n".encode() * 3 + "\ufeffworld\n".encode())
     code, _, err, _ = run_case(["triehh", "--dataset", str(p)])
@@ -497,3 +499,191 @@ def test_sfp_says_how_many_words_it_cut(tmp_path: pathlib.Path) -> None:
     assert code == 0, err
     assert "warning: 1500 users' words are longer than 10 characters; SFP sees only " \
         "their first 10 characters" in out
+
+
+# ------------------------------------------ small, odd and mostly dropped data: a battery
+
+#: word files whose users are mostly dropped or that hold almost none: what each file
+#: holds (CRLF line ends, a byte-order mark, blank lines, non-ASCII words)
+def _battery_files(root: pathlib.Path) -> dict[str, str]:
+    mostly = "\ufeff" + "\r\n".join(["café", "naïve", "", "  "] * 500 + ["hello", "tea"]) \
+        + "\r\n"
+    (root / "mostly.txt").write_bytes(mostly.encode("utf-8"))
+    (root / "tiny.txt").write_text("hello\nworld\nhello\n", encoding="utf-8")
+    (root / "blank.txt").write_text("\n  \n\t\n\r\n", encoding="utf-8")
+    (root / "empty.txt").write_bytes(b"")
+    (root / "binary.bin").write_bytes(bytes(range(256)) * 4)
+    (root / "ints.txt").write_text("\n".join(str(i % 7) for i in range(700)) + "\n")
+    (root / "numbers.txt").write_text("\n".join(f"{i / 1000:.3f}" for i in range(1000))
+                                      + "\n")
+    (root / "numbers-out.txt").write_text("0.5\n0.7\n1.5\n-2\n" * 250)
+    (root / "numbers-text.txt").write_text("0.5\nzero\n")
+    (root / "numbers-nan.txt").write_text("0.5\nnan\n")
+    return {p.stem: str(p) for p in root.iterdir()}
+
+
+#: (argv with {file} names, what must happen): ``refused`` is exit 2 with one error
+#: line, which holds each of the ``must`` strings; ``ran`` is exit 0 with each ``must``
+#: string in stdout (a choice or a change printed, never silent)
+BATTERY: list[tuple[str, str, tuple[str, ...]]] = [
+    # too few users: the users left after what was dropped, and the minimum
+    ("triehh --dataset {mostly} --drop-unencodable --seed 1", "refused",
+     ("2 users are left after dropping 1,000 words", "skipping 1,000 blank lines and a "
+      "byte-order mark", "TrieHH at epsilon 4", "needs at least 941 users")),
+    ("triehh --dataset {tiny} --seed 1", "refused",
+     ("the population has 3 users", "needs at least 941 users")),
+    ("triehh --users 1", "refused", ("1 user;", "needs at least")),
+    ("triehh --users 10 --seed 1", "refused", ("the population has 10 users",
+                                               "needs at least 941 users")),
+    ("triehh --users 2000 --epsilon 1 --seed 1", "refused",
+     ("condition 1 <= gamma fails", "needs at least 16,015 users")),
+    ("eval triehh --users 10 --runs 1 --out {tmp}/e", "refused", ("needs at least",)),
+    ("hh --mechanism triehh --dataset {tiny} --seed 1", "refused", ("needs at least 941",)),
+    ("hh --mechanism pem --dataset {tiny} --seed 1", "refused",
+     ("3 users", "needs at least 6 users")),
+    ("hh --mechanism aon --dataset {mostly} --drop-unencodable --seed 1", "refused",
+     ("needs at least",)),
+    ("triehhpp --dataset {tiny} --seed 1", "refused",
+     ("the population has 3 users", "TrieHH++ at epsilon 1", "needs at least")),
+    ("triehhpp --users 10 --seed 1", "refused", ("needs at least",)),
+    ("quantiles --values {numbers} --users 5 --lo 0 --hi 1 --seed 1", "refused",
+     ("the population has 5 users", "TrieHH++ quantiles", "needs at least")),
+    ("quantiles --users 10 --seed 1", "refused", ("needs at least",)),
+    ("federated --users 10 --seed 1", "refused", ("it needs at least",)),
+    # empty, blank-only, binary and malformed files
+    ("triehh --dataset {empty}", "refused", ("holds no users",)),
+    ("triehh --dataset {blank}", "refused", ("holds no users",)),
+    ("triehh --dataset {binary}", "refused", ("not UTF-8",)),
+    ("triehhpp --dataset {blank}", "refused", ("holds no users",)),
+    ("sfp --dataset {empty}", "refused", ()),
+    ("hh --dataset {blank} --mechanism pem", "refused", ()),
+    ("ldp --dataset {empty}", "refused", ("no items",)),
+    ("ldp --dataset {blank}", "refused", ("no items",)),
+    ("ldp --dataset {binary}", "refused", ("not UTF-8",)),
+    ("quantiles --values {empty} --lo 0 --hi 1", "refused", ("holds no values",)),
+    ("quantiles --values {blank} --lo 0 --hi 1", "refused", ("holds no values",)),
+    ("quantiles --values {binary} --lo 0 --hi 1", "refused", ("not UTF-8",)),
+    ("quantiles --values {numbers-text} --lo 0 --hi 1", "refused",
+     (":2: 'zero' is not a number",)),
+    ("quantiles --values {numbers-nan} --lo 0 --hi 1", "refused", ("not a finite number",)),
+    ("quantiles --values {numbers-out} --lo 0 --hi 1 --seed 1", "refused",
+     ("500 of 1,000 values are outside the public range", "--clip")),
+    ("quantiles --values {numbers} --lo 1 --hi 0", "refused", ("--lo < --hi",)),
+    ("quantiles --values {numbers} --lo 0", "refused", ("--lo and --hi",)),
+    ("quantiles --values {numbers} --lo 0 --hi 1 --users 5000", "refused",
+     ("holds 1,000 values",)),
+    # out-of-range numbers
+    ("triehh --epsilon 0", "refused", ("--epsilon",)),
+    ("triehh --delta 1", "refused", ("--delta",)),
+    ("ldp --epsilon nan", "refused", ("--epsilon",)),
+    ("quantiles --quantiles 0.5,1.5", "refused", ("--quantiles",)),
+    # options that do not apply
+    ("hh --mechanism poplar1 --epsilon 2 --dataset en", "refused", ("--epsilon",)),
+    ("hh --mechanism sfp --oracle grr --dataset en", "refused", ("--oracle",)),
+    ("hh --mechanism triehh --levels 3 --dataset en", "refused", ("--levels",)),
+    ("hh --mechanism triehh --extension 3 --dataset en", "refused", ("--extension",)),
+    ("hh --mechanism pem --T 5", "refused", ("--T",)),
+    ("hh --mechanism pem --delta 1e-5", "refused", ("--delta",)),
+    ("hh --mechanism pem --dataset en --support 50", "refused", ("--support",)),
+    ("hh --mechanism pem --dataset en --zipf-s 2", "refused", ("--zipf-s",)),
+    ("hh --mechanism pem --word-bytes 4", "refused", ("--word-bytes",)),
+    ("hh --mechanism pem --drop-unencodable", "refused", ("--drop-unencodable",)),
+    ("hh --mechanism poplar1 --transport plain --dataset en", "refused", ("--transport",)),
+    ("ldp --mechanism grr --g 5", "refused", ("--g",)),
+    ("ldp --mechanism olh --B 5", "refused", ("--B",)),
+    ("ldp --dataset {ints} --zipf-s 2", "refused", ("--zipf-s",)),
+    ("ldp --delta 1e-6", "refused", ("--delta",)),
+    ("federated --mechanism fedpem --no-shared-trie", "refused", ("--no-shared-trie",)),
+    ("federated --mechanism gtf --phase-one-fraction 0.3", "refused",
+     ("--phase-one-fraction",)),
+    ("federated --mechanism taps --fedpem-upload frequencies", "refused",
+     ("--fedpem-upload",)),
+    ("federated --mechanism fedpem --extension adaptive", "refused", ("--extension",)),
+    ("federated --mechanism taps --extension k --drift printed", "refused", ("--drift",)),
+    ("federated --dataset regime --beta 0.3", "refused", ("--beta",)),
+    ("federated --dataset syn --own 0.1", "refused", ("--own",)),
+    ("triehh --theta 10 --gamma 2 --epsilon 2", "refused", ("--epsilon",)),
+    ("triehh --theta 10 --gamma 2 --delta 1e-6", "refused", ("--delta",)),
+    ("eval triehh --theta 10 --gamma 2 --epsilon 2 --out {tmp}/e2", "refused",
+     ("--epsilon",)),
+    ("triehh --drop-unencodable", "refused", ("--drop-unencodable",)),
+    ("sfp --drop-unencodable", "refused", ("--drop-unencodable",)),
+    ("triehhpp --flat --composition advanced", "refused", ("--composition",)),
+    ("triehhpp --candidates {tiny}", "refused", ("--candidates",)),
+    ("quantiles --clip", "refused", ("--clip",)),
+    ("triehh --dataset en --alphabet abc", "refused", ("--alphabet",)),
+    ("triehh --transport plain --threat semi-honest", "refused", ("--threat",)),
+    # what is chosen or changed for the user is printed
+    ("ldp --dataset {ints} --seed 1", "ran",
+     ("input: domain 7 items: the file's 7 distinct items",
+      "warning: the domain's items were read off the users' items")),
+    ("ldp --dataset {ints} --domain 3 --seed 1", "ran",
+     ("input: domain 3 items: the 3 most frequent", "outside the top --domain")),
+    ("quantiles --values {numbers-out} --lo 0 --hi 1 --clip --seed 1 --epsilon 4 --bound eq3",
+     "ran", ("warning: 500 values outside the public range [0, 1] clipped to it (250 "
+             "below, 250 above)",)),
+    ("triehh --users 1000 --seed 1", "ran",
+     ("0 heavy hitters discovered", "heavy hitters: (none): a word is found only if",
+      "theta = 10", "m = 32", "the smallest count that could pass is 10 votes")),
+    ("triehhpp --users 2000 --seed 1", "ran",
+     ("heavy hitters: (none)", "expected sample")),
+    ("hh --mechanism triehh --dataset en --users 1000 --seed 1", "ran",
+     ("heavy hitters: (none)",)),
+]
+
+
+def _battery_argv(template: str, files: dict[str, str], tmp: pathlib.Path) -> list[str]:
+    import shlex
+
+    text = template.replace("{tmp}", str(tmp))
+    for stem, path in files.items():
+        text = text.replace("{" + stem + "}", path)
+    return shlex.split(text)
+
+
+def battery_verdict(kind: str, must: tuple[str, ...], code: int | None, out: str,
+                    err: str) -> tuple[str | None, str | None]:
+    """``(traceback, silent)``: what went wrong as a traceback (a raw error, a library's
+    warning, more than one line, a wrong status) and as a silent choice (a run that
+    should have said what it chose or changed and did not, or an error that does not
+    say what the user can read off it), ``None`` each when fine."""
+    if code is None:
+        return f"ran for more than {CASE_SECONDS} s", None
+    if "Traceback" in err:
+        return "traceback: " + err.strip().splitlines()[-1], None
+    if "Warning" in err or "warnings.warn" in err:
+        return "a library warning reached the user: " + err.strip()[:200], None
+    if kind == "refused":
+        lines = err.strip().splitlines()
+        if code != 2 or len(lines) != 1 or "error:" not in lines[0]:
+            return f"exit {code}, stderr {err.strip()[-300:]!r}", None
+        missing = [m for m in must if m not in lines[0]]
+        return None, (f"the error does not say {missing}: {lines[0]}" if missing else None)
+    if code != 0:
+        return f"exit {code}: {err.strip()[-300:]!r}", None
+    missing = [m for m in must if m not in out]
+    return None, (f"not printed: {missing}" if missing else None)
+
+
+@pytest.fixture(scope="module")
+def battery_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return _battery_files(tmp_path_factory.mktemp("battery"))
+
+
+@pytest.mark.parametrize(("template", "kind", "must"), BATTERY,
+                         ids=[t for t, _, _ in BATTERY])
+def test_battery_small_odd_and_mostly_dropped_input(
+        template: str, kind: str, must: tuple[str, ...], battery_files: dict[str, str],
+        tmp_path: pathlib.Path) -> None:
+    import warnings
+
+    argv = _battery_argv(template, battery_files, tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, out, err, _ = run_case(argv + (["--quiet"] if "--quiet" not in argv else []))
+    library = [str(w.message)[:120] for w in caught
+               if not issubclass(w.category, (DeprecationWarning, ResourceWarning))]
+    traceback, silent = battery_verdict(kind, must, code, out, err)
+    assert library == [], argv
+    assert traceback is None, (argv, traceback)
+    assert silent is None, (argv, silent)

@@ -155,9 +155,10 @@ def _too_few(opts: TrieHHOptions, pop, why: str) -> StudyError:  # noqa: ANN001
     needed = smallest_population(ok)
     if needed is not None and needed <= pop.n:  # not a population problem
         return StudyError(why)
-    delta = "1/n^2" if per_n else f"{opts.delta:.3g}"
-    return too_few_users(users_left(pop), f"TrieHH at epsilon {opts.epsilon:g} (delta "
-                         f"{delta}, L = {opts.max_length})", needed, why)
+    target = f"L = {opts.max_length}" if per_n else \
+        f"delta {opts.delta:.3g}, L = {opts.max_length}"
+    return too_few_users(users_left(pop), f"TrieHH at epsilon {opts.epsilon:g} ({target})",
+                         needed, why)
 
 
 def why_none(theta: int | float, m: int | float, n: int, sample: str = "sample") -> str:
