@@ -91,8 +91,8 @@ def _print_human(out: dict[str, Any], show: int) -> None:
     if not hh:
         from protocol.studies.runners.triehh import why_none
 
-        w(f"heavy hitters: {why_none(pa['theta'], pa['m'], out['n'], 'expected sample')}"
-          " (--epsilon with --bound eq3)\n")
+        w("heavy hitters: " + why_none(pa["theta"], pa["m"], out["n"], "expected sample",
+                                       "raise --users, or --epsilon with --bound eq3") + "\n")
     w(f"{'item':<18} {'count':>6} {'estimate':>10} {'+/- se':>8} {'true':>9} {'rel.err':>8}\n")
     for r in hh[:show]:
         re_ = "-" if r["relative_error"] is None else f"{r['relative_error']:+.3f}"

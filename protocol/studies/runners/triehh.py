@@ -161,7 +161,8 @@ def _too_few(opts: TrieHHOptions, pop, why: str) -> StudyError:  # noqa: ANN001
                          needed, why)
 
 
-def why_none(theta: int | float, m: int | float, n: int, sample: str = "sample") -> str:
+def why_none(theta: int | float, m: int | float, n: int, sample: str = "sample",
+             advice: str = "raise --users or --epsilon") -> str:
     """Why a run released no heavy hitter, in one sentence: the threshold, the users
     sampled per round and the smallest count that could pass (``theta`` votes of the
     ``m`` sampled users, so a word held by fewer than about ``theta n / m`` users of
@@ -172,7 +173,7 @@ def why_none(theta: int | float, m: int | float, n: int, sample: str = "sample")
     return (f"(none): a word is found only if each of its prefixes gets theta = {theta} "
             f"votes in its round's {sample} of m = {m:,.0f} users; the smallest count that "
             f"could pass is {theta} votes, so a word needs about {share:.1%} of the users "
-            f"({math.ceil(share * n):,} of {n:,}): raise --users or --epsilon")
+            f"({math.ceil(share * n):,} of {n:,}): {advice}")
 
 
 def run_once(prep: Prepared, transport: Transport, rng,  # noqa: ANN001, ANN201
