@@ -516,6 +516,7 @@ def load_file(path: str | pathlib.Path, alphabet: str | None = None,
         placed = [[(lineno, w) for w in line.split()]
                   for lineno, line in enumerate(lines, start=1) if line.strip()]
         blank = len(lines) - len(placed)
+    crlf = text.count("\r\n")
     if not placed:
         raise DatasetError(f"{p} holds no users")
     alpha, how = resolve_alphabet(alphabet, [lw for ws in placed for lw in ws], str(p),
@@ -553,6 +554,7 @@ def load_file(path: str | pathlib.Path, alphabet: str | None = None,
         description += "; a UTF-8 byte-order mark at the start removed"
     pop = from_user_words(str(p), lists, alpha, description)
     notes = {"blank_lines": blank, "byte_order_mark": bom, "alphabet_chosen": how,
+             "crlf_lines": crlf,
              "alphabet_from_data": how.startswith("data"),
              "users_removed": empty if dropped else 0}
     return dataclasses.replace(pop, dropped=dropped, notes=notes)
@@ -572,6 +574,7 @@ def input_report(pop: Population, max_chars: int | None = None) -> dict:
         "alphabet_from_data": bool(notes.get("alphabet_from_data", False)),
         "blank_lines": int(notes.get("blank_lines", 0)),
         "byte_order_mark_removed": bool(notes.get("byte_order_mark", False)),
+        "crlf_lines": int(notes.get("crlf_lines", 0)),
         "dropped_words": int(pop.dropped),
         "users_removed": int(notes.get("users_removed", 0)),
     }
@@ -607,10 +610,16 @@ def users_left(pop: Population) -> str:
         skipped.append(f"{b:,} blank line{'s' * (b != 1)}")
     if notes.get("byte_order_mark"):
         skipped.append("a byte-order mark")
+    if notes.get("crlf_lines"):
+        c = int(notes["crlf_lines"])
+        skipped.append(f"the carriage returns of {c:,} CRLF line end{'s' * (c != 1)}")
     sub = "users subsampled" in (pop.description or "")
     users = f"{n:,} user{'s' * (n != 1)}"
     if not dropped and not skipped:
         return f"the population has {users}" + (" (subsampled)" if sub else "")
+    if not dropped:
+        return (f"the population has {users} (after skipping " + " and ".join(skipped)
+                + (", then subsampled)" if sub else ")"))
     verb = "is" if n == 1 else "are"
     what = []
     if dropped:
@@ -637,6 +646,9 @@ def input_warnings(report: dict) -> list[str]:
         out.append(f"{report['blank_lines']} blank lines skipped (they hold no user)")
     if report.get("byte_order_mark_removed"):
         out.append("a UTF-8 byte-order mark (U+FEFF) at the start of the file was removed")
+    if report.get("crlf_lines"):
+        out.append(f"{report['crlf_lines']:,} lines end in CRLF (Windows line ends): read "
+                   "as line ends, the carriage returns dropped")
     if report.get("dropped_words"):
         out.append(f"{report['dropped_words']} words with characters outside the alphabet "
                    f"dropped, {report.get('users_removed', 0)} users left without a word "

@@ -48,17 +48,26 @@ def file_population(path: str, domain: int | None, users: int | None,
         OSError: if the file cannot be read.
     """
     blank = 0
+    with open(path, "rb") as fh:
+        raw = fh.read()
     try:
-        with open(path, encoding="utf-8") as fh:
-            items = []
-            for line in fh:
-                if line.strip():
-                    items.append(line.rstrip("\n"))
-                else:
-                    blank += 1
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") \
             from None
+    # a byte-order mark is an encoding signature, not part of the first item; a CRLF
+    # line end is a line end: both are dropped and counted, never kept in an item
+    bom = text.startswith("\ufeff")
+    text = text.removeprefix("\ufeff")
+    crlf = text.count("\r\n")
+    items = []
+    for line in text.replace("\r\n", "\n").split("\n"):
+        if line.strip():
+            items.append(line)
+        else:
+            blank += 1
+    if text.endswith("\n") or not text:
+        blank -= 1  # the last line end closes a line; no blank line follows it
     if not items:
         raise ValueError(f"{path}: no items")
     names, inverse, counts = np.unique(np.array(items, dtype=object), return_inverse=True,
@@ -78,6 +87,7 @@ def file_population(path: str, domain: int | None, users: int | None,
         values = rng.choice(values, size=users, replace=users > values.size)
     if notes is not None:
         notes.update({"blank_lines": blank, "lines": lines,
+                      "byte_order_mark_removed": bom, "crlf_lines": crlf,
                       "outside_domain": int((values < 0).sum()),
                       # the domain's items are always read off the file (its distinct
                       # items, most frequent first); only their number may be given

@@ -510,6 +510,7 @@ def _battery_files(root: pathlib.Path) -> dict[str, str]:
         + "\r\n"
     (root / "mostly.txt").write_bytes(mostly.encode("utf-8"))
     (root / "tiny.txt").write_text("hello\nworld\nhello\n", encoding="utf-8")
+    (root / "bom-crlf.txt").write_bytes("\ufefftea\r\nmilk\r\ntea\r\n".encode("utf-8"))
     (root / "blank.txt").write_text("\n  \n\t\n\r\n", encoding="utf-8")
     (root / "empty.txt").write_bytes(b"")
     (root / "binary.bin").write_bytes(bytes(range(256)) * 4)
@@ -529,7 +530,19 @@ BATTERY: list[tuple[str, str, tuple[str, ...]]] = [
     # too few users: the users left after what was dropped, and the minimum
     ("triehh --dataset {mostly} --drop-unencodable --seed 1", "refused",
      ("2 users are left after dropping 1,000 words", "skipping 1,000 blank lines and a "
-      "byte-order mark", "TrieHH at epsilon 4", "needs at least 941 users")),
+      "byte-order mark and the carriage returns of 2,002 CRLF line ends",
+      "TrieHH at epsilon 4", "needs at least 941 users")),
+    ("triehh --dataset {bom-crlf} --seed 1", "refused",
+     ("the population has 3 users (after skipping a byte-order mark and the carriage "
+      "returns of 3 CRLF line ends)",)),
+    ("triehh --dataset {bom-crlf} --seed 1 --theta 2 --gamma 1", "ran",
+     ("warning: a UTF-8 byte-order mark (U+FEFF) at the start of the file was removed",
+      "warning: 3 lines end in CRLF")),
+    ("ldp --dataset {bom-crlf} --seed 1", "ran",
+     ("input: domain 2 items", "warning: a UTF-8 byte-order mark", "warning: 3 lines end "
+      "in CRLF")),
+    ("sfp --users 1 --seed 1", "refused", ("the population has 1 user;",
+                                           "needs at least 2 users")),
     ("triehh --dataset {tiny} --seed 1", "refused",
      ("the population has 3 users", "needs at least 941 users")),
     ("triehh --users 1", "refused", ("1 user;", "needs at least")),

@@ -65,7 +65,10 @@ def users_words(pop) -> np.ndarray:  # noqa: ANN001
     word_of_user[holders] = pop.items
     word_of_user = word_of_user[holders]
     if word_of_user.shape[0] < 2:
-        raise StudyError("need at least 2 users holding a word")
+        from protocol.studies.datasets import users_left
+        from protocol.studies.errors import too_few_users
+
+        raise too_few_users(users_left(pop), "SFP (users holding a word)", 2)
     return word_of_user
 
 
