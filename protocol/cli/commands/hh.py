@@ -90,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
          "is the zipf32 dataset's distinct items: it applies to --dataset zipf32 only"),
         ("--zipf-s", "zipf_s", 1.1, data == "zipf32",
          "is the zipf32 dataset's exponent: it applies to --dataset zipf32 only"),
+        ("--show", "show", 20, not args.json,
+         "limits the items printed; --json holds every discovered item"),
         ("--drop-unencodable", "drop_unencodable", False, not embedded,
          "applies to a word file (--dataset PATH); the embedded datasets hold only "
          "characters of their own alphabet"),

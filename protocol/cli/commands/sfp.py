@@ -58,6 +58,12 @@ def run(args: argparse.Namespace) -> int:
 
     from protocol.cli.transport_options import transport_from_args, transport_options
 
+    from protocol.cli.args import refuse_unused
+
+    refuse_unused(args, [("--epsilon", "epsilon", 4.0, args.local_epsilon is None,
+                          "is the central target SFP converts to a local epsilon; "
+                          "--local-epsilon gives the local epsilon itself: give one of "
+                          "them")])
     if args.transport == "auto":
         transport_options(args)  # any transport option is an error here
         transport = None

@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
         ("--delta", "delta", None, not fixed,
          "is Corollary 1's target, which --theta and --gamma together replace (Theorem "
          "1's delta follows from theta); leave one of them out to use it"),
+        ("--show", "show", 30, not args.json,
+         "limits the words printed; --json holds every heavy hitter"),
     ])
     if args.network is not None:
         from protocol.cli import UsageError

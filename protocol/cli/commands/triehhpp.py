@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.args import refuse_unused
 
     refuse_unused(args, [("--composition", "composition", "basic", not args.flat,
-                          "composes the levels' guarantees; --flat runs one level")])
+                          "composes the levels' guarantees; --flat runs one level"),
+                         ("--show", "show", 25, not args.json,
+                          "limits the heavy hitters printed; --json holds them all")])
     transport = transport_from_args(args)  # refuse bad options before loading data
     out = triehhpp.run(options_from(triehhpp.TrieHHPPOptions, args), transport,
                        progress_bar(args.max_length, "TrieHH++ levels", enabled=not (args.json or args.quiet)))
