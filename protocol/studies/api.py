@@ -311,6 +311,14 @@ class HeavyHitters(_Exported):
             lines.append(f"  after shuffling: {_guarantee_phrase(self.central)}")
         if self.heavy_hitters:
             lines.append(f"  top: {_first([str(h) for h in self.heavy_hitters])}")
+        elif self.mechanism in ("triehh", "triehhpp") and "theta" in self.parameters \
+                and "m" in self.parameters:
+            from protocol.studies.runners.triehh import why_none
+
+            sample = "expected sample" if self.mechanism == "triehhpp" else "sample"
+            lines.append("  heavy hitters: " + why_none(
+                self.parameters["theta"], self.parameters["m"], self.n, sample,
+                "raise the population or epsilon"))
         if self.corrupted:
             lines.append(f"  corrupted clients: {_corrupted_phrase(self.corrupted)}")
         return "\n".join(lines)

@@ -324,3 +324,13 @@ def test_too_few_users_names_what_is_left_and_the_minimum() -> None:
         api.triehhpp(["tea"] * 10, seed=1)
     with pytest.raises(StudyError, match=r"the population has 10 users; TrieHH\+\+ quantiles"):
         api.quantiles([0.5] * 10, lo=0, hi=1)
+
+
+def test_a_result_without_heavy_hitters_says_why() -> None:
+    words = [chr(ord("a") + i % 26) * 3 for i in range(1000)]  # 26 words, none frequent
+    hh = api.triehh(words, epsilon=4, seed=1, progress=False)
+    assert hh.items == []
+    text = str(hh)
+    assert "heavy hitters: (none): a word is found only if each of its prefixes gets " \
+        f"theta = {hh.parameters['theta']} votes" in text
+    assert f"m = {hh.parameters['m']} users" in text and "raise the population" in text
