@@ -206,7 +206,8 @@ class Population:
             DatasetError: ``n`` larger than the population or < 1.
         """
         if not 1 <= n <= self.n:
-            raise DatasetError(f"cannot take {n} users from a population of {self.n}")
+            raise DatasetError(f"cannot take {n:,} users (--users) from {self.name}: it "
+                               f"holds {self.n:,} user{'s' * (self.n != 1)}")
         if n == self.n:
             return self
         users = np.sort(rng.choice(self.n, n, replace=False))

@@ -245,6 +245,8 @@ def verdict(case: Case, code: int | None, err: str) -> str | None:
         return f"ran for more than {CASE_SECONDS} s instead of refusing"
     if "Traceback" in err:
         return "traceback: " + err.strip().splitlines()[-1]
+    if "Warning:" in err or "warnings.warn" in err:  # a library's warning reached the user
+        return "a library warning: " + err.strip()[:200]
     if code != 2:
         return f"exit {code}: {err.strip()[-200:]!r}"
     lines = err.strip().splitlines()
@@ -510,6 +512,9 @@ def _battery_files(root: pathlib.Path) -> dict[str, str]:
         + "\r\n"
     (root / "mostly.txt").write_bytes(mostly.encode("utf-8"))
     (root / "tiny.txt").write_text("hello\nworld\nhello\n", encoding="utf-8")
+    (root / "fed-tiny.csv").write_text("party,user,item\nA,1,tea\nA,2,milk\n")
+    (root / "fed-bad.csv").write_text("party,user\nA,1\n")
+    (root / "fed-empty.csv").write_bytes(b"")
     (root / "bom-crlf.txt").write_bytes("\ufefftea\r\nmilk\r\ntea\r\n".encode("utf-8"))
     (root / "blank.txt").write_text("\n  \n\t\n\r\n", encoding="utf-8")
     (root / "empty.txt").write_bytes(b"")
@@ -563,7 +568,25 @@ BATTERY: list[tuple[str, str, tuple[str, ...]]] = [
      ("the population has 5 users", "TrieHH++ quantiles", "needs at least")),
     ("quantiles --users 10 --seed 1", "refused", ("needs at least",)),
     ("federated --users 10 --seed 1", "refused", ("it needs at least",)),
+    ("bench triehh --dataset {tiny} --seed 1", "refused", ("needs at least 941 users",)),
+    ("eval compare --dataset {tiny} --users 3 --runs 1 --out {tmp}/c", "refused",
+     ("the population has 3 users", "needs at least")),
+    ("net run --job triehh --dataset {tiny} --transport threshold --seed 1", "refused",
+     ("the population has 3 users", "needs at least 941 users")),
+    ("triehh --dataset {tiny} --users 10", "refused",
+     ("cannot take 10 users (--users)", "it holds 3 users")),
+    ("eval federated --dataset {fed-tiny} --out {tmp}/f", "refused",
+     ("party 'A' is too small", "it needs at least")),
     # empty, blank-only, binary and malformed files
+    ("bench triehh --dataset {empty}", "refused", ("holds no users",)),
+    ("net run --job triehh --dataset {blank}", "refused", ("holds no users",)),
+    ("triehhpp --flat --candidates {empty}", "refused", ("lists no candidate",)),
+    ("triehhpp --flat --candidates {blank}", "refused", ("lists no candidate",)),
+    ("triehhpp --flat --candidates {binary}", "refused", ("not UTF-8",)),
+    ("federated --dataset {fed-empty}", "refused", ("no rows",)),
+    ("federated --dataset {fed-bad}", "refused", ("expected 3 columns",)),
+    ("federated --dataset {binary}", "refused", ()),
+    ("eval federated --dataset {fed-empty} --out {tmp}/f", "refused", ("no rows",)),
     ("triehh --dataset {empty}", "refused", ("holds no users",)),
     ("triehh --dataset {blank}", "refused", ("holds no users",)),
     ("triehh --dataset {binary}", "refused", ("not UTF-8",)),
