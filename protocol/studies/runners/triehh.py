@@ -132,33 +132,40 @@ def prepare(opts: TrieHHOptions, population=None):  # noqa: ANN001, ANN201
 
 def _too_few(opts: TrieHHOptions, pop, why: str) -> StudyError:  # noqa: ANN001
     """The error for a population below what Corollary 1 needs at the target: the
-    users left after what loading dropped and the smallest population that meets
-    the conditions of Theorem 1 at the same epsilon, delta and ``L``
-    (:func:`protocol.studies.errors.too_few_users`); the condition's own message when
-    no population is too small (a target that no ``n`` meets)."""
-    from mechanisms.triehh_privacy import TrieHHPrivacyError, corollary1
+    users left after what loading dropped (:func:`protocol.studies.datasets.users_left`)
+    and the smallest population that meets the conditions of Theorem 1 at the same
+    epsilon, delta and ``L`` (:func:`too_few_for_target`)."""
     from protocol.studies.datasets import users_left
-    from protocol.studies.errors import smallest_population, too_few_users
 
     # a caller that passed 1/n^2 for its own n (``fedhh hh``, ``eval compare``) means
     # the default rule, not that fixed value
     per_n = opts.delta is None or math.isclose(opts.delta, 1.0 / float(max(pop.n, 1)) ** 2)
+    return too_few_for_target(opts.epsilon, None if per_n else opts.delta, pop.n,
+                              opts.max_length, opts.multi_word, users_left(pop), why)
+
+
+def too_few_for_target(epsilon: float, delta: float | None, n: int, max_length: int,
+                       multi_word: bool, left: str, why: str) -> StudyError:
+    """:func:`protocol.studies.errors.too_few_users` for TrieHH at ``epsilon`` (and
+    ``delta``; ``None``: ``1/n^2`` for every ``n``): the smallest population that meets
+    Corollary 1's conditions; the condition's own message ``why`` when no population is
+    too small (a target that no ``n`` meets for another reason)."""
+    from mechanisms.triehh_privacy import TrieHHPrivacyError, corollary1
+    from protocol.studies.errors import smallest_population, too_few_users
 
     def ok(k: int) -> bool:
-        d = 1.0 / float(k) ** 2 if per_n else opts.delta
+        d = 1.0 / float(k) ** 2 if delta is None else delta
         try:
-            corollary1(opts.epsilon, d, k, opts.max_length, opts.multi_word)
+            corollary1(epsilon, d, k, max_length, multi_word)
         except TrieHHPrivacyError:
             return False
         return True
 
     needed = smallest_population(ok)
-    if needed is not None and needed <= pop.n:  # not a population problem
+    if needed is not None and needed <= n:  # not a population problem
         return StudyError(why)
-    target = f"L = {opts.max_length}" if per_n else \
-        f"delta {opts.delta:.3g}, L = {opts.max_length}"
-    return too_few_users(users_left(pop), f"TrieHH at epsilon {opts.epsilon:g} ({target})",
-                         needed, why)
+    target = f"L = {max_length}" if delta is None else f"delta {delta:.3g}, L = {max_length}"
+    return too_few_users(left, f"TrieHH at epsilon {epsilon:g} ({target})", needed, why)
 
 
 def why_none(theta: int | float, m: int | float, n: int, sample: str = "sample",
@@ -587,6 +594,7 @@ def parameters(n: int, *, epsilon: float | None = None, delta: float | None = No
 
     if n < 1:
         raise StudyError("--users must be >= 1")
+    given_delta = delta
     delta = delta if delta is not None else 1.0 / float(n) ** 2
     out: dict[str, Any] = {"n": n, "L": max_length}
     try:
@@ -600,7 +608,14 @@ def parameters(n: int, *, epsilon: float | None = None, delta: float | None = No
             if epsilon is None:
                 raise StudyError("give --epsilon (Corollary 1) or --theta and --gamma "
                                  "(Theorem 1)")
-            p = corollary1(epsilon, delta, n, max_length, multi_word)
+            try:
+                p = corollary1(epsilon, delta, n, max_length, multi_word)
+            except TrieHHPrivacyError as exc:
+                if "theta" not in str(exc) and "gamma" not in str(exc):
+                    raise
+                raise too_few_for_target(
+                    epsilon, None if given_delta is None else delta, n, max_length,
+                    multi_word, f"n = {n:,} users", str(exc)) from None
             g = p.guarantee
             theta, gamma, m = p.theta, p.gamma, p.m
             out.update({"mode": "corollary1", "target_epsilon": epsilon,
