@@ -158,6 +158,10 @@ def resolve_scale(args: argparse.Namespace) -> None:
         print("fedhh: --scale is deprecated, use --users", file=sys.stderr)
         if args.users is not None:
             raise UsageError("give --users or --scale, not both")
+        if args.dataset not in FEDERATED_USERS:
+            raise UsageError(f"--scale scales the synthetic datasets "
+                             f"({', '.join(FEDERATED_USERS)}); {args.dataset} holds the "
+                             "users it holds")
         return
     if args.users is None:
         args.scale = 1.0

@@ -641,6 +641,8 @@ BATTERY: list[tuple[str, str, tuple[str, ...]]] = [
     ("federated --mechanism taps --extension k --drift printed", "refused", ("--drift",)),
     ("federated --dataset regime --beta 0.3", "refused", ("--beta",)),
     ("federated --dataset syn --own 0.1", "refused", ("--own",)),
+    ("federated --dataset {fed-tiny} --data-seed 3", "refused", ("--data-seed",)),
+    ("federated --dataset {fed-tiny} --users 100", "refused", ("--users",)),
     ("triehh --theta 10 --gamma 2 --epsilon 2", "refused", ("--epsilon",)),
     ("triehh --theta 10 --gamma 2 --delta 1e-6", "refused", ("--delta",)),
     ("eval triehh --theta 10 --gamma 2 --epsilon 2 --out {tmp}/e2", "refused",

@@ -93,9 +93,9 @@ def run(args: argparse.Namespace) -> int:
          "is the SYN generator's Dirichlet concentration: it applies to --dataset syn only"),
         ("--own", "own", 0.3, args.dataset == "regime",
          "is the regime generator's knob: it applies to --dataset regime only"),
-        ("--data-seed", "data_seed", 0, args.dataset in ("syn", "regime"),
-         "seeds the syn and regime generators: it applies to --dataset syn or regime "
-         "only"),
+        ("--data-seed", "data_seed", 0, args.dataset in ("syn", "regime", "words"),
+         "seeds the synthetic populations: it applies to --dataset syn, regime or words, "
+         "not to a file"),
     ])
     if args.describe:
         return _describe(args)
