@@ -18,7 +18,11 @@ def test_ldp_reports_what_reading_the_item_file_changed(tmp_path, capsys) -> Non
     assert main(["ldp", "--dataset", str(p), "--seed", "1", "--users", "10", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)["input"]
     assert report == {"blank_lines": 3, "lines": 4, "outside_domain": 0, "users_drawn": 10,
-                      "with_replacement": True}
+                      "with_replacement": True, "byte_order_mark_removed": False,
+                      "crlf_lines": 0, "domain": 3, "distinct_items": 3,
+                      "domain_from_data": True,
+                      "domain_chosen": "the file's 3 distinct items, most frequent first "
+                                       "(no --domain)"}
 
 
 def test_hh_pem_reports_the_words_it_cuts(tmp_path, capsys) -> None:  # noqa: ANN001
