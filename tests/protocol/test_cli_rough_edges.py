@@ -162,3 +162,37 @@ def test_the_triehh_report_explains_its_precisions(capsys: pytest.CaptureFixture
     code, out, _ = _run(["triehh", "--dataset", "zipf", "--users", "5000", "--seed", "1",
                          "--release-counts"], capsys)
     assert code == 0 and " votes " in out and "vote counts are not released" not in out
+
+
+def test_net_run_says_why_it_found_no_heavy_hitters(capsys: pytest.CaptureFixture[str]) -> None:
+    """``fedhh net run --job triehh`` used to end its line in ``heavy hitters: `` and
+    nothing after it; the printing now says ``(none)`` and why, as ``fedhh triehh``."""
+    from protocol.cli.commands.net_run import _print_job
+
+    result = {"network": {"joined": 2000, "rounds": [], "server_peak_rss_mb": 300.0},
+              "heavy_hitters": [], "privacy": {"theta": 11, "m": 59}, "n": 2000}
+    _print_job({"result": result, "n": 2000, "options": {"processes": 4},
+                "committee_input": "reports", "rounds_exact": [], "wall_seconds": 15.0,
+                "killed_processes": [], "wrong_results": 0, "left_behind": 0})
+    out = capsys.readouterr().out
+    assert "heavy hitters: (none): a word is found only if each of its prefixes gets " \
+        "theta = 11 votes in its round's sample of m = 59 users; the smallest count that " \
+        "could pass is 11 votes, so a word needs about 18.6% of the users (373 of 2,000)" \
+        in out
+
+
+def test_quantiles_clip_counts_and_refuses_without_it(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "v.txt"
+    p.write_text("\n".join(str(x / 100) for x in range(-50, 250)) + "\n")
+    code, _, err = _run(["quantiles", "--values", str(p), "--lo", "0", "--hi", "1",
+                         "--quiet"], capsys)
+    _one_line_error(code, err, "199 of 300 values are outside the public range [0, 1] "
+                    "(50 below, 149 above; the first is -0.5)", "pass --clip")
+    code, out, err = _run(["quantiles", "--values", str(p), "--lo", "0", "--hi", "1",
+                           "--clip", "--epsilon", "4", "--bound", "eq3", "--theta", "4",
+                           "--json", "--quiet"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["input"]["clipped"] == {"below": 50, "above": 149, "lo": 0.0,
+                                                   "hi": 1.0}
+    assert "warning: 199 values outside the public range [0, 1] clipped" in err
