@@ -267,7 +267,7 @@ directory:
 
     {flwr_run}
     flwr ls                  # the run's status: finished:completed
-    flwr log RUN_ID --show   # its log (the run id is what flwr run printed)
+    flwr log RUN_ID --show   # its log (RUN_ID: what flwr run printed)
     python run.py            # Flower's simulation engine from Python ({nodes} nodes)
     python run.py --local    # the same apps on fedhh's in-process grid (no Ray)
 
@@ -287,15 +287,16 @@ own key and gives its path with the node config `fedhh-pki` (and its identity wi
 
 
 _FLWR_RUN = {
-    "fedavg": ("flwr run .                # Flower's CLI: a local SuperLink, its default 2 nodes\n"
-               '    flwr run . --federation-config "num-supernodes={nodes}"   # all {nodes} nodes'),
+    "fedavg": 'flwr run . --federation-config "num-supernodes={nodes}"   # {nodes} simulated nodes',
     "triehh": 'flwr run . --federation-config "num-supernodes={nodes}"   # one node per user',
     "triehhpp": 'flwr run . --federation-config "num-supernodes={nodes}"   # one node per user',
 }
 
 _NOTES = {
-    "fedavg": ("The ServerApp aggregates every node of the federation (at least 2, at most "
-               "the PKI's identities) and logs the final model as a `fedhh result:` line.\n"),
+    "fedavg": ("The ServerApp aggregates every node of the federation (as many as secure "
+               "aggregation needs, at most the PKI's identities) and logs the final model "
+               "as a `fedhh result:` line. A bare `flwr run .` has Flower's default 2 "
+               "nodes, too few: the run fails saying so.\n"),
     "triehh": ("TrieHH's parameters follow from epsilon and the population (Corollary 1): "
                "10^4 users at epsilon 4 sample 274 users per level with theta 12 and find "
                "`the`; 1000 users sample 32 and find nothing. A run that finds nothing "

@@ -79,8 +79,7 @@ def _new(args: argparse.Namespace) -> int:
             write_pki(pathlib.Path(args.directory) / "pki", nodes, overwrite=args.force)
     except (ValueError, FlowerSecAggError, OSError) as exc:
         raise UsageError(str(exc)) from None
-    run = ("flwr run ." if args.app == "fedavg"
-           else f'flwr run . --federation-config "num-supernodes={nodes}"')
+    run = f'flwr run . --federation-config "num-supernodes={nodes}"'
     print(f"wrote a {args.app} Flower project for {nodes} nodes into {args.directory} "
           f"({len(files)} files{', PKI in pki/' if keys else ''}); run it from there "
           f"with: {run} (or python run.py --local)")
