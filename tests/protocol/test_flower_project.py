@@ -184,6 +184,24 @@ def test_triehh_defaults_are_a_population_that_finds_heavy_hitters() -> None:
     assert out["heavy_hitters"]
 
 
+def test_the_triehh_template_defaults_to_that_population(tmp_path, capsys) -> None:  # noqa: ANN001
+    from protocol.cli import main
+    from protocol.cli.commands.flower import TRIEHH_USERS
+
+    proj = tmp_path / "tri"
+    assert main(["flower", "new", str(proj), "--app", "triehh", "--threat",
+                 "semi-honest"]) == 0  # semi-honest: no PKI to write for 10^4 nodes
+    opts = (proj / "tri" / "options.py").read_text()
+    assert f"users={TRIEHH_USERS}, epsilon=4.0" in opts
+    assert f'num-supernodes={TRIEHH_USERS}"' in capsys.readouterr().out
+    # a population TrieHH cannot run at is refused before anything is written
+    assert main(["flower", "new", str(tmp_path / "small"), "--app", "triehh", "--nodes",
+                 "300"]) == 2
+    err = capsys.readouterr().err
+    assert "--nodes 300: condition 1 <= gamma fails" in err and "\n" not in err.strip()
+    assert not (tmp_path / "small").exists()
+
+
 def test_a_run_that_finds_nothing_says_why(capsys) -> None:  # noqa: ANN001
     from protocol.cli import main
 

@@ -69,6 +69,15 @@ def _new(args: argparse.Namespace) -> int:
         "fedavg": 10, "triehh": TRIEHH_USERS, "triehhpp": 1000}[args.app]
     if nodes < 2:
         raise UsageError("--nodes must be at least 2")
+    if args.app == "triehh":  # TrieHH's parameters for this population, before writing
+        from protocol.studies.errors import StudyError
+        from protocol.studies.runners import triehh
+        from protocol.studies.runners.triehh import TrieHHOptions
+
+        try:
+            triehh.prepare(TrieHHOptions(dataset="en", users=nodes, epsilon=4.0, seed=0))
+        except StudyError as exc:
+            raise UsageError(f"--nodes {nodes}: {exc}") from None
     try:
         files = write_project(args.directory, app=args.app, nodes=nodes, threat=args.threat,
                               overwrite=args.force)
