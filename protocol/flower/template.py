@@ -32,13 +32,22 @@ build-backend = "hatchling.build"
 name = "{name}"
 version = "0.1.0"
 description = "A Flower app with fedhh secure aggregation ({app})"
+requires-python = ">=3.10"
 dependencies = ["fedhh[flower]", "flwr[simulation]==1.42.0"]
 
+# `flwr run` installs an app's dependencies with uv (`uv sync`) into a fresh environment
+# laid over the one Flower runs in, which already holds fedhh and Flower: uv leaves these
+# two (and what they bring) out, so a run never looks for them on a package index.
+[tool.uv]
+exclude-dependencies = ["fedhh", "flwr"]
+
 [tool.hatch.build.targets.wheel]
-packages = ["."]
+packages = ["{module}"]
 
 [tool.flwr.app]
 publisher = "fedhh"
+# the nodes' secret keys stay out of the app bundle Flower ships to every node
+fab-exclude = ["pki/**"]
 
 [tool.flwr.app.components]
 serverapp = "{module}.server_app:app"
@@ -46,20 +55,18 @@ clientapp = "{module}.client_app:app"
 
 [tool.flwr.app.config]
 {config}
-
-[tool.flwr.federations]
-default = "local-simulation"
-
-[tool.flwr.federations.local-simulation]
-options.num-supernodes = {nodes}
 '''
 
-_COMMON = '''"""Where this project's PKI is (written by ``fedhh flower new``; a deployment gives
-each node only its own ``node-<i>.key`` and everyone the public ``roster.json``)."""
+_COMMON = '''"""Where this project's PKI is: ``pki/`` beside this package or, when Flower runs
+the app from its installed bundle (which leaves the keys out), the directory
+``fedhh flower new`` wrote. A deployment gives each node only its own ``node-<i>.key``
+(node config ``fedhh-pki``) and everyone the public ``roster.json``."""
 import pathlib
 
-PKI = str(pathlib.Path(__file__).resolve().parent.parent / "pki")
+_BESIDE = pathlib.Path(__file__).resolve().parent.parent / "pki"
+PKI = str(_BESIDE if (_BESIDE / "roster.json").exists() else pathlib.Path({pki!r}))
 THREAT = "{threat}"
+#: identities in the PKI: the most nodes a run can have
 NODES = {nodes}
 '''
 
@@ -103,12 +110,21 @@ def client_fn(context):
 app = ClientApp(client_fn=client_fn, mods=[make_secagg_mod(threat=THREAT, pki=PKI)])
 '''
 
-_FEDAVG_SERVER = '''"""ServerApp: FedAvg whose fit rounds are summed by fedhh's secure aggregation."""
+_FEDAVG_SERVER = '''"""ServerApp: FedAvg whose fit rounds are summed by fedhh's secure aggregation, over
+every node of the federation. Flower's local simulation has 2 nodes unless told
+otherwise, too few for secure aggregation: `flwr run . --federation-config
+"num-supernodes=10"`."""
+import json
+import time
+from logging import INFO
+
 import numpy as np
 from flwr.common import ndarrays_to_parameters
+from flwr.common.logger import log
 from flwr.server import LegacyContext, ServerApp, ServerConfig
 from flwr.server.strategy import FedAvg
 from flwr.server.workflow import DefaultWorkflow
+from protocol.flower.session import FlowerSecAggError, Policy
 from protocol.flower.workflow import FedhhSecAggWorkflow  # fedhh
 
 from .client_app import DIM
@@ -117,10 +133,38 @@ from .common import NODES, PKI, THREAT
 app = ServerApp()
 
 
+def _feasible(n):
+    try:
+        Policy(threat=THREAT).params(n)
+        return True
+    except FlowerSecAggError:
+        return False
+
+
+def federation_nodes(grid, wait=30.0):
+    """The federation's nodes, once at least two have registered (or ``wait`` passed);
+    refused in one line when secure aggregation cannot run among them."""
+    deadline = time.monotonic() + wait
+    nodes = list(grid.get_node_ids())
+    while len(nodes) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        nodes = list(grid.get_node_ids())
+    n = len(nodes)
+    how = f'flwr run . --federation-config "num-supernodes={NODES}"'
+    if not _feasible(n):
+        least = next(m for m in range(n + 1, 1000) if _feasible(m))
+        raise RuntimeError(f"fedhh secure aggregation ({THREAT} server) needs at least "
+                           f"{least} nodes and the federation has {n}: {how}")
+    if THREAT == "malicious" and n > NODES:
+        raise RuntimeError(f"the federation has {n} nodes and pki/ holds keys for {NODES}: "
+                           f"fedhh flower keys pki --nodes {n} --force, or {how}")
+    return nodes
+
+
 @app.main()
 def main(grid, context):
     rounds = int(context.run_config.get("num-server-rounds", 3))
-    nodes = int(context.run_config.get("nodes", NODES))
+    nodes = len(federation_nodes(grid))
     strategy = FedAvg(fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=nodes,
                       min_available_clients=nodes,
                       initial_parameters=ndarrays_to_parameters([np.zeros(DIM), np.zeros(1)]))
@@ -128,6 +172,9 @@ def main(grid, context):
                         strategy=strategy)
     # fedhh: was fit_workflow=SecAggPlusWorkflow(num_shares=..., reconstruction_threshold=...)
     DefaultWorkflow(fit_workflow=FedhhSecAggWorkflow(threat=THREAT, pki=PKI))(grid, ctx)
+    w, b = ctx.state.array_records["parameters"].to_numpy_ndarrays()
+    log(INFO, "fedhh result: %s", json.dumps({"nodes": nodes, "rounds": rounds,
+                                              "w": w.tolist(), "b": b.tolist()}))
 '''
 
 _TRIEHH_CLIENT = '''"""ClientApp: this node holds one user's word and votes in TrieHH's rounds."""
@@ -182,8 +229,10 @@ OPTIONS = TrieHHPPOptions(dataset="zipf", users={nodes}, epsilon=2.0, theta=3, b
                           seed={seed}, max_length={max_length}, transport="secagg-flower")
 '''
 
-_RUN = '''"""Run the app in Flower's simulation engine (``python run.py``) or on fedhh's
-in-process grid (``python run.py --local``: no Ray)."""
+_RUN = '''"""Run the app in Flower's simulation engine (``python run.py``: needs Ray, from
+``flwr[simulation]``) or on fedhh's in-process grid (``python run.py --local``: no Ray).
+``flwr run .`` runs it through Flower's own CLI and local SuperLink."""
+import importlib.util
 import os
 import sys
 
@@ -200,6 +249,9 @@ if __name__ == "__main__":
         from protocol.flower.local import LocalGrid, serve
 
         serve(server_app, LocalGrid(client_app, NODES))
+    elif importlib.util.find_spec("ray") is None:
+        sys.exit("run.py: Flower's simulation engine needs Ray: pip install "
+                 "'flwr[simulation]==1.42.0' (or run: python run.py --local)")
     else:
         from flwr.simulation import run_simulation
 
@@ -209,26 +261,47 @@ if __name__ == "__main__":
 
 _README = '''# {name}: a Flower app with fedhh secure aggregation ({app})
 
-Written by `fedhh flower new`. Install fedhh with its Flower extra
-(`pip install 'fedhh[flower]' 'flwr[simulation]==1.42.0'`), then from this directory:
+Written by `fedhh flower new`. With fedhh and its Flower extra installed
+(`pip install 'fedhh[flower]'`: Flower 1.42.0 and its simulation engine), from this
+directory:
 
-    python run.py            # Flower's simulation engine ({nodes} nodes, Ray)
+    {flwr_run}
+    flwr ls                  # the run's status: finished:completed
+    flwr log RUN_ID --show   # its log (RUN_ID: what flwr run printed)
+    python run.py            # Flower's simulation engine from Python ({nodes} nodes)
     python run.py --local    # the same apps on fedhh's in-process grid (no Ray)
-    flwr run .               # Flower's CLI, local-simulation federation
 
-`pki/` holds the Ed25519 PKI of the malicious-server variant for the {nodes} simulated
-nodes (node `i` is `partition-id` `i`): `roster.json` is public, `node-<i>.key` is node
-`i`'s secret. In a deployment each node keeps only its own key and gives its path with
-the node config `fedhh-pki` (and its identity with `fedhh-identity`).
+`flwr run` installs nothing from a package index: `[tool.uv]` in `pyproject.toml` leaves
+fedhh and Flower, which the environment running Flower already holds, out of the
+dependencies it installs for the run. Without a package index at all, set
+`FLWR_DISABLE_UPDATE_CHECK=1` (Flower's check for a newer release) and
+`RAY_USAGE_STATS_ENABLED=0`.
+
+`pki/` holds the Ed25519 PKI of the malicious-server variant for {nodes} nodes (node `i`
+is `partition-id` `i`): `roster.json` is public, `node-<i>.key` is node `i`'s secret
+(left out of the app bundle `flwr run` ships). In a deployment each node keeps only its
+own key and gives its path with the node config `fedhh-pki` (and its identity with
+`fedhh-identity`).
 {note}See fedhh's docs/flower.md.
 '''
 
 
+_FLWR_RUN = {
+    "fedavg": 'flwr run . --federation-config "num-supernodes={nodes}"   # {nodes} simulated nodes',
+    "triehh": 'flwr run . --federation-config "num-supernodes={nodes}"   # one node per user',
+    "triehhpp": 'flwr run . --federation-config "num-supernodes={nodes}"   # one node per user',
+}
+
 _NOTES = {
-    "fedavg": "",
+    "fedavg": ("The ServerApp aggregates every node of the federation (as many as secure "
+               "aggregation needs, at most the PKI's identities) and logs the final model "
+               "as a `fedhh result:` line. A bare `flwr run .` has Flower's default 2 "
+               "nodes, too few: the run fails saying so.\n"),
     "triehh": ("TrieHH's parameters follow from epsilon and the population (Corollary 1): "
-               "a small population samples few users per level and releases little (1000 "
-               "users: one level of 32 votes, nothing released); 10^4 users find `the`.\n"),
+               "10^4 users at epsilon 4 sample 274 users per level with theta 12 and find "
+               "`the`; 1000 users sample 32 and find nothing. A run that finds nothing "
+               "logs why (the threshold, the sample per level, the fewest holders a word "
+               "needs).\n"),
     "triehhpp": ("TrieHH++'s sample size follows from epsilon, theta and the population "
                  "(Cormode 2021, equation (3) here: `bound=\"eq3\"` in `options.py`); "
                  "1000 users of the Zipf population at epsilon 2 contact 138 nodes per "
@@ -261,7 +334,7 @@ def write_project(directory: str | pathlib.Path, *, app: str = "fedavg", nodes: 
     if not module or module[0].isdigit():
         module = "app_" + module
     if app == "fedavg":
-        config = f'num-server-rounds = 3\nnodes = {nodes}'
+        config = 'num-server-rounds = 3'
         files = {"client_app.py": _FEDAVG_CLIENT.format(dim=dim),
                  "server_app.py": _FEDAVG_SERVER}
     elif app == "triehhpp":
@@ -275,7 +348,8 @@ def write_project(directory: str | pathlib.Path, *, app: str = "fedavg", nodes: 
                  "options.py": _TRIEHH_OPTIONS.format(dataset=dataset, nodes=nodes,
                                                       epsilon=float(epsilon), seed=int(seed),
                                                       max_length=int(max_length))}
-    files["common.py"] = _COMMON.format(threat=threat, nodes=nodes)
+    files["common.py"] = _COMMON.format(threat=threat, nodes=nodes,
+                                        pki=str(root.resolve() / "pki"))
     files["__init__.py"] = '"""A Flower app with fedhh secure aggregation."""\n'
     written = []
     (root / module).mkdir(parents=True, exist_ok=True)
@@ -287,7 +361,9 @@ def write_project(directory: str | pathlib.Path, *, app: str = "fedavg", nodes: 
                                                               config=config, nodes=nodes)),
                         ("run.py", _RUN.format(module=module, nodes=nodes)),
                         ("README.md", _README.format(name=name, app=app, nodes=nodes,
-                                                     note=_NOTES[app]))):
+                                                     note=_NOTES[app],
+                                                     flwr_run=_FLWR_RUN[app].format(
+                                                         nodes=nodes)))):
         path = root / fname
         path.write_text(text)
         written.append(path)

@@ -44,7 +44,8 @@ from protocol.flower.session import FlowerSecAggError, Offer, Policy
 from protocol.flower.workflow import SessionDriver
 
 __all__ = ["FlowerVoteTransport", "make_server_app", "make_client_app", "TRIEHH_APP",
-           "options_from_config", "check_vote_offer", "vote_once", "plain_client"]
+           "options_from_config", "check_vote_offer", "vote_once", "plain_client",
+           "none_found_reason"]
 
 #: the ``kind`` of the offer's application description for a TrieHH vote round
 TRIEHH_APP = "triehh-vote"
@@ -139,6 +140,30 @@ def _prepared(opts: Any) -> Any:
     return triehh.prepare(opts)
 
 
+def none_found_reason(prep: Any, sampled: int) -> str:
+    """Why a TrieHH run released nothing, in one line: the threshold ``theta``, the
+    users sampled per level (``sampled``), the fewest holders a word needs to pass at
+    all (``theta``) and in expectation (``theta n / sampled``), and how many hold the
+    population's most common word (the simulation knows its population)."""
+    import math
+
+    theta, n = int(prep.config.theta), int(prep.n)
+    pop = prep.population
+    top = ""
+    ranking = pop.ranking()
+    if len(ranking):
+        w = int(ranking[0])
+        top = (f"; the most common word, {pop.vocabulary[w]!r}, has "
+               f"{int(pop.holders()[w])} of the {n} users")
+    if sampled <= 0:
+        return (f"no heavy hitters: no user was sampled (theta = {theta}, {n} users){top}")
+    needed = min(n, math.ceil(theta * n / sampled))
+    return (f"no heavy hitters: a prefix needs theta = {theta} votes among the {sampled} "
+            f"users sampled per level, so a word must be held by at least {theta} of the "
+            f"{n} users to pass at all and by about {needed} ({100 * needed / n:.0f} %) to "
+            f"pass in expectation{top} (more users or a larger epsilon lower the bar)")
+
+
 def make_server_app(opts: Any, *, threat: str = "malicious", pki: str | None = None,
                     timeout: float | None = None, out: dict | None = None,
                     **policy: Any) -> Any:
@@ -157,7 +182,7 @@ def make_server_app(opts: Any, *, threat: str = "malicious", pki: str | None = N
 
     @app.main()
     def main(grid: Any, context: Any) -> None:
-        from logging import INFO
+        from logging import INFO, WARNING
 
         from flwr.supercore import log
 
@@ -169,6 +194,10 @@ def make_server_app(opts: Any, *, threat: str = "malicious", pki: str | None = N
         transport.discover()
         log(INFO, "TrieHH over fedhh secure aggregation: %s of %s users reachable",
             len(transport.node_of), prep.n)
+        if len(transport.node_of) < prep.n:
+            log(WARNING, "TrieHH: %s of the %s users have a node (one node per user; "
+                "Flower's local simulation: flwr run . --federation-config "
+                "\"num-supernodes=%s\")", len(transport.node_of), prep.n, prep.n)
         t1 = time.perf_counter()
         result = triehh.run_once(prep, transport, rng)
         summary = triehh.summarize(prep, result)
@@ -179,8 +208,11 @@ def make_server_app(opts: Any, *, threat: str = "malicious", pki: str | None = N
              "wall_seconds": round(w, 3)} for spec, users, in_sum, w, _ in transport.rounds]
         if out is not None:
             out["summary"], out["transport"] = summary, transport
-        log(INFO, "TrieHH heavy hitters: %s",
-            [h["word"] for h in summary["heavy_hitters"]])
+        words = [h["word"] for h in summary["heavy_hitters"]]
+        if not words:
+            summary["none_reason"] = none_found_reason(prep, _sampled(summary))
+            log(WARNING, "TrieHH: %s", summary["none_reason"])
+        log(INFO, "TrieHH heavy hitters: %s", words)
 
     return app
 
@@ -352,6 +384,9 @@ def run_app(opts: Any, *, engine: str = "local", threat: str = "malicious",
         "heavy_hitters": [h["word"] for h in s["heavy_hitters"]],
         "flower_summary": s,
     }
+    if not res["heavy_hitters"]:
+        res["none_reason"] = s.get("none_reason") or none_found_reason(
+            _prepared(opts)[0], _sampled(s))
     if compare:
         ref = triehh.run(dataclasses.replace(opts, transport="plain"), plaintext_transport())
         res["fedhh_triehh_heavy_hitters"] = [h["word"] for h in ref["heavy_hitters"]]
@@ -359,3 +394,11 @@ def run_app(opts: Any, *, engine: str = "local", threat: str = "malicious",
     return res
 
 
+
+
+def _sampled(summary: dict) -> int:
+    """Users sampled per level in a run's summary (``m``)."""
+    m = summary.get("privacy", {}).get("m")
+    if m is None and summary.get("rounds"):
+        m = summary["rounds"][0]["sampled"]
+    return int(m or 0)

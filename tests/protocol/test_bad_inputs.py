@@ -441,8 +441,9 @@ def test_every_flag_a_message_names_exists() -> None:
     import ast
     import re
 
-    # the options of the project `fedhh flower new` writes (its own run.py), not fedhh's
-    generated = {"--local"}
+    # the options of the project `fedhh flower new` writes (its own run.py) and of
+    # Flower's `flwr run` it names, not fedhh's
+    generated = {"--local", "--federation-config"}
     flags = _all_flags() | generated
     root = pathlib.Path(__file__).resolve().parents[2] / "protocol"
     unknown = set()
