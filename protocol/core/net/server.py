@@ -161,10 +161,22 @@ class TlsListener:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         raise NotImplementedError
 
+    async def _tracked(self, reader: asyncio.StreamReader,
+                       writer: asyncio.StreamWriter) -> None:
+        """One connection's handler, counted among :attr:`handlers` while it runs."""
+        task = asyncio.current_task()
+        handlers = self.__dict__.setdefault("handlers", set())
+        handlers.add(task)
+        try:
+            await self._handle(reader, writer)
+        finally:
+            handlers.discard(task)
+
     async def start(self) -> None:
         """Open the listening socket (:attr:`port` is the bound port afterwards)."""
+        self.__dict__.setdefault("handlers", set())
         self._server = await asyncio.start_server(
-            self._handle, self.host, self.port, ssl=self.ssl_context, backlog=4096,
+            self._tracked, self.host, self.port, ssl=self.ssl_context, backlog=4096,
             ssl_handshake_timeout=self.stage_seconds)
         self.port = self._server.sockets[0].getsockname()[1]
         self.events({"event": "listening", "host": self.host, "port": self.port})
@@ -503,6 +515,21 @@ async def read_first(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
             refused.append((None, f"no valid Hello: {type(exc).__name__}"))
         await close_writer(writer)
         return None
+
+
+async def stop_tasks(keep: Iterable[asyncio.Task] = (), timeout: float = 10.0) -> None:
+    """Cancel every task of the running loop but this one and ``keep``, and wait (at
+    most ``timeout`` seconds) until they have ended: what an interrupt leaves running
+    ends here, not in asyncio's "Task was destroyed but it is pending" when the loop
+    closes."""
+    me = asyncio.current_task()
+    keep = set(keep)
+    tasks = [t for t in asyncio.all_tasks() if t is not me and t not in keep and not t.done()]
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout)
 
 
 async def end_all(conns: Iterable[_Conn], bye: Bye) -> None:
