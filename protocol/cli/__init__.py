@@ -346,6 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    from protocol.core.cluster import ClusterUnavailable
     from protocol.studies.errors import StudyError
 
     global _PARSER
@@ -365,6 +366,9 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"fedhh: error: {exc}", file=sys.stderr)
         return 2
     except OperationalError as exc:
+        print(f"fedhh: failed: {exc}", file=sys.stderr)
+        return 1
+    except ClusterUnavailable as exc:  # --cluster: not installed, or not reachable
         print(f"fedhh: failed: {exc}", file=sys.stderr)
         return 1
     except (ConnectionError, TimeoutError) as exc:

@@ -119,15 +119,15 @@ def aborted_in(exc: BaseException | None) -> Any:
     return None
 
 
-def stop_reason(exc: BaseException | None, line: str | None = None) -> str:
+def stop_reason(exc: BaseException | None, line: str | None = None,
+                kind: str = "member_left") -> str:
     """The ``Bye`` reason for the parties still connected when the analyst's side ends
-    a job because of ``exc``: ``member_left: <line>`` when ``line`` names a departure,
-    (``devices_left: ...`` when it names devices), ``analyst_stopped: ...`` for an interrupt or a failure of the analyst's own,
+    a job because of ``exc``: ``<kind>: <line>`` when ``line`` names a departure
+    (``member_left``, or ``devices_left`` for devices), ``analyst_stopped: ...`` for an interrupt or a failure of the analyst's own,
     ``round_aborted: <reason>`` for another abort (at most 120 characters)."""
     from protocol.cli import Terminated
 
     if line is not None:
-        kind = "devices_left" if line.startswith("devices") else "member_left"
         return f"{kind}: {line}"[:120]
     if isinstance(exc, Terminated):
         return "analyst_stopped: the analyst's process was terminated (SIGTERM)"

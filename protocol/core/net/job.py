@@ -569,11 +569,14 @@ def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None
     thread.start()
     server.ending = None
     rounds: list[int] = []
+    aborted_at: list[float] = []
     emit = server.events
 
     def events(e: dict[str, Any]) -> None:  # the round each event is of, for the account
         if e.get("round") and e.get("event") in ("session", "beacon", "done"):
             rounds.append(int(e["round"]))
+        if e.get("event") == "done" and e.get("status") != "completed":
+            aborted_at.append(time.monotonic())
         emit(e)
 
     server.events = events
@@ -602,10 +605,11 @@ def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None
             # stop what the analyst's thread left in the loop (a round an interrupt cut
             # short), then say why to everyone still connected
             quietly(stop_tasks(getattr(server, "handlers", ())), 15)
-            line = ending_line(server, transport, exc, rounds[-1] if rounds else None)
+            line = ending_line(server, transport, exc, rounds[-1] if rounds else None,
+                               aborted_at[0] if aborted_at else None)
             server.ending = line
-            why = stop_reason(exc, line if line and line.departed else None)
-            server.ending_reason = why
+            why = stop_reason(exc, line.bye if line and line.departed else None,
+                              line.kind if line else "member_left")
             try:
                 call(server.finish("aborted", why), 60)
             except BaseException:  # noqa: BLE001
@@ -628,13 +632,16 @@ def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None
 
 class Ending(str):
     """The analyst's one line about a job that ended early; ``departed``: it names a
-    party that left (a committee member, devices), not the analyst's own stop."""
+    party that left (a committee member, devices), not the analyst's own stop; ``bye``:
+    the shorter account the parties still connected get."""
 
     departed: bool = False
+    bye: str = ""
+    kind: str = "member_left"
 
 
 def ending_line(server: NetJobServer, transport: Any, exc: BaseException | None,
-                round_no: int | None) -> Ending | None:
+                round_no: int | None, aborted_at: float | None = None) -> Ending | None:
     """Who ended the job, for the analyst's last line: a committee member that left or
     fell silent (named by the abort it caused, :func:`protocol.core.net.departures.
     departure`), or the devices that left when a round aborted for want of them
@@ -655,17 +662,26 @@ def ending_line(server: NetJobServer, transport: Any, exc: BaseException | None,
                          round_no)
     if left is not None:
         out = Ending(f"{left.line()} ({aborted.reason})")
-        out.departed = True
+        out.departed, out.bye = True, left.line()
         return out
+    # devices that closed their connections before the round aborted (not those that
+    # left because it did, nor those the server dropped at a deadline)
     members = getattr(server, "_members", {})
-    gone = sorted(m for m, c in members.items() if not c.open)
+    gone = sorted(m for m, c in members.items() if getattr(c, "left_at", None) is not None
+                  and (aborted_at is None or c.left_at <= aborted_at))
     never = server.policy.population - len(members)
-    if gone and ("too_few" in aborted.reason or "missing" in aborted.reason):
+    if (gone or never) and ("too_few" in aborted.reason or "missing" in aborted.reason):
+        n = server.policy.population
         dev = Departure(f"devices {positions(gone)}", "left", round=round_no,
-                        count=len(gone), of=server.policy.population)
-        out = Ending(f"{dev.line()}; the round aborted: {aborted}"
-                     + (f"; {never} never connected" if never else ""))
-        out.departed = True
+                        count=len(gone), of=n)
+        said = [dev.line()] if gone else []
+        if never:
+            said.append(f"{never} of {n} devices never connected")
+        out = Ending("; ".join(said) + f"; the round aborted: {aborted}")
+        out.departed, out.kind = True, "devices_left"
+        out.bye = (f"{len(gone)} of {n} devices left" if gone else
+                   f"{never} of {n} devices never connected") + \
+            f" by round {round_no} ({aborted.reason})"
         return out
     return Ending(f"round {round_no} aborted: {aborted}" if round_no else str(aborted))
 

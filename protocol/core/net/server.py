@@ -122,6 +122,9 @@ class _Conn:
     may_send: bool = True
     #: handed on after the session (its reader stopped, the stream left open)
     kept: bool = False
+    #: ``time.monotonic()`` when the peer closed the connection (``None``: it did not,
+    #: or the server closed it): who left, and when (:mod:`protocol.core.net.departures`)
+    left_at: float | None = None
 
     @property
     def who(self) -> int:
@@ -329,6 +332,7 @@ class NetSecAggServer(TlsListener):
         finally:
             if conn.open and not conn.kept:
                 conn.open = False
+                conn.left_at = time.monotonic()
                 session = self._current_of(conn)
                 if session is not None:
                     await session.queue.put((conn, None, 0))
