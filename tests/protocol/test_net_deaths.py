@@ -155,7 +155,8 @@ def committee(tmp_path, keys):
 
 @pytest.mark.parametrize("sig, status, line", [
     (signal.SIGINT, 130, r"^fedhh: interrupted \(Ctrl-C\)$"),
-    (signal.SIGTERM, 143, r"^fedhh: terminated \(SIGTERM\)$"),
+    pytest.param(signal.SIGTERM, 143, r"^fedhh: terminated \(SIGTERM\)$",
+                 marks=pytest.mark.slow),  # SIGTERM fast: test_net_run_interrupted_...
 ])
 def test_the_analyst_stopped_the_committee_job(committee, sig, status, line):
     """Ctrl-C or SIGTERM on the committee job's server while it admits the population:
