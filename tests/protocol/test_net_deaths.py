@@ -55,7 +55,7 @@ class Party:
     def wait_for(self, needle: str, timeout: float = 90) -> None:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if needle in self.text():
+            if needle in self.text() or needle in self.out_path.read_text(errors="replace"):
                 return
             if self.proc.poll() is not None:
                 break
