@@ -605,6 +605,7 @@ def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None
             # stop what the analyst's thread left in the loop (a round an interrupt cut
             # short), then say why to everyone still connected
             quietly(stop_tasks(getattr(server, "handlers", ())), 15)
+            server.events({"event": "stopping", "connected": len(server.connected)})
             line = ending_line(server, transport, exc, rounds[-1] if rounds else None,
                                aborted_at[0] if aborted_at else None)
             server.ending = line
@@ -612,6 +613,8 @@ def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None
                               line.kind if line else "member_left")
             try:
                 call(server.finish("aborted", why), 60)
+                # and those still joining (not admitted yet) hear the same
+                call(server.bye_everyone(Bye("aborted", why[:120])), 30)
             except BaseException:  # noqa: BLE001
                 server.events({"event": "finish_timed_out"})
             raise

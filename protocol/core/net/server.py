@@ -166,18 +166,38 @@ class TlsListener:
 
     async def _tracked(self, reader: asyncio.StreamReader,
                        writer: asyncio.StreamWriter) -> None:
-        """One connection's handler, counted among :attr:`handlers` while it runs."""
+        """One connection's handler, in :attr:`handlers` (task -> writer) while it
+        runs."""
         task = asyncio.current_task()
-        handlers = self.__dict__.setdefault("handlers", set())
-        handlers.add(task)
+        handlers = self.__dict__.setdefault("handlers", {})
+        handlers[task] = writer
         try:
             await self._handle(reader, writer)
+        except asyncio.CancelledError:
+            # the server is stopping (:func:`stop_tasks`): end as a finished handler,
+            # since asyncio's stream protocol reports a cancelled one as an error
+            await close_writer(writer)
         finally:
-            handlers.discard(task)
+            handlers.pop(task, None)
+
+    async def bye_everyone(self, bye: Bye, skip: Iterable[asyncio.StreamWriter] = ()
+                           ) -> int:
+        """Stop listening and send ``bye`` to every connection still being handled
+        (one that has not said Hello yet included) but those of ``skip``, and close
+        them; how many were told. What a stopping server says to the parties it has not
+        admitted yet."""
+        await TlsListener.close(self)
+        await asyncio.sleep(0)  # connections accepted just now start their handlers
+        skip = {id(w) for w in skip}
+        writers = [w for w in dict(self.__dict__.get("handlers", {})).values()
+                   if id(w) not in skip and not w.is_closing()]
+        await asyncio.gather(*(send_and_close(w, bye, 2.0) for w in writers),
+                             return_exceptions=True)
+        return len(writers)
 
     async def start(self) -> None:
         """Open the listening socket (:attr:`port` is the bound port afterwards)."""
-        self.__dict__.setdefault("handlers", set())
+        self.__dict__.setdefault("handlers", {})
         self._server = await asyncio.start_server(
             self._tracked, self.host, self.port, ssl=self.ssl_context, backlog=4096,
             ssl_handshake_timeout=self.stage_seconds)
@@ -528,6 +548,20 @@ async def stop_tasks(keep: Iterable[asyncio.Task] = (), timeout: float = 10.0) -
     closes."""
     me = asyncio.current_task()
     keep = set(keep)
+    loop = asyncio.get_running_loop()
+    if not getattr(loop, "_fedhh_quiet", False):
+        # a handler cancelled before it ever ran is reported by asyncio's stream
+        # protocol as an error ("Exception in callback"): a cancellation is none
+        default = loop.get_exception_handler()
+
+        def handler(lp: Any, context: dict[str, Any]) -> None:
+            exc = context.get("exception")
+            if isinstance(exc, asyncio.CancelledError):
+                return
+            (default or (lambda lp, c: lp.default_exception_handler(c)))(lp, context)
+
+        loop.set_exception_handler(handler)
+        loop._fedhh_quiet = True  # type: ignore[attr-defined]
     tasks = [t for t in asyncio.all_tasks() if t is not me and t not in keep and not t.done()]
     for t in tasks:
         t.cancel()
