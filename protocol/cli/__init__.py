@@ -39,8 +39,52 @@ EXIT_CODES = {
        "audit or attack check failed); one line on stderr says what happened",
     2: "bad input (an option, a file, a combination of options); one line on stderr "
        "names it",
-    130: "interrupted (Ctrl-C)",
+    130: "interrupted (Ctrl-C, SIGINT); one line on stderr",
+    143: "terminated (SIGTERM); one line on stderr",
 }
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is (as Python raises KeyboardInterrupt for
+    SIGINT), so that every clean-up that runs on Ctrl-C runs on SIGTERM too; ``fedhh``
+    exits 143 (128 + SIGTERM) with one line."""
+
+
+#: the one line and the exit status of a process stopped by a signal
+INTERRUPTED = {"SIGINT": ("fedhh: interrupted (Ctrl-C)", 130),
+               "SIGTERM": ("fedhh: terminated (SIGTERM)", 143)}
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:  # noqa: ARG001
+    raise Terminated()
+
+
+def handle_termination() -> None:
+    """Turn SIGTERM into :class:`Terminated` in this process (main thread only; a
+    process started with SIGTERM ignored keeps ignoring it)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        return
+    signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _quiet_shutdown() -> None:
+    """After an interrupt: nothing more on stderr from this process's exit (a thread's
+    or an event loop's complaint about what the signal cut short, an unraisable
+    exception in a finaliser). The one line was printed."""
+    import os
+
+    sys.stderr.flush()
+    sys.unraisablehook = lambda _u: None
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+    except OSError:
+        pass
 
 
 class _Refused(SystemExit):
@@ -284,6 +328,25 @@ _PARSER: argparse.ArgumentParser | None = None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``fedhh``: the command's exit status (:data:`EXIT_CODES`). SIGINT and SIGTERM end
+    it, wherever it is, with one line and 130 or 143 (:data:`INTERRUPTED`). Called with
+    ``argv`` (a test, a caller in Python) it leaves the process's signal handlers and
+    stderr alone."""
+    own_process = argv is None
+    if own_process:
+        handle_termination()
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as exc:
+        line, status = INTERRUPTED["SIGTERM" if isinstance(exc, Terminated) else "SIGINT"]
+        print(line, file=sys.stderr, flush=True)
+        if own_process:
+            _quiet_shutdown()
+        return status
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    from protocol.core.cluster import ClusterUnavailable
     from protocol.studies.errors import StudyError
 
     global _PARSER
@@ -305,6 +368,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OperationalError as exc:
         print(f"fedhh: failed: {exc}", file=sys.stderr)
         return 1
+    except ClusterUnavailable as exc:  # --cluster: not installed, or not reachable
+        print(f"fedhh: failed: {exc}", file=sys.stderr)
+        return 1
     except (ConnectionError, TimeoutError) as exc:
         print(f"fedhh: failed: {exc.strerror or exc}", file=sys.stderr)
         return 1
@@ -318,9 +384,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("fedhh: error: out of memory: the requested size does not fit in this "
               "machine's memory; lower it", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("fedhh: interrupted", file=sys.stderr)
-        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

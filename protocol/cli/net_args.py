@@ -331,10 +331,19 @@ def serve_job(args: argparse.Namespace, job: str, population: int,
             result = run(transport)
             report = job_report(transport.reports)
             report["joined"] = len(server.connected)
-    except TimeoutError as exc:  # an OSError in Python 3.11: not an address problem
-        raise UsageError(f"the job timed out: {exc or 'a deadline passed'}") from None
-    except OSError as exc:
-        raise UsageError(f"cannot serve on {host}:{port}: {exc}") from None
+    except Exception as exc:
+        from protocol.cli import OperationalError
+        from protocol.core.net.departures import aborted_in
+
+        # a round that aborted over the network is a run that could not complete
+        # (exit 1), said in one line that names who left and where when someone did
+        if aborted_in(exc) is not None and getattr(server, "ending", None):
+            raise OperationalError(str(server.ending)) from None
+        if isinstance(exc, TimeoutError):  # an OSError in Python 3.11: not an address
+            raise UsageError(f"the job timed out: {exc or 'a deadline passed'}") from None
+        if isinstance(exc, OSError):
+            raise UsageError(f"cannot serve on {host}:{port}: {exc}") from None
+        raise
     finally:
         if args.server_view and transport is not None:
             import json
@@ -434,6 +443,14 @@ def threshold_round_from_args(args: argparse.Namespace):  # noqa: ANN201
         raise UsageError(str(exc)) from None
 
 
+#: why the server ended a job early, as its Bye says (protocol.core.net.departures)
+_ENDINGS = {
+    "member_left": "a committee member left",
+    "devices_left": "devices the round needed left",
+    "analyst_stopped": "the analyst stopped the job",
+    "round_aborted": "the round aborted",
+}
+
 #: what a client's or server's failure reason means, for the one line on stderr
 _REASONS = {
     "ConnectionRefusedError": "connection refused: nothing listens at that address (is the "
@@ -454,11 +471,18 @@ def exit_status(ok: bool, report: Any, who: str) -> int:
     if ok:
         return 0
 
+    def said(k: Any) -> str:
+        k = str(k)
+        kind, _, rest = k.partition(": ")
+        if rest and kind in _ENDINGS:  # why the server ended the job (its Bye)
+            return f"{_ENDINGS[kind]}: {rest}"
+        return _REASONS.get(k, k)
+
     def words(x: Any) -> str:
         if isinstance(x, dict):
-            return ", ".join(f"{v} {_REASONS.get(str(k), k)}" if isinstance(v, int)
+            return ", ".join(f"{v} {said(k)}" if isinstance(v, int)
                              else f"{k}: {v}" for k, v in x.items())
-        return _REASONS.get(str(x), str(x))
+        return said(x)
 
     status = report.get("status") if isinstance(report, dict) else None
     reason = (report.get("reasons") or report.get("reason")) if isinstance(report, dict) \

@@ -149,6 +149,8 @@ class DaskEngine(Engine):
     name = "dask"
 
     def __init__(self, workers: int | None = None, address: str | None = None) -> None:
+        if address is not None:
+            _probe(address)  # before Dask's import and its 30 s connection timeout
         try:
             import logging
 
@@ -186,6 +188,9 @@ class DaskEngine(Engine):
                 # this client's own message log only (the scheduler is not ours)
                 with dask.config.set(_NO_MESSAGE_LOGS):
                     self.client = Client(address, timeout=30)
+        except ClusterUnavailable:
+            self.close()
+            raise
         except (OSError, TimeoutError) as exc:
             self.close()
             raise ClusterUnavailable(f"cannot reach the Dask scheduler at {address}: {exc}"
@@ -273,6 +278,49 @@ class DaskEngine(Engine):
             except Exception:  # noqa: BLE001
                 pass
             self._cluster = None
+
+
+#: how long :func:`_probe` waits for a scheduler's TCP port to accept
+PROBE_SECONDS = 5.0
+
+
+def _probe(address: str, timeout: float = PROBE_SECONDS) -> None:
+    """Fail at once when a ``tcp://HOST:PORT`` scheduler address takes no connection
+    (nothing listens there, the host does not resolve, or no answer in ``timeout``
+    seconds), instead of after Dask's 30-second connection timeout. Other schemes
+    (``tls://``, ``ucx://``, ...) are left to Dask.
+
+    Raises:
+        ClusterUnavailable: the address is malformed or takes no TCP connection.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    if "://" not in address:
+        address = f"tcp://{address}"
+    parts = urlsplit(address)
+    if parts.scheme != "tcp":
+        return
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or port is None:
+        raise ClusterUnavailable(f"--cluster {address}: expected tcp://HOST:PORT")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except ConnectionRefusedError:
+        raise ClusterUnavailable(f"cannot reach the Dask scheduler at {address}: "
+                                 "connection refused (is a scheduler running there?)"
+                                 ) from None
+    except socket.gaierror as exc:
+        raise ClusterUnavailable(f"cannot reach the Dask scheduler at {address}: the "
+                                 f"host name does not resolve ({exc.strerror})") from None
+    except (OSError, TimeoutError) as exc:
+        what = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or exc)
+        raise ClusterUnavailable(f"cannot reach the Dask scheduler at {address}: {what}"
+                                 + (f" in {timeout:g} s" if isinstance(exc, TimeoutError)
+                                    else "")) from None
 
 
 def make_engine(workers: int | None = 1, address: str | None = None) -> Engine:

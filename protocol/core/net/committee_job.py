@@ -400,10 +400,19 @@ class CommitteeJobServer(NetJobServer):
         h = self._helper(index)
         return _Stream(h.reader, h.writer, limits, self.stage_seconds, f"helper {index}")
 
-    async def _lose_helpers(self) -> None:
+    async def _lose_helpers(self, reason: str = "", detail: str = "",
+                            round_no: int | None = None) -> None:
+        """Close both helpers' connections (the job cannot go on). When the abort
+        (``reason``, ``detail``) is a member that left, the one still connected is told
+        so first (:func:`protocol.core.net.departures.departure`)."""
+        from protocol.core.net.departures import departure
+
+        left = departure(reason, detail, round_no)
         for h in self._helpers.values():
             if h.open:
                 h.open = False
+                if left is not None:
+                    await send_and_close(h.writer, Bye("aborted", left.bye()))
                 await close_writer(h.writer)
                 h.gone.set()
 
@@ -420,7 +429,7 @@ class CommitteeJobServer(NetJobServer):
         try:
             return await self._beacon(task, round_no, size, n)
         except AggregationAborted as exc:
-            await self._lose_helpers()
+            await self._lose_helpers(exc.reason, exc.detail, round_no)
             self._ended({"round": round_no, "status": "aborted", "reason": exc.reason})
             raise
 
@@ -488,8 +497,8 @@ class CommitteeJobServer(NetJobServer):
                 await s.send("task", codec.encode(task))
             await asyncio.gather(*(s.receive("t-ok", 0) for s in streams.values()))
         except AggregationAborted as exc:
-            await self._lose_helpers()
-            out["reason"] = exc.reason
+            await self._lose_helpers(exc.reason, exc.detail, spec.round)
+            out["reason"], out["detail"] = exc.reason, exc.detail
             return self._ended(out)
         if self.policy.validated:
             return await self._report_round(spec, sample, proof, task, out, wall0, cpu0)
@@ -648,7 +657,7 @@ class CommitteeJobServer(NetJobServer):
             "in_sum": out.get("in_sum", []),
         })
         if out["status"] != "completed":
-            await self._lose_helpers()
+            await self._lose_helpers(out["reason"], out.get("detail", ""), spec.round)
         out.update({
             "wall_seconds": time.perf_counter() - wall0,
             "server_cpu_seconds": time.process_time() - cpu0,

@@ -550,37 +550,143 @@ def server_transcript(transport: NetworkTransport) -> list[dict[str, Any]]:
 def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None = None
                 ) -> Iterator[NetworkTransport]:
     """Run ``server``'s event loop in a thread: listen (then ``on_listening(port)``),
-    admit the population, hand out the transport; on leaving, ``Bye("finished")``
-    (``aborted`` on an exception) to every client and close."""
+    admit the population, hand out the transport; on leaving, ``Bye("finished")`` to
+    every client and close.
+
+    Left early (an exception, Ctrl-C or SIGTERM in the analyst's thread, during the
+    join window or a round), what runs in the loop is cancelled first, then every
+    party still connected gets ``Bye("aborted", why)``, ``why`` telling a member that
+    left (``member_left: helper 1 left ... at step b-start of round 1``) from the
+    analyst's own stop (``analyst_stopped: ...``) or another abort
+    (:mod:`protocol.core.net.departures`); the same account, as one line, is
+    ``server.ending`` (``None`` after a job that finished). Every task of the loop has
+    ended before the loop closes."""
+    from protocol.core.net.departures import stop_reason
+    from protocol.core.net.server import stop_tasks
+
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="fedhh-job-server", daemon=True)
     thread.start()
+    server.ending = None
+    rounds: list[int] = []
+    aborted_at: list[float] = []
+    emit = server.events
+
+    def events(e: dict[str, Any]) -> None:  # the round each event is of, for the account
+        if e.get("round") and e.get("event") in ("session", "beacon", "done"):
+            rounds.append(int(e["round"]))
+        if e.get("event") == "done" and e.get("status") != "completed":
+            aborted_at.append(time.monotonic())
+        emit(e)
+
+    server.events = events
 
     def call(coro: Any, timeout: float | None = None) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
+
+    def quietly(coro: Any, timeout: float) -> None:
+        try:
+            call(coro, timeout)
+        except BaseException:  # noqa: BLE001  # cleaning up: a second Ctrl-C, a timeout
+            pass
 
     try:
         call(server.start())
         if on_listening is not None:
             on_listening(server.port)
-        call(server.admit())
         ok = False
+        transport = None
         try:
-            yield server.transport(loop)
+            call(server.admit())
+            transport = server.transport(loop)
+            yield transport
             ok = True
-        finally:
+        except BaseException as exc:
+            # stop what the analyst's thread left in the loop (a round an interrupt cut
+            # short), then say why to everyone still connected
+            quietly(stop_tasks(getattr(server, "handlers", ())), 15)
+            server.events({"event": "stopping", "connected": len(server.connected)})
+            line = ending_line(server, transport, exc, rounds[-1] if rounds else None,
+                               aborted_at[0] if aborted_at else None)
+            server.ending = line
+            why = stop_reason(exc, line.bye if line and line.departed else None,
+                              line.kind if line else "member_left")
             try:
-                call(server.finish("finished" if ok else "aborted",
-                                   "" if ok else "the analyst stopped the job"), 120)
+                call(server.finish("aborted", why), 60)
+                # and those still joining (not admitted yet) hear the same
+                call(server.bye_everyone(Bye("aborted", why[:120])), 30)
+            except BaseException:  # noqa: BLE001
+                server.events({"event": "finish_timed_out"})
+            raise
+        else:
+            try:
+                call(server.finish("finished", ""), 120)
             except TimeoutError:  # the Byes could not all be written in time: the
                 # run's result stands; the connections are closed below
                 server.events({"event": "finish_timed_out"})
     finally:
-        with contextlib.suppress(Exception):
-            call(server.close(), 10)
+        quietly(server.close(), 10)
+        quietly(stop_tasks(timeout=10), 15)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
-        loop.close()
+        if not thread.is_alive():
+            loop.close()
+
+
+class Ending(str):
+    """The analyst's one line about a job that ended early; ``departed``: it names a
+    party that left (a committee member, devices), not the analyst's own stop; ``bye``:
+    the shorter account the parties still connected get."""
+
+    departed: bool = False
+    bye: str = ""
+    kind: str = "member_left"
+
+
+def ending_line(server: NetJobServer, transport: Any, exc: BaseException | None,
+                round_no: int | None, aborted_at: float | None = None) -> Ending | None:
+    """Who ended the job, for the analyst's last line: a committee member that left or
+    fell silent (named by the abort it caused, :func:`protocol.core.net.departures.
+    departure`), or the devices that left when a round aborted for want of them
+    (their positions); ``None`` when the exception is no aborted round."""
+    from protocol.core.net.departures import Departure, aborted_in, departure, positions
+
+    aborted = aborted_in(exc)
+    if aborted is None:
+        return None
+    detail = aborted.detail
+    last = getattr(transport, "reports", None) or []
+    if last and isinstance(last[-1], dict) and last[-1].get("detail"):
+        detail = f"{detail}; {last[-1]['detail']}"
+    left = departure(aborted.reason, aborted.detail, round_no) or \
+        departure(aborted.reason, detail, round_no)
+    if left is None and last and isinstance(last[-1], dict):
+        left = departure(str(last[-1].get("reason", "")), str(last[-1].get("detail", "")),
+                         round_no)
+    if left is not None:
+        out = Ending(f"{left.line()} ({aborted.reason})")
+        out.departed, out.bye = True, left.line()
+        return out
+    # devices that closed their connections before the round aborted (not those that
+    # left because it did, nor those the server dropped at a deadline)
+    members = getattr(server, "_members", {})
+    gone = sorted(m for m, c in members.items() if getattr(c, "left_at", None) is not None
+                  and (aborted_at is None or c.left_at <= aborted_at))
+    never = server.policy.population - len(members)
+    if (gone or never) and ("too_few" in aborted.reason or "missing" in aborted.reason):
+        n = server.policy.population
+        dev = Departure(f"devices {positions(gone)}", "left", round=round_no,
+                        count=len(gone), of=n)
+        said = [dev.line()] if gone else []
+        if never:
+            said.append(f"{never} of {n} devices never connected")
+        out = Ending("; ".join(said) + f"; the round aborted: {aborted}")
+        out.departed, out.kind = True, "devices_left"
+        out.bye = (f"{len(gone)} of {n} devices left" if gone else
+                   f"{never} of {n} devices never connected") + \
+            f" by round {round_no} ({aborted.reason})"
+        return out
+    return Ending(f"round {round_no} aborted: {aborted}" if round_no else str(aborted))
 
 
 # ---------------------------------------------------------------------------- clients

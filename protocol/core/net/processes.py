@@ -12,13 +12,14 @@ tasks of one event loop, their inputs from :func:`~protocol.core.net.session.dem
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pathlib
 import json
 import resource
 import sys
 import time
 from collections import Counter
-from typing import Any, Awaitable, Callable, Iterable, Sequence, TextIO
+from typing import Any, Awaitable, Callable, Iterable, Sequence, TextIO, TypeVar
 
 from protocol.core.memory import peak_rss_mb
 from protocol.core.net import tls
@@ -26,7 +27,9 @@ from protocol.core.net.client import run_clients
 from protocol.core.net.server import NetSecAggServer
 from protocol.core.net.session import NetSessionSpec, demo_input
 
-__all__ = ["serve_process", "client_process", "raise_open_files_limit", "small_tls_buffers",
+T = TypeVar("T")
+
+__all__ = ["run_async", "serve_process", "client_process", "raise_open_files_limit", "small_tls_buffers",
            "job_server", "job_client_process", "job_report", "shuffler_serve_process",
            "shuffle_client_process", "analyzer_process", "threshold_serve_process",
            "helper_process", "threshold_client_process"]
@@ -58,6 +61,59 @@ def raise_open_files_limit(want: int) -> int:
     if target > soft:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     return target
+
+
+def run_async(main: Awaitable[T]) -> T:
+    """``asyncio.run(main)`` for a network process, with SIGINT and SIGTERM handled alike:
+    either cancels ``main`` (its ``finally`` blocks run: connections close, a server
+    stops listening), every other task of the loop is cancelled and awaited, and then
+    ``KeyboardInterrupt`` (SIGINT) or :class:`protocol.cli.Terminated` (SIGTERM) is
+    raised, which ``fedhh`` turns into one line and exit status 130 or 143. Nothing is
+    left pending for asyncio to complain about. Outside the main thread (or where the
+    loop cannot take signal handlers) it is ``asyncio.run``."""
+    import signal
+    import threading
+
+    from protocol.cli import Terminated
+
+    if threading.current_thread() is not threading.main_thread():
+        return asyncio.run(main)
+    stopped: list[int] = []
+
+    async def guarded() -> T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def stop(signum: int) -> None:
+            if not stopped:
+                stopped.append(signum)
+                task.cancel()
+
+        installed = []
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            before = signal.getsignal(signum)
+            if before is signal.SIG_IGN:
+                continue
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signum, stop, signum)
+                installed.append((signum, before))
+        try:
+            return await main
+        except asyncio.CancelledError:
+            if not stopped:
+                raise
+            return None  # type: ignore[return-value]  # raised as the signal below
+        finally:
+            for signum, before in installed:
+                loop.remove_signal_handler(signum)
+                with contextlib.suppress(TypeError, ValueError):
+                    signal.signal(signum, before)
+
+    result = asyncio.run(guarded())
+    if stopped:
+        raise Terminated() if stopped[0] == signal.SIGTERM else KeyboardInterrupt()
+    return result
 
 
 def _network_process(connections: int) -> None:
@@ -152,7 +208,7 @@ def serve_process(spec: NetSessionSpec, keys: str, *, host: str = "127.0.0.1", p
             await server.close()
         return reports
 
-    return asyncio.run(main())
+    return run_async(main())
 
 
 def client_process(spec: NetSessionSpec, keys: str, host: str, port: int, ids: Sequence[int],
@@ -169,7 +225,7 @@ def client_process(spec: NetSessionSpec, keys: str, host: str, port: int, ids: S
     _network_process(len(ids))
     ctx, pin = tls.client_context(keys)
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    outcomes = asyncio.run(run_clients(
+    outcomes = run_async(run_clients(
         ids, host, port, spec, ctx, pin, lambda c: demo_input(seed, c, spec.dim, spec.modulus),
         signing_keys=signing, verify_keys=verify if spec.malicious else None,
         wait_seconds=wait_seconds, stall=stall, stall_at=stall_at))
@@ -273,7 +329,7 @@ def job_client_process(policy: Any, keys: str, host: str, port: int, ids: Sequen
     _network_process(len(ids))
     ctx, pin = tls.client_context(keys)
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    outcomes = asyncio.run(run_job_clients(
+    outcomes = run_async(run_job_clients(
         ids, host, port, policy, ctx, pin, contribution_of, signing_keys=signing,
         verify_keys=verify if malicious else None, wait_seconds=wait_seconds, stall=stall,
         stall_at=stall_at, reports=reports, corrupt=None if reports is not None else corrupt))
@@ -325,7 +381,7 @@ def _serve_one(server: Any, work: Callable[[], Awaitable[dict[str, Any]]],
         _emit(out, {"event": "report", **report})
         return report
 
-    return asyncio.run(main())
+    return run_async(main())
 
 
 def shuffle_client_process(round: Any, keys: str, host: str, port: int, ids: Sequence[int],
@@ -346,7 +402,7 @@ def shuffle_client_process(round: Any, keys: str, host: str, port: int, ids: Seq
     _network_process(len(ids))
     ctx, pin = tls.client_context(keys)
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    outcomes = asyncio.run(run_shuffle_clients(
+    outcomes = run_async(run_shuffle_clients(
         ids, host, port, round, ctx, pin, s_pub, a_pub, master,
         lambda c: demo_vote(seed, c, round.candidates), wait_seconds=wait_seconds))
     summary = {"event": "clients", "clients": len(ids),
@@ -372,7 +428,7 @@ def analyzer_process(round: Any, keys: str, host: str, port: int, *,
     files = ShuffleKeys(pathlib.Path(keys))
     s_pub, _ = files.public_keys()
     ctx, pin = tls.client_context(keys)
-    result = asyncio.run(run_analyzer(host, port, round, ctx, pin, files.secret("analyzer"),
+    result = run_async(run_analyzer(host, port, round, ctx, pin, files.secret("analyzer"),
                                       s_pub, wait_seconds=wait_seconds))
     result = {"event": "analyzer", **result}
     _emit(out, result)
@@ -423,7 +479,7 @@ def helper_process(index: int, rnd: Any, keys: str, host: str, port: int,
                               "the session (clients and two helpers)",
                               party=f"helper{index}", own={position}, runs={position})
     ctx, pin = tls.client_context(keys)
-    result = asyncio.run(run_helper(
+    result = run_async(run_helper(
         index, host, port, rnd, ctx, pin, link, tls.helper_link_contexts(keys, index),
         signing_key=signing[position] if signing is not None else None,
         verify_keys=verify if spec.malicious else None, wait_seconds=wait_seconds,
@@ -454,7 +510,7 @@ def job_helper_process(index: int, policy: Any, keys: str, host: str, port: int,
                               own={position}, runs={position})
     report_secret = tls.load_report_secret(keys, index) if policy.validated else None
     ctx, pin = tls.client_context(keys)
-    result = asyncio.run(run_job_helper(
+    result = run_async(run_job_helper(
         index, host, port, policy, ctx, pin, link, tls.helper_link_contexts(keys, index),
         signing_key=signing[position] if signing is not None else None, verify_keys=verify,
         wait_seconds=wait_seconds, fault=fault, report_secret=report_secret))
@@ -482,7 +538,7 @@ def threshold_client_process(rnd: Any, keys: str, host: str, port: int, ids: Seq
     _network_process(len(ids))
     ctx, pin = tls.client_context(keys)
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    outcomes = asyncio.run(run_clients(
+    outcomes = run_async(run_clients(
         ids, host, port, spec, ctx, pin,
         lambda c: demo_votes_vector(seed, c, rnd.vote.candidates), signing_keys=signing,
         verify_keys=verify if spec.malicious else None, wait_seconds=wait_seconds))

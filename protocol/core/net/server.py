@@ -122,6 +122,9 @@ class _Conn:
     may_send: bool = True
     #: handed on after the session (its reader stopped, the stream left open)
     kept: bool = False
+    #: ``time.monotonic()`` when the peer closed the connection (``None``: it did not,
+    #: or the server closed it): who left, and when (:mod:`protocol.core.net.departures`)
+    left_at: float | None = None
 
     @property
     def who(self) -> int:
@@ -161,10 +164,42 @@ class TlsListener:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         raise NotImplementedError
 
+    async def _tracked(self, reader: asyncio.StreamReader,
+                       writer: asyncio.StreamWriter) -> None:
+        """One connection's handler, in :attr:`handlers` (task -> writer) while it
+        runs."""
+        task = asyncio.current_task()
+        handlers = self.__dict__.setdefault("handlers", {})
+        handlers[task] = writer
+        try:
+            await self._handle(reader, writer)
+        except asyncio.CancelledError:
+            # the server is stopping (:func:`stop_tasks`): end as a finished handler,
+            # since asyncio's stream protocol reports a cancelled one as an error
+            await close_writer(writer)
+        finally:
+            handlers.pop(task, None)
+
+    async def bye_everyone(self, bye: Bye, skip: Iterable[asyncio.StreamWriter] = ()
+                           ) -> int:
+        """Stop listening and send ``bye`` to every connection still being handled
+        (one that has not said Hello yet included) but those of ``skip``, and close
+        them; how many were told. What a stopping server says to the parties it has not
+        admitted yet."""
+        await TlsListener.close(self)
+        await asyncio.sleep(0)  # connections accepted just now start their handlers
+        skip = {id(w) for w in skip}
+        writers = [w for w in dict(self.__dict__.get("handlers", {})).values()
+                   if id(w) not in skip and not w.is_closing()]
+        await asyncio.gather(*(send_and_close(w, bye, 2.0) for w in writers),
+                             return_exceptions=True)
+        return len(writers)
+
     async def start(self) -> None:
         """Open the listening socket (:attr:`port` is the bound port afterwards)."""
+        self.__dict__.setdefault("handlers", {})
         self._server = await asyncio.start_server(
-            self._handle, self.host, self.port, ssl=self.ssl_context, backlog=4096,
+            self._tracked, self.host, self.port, ssl=self.ssl_context, backlog=4096,
             ssl_handshake_timeout=self.stage_seconds)
         self.port = self._server.sockets[0].getsockname()[1]
         self.events({"event": "listening", "host": self.host, "port": self.port})
@@ -317,6 +352,7 @@ class NetSecAggServer(TlsListener):
         finally:
             if conn.open and not conn.kept:
                 conn.open = False
+                conn.left_at = time.monotonic()
                 session = self._current_of(conn)
                 if session is not None:
                     await session.queue.put((conn, None, 0))
@@ -503,6 +539,35 @@ async def read_first(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
             refused.append((None, f"no valid Hello: {type(exc).__name__}"))
         await close_writer(writer)
         return None
+
+
+async def stop_tasks(keep: Iterable[asyncio.Task] = (), timeout: float = 10.0) -> None:
+    """Cancel every task of the running loop but this one and ``keep``, and wait (at
+    most ``timeout`` seconds) until they have ended: what an interrupt leaves running
+    ends here, not in asyncio's "Task was destroyed but it is pending" when the loop
+    closes."""
+    me = asyncio.current_task()
+    keep = set(keep)
+    loop = asyncio.get_running_loop()
+    if not getattr(loop, "_fedhh_quiet", False):
+        # a handler cancelled before it ever ran is reported by asyncio's stream
+        # protocol as an error ("Exception in callback"): a cancellation is none
+        default = loop.get_exception_handler()
+
+        def handler(lp: Any, context: dict[str, Any]) -> None:
+            exc = context.get("exception")
+            if isinstance(exc, asyncio.CancelledError):
+                return
+            (default or (lambda lp, c: lp.default_exception_handler(c)))(lp, context)
+
+        loop.set_exception_handler(handler)
+        loop._fedhh_quiet = True  # type: ignore[attr-defined]
+    tasks = [t for t in asyncio.all_tasks() if t is not me and t not in keep and not t.done()]
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout)
 
 
 async def end_all(conns: Iterable[_Conn], bye: Bye) -> None:
