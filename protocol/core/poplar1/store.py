@@ -79,8 +79,8 @@ class ReportStore:
 
     def __init__(self, bits: int, n: int, *, directory: str | None = None,
                  split_public: bool = False) -> None:
-        if n < 1 or bits < 2:
-            raise Poplar1UsageError("a report store needs n >= 1 and bits >= 2")
+        if n < 1 or not 1 <= bits < (1 << 16):
+            raise Poplar1UsageError("a report store needs n >= 1 and bits in [1, 65535]")
         self.bits, self.n = bits, n
         self.split_public = split_public
         self.tmpdir: str | None = None
@@ -103,7 +103,8 @@ class ReportStore:
             self.tmpdir = tempfile.mkdtemp(prefix="fedhh-poplar1-", dir=directory)
         try:
             for name, (shape, dtype) in t.items():
-                if self.tmpdir is None:
+                # an empty table (the inner levels at BITS = 1) has no file to map
+                if self.tmpdir is None or int(np.prod(shape)) == 0:
                     self._mem[name] = np.zeros(shape, dtype=dtype)
                 else:   # the file at its full size, filled chunk by chunk
                     np.memmap(self._path(name), dtype=dtype, mode="w+", shape=shape).flush()
@@ -158,7 +159,7 @@ class ReportStore:
             raise Poplar1UsageError(f"report store: bad rows for {name}")
         if major:
             rows = np.swapaxes(rows, 0, 1)
-        if self.tmpdir is None:
+        if name in self._mem:
             if major:
                 self._mem[name][:, lo:hi] = rows
             else:
@@ -198,7 +199,7 @@ class ReportStore:
         self._check_open()
         shape, dtype = self.tables[name]
         dtype = np.dtype(dtype)
-        if self.tmpdir is None:
+        if name in self._mem:
             t = self._mem[name]
             return t[level, lo:hi] if level is not None else t[lo:hi]
         if level is not None:
