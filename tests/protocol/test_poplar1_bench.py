@@ -47,6 +47,19 @@ def test_bench_reference_refusals(tmp_path, capsys: pytest.CaptureFixture[str]) 
     err = capsys.readouterr().err
     assert "vdaf_poc" in err and "--bits" not in err
     assert main(["bench", "poplar1", "--hh", "--users", "x"]) == 2
+    capsys.readouterr()
+    # --bits: the draft's range, one line each; with --hh refused with the reason
+    for bad in ("0", "65536", "-3", "x"):
+        assert main(["bench", "poplar1", "--reference", str(tmp_path), "--bits", bad]) == 2
+        err = capsys.readouterr().err
+        assert "--bits must be" in err and len(err.strip().splitlines()) == 1
+    for bits in ("0", "8"):
+        assert main(["bench", "poplar1", "--hh", "--bits", bits]) == 2
+        err = capsys.readouterr().err
+        assert "--bits does not apply to --hh" in err and "--chars" in err
+    # BITS = 1 is valid (the draft's minimum): it reaches the reference loader
+    assert main(["bench", "poplar1", "--reference", str(tmp_path), "--bits", "1"]) == 2
+    assert "vdaf_poc" in capsys.readouterr().err
 
 
 def test_reference_table_rows() -> None:

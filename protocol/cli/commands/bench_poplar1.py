@@ -4,9 +4,12 @@ implementation, and heavy hitters at scale (:mod:`protocol.studies.runners.popla
 * ``--reference DIR`` (the ``poc/`` directory of cfrg/draft-irtf-cfrg-vdaf at tag
   ``draft-irtf-cfrg-vdaf-20``, imported at run time; Python >= 3.12): client sharding and
   one level's preparation per report, ours batched against the reference one report at a
-  time, interleaved ``--repeats`` times, medians and ratios, outputs checked equal;
+  time, interleaved ``--repeats`` times, medians and ratios of this process's CPU time
+  (``time.process_time``), outputs checked equal; ``--bits`` any length the draft
+  allows (1 to 65535);
 * ``--hh``: heavy hitters on Zipf populations of random printable strings
-  (``--users`` and ``--chars`` lists; 8 bits a character): wall and CPU seconds;
+  (``--users`` and ``--chars`` lists; 8 bits a character, so the string length sets
+  ``BITS``: ``--bits`` is refused there, with the reason): wall and CPU seconds;
 * ``--table FILES``: the Markdown table of earlier outputs (docs/poplar1.md).
 
 Prints one JSON object (with the peak memory).
@@ -24,8 +27,9 @@ def register(cli) -> None:  # noqa: ANN001
                         "draft-irtf-cfrg-vdaf-20) to measure against")
     # its own dest: the shared rule for an option named "bits" (at most 64) is another
     # command's; Poplar1 measures 256-bit strings
-    p.add_argument("--bits", type=int, default=32, dest="vdaf_bits",
-                   help="bits of a measurement (default 32)")
+    p.add_argument("--bits", default=None, dest="vdaf_bits", metavar="BITS",
+                   help="bits of a measurement, 1 to 65535 as the draft allows (default 32; "
+                        "not with --hh, whose lengths are --chars)")
     p.add_argument("--reports", type=int, default=1000,
                    help="reports ours processes in one batch (default 1000)")
     p.add_argument("--ref-reports", type=int, default=6, dest="ref_reports",
@@ -86,6 +90,25 @@ def _ints(text: str, name: str) -> list[int]:
     return vals
 
 
+def _bits(value: str | None, hh: bool) -> int:
+    """``--bits``: an integer in the draft's range ``[1, 2^16)``; with ``--hh`` refused
+    (the measured strings are ``--chars`` characters of 8 bits each)."""
+    from protocol.cli import UsageError
+
+    if value is None:
+        return 32
+    if hh:
+        raise UsageError("--bits does not apply to --hh: its strings are --chars characters "
+                         "of 8 bits each (--chars 4 is 32 bits)")
+    try:
+        bits = int(value)
+    except ValueError:
+        raise UsageError(f"--bits must be an integer from 1 to 65535, not {value!r}") from None
+    if not 1 <= bits < (1 << 16):
+        raise UsageError(f"--bits must be from 1 to 65535 (the draft's BITS), not {bits}")
+    return bits
+
+
 def run(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
     from protocol.cli.output import print_json
@@ -105,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--table needs at least one file")
         print("\n".join(poplar1.bench_table(docs)))
         return 0
+    bits = _bits(args.vdaf_bits, args.hh)
     if args.aes is not None:
         from protocol.core.poplar1.xof import set_aes_backend
 
@@ -113,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(f"--aes: {exc}") from None
     if args.state:
-        print_json(poplar1.bench_state(args.reports, args.vdaf_bits, args.candidates,
+        print_json(poplar1.bench_state(args.reports, bits, args.candidates,
                                        seed=args.seed, repeats=args.repeats))
         return 0
     if args.hh:
@@ -146,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.reference is None:
             raise UsageError("give --reference DIR (the draft's poc/ directory) or --hh")
-        out = poplar1.bench_vs_reference(args.reference, bits=args.vdaf_bits, reports=args.reports,
+        out = poplar1.bench_vs_reference(args.reference, bits=bits, reports=args.reports,
                                          ref_reports=args.ref_reports,
                                          candidates=args.candidates, repeats=args.repeats,
                                          seed=args.seed)
