@@ -20,7 +20,7 @@ import numpy as np
 
 from protocol.core.poplar1.errors import Poplar1DecodeError
 
-__all__ = ["P64", "P255", "ENC64", "ENC255", "add64", "sub64", "neg64", "mul64", "sum64",
+__all__ = ["P64", "P255", "ENC64", "ENC255", "add64", "sub64", "neg64", "mul64", "sum64", "dot64",
            "encode64", "decode64", "encode255", "decode255"]
 
 #: Field64's modulus
@@ -103,6 +103,37 @@ def sum64(a: np.ndarray, axis: int = -1) -> np.ndarray:
     hi = _canon(_canon(hi))        # hi < 2^64; two subtractions bring it below p
     lo = _canon(_canon(lo))
     return add64(mul64(hi, np.uint64(1 << 32)), lo)
+
+
+def _mod64(x: np.ndarray) -> np.ndarray:
+    """Any ``uint64`` value to ``[0, p)``."""
+    return _canon(np.asarray(x, dtype=np.uint64))
+
+
+def dot64(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``sum_i a_i b_i mod p`` along the last axis (fewer than ``2^32`` terms) of Field64
+    arrays, with one reduction per sum instead of one per product: with 32-bit halves
+    ``a = a1 2^32 + a0`` (and ``b``), each of the four partial products is below
+    ``2^64`` and is summed as its low and high 32-bit halves exactly in ``uint64``; the
+    eight sums are recombined with ``2^64 = 2^32 - 1`` and ``2^96 = -1`` (mod ``p``)."""
+    a = np.asarray(a, dtype=np.uint64)
+    b = np.asarray(b, dtype=np.uint64)
+    if a.shape[-1] >= (1 << 32):
+        raise ValueError("dot64 takes fewer than 2^32 terms")
+    a0, a1 = a & _M32, a >> _S32
+    b0, b1 = b & _M32, b >> _S32
+    out = []
+    for x, y in ((a0, b0), (a0, b1), (a1, b0), (a1, b1)):
+        prod = x * y
+        out.append(((prod & _M32).sum(axis=-1, dtype=np.uint64),
+                    (prod >> _S32).sum(axis=-1, dtype=np.uint64)))
+    (l00, h00), (l01, h01), (l10, h10), (l11, h11) = out
+    # weights: l00 1; h00, l01, l10 2^32; h01, h10, l11 2^64; h11 2^96
+    t32 = add64(add64(_mod64(h00), _mod64(l01)), _mod64(l10))
+    t64 = add64(add64(_mod64(h01), _mod64(h10)), _mod64(l11))
+    r = add64(_mod64(l00), mul64(t32, np.uint64(1 << 32)))
+    r = add64(r, mul64(t64, _EPS))
+    return sub64(r, _mod64(h11))
 
 
 def encode64(a: np.ndarray) -> bytes:

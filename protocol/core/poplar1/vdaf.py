@@ -501,9 +501,9 @@ class Aggregator:
             abc = self._corr_inner(level)
             data, auth = value[..., 0], value[..., 1]
             r2 = F.mul64(rand, rand)
-            sketch = np.stack([F.add64(abc[:, 0], F.sum64(F.mul64(data, rand))),
-                               F.add64(abc[:, 1], F.sum64(F.mul64(data, r2))),
-                               F.add64(abc[:, 2], F.sum64(F.mul64(auth, rand)))], axis=1)
+            sketch = np.stack([F.add64(abc[:, 0], F.dot64(data, rand)),
+                               F.add64(abc[:, 1], F.dot64(data, r2)),
+                               F.add64(abc[:, 2], F.dot64(auth, rand))], axis=1)
             AB = self.share.corr_inner[:, level]
             self._state = ("evaluate", agg_param, AB, data)
             return sketch
