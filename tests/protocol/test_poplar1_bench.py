@@ -21,6 +21,17 @@ def test_bench_hh_small(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(run["load_average"]) == 2
 
 
+def test_bench_field(capsys: pytest.CaptureFixture[str]) -> None:
+    """--field times every representation and checks each against Python's integers."""
+    assert main(["bench", "poplar1", "--field", "--reports", "440", "--repeats", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["clock"] == "process_time" and out["elements"] == 440
+    for table in ("ns_per_product", "ns_per_dot_pair"):
+        assert {"python ints", "numpy object arrays", "fedhh limbs",
+                "Field64 (uint64)"} <= set(out[table]) and min(out[table].values()) > 0
+    assert main(["bench", "poplar1", "--field", "--reports", "10"]) == 2
+
+
 def test_bench_table_from_json(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
     """--table renders earlier --hh outputs (sorted by bits, then n) and refuses what is
     not one."""

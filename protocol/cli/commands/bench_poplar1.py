@@ -10,6 +10,9 @@ implementation, and heavy hitters at scale (:mod:`protocol.studies.runners.popla
 * ``--hh``: heavy hitters on Zipf populations of random printable strings
   (``--users`` and ``--chars`` lists; 8 bits a character, so the string length sets
   ``BITS``: ``--bits`` is refused there, with the reason): wall and CPU seconds;
+* ``--field``: Field255 arithmetic per element, this package's numpy limbs against the
+  alternatives (Python integers, numpy object arrays, and gmpy2 and galois where they
+  are installed), beside Field64's (docs/dependencies.md);
 * ``--table FILES``: the Markdown table of earlier outputs (docs/poplar1.md).
 
 Prints one JSON object (with the peak memory).
@@ -72,6 +75,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="--hh: append one JSON line per level to FILE as the search runs "
                         "(level, peak memory so far, CPU seconds): how far a long run got")
+    p.add_argument("--field", action="store_true",
+                   help="measure Field255 products and dot products per element (--reports "
+                        "elements, default 100000 here), limbs against the alternatives")
     p.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     p.add_argument("--table", default=None, metavar="FILES",
                    help="print the Markdown table of earlier outputs (comma-separated JSON "
@@ -109,6 +115,89 @@ def _bits(value: str | None, hh: bool) -> int:
     return bits
 
 
+def bench_field(n: int, repeats: int, seed: int) -> dict:
+    """Nanoseconds of process CPU per Field255 product (and per pair of a dot product of
+    44 pairs, the sketch's shape at 44 candidates) over ``n`` random elements, median of
+    ``repeats``: this package's limbs against Python integers, numpy object arrays and,
+    where installed, gmpy2 and galois; Field64's ``uint64`` arithmetic beside them. Every
+    result is checked equal to Python's."""
+    import importlib.util
+    import random
+    import time
+
+    import numpy as np
+
+    from protocol.core.poplar1 import field as F
+
+    p = F.P255
+    rnd = random.Random(seed)
+    a = [rnd.randrange(p) for _ in range(n)]
+    b = [rnd.randrange(p) for _ in range(n)]
+    want = [(x * y) % p for x, y in zip(a, b)]
+    rows = n // 44
+    want_dot = [sum(x * y for x, y in zip(a[44 * r:44 * r + 44], b[44 * r:44 * r + 44])) % p
+                for r in range(rows)]
+    out: dict = {"elements": n, "repeats": repeats, "clock": "process_time",
+                 "ns_per_product": {}, "ns_per_dot_pair": {}}
+
+    def clock(table: str, name: str, fn, check, count: int) -> None:  # noqa: ANN001
+        ts = []
+        for _ in range(repeats):
+            t = time.process_time()
+            got = fn()
+            ts.append(time.process_time() - t)
+        if check(got) is not True:
+            raise RuntimeError(f"bench --field: {name} disagrees with Python's integers")
+        out[table][name] = round(1e9 * float(np.median(ts)) / count, 1)
+
+    clock("ns_per_product", "python ints", lambda: [(x * y) % p for x, y in zip(a, b)],
+          lambda g: g == want, n)
+    ao, bo = np.asarray(a, dtype=object), np.asarray(b, dtype=object)
+    clock("ns_per_product", "numpy object arrays", lambda: (ao * bo) % p,
+          lambda g: g.tolist() == want, n)
+    A, B = F.limbs_from_ints(a, (n,)), F.limbs_from_ints(b, (n,))
+    clock("ns_per_product", "fedhh limbs", lambda: F.mul255(A, B),
+          lambda g: F.limbs_to_ints(g) == want, n)
+    a64 = np.asarray([x % F.P64 for x in a], dtype=np.uint64)
+    b64 = np.asarray([x % F.P64 for x in b], dtype=np.uint64)
+    w64 = [(int(x) * int(y)) % F.P64 for x, y in zip(a64, b64)]
+    clock("ns_per_product", "Field64 (uint64)", lambda: F.mul64(a64, b64),
+          lambda g: [int(v) for v in g] == w64, n)
+    ar, br = ao[:44 * rows].reshape(rows, 44), bo[:44 * rows].reshape(rows, 44)
+    clock("ns_per_dot_pair", "python ints",
+          lambda: [sum(x * y for x, y in zip(u, v)) % p for u, v in zip(ar.tolist(), br.tolist())],
+          lambda g: g == want_dot, 44 * rows)
+    clock("ns_per_dot_pair", "numpy object arrays", lambda: (ar * br).sum(axis=1) % p,
+          lambda g: g.tolist() == want_dot, 44 * rows)
+    Ar, Br = A[:, :44 * rows].reshape(F.LIMBS, rows, 44), B[:, :44 * rows].reshape(F.LIMBS, rows, 44)
+    clock("ns_per_dot_pair", "fedhh limbs", lambda: F.dot255(Ar, Br),
+          lambda g: F.limbs_to_ints(g) == want_dot, 44 * rows)
+    a64r, b64r = a64[:44 * rows].reshape(rows, 44), b64[:44 * rows].reshape(rows, 44)
+    w64d = [sum(int(x) * int(y) for x, y in zip(u, v)) % F.P64 for u, v in zip(a64r, b64r)]
+    clock("ns_per_dot_pair", "Field64 (uint64)", lambda: F.dot64(a64r, b64r),
+          lambda g: [int(v) for v in g] == w64d, 44 * rows)
+    if importlib.util.find_spec("gmpy2") is not None:
+        import gmpy2
+
+        ga, gb, gp = [gmpy2.mpz(x) for x in a], [gmpy2.mpz(x) for x in b], gmpy2.mpz(p)
+        clock("ns_per_product", "gmpy2", lambda: [(x * y) % gp for x, y in zip(ga, gb)],
+              lambda g: [int(v) for v in g] == want, n)
+        out["gmpy2"] = gmpy2.version()
+    if importlib.util.find_spec("galois") is not None:
+        import galois
+
+        t = time.process_time()
+        gf = galois.GF(p)
+        out["galois_field_construction_seconds"] = round(time.process_time() - t, 2)
+        xa, xb = gf(ao), gf(bo)
+        out["galois_dtype"] = str(xa.dtype)
+        clock("ns_per_product", "galois", lambda: xa * xb,
+              lambda g: [int(v) for v in g] == want, n)
+        out["galois"] = galois.__version__
+    out["numpy"] = np.__version__
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
     from protocol.cli.output import print_json
@@ -129,6 +218,12 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(poplar1.bench_table(docs)))
         return 0
     bits = _bits(args.vdaf_bits, args.hh)
+    if args.field:
+        n = 100_000 if args.reports == 1000 else args.reports
+        if n < 44 or args.repeats < 1:
+            raise UsageError("--field needs --reports >= 44 and --repeats >= 1")
+        print_json(bench_field(n, args.repeats, args.seed))
+        return 0
     if args.aes is not None:
         from protocol.core.poplar1.xof import set_aes_backend
 
