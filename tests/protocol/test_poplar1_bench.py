@@ -32,6 +32,16 @@ def test_bench_field(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "poplar1", "--field", "--reports", "10"]) == 2
 
 
+def test_bench_levels(capsys: pytest.CaptureFixture[str]) -> None:
+    """--levels: CPU per report of the last inner level and the leaf, counts checked."""
+    assert main(["bench", "poplar1", "--levels", "--reports", "40", "--bits", "3",
+                 "--candidates", "4", "--repeats", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["bits"] == 3 and out["clock"] == "process_time"
+    assert set(out["us_per_report_and_aggregator"]) == {"inner", "leaf"}
+    assert main(["bench", "poplar1", "--levels", "--bits", "1"]) == 2
+
+
 def test_bench_table_from_json(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
     """--table renders earlier --hh outputs (sorted by bits, then n) and refuses what is
     not one."""

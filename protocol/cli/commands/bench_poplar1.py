@@ -13,6 +13,9 @@ implementation, and heavy hitters at scale (:mod:`protocol.studies.runners.popla
 * ``--field``: Field255 arithmetic per element, this package's numpy limbs against the
   alternatives (Python integers, numpy object arrays, and gmpy2 and galois where they
   are installed), beside Field64's (docs/dependencies.md);
+* ``--levels``: CPU per report and aggregator of the last inner level and of the leaf
+  in a prefix search (node cache on) over ``--reports`` reports of ``--bits`` bits with
+  ``--candidates`` prefixes a level, median of ``--repeats`` fresh runs;
 * ``--table FILES``: the Markdown table of earlier outputs (docs/poplar1.md).
 
 Prints one JSON object (with the peak memory).
@@ -78,6 +81,9 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--field", action="store_true",
                    help="measure Field255 products and dot products per element (--reports "
                         "elements, default 100000 here), limbs against the alternatives")
+    p.add_argument("--levels", action="store_true",
+                   help="CPU per report of the last inner level and of the leaf in a prefix "
+                        "search (--reports, --bits, --candidates; median of --repeats)")
     p.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     p.add_argument("--table", default=None, metavar="FILES",
                    help="print the Markdown table of earlier outputs (comma-separated JSON "
@@ -198,6 +204,57 @@ def bench_field(n: int, repeats: int, seed: int) -> dict:
     return out
 
 
+def bench_levels(n: int, bits: int, candidates: int, repeats: int, seed: int) -> dict:
+    """Process CPU per report and aggregator of level ``bits - 2`` (the last inner one)
+    and of the leaf in a prefix search whose every level has ``candidates`` prefixes
+    (the children of ``candidates / 2`` strings every report holds one of), both
+    aggregators and both rounds, the node cache on, median of ``repeats`` runs with fresh
+    aggregators. Every report must be accepted and every count right."""
+    import time
+
+    import numpy as np
+
+    from protocol.core.poplar1 import Aggregator, Poplar1, sketch_accepts, sketch_message
+    from protocol.core.poplar1 import field as F
+
+    rng = np.random.default_rng(seed)
+    pop = rng.integers(0, 2, size=(max(1, candidates // 2), bits)).astype(bool)
+    who = rng.integers(0, pop.shape[0], size=n)
+    meas = pop[who]
+    v = Poplar1(bits, b"fedhh bench")
+    rep = v.shard_batch(meas, rng.integers(0, 256, (n, 16), dtype=np.uint8),
+                        rng.integers(0, 256, (n, v.RAND_SIZE), dtype=np.uint8))
+    key = rng.integers(0, 256, 32, dtype=np.uint8).tobytes()
+    times: dict[str, list[float]] = {"inner": [], "leaf": []}
+    count = 0
+    for _ in range(repeats):
+        aggs = [Aggregator(v, j, key, rep.nonces, rep.public, rep.shares[j]) for j in (0, 1)]
+        for lv in range(bits):
+            pref = tuple(sorted({tuple(bool(b) for b in row[:lv]) + (c,)
+                                 for row in pop for c in (False, True)}))
+            t = time.process_time()
+            r1 = [a.verify_init((lv, pref)) for a in aggs]
+            r2 = [a.verify_next(sketch_message(lv, bits, *r1)) for a in aggs]
+            ok = sketch_accepts(lv, bits, *r2)
+            shares = [a.aggregate(ok) for a in aggs]
+            dt = (time.process_time() - t) / n / 2
+            mod = F.P64 if lv < bits - 1 else F.P255
+            counts = [(int(x) + int(y)) % mod for x, y in zip(*shares)]
+            truth = [int(sum(1 for row in meas[:, :lv + 1] if tuple(row) == p)) for p in pref] \
+                if lv >= bits - 2 else counts
+            if not ok.all() or counts != truth:
+                raise RuntimeError("bench --levels: a report was rejected or a count is wrong")
+            if lv == bits - 2:
+                times["inner"].append(dt)
+            if lv == bits - 1:
+                times["leaf"].append(dt)
+                count = len(pref)
+    return {"reports": n, "bits": bits, "leaf_candidates": count, "repeats": repeats,
+            "clock": "process_time",
+            "us_per_report_and_aggregator": {
+                k: round(1e6 * float(np.median(x)), 1) for k, x in times.items() if x}}
+
+
 def run(args: argparse.Namespace) -> int:
     from protocol.cli import UsageError
     from protocol.cli.output import print_json
@@ -223,6 +280,11 @@ def run(args: argparse.Namespace) -> int:
         if n < 44 or args.repeats < 1:
             raise UsageError("--field needs --reports >= 44 and --repeats >= 1")
         print_json(bench_field(n, args.repeats, args.seed))
+        return 0
+    if args.levels:
+        if bits < 2 or args.reports < 1 or args.candidates < 2 or args.repeats < 1:
+            raise UsageError("--levels needs --bits >= 2, --reports >= 1, --candidates >= 2")
+        print_json(bench_levels(args.reports, bits, args.candidates, args.repeats, args.seed))
         return 0
     if args.aes is not None:
         from protocol.core.poplar1.xof import set_aes_backend
