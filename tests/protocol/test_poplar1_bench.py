@@ -127,5 +127,9 @@ def test_docs_tables_are_the_committed_results() -> None:
     again = bench_table(load("hh_1e5_256.json", "hh_1e5_256_processes.json"))
     for table in (ref, hh, mem, state, aes, again):
         assert "\n".join(table) in page
+    for name, row in (("levels_8192_16_44_before.json", "| Python-integer leaf (before) |"),
+                      ("levels_8192_16_44.json", "| numpy-limb leaf, cache-sized Keccak blocks (now) |")):
+        us = load(name)[0]["us_per_report_and_aggregator"]
+        assert f"{row} {us['inner']} us | {us['leaf']} us |" in page
     for d in ("cmp_en_1e4", "cmp_zipf_1e4", "cmp_zipf_1e5"):
         assert (res / d / "table.md").read_text(encoding="utf-8").strip() in page
