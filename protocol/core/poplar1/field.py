@@ -6,8 +6,13 @@
   32-bit halves so that each partial product fits a ``uint64``, carries by hand, and
   reduces with ``2^64 = 2^32 - 1`` and ``2^96 = -1`` (mod ``p``). Sums wrap at ``2^64``
   and are corrected by ``2^64 - p = 2^32 - 1``.
-* **Field255**, ``p = 2^255 - 19`` (the leaf level): Python integers (the leaf level is
-  one level of ``BITS``; its cost is measured in ``docs/poplar1.md``).
+* **Field255**, ``p = 2^255 - 19`` (the leaf level): vectorised over ``int64`` numpy
+  arrays of ten 26-bit limbs, the limb axis first (``(10, *shape)``): products as
+  schoolbook columns exact in ``int64``, carried and folded with ``2^260 = 608`` (mod
+  ``p``), then frozen to ``[0, p)`` (the section "Field255 over arrays" below;
+  docs/dependencies.md for the choice). :class:`Field255Rows` keeps rows of validated
+  elements as their bytes. Python integers appear only at the API's edges (the
+  one-report encodings, the lists the aggregators exchange).
 
 Encoding: little-endian, 8 bytes (Field64) or 32 bytes (Field255) per element; a
 decoded element at or above the modulus is refused (:class:`Poplar1DecodeError`).
