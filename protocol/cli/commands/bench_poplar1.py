@@ -11,8 +11,9 @@ implementation, and heavy hitters at scale (:mod:`protocol.studies.runners.popla
   (``--users`` and ``--chars`` lists; 8 bits a character, so the string length sets
   ``BITS``: ``--bits`` is refused there, with the reason): wall and CPU seconds;
 * ``--field``: Field255 arithmetic per element, this package's numpy limbs against the
-  alternatives (Python integers, numpy object arrays, and gmpy2 and galois where they
-  are installed), beside Field64's (docs/dependencies.md);
+  alternatives (Python integers, numpy object arrays), beside Field64's
+  (docs/dependencies.md; ``docs/results/poplar1/field255_alternatives.py`` adds gmpy2
+  and galois);
 * ``--levels``: CPU per report and aggregator of the last inner level and of the leaf
   in a prefix search (node cache on) over ``--reports`` reports of ``--bits`` bits with
   ``--candidates`` prefixes a level, median of ``--repeats`` fresh runs;
@@ -121,13 +122,14 @@ def _bits(value: str | None, hh: bool) -> int:
     return bits
 
 
-def bench_field(n: int, repeats: int, seed: int) -> dict:
+def bench_field(n: int, repeats: int, seed: int, extra=None) -> dict:  # noqa: ANN001
     """Nanoseconds of process CPU per Field255 product (and per pair of a dot product of
     44 pairs, the sketch's shape at 44 candidates) over ``n`` random elements, median of
-    ``repeats``: this package's limbs against Python integers, numpy object arrays and,
-    where installed, gmpy2 and galois; Field64's ``uint64`` arithmetic beside them. Every
-    result is checked equal to Python's."""
-    import importlib.util
+    ``repeats``: this package's limbs against Python integers and numpy object arrays;
+    Field64's ``uint64`` arithmetic beside them. Every result is checked equal to
+    Python's. ``extra(a, b, want, clock, out)`` may time more representations the same
+    way (``docs/results/poplar1/field255_alternatives.py`` adds gmpy2 and galois, which
+    the package does not depend on)."""
     import random
     import time
 
@@ -182,24 +184,8 @@ def bench_field(n: int, repeats: int, seed: int) -> dict:
     w64d = [sum(int(x) * int(y) for x, y in zip(u, v)) % F.P64 for u, v in zip(a64r, b64r)]
     clock("ns_per_dot_pair", "Field64 (uint64)", lambda: F.dot64(a64r, b64r),
           lambda g: [int(v) for v in g] == w64d, 44 * rows)
-    if importlib.util.find_spec("gmpy2") is not None:
-        import gmpy2
-
-        ga, gb, gp = [gmpy2.mpz(x) for x in a], [gmpy2.mpz(x) for x in b], gmpy2.mpz(p)
-        clock("ns_per_product", "gmpy2", lambda: [(x * y) % gp for x, y in zip(ga, gb)],
-              lambda g: [int(v) for v in g] == want, n)
-        out["gmpy2"] = gmpy2.version()
-    if importlib.util.find_spec("galois") is not None:
-        import galois
-
-        t = time.process_time()
-        gf = galois.GF(p)
-        out["galois_field_construction_seconds"] = round(time.process_time() - t, 2)
-        xa, xb = gf(ao), gf(bo)
-        out["galois_dtype"] = str(xa.dtype)
-        clock("ns_per_product", "galois", lambda: xa * xb,
-              lambda g: [int(v) for v in g] == want, n)
-        out["galois"] = galois.__version__
+    if extra is not None:
+        extra(a, b, want, clock, out)
     out["numpy"] = np.__version__
     return out
 
