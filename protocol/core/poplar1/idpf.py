@@ -132,7 +132,8 @@ def _hash_per_report(aes: RowKeyedAes, sig: np.ndarray) -> np.ndarray:
 def _split_ctrl(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The control bit is the low bit of a seed's first byte, then cleared."""
     t = (s[..., 0] & 1).astype(bool)
-    s = s.copy()
+    if not s.flags.writeable:             # else in place: the callers pass fresh arrays
+        s = s.copy()
     s[..., 0] &= 0xFE
     return s, t
 
@@ -149,7 +150,7 @@ def _convert_inner(ciphers: RowKeyedAes, seeds: np.ndarray) -> tuple[np.ndarray,
     again from the scalar XOF."""
     out = _hash_per_report(ciphers, _sigma_counters(seeds))
     nxt = out[..., 0, :].copy()
-    w = out[..., 1, :].copy().view("<u8").astype(np.uint64)   # (N, M, 2)
+    w = np.ascontiguousarray(out[..., 1, :]).view("<u8").astype(np.uint64, copy=False)  # (N, M, 2)
     bad = np.argwhere((w >= np.uint64(F.P64)).any(axis=-1))
     for r, m in bad:
         xof = XofFixedKeyAes128(seeds[r, m].tobytes(), b"", b"", cipher=ciphers.cipher(r))
@@ -308,7 +309,10 @@ def eval_batch(bits: int, ctx: bytes, agg_id: int, public: PublicShares, keys: n
         else:
             s, t = _extend_leaf(ctx, ciphers.nonces, seeds[:, par])
         pc = ctrl[:, par]                                               # (N, Q)
-        s = s ^ (pc[:, :, None, None] * public.seed_cw[:, depth][:, None, None, :]).astype(np.uint8)
+        # the seed correction where the parent's control bit is set, on 64-bit halves
+        cw = np.ascontiguousarray(public.seed_cw[:, depth]).view("<u8")       # (N, 2)
+        s64 = s.view("<u8")                                                # (N, Q, 2, 2)
+        s64 ^= np.where(pc[:, :, None, None], cw[:, None, None, :], np.uint64(0))
         t = t ^ (pc[:, :, None] & public.ctrl_cw[:, depth][:, None, :])
         qi = np.asarray([pos[index[p[:depth]]] for p in nodes], dtype=np.intp)
         bi = np.asarray([int(p[depth]) for p in nodes], dtype=np.intp)
