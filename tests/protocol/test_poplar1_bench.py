@@ -21,6 +21,27 @@ def test_bench_hh_small(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(run["load_average"]) == 2
 
 
+def test_bench_field(capsys: pytest.CaptureFixture[str]) -> None:
+    """--field times every representation and checks each against Python's integers."""
+    assert main(["bench", "poplar1", "--field", "--reports", "440", "--repeats", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["clock"] == "process_time" and out["elements"] == 440
+    for table in ("ns_per_product", "ns_per_dot_pair"):
+        assert {"python ints", "numpy object arrays", "fedhh limbs",
+                "Field64 (uint64)"} <= set(out[table]) and min(out[table].values()) > 0
+    assert main(["bench", "poplar1", "--field", "--reports", "10"]) == 2
+
+
+def test_bench_levels(capsys: pytest.CaptureFixture[str]) -> None:
+    """--levels: CPU per report of the last inner level and the leaf, counts checked."""
+    assert main(["bench", "poplar1", "--levels", "--reports", "40", "--bits", "3",
+                 "--candidates", "4", "--repeats", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["bits"] == 3 and out["clock"] == "process_time"
+    assert set(out["us_per_report_and_aggregator"]) == {"inner", "leaf"}
+    assert main(["bench", "poplar1", "--levels", "--bits", "1"]) == 2
+
+
 def test_bench_table_from_json(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
     """--table renders earlier --hh outputs (sorted by bits, then n) and refuses what is
     not one."""
@@ -47,6 +68,19 @@ def test_bench_reference_refusals(tmp_path, capsys: pytest.CaptureFixture[str]) 
     err = capsys.readouterr().err
     assert "vdaf_poc" in err and "--bits" not in err
     assert main(["bench", "poplar1", "--hh", "--users", "x"]) == 2
+    capsys.readouterr()
+    # --bits: the draft's range, one line each; with --hh refused with the reason
+    for bad in ("0", "65536", "-3", "x"):
+        assert main(["bench", "poplar1", "--reference", str(tmp_path), "--bits", bad]) == 2
+        err = capsys.readouterr().err
+        assert "--bits must be" in err and len(err.strip().splitlines()) == 1
+    for bits in ("0", "8"):
+        assert main(["bench", "poplar1", "--hh", "--bits", bits]) == 2
+        err = capsys.readouterr().err
+        assert "--bits does not apply to --hh" in err and "--chars" in err
+    # BITS = 1 is valid (the draft's minimum): it reaches the reference loader
+    assert main(["bench", "poplar1", "--reference", str(tmp_path), "--bits", "1"]) == 2
+    assert "vdaf_poc" in capsys.readouterr().err
 
 
 def test_reference_table_rows() -> None:
@@ -93,5 +127,9 @@ def test_docs_tables_are_the_committed_results() -> None:
     again = bench_table(load("hh_1e5_256.json", "hh_1e5_256_processes.json"))
     for table in (ref, hh, mem, state, aes, again):
         assert "\n".join(table) in page
+    for name, row in (("levels_8192_16_44_before.json", "| Python-integer leaf (before) |"),
+                      ("levels_8192_16_44.json", "| numpy-limb leaf, cache-sized Keccak blocks (now) |")):
+        us = load(name)[0]["us_per_report_and_aggregator"]
+        assert f"{row} {us['inner']} us | {us['leaf']} us |" in page
     for d in ("cmp_en_1e4", "cmp_zipf_1e4", "cmp_zipf_1e5"):
         assert (res / d / "table.md").read_text(encoding="utf-8").strip() in page

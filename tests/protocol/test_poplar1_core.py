@@ -122,6 +122,25 @@ def test_counts_over_every_level_with_the_node_cache() -> None:
                       for p in levels[-1][1]]
 
 
+def test_one_bit_strings() -> None:
+    """BITS = 1, which the draft allows: the leaf is the only level; shares encode to
+    the draft's sizes (no inner payload), decode back, and the counts are right."""
+    vdaf = Poplar1(1, b"one")
+    words = [1, 1, 0, 1, 0, 1, 1]
+    rep = _reports(vdaf, words, 5)
+    assert rep.public.w_inner.shape == (7, 0, 2) and vdaf.public_share_size() == 1 + 16 + 64
+    pubs = [I.encode_public_share(rep.public, r) for r in range(7)]
+    assert all(len(x) == vdaf.public_share_size() for x in pubs)
+    dec = vdaf.decode_public_shares(pubs)
+    assert [I.encode_public_share(dec, r) for r in range(7)] == pubs
+    (ok, counts), = _run_levels(vdaf, rep, bytes(32), [(0, ((False,), (True,)))])
+    assert ok.all() and counts == [2, 5]
+    with pytest.raises(Poplar1UsageError):
+        Poplar1(0)
+    with pytest.raises(Poplar1UsageError):
+        Poplar1(1 << 16)
+
+
 def test_agg_param_rules_and_encoding() -> None:
     ap = (2, ((False, True, True), (True, False, False)))
     assert decode_agg_param(encode_agg_param(ap)) == ap

@@ -51,14 +51,14 @@ def test_store_gives_back_the_decoded_reports(where: str, tmp_path) -> None:  # 
             assert got.ctrl_cw[:, lv].dtype == bool
         for lv in range(bits - 1):
             assert np.array_equal(got.w_inner[:, lv], pub.w_inner[lo:hi, lv])
-        assert list(got.w_leaf) == pub.w_leaf[lo:hi]
+        assert list(got.w_leaf) == list(pub.w_leaf[lo:hi])
         for j in (0, 1):
             sh = store.inputs(j, lo, hi)
             assert np.array_equal(sh.key, ins[j].key[lo:hi])
             assert np.array_equal(sh.corr_seed, ins[j].corr_seed[lo:hi])
             for lv in range(bits - 1):
                 assert np.array_equal(sh.corr_inner[:, lv], ins[j].corr_inner[lo:hi, lv])
-            assert [sh.corr_leaf[r] for r in range(hi - lo)] == ins[j].corr_leaf[lo:hi]
+            assert [sh.corr_leaf[r] for r in range(hi - lo)] == list(ins[j].corr_leaf[lo:hi])
     with pytest.raises(Exception, match="one level at a time"):
         store.public(0, 0, 2).seed_cw[0]
     store.close()

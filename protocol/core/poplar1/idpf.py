@@ -37,14 +37,14 @@ from protocol.core.poplar1.xof import (RowKeyedAes, XofFixedKeyAes128, XofTurboS
                                        fixed_keys, format_dst, turboshake_many)
 
 __all__ = ["KEY_SIZE", "RAND_SIZE", "PublicShares", "ReportCiphers", "EvalCache", "gen",
-           "eval_batch", "encode_public_share", "decode_public_shares", "public_share_size"]
+           "eval_batch", "encode_public_share", "decode_public_shares", "public_share_size",
+           "take_rows"]
 
 KEY_SIZE = 16
 RAND_SIZE = 32
 VALUE_LEN = 2
 _DST_EXTEND = format_dst(1, 0, 0)
 _DST_CONVERT = format_dst(1, 0, 1)
-_M255 = (1 << 255) - 1
 
 
 @dataclass
@@ -52,13 +52,15 @@ class PublicShares:
     """The correction words of ``N`` reports (struct of arrays).
 
     ``seed_cw`` ``(N, BITS, 16)`` uint8, ``ctrl_cw`` ``(N, BITS, 2)`` bool, ``w_inner``
-    ``(N, BITS - 1, 2)`` uint64 (Field64), ``w_leaf`` ``N`` pairs of Field255 ints.
+    ``(N, BITS - 1, 2)`` uint64 (Field64), ``w_leaf`` the ``N`` Field255 pairs (a
+    :class:`~protocol.core.poplar1.field.Field255Rows`; ``N`` lists of two ints are
+    accepted too).
     """
 
     seed_cw: np.ndarray
     ctrl_cw: np.ndarray
     w_inner: np.ndarray
-    w_leaf: list[list[int]]
+    w_leaf: "F.Field255Rows | list[list[int]]"
 
     def __len__(self) -> int:
         return self.seed_cw.shape[0]
@@ -66,7 +68,15 @@ class PublicShares:
     def take(self, idx: np.ndarray) -> "PublicShares":
         idx = np.asarray(idx)
         return PublicShares(self.seed_cw[idx], self.ctrl_cw[idx], self.w_inner[idx],
-                            [self.w_leaf[int(i)] for i in idx])
+                            take_rows(self.w_leaf, idx))
+
+
+def take_rows(rows, idx: np.ndarray):  # noqa: ANN001, ANN201
+    """Rows ``idx`` of a :class:`~protocol.core.poplar1.field.Field255Rows` (one array
+    step) or of a list."""
+    if isinstance(rows, F.Field255Rows):
+        return rows[np.asarray(idx, dtype=np.intp)]
+    return [rows[int(i)] for i in idx]
 
 
 @dataclass
@@ -122,7 +132,8 @@ def _hash_per_report(aes: RowKeyedAes, sig: np.ndarray) -> np.ndarray:
 def _split_ctrl(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The control bit is the low bit of a seed's first byte, then cleared."""
     t = (s[..., 0] & 1).astype(bool)
-    s = s.copy()
+    if not s.flags.writeable:             # else in place: the callers pass fresh arrays
+        s = s.copy()
     s[..., 0] &= 0xFE
     return s, t
 
@@ -139,7 +150,7 @@ def _convert_inner(ciphers: RowKeyedAes, seeds: np.ndarray) -> tuple[np.ndarray,
     again from the scalar XOF."""
     out = _hash_per_report(ciphers, _sigma_counters(seeds))
     nxt = out[..., 0, :].copy()
-    w = out[..., 1, :].copy().view("<u8").astype(np.uint64)   # (N, M, 2)
+    w = np.ascontiguousarray(out[..., 1, :]).view("<u8").astype(np.uint64, copy=False)  # (N, M, 2)
     bad = np.argwhere((w >= np.uint64(F.P64)).any(axis=-1))
     for r, m in bad:
         xof = XofFixedKeyAes128(seeds[r, m].tobytes(), b"", b"", cipher=ciphers.cipher(r))
@@ -162,40 +173,34 @@ def _extend_leaf(ctx: bytes, nonces: np.ndarray, seeds: np.ndarray) -> tuple[np.
     return _split_ctrl(out)
 
 
-def _convert_leaf(ctx: bytes, nonces: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, list]:
+def _convert_leaf(ctx: bytes, nonces: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``convert`` at the leaf on ``(N, M, 16)`` seeds: next seeds ``(N, M, 16)`` and the
+    nodes' Field255 pairs as limbs ``(10, N, M, 2)``. One TurboSHAKE128 read per node
+    (the seed and two elements' bytes), masked to 255 bits and checked against ``p`` in
+    numpy; the exact draw of the XOF only for a node with a rejected element
+    (probability about ``2 * 19 / 2^255``)."""
     n, m = seeds.shape[:2]
     dst = _DST_CONVERT + ctx
-    # one read of the seed and two elements per node; the exact draw only when an
-    # element was rejected (probability 19 / 2^255 each)
     e = _leaf_xof(dst, nonces, seeds, KEY_SIZE + 2 * F.ENC255)
     nxt = e[:, :, :KEY_SIZE].copy()
-    raw = e[:, :, KEY_SIZE:].tobytes()
-    vals: list[list[list[int]]] = []
-    off = 0
-    for r in range(n):
-        row = []
-        for j in range(m):
-            v = [int.from_bytes(raw[off:off + 32], "little") & _M255,
-                 int.from_bytes(raw[off + 32:off + 64], "little") & _M255]
-            off += 64
-            if v[0] >= F.P255 or v[1] >= F.P255:
-                xof = XofTurboShake128(seeds[r, j].tobytes(), dst, nonces[r].tobytes())
-                xof.next(KEY_SIZE)
-                v = xof.next_vec255(VALUE_LEN)
-            row.append(v)
-        vals.append(row)
+    vals = F.limbs_from_bytes(e[:, :, KEY_SIZE:].reshape(n, m, VALUE_LEN, F.ENC255), mask=True)
+    for r, j in np.argwhere(F.at_least_p(vals).any(axis=-1)):
+        xof = XofTurboShake128(seeds[r, j].tobytes(), dst, nonces[r].tobytes())
+        xof.next(KEY_SIZE)
+        vals[:, r, j] = F.limbs_from_ints(xof.next_vec255(VALUE_LEN), (VALUE_LEN,))
     return nxt, vals
 
 
 def gen(bits: int, ctx: bytes, alpha: np.ndarray, beta_inner: np.ndarray,
-        beta_leaf: list[list[int]], nonces: np.ndarray, rand: np.ndarray,
+        beta_leaf, nonces: np.ndarray, rand: np.ndarray,  # noqa: ANN001
         ciphers: ReportCiphers | None = None) -> tuple[PublicShares, np.ndarray]:
     """IDPF key generation for ``N`` clients.
 
     Args:
         alpha: ``(N, BITS)`` bool, each client's string (most significant bit first).
         beta_inner: ``(N, BITS - 1, 2)`` uint64, the inner levels' values.
-        beta_leaf: ``N`` pairs of Field255 ints.
+        beta_leaf: the ``N`` Field255 pairs: limbs ``(10, N, 2)``, a
+            :class:`~protocol.core.poplar1.field.Field255Rows` or ``N`` lists of ints.
         nonces: ``(N, 16)`` uint8.
         rand: ``(N, 32)`` uint8, the two keys.
 
@@ -204,8 +209,10 @@ def gen(bits: int, ctx: bytes, alpha: np.ndarray, beta_inner: np.ndarray,
     """
     alpha = np.asarray(alpha, dtype=bool)
     n = alpha.shape[0]
+    beta_leaf = F.leaf_limbs(beta_leaf)
     if alpha.shape != (n, bits) or beta_inner.shape != (n, bits - 1, VALUE_LEN) \
-            or rand.shape != (n, RAND_SIZE) or nonces.shape != (n, 16) or len(beta_leaf) != n:
+            or rand.shape != (n, RAND_SIZE) or nonces.shape != (n, 16) \
+            or beta_leaf.shape != (F.LIMBS, n, VALUE_LEN):
         raise Poplar1UsageError("IDPF gen: inputs of the wrong shape")
     if ciphers is None:
         ciphers = ReportCiphers.derive(ctx, nonces)
@@ -216,7 +223,7 @@ def gen(bits: int, ctx: bytes, alpha: np.ndarray, beta_inner: np.ndarray,
     seed_cw = np.empty((n, bits, 16), dtype=np.uint8)
     ctrl_cw = np.empty((n, bits, 2), dtype=bool)
     w_inner = np.empty((n, max(bits - 1, 0), VALUE_LEN), dtype=np.uint64)
-    w_leaf: list[list[int]] = []
+    w_leaf = None
     rows = np.arange(n)
     for level in range(bits):
         bit = alpha[:, level]
@@ -239,12 +246,10 @@ def gen(bits: int, ctx: bytes, alpha: np.ndarray, beta_inner: np.ndarray,
             wcw = np.where(ctrl[:, 1:2], F.neg64(wcw), wcw)
             w_inner[:, level] = wcw
         else:
-            seed, wl = _convert_leaf(ctx, nonces, x)
-            for r in range(n):
-                v = [(beta_leaf[r][i] - wl[r][0][i] + wl[r][1][i]) % F.P255 for i in range(VALUE_LEN)]
-                if ctrl[r, 1]:
-                    v = [(-x_) % F.P255 for x_ in v]
-                w_leaf.append(v)
+            seed, wl = _convert_leaf(ctx, nonces, x)              # (10, N, 2, 2)
+            wcw = F.reduce255(beta_leaf - wl[:, :, 0] + wl[:, :, 1])
+            wcw = np.where(ctrl[None, :, 1:2], F.neg255(wcw), wcw)
+            w_leaf = F.Field255Rows.from_limbs(wcw)
         seed_cw[:, level] = scw
         ctrl_cw[:, level] = ccw
     return PublicShares(seed_cw, ctrl_cw, w_inner, w_leaf), keys
@@ -269,8 +274,8 @@ def eval_batch(bits: int, ctx: bytes, agg_id: int, public: PublicShares, keys: n
     distinct) for ``N`` reports.
 
     Returns:
-        ``(N, C, 2)`` uint64 on an inner level or ``N`` lists of ``C`` pairs of
-        Field255 ints on the leaf, and the cache of the nodes at ``level`` (pass it to
+        ``(N, C, 2)`` uint64 on an inner level or Field255 limbs ``(10, N, C, 2)``
+        (:mod:`~protocol.core.poplar1.field`) on the leaf, and the cache of the nodes at ``level`` (pass it to
         the next call: nodes whose ancestors it holds start from there).
 
     Raises:
@@ -304,7 +309,10 @@ def eval_batch(bits: int, ctx: bytes, agg_id: int, public: PublicShares, keys: n
         else:
             s, t = _extend_leaf(ctx, ciphers.nonces, seeds[:, par])
         pc = ctrl[:, par]                                               # (N, Q)
-        s = s ^ (pc[:, :, None, None] * public.seed_cw[:, depth][:, None, None, :]).astype(np.uint8)
+        # the seed correction where the parent's control bit is set, on 64-bit halves
+        cw = np.ascontiguousarray(public.seed_cw[:, depth]).view("<u8")       # (N, 2)
+        s64 = s.view("<u8")                                                # (N, Q, 2, 2)
+        s64 ^= np.where(pc[:, :, None, None], cw[:, None, None, :], np.uint64(0))
         t = t ^ (pc[:, :, None] & public.ctrl_cw[:, depth][:, None, :])
         qi = np.asarray([pos[index[p[:depth]]] for p in nodes], dtype=np.intp)
         bi = np.asarray([int(p[depth]) for p in nodes], dtype=np.intp)
@@ -318,20 +326,11 @@ def eval_batch(bits: int, ctx: bytes, agg_id: int, public: PublicShares, keys: n
                 if agg_id == 1:
                     y = F.neg64(y)
         else:
-            seeds, wl = _convert_leaf(ctx, ciphers.nonces, child)
-            out = []
-            for r in range(n):
-                cw = public.w_leaf[r]
-                row = []
-                for j in range(len(nodes)):
-                    v = wl[r][j]
-                    if ctrl[r, j]:
-                        v = [(v[i] + cw[i]) % F.P255 for i in range(VALUE_LEN)]
-                    if agg_id == 1:
-                        v = [(-x) % F.P255 for x in v]
-                    row.append(v)
-                out.append(row)
-            y = out
+            seeds, wl = _convert_leaf(ctx, ciphers.nonces, child)   # (10, N, M, 2)
+            cw = F.leaf_limbs(public.w_leaf)[:, :, None, :]            # (10, N, 1, 2)
+            y = np.where(ctrl[None, :, :, None], F.add255(wl, cw), wl)
+            if agg_id == 1:
+                y = F.neg255(y)
         cur_pref = list(nodes)
     return y, EvalCache(level, list(prefixes), seeds, ctrl)
 
@@ -347,8 +346,9 @@ def encode_public_share(public: PublicShares, r: int) -> bytes:
     (least significant bit first), the seeds, the inner payloads, the leaf payload."""
     ctrl = public.ctrl_cw[r].reshape(-1)
     packed = np.packbits(ctrl, bitorder="little").tobytes()
-    return (packed + public.seed_cw[r].tobytes() + F.encode64(public.w_inner[r])
-            + F.encode255(public.w_leaf[r]))
+    leaf = public.w_leaf
+    tail = leaf.raw[r].tobytes() if isinstance(leaf, F.Field255Rows) else F.encode255(leaf[r])
+    return packed + public.seed_cw[r].tobytes() + F.encode64(public.w_inner[r]) + tail
 
 
 def decode_public_shares(bits: int, encoded: Sequence[bytes]) -> PublicShares:
@@ -378,10 +378,10 @@ def decode_public_shares(bits: int, encoded: Sequence[bytes]) -> PublicShares:
         bad = int(np.argmax((inner >= np.uint64(F.P64)).any(axis=1)))
         raise Poplar1DecodeError(f"public share {bad}: Field64 element at or above the modulus")
     off += 16 * (bits - 1)
-    w_leaf = []
-    for i in range(n):
-        try:
-            w_leaf.append(F.decode255(buf[i, off:].tobytes(), VALUE_LEN))
-        except Poplar1DecodeError as exc:
-            raise Poplar1DecodeError(f"public share {i}: {exc}") from None
-    return PublicShares(seed_cw, ctrl_cw, inner.reshape(n, bits - 1, VALUE_LEN), w_leaf)
+    leaf = buf[:, off:].copy()
+    bad = F.at_least_p(F.limbs_from_bytes(leaf.reshape(n, VALUE_LEN, F.ENC255))).any(axis=-1)
+    if bad.any():
+        raise Poplar1DecodeError(f"public share {int(np.argmax(bad))}: Field255 element at or "
+                                 "above the modulus")
+    return PublicShares(seed_cw, ctrl_cw, inner.reshape(n, bits - 1, VALUE_LEN),
+                        F.Field255Rows(leaf))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["RATE", "keccak_p1600_12", "turboshake128_many", "SpongeBatch"]
+__all__ = ["RATE", "CHUNK", "keccak_p1600_12", "turboshake128_many", "SpongeBatch"]
 
 #: TurboSHAKE128's rate in bytes (capacity 256 bits)
 RATE = 168
@@ -87,14 +87,23 @@ def keccak_p1600_12(state: np.ndarray) -> None:
     from it, lane by lane with preallocated outputs (more calls, less memory traffic)."""
     if state.dtype != np.uint64 or state.ndim != 2 or state.shape[0] != 25:
         raise ValueError("keccak_p1600_12 takes a (25, N) uint64 array")
-    if state.shape[1] < _WIDE:
+    n = state.shape[1]
+    if n < _WIDE:
         _rounds_planes(state)
-    else:
+    elif n <= CHUNK:
         _rounds_lanes(state)
+    else:
+        for lo in range(0, n, CHUNK):       # cache-sized blocks of sponges
+            _rounds_lanes(state[:, lo:lo + CHUNK])
 
 
 #: from this many sponges on, :func:`_rounds_lanes`
 _WIDE = 2048
+#: sponges one pass of the rounds (and :func:`turboshake128_many`) takes at once: the
+#: state and temporaries of 8,192 sponges (about 3 MB) stay in the cache, where the
+#: whole batch's would not (1.1 against 3.0 us a message over 220,000 messages,
+#: measured on this machine)
+CHUNK = 8192
 _SRC = np.zeros(25, dtype=np.intp)
 _ROT = np.zeros((25, 1), dtype=np.uint64)
 for _s, _d, _r in _RHO_PI:
@@ -209,6 +218,12 @@ def turboshake128_many(messages: np.ndarray, domain: int, length: int) -> np.nda
     """
     if length < 0:
         raise ValueError("negative output length")
+    messages = np.asarray(messages, dtype=np.uint8)
+    if messages.ndim == 2 and messages.shape[0] > CHUNK:
+        out = np.empty((messages.shape[0], length), dtype=np.uint8)
+        for lo in range(0, messages.shape[0], CHUNK):
+            out[lo:lo + CHUNK] = turboshake128_many(messages[lo:lo + CHUNK], domain, length)
+        return out
     state = _absorb(messages, domain)
     n = state.shape[1]
     out = np.empty((n, -(-length // RATE) * RATE), dtype=np.uint8)

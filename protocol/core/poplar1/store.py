@@ -29,47 +29,17 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 
 from protocol.core.poplar1 import idpf as I
 from protocol.core.poplar1.errors import Poplar1UsageError
-from protocol.core.poplar1.field import ENC255
+from protocol.core.poplar1.field import ENC255, Field255Rows
 
 __all__ = ["ReportStore", "Field255Rows", "LevelColumns"]
 
 _LEVEL_MAJOR = {"seed_cw", "ctrl_cw", "w_inner", "corr_inner"}
-
-
-class Field255Rows:
-    """``N`` rows of ``k`` little-endian Field255 elements (``(N, 32 k)`` uint8, already
-    validated, or a callable that reads them on first use), read as lists of ints one
-    row at a time: what ``PublicShares.w_leaf`` and ``InputShares.corr_leaf`` hold,
-    without keeping ``N`` lists of Python ints."""
-
-    __slots__ = ("_raw", "_n")
-
-    def __init__(self, raw: np.ndarray | Callable[[], np.ndarray], n: int | None = None) -> None:
-        self._raw = raw
-        self._n = raw.shape[0] if isinstance(raw, np.ndarray) else n
-
-    @property
-    def raw(self) -> np.ndarray:
-        if not isinstance(self._raw, np.ndarray):
-            self._raw = self._raw()
-        return self._raw
-
-    def __len__(self) -> int:
-        return int(self._n if self._n is not None else self.raw.shape[0])
-
-    def __getitem__(self, r: int) -> list[int]:
-        row = self.raw[r].tobytes()
-        return [int.from_bytes(row[i:i + ENC255], "little") for i in range(0, len(row), ENC255)]
-
-    def __iter__(self) -> Iterator[list[int]]:
-        for r in range(len(self)):
-            yield self[r]
 
 
 class LevelColumns:
@@ -109,8 +79,8 @@ class ReportStore:
 
     def __init__(self, bits: int, n: int, *, directory: str | None = None,
                  split_public: bool = False) -> None:
-        if n < 1 or bits < 2:
-            raise Poplar1UsageError("a report store needs n >= 1 and bits >= 2")
+        if n < 1 or not 1 <= bits < (1 << 16):
+            raise Poplar1UsageError("a report store needs n >= 1 and bits in [1, 65535]")
         self.bits, self.n = bits, n
         self.split_public = split_public
         self.tmpdir: str | None = None
@@ -133,7 +103,8 @@ class ReportStore:
             self.tmpdir = tempfile.mkdtemp(prefix="fedhh-poplar1-", dir=directory)
         try:
             for name, (shape, dtype) in t.items():
-                if self.tmpdir is None:
+                # an empty table (the inner levels at BITS = 1) has no file to map
+                if self.tmpdir is None or int(np.prod(shape)) == 0:
                     self._mem[name] = np.zeros(shape, dtype=dtype)
                 else:   # the file at its full size, filled chunk by chunk
                     np.memmap(self._path(name), dtype=dtype, mode="w+", shape=shape).flush()
@@ -188,7 +159,7 @@ class ReportStore:
             raise Poplar1UsageError(f"report store: bad rows for {name}")
         if major:
             rows = np.swapaxes(rows, 0, 1)
-        if self.tmpdir is None:
+        if name in self._mem:
             if major:
                 self._mem[name][:, lo:hi] = rows
             else:
@@ -228,7 +199,7 @@ class ReportStore:
         self._check_open()
         shape, dtype = self.tables[name]
         dtype = np.dtype(dtype)
-        if self.tmpdir is None:
+        if name in self._mem:
             t = self._mem[name]
             return t[level, lo:hi] if level is not None else t[lo:hi]
         if level is not None:

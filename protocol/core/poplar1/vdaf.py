@@ -69,19 +69,20 @@ AggParam = tuple[int, tuple[tuple[bool, ...], ...]]
 class InputShares:
     """One aggregator's input shares of ``N`` reports: IDPF keys ``(N, 16)``,
     correlated-randomness seeds ``(N, 32)``, the inner levels' ``(A, B)`` shares
-    ``(N, BITS - 1, 2)`` uint64 and the leaf's (``N`` pairs of Field255 ints)."""
+    ``(N, BITS - 1, 2)`` uint64 and the leaf's (``N`` Field255 pairs: a
+    :class:`~protocol.core.poplar1.field.Field255Rows`, or ``N`` lists of two ints)."""
 
     key: np.ndarray
     corr_seed: np.ndarray
     corr_inner: np.ndarray
-    corr_leaf: list[list[int]]
+    corr_leaf: "F.Field255Rows | list[list[int]]"
 
     def __len__(self) -> int:
         return self.key.shape[0]
 
     def take(self, idx: np.ndarray) -> "InputShares":
         return InputShares(self.key[idx], self.corr_seed[idx], self.corr_inner[idx],
-                           [self.corr_leaf[int(i)] for i in idx])
+                           I.take_rows(self.corr_leaf, idx))
 
 
 @dataclass
@@ -109,8 +110,6 @@ class Poplar1:
     def __init__(self, bits: int, ctx: bytes = b"") -> None:
         if not 1 <= bits < (1 << 16):
             raise Poplar1UsageError("bits must be in [1, 2^16)")
-        if bits < 2:
-            raise Poplar1UsageError("Poplar1 needs at least 2 bits (one inner level)")
         self.bits = bits
         self.ctx = bytes(ctx)
 
@@ -157,64 +156,55 @@ class Poplar1:
         corr_seeds = [rands[:, 32:64], rands[:, 64:96]]
         shard_seed = rands[:, 96:128]
         k_inner = np.empty((n, b - 1), dtype=np.uint64)
-        k_leaf: list[int] = []
         ab_inner = np.empty((n, b - 1, 2), dtype=np.uint64)   # shares for aggregator 1
-        ab_leaf1: list[list[int]] = []
         d_shard = self.dst(USAGE_SHARD_RAND)
-        m255 = (1 << 255) - 1
         span = 8 * (b - 1) + 32 + 16 * (b - 1) + 64
         # the stream is read once per client: k (inner), k (leaf), the (A, B) shares of
         # aggregator 1 (inner, leaf); a client whose stream rejected an element
         # (probability about 2^-32 per Field64 element) is drawn again element by element
         buf = turboshake_many(shard_seed, d_shard, nonces, span)
-        raw = buf.tobytes()
         k_inner[:] = buf[:, :8 * (b - 1)].copy().view("<u8").astype(np.uint64)
         off = 8 * (b - 1) + 32
         ab_inner[:] = buf[:, off:off + 16 * (b - 1)].copy().view("<u8").astype(
             np.uint64).reshape(n, b - 1, 2)
+        k_leaf = F.limbs_from_bytes(buf[:, 8 * (b - 1):off], mask=True)          # (10, N)
+        ab_leaf1 = F.limbs_from_bytes(buf[:, span - 64:].reshape(n, 2, F.ENC255), mask=True)
         bad = (k_inner >= np.uint64(F.P64)).any(axis=1) | \
-            (ab_inner >= np.uint64(F.P64)).reshape(n, -1).any(axis=1)
-        for r in range(n):
-            e = raw[r * span:(r + 1) * span]
-            kl = int.from_bytes(e[8 * (b - 1):off], "little") & m255
-            ab = [int.from_bytes(e[span - 64 + 32 * i:span - 32 + 32 * i], "little") & m255
-                  for i in range(2)]
-            if bad[r] or kl >= F.P255 or ab[0] >= F.P255 or ab[1] >= F.P255:
-                xof = XofTurboShake128(shard_seed[r].tobytes(), d_shard, nonces[r].tobytes())
-                k_inner[r] = xof.next_vec64(b - 1)
-                kl = xof.next_vec255(1)[0]
-                ab_inner[r] = xof.next_vec64(2 * (b - 1)).reshape(b - 1, 2)
-                ab = xof.next_vec255(2)
-            k_leaf.append(kl)
-            ab_leaf1.append(ab)
+            (ab_inner >= np.uint64(F.P64)).reshape(n, -1).any(axis=1) | \
+            F.at_least_p(k_leaf) | F.at_least_p(ab_leaf1).any(axis=-1)
+        for r in np.flatnonzero(bad):
+            xof = XofTurboShake128(shard_seed[r].tobytes(), d_shard, nonces[r].tobytes())
+            k_inner[r] = xof.next_vec64(b - 1)
+            k_leaf[:, r] = F.limbs_from_ints(xof.next_vec255(1)[0], ())
+            ab_inner[r] = xof.next_vec64(2 * (b - 1)).reshape(b - 1, 2)
+            ab_leaf1[:, r] = F.limbs_from_ints(xof.next_vec255(2), (2,))
+        one = F.const255(1, (n,))
         if weights is None:
             beta_inner = np.stack([np.ones((n, b - 1), dtype=np.uint64), k_inner], axis=-1)
-            beta_leaf = [[1, k] for k in k_leaf]
+            beta_leaf = np.stack([one, k_leaf], axis=-1)                      # (10, N, 2)
         else:
             w = np.asarray(weights)
             if w.shape != (n, b):
                 raise Poplar1UsageError("shard: weights of the wrong shape")
             wi = (w[:, :b - 1].astype(object) % F.P64).astype(np.uint64)
             beta_inner = np.stack([wi, F.mul64(wi, k_inner)], axis=-1)
-            beta_leaf = [[int(w[r, b - 1]) % F.P255, int(w[r, b - 1]) * k % F.P255]
-                         for r, k in enumerate(k_leaf)]
+            wl = F.limbs_from_ints([int(x) % F.P255 for x in w[:, b - 1]], (n,))
+            beta_leaf = np.stack([wl, F.mul255(wl, k_leaf)], axis=-1)
         public, keys = I.gen(b, self.ctx, meas, beta_inner, beta_leaf, nonces, idpf_rand)
         # the (a, b, c) triples: the sum of both aggregators' expansions
         abc_inner = np.zeros((n, b - 1, 3), dtype=np.uint64)
-        abc_leaf = [[0, 0, 0] for _ in range(n)]
+        abc_leaf = F.zeros255((n, 3))
         d_in, d_leaf = self.dst(USAGE_CORR_INNER), self.dst(USAGE_CORR_LEAF)
         for j in (0, 1):
             # each aggregator's expansion, read once per client; a client whose stream
             # rejected an element is expanded again element by element
             binders = np.concatenate([np.full((n, 1), j, dtype=np.uint8), nonces], axis=1)
-            leaf_raw = turboshake_many(corr_seeds[j], d_leaf, binders, 96).tobytes()
-            for r in range(n):
-                lv = [int.from_bytes(leaf_raw[96 * r + 32 * i:96 * r + 32 * i + 32], "little")
-                      & m255 for i in range(3)]
-                if any(x >= F.P255 for x in lv):
-                    lv = XofTurboShake128(corr_seeds[j][r].tobytes(), d_leaf,
-                                          binders[r].tobytes()).next_vec255(3)
-                abc_leaf[r] = [(x + y) % F.P255 for x, y in zip(abc_leaf[r], lv)]
+            lv = F.limbs_from_bytes(turboshake_many(corr_seeds[j], d_leaf, binders, 96).reshape(
+                n, 3, F.ENC255), mask=True)
+            for r in np.flatnonzero(F.at_least_p(lv).any(axis=-1)):
+                lv[:, r] = F.limbs_from_ints(XofTurboShake128(
+                    corr_seeds[j][r].tobytes(), d_leaf, binders[r].tobytes()).next_vec255(3), (3,))
+            abc_leaf = F.add255(abc_leaf, lv)
             v = turboshake_many(corr_seeds[j], d_in, binders, 24 * (b - 1)).view(
                 "<u8").astype(np.uint64).reshape(n, b - 1, 3)
             for r in np.flatnonzero((v >= np.uint64(F.P64)).reshape(n, -1).any(axis=1)):
@@ -226,13 +216,11 @@ class Poplar1:
         A = F.add64(F.neg64(F.add64(a, a)), k_inner)
         B = F.add64(F.sub64(F.add64(F.mul64(a, a), bb), F.mul64(a, k_inner)), c)
         ab0_inner = F.sub64(np.stack([A, B], axis=-1), ab_inner)
-        ab_leaf0: list[list[int]] = []
-        p = F.P255
-        for r in range(n):
-            la, lb, lc = abc_leaf[r]
-            k = k_leaf[r]
-            AB = [(-2 * la + k) % p, (la * la + lb - la * k + lc) % p]
-            ab_leaf0.append([(AB[i] - ab_leaf1[r][i]) % p for i in range(2)])
+        la, lb, lc = abc_leaf[..., 0], abc_leaf[..., 1], abc_leaf[..., 2]
+        A_l = F.reduce255(k_leaf - 2 * la)
+        B_l = F.reduce255(F.mul255(la, F.sub255(la, k_leaf)) + lb + lc)
+        ab_leaf0 = F.Field255Rows.from_limbs(F.sub255(np.stack([A_l, B_l], axis=-1), ab_leaf1))
+        ab_leaf1 = F.Field255Rows.from_limbs(ab_leaf1)
         s0 = InputShares(keys[0], corr_seeds[0].copy(), ab0_inner, ab_leaf0)
         s1 = InputShares(keys[1], corr_seeds[1].copy(), ab_inner, ab_leaf1)
         return Reports(nonces.copy(), public, (s0, s1))
@@ -256,8 +244,10 @@ class Poplar1:
 
     # ------------------------------------------------------------------ encoding
     def encode_input_share(self, s: InputShares, r: int) -> bytes:
-        return (s.key[r].tobytes() + s.corr_seed[r].tobytes() + F.encode64(s.corr_inner[r])
-                + F.encode255(s.corr_leaf[r]))
+        leaf = s.corr_leaf
+        tail = leaf.raw[r].tobytes() if isinstance(leaf, F.Field255Rows) \
+            else F.encode255(leaf[r])
+        return s.key[r].tobytes() + s.corr_seed[r].tobytes() + F.encode64(s.corr_inner[r]) + tail
 
     def decode_input_shares(self, encoded: Sequence[bytes]) -> InputShares:
         """Decode ``N`` input shares (of one aggregator), validating each completely.
@@ -275,14 +265,13 @@ class Poplar1:
         if (inner >= np.uint64(F.P64)).any():
             bad = int(np.argmax((inner >= np.uint64(F.P64)).any(axis=1)))
             raise Poplar1DecodeError(f"input share {bad}: Field64 element at or above the modulus")
-        leaf = []
-        for i in range(n):
-            try:
-                leaf.append(F.decode255(buf[i, 48 + 16 * (b - 1):].tobytes(), 2))
-            except Poplar1DecodeError as exc:
-                raise Poplar1DecodeError(f"input share {i}: {exc}") from None
+        leaf = buf[:, 48 + 16 * (b - 1):].copy()
+        bad = F.at_least_p(F.limbs_from_bytes(leaf.reshape(n, 2, F.ENC255))).any(axis=-1)
+        if bad.any():
+            raise Poplar1DecodeError(f"input share {int(np.argmax(bad))}: Field255 element at "
+                                     "or above the modulus")
         return InputShares(buf[:, :16].copy(), buf[:, 16:48].copy(),
-                           inner.reshape(n, b - 1, 2), leaf)
+                           inner.reshape(n, b - 1, 2), F.Field255Rows(leaf))
 
     def decode_public_shares(self, encoded: Sequence[bytes]) -> I.PublicShares:
         return I.decode_public_shares(self.bits, encoded)
@@ -440,16 +429,23 @@ class Aggregator:
         d = self.vdaf.dst(USAGE_VERIFY_RAND)
         lb = level.to_bytes(2, "big")
         key = self.verify_key
-        if level == self.vdaf.bits - 1:
-            return [XofTurboShake128(key, d, nonce.tobytes() + lb).next_vec255(count)
-                    for nonce in self.nonces]
-        # the common case in one pass: 8 * count bytes per report; a report with a
-        # rejected element (probability about count * 2^-32) is drawn again exactly
         n = len(self)
         binders = np.empty((n, 18), dtype=np.uint8)
         binders[:, :16] = self.nonces
         binders[:, 16:] = np.frombuffer(lb, dtype=np.uint8)
         seeds = np.broadcast_to(np.frombuffer(key, dtype=np.uint8), (n, len(key)))
+        if level == self.vdaf.bits - 1:
+            # 32 * count bytes per report in one pass, masked to 255 bits and checked
+            # against p in numpy; a report with a rejected element drawn again exactly
+            raw = turboshake_many(seeds, d, binders, F.ENC255 * count).reshape(n, count, F.ENC255)
+            r255 = F.limbs_from_bytes(raw, mask=True)                        # (10, N, C)
+            for r in np.flatnonzero(F.at_least_p(r255).any(axis=-1)):
+                r255[:, r] = F.limbs_from_ints(
+                    XofTurboShake128(key, d, self.nonces[r].tobytes() + lb).next_vec255(count),
+                    (count,))
+            return r255
+        # the common case in one pass: 8 * count bytes per report; a report with a
+        # rejected element (probability about count * 2^-32) is drawn again exactly
         out = turboshake_many(seeds, d, binders, 8 * count).view("<u8").astype(
             np.uint64).reshape(n, count)
         for r in np.flatnonzero((out >= np.uint64(F.P64)).any(axis=1)):
@@ -505,35 +501,28 @@ class Aggregator:
             abc = self._corr_inner(level)
             data, auth = value[..., 0], value[..., 1]
             r2 = F.mul64(rand, rand)
-            sketch = np.stack([F.add64(abc[:, 0], F.sum64(F.mul64(data, rand))),
-                               F.add64(abc[:, 1], F.sum64(F.mul64(data, r2))),
-                               F.add64(abc[:, 2], F.sum64(F.mul64(auth, rand)))], axis=1)
+            sketch = np.stack([F.add64(abc[:, 0], F.dot64(data, rand)),
+                               F.add64(abc[:, 1], F.dot64(data, r2)),
+                               F.add64(abc[:, 2], F.dot64(auth, rand))], axis=1)
             AB = self.share.corr_inner[:, level]
             self._state = ("evaluate", agg_param, AB, data)
             return sketch
         d = self.vdaf.dst(USAGE_CORR_LEAF)
-        p = F.P255
-        sketch_l, data_l = [], []
         binders = np.concatenate([np.full((n, 1), self.agg_id, dtype=np.uint8), self.nonces],
                                  axis=1)
-        leaf_raw = turboshake_many(self.share.corr_seed, d, binders, 96).tobytes()
-        m255 = (1 << 255) - 1
-        for r in range(n):
-            abc = [int.from_bytes(leaf_raw[96 * r + 32 * i:96 * r + 32 * i + 32], "little") & m255
-                   for i in range(3)]
-            if any(x >= p for x in abc):   # a rejected element (19 / 2^255): drawn exactly
-                abc = XofTurboShake128(self.share.corr_seed[r].tobytes(), d,
-                                       binders[r].tobytes()).next_vec255(3)
-            a, b, c = abc
-            row = value[r]
-            rr = rand[r]
-            data = [v[0] for v in row]
-            sketch_l.append([(a + sum(x * y for x, y in zip(data, rr))) % p,
-                             (b + sum(x * y * y for x, y in zip(data, rr))) % p,
-                             (c + sum(v[1] * y for v, y in zip(row, rr))) % p])
-            data_l.append(data)
-        self._state = ("evaluate", agg_param, self.share.corr_leaf, data_l)
-        return sketch_l
+        abc = F.limbs_from_bytes(turboshake_many(self.share.corr_seed, d, binders, 96).reshape(
+            n, 3, F.ENC255), mask=True)                                      # (10, N, 3)
+        for r in np.flatnonzero(F.at_least_p(abc).any(axis=-1)):
+            # a rejected element (19 / 2^255): drawn exactly
+            abc[:, r] = F.limbs_from_ints(XofTurboShake128(
+                self.share.corr_seed[r].tobytes(), d, binders[r].tobytes()).next_vec255(3), (3,))
+        data, auth = value[..., 0], value[..., 1]                            # (10, N, C)
+        r2 = F.mul255(rand, rand)
+        sketch = np.stack([F.add255(abc[..., 0], F.dot255(data, rand)),
+                           F.add255(abc[..., 1], F.dot255(data, r2)),
+                           F.add255(abc[..., 2], F.dot255(auth, rand))], axis=-1)
+        self._state = ("evaluate", agg_param, F.leaf_limbs(self.share.corr_leaf), data)
+        return F.limbs_to_ints(sketch)
 
     def verify_next(self, message):  # noqa: ANN001, ANN201
         """Round 2: from the combined sketch (:func:`sketch_message`), this aggregator's
@@ -555,11 +544,12 @@ class Aggregator:
             if self.agg_id == 1:
                 out = F.add64(out, F.sub64(F.sub64(F.mul64(z, z), zs), zss))
         else:
-            if len(message) != len(self) or any(len(x) != 3 for x in message):
-                raise Poplar1UsageError("sketch message of the wrong shape")
-            p = F.P255
-            out = [(self.agg_id * (z * z - zs - zss) + A * z + B) % p
-                   for (z, zs, zss), (A, B) in zip(message, AB)]
+            m = _leaf_message(message, len(self), 3)                          # (10, N, 3)
+            z, zs, zss = m[..., 0], m[..., 1], m[..., 2]
+            out = F.add255(F.mul255(AB[..., 0], z), AB[..., 1])
+            if self.agg_id == 1:
+                out = F.add255(out, F.reduce255(F.mul255(z, z) - zs - zss))
+            out = F.limbs_to_ints(out)
         self._state = ("reveal", agg_param, None, data)
         return out
 
@@ -574,36 +564,71 @@ class Aggregator:
         _, agg_param, _, data = self._state
         self._state = None
         idx = np.flatnonzero(np.asarray(accepted, dtype=bool))
-        if isinstance(data, np.ndarray):
+        if data.dtype == np.uint64:
             return data[idx]
-        return [data[int(i)] for i in idx]
+        return F.limbs_to_ints(data[:, idx])
 
     def aggregate(self, accepted: np.ndarray):  # noqa: ANN201
         """This aggregator's aggregate share: the sum of the accepted reports' output
         shares per prefix (``(C,)`` uint64, or ``C`` ints on the leaf)."""
-        count = len(self._state[1][1]) if self._state else 0
-        out = self.out_shares(accepted)
-        if isinstance(out, np.ndarray):
+        if self._state is None or self._state[0] != "reveal":
+            raise Poplar1UsageError("output shares before the sketch was verified")
+        data = self._state[3]
+        count = len(self._state[1][1])
+        if data.dtype == np.uint64:
+            out = self.out_shares(accepted)
             if out.shape[0] == 0:
                 return np.zeros(count, dtype=np.uint64)
             return F.sum64(out, axis=0)
-        if not out:
-            return [0] * count
-        return [sum(col) % F.P255 for col in zip(*out)]
+        self._state = None
+        idx = np.flatnonzero(np.asarray(accepted, dtype=bool))
+        return F.limbs_to_ints(F.sum255(data[:, idx], axis=0))
 
 
 def sketch_message(level: int, bits: int, share0, share1):  # noqa: ANN001, ANN201
     """The round-1 message: the sum of the two sketch shares."""
     if level < bits - 1:
         return F.add64(np.asarray(share0, dtype=np.uint64), np.asarray(share1, dtype=np.uint64))
-    return [[(x + y) % F.P255 for x, y in zip(a, b)] for a, b in zip(share0, share1)]
+    n = len(share0)
+    if len(share1) != n:
+        raise Poplar1UsageError("sketch shares of different counts")
+    return F.limbs_to_ints(F.add255(_leaf_message(share0, n, 3), _leaf_message(share1, n, 3)))
 
 
 def sketch_accepts(level: int, bits: int, share0, share1) -> np.ndarray:  # noqa: ANN001
     """Which reports pass: the two round-2 shares sum to zero."""
     if level < bits - 1:
         return F.add64(np.asarray(share0, dtype=np.uint64), np.asarray(share1, dtype=np.uint64)) == 0
-    return np.asarray([(x + y) % F.P255 == 0 for x, y in zip(share0, share1)], dtype=bool)
+    n = len(share0)
+    if len(share1) != n:
+        raise Poplar1UsageError("verifier shares of different counts")
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    s = F.add255(_leaf_elements(share0, n), _leaf_elements(share1, n))
+    return ~s.any(axis=0)
+
+
+def _leaf_elements(values, n: int) -> np.ndarray:  # noqa: ANN001
+    """``n`` Field255 elements (ints, reduced mod p on the way) as limbs ``(10, n)``."""
+    if isinstance(values, np.ndarray) and values.dtype == np.int64 and values.shape[0] == F.LIMBS:
+        return values
+    return F.limbs_from_ints([int(v) % F.P255 for v in values], (n,))
+
+
+def _leaf_message(values, n: int, k: int) -> np.ndarray:  # noqa: ANN001
+    """``n`` rows of ``k`` Field255 elements (lists of ints, reduced mod p on the way, or
+    limbs ``(10, n, k)``) as limbs ``(10, n, k)``.
+
+    Raises:
+        Poplar1UsageError: rows of the wrong count or width.
+    """
+    if isinstance(values, np.ndarray) and values.dtype == np.int64 and values.shape[0] == F.LIMBS:
+        if values.shape[1:] != (n, k):
+            raise Poplar1UsageError("sketch message of the wrong shape")
+        return values
+    if len(values) != n or any(len(x) != k for x in values):
+        raise Poplar1UsageError("sketch message of the wrong shape")
+    return F.limbs_from_ints([int(v) % F.P255 for row in values for v in row], (n, k))
 
 
 def encode_field_vec(level: int, bits: int, values) -> bytes:  # noqa: ANN001
