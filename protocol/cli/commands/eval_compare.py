@@ -28,7 +28,12 @@ def register(cli) -> None:  # noqa: ANN001
     p.add_argument("--kmax", type=int, default=100, help="largest K of F1 at K (default 100)")
     p.add_argument("--max-length", type=int, default=10, dest="max_length",
                    help="TrieHH's L (default 10, SFP's word length)")
-    p.add_argument("--out", required=True, help="output directory (created if missing)")
+    p.add_argument("--out", default=None,
+                   help="output directory (created if missing; required unless --markdown)")
+    p.add_argument("--markdown", default=None, metavar="SUMMARY",
+                   help="instead, print the equal-privacy table of a saved summary.json "
+                        "(of --mechanisms triehh,poplar1) and write its table.md and "
+                        "tradeoff.png beside it again")
     p.add_argument("--seed", type=int, default=None, help="simulation seed")
     from protocol.cli.args import add_alphabet_args, add_quiet_arg
 
@@ -66,6 +71,28 @@ def _floats(text: str, name: str) -> list[float]:
     return vals
 
 
+def _markdown(path: str) -> int:
+    import json
+
+    from protocol.cli import UsageError
+    from protocol.studies.runners.compare import equal_privacy_table, tradeoff_plot
+
+    src = pathlib.Path(path)
+    try:
+        summary = json.loads(src.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--markdown: cannot read {path}: {exc}") from None
+    if not isinstance(summary, dict) or summary.get("mode") != "equal privacy":
+        raise UsageError(f"--markdown: {path} is not the summary.json of an equal-privacy "
+                         "comparison")
+    lines = equal_privacy_table(summary)
+    (src.parent / "table.md").write_text("\n".join(lines) + "\n")
+    if summary["rows"]:
+        tradeoff_plot(summary, src.parent / "tradeoff.png")
+    print("\n".join(lines))
+    return 0
+
+
 def _ints(text: str, name: str) -> list[int]:
     from protocol.cli import UsageError, count
 
@@ -84,6 +111,10 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.output import print_json
     from protocol.studies.runners.compare import CompareOptions, compare
 
+    if args.markdown is not None:
+        return _markdown(args.markdown)
+    if args.out is None:
+        raise UsageError("--out is required")
     mechs = None if args.mechanisms is None else tuple(
         m.strip() for m in args.mechanisms.split(",") if m.strip())
     users = _ints(args.users, "--users")

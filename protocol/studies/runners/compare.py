@@ -580,12 +580,14 @@ def equal_privacy_table(summary: dict[str, Any]) -> list[str]:
     k = summary["k"]
     lines = [f"TrieHH (plaintext transport) and Poplar1 (sampled mode) at the same Corollary 1 "
              f"parameters for (epsilon, delta = 1/n^2), L = {summary['max_length']}, K = {k}, "
-             f"{summary['runs']} run(s) each, seed {summary['seed']}.", "",
-             "| dataset | n | epsilon (guarantee) | theta, m | mechanism | rounds "
+             f"up to {summary['runs']} run(s) each, seed {summary['seed']}; means over the runs. "
+             "Uploads: TrieHH one vote per sampled client and round, Poplar1 one report per "
+             "client, sent the first time it is sampled.", "",
+             "| dataset | n | epsilon (guarantee) | theta, m | mechanism | runs | rounds "
              f"| words released | recall@{k} | precision@{k} | precision | recall@\\|R\\| "
-             "| bytes per contacted client | clients contacted | CPU s per party "
-             "| the server(s) learn | the analyst learns | wall s |",
-             "|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|"]
+             "| bytes per upload | uploads | CPU s per party "
+             "| the server(s) learn (first run) | the analyst learns (first run) | wall s |",
+             "|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|"]
     keys: list[tuple[Any, ...]] = []
     for r in summary["rows"]:
         key = (r["dataset"], r["n"], r["epsilon"], r["mechanism"])
@@ -605,7 +607,7 @@ def equal_privacy_table(summary: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {r0['dataset']} | {r0['n']:,} | {r0['epsilon']:g} ({r0['guarantee_epsilon']:.3f}, "
             f"{r0['guarantee_delta']:.2g}) | {r0['theta']}, {r0['m']:,} | {r0['mechanism']} "
-            f"| {mean(sel, 'rounds'):.1f} | {mean(sel, 'released_words'):.1f} "
+            f"| {len(sel)} | {mean(sel, 'rounds'):.1f} | {mean(sel, 'released_words'):.1f} "
             f"| {_f(mean(sel, 'recall_at_k'))} | {_f(mean(sel, 'precision_at_k'))} "
             f"| {_f(mean(sel, 'precision'))} | {_f(mean(sel, 'recall_at_release'))} "
             f"| {mean(sel, 'bytes_per_contacted_client'):,.0f} "
