@@ -183,3 +183,22 @@ def test_equal_privacy_comparison_writes_table_json_and_png(tmp_path, capsys) ->
                  "--quiet"]) == 2
     assert main(["eval", "compare", "--mechanisms", "triehh,poplar1", "--poplar1-mode",
                  "plain", "--users", "3000,4000", "--out", str(tmp_path), "--quiet"]) == 2
+
+
+def test_docs_equal_privacy_table_is_the_committed_result() -> None:
+    """docs/poplar1.md's equal-privacy tables are what ``eval compare --markdown`` renders
+    from the committed summary.json files."""
+    import json
+    import pathlib
+
+    from protocol.studies.runners.compare import equal_privacy_table
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "poplar1.md").read_text(encoding="utf-8")
+    for name in ("equal_privacy",):
+        res = root / "docs" / "results" / "poplar1" / name
+        summary = json.loads((res / "summary.json").read_text(encoding="utf-8"))
+        table = "\n".join(equal_privacy_table(summary))
+        assert table in page
+        assert (res / "table.md").read_text(encoding="utf-8").strip() == table.strip()
+        assert (res / "tradeoff.png").is_file()
