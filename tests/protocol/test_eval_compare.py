@@ -145,3 +145,60 @@ def test_a_long_comparison_is_estimated_before_it_runs(tmp_path, monkeypatch) ->
                                        epsilons=(4.0,), runs=2, Ts=(20,), seed=1),
                     said.append, estimate=True)
     assert probes == [(4.0, 20)] and not any(m.startswith("estimate") for m in said)
+
+
+def test_equal_privacy_comparison_writes_table_json_and_png(tmp_path, capsys) -> None:  # noqa: ANN001
+    """``--mechanisms triehh,poplar1`` (sampled mode by default): both at the same
+    Corollary 1 parameters, so the same Theorem 1 guarantee, per n and epsilon; a
+    target outside the theorem's conditions is listed, not run."""
+    import json
+
+    from protocol.cli import main
+    from protocol.studies.runners.compare import equal_privacy_table
+
+    rc = main(["eval", "compare", "--mechanisms", "triehh,poplar1", "--dataset", "en",
+               "--users", "3000,6000", "--epsilons", "1,8", "--k", "5", "--out", str(tmp_path),
+               "--seed", "1", "--json", "--quiet"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = out["rows"]
+    assert {r["mechanism"] for r in rows} == {"triehh", "poplar1 (sampled)"}
+    assert {(s["n"], s["epsilon"]) for s in out["skipped"]} == {(3000, 1.0), (6000, 1.0)}
+    for n in (3000, 6000):
+        t, p = (next(r for r in rows if r["n"] == n and r["mechanism"] == m)
+                for m in ("triehh", "poplar1 (sampled)"))
+        assert (t["guarantee_epsilon"], t["guarantee_delta"], t["theta"], t["m"]) == \
+            (p["guarantee_epsilon"], p["guarantee_delta"], p["theta"], p["m"])
+        assert p["bytes_per_contacted_client"] > t["bytes_per_contacted_client"]
+        assert set(p["cpu_seconds"]) == {"clients (all)", "aggregator 0", "aggregator 1",
+                                         "collector"}
+        assert "below theta" in p["learns"]["server"] and "vote" in t["learns"]["server"]
+    table = (tmp_path / "table.md").read_text()
+    assert table.strip() == "\n".join(equal_privacy_table(out)).strip()
+    assert table.count("| poplar1 (sampled) |") == 2 and "neither runs" in table
+    assert (tmp_path / "tradeoff.png").stat().st_size > 10_000
+    assert main(["eval", "compare", "--mechanisms", "triehh,poplar1", "--threshold", "5",
+                 "--users", "3000", "--out", str(tmp_path), "--quiet"]) == 2
+    assert main(["eval", "compare", "--users", "3000,4000", "--out", str(tmp_path),
+                 "--quiet"]) == 2
+    assert main(["eval", "compare", "--mechanisms", "triehh,poplar1", "--poplar1-mode",
+                 "plain", "--users", "3000,4000", "--out", str(tmp_path), "--quiet"]) == 2
+
+
+def test_docs_equal_privacy_table_is_the_committed_result() -> None:
+    """docs/poplar1.md's equal-privacy tables are what ``eval compare --markdown`` renders
+    from the committed summary.json files."""
+    import json
+    import pathlib
+
+    from protocol.studies.runners.compare import equal_privacy_table
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "poplar1.md").read_text(encoding="utf-8")
+    for name in ("equal_privacy",):
+        res = root / "docs" / "results" / "poplar1" / name
+        summary = json.loads((res / "summary.json").read_text(encoding="utf-8"))
+        table = "\n".join(equal_privacy_table(summary))
+        assert table in page
+        assert (res / "table.md").read_text(encoding="utf-8").strip() == table.strip()
+        assert (res / "tradeoff.png").is_file()

@@ -103,7 +103,8 @@ def test_hh_command_poplar1(capsys: pytest.CaptureFixture[str]) -> None:
 def test_eval_compare_side_by_side(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
     from protocol.cli import main
 
-    rc = main(["eval", "compare", "--mechanisms", "triehh,poplar1", "--dataset", "en",
+    rc = main(["eval", "compare", "--mechanisms", "triehh,poplar1", "--poplar1-mode", "plain",
+               "--dataset", "en",
                "--users", "400", "--epsilons", "4", "--k", "5", "--max-length", "3",
                "--threshold", "8",
                "--out", str(tmp_path), "--seed", "1", "--json", "--quiet"])
@@ -126,4 +127,103 @@ def test_poplar1_options_are_refused_elsewhere() -> None:
     assert main(["hh", "--mechanism", "pem", "--users", "300", "--threshold", "5",
                  "--quiet"]) == 2
     assert main(["hh", "--mechanism", "triehh", "--users", "300", "--max-length", "5",
+                 "--quiet"]) == 2
+
+
+# ------------------------------------------------------------------ the sampled mode
+def _en(n: int, seed: int = 5):  # noqa: ANN202
+    from protocol.studies.runners.hh import load_population
+
+    return load_population("en", n, np.random.default_rng(seed))
+
+
+def test_sampled_mode_releases_triehhs_trie_from_the_same_samples() -> None:
+    """With TrieHH's sampling stream the sampled mode draws TrieHH's users each round
+    and releases TrieHH's trie, level by level: the release is TrieHH's function of the
+    sampled, thresholded counts (docs/poplar1.md, "The sampled mode")."""
+    from mechanisms.triehh_privacy import batch_size
+    from protocol.studies.runners import default_transport
+    from protocol.studies.runners import triehh as T
+
+    pop = _en(6000)
+    theta, gamma = 5, 7.0
+    prep, _ = T.prepare(T.TrieHHOptions(dataset="en", users=pop.n, theta=theta, gamma=gamma,
+                                        max_length=10), population=pop)
+    res = T.run_once(prep, default_transport("plain"), np.random.default_rng(11))
+    m = batch_size(gamma, pop.n)
+    codes = runner.encode_codes(pop.vocabulary, pop.alphabet, 10)[pop.items]
+    out = runner.sampled_search(codes, runner.bits_per_char(pop.alphabet), len(pop.alphabet),
+                                theta, m, sample_rng=np.random.default_rng(11).spawn(3)[0],
+                                seed=2)
+    labels = prep.alphabet.labels
+    trie = res.trie
+    by_depth: dict[int, set[str]] = {}
+    for node in range(1, len(trie)):
+        by_depth.setdefault(int(trie.depth[node]), set()).add(trie.label(node, labels))
+    mine = {i + 1: {"".join(pop.alphabet[c - 1] for c in p if c) + ("$" if p[-1] == 0 else "")
+                    for p in rel} for i, rel in enumerate(out.released) if rel}
+    assert mine == by_depth and len(mine) >= 3
+    words = {"".join(pop.alphabet[c - 1] for c in w) for w in out.words}
+    assert words == set(res.heavy_hitters) and len(words) >= 5
+    assert [r["sampled"] for r in out.rounds] == [r.sampled for r in res.rounds]
+
+
+def test_sampled_views_hold_the_counts_over_each_rounds_sample() -> None:
+    """Each aggregator learns, per bit level of a round, the count over that round's
+    sample of every candidate (sub-threshold ones included), and nothing about the
+    clients outside the sample; only the sampled clients ever upload."""
+    pop = _en(3000)
+    codes = runner.encode_codes(pop.vocabulary, pop.alphabet, 6)[pop.items]
+    b = runner.bits_per_char(pop.alphabet)
+    out = runner.sampled_search(codes, b, len(pop.alphabet), 6, 400,
+                                sample_rng=np.random.default_rng(3), seed=4)
+    bits = runner.codes_to_bits(codes, b)
+    p0, p1 = out.parties
+    assert p0.view == p1.view and p0.view
+    below = 0
+    for v in p0.view:
+        sample = bits[out.samples[v["round"] - 1]]
+        for cand, count in zip(v["candidates"], v["counts"]):
+            pref = np.array([c == "1" for c in cand])
+            assert count == int((sample[:, :len(pref)] == pref).all(axis=1).sum())
+            below += count < 6
+        assert v["rejected_reports"] == []
+    assert below > 0
+    assert out.uploads == len(set(np.concatenate(out.samples).tolist())) < pop.n
+
+
+def test_sampled_mode_carries_triehhs_guarantee_and_refuses_what_it_cannot() -> None:
+    from mechanisms.triehh_privacy import corollary1
+
+    pop = _en(5000)
+    res = runner.run_poplar1_sampled(pop, 10, epsilon=8.0, seed=1)
+    want = corollary1(8.0, 1 / pop.n ** 2, pop.n, 10)
+    pv = res.privacy
+    assert pv["kind"] == "central" and pv["epsilon"] == want.guarantee.epsilon
+    assert pv["delta"] == want.guarantee.delta and pv["parameters"]["m"] == want.m
+    assert all(c is None for c in res.discovered.values()) and res.discovered
+    d = res.details
+    assert d["mode"] == "sampled" and d["clients_uploaded"] < pop.n
+    assert d["aggregators_learn"]["below_threshold"] > 0
+    with pytest.raises(StudyError, match="gamma"):
+        runner.run_poplar1_sampled(_en(2000), 10, epsilon=1.0, seed=1)
+    with pytest.raises(StudyError):
+        runner.sampled_search(np.zeros((5, 2), dtype=np.int64), 2, 3, 2, 9,
+                              sample_rng=np.random.default_rng(0))
+
+
+def test_hh_command_poplar1_sampled_is_triehhs_release(capsys: pytest.CaptureFixture[str]) -> None:
+    from protocol.cli import main
+
+    got = {}
+    for mech, extra in (("triehh", []), ("poplar1", ["--poplar1-mode", "sampled"])):
+        assert main(["hh", "--mechanism", mech, *extra, "--dataset", "en", "--users", "6000",
+                     "--epsilon", "6", "--seed", "3", "--json", "--quiet"]) == 0
+        got[mech] = json.loads(capsys.readouterr().out)
+    assert got["poplar1"]["privacy"]["epsilon"] == got["triehh"]["privacy"]["epsilon"]
+    assert {d["item"] for d in got["poplar1"]["discovered"]} == \
+        {d["item"] for d in got["triehh"]["discovered"]}
+    assert main(["hh", "--mechanism", "poplar1", "--poplar1-mode", "sampled", "--threshold",
+                 "5", "--users", "20000", "--dataset", "en", "--quiet"]) == 2
+    assert main(["hh", "--mechanism", "pem", "--poplar1-mode", "sampled", "--users", "300",
                  "--quiet"]) == 2

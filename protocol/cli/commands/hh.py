@@ -41,6 +41,12 @@ def register(cli) -> None:  # noqa: ANN001
                         "max(2, ceil(n / (20 K))))")
     p.add_argument("--max-length", type=int, default=None, dest="max_length",
                    help="poplar1: characters of a word kept (default 10, TrieHH's L)")
+    p.add_argument("--poplar1-mode", choices=("plain", "sampled"), default="plain",
+                   dest="poplar1_mode",
+                   help="poplar1: plain (default, the draft's search over every report, no "
+                        "DP, at --threshold) or sampled (TrieHH's sample of m clients and "
+                        "threshold theta per character for the central target --epsilon, "
+                        "--delta: the release carries TrieHH's Theorem 1 guarantee)")
     p.add_argument("--show", type=int, default=20, help="items listed (default 20)")
     p.add_argument("--seed", type=int, default=None, help="simulation seed")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -115,7 +121,11 @@ def run(args: argparse.Namespace) -> int:
         w(f"warning: {cut['words']} distinct words longer than {cut['bytes']} bytes, held by "
           f"{cut['users']} users, are cut to their first {cut['bytes']} (--word-bytes) and "
           "counted as their prefix\n")
-    if pv["kind"] == "none":
+    if pv["kind"] == "central" and pv.get("mechanism") == "poplar1":
+        w(f"privacy: central ({pv['epsilon']:.4f}, {pv['delta']:.3g})-DP for the released "
+          f"trie, {pv['theorem']}; theta {pv['parameters']['theta']}, m "
+          f"{pv['parameters']['m']:,}\n")
+    elif pv["kind"] == "none":
         w(f"privacy: none by itself ({pv['note']})\n")
     elif pv["kind"] == "local":
         w(f"privacy: local {pv['epsilon']:g}-LDP per user ({pv['source']})\n")

@@ -35,6 +35,7 @@ learns) at the first epsilon, and writes ``table.md`` and ``summary.json``.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -43,7 +44,8 @@ from typing import Any, Callable, Sequence
 from protocol.studies.errors import StudyError
 from protocol.studies.evaluation import JOURNAL, Journal, mean_ci
 
-__all__ = ["PAPER_TABLE2", "CompareOptions", "mean_ci", "compare"]
+__all__ = ["PAPER_TABLE2", "CompareOptions", "mean_ci", "compare", "equal_privacy",
+           "equal_privacy_table", "tradeoff_plot"]
 
 PAPER_TABLE2 = {  # Zhu et al. 2020, Table 2, OOV, n ~ 6e6: (recall@50, precision)
     ("triehh", 1.0): (0.65, 1.0), ("triehh", 4.0): (0.76, 1.0),
@@ -58,9 +60,9 @@ class CompareOptions:
 
     out: str
     dataset: str = "en-oov"
-    users: int = 200_000
+    users: int | Sequence[int] = 200_000
     epsilons: Sequence[float] = (1.0, 4.0)
-    runs: int = 10
+    runs: int | None = None
     Ts: Sequence[float] = (20, 80)
     k: int = 50
     kmax: int = 100
@@ -72,6 +74,7 @@ class CompareOptions:
     resume: bool = False
     mechanisms: Sequence[str] | None = None
     threshold: int | None = None
+    poplar1_mode: str = "sampled"
 
 
 def _half(ci: float | None) -> str:
@@ -105,9 +108,28 @@ def compare(opts: CompareOptions, say: Callable[[str], None] = lambda _msg: None
     from protocol.studies.runners.sfp import users_words
 
     if opts.mechanisms is not None:
-        return _side_by_side(opts, say)
+        if sorted(opts.mechanisms) != ["poplar1", "triehh"]:
+            raise StudyError("--mechanisms takes triehh,poplar1")
+        if opts.resume:
+            raise StudyError("--resume applies to the TrieHH/SFP comparison only")
+        if opts.poplar1_mode == "plain":
+            return _side_by_side(opts, say)
+        if opts.poplar1_mode != "sampled":
+            raise StudyError("--poplar1-mode is plain or sampled")
+        if opts.threshold is not None:
+            raise StudyError("--threshold applies to --poplar1-mode plain only (the sampled "
+                             "mode takes TrieHH's theta for the target)")
+        return equal_privacy(opts, say)
     if opts.threshold is not None:
         raise StudyError("--threshold applies to --mechanisms triehh,poplar1 only")
+    if opts.poplar1_mode != "sampled":
+        raise StudyError("--poplar1-mode applies to --mechanisms triehh,poplar1 only")
+    if not isinstance(opts.users, int):
+        if len(opts.users) != 1:
+            raise StudyError("one --users value for the TrieHH/SFP comparison")
+        opts = dataclasses.replace(opts, users=int(opts.users[0]))
+    if opts.runs is None:
+        opts = dataclasses.replace(opts, runs=10)
 
     epsilons = list(opts.epsilons)
     Ts = [int(t) for t in opts.Ts]
@@ -177,14 +199,13 @@ def _side_by_side(opts: CompareOptions,
     from protocol.studies.evaluation import output_dir
     from protocol.studies.runners.poplar1 import SideBySideOptions, side_by_side
 
-    if sorted(opts.mechanisms or ()) != ["poplar1", "triehh"]:
-        raise StudyError("--mechanisms takes triehh,poplar1")
-    if opts.resume:
-        raise StudyError("--resume applies to the TrieHH/SFP comparison only")
+    users = [opts.users] if isinstance(opts.users, int) else list(opts.users)
+    if len(users) != 1:
+        raise StudyError("--poplar1-mode plain takes one --users value")
     out_dir = output_dir(opts.out)
     t0 = time.perf_counter()
     summary, lines = side_by_side(SideBySideOptions(
-        dataset=opts.dataset, users=opts.users, k=opts.k, epsilon=float(list(opts.epsilons)[0]),
+        dataset=opts.dataset, users=int(users[0]), k=opts.k, epsilon=float(list(opts.epsilons)[0]),
         max_length=opts.max_length, threshold=opts.threshold, alphabet=opts.alphabet,
         drop_unencodable=opts.drop_unencodable, seed=opts.seed), say)
     summary["seconds"] = round(time.perf_counter() - t0, 1)
@@ -382,3 +403,278 @@ def _write(opts, out_dir, pop, n, delta, epsilons, Ts, rows, f1_rows, privacy,  
                          JOURNAL]}
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary, lines
+
+
+# ------------------------------------------------------------------ equal privacy
+_TRIEHH_SERVER_LEARNS = "every sampled client's vote ({votes:,} votes in {rounds} rounds)"
+_POPLAR1_AGG_LEARNS = ("which clients each round sampled, and the count over the sample of "
+                       "every candidate bit-prefix: {counts:,} counts, {below:,} of them "
+                       "below theta")
+_ANALYST_LEARNS = "the released trie (membership only): {released:,} prefixes, {words:,} words"
+
+
+def _recall_release(found: Sequence[str], truth: Sequence[str]) -> float | None:
+    """The fraction of the ``|R|`` most frequent (reachable) words that the release ``R``
+    holds: recall and precision at ``K = |R|`` (``None`` for an empty release)."""
+    if not found:
+        return None
+    top = set(truth[:len(found)])
+    return sum(1 for w in found if w in top) / len(found)
+
+
+def _row_seed(seed: int | None, *parts: int) -> list[int] | None:
+    return None if seed is None else [int(seed), *[int(p) for p in parts]]
+
+
+def equal_privacy(opts: "CompareOptions", say: Callable[[str], None] = lambda _m: None
+                  ) -> tuple[dict[str, Any], list[str]]:
+    """TrieHH and Poplar1 in the sampled mode at the same ``(epsilon, delta = 1/n^2)``:
+    the same Corollary 1 parameters (theta, m, L), so the same Theorem 1 guarantee, on
+    each dataset, population size and epsilon; ``runs`` runs each. Writes ``table.md``
+    (:func:`equal_privacy_table`), ``summary.json`` and ``tradeoff.png`` into ``out``.
+
+    Raises:
+        StudyError: bad options or datasets.
+    """
+    import numpy as np
+
+    from mechanisms.metrics import precision, topk_metrics
+    from protocol.studies.evaluation import output_dir
+    from protocol.studies.runners import default_transport
+    from protocol.studies.runners import triehh as triehh_runner
+    from protocol.studies.runners.hh import load_population, truncated_truth
+    from protocol.studies.runners.poplar1 import run_poplar1_sampled, sampled_parameters
+
+    datasets = [d.strip() for d in str(opts.dataset).split(",") if d.strip()]
+    users = list(opts.users) if isinstance(opts.users, (list, tuple)) else [int(opts.users)]
+    runs = 1 if opts.runs is None else int(opts.runs)
+    if not datasets or any(u < 2 for u in users) or opts.k < 1 or runs < 1:
+        raise StudyError("--users must be >= 2, --k and --runs >= 1, and --dataset named")
+    out_dir = output_dir(opts.out)
+    t_start = time.perf_counter()
+    k, L = opts.k, opts.max_length
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    for di, ds in enumerate(datasets):
+        for ni, n_req in enumerate(users):
+            pop = load_population(ds, n_req, np.random.default_rng(_row_seed(opts.seed, di, ni)),
+                                  alphabet=opts.alphabet, drop_unencodable=opts.drop_unencodable)
+            n = pop.n
+            delta = 1.0 / float(n) ** 2
+            whole = pop.top(len(pop.vocabulary))
+            cut = truncated_truth(pop, L)
+            for ei, eps in enumerate(opts.epsilons):
+                try:
+                    params = sampled_parameters(n, eps, delta, L)
+                except StudyError as exc:
+                    skipped.append({"dataset": pop.name, "n": n, "epsilon": eps,
+                                    "reason": str(exc)})
+                    say(f"{pop.name}, n = {n:,}, epsilon {eps:g}: skipped ({exc})")
+                    continue
+                g = params.guarantee
+                prep, _ = triehh_runner.prepare(triehh_runner.plain_options(
+                    pop.name, n, eps, delta, L), population=pop)
+                for r in range(runs):
+                    common = {"dataset": pop.name, "n": n, "epsilon": float(eps), "run": r,
+                              "guarantee_epsilon": g.epsilon, "guarantee_delta": g.delta,
+                              "theta": params.theta, "m": params.m, "L": L}
+                    # TrieHH over the plaintext transport
+                    say(f"{pop.name}, n = {n:,}, epsilon {eps:g}, run {r + 1}: TrieHH")
+                    w0, c0 = time.perf_counter(), time.process_time()
+                    res = triehh_runner.run_once(prep, default_transport("plain"),
+                                                 np.random.default_rng(_row_seed(
+                                                     opts.seed, di, ni, ei, r, 1)))
+                    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+                    found = list(res.heavy_hitters)
+                    votes = sum(rr.sampled for rr in res.rounds)
+                    cost = res.total_cost
+                    m_ = topk_metrics(dict.fromkeys(found), whole, k)
+                    rows.append({**common, "mechanism": "triehh", "rounds": len(res.rounds),
+                                 "released_words": len(found),
+                                 "released_prefixes": len(res.trie) - 1,
+                                 "recall_at_k": m_.recall,
+                                 "precision_at_k": m_.precision if found else None,
+                                 "precision": precision(found, set(whole)) if found else None,
+                                 "recall_at_release": _recall_release(found, whole),
+                                 "clients_contacted": int(votes),
+                                 "bytes_per_contacted_client": round(cost.bytes_up / votes, 1)
+                                 if votes else 0.0,
+                                 "cpu_seconds": {"server (whole simulated run)": round(cpu, 3)},
+                                 "learns": {"server": _TRIEHH_SERVER_LEARNS.format(
+                                     votes=int(votes), rounds=len(res.rounds)),
+                                     "analyst": _ANALYST_LEARNS.format(
+                                         released=len(res.trie) - 1, words=len(found))},
+                                 "seconds": round(wall, 2)})
+                    # Poplar1, sampled
+                    say(f"{pop.name}, n = {n:,}, epsilon {eps:g}, run {r + 1}: Poplar1 "
+                        f"(sampled, theta {params.theta}, m {params.m:,})")
+                    w0 = time.perf_counter()
+                    pseed = None if opts.seed is None else (
+                        int(opts.seed) * 1_000_003 + ((di * 97 + ni) * 89 + ei) * 83 + r)
+                    p = run_poplar1_sampled(
+                        pop, k, epsilon=eps, delta=delta, max_length=L, seed=pseed,
+                        sample_rng=np.random.default_rng(_row_seed(opts.seed, di, ni, ei, r, 2)),
+                        on_level=lambda row: say(
+                            f"  Poplar1 round {row['round']}: {row['sampled']:,} sampled, "
+                            f"{row['new_uploads']:,} new uploads, {row['released']} released, "
+                            f"{row['seconds']:.0f} s"))
+                    wall = time.perf_counter() - w0
+                    d = p.details
+                    pfound = list(p.discovered)
+                    m_ = topk_metrics(p.discovered, cut, k)
+                    aggs = d["aggregator_cpu_seconds"]
+                    rows.append({**common, "mechanism": "poplar1 (sampled)",
+                                 "rounds": d["rounds"], "released_words": len(pfound),
+                                 "released_prefixes": d["released_prefixes"],
+                                 "recall_at_k": m_.recall,
+                                 "precision_at_k": m_.precision if pfound else None,
+                                 "precision": precision(pfound, set(cut)) if pfound else None,
+                                 "recall_at_release": _recall_release(pfound, cut),
+                                 "clients_contacted": d["clients_uploaded"],
+                                 "bytes_per_contacted_client": d["client_upload_bytes"],
+                                 "cpu_seconds": {"clients (all)": d["client_cpu_seconds"],
+                                                 "aggregator 0": aggs[0],
+                                                 "aggregator 1": aggs[1],
+                                                 "collector": d["collector_cpu_seconds"]},
+                                 "aggregator_bytes": int(sum(d["aggregator_bytes_sent"])),
+                                 "bit_levels": d["levels"],
+                                 "learns": {"server": _POPLAR1_AGG_LEARNS.format(
+                                     counts=d["aggregators_learn"]["prefix_counts"],
+                                     below=d["aggregators_learn"]["below_threshold"]),
+                                     "analyst": _ANALYST_LEARNS.format(
+                                         released=d["released_prefixes"], words=len(pfound))},
+                                 "seconds": round(wall, 2)})
+                    _write_equal(opts, out_dir, datasets, users, runs, rows, skipped,
+                                 t_start, final=False)
+    return _write_equal(opts, out_dir, datasets, users, runs, rows, skipped, t_start,
+                        final=True)
+
+
+def _write_equal(opts, out_dir, datasets, users, runs, rows, skipped, t_start,  # noqa: ANN001
+                 final: bool) -> tuple[dict[str, Any], list[str]]:
+    """Write table.md and summary.json (after every run, so a long comparison that is
+    stopped keeps what finished) and, at the end, tradeoff.png."""
+    k, L = opts.k, opts.max_length
+    summary = {"mode": "equal privacy", "datasets": datasets, "users": users,
+               "epsilons": [float(e) for e in opts.epsilons], "k": k, "max_length": L,
+               "runs": runs, "seed": opts.seed, "rows": rows, "skipped": skipped,
+               "seconds": round(time.perf_counter() - t_start, 1),
+               "files": ["table.md", "summary.json", "tradeoff.png"], "finished": final}
+    lines = equal_privacy_table(summary)
+    (out_dir / "table.md").write_text("\n".join(lines) + "\n")
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    if rows and final:
+        tradeoff_plot(summary, out_dir / "tradeoff.png")
+    return summary, lines
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def equal_privacy_table(summary: dict[str, Any]) -> list[str]:
+    """The Markdown table of an equal-privacy comparison (``summary.json``): one line
+    per dataset, n, epsilon and mechanism (means over the runs)."""
+    import numpy as np
+
+    k = summary["k"]
+    lines = [f"TrieHH (plaintext transport) and Poplar1 (sampled mode) at the same Corollary 1 "
+             f"parameters for (epsilon, delta = 1/n^2), L = {summary['max_length']}, K = {k}, "
+             f"up to {summary['runs']} run(s) each, seed {summary['seed']}; means over the runs. "
+             "Uploads: TrieHH one vote per sampled client and round, Poplar1 one report per "
+             "client, sent the first time it is sampled.", "",
+             "| dataset | n | epsilon (guarantee) | theta, m | mechanism | runs | rounds "
+             f"| words released | recall@{k} | precision@{k} | precision | recall@\\|R\\| "
+             "| bytes per upload | uploads | CPU s per party "
+             "| the server(s) learn (first run) | the analyst learns (first run) | wall s |",
+             "|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|"]
+    keys: list[tuple[Any, ...]] = []
+    for r in summary["rows"]:
+        key = (r["dataset"], r["n"], r["epsilon"], r["mechanism"])
+        if key not in keys:
+            keys.append(key)
+
+    def mean(sel: list[dict[str, Any]], name: str) -> float | None:
+        vals = [s[name] for s in sel if s[name] is not None]
+        return float(np.mean(vals)) if vals else None
+
+    for key in keys:
+        sel = [r for r in summary["rows"]
+               if (r["dataset"], r["n"], r["epsilon"], r["mechanism"]) == key]
+        r0 = sel[0]
+        cpu = ", ".join(f"{p} {np.mean([s['cpu_seconds'][p] for s in sel]):.2f}"
+                        for p in r0["cpu_seconds"])
+        lines.append(
+            f"| {r0['dataset']} | {r0['n']:,} | {r0['epsilon']:g} ({r0['guarantee_epsilon']:.3f}, "
+            f"{r0['guarantee_delta']:.2g}) | {r0['theta']}, {r0['m']:,} | {r0['mechanism']} "
+            f"| {len(sel)} | {mean(sel, 'rounds'):.1f} | {mean(sel, 'released_words'):.1f} "
+            f"| {_f(mean(sel, 'recall_at_k'))} | {_f(mean(sel, 'precision_at_k'))} "
+            f"| {_f(mean(sel, 'precision'))} | {_f(mean(sel, 'recall_at_release'))} "
+            f"| {mean(sel, 'bytes_per_contacted_client'):,.0f} "
+            f"| {mean(sel, 'clients_contacted'):,.0f} | {cpu} | {r0['learns']['server']} "
+            f"| {r0['learns']['analyst']} | {mean(sel, 'seconds'):.1f} |")
+    lines.append("")
+    lines.append("- TrieHH runs over the plaintext transport (its server sees the votes); over "
+                 "secure aggregation its server learns each round's vote histogram over the "
+                 "candidates, over the thresholding committee only the prefixes at or above "
+                 "theta, with the same release. Poplar1's two aggregators are assumed not to "
+                 "collude; the clients' CPU is the sharding of every uploading client.")
+    for s in summary.get("skipped", []):
+        lines.append(f"- {s['dataset']}, n = {s['n']:,}, epsilon {s['epsilon']:g}: neither runs "
+                     f"({s['reason']})")
+    return lines
+
+
+def tradeoff_plot(summary: dict[str, Any], path) -> None:  # noqa: ANN001
+    """One PNG: recall at K, precision of the whole release, CPU seconds (all parties)
+    and bytes per population client against n, per mechanism and epsilon."""
+    import numpy as np
+
+    from protocol.studies.evaluation import pyplot
+
+    plt = pyplot()
+    rows = summary["rows"]
+    k = summary["k"]
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.4), dpi=100)
+    styles = {"triehh": ("o", "-"), "poplar1 (sampled)": ("s", "--")}
+    groups = sorted({(r["dataset"], r["mechanism"], r["epsilon"]) for r in rows})
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    eps_c = {e: colours[i % len(colours)] for i, e in enumerate(sorted({g[2] for g in groups}))}
+    ds_list = sorted({g[0] for g in groups})
+    for ds, mech, eps in groups:
+        sel = [r for r in rows if (r["dataset"], r["mechanism"], r["epsilon"]) == (ds, mech, eps)]
+        ns = sorted({r["n"] for r in sel})
+
+        def ys(f):  # noqa: ANN001, ANN202
+            out = []
+            for n in ns:
+                vals = [f(r) for r in sel if r["n"] == n and f(r) is not None]
+                out.append(float(np.mean(vals)) if vals else np.nan)
+            return out
+
+        marker, line = styles.get(mech, ("^", ":"))
+        label = f"{mech}, eps {eps:g}" + (f", {ds}" if len(ds_list) > 1 else "")
+        kw = {"marker": marker, "linestyle": line, "color": eps_c[eps], "label": label,
+              "alpha": 0.9 if len(ds_list) == 1 else 0.5 + 0.5 * (ds == ds_list[0])}
+        axes[0].plot(ns, ys(lambda r: r["recall_at_k"]), **kw)
+        axes[1].plot(ns, ys(lambda r: r["precision"]), **kw)
+        axes[2].plot(ns, ys(lambda r: sum(r["cpu_seconds"].values())), **kw)
+        axes[3].plot(ns, ys(lambda r: r["bytes_per_contacted_client"] * r["clients_contacted"]
+                            / r["n"]), **kw)
+    titles = [f"recall@{k}", "precision (whole release)", "CPU seconds, all parties",
+              "bytes uploaded per population client"]
+    for ax, t in zip(axes, titles):
+        ax.set_xscale("log")
+        ax.set_xlabel("n (users)")
+        ax.set_title(t, fontsize=10)
+        ax.grid(True, alpha=0.3)
+    for ax in axes[:2]:
+        ax.set_ylim(-0.03, 1.03)
+    axes[2].set_yscale("log")
+    axes[3].set_yscale("log")
+    axes[0].legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"TrieHH and Poplar1 (sampled) at the same (epsilon, delta = 1/n^2): "
+                 f"{', '.join(ds_list)}", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

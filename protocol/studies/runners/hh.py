@@ -19,6 +19,10 @@ K (:mod:`mechanisms.metrics`) and the privacy guarantee:
   draft-irtf-cfrg-vdaf-20: two aggregators, the level-by-level prefix search with a
   count ``threshold`` (:mod:`protocol.studies.runners.poplar1`); no differential privacy
   (``epsilon`` unused); words cut to ``max_length`` characters of TrieHH's alphabet.
+  With ``poplar1_mode = "sampled"``: TrieHH's release computed by Poplar1 (a fresh
+  sample of ``m`` clients and the threshold ``theta`` of Corollary 1 for the central
+  target ``epsilon``/``delta``, one character a round), with TrieHH's Theorem 1
+  guarantee; with the same ``seed`` it samples TrieHH's users.
 
 Item encodings. PEM and AoN work on fixed-length bit strings: a word is its first
 ``word_bytes`` (default 6) bytes of ASCII, zero-padded on the right, as a
@@ -72,6 +76,7 @@ class HHOptions:
     seed: int | None = None
     threshold: int | None = None
     max_length: int | None = None
+    poplar1_mode: str = "plain"
 
 
 def load_population(dataset: str, users: int | None, rng, support: int = 10_000,  # noqa: ANN001, ANN201
@@ -264,7 +269,8 @@ def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: 
              oracle: str | None = None, delta: float | None = None, levels: int | None = None,
              word_bytes: int = 6, T: int = 20, extension: int | None = None,
              hash_filter: bool = False, transport: Any = None, threshold: int | None = None,
-             max_length: int | None = None, seed: int | None = None) -> HHResult:
+             max_length: int | None = None, seed: int | None = None,
+             poplar1_mode: str = "plain") -> HHResult:
     """Run one mechanism by name (``pem``, ``aon``, ``sfp``, ``triehh``, ``poplar1``) over
     ``transport`` (default: plain; in-process sums for SFP).
 
@@ -277,8 +283,10 @@ def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: 
         raise StudyError("--k must be >= 1")
     if hash_filter and mechanism != "sfp":
         raise StudyError("--hash-filter applies to --mechanism sfp only")
-    if mechanism != "poplar1" and (threshold is not None or max_length is not None):
-        raise StudyError("--threshold and --max-length apply to --mechanism poplar1 only")
+    if mechanism != "poplar1" and (threshold is not None or max_length is not None
+                                   or poplar1_mode != "plain"):
+        raise StudyError("--threshold, --max-length and --poplar1-mode apply to --mechanism "
+                         "poplar1 only")
     if mechanism in ("pem", "aon"):
         if mechanism == "aon" and oracle not in (None, "aon"):
             raise StudyError("--mechanism aon uses the AoN oracle")
@@ -294,8 +302,17 @@ def discover(mechanism: str, pop, epsilon: float, rng, *, k: int = 10,  # noqa: 
         if transport is not None:
             raise StudyError("--mechanism poplar1 runs its own two aggregators; "
                              "--transport does not apply")
-        from protocol.studies.runners.poplar1 import run_poplar1
+        from protocol.studies.runners.poplar1 import run_poplar1, run_poplar1_sampled
 
+        if poplar1_mode == "sampled":
+            if threshold is not None:
+                raise StudyError("--threshold applies to --poplar1-mode plain (the sampled "
+                                 "mode takes TrieHH's theta for --epsilon)")
+            return run_poplar1_sampled(pop, k, epsilon=epsilon, delta=delta,
+                                       max_length=10 if max_length is None else max_length,
+                                       seed=seed, sample_rng=rng.spawn(3)[0])
+        if poplar1_mode != "plain":
+            raise StudyError("--poplar1-mode is plain or sampled")
         return run_poplar1(pop, k, threshold=threshold,
                            max_length=10 if max_length is None else max_length, seed=seed)
     raise StudyError(f"unknown mechanism {mechanism!r}")
@@ -321,7 +338,7 @@ def run(opts: HHOptions, transport: Any = None) -> dict[str, Any]:
                    delta=opts.delta, levels=opts.levels, word_bytes=opts.word_bytes, T=opts.T,
                    extension=opts.extension, hash_filter=opts.hash_filter,
                    transport=transport, threshold=opts.threshold, max_length=opts.max_length,
-                   seed=opts.seed)
+                   seed=opts.seed, poplar1_mode=opts.poplar1_mode)
     t2 = time.perf_counter()
     sc = score(res, opts.k)
     k = opts.k

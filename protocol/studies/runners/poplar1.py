@@ -49,7 +49,8 @@ from protocol.studies.errors import StudyError
 
 __all__ = ["Poplar1Options", "AggregatorParty", "SearchResult", "encode_words",
            "decode_bits", "default_threshold", "make_reports", "search", "search_processes",
-           "PROCESS_REPORTS", "PARK_REPORTS", "run_poplar1",
+           "PROCESS_REPORTS", "PARK_REPORTS", "run_poplar1", "POPLAR1_MODES", "SampledResult",
+           "sampled_search", "sampled_parameters", "run_poplar1_sampled", "encode_codes",
            "heavy_hitters_bits", "SideBySideOptions", "side_by_side", "load_reference",
            "bench_vs_reference", "bench_hh", "bench_state", "random_strings", "hh_table", "reference_table", "bench_table", "state_table"]
 
@@ -198,7 +199,6 @@ def make_reports(vdaf, measurements: np.ndarray, seed: int | None,  # noqa: ANN0
     memory of the sharding."""
     import tempfile
 
-    from protocol.core.poplar1.idpf import encode_public_share
     from protocol.core.poplar1.store import ReportStore
 
     rnd = _randomness(seed, "poplar1 clients")
@@ -210,25 +210,34 @@ def make_reports(vdaf, measurements: np.ndarray, seed: int | None,  # noqa: ANN0
     try:
         for lo in range(0, n, CHUNK):
             hi = min(n, lo + CHUNK)
-            t = time.process_time()
-            raw = np.frombuffer(rnd.token_bytes((hi - lo) * (16 + vdaf.RAND_SIZE)),
-                                dtype=np.uint8).reshape(hi - lo, 16 + vdaf.RAND_SIZE)
-            rep = vdaf.shard_batch(measurements[lo:hi], raw[:, :16], raw[:, 16:])
-            pub_b = [encode_public_share(rep.public, r) for r in range(hi - lo)]
-            in_b = [[vdaf.encode_input_share(rep.shares[j], r) for r in range(hi - lo)]
-                    for j in (0, 1)]
-            cpu += time.process_time() - t
-            del rep
-            # receipt: each decoder validates completely; the validated shares are kept
-            store.put(lo, raw[:, :16], vdaf.decode_public_shares(pub_b),
-                      [vdaf.decode_input_shares(in_b[j]) for j in (0, 1)])
-            del pub_b, in_b
+            cpu += _shard_into(vdaf, store, lo, measurements[lo:hi], rnd)
             if progress is not None:
                 progress(hi, n)
     except BaseException:
         store.close()
         raise
     return store, cpu, upload
+
+
+def _shard_into(vdaf, store, lo: int, measurements: np.ndarray, rnd) -> float:  # noqa: ANN001
+    """Clients ``lo ..`` of ``store`` shard ``measurements`` and send their reports as
+    bytes; the aggregators decode them (every decoder validates completely) and keep
+    them in rows ``lo ..``. Returns the clients' CPU seconds."""
+    from protocol.core.poplar1.idpf import encode_public_share
+
+    k = measurements.shape[0]
+    t = time.process_time()
+    raw = np.frombuffer(rnd.token_bytes(k * (16 + vdaf.RAND_SIZE)),
+                        dtype=np.uint8).reshape(k, 16 + vdaf.RAND_SIZE)
+    rep = vdaf.shard_batch(measurements, raw[:, :16], raw[:, 16:])
+    pub_b = [encode_public_share(rep.public, r) for r in range(k)]
+    in_b = [[vdaf.encode_input_share(rep.shares[j], r) for r in range(k)] for j in (0, 1)]
+    cpu = time.process_time() - t
+    del rep
+    # receipt: each decoder validates completely; the validated shares are kept
+    store.put(lo, raw[:, :16], vdaf.decode_public_shares(pub_b),
+              [vdaf.decode_input_shares(in_b[j]) for j in (0, 1)])
+    return cpu
 
 
 #: ``tamper(stage, agg_id, level, values) -> values``: the adversary hook of
@@ -411,8 +420,6 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
     Raises:
         StudyError: more candidates at a level than ``max_candidates``.
     """
-    from protocol.core.poplar1 import encode_agg_param, sketch_accepts
-
     bits = vdaf.bits
     n = store.n if store is not None else nonces.shape[0]
     if parties is None:
@@ -426,68 +433,84 @@ def search(vdaf, nonces: np.ndarray | None, public, shares, threshold: int, *,  
             p.core = p.timed(_Batches, vdaf, p.agg_id, verify_key, n, load, None, park_dir)
     found = _LevelSearch(bits, threshold, max_candidates, progress, on_level)
     for level, cands in found.levels():
-        agg_param = (level, tuple(cands))
-        ap_bytes = len(encode_agg_param(agg_param))
         t0 = time.perf_counter()
-        # both rounds of the preparation run batch by batch (the messages of a batch
-        # are those of its reports, so the bytes and views are the whole level's);
-        # the aggregate shares are summed over the batches and exchanged once
-        agg: list[Any] = [None, None]
-        rejected: list[int] = []
-        for bi, (lo, hi) in enumerate(parties[0].core.bounds):
-            m = hi - lo
-            parts = [p.core.parts[bi] for p in parties]
-            for p, a in zip(parties, parts):
-                p.timed(p.core.unpark, bi)
-            r1 = [p.timed(a.verify_init, agg_param) for p, a in zip(parties, parts)]
-            for p in parties:
-                p.timed(p.core.park, bi)
-            # each sends its sketch shares to the other; both form the round-1 message
-            got = [_exchange(parties[j], parties[1 - j], level, bits, r1[j], 3 * m, "sketch1",
-                             tamper) for j in (0, 1)]
-            msg = []
-            for j in (0, 1):
-                mine = r1[j]
-                other = got[1 - j]
-                if level < bits - 1:
-                    from protocol.core.poplar1.field import add64
-                    msg.append(parties[j].timed(add64, np.asarray(mine), other.reshape(m, 3)))
-                else:
-                    o = [other[3 * r:3 * r + 3] for r in range(m)]
-                    msg.append([[(x + y) % (2 ** 255 - 19) for x, y in zip(u, v)]
-                                for u, v in zip(mine, o)])
-            del r1, got
-            r2 = [parties[j].timed(parts[j].verify_next, msg[j]) for j in (0, 1)]
-            del msg
-            got2 = [_exchange(parties[j], parties[1 - j], level, bits, r2[j], m, "sketch2",
-                              tamper) for j in (0, 1)]
-            ok = [parties[j].timed(sketch_accepts, level, bits, r2[j], got2[1 - j])
-                  for j in (0, 1)]
-            del r2, got2
-            # a report is aggregated only when both accept it (an aggregator that rejects
-            # tells the other, as in DAP's ping-pong; an honest one decides from the
-            # shares it received, so a lying peer cannot make it accept)
-            accepted = ok[0] & ok[1]
-            for j in (0, 1):
-                part = parties[j].timed(parts[j].aggregate, accepted)
-                agg[j] = part if agg[j] is None else parties[j].timed(
-                    _add_shares, level, bits, agg[j], part)
-            rejected += (lo + np.flatnonzero(~accepted)).tolist()
-        shares_seen = [_exchange(parties[j], parties[1 - j], level, bits, agg[j], len(cands),
-                                 "agg_share", tamper) for j in (0, 1)]
-        mod = (1 << 64) - (1 << 32) + 1 if level < bits - 1 else 2 ** 255 - 19
-        # each aggregator's counts: its own share plus the share it received; aggregator
-        # 0 (the leader) drives the search with its counts
-        seen = [[(int(x) + int(y)) % mod for x, y in zip(agg[j], shares_seen[1 - j])]
-                for j in (0, 1)]
-        counts = seen[0]
-        for p in parties:
-            p.bytes_received += ap_bytes
-            p.view.append({"level": level, "candidates": [_bitstr(c) for c in cands],
-                           "counts": seen[p.agg_id], "rejected_reports": rejected})
+        counts, rejected = _level_in_process(parties, level, bits, cands, tamper)
         found.passed(level, cands, counts, len(rejected), t0,
                      aggregator_cpu_seconds=[p.cpu_seconds for p in parties])
     return {"heavy": found.heavy, "levels": found.rows, "parties": parties}
+
+
+def _level_in_process(parties: tuple[AggregatorParty, AggregatorParty], level: int,
+                      bits: int, cands: list[tuple[bool, ...]], tamper: Tamper | None = None,
+                      keep: list[np.ndarray] | None = None) -> tuple[list[int], list[int]]:
+    """One level of the prefix search between the two parties in this process (their
+    ``core`` a :class:`_Batches` each): both rounds of the preparation batch by batch
+    (the messages of a batch are those of its reports, so the bytes and views are the
+    whole level's), the aggregate shares summed over the batches and exchanged once.
+    ``keep`` (one bool array per batch, updated in place) aggregates only the reports
+    still accepted at the earlier levels of a sampled round. Appends the level to each
+    party's view and returns aggregator 0's counts and the rejected reports (indices
+    into the parties' reports)."""
+    from protocol.core.poplar1 import encode_agg_param, sketch_accepts
+    from protocol.core.poplar1.field import add64
+
+    agg_param = (level, tuple(cands))
+    ap_bytes = len(encode_agg_param(agg_param))
+    agg: list[Any] = [None, None]
+    rejected: list[int] = []
+    for bi, (lo, hi) in enumerate(parties[0].core.bounds):
+        m = hi - lo
+        parts = [p.core.parts[bi] for p in parties]
+        for p in parties:
+            p.timed(p.core.unpark, bi)
+        r1 = [p.timed(a.verify_init, agg_param) for p, a in zip(parties, parts)]
+        for p in parties:
+            p.timed(p.core.park, bi)
+        # each sends its sketch shares to the other; both form the round-1 message
+        got = [_exchange(parties[j], parties[1 - j], level, bits, r1[j], 3 * m, "sketch1",
+                         tamper) for j in (0, 1)]
+        msg = []
+        for j in (0, 1):
+            mine = r1[j]
+            other = got[1 - j]
+            if level < bits - 1:
+                msg.append(parties[j].timed(add64, np.asarray(mine), other.reshape(m, 3)))
+            else:
+                o = [other[3 * r:3 * r + 3] for r in range(m)]
+                msg.append([[(x + y) % (2 ** 255 - 19) for x, y in zip(u, v)]
+                            for u, v in zip(mine, o)])
+        del r1, got
+        r2 = [parties[j].timed(parts[j].verify_next, msg[j]) for j in (0, 1)]
+        del msg
+        got2 = [_exchange(parties[j], parties[1 - j], level, bits, r2[j], m, "sketch2",
+                          tamper) for j in (0, 1)]
+        ok = [parties[j].timed(sketch_accepts, level, bits, r2[j], got2[1 - j])
+              for j in (0, 1)]
+        del r2, got2
+        # a report is aggregated only when both accept it (an aggregator that rejects
+        # tells the other, as in DAP's ping-pong; an honest one decides from the
+        # shares it received, so a lying peer cannot make it accept)
+        accepted = ok[0] & ok[1]
+        if keep is not None:
+            keep[bi] &= accepted
+            accepted = keep[bi]
+        for j in (0, 1):
+            part = parties[j].timed(parts[j].aggregate, accepted)
+            agg[j] = part if agg[j] is None else parties[j].timed(
+                _add_shares, level, bits, agg[j], part)
+        rejected += (lo + np.flatnonzero(~accepted)).tolist()
+    shares_seen = [_exchange(parties[j], parties[1 - j], level, bits, agg[j], len(cands),
+                             "agg_share", tamper) for j in (0, 1)]
+    mod = (1 << 64) - (1 << 32) + 1 if level < bits - 1 else 2 ** 255 - 19
+    # each aggregator's counts: its own share plus the share it received; aggregator
+    # 0 (the leader) drives the search with its counts
+    seen = [[(int(x) + int(y)) % mod for x, y in zip(agg[j], shares_seen[1 - j])]
+            for j in (0, 1)]
+    for p in parties:
+        p.bytes_received += ap_bytes
+        p.view.append({"level": level, "candidates": [_bitstr(c) for c in cands],
+                       "counts": seen[p.agg_id], "rejected_reports": rejected})
+    return seen[0], rejected
 
 
 # ------------------------------------------------- the two aggregators as processes
@@ -805,6 +828,339 @@ def details(res: SearchResult, n: int, max_length: int | None, b: int | None) ->
                                  else [p.process for p in parties]),
         "seconds": round(res.seconds, 3),
         "per_level": res.levels,
+    }
+
+
+# ------------------------------------------------------- sampled mode (TrieHH's release)
+#: ``--poplar1-mode``: ``plain`` is the draft's prefix search over every report at every
+#: bit level (no differential privacy); ``sampled`` is TrieHH's release computed by
+#: Poplar1 (a fresh uniform sample of ``m`` clients per character, a prefix kept with at
+#: least ``theta`` sampled reports; Zhu et al. 2020, Theorem 1; docs/poplar1.md)
+POPLAR1_MODES = ("plain", "sampled")
+
+
+@dataclass
+class SampledResult:
+    """What a sampled search released and what it cost.
+
+    ``released[i]`` is the set of ``i + 1``-character prefixes (tuples of character
+    codes, index + 1, 0 the end of the word) released at round ``i + 1``; ``words`` the
+    complete words among them (ended by code 0, or of ``L`` characters), end code
+    dropped. ``rounds`` has one row per round (character): its sample, the clients who
+    uploaded for the first time, and per bit level the candidates and passing prefixes.
+    """
+
+    released: list[list[tuple[int, ...]]]
+    words: list[tuple[int, ...]]
+    rounds: list[dict[str, Any]]
+    parties: tuple[AggregatorParty, AggregatorParty]
+    client_seconds: float
+    collector_seconds: float
+    uploads: int
+    upload_bytes_per_client: int
+    bits: int
+    theta: int
+    m: int
+    n: int
+    max_length: int
+    seconds: float
+    #: each round's sampled clients (population indices, ascending): what both
+    #: aggregators know, since they prepare exactly those reports
+    samples: list[np.ndarray] = field(default_factory=list)
+
+
+def codes_to_bits(codes: np.ndarray, b: int) -> np.ndarray:
+    """``(N, L)`` character codes -> ``(N, L b)`` bool, each code on ``b`` bits, most
+    significant first (the encoding of :func:`encode_words`)."""
+    shifts = np.arange(b - 1, -1, -1)
+    c = np.asarray(codes, dtype=np.int64)
+    return ((c[:, :, None] >> shifts) & 1).astype(bool).reshape(c.shape[0], -1)
+
+
+def encode_codes(vocabulary: Sequence[str], alphabet: str, max_length: int) -> np.ndarray:
+    """``(V, max_length)`` character codes of :func:`encode_words` (index + 1, 0 pads).
+
+    Raises:
+        StudyError: a character outside the alphabet, or ``max_length < 1``.
+    """
+    b = bits_per_char(alphabet)
+    bits = encode_words(vocabulary, alphabet, max_length).reshape(len(vocabulary), max_length, b)
+    return (bits.astype(np.int64) << np.arange(b - 1, -1, -1)).sum(axis=2)
+
+
+def _bits_to_codes(prefix: tuple[bool, ...], b: int) -> tuple[int, ...]:
+    out = []
+    for j in range(0, len(prefix), b):
+        c = 0
+        for x in prefix[j:j + b]:
+            c = 2 * c + int(x)
+        out.append(c)
+    return tuple(out)
+
+
+def _unpack_ctrl(c: np.ndarray) -> np.ndarray:
+    out = np.empty(c.shape + (2,), dtype=bool)
+    out[..., 0] = (c & 1).astype(bool)
+    out[..., 1] = (c >> 1).astype(bool)
+    return out
+
+
+def _rows_loader(store, agg_id: int, rows: np.ndarray):  # noqa: ANN001, ANN202
+    """``load(lo, hi)`` of the reports at store rows ``rows[lo:hi]`` (a round's sample,
+    gathered from the aggregators' store in memory; per-level fields read when a level
+    asks, as :meth:`ReportStore.public` does for a range)."""
+    from protocol.core.poplar1.idpf import PublicShares
+    from protocol.core.poplar1.store import Field255Rows, LevelColumns
+    from protocol.core.poplar1.vdaf import InputShares
+
+    cap = store.n
+
+    def cols(name: str, idx: np.ndarray, ctrl: bool = False) -> LevelColumns:
+        shape, dtype = store.tables[name]
+
+        def get(level: int) -> np.ndarray:
+            x = store.read(name, 0, cap, level)[idx]
+            return _unpack_ctrl(x) if ctrl else x
+
+        return LevelColumns(get, (idx.size, shape[0]) + ((2,) if ctrl else shape[2:]),
+                            bool if ctrl else dtype)
+
+    def leaf(name: str, idx: np.ndarray) -> Field255Rows:
+        return Field255Rows(lambda: store.read(name, 0, cap)[idx], idx.size)
+
+    def load(lo: int, hi: int):  # noqa: ANN202
+        idx = np.asarray(rows[lo:hi], dtype=np.int64)
+        pub = PublicShares(cols("seed_cw", idx), cols("ctrl_cw", idx, ctrl=True),
+                           cols("w_inner", idx), leaf("w_leaf", idx))
+        inp = InputShares(np.array(store.read(f"key{agg_id}", 0, cap)[idx]),
+                          np.array(store.read(f"corr_seed{agg_id}", 0, cap)[idx]),
+                          cols(f"corr_inner{agg_id}", idx), leaf(f"corr_leaf{agg_id}", idx))
+        return np.array(store.read("nonces", 0, cap)[idx]), pub, inp
+    return load
+
+
+def sampled_search(codes: np.ndarray, b: int, symbols: int, theta: int, m: int, *,
+                   sample_rng: np.random.Generator, seed: int | None = None,
+                   task: str = "triehh", max_candidates: int = 1 << 14,
+                   progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                   on_level: Callable[[dict[str, Any]], None] | None = None) -> SampledResult:
+    """TrieHH's release (Zhu et al. 2020, Algorithm 1, one character a round) computed by
+    Poplar1's two aggregators.
+
+    ``codes`` is ``(n, L)``: each client's word cut to ``L`` characters as codes
+    ``1 .. symbols`` (0 ends the word and pads), ``b`` bits a code. Round ``i = 1 .. L``:
+
+    1. the collector draws a fresh uniform sample of exactly ``m`` of the ``n`` clients
+       with TrieHH's sampler (``Transport.draw_sample`` of the plaintext transport, the
+       beacon of :mod:`protocol.core.sample_beacon`, fed from ``sample_rng``: with
+       TrieHH's sampling stream it draws TrieHH's users);
+    2. a sampled client that has not uploaded yet shards its word once (all ``L b``
+       levels in one report, as the draft's clients do) and uploads;
+    3. the two aggregators prepare the sampled reports, and only those, at the ``b`` bit
+       levels of character ``i``: the first level's candidates are both children of
+       every released, unfinished ``(i - 1)``-character prefix, each next level's the
+       children of the prefixes with at least ``theta`` accepted sampled reports, and the
+       last level's only the children that end in a character code (``0 .. symbols``).
+       A report rejected at one of these levels counts at none of the later ones;
+    4. the ``i``-character prefixes with at least ``theta`` sampled reports are released;
+       those ending in code 0 (and at ``i = L`` all) are complete words and are not
+       extended. The run stops when a round releases nothing or nothing is left to
+       extend.
+
+    Only which prefixes passed leaves the aggregators (the collector and the analyst
+    see no counts); each aggregator's view holds every count it evaluated.
+
+    Raises:
+        StudyError: bad parameters or shapes, or more candidates at a level than
+            ``max_candidates``.
+    """
+    from protocol.core.contract import plaintext_transport
+    from protocol.core.poplar1 import Poplar1
+    from protocol.core.poplar1.store import ReportStore
+
+    codes = np.asarray(codes, dtype=np.int64)
+    if codes.ndim != 2 or codes.shape[0] < 1 or codes.shape[1] < 1:
+        raise StudyError("Poplar1 (sampled) needs at least one client and one character")
+    n, L = codes.shape
+    if b < 1 or not 1 <= symbols < (1 << b) or codes.min() < 0 or codes.max() > symbols:
+        raise StudyError("character codes must be in 0 .. symbols < 2^b")
+    if theta < 1:
+        raise StudyError("theta must be >= 1")
+    if not 1 <= m <= n:
+        raise StudyError(f"the sample size m must be in 1 .. n = {n}, got {m}")
+    bits = L * b
+    if bits < 2:
+        raise StudyError("Poplar1 needs strings of at least 2 bits")
+    vdaf = Poplar1(bits, CTX)
+    t_start = time.perf_counter()
+    rnd = _randomness(seed, "poplar1 clients")
+    key = _randomness(seed, "poplar1 verify key").token_bytes(vdaf.VERIFY_KEY_SIZE)
+    upload = vdaf.NONCE_SIZE + vdaf.public_share_size() + 2 * vdaf.input_share_size()
+    sampler = plaintext_transport()
+    parties = (AggregatorParty(0, None), AggregatorParty(1, None))
+    store = ReportStore(bits, min(n, L * m))
+    row_of = np.full(n, -1, dtype=np.int64)
+    filled = 0
+    client_cpu = collector_cpu = 0.0
+    frontier: list[tuple[bool, ...]] = [()]
+    released: list[list[tuple[int, ...]]] = []
+    words: list[tuple[int, ...]] = []
+    rounds: list[dict[str, Any]] = []
+    samples: list[np.ndarray] = []
+    it: Iterable[int] = range(1, L + 1)
+    if progress is not None:
+        it = progress(it)
+    try:
+        for i in it:
+            if not frontier:
+                break
+            t0 = time.perf_counter()
+            c0 = time.process_time()
+            users = sampler.draw_sample(task, i, n, m, sample_rng).users
+            samples.append(users)
+            new = users[row_of[users] < 0]
+            collector_cpu += time.process_time() - c0
+            for lo in range(0, new.size, CHUNK):
+                chunk = new[lo:lo + CHUNK]
+                client_cpu += _shard_into(vdaf, store, filled, codes_to_bits(codes[chunk], b),
+                                          rnd)
+                row_of[chunk] = np.arange(filled, filled + chunk.size)
+                filled += chunk.size
+            rows = row_of[users]
+            for p in parties:
+                p.core = p.timed(_Batches, vdaf, p.agg_id, key, rows.size,
+                                 _rows_loader(store, p.agg_id, rows), None, None)
+            keep = [np.ones(hi - lo, dtype=bool) for lo, hi in parties[0].core.bounds]
+            surv = frontier
+            sub: list[dict[str, Any]] = []
+            for j in range(b):
+                level = (i - 1) * b + j
+                c0 = time.process_time()
+                cands = sorted(p + (x,) for p in surv for x in (False, True))
+                if j == b - 1:   # only character codes end a character
+                    cands = [c for c in cands if _bits_to_codes(c[-b:], b)[0] <= symbols]
+                collector_cpu += time.process_time() - c0
+                if len(cands) > max_candidates:
+                    raise StudyError(f"Poplar1: {len(cands)} candidates at level {level}, "
+                                     f"more than the cap {max_candidates}")
+                if not cands:
+                    surv = []
+                    break
+                counts, rejected = _level_in_process(parties, level, bits, cands, None, keep)
+                for p in parties:
+                    p.view[-1]["round"] = i
+                surv = [c for c, k in zip(cands, counts) if k >= theta]
+                sub.append({"level": level, "candidates": len(cands), "passing": len(surv),
+                            "rejected": len(rejected)})
+                if not surv:
+                    break
+            for p in parties:
+                p.core = None
+            rel = [_bits_to_codes(c, b) for c in surv]
+            released.append(rel)
+            words += [c[:-1] if c[-1] == 0 else c for c in rel if c[-1] == 0 or i == L]
+            frontier = [c for c in surv if _bits_to_codes(c[-b:], b)[0] != 0]
+            rounds.append({"round": i, "sampled": int(users.size), "new_uploads": int(new.size),
+                           "levels": sub, "released": len(rel),
+                           "seconds": round(time.perf_counter() - t0, 4)})
+            if on_level is not None:
+                on_level({**rounds[-1], "aggregator_cpu_seconds":
+                          [p.cpu_seconds for p in parties]})
+            if not rel:
+                break
+    finally:
+        store.close()
+    return SampledResult(released, words, rounds, parties, client_cpu, collector_cpu, filled,
+                         upload, bits, int(theta), int(m), n, L,
+                         time.perf_counter() - t_start, samples)
+
+
+def sampled_parameters(n: int, epsilon: float, delta: float | None, max_length: int):  # noqa: ANN201
+    """TrieHH's parameters for the target (Corollary 1: theta, gamma, ``m = floor(gamma
+    sqrt(n))``) and the guarantee of Theorem 1 at them, which the sampled mode carries.
+
+    Raises:
+        StudyError: the target is outside the theorem's conditions (the message names
+            the failing one).
+    """
+    from mechanisms.triehh_privacy import TrieHHPrivacyError, corollary1
+
+    d = 1.0 / float(n) ** 2 if delta is None else float(delta)
+    try:
+        return corollary1(float(epsilon), d, int(n), int(max_length))
+    except TrieHHPrivacyError as exc:
+        raise StudyError(f"Poplar1 (sampled) takes TrieHH's parameters: {exc}") from None
+
+
+def sampled_privacy_statement(params) -> dict[str, Any]:  # noqa: ANN001
+    """The guarantee of the sampled mode: TrieHH's Theorem 1 at the same n, theta, m, L,
+    for the released trie (docs/poplar1.md proves the reduction)."""
+    g = params.guarantee
+    return {"mechanism": "poplar1", "kind": "central", "epsilon": g.epsilon,
+            "delta": g.delta,
+            "theorem": "Zhu et al. 2020, Theorem 1 (TrieHH's release, computed by Poplar1)",
+            "parameters": {"theta": params.theta, "m": params.m, "n": params.n,
+                           "L": params.max_levels, "gamma": params.m / math.sqrt(params.n)},
+            "protects_against": "analyst (the released trie); each aggregator sees every "
+                                "count it evaluates over the sample",
+            "guarantee": g.to_json() if hasattr(g, "to_json") else None}
+
+
+def run_poplar1_sampled(pop, k: int, *, epsilon: float, delta: float | None = None,  # noqa: ANN001
+                        max_length: int = 10, seed: int | None = None,
+                        sample_rng: np.random.Generator | None = None,
+                        max_candidates: int = 1 << 14,
+                        progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                        on_level: Callable[[dict[str, Any]], None] | None = None):  # noqa: ANN201
+    """Poplar1 in the sampled mode on a one-word population, at TrieHH's parameters for
+    the central target ``(epsilon, delta)`` (default ``delta = 1/n^2``), as an
+    :class:`protocol.studies.runners.hh.HHResult` (membership only: counts ``None``).
+    ``sample_rng`` defaults to one seeded from ``seed`` (``None``: from the OS).
+
+    Raises:
+        StudyError: bad parameters, a target outside Theorem 1's conditions, or too many
+            candidates.
+    """
+    from protocol.studies.runners.hh import HHResult, truncated_truth
+
+    params = sampled_parameters(pop.n, epsilon, delta, max_length)
+    codes = encode_codes(pop.vocabulary, pop.alphabet, max_length)[pop.items]
+    rng = sample_rng if sample_rng is not None else np.random.default_rng(
+        None if seed is None else [seed, 1])
+    res = sampled_search(codes, bits_per_char(pop.alphabet), len(pop.alphabet), params.theta,
+                         params.m, sample_rng=rng, seed=seed, max_candidates=max_candidates,
+                         progress=progress, on_level=on_level)
+    alpha = pop.alphabet
+    found = {"".join(alpha[c - 1] for c in w): None for w in res.words}
+    return HHResult("poplar1", found, truncated_truth(pop, max_length),
+                    sampled_privacy_statement(params), sampled_details(res, pop.n))
+
+
+def sampled_details(res: SampledResult, n: int) -> dict[str, Any]:
+    """The sampled run's parameters, costs and the parties' views, summarised."""
+    parties = res.parties
+    learnt = sum(len(v["counts"]) for v in parties[0].view)
+    below = sum(sum(1 for c in v["counts"] if c < res.theta) for v in parties[0].view)
+    return {
+        "mode": "sampled", "bits": res.bits, "theta": res.theta, "m": res.m,
+        "max_length": res.max_length,
+        "levels": len(parties[0].view), "rounds": len(res.rounds),
+        "aggregator_rounds": 2 * len(parties[0].view),
+        "rejected_reports": sum(lv["rejected"] for r in res.rounds for lv in r["levels"]),
+        "clients_uploaded": res.uploads,
+        "clients_sampled": sum(r["sampled"] for r in res.rounds),
+        "client_upload_bytes": res.upload_bytes_per_client,
+        "client_cpu_seconds": round(res.client_seconds, 3),
+        "client_cpu_seconds_per_report": round(res.client_seconds / max(res.uploads, 1), 6),
+        "collector_cpu_seconds": round(res.collector_seconds, 3),
+        "aggregator_cpu_seconds": [round(p.cpu_seconds, 3) for p in parties],
+        "aggregator_bytes_sent": [p.bytes_sent for p in parties],
+        "aggregator_bytes_received": [p.bytes_received for p in parties],
+        "aggregators_learn": {"prefix_counts": learnt, "below_threshold": below,
+                              "sampled_reports": sum(r["sampled"] for r in res.rounds)},
+        "released_prefixes": sum(len(r) for r in res.released),
+        "seconds": round(res.seconds, 3),
+        "per_round": res.rounds,
     }
 
 
