@@ -278,20 +278,24 @@ def test_a_device_refuses_a_sample_the_helpers_did_not_sign(keys):
     seed = bytes(range(32))
     users = sample_users(seed, POP, 5).tolist()
     task = Task("t", 1, ("a", "b"), 2, True, 1, 0, 0, users)
-    statement = endorsement(beacon_context("t", 1, POP, 5), seed)
+    inst = bytes(range(16))
+    statement = endorsement(beacon_context("t", 1, POP, 5), seed, inst)
     good1 = ed25519_sign(signing[POP], statement)
     forged = bytes(64)
     assert "sample_not_endorsed" in _proof_problem(
-        SampleProof("t", 1, seed, (good1, forged)), task, policy, verify)
+        SampleProof("t", 1, seed, (good1, forged), inst), task, policy, verify)
     assert "sample_not_endorsed" in _proof_problem(None, task, policy, verify)
     assert "another round" in _proof_problem(
-        SampleProof("t", 2, seed, (good1, forged)), task, policy, verify)
+        SampleProof("t", 2, seed, (good1, forged), inst), task, policy, verify)
     good2 = ed25519_sign(signing[POP + 1], statement) if signing[POP + 1] else None
     if good2 is None:  # helper 1's directory holds only its own key: sign as helper 2
         _, s2 = tls.load_pki(keys / "helper2")
         good2 = ed25519_sign(s2[POP + 1], statement)
-    proof = SampleProof("t", 1, seed, (good1, good2))
+    proof = SampleProof("t", 1, seed, (good1, good2), inst)
     assert _proof_problem(proof, task, policy, verify) is None
+    # the same signatures do not vouch for the seed in another job instance
+    other = SampleProof("t", 1, seed, (good1, good2), bytes(16))
+    assert "sample_not_endorsed" in _proof_problem(other, task, policy, verify)
     # a device forced into the round: the seed selects another sample
     outside = next(u for u in range(POP) if u not in users)
     forced = Task("t", 1, ("a", "b"), 2, True, 1, 0, 0, sorted(users[1:] + [outside]))
