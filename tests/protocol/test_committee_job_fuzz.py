@@ -228,7 +228,7 @@ def _device_run(step: int, bad: bytes, monkeypatch: Any) -> Any:
 
 # ----------------------------------------------------------------- the mutations
 _TAGS = [200, 201, 202, 203, 206, 207, 208, 209, 210, 211, 999, 65535]
-_ANY = st.recursive(st.none() | st.booleans() | st.integers(-(1 << 64), (1 << 64) - 1)
+_ANY = st.recursive(st.none() | st.booleans() | st.integers(-(1 << 63), (1 << 64) - 1)
                     | st.binary(max_size=80) | st.text(max_size=20),
                     lambda kids: st.lists(kids, max_size=4), max_leaves=8)
 
@@ -349,7 +349,7 @@ def test_the_honest_device_votes(monkeypatch: Any) -> None:
 FAST = settings(max_examples=60, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow,
                                        HealthCheck.function_scoped_fixture])
-SLOW = settings(max_examples=3000, deadline=None,
+SLOW = settings(max_examples=30000, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow,
                                        HealthCheck.function_scoped_fixture])
 

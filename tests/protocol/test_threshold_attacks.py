@@ -119,3 +119,14 @@ def test_a_completed_job_may_run_again_an_abandoned_one_spends_the_budget():
                 run_triehh(data, a, cfg, tr, np.random.default_rng(4))
             assert err.value.reason == "committee_sample_redrawn"
         assert tr.ledger.abandoned("again") == 1
+
+
+@pytest.mark.slow
+def test_the_restart_table_in_the_docs_is_the_codes():
+    import pathlib
+
+    from protocol.studies.attacks.threshold_attacks import restart_table
+
+    doc = (pathlib.Path(__file__).parents[2] / "docs" / "threshold.md").read_text()
+    inside = doc.split("<!-- restarts:begin -->")[1].split("<!-- restarts:end -->")[0]
+    assert inside.strip() == restart_table().strip()

@@ -813,3 +813,21 @@ def restart_outcome(seed: int, keep_ledgers: bool = True,
 def server_restarts_for_target(seed: int) -> Outcome:
     """The server restarts the job until a chosen device is in round 1's sample."""
     return restart_outcome(seed, keep_ledgers=True)
+
+
+def restart_table(seed: int = 0, campaigns: int = RESTART_CAMPAIGNS) -> str:
+    """The restart attack's measurement as a markdown table (docs/threshold.md)."""
+    p = None
+    rows = ["| helpers' ledgers | target's inclusion rate | 95% interval | beacons run | "
+            "restarts refused | predicted |", "| --- | --- | --- | --- | --- | --- |"]
+    for keep in (False, True):
+        r = restart_campaigns(seed, keep, campaigns)
+        p = r["m"] / r["n"]
+        rate, c = r["inclusion_rate"], r["campaigns"]
+        half = 1.96 * (rate * (1 - rate) / c) ** 0.5
+        predicted = (f"1 - (1 - m/n)^{r['restarts']} = {1 - (1 - p) ** r['restarts']:.3f}"
+                     if not keep else f"m/n = {p:.3f}")
+        rows.append(f"| {'kept (default)' if keep else 'forgotten (before)'} | {rate:.3f} | "
+                    f"{rate - half:.3f} .. {rate + half:.3f} | {r['beacons']} | "
+                    f"{r['refused_restarts']} | {predicted} |")
+    return "\n".join(rows)
