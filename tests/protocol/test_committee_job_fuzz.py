@@ -210,7 +210,8 @@ DEVICE_STEPS = [("proof", frame(PROOF)), ("task", frame(TASK_MSG)),
                 ("bye", frame(Bye("finished", "")))]
 
 
-def _device_run(step: int, bad: bytes, monkeypatch: Any) -> Any:
+def _device_run(step: int, bad: bytes, monkeypatch: Any, ledger: Any = None,
+                policy: JobPolicy = POLICY) -> Any:
     frames = [f for _, f in DEVICE_STEPS]
     frames[step] = bad
 
@@ -220,10 +221,11 @@ def _device_run(step: int, bad: bytes, monkeypatch: Any) -> Any:
     monkeypatch.setattr(job_module, "connect", fake_connect)
     reports = DeviceReports((REPORT[0][1], REPORT[1][1]), [sk for sk, _ in SIGN[:POP]],
                             rand=_Rand("device"))
-    return asyncio.run(run_job_client(DEVICE, "x", 0, POLICY, None, b"", lambda t: 0,
+    return asyncio.run(run_job_client(DEVICE, "x", 0, policy, None, b"", lambda t: 0,
                                       signing_key=SIGN[DEVICE][0], verify_keys=VERIFY,
                                       rand=_Rand("dev"), wait_seconds=0.5,
-                                      reports=reports, ledger=DeviceLedger()))
+                                      reports=reports,
+                                      ledger=ledger if ledger is not None else DeviceLedger()))
 
 
 # ----------------------------------------------------------------- the mutations
@@ -344,6 +346,26 @@ def test_the_honest_frames_make_an_honest_round() -> None:
 def test_the_honest_device_votes(monkeypatch: Any) -> None:
     out = _device_run(2, DEVICE_STEPS[2][1], monkeypatch)
     assert (out.status, out.votes) == ("finished", 1), out
+
+
+def test_a_device_ledger_refuses_an_earlier_jobs_proof_and_a_spent_budget(
+        monkeypatch: Any, tmp_path: Any) -> None:
+    """The same job instance replayed to a device on a new connection (it voted in it
+    before) is refused, as is a vote past the task's budget over all its jobs; the
+    vote is on disk before the report goes out."""
+    led = DeviceLedger(tmp_path)
+    assert _device_run(2, DEVICE_STEPS[2][1], monkeypatch, led).votes == 1
+    assert DeviceLedger(tmp_path).known_instance(DEVICE, TASK, INSTANCE)
+    again = _device_run(2, DEVICE_STEPS[2][1], monkeypatch, DeviceLedger(tmp_path))
+    assert again.status == "aborted" and again.reason.startswith("sample_wrong_job"), again
+    assert again.votes == 0
+    import dataclasses
+
+    capped = dataclasses.replace(POLICY, max_votes=1)
+    other = DeviceLedger(tmp_path / "other")
+    other.record_vote(DEVICE, TASK, bytes(16), 3)  # a vote in an earlier job of the task
+    spent = _device_run(2, DEVICE_STEPS[2][1], monkeypatch, other, capped)
+    assert spent.status == "aborted" and spent.reason.startswith("budget_spent"), spent
 
 
 FAST = settings(max_examples=60, deadline=None, derandomize=True,

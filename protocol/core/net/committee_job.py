@@ -1316,5 +1316,7 @@ async def _receive_task(reader: asyncio.StreamReader, policy: JobPolicy,
         return msg.payload
     if isinstance(msg, CommitteeMessage) and msg.step in ("b-start",):
         raise _refuse("sample_redrawn", "a second beacon before the round's Task")
+    if isinstance(msg, CommitteeMessage) and msg.step == ABORT_STEP:
+        raise _refuse(relayed_reason(msg.payload), "the server stopped the round")
     raise _refuse("malformed_message", "the round's Task was expected")
 
