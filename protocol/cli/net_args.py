@@ -493,3 +493,70 @@ def exit_status(ok: bool, report: Any, who: str) -> int:
     print(f"fedhh: failed: {line}", file=sys.stderr, flush=True)
     return 1
 
+
+
+#: ``--max-abandoned``'s default: no job of a task may end abandoned after a beacon
+#: before the helper refuses the task (docs/threshold.md, "Restarts")
+DEFAULT_MAX_ABANDONED = 0
+
+
+def add_ledger_args(p: argparse.ArgumentParser, helper: bool) -> None:
+    """``--state-dir`` (where the party's ledger lives; default the ``--keys``
+    directory) and, for a helper, ``--max-abandoned``."""
+    g = p.add_argument_group("--job over the committee: the ledger that outlives a "
+                             "restart (docs/threshold.md)")
+    g.add_argument("--state-dir", default=None, dest="state_dir",
+                   help="directory of this party's ledger (ledger/ inside it; default: "
+                        "the --keys directory)")
+    if helper:
+        g.add_argument("--max-abandoned", type=int, default=None, dest="max_abandoned",
+                       help="refuse further jobs of a task once more than this many of "
+                            "its jobs ended after a beacon whose round did not complete "
+                            f"(default {DEFAULT_MAX_ABANDONED}: a server sees at most one "
+                            "sample it does not then use)")
+
+
+def refuse_ledger_args_without_job(args: argparse.Namespace) -> None:
+    from protocol.cli import UsageError
+
+    for opt, dest in (("--state-dir", "state_dir"), ("--max-abandoned", "max_abandoned")):
+        if getattr(args, dest, None) is not None:
+            raise UsageError(f"{opt} belongs to a job's ledger: add --job triehh, or leave "
+                             "it out")
+
+
+def ledger_directory(args: argparse.Namespace) -> str:
+    import os
+
+    return os.path.join(args.state_dir if args.state_dir is not None else args.keys,
+                        "ledger")
+
+
+def helper_ledger_from_args(args: argparse.Namespace):  # noqa: ANN201
+    """Helper ``--index``'s on-disk ledger (``<state>/ledger/helper<i>.json``).
+
+    Raises:
+        UsageError: a negative ``--max-abandoned``, or a ledger that cannot be read.
+    """
+    import os
+
+    from protocol.cli import UsageError
+    from protocol.core.job_ledger import HelperLedger, LedgerError
+
+    budget = DEFAULT_MAX_ABANDONED if args.max_abandoned is None else args.max_abandoned
+    if budget < 0:
+        raise UsageError("--max-abandoned must be 0 or more")
+    try:
+        return HelperLedger(os.path.join(ledger_directory(args), f"helper{args.index}.json"),
+                            max_abandoned=budget)
+    except LedgerError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def device_ledger_from_args(args: argparse.Namespace):  # noqa: ANN201
+    """The devices' on-disk ledger (``<state>/ledger/devices/device-<id>.json``)."""
+    import os
+
+    from protocol.core.job_ledger import DeviceLedger
+
+    return DeviceLedger(os.path.join(ledger_directory(args), "devices"))

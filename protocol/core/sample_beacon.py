@@ -229,23 +229,25 @@ def server_drawn(rng: np.random.Generator) -> dict[str, bytes]:
     return {m: rng.bytes(VALUE_BYTES) for m in MEMBERS}
 
 
-def endorsement(context: bytes, seed: bytes) -> bytes:
+def endorsement(context: bytes, seed: bytes, instance: bytes) -> bytes:
     """What a helper signs (Ed25519) once it has taken part in a beacon run and checked
-    its transcript: the round's context and the seed. Over the network a device gets
-    the seed and both helpers' signatures instead of the whole transcript: with at most
-    one member corrupted, at least one signing helper is honest, and an honest helper
-    signs one seed per round, only after its own uniform value went into it."""
-    if len(context) != 32 or len(seed) != 32:
-        raise ValueError("a context and a seed are 32 bytes each")
-    return _ENDORSE + context + seed
+    its transcript: the round's context, the seed and the job instance (16 bytes: the
+    job the helper joined, :mod:`protocol.core.job_ledger`). Over the network a device
+    gets the seed and both helpers' signatures instead of the whole transcript: with at
+    most one member corrupted, at least one signing helper is honest, and an honest
+    helper signs one seed per round and job (its ledger keeps one beacon per task and
+    round), only after its own uniform value went into it."""
+    if len(context) != 32 or len(seed) != 32 or len(instance) != 16:
+        raise ValueError("a context and a seed are 32 bytes each, a job instance 16")
+    return _ENDORSE + context + seed + instance
 
 
 def check_endorsed_sample(seed: bytes, signatures: tuple[bytes, ...],
                           helper_keys: tuple[bytes, ...], task: str, round_no: int,
-                          population: int, users: np.ndarray) -> None:
+                          population: int, users: np.ndarray, instance: bytes) -> None:
     """A device's check of a round's sample over the network: both helpers signed this
-    round's seed (:func:`endorsement`), and the round's users are exactly the ones the
-    seed selects.
+    round's seed for job ``instance`` (:func:`endorsement`), and the round's users are
+    exactly the ones the seed selects.
 
     Raises:
         SampleRejected: ``sample_not_endorsed`` (a signature missing or not valid),
@@ -253,11 +255,16 @@ def check_endorsed_sample(seed: bytes, signatures: tuple[bytes, ...],
     """
     users = np.asarray(users)
     size = int(users.size)
-    if len(seed) != 32 or not 0 < size <= population:
-        raise SampleRejected("sample_malformed", "a seed of 32 bytes and 1..n users")
+    if (type(seed) is not bytes or len(seed) != 32 or type(instance) is not bytes
+            or len(instance) != 16 or not 0 < size <= population
+            or type(round_no) is not int or not 0 <= round_no < 1 << 63
+            or not 0 < population < 1 << 63):
+        raise SampleRejected("sample_malformed", "a seed of 32 bytes, a job instance of "
+                             "16, a round below 2^63 and 1..n users")
     if len(signatures) != len(helper_keys) or not helper_keys:
         raise SampleRejected("sample_not_endorsed", "a helper's signature is missing")
-    statement = endorsement(beacon_context(task, round_no, population, size), seed)
+    statement = endorsement(beacon_context(task, round_no, population, size), seed,
+                            instance)
     for i, (key, sig) in enumerate(zip(helper_keys, signatures), start=1):
         try:
             ed25519_verify(key, statement, sig)

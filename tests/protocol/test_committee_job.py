@@ -50,13 +50,14 @@ def _port() -> int:
 
 
 def _job(keys, threat="malicious", faults=None, wait=20.0, committee_input="reports",
-         reports=None, corrupt=None):
+         reports=None, corrupt=None, ledgers=None, device_ledger=None):
     """Server (thread), helpers and devices (another thread); returns
     (result or the AggregationAborted, device outcomes, helper outcomes, transport).
     The deadlines are long: no path here waits for one (every abort is relayed), and
     on a loaded machine a short one would name a timeout instead of the deviation.
     ``reports(helper_keys, signing_keys)``: the devices' report maker (default
-    :class:`DeviceReports` with ``corrupt``)."""
+    :class:`DeviceReports` with ``corrupt``). ``ledgers``: helper index -> its
+    HelperLedger; ``device_ledger``: the devices' DeviceLedger."""
     faults = faults or {}
     prep, rng = _prep()
     policy = JobPolicy(prep.config.task, prep.n, threat=threat, committee=True,
@@ -84,7 +85,7 @@ def _job(keys, threat="malicious", faults=None, wait=20.0, committee_input="repo
                     tls.helper_link_contexts(d, h), signing_key=hs[POP + h - 1],
                     verify_keys=hv, wait_seconds=wait, fault=faults.get(f"helper{h}"),
                     report_secret=tls.load_report_secret(d, h) if policy.validated
-                    else None)))
+                    else None, ledger=(ledgers or {}).get(h))))
                 await asyncio.sleep(0.1)
             d = keys / "clients"
             cv, cs = tls.load_pki(d)
@@ -98,7 +99,7 @@ def _job(keys, threat="malicious", faults=None, wait=20.0, committee_input="repo
                 lambda m, t: int(voter.votes([m], t.round, t.candidates)[0]),
                 signing_keys=cs, verify_keys=cv if threat == "malicious" else None,
                 wait_seconds=wait, reports=maker,
-                corrupt=corrupt if not policy.validated else None))
+                corrupt=corrupt if not policy.validated else None, ledger=device_ledger))
             helpers.extend([await t for t in tasks])
 
         th = threading.Thread(target=lambda: asyncio.run(everyone()))
@@ -278,20 +279,24 @@ def test_a_device_refuses_a_sample_the_helpers_did_not_sign(keys):
     seed = bytes(range(32))
     users = sample_users(seed, POP, 5).tolist()
     task = Task("t", 1, ("a", "b"), 2, True, 1, 0, 0, users)
-    statement = endorsement(beacon_context("t", 1, POP, 5), seed)
+    inst = bytes(range(16))
+    statement = endorsement(beacon_context("t", 1, POP, 5), seed, inst)
     good1 = ed25519_sign(signing[POP], statement)
     forged = bytes(64)
     assert "sample_not_endorsed" in _proof_problem(
-        SampleProof("t", 1, seed, (good1, forged)), task, policy, verify)
+        SampleProof("t", 1, seed, (good1, forged), inst), task, policy, verify)
     assert "sample_not_endorsed" in _proof_problem(None, task, policy, verify)
     assert "another round" in _proof_problem(
-        SampleProof("t", 2, seed, (good1, forged)), task, policy, verify)
+        SampleProof("t", 2, seed, (good1, forged), inst), task, policy, verify)
     good2 = ed25519_sign(signing[POP + 1], statement) if signing[POP + 1] else None
     if good2 is None:  # helper 1's directory holds only its own key: sign as helper 2
         _, s2 = tls.load_pki(keys / "helper2")
         good2 = ed25519_sign(s2[POP + 1], statement)
-    proof = SampleProof("t", 1, seed, (good1, good2))
+    proof = SampleProof("t", 1, seed, (good1, good2), inst)
     assert _proof_problem(proof, task, policy, verify) is None
+    # the same signatures do not vouch for the seed in another job instance
+    other = SampleProof("t", 1, seed, (good1, good2), bytes(16))
+    assert "sample_not_endorsed" in _proof_problem(other, task, policy, verify)
     # a device forced into the round: the seed selects another sample
     outside = next(u for u in range(POP) if u not in users)
     forced = Task("t", 1, ("a", "b"), 2, True, 1, 0, 0, sorted(users[1:] + [outside]))
@@ -490,3 +495,74 @@ def test_a_b_start_beyond_the_wires_round_range_is_a_named_refusal(round_no: int
     assert err.value.reason == "committee_malformed_message"
     with pytest.raises(ValueError):
         beacon_context("t", round_no, POP, 5)
+
+
+def test_a_server_that_leaves_after_the_beacon_is_named_and_cannot_restart(keys, tmp_path):
+    """The server sees round 1's beacon and leaves the helpers without a word: each
+    helper names it ``committee_job_abandoned_after_beacon`` (round 1) in its view and
+    counts it in its ledger on disk; the next job of the task, with a new server and the
+    helpers' ledgers read back from disk, is refused before any beacon (the default
+    budget is 0), and no device votes."""
+    from protocol.core.job_ledger import DeviceLedger, HelperLedger
+
+    prep, _ = _prep()
+    task = prep.config.task
+    paths = {h: tmp_path / f"helper{h}" / "ledger.json" for h in (1, 2)}
+    devices = DeviceLedger(tmp_path / "devices")
+    result, outcomes, helpers, _ = _job(
+        keys, faults={"server": "abandon-after-beacon"},
+        ledgers={h: HelperLedger(p) for h, p in paths.items()}, device_ledger=devices)
+    assert isinstance(result, AggregationAborted)
+    assert result.reason == "committee_job_abandoned_after_beacon"
+    for h in helpers:
+        assert h["status"] == "aborted"
+        assert h["reason"].startswith("committee_job_abandoned_after_beacon: round 1")
+        (event,) = h["events"]
+        assert event["event"] == "committee_job_abandoned_after_beacon"
+        assert event["round"] == 1 and event["task"] == task
+    assert sum(o.votes for o in outcomes) == 0
+    for p in paths.values():  # on disk, as a restarted helper reads it
+        back = HelperLedger(p)
+        assert back.abandoned(task) == 1
+        assert [j["status"] for j in back.jobs(task)] == ["abandoned"]
+        assert back.jobs(task)[0]["beacons"] == {"1": "revealed"}
+    result, outcomes, helpers, _ = _job(
+        keys, ledgers={h: HelperLedger(p) for h, p in paths.items()},
+        device_ledger=devices)
+    assert isinstance(result, AggregationAborted)
+    assert result.reason == "committee_abandon_budget_spent", result
+    assert [h["reason"] for h in helpers] == ["committee_abandon_budget_spent"] * 2
+    assert sum(o.votes for o in outcomes) == 0
+    # with a budget of 1 the job opens, but round 1's sample may not be drawn again
+    result, _, helpers, _ = _job(
+        keys, ledgers={h: HelperLedger(p, max_abandoned=1) for h, p in paths.items()})
+    assert isinstance(result, AggregationAborted)
+    assert result.reason == "committee_sample_redrawn", result
+
+
+def test_a_completed_job_is_recorded_and_the_devices_ledgers_hold_their_votes(keys,
+                                                                              tmp_path):
+    """An honest job over on-disk ledgers: both helpers record it completed with every
+    beacon's round completed; every device that voted has its file, with its votes in
+    the job's instance; a second connection cannot replay that instance to a device."""
+    from protocol.core.job_ledger import DeviceLedger, HelperLedger
+
+    prep, _ = _prep()
+    task = prep.config.task
+    devices = DeviceLedger(tmp_path / "devices")
+    ledgers = {h: HelperLedger(tmp_path / f"h{h}.json") for h in (1, 2)}
+    result, outcomes, helpers, transport = _job(keys, ledgers=ledgers,
+                                                device_ledger=devices)
+    assert not isinstance(result, AggregationAborted), result
+    assert [h["status"] for h in helpers] == ["finished", "finished"]
+    for h in (1, 2):
+        (job,) = HelperLedger(tmp_path / f"h{h}.json").jobs(task)
+        assert job["status"] == "completed" and job["instance"] == \
+            transport.server.instance.hex()
+        assert set(job["beacons"].values()) == {"completed"}
+    voted = [o for o in outcomes if o.votes]
+    assert voted
+    fresh = DeviceLedger(tmp_path / "devices")
+    for o in voted:
+        assert fresh.votes(o.member, task) == o.votes
+        assert fresh.known_instance(o.member, task, transport.server.instance)

@@ -35,6 +35,11 @@ same as the server's), randomises it itself (:class:`mechanisms.fo.ClientReporte
 fresh OS entropy per report, or ``--seeded-noise`` for a checkable simulation) and
 contributes its report's support vector. The round's task name binds the oracle's
 public parameters, so a device configured differently refuses it.
+
+Every job device keeps its ledger in ``--state-dir`` (default the ``--keys`` directory;
+``ledger/devices/device-<id>.json``, written once it votes): its votes per task over all
+jobs (the budget), and the job instances and rounds it voted in, so a restarted job
+cannot make it vote past its budget or on a sample proof of an earlier job.
 """
 from __future__ import annotations
 
@@ -93,6 +98,9 @@ def register(cli) -> None:  # noqa: ANN001
 
     add_committee_input_arg(p)
     add_corrupt_args(p)
+    from protocol.cli.net_args import add_ledger_args
+
+    add_ledger_args(p, helper=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.stall and args.stall_at is None:
         raise UsageError("--stall needs --stall-at")
+    if args.job is None:
+        from protocol.cli.net_args import refuse_ledger_args_without_job
+
+        refuse_ledger_args_without_job(args)
     if args.transport == "shuffler":
         return _run_shuffler(args)
     if args.transport == "threshold" and args.job is None:
@@ -153,10 +165,13 @@ def _run_job(args: argparse.Namespace) -> int:
     except (StudyError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     host, port = args.connect
+    from protocol.cli.net_args import device_ledger_from_args
+
     try:
         summary = job_client_process(policy, args.keys, host, port, ids, contribution_of,
                                      wait_seconds=args.wait_seconds, stall=args.stall,
-                                     stall_at=args.stall_at, corrupt=corrupt)
+                                     stall_at=args.stall_at, corrupt=corrupt,
+                                     ledger=device_ledger_from_args(args))
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     return exit_status(set(summary["status"]) <= {"finished", "stalled"}, summary,

@@ -15,7 +15,12 @@ session and the comparison (:mod:`protocol.core.net.committee_job`). The link be
 own TLS connection at ``--link HOST:PORT`` (helper 2 listens there, helper 1 connects),
 each end pinning the other's certificate from ``--keys`` (``fedhh keys --committee``).
 Prints one JSON line: what was opened (only what passed the threshold). The round's
-options must be the server's. See docs/network.md.
+options must be the server's. A job helper keeps its ledger in ``--state-dir`` (default
+the ``--keys`` directory; ``ledger/helper<i>.json``): the jobs it joined and the beacons
+it took part in per task, one beacon per task and round, and the jobs the server
+abandoned after a beacon (``committee_job_abandoned_after_beacon``); past
+``--max-abandoned`` (default 0) it refuses the task's further jobs. See docs/network.md
+and docs/threshold.md.
 """
 from __future__ import annotations
 
@@ -53,9 +58,10 @@ def register(cli) -> None:  # noqa: ANN001
                    help="--job: the seed of the job's population, as the server's")
     add_job_args(p, "be a helper of a committee job (fedhh triehh --transport threshold "
                     "--network) for all its rounds, instead of one round; only triehh")
-    from protocol.cli.net_args import add_committee_input_arg
+    from protocol.cli.net_args import add_committee_input_arg, add_ledger_args
 
     add_committee_input_arg(p)
+    add_ledger_args(p, helper=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
     if args.job is not None:
         return _run_job(args)
     refuse_job_options_without_job(args)
+    from protocol.cli.net_args import refuse_ledger_args_without_job
+
+    refuse_ledger_args_without_job(args)
     if args.seed is not None:
         raise UsageError("--seed belongs to a job: add --job triehh, or leave it out")
     from protocol.core.net.threshold_net import FAULTS
@@ -121,9 +130,13 @@ def _run_job(args: argparse.Namespace) -> int:
     except (StudyError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     host, port = args.connect
+    from protocol.cli.net_args import helper_ledger_from_args
+
+    ledger = helper_ledger_from_args(args)
     try:
         result = job_helper_process(args.index, policy, args.keys, host, port, args.link,
-                                    wait_seconds=args.wait_seconds, fault=args.fault)
+                                    wait_seconds=args.wait_seconds, fault=args.fault,
+                                    ledger=ledger)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     return exit_status(result["status"] == "finished", result,

@@ -72,7 +72,8 @@ from protocol.core.contract import (
     AggregationAborted, AtClients, ContractError, Cost, Kind, Release, RoundResult,
     RoundSpec, Sample, Transport,
 )
-from protocol.core.net.client import ClientOutcome, exchange
+from protocol.core.job_ledger import HelperLedger, LedgerError, LedgerRefusal
+from protocol.core.net.client import NETWORK_FAILURES, ClientOutcome, exchange, failure_outcome
 from protocol.core.net.committee_net import (
     ABORT_STEP, MAX_STEP_BYTES, CommitteeLink, CommitteeMessage, intake_limits,
     pending_abort, relayed_reason, run_intake_member, send_abort,
@@ -80,8 +81,8 @@ from protocol.core.net.committee_net import (
 from protocol.core.net.frames import HEADER, close_writer, frame, read_message
 from protocol.core.net.job import JobPolicy, NetJobServer, _task_problem, round_spec, task_for
 from protocol.core.net.messages import (
-    PROTOCOL_VERSION, Bye, Hello, SampleProof, Task, Welcome, bye_limits, task_limits,
-    welcome_limits,
+    JOB_INSTANCE_BYTES, PROTOCOL_VERSION, Bye, Hello, SampleProof, Task, Welcome, bye_limits,
+    task_limits, welcome_limits,
 )
 from protocol.core.net.server import _Conn, _Session, send_and_close
 from protocol.core.net.session import SessionRejected
@@ -105,7 +106,8 @@ __all__ = ["JOB_FAULTS", "SECAGG_ONLY_FAULTS", "CommitteeJobServer",
 #: the launcher's switches for a deviating member of a committee job; each must end the
 #: job in its named abort (docs/threshold.md)
 JOB_FAULTS = {
-    "server": ("shift-sum", "force-sample", "redraw-sample", "equivocate-commitment"),
+    "server": ("shift-sum", "force-sample", "redraw-sample", "equivocate-commitment",
+               "abandon-after-beacon"),
     "helper": ("shift-blind", "other-seed", "other-blind", "bad-reveal", "bad-signature"),
 }
 #: faults of the secure-aggregation-fed committee only (a helper's seed and blinding
@@ -116,6 +118,11 @@ SECAGG_ONLY_FAULTS = ("other-seed", "other-blind")
 #: the beacon's messages carry at most this many bytes (a commitment, a value, a
 #: signature, an abort reason)
 _BEACON_BYTES = 256
+#: the highest round a b-start may name: a Task's round field (and a SampleProof's)
+#: holds 0..2^32
+MAX_ROUND = 1 << 32
+#: the job's opening step (server to helper: the job instance) and its answer
+OPEN_STEP, OPENED_STEP = "j-open", "j-ok"
 
 
 def _beacon_limits() -> SessionLimits:
@@ -360,6 +367,10 @@ class CommitteeJobServer(NetJobServer):
         self._helpers: dict[int, _Helper] = {}
         #: (round, 32-byte seed) of every beacon this server ran, in order
         self.beacons: list[tuple[int, bytes]] = []
+        #: this job's instance id: the helpers record it in their ledgers when the job
+        #: opens and sign it with every seed; a device refuses a SampleProof of another
+        self.instance = bytes(self.rand.token_bytes(JOB_INSTANCE_BYTES))
+        self._opened = False
 
     def _everyone_here(self) -> bool:
         return super()._everyone_here() and len(self._helpers) == 2
@@ -416,6 +427,35 @@ class CommitteeJobServer(NetJobServer):
                 await close_writer(h.writer)
                 h.gone.set()
 
+    # ---------------------------------------------------------------- the job
+    async def open_job(self) -> None:
+        """Open the job with both helpers (once, before its first round): ``j-open``
+        with the job instance, each helper records it in its ledger and answers
+        ``j-ok`` -- or refuses (``committee_abandon_budget_spent``,
+        ``committee_job_still_open``, ``committee_job_reused``, ``committee_ledger_...``).
+
+        Raises:
+            AggregationAborted: a helper missing or refusing; the helpers are dropped.
+        """
+        if self._opened:
+            return
+        try:
+            streams = {i: self._stream(i, _beacon_limits()) for i in (1, 2)}
+            for s in streams.values():
+                await s.send(OPEN_STEP, self.instance)
+            await asyncio.gather(*(s.receive(OPENED_STEP, 0) for s in streams.values()))
+        except AggregationAborted as exc:
+            await self._lose_helpers()
+            self.events({"event": "job", "phase": "refused", "reason": exc.reason})
+            raise
+        self._opened = True
+        self.events({"event": "job", "phase": "opened", "instance": self.instance.hex()})
+
+    async def abandon(self) -> None:
+        """Leave the helpers without a Bye (the deviating server's restart: the
+        helpers record ``committee_job_abandoned_after_beacon``)."""
+        await self._lose_helpers()
+
     # ---------------------------------------------------------------- beacon
     async def beacon(self, task: str, round_no: int, size: int) -> tuple[Sample, SampleProof]:
         """Run the round's beacon with both helpers; the sample and its proof.
@@ -426,6 +466,7 @@ class CommitteeJobServer(NetJobServer):
                 are dropped from the job: it cannot go on.
         """
         n = self.policy.population
+        await self.open_job()
         try:
             return await self._beacon(task, round_no, size, n)
         except AggregationAborted as exc:
@@ -462,7 +503,7 @@ class CommitteeJobServer(NetJobServer):
                                     streams[2].receive("b-sig", 64))
         for i, (key, sig) in enumerate(zip(self.helper_keys, sigs), start=1):
             try:
-                ed25519_verify(key, endorsement(ctx, t.seed), sig)
+                ed25519_verify(key, endorsement(ctx, t.seed, self.instance), sig)
             except CryptoError:
                 raise AggregationAborted("committee_sample_not_endorsed",
                                          f"helper {i}'s signature does not verify") from None
@@ -470,7 +511,7 @@ class CommitteeJobServer(NetJobServer):
         self.events({"event": "beacon", "round": round_no, "size": size,
                      "seed": t.seed.hex()})
         return (Sample(sample_users(t.seed, n, size), t, n, committee=True),
-                SampleProof(task, round_no, t.seed, tuple(sigs)))
+                SampleProof(task, round_no, t.seed, tuple(sigs), self.instance))
 
     # ---------------------------------------------------------------- a round
     async def run_committee_round(self, spec: RoundSpec, sample: Sequence[int],
@@ -485,6 +526,7 @@ class CommitteeJobServer(NetJobServer):
         out: dict[str, Any] = {"round": spec.round, "status": "aborted", "reason": "",
                                "sample": sample, "candidates": list(spec.candidates)}
         try:
+            await self.open_job()
             task = task_for(spec, sample)
             netspec = self.policy.session(spec, sample)
             params = netspec.params()
@@ -774,6 +816,11 @@ class CommitteeNetworkTransport(Transport):
             # the semi-honest option: the server draws (it picks the sample)
             return super().draw_sample(task, round_no, population, size, rng)
         drawn = self._call(self.server.beacon(task, round_no, size))
+        if self.server.fault == "abandon-after-beacon":
+            # the deviating server has seen the sample and leaves to start again
+            self._call(self.server.abandon())
+            raise AggregationAborted("committee_job_abandoned_after_beacon",
+                                     f"the server left after round {round_no}'s beacon")
         if self.server.fault == "redraw-sample":
             # the deviating server asks for a second draw of the same round
             drawn = self._call(self.server.beacon(task, round_no, size))
@@ -866,15 +913,19 @@ async def run_job_helper(index: int, host: str, port: int, policy: JobPolicy,
                          link_context: ssl.SSLContext, *, signing_key: bytes | None = None,
                          verify_keys: Sequence[bytes] | None = None, rand: Any = None,
                          wait_seconds: float = 300.0, fault: str | None = None,
-                         report_secret: bytes | None = None) -> dict[str, Any]:
+                         report_secret: bytes | None = None,
+                         ledger: HelperLedger | None = None) -> dict[str, Any]:
     """Helper ``index`` of a committee job: the link to the other helper, one connection
     to the server, then every round (beacon, Task check, then the validated reports'
     intake, validity check and comparison, or with ``committee_input="secagg"`` the
     session and comparison) until the server's ``Bye("finished")``. A JSON-ready
     outcome: ``status``, ``reason`` and per round what this helper saw opened (and the
     reports dropped). ``report_secret``: this helper's X25519 report key (validated
-    reports). Never raises for anything the server, the other helper or the network
-    does.
+    reports). ``ledger``: the helper's :class:`~protocol.core.job_ledger.HelperLedger`
+    (its jobs and beacons per task, on disk in a deployment; default: one in memory for
+    this call). The outcome's ``events`` name a job the server abandoned after a beacon
+    (``committee_job_abandoned_after_beacon``, with the round). Never raises for
+    anything the server, the other helper or the network does.
 
     Raises:
         ValueError: bad arguments (not a committee policy, a missing key, a fault of
@@ -900,14 +951,15 @@ async def run_job_helper(index: int, host: str, port: int, policy: JobPolicy,
             raise ValueError(f"{fault} needs the secure-aggregation-fed committee "
                              "(committee_input='secagg')")
     rand = rand if rand is not None else OsRandom()
+    ledger = ledger if ledger is not None else HelperLedger()
     out: dict[str, Any] = {"helper": index, "status": "disconnected", "reason": "",
                            "committee_input": "reports" if policy.validated else "secagg",
-                           "rounds": []}
+                           "rounds": [], "events": []}
     return await as_helper(
         index, n + index - 1, host, port, ssl_context, pin, link, link_context, wait_seconds,
         out, lambda l_reader, l_writer, reader, writer: _helper_rounds(
             index, policy, reader, writer, l_reader, l_writer, verify_keys, signing_key, rand,
-            wait_seconds, fault, out, report_secret))
+            wait_seconds, fault, out, report_secret, ledger))
 
 
 async def _helper_rounds(index: int, policy: JobPolicy, reader: asyncio.StreamReader,
@@ -915,33 +967,142 @@ async def _helper_rounds(index: int, policy: JobPolicy, reader: asyncio.StreamRe
                          l_writer: asyncio.StreamWriter, verify_keys: Sequence[bytes],
                          signing_key: bytes | None, rand: Any, wait_seconds: float,
                          fault: str | None, out: dict[str, Any],
-                         report_secret: bytes | None = None) -> dict[str, Any]:
-    """Every round of the job, until the server's Bye or an abort (``out`` filled)."""
+                         report_secret: bytes | None = None,
+                         ledger: HelperLedger | None = None) -> dict[str, Any]:
+    """The job's opening (``j-open``: the instance into the ledger), then every round,
+    until the server's Bye or an abort (``out`` filled). However the job ends it is
+    closed in the ledger; one that ends with a revealed beacon whose round did not
+    complete is recorded (and returned in ``out["events"]``) as
+    ``committee_job_abandoned_after_beacon``. Network failures are named in ``out``;
+    nothing else escapes but the project's own exceptions."""
+    ledger = ledger if ledger is not None else HelperLedger()
+    out.setdefault("events", [])
     peer = _Stream(l_reader, l_writer, _beacon_limits(), wait_seconds,
                    f"helper {3 - index}")
     between = _helper_limits(policy)
-    last_round = -1
-    while True:
-        msg, _ = await asyncio.wait_for(read_message(reader, between), wait_seconds)
-        if isinstance(msg, Bye):
-            out["status"], out["reason"] = msg.status, msg.reason
-            return out
-        server = _Stream(reader, writer, _beacon_limits(), wait_seconds, "the server")
+    try:
+        instance = await _helper_open(reader, between, policy, ledger, wait_seconds)
+        if isinstance(instance, Bye):  # the server's Bye before the job opened
+            return _bye(out, instance)
         try:
-            rnd = await _helper_round(index, msg, policy, server, peer, reader, writer,
-                                      (l_reader, l_writer), last_round, verify_keys,
-                                      signing_key, rand, wait_seconds, fault, report_secret)
-        except AggregationAborted as exc:
-            out["status"], out["reason"] = "aborted", exc.reason
-            why = exc.reason.removeprefix("committee_")
-            await send_abort(writer, why)
-            await send_abort(l_writer, why)
-            return out
-        out["rounds"].append(rnd)
-        if rnd["status"] != "completed":
-            out["status"], out["reason"] = "aborted", rnd["reason"]
-            return out
-        last_round = rnd["round"]
+            await asyncio.wait_for(_send_step(writer, OPENED_STEP), wait_seconds)
+        except BaseException:
+            ledger.close_job(policy.job, "aborted", "", "the server left at the opening")
+            raise
+    except AggregationAborted as exc:
+        out["status"], out["reason"] = "aborted", exc.reason
+        why = exc.reason.removeprefix("committee_")
+        await send_abort(writer, why)
+        await send_abort(l_writer, why)
+        return out
+    except (LedgerError, *NETWORK_FAILURES) as exc:
+        if isinstance(exc, LedgerError):
+            out["status"], out["reason"] = "aborted", str(exc)[:200]
+        else:
+            out["status"], out["reason"] = failure_outcome(exc, wait_seconds)
+        return out
+    out["job"] = instance.hex()
+    status, how = "aborted", ""
+    last_round = -1
+    try:
+        while True:
+            msg, _ = await asyncio.wait_for(read_message(reader, between), wait_seconds)
+            if isinstance(msg, Bye):
+                status = "completed" if msg.status == "finished" else "aborted"
+                how = f"the server's Bye {msg.status}"
+                return _bye(out, msg)
+            server = _Stream(reader, writer, _beacon_limits(), wait_seconds, "the server")
+            try:
+                rnd = await _helper_round(index, msg, policy, server, peer, reader, writer,
+                                          (l_reader, l_writer), last_round, verify_keys,
+                                          signing_key, rand, wait_seconds, fault,
+                                          report_secret, ledger, instance)
+            except AggregationAborted as exc:
+                out["status"], out["reason"] = "aborted", exc.reason
+                how = exc.reason
+                why = exc.reason.removeprefix("committee_")
+                await send_abort(writer, why)
+                await send_abort(l_writer, why)
+                return out
+            out["rounds"].append(rnd)
+            if rnd["status"] != "completed":
+                out["status"], out["reason"] = "aborted", rnd["reason"]
+                how = rnd["reason"]
+                return out
+            if policy.sample_proof:
+                _ledger_call(ledger.round_completed, policy.job, rnd["round"])
+            last_round = rnd["round"]
+    except AggregationAborted as exc:  # the ledger could not record a completed round
+        out["status"], out["reason"] = "aborted", exc.reason
+        how = exc.reason
+        return out
+    except NETWORK_FAILURES as exc:
+        out["status"], out["reason"] = failure_outcome(exc, wait_seconds)
+        how = f"the server's connection: {out['status']} ({out['reason']})"
+        return out
+    finally:
+        _close_job(ledger, policy.job, status, how, out)
+
+
+def _bye(out: dict[str, Any], msg: Bye) -> dict[str, Any]:
+    out["status"], out["reason"] = msg.status, msg.reason
+    return out
+
+
+def _close_job(ledger: HelperLedger, task: str, status: str, how: str,
+               out: dict[str, Any]) -> None:
+    """Close the job in the ledger; an abandoned-after-beacon event goes into ``out``
+    (and names the outcome when the server simply left)."""
+    try:
+        event = ledger.close_job(task, status, out.get("reason", ""), how)
+    except LedgerError as exc:
+        out["status"], out["reason"] = "aborted", str(exc)[:200]
+        return
+    if event is not None:
+        out["events"].append(event)
+        if out["status"] in ("disconnected", "server_silent", "finished"):
+            # the server simply left (or said it finished): that is the event
+            out["reason"] = (f"committee_job_abandoned_after_beacon: round {event['round']} "
+                             f"({out['status']}: {out['reason']})")[:200]
+            out["status"] = "aborted"
+
+
+async def _send_step(writer: asyncio.StreamWriter, step: str, payload: bytes = b"") -> None:
+    writer.write(frame(CommitteeMessage(step, payload)))
+    await writer.drain()
+
+
+async def _helper_open(reader: asyncio.StreamReader, between: SessionLimits,
+                       policy: JobPolicy, ledger: HelperLedger, wait_seconds: float
+                       ) -> bytes | Bye:
+    """The job's first message, ``j-open`` with the 16-byte instance, recorded in the
+    ledger (or the server's Bye, if it ended the job before it opened).
+
+    Raises:
+        AggregationAborted: another message (``committee_malformed_message``), or the
+            ledger refuses (``committee_abandon_budget_spent``, ``committee_job_reused``,
+            ``committee_job_still_open``) or cannot be used (``ledger_...``).
+    """
+    msg, _ = await asyncio.wait_for(read_message(reader, between), wait_seconds)
+    if isinstance(msg, Bye):
+        return msg
+    if not isinstance(msg, CommitteeMessage) or msg.step != OPEN_STEP \
+            or len(msg.payload) != JOB_INSTANCE_BYTES:
+        step = getattr(msg, "step", type(msg).__name__)
+        raise _refuse("malformed_message", f"{step!r} where the job's opening (j-open with "
+                      f"a {JOB_INSTANCE_BYTES}-byte instance) was expected")
+    _ledger_call(ledger.open_job, policy.job, bytes(msg.payload))
+    return bytes(msg.payload)
+
+
+def _ledger_call(fn: Any, *args: Any) -> None:
+    """A ledger step; its refusal or failure as the round's named abort."""
+    try:
+        fn(*args)
+    except LedgerRefusal as exc:
+        raise _refuse(exc.reason, exc.detail) from None
+    except LedgerError as exc:
+        raise AggregationAborted(exc.reason, str(exc)[:200]) from None
 
 
 def _refuse(reason: str, detail: str) -> AggregationAborted:
@@ -950,18 +1111,25 @@ def _refuse(reason: str, detail: str) -> AggregationAborted:
 
 async def _helper_beacon(index: int, start: bytes, policy: JobPolicy, server: _Stream,
                          peer: _Stream, last_round: int, signing_key: bytes, rand: Any,
-                         fault: str | None) -> tuple[int, np.ndarray, bytes]:
-    """This helper's part of a round's beacon; ``(round, sample, seed)``.
+                         fault: str | None, ledger: HelperLedger | None = None,
+                         instance: bytes = bytes(JOB_INSTANCE_BYTES)
+                         ) -> tuple[int, np.ndarray, bytes]:
+    """This helper's part of a round's beacon; ``(round, sample, seed)``. Every field
+    of ``b-start`` is checked before use (48 bytes: a round in ``0..2^32``, what a
+    Task can name; a size the job allows; a commitment), the beacon is recorded in the
+    ledger before this helper commits (one per task and round) and its reveal before
+    the value goes out.
 
     Raises:
         AggregationAborted: a check failed (the reason names it).
     """
-    if len(start) != 16 + 32:
+    if type(start) is not bytes or len(start) != 16 + 32:
         raise _refuse("malformed_message", "b-start is round, size and a commitment")
     round_no, size = struct.unpack(">QQ", start[:16])
     c0 = start[16:]
-    if not 0 <= round_no < 1 << 63:  # a round number the beacon's context cannot hold
-        raise _refuse("malformed_message", f"b-start names round {round_no}, beyond 2^63 - 1")
+    if not 0 <= round_no <= MAX_ROUND:  # a round no Task or SampleProof can name
+        raise _refuse("malformed_message",
+                      f"b-start names round {round_no}, beyond 2^32 (a Task's round range)")
     if round_no <= last_round:
         raise _refuse("sample_redrawn", f"a beacon for round {last_round} was already run")
     if not policy.min_clients <= size <= policy.population or (
@@ -970,6 +1138,8 @@ async def _helper_beacon(index: int, start: bytes, policy: JobPolicy, server: _S
                       f"a sample of {size} of {policy.population}"
                       + (f", the job's is {policy.sample_size}" if policy.sample_size else ""))
     ctx = beacon_context(policy.job, round_no, policy.population, size)
+    if ledger is not None:
+        _ledger_call(ledger.begin_beacon, policy.job, int(round_no))
     me = MEMBERS[index]
     mine = bytes(rand.token_bytes(VALUE_BYTES))
     c_mine = commitment(ctx, me, mine)
@@ -982,6 +1152,8 @@ async def _helper_beacon(index: int, start: bytes, policy: JobPolicy, server: _S
     c_other = got[32:]
     v0 = await server.receive("b-reveal", VALUE_BYTES)
     revealed = bytes(rand.token_bytes(VALUE_BYTES)) if fault == "bad-reveal" else mine
+    if ledger is not None:  # from here on the server can compute the sample
+        _ledger_call(ledger.revealed, policy.job, int(round_no))
     await server.send("b-reveal", revealed)
     await peer.send("b-reveal", revealed)
     v_other = await peer.receive("b-reveal", VALUE_BYTES)
@@ -995,7 +1167,7 @@ async def _helper_beacon(index: int, start: bytes, policy: JobPolicy, server: _S
     except SampleRejected as exc:
         raise _refuse(exc.reason, exc.detail) from None
     signed = bytes(32) if fault == "bad-signature" else t.seed  # a helper signing garbage
-    await server.send("b-sig", ed25519_sign(signing_key, endorsement(ctx, signed)))
+    await server.send("b-sig", ed25519_sign(signing_key, endorsement(ctx, signed, instance)))
     return int(round_no), sample_users(t.seed, policy.population, size), t.seed
 
 
@@ -1004,7 +1176,9 @@ async def _helper_round(index: int, first: Any, policy: JobPolicy, server: _Stre
                         writer: asyncio.StreamWriter, link: tuple[Any, Any], last_round: int,
                         verify_keys: Sequence[bytes], signing_key: bytes | None, rand: Any,
                         wait_seconds: float, fault: str | None,
-                        report_secret: bytes | None = None) -> dict[str, Any]:
+                        report_secret: bytes | None = None,
+                        ledger: HelperLedger | None = None,
+                        instance: bytes = bytes(JOB_INSTANCE_BYTES)) -> dict[str, Any]:
     """One round as helper ``index``: the beacon (malicious model), the Task's check,
     the session, the comparison. A JSON-ready record of the round.
 
@@ -1021,7 +1195,8 @@ async def _helper_round(index: int, first: Any, policy: JobPolicy, server: _Stre
         assert signing_key is not None
         beacon_round, users, seed = await _helper_beacon(index, first.payload, policy,
                                                          server, peer, last_round,
-                                                         signing_key, rand, fault)
+                                                         signing_key, rand, fault, ledger,
+                                                         instance)
         task_payload = await _receive_task(reader, policy, wait_seconds)
     elif first.step == "task":
         task_payload = first.payload
@@ -1150,5 +1325,7 @@ async def _receive_task(reader: asyncio.StreamReader, policy: JobPolicy,
         return msg.payload
     if isinstance(msg, CommitteeMessage) and msg.step in ("b-start",):
         raise _refuse("sample_redrawn", "a second beacon before the round's Task")
+    if isinstance(msg, CommitteeMessage) and msg.step == ABORT_STEP:
+        raise _refuse(relayed_reason(msg.payload), "the server stopped the round")
     raise _refuse("malformed_message", "the round's Task was expected")
 

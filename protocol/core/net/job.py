@@ -56,7 +56,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Awaitable, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -716,7 +716,8 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
                          signing_key: bytes | None = None,
                          verify_keys: Sequence[bytes] | None = None, rand: Any = None,
                          wait_seconds: float = 300.0, stall_at: int | None = None,
-                         reports: Any = None, corrupt: Any = None) -> JobOutcome:
+                         reports: Any = None, corrupt: Any = None,
+                         ledger: Any = None) -> JobOutcome:
     """One client's whole job (see the module docstring). ``contribution_of(task)`` is
     this client's contribution to a round it is sampled in: in a vote round its vote on
     the Task's candidates (an index, or -1 to abstain), in a vector round its vector
@@ -731,10 +732,23 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
     joining a session. ``corrupt`` (a :class:`~protocol.core.corruption.CorruptClients`
     with a vector strategy) makes this device enter its strategy's vector in a
     secure-aggregation round when the round's draw corrupts it (a simulation's
-    attacker; validated reports take theirs from ``reports``)."""
+    attacker; validated reports take theirs from ``reports``).
+
+    ``ledger`` (:class:`~protocol.core.job_ledger.DeviceLedger`, on disk in a
+    deployment; default one in memory for this call): the device's votes per task and
+    the job instances and rounds it voted in, which outlive the connection. A device
+    refuses to vote past ``max_votes`` of the task over all its jobs
+    (``budget_spent``), twice in a round of one job (``already_voted``), or on a
+    SampleProof of a job instance it voted in under an earlier connection or of another
+    instance than its connection's first (``sample_wrong_job``); the vote is on disk
+    before it is sent."""
+    from protocol.core.job_ledger import DeviceLedger, LedgerError, LedgerRefusal
+
     out = JobOutcome(member, "disconnected")
     writer = None
     rand = rand if rand is not None else OsRandom()
+    ledger = ledger if ledger is not None else DeviceLedger()
+    instance: bytes | None = None  # the job instance of this connection's first proof
     try:
         reader, writer, sent = await connect(host, port, ssl_context, pin,
                                              Hello(PROTOCOL_VERSION, member), wait_seconds)
@@ -757,11 +771,31 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
                 continue
             assert isinstance(msg, Task)
             out.rounds_seen += 1
-            problem = _task_problem(msg, policy, last_round, member, out.votes)
+            try:
+                voted = ledger.votes(member, msg.job)
+            except LedgerError as exc:
+                out.status, out.reason = "aborted", str(exc)[:200]
+                return out
+            problem = _task_problem(msg, policy, last_round, member, voted)
             if problem is None and policy.sample_proof:
                 problem = _proof_problem(proof, msg, policy, verify_keys)
             seed = proof.seed if proof is not None else None
+            job_instance = proof.instance if proof is not None else b""
             proof = None
+            if problem is None and policy.sample_proof and _sampled(msg, member):
+                if instance is None and ledger.known_instance(member, msg.job, job_instance):
+                    problem = ("sample_wrong_job: the sample proof names a job instance this "
+                               "device voted in under an earlier connection")
+                elif instance is not None and job_instance != instance:
+                    problem = ("sample_wrong_job: the sample proof names another job "
+                               "instance than this connection's")
+                instance = job_instance if problem is None else instance
+            if problem is None and _sampled(msg, member):
+                try:
+                    ledger.check_vote(member, msg.job, job_instance, msg.round,
+                                      policy.max_votes)
+                except LedgerRefusal as exc:
+                    problem = str(exc)[:200]
             if problem is not None:
                 out.status, out.reason = "aborted", problem
                 return out
@@ -770,11 +804,12 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
                 continue  # not sampled this round
             pos = bisect.bisect_left(msg.sample, member)
             spec = round_spec(msg)
+            record = _ledger_vote(ledger, member, msg, job_instance)
             if policy.validated:
                 assert seed is not None  # the proof was checked
                 why = await _send_report(writer, reports, member, msg, seed,
                                          lambda: contribution_of(msg), spec, out,
-                                         wait_seconds)
+                                         wait_seconds, record)
                 if why is not None:
                     out.status, out.reason = "aborted", why
                     return out
@@ -798,6 +833,10 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
             except (ValueError, TypeError, ContractError) as exc:
                 out.status, out.reason = "aborted", f"cannot_contribute: {exc}"[:200]
                 return out
+            why = await record()
+            if why is not None:
+                out.status, out.reason = "aborted", why
+                return out
             out.votes += 1   # counted once the contribution exists, whatever follows
             keys = (policy.session_keys(verify_keys, msg.sample)
                     if verify_keys is not None and netspec.malicious else None)
@@ -820,9 +859,31 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
     return out
 
 
+def _ledger_vote(ledger: Any, member: int, task: Task, instance: bytes
+                 ) -> Callable[[], Awaitable[str | None]]:
+    """The step that writes ``member``'s vote in ``task``'s round into its ledger (on
+    disk, off the event loop) before the vote goes out; it returns ``None`` or why the
+    device leaves (the ledger could not be written)."""
+    async def record() -> str | None:
+        from protocol.core.job_ledger import LedgerError
+
+        try:
+            if getattr(ledger, "directory", None) is None:
+                ledger.record_vote(member, task.job, instance, task.round)
+            else:
+                await asyncio.to_thread(ledger.record_vote, member, task.job, instance,
+                                        task.round)
+        except LedgerError as exc:
+            return str(exc)[:200]
+        return None
+    return record
+
+
 async def _send_report(writer: asyncio.StreamWriter, reports: Any, member: int, task: Task,
                        seed: bytes, vote_of: Callable[[], Any], spec: RoundSpec,
-                       out: JobOutcome, wait_seconds: float) -> str | None:
+                       out: JobOutcome, wait_seconds: float,
+                       record: Callable[[], Awaitable[str | None]] | None = None
+                       ) -> str | None:
     """A sampled device's validated report, sent right after the round's Task (one
     frame, or what a corrupted device's strategy sends); ``None``, or why the device
     leaves the job (``cannot_contribute``).
@@ -840,6 +901,10 @@ async def _send_report(writer: asyncio.StreamWriter, reports: Any, member: int, 
         return f"cannot_contribute: {exc}"[:200]
     finally:
         out.cpu_seconds += time.process_time() - t0
+    if record is not None:
+        why = await record()  # on disk before it is sent
+        if why is not None:
+            return why
     out.votes += 1   # counted once the report exists, whatever follows
     writer.write(data)
     await asyncio.wait_for(writer.drain(), wait_seconds)
@@ -915,7 +980,8 @@ def _proof_problem(proof: SampleProof | None, task: Task, policy: JobPolicy,
     helpers = (verify_keys[policy.population], verify_keys[policy.population + 1])
     try:
         check_endorsed_sample(proof.seed, proof.signatures, helpers, task.job, task.round,
-                              policy.population, np.asarray(task.sample, dtype=np.int64))
+                              policy.population, np.asarray(task.sample, dtype=np.int64),
+                              proof.instance)
     except SampleRejected as exc:
         return str(exc)[:200]
     return None
@@ -954,9 +1020,10 @@ async def run_job_clients(members: Sequence[int], host: str, port: int, policy: 
                           verify_keys: Sequence[bytes] | None = None,
                           wait_seconds: float = 300.0, stall: Sequence[int] = (),
                           stall_at: int | None = None, reports: Any = None,
-                          corrupt: Any = None) -> list[JobOutcome]:
+                          corrupt: Any = None, ledger: Any = None) -> list[JobOutcome]:
     """Run the clients ``members`` of a job concurrently in this event loop;
-    ``contribution_of(member, task)``; ``reports`` and ``corrupt`` as
+    ``contribution_of(member, task)``; ``reports``, ``corrupt`` and ``ledger`` (one
+    :class:`~protocol.core.job_ledger.DeviceLedger` for all of them) as
     :func:`run_job_client`'s."""
     stalling = set(stall)
     if verify_keys is not None:
@@ -966,6 +1033,6 @@ async def run_job_clients(members: Sequence[int], host: str, port: int, policy: 
                             signing_key=signing_keys[m] if signing_keys is not None else None,
                             verify_keys=verify_keys, wait_seconds=wait_seconds,
                             stall_at=stall_at if m in stalling else None,
-                            reports=reports, corrupt=corrupt)
+                            reports=reports, corrupt=corrupt, ledger=ledger)
              for m in members]
     return list(await asyncio.gather(*tasks))

@@ -25,7 +25,7 @@ from secagg.state import MAX_PARTICIPANTS
 __all__ = ["PROTOCOL_VERSION", "Hello", "Welcome", "Bye", "MAX_CONTEXT_BYTES",
            "MAX_REASON_BYTES", "hello_limits", "welcome_limits", "bye_limits", "BYE_STATUSES",
            "Task", "task_limits", "AnalyzerHello", "BatchReceipt", "analyzer_limits",
-           "hello_or_analyzer_limits", "SampleProof"]
+           "hello_or_analyzer_limits", "SampleProof", "JOB_INSTANCE_BYTES"]
 
 #: the network protocol's version (a client and server of different versions refuse
 #: each other with ``version_mismatch``)
@@ -40,6 +40,8 @@ BYE_STATUSES = ("completed", "aborted", "refused", "finished")
 MAX_TASK_NAME_BYTES = 64
 #: the longest candidate string a Task may carry (bytes of UTF-8)
 MAX_CANDIDATE_BYTES = 256
+#: bytes of a committee job's instance id (:class:`SampleProof`)
+JOB_INSTANCE_BYTES = 16
 
 
 def _int(v: Any, name: str, lo: int = 0, hi: int = (1 << 64) - 1) -> int:
@@ -213,8 +215,10 @@ class SampleProof:
     """Server to each sampled device of a committee job, right before the round's
     :class:`Task`: the seed the committee's beacon produced for this round and both
     helpers' Ed25519 signatures on it
-    (:func:`protocol.core.sample_beacon.endorsement`). The device recomputes the sample
-    from the seed and refuses a Task whose sample is another
+    (:func:`protocol.core.sample_beacon.endorsement`), which bind the job instance
+    (``instance``, 16 bytes: the job the helpers joined, so a proof of an earlier job of
+    the same task and round is refused). The device recomputes the sample from the seed
+    and refuses a Task whose sample is another
     (:func:`protocol.core.sample_beacon.check_endorsed_sample`)."""
 
     TAG: ClassVar[int] = 207
@@ -222,6 +226,7 @@ class SampleProof:
     round: int
     seed: bytes
     signatures: tuple[bytes, ...]
+    instance: bytes
 
     def __post_init__(self) -> None:
         if type(self.job) is not str or not 0 < len(self.job.encode()) <= MAX_TASK_NAME_BYTES:
@@ -229,18 +234,22 @@ class SampleProof:
         _int(self.round, "round", 0, 1 << 32)
         if type(self.seed) is not bytes or len(self.seed) != 32:
             raise ValueError("seed must be 32 bytes")
+        if type(self.signatures) not in (tuple, list):
+            raise ValueError("signatures must be two 64-byte Ed25519 signatures")
         object.__setattr__(self, "signatures", tuple(self.signatures))
         if len(self.signatures) != 2 or any(type(g) is not bytes or len(g) != 64
                                             for g in self.signatures):
             raise ValueError("signatures must be two 64-byte Ed25519 signatures")
+        if type(self.instance) is not bytes or len(self.instance) != JOB_INSTANCE_BYTES:
+            raise ValueError(f"instance must be {JOB_INSTANCE_BYTES} bytes")
 
     def to_wire(self) -> list[Any]:
-        return [self.job, self.round, self.seed, list(self.signatures)]
+        return [self.job, self.round, self.seed, list(self.signatures), self.instance]
 
     @classmethod
     def from_wire(cls, fields: list[Any]) -> "SampleProof":
-        if len(fields) != 4:
-            raise ValueError("SampleProof has 4 fields")
+        if len(fields) != 5:
+            raise ValueError("SampleProof has 5 fields")
         return cls(*fields)
 
 
@@ -319,7 +328,8 @@ def _task_shape(population: int, max_candidates: int, max_dim: int) -> Record:
 
 codec.register(Task, _task_shape(1 << 32, 1 << 21, 1 << 40))
 _SAMPLE_PROOF = Record((Str(1, MAX_TASK_NAME_BYTES), Int(0, 1 << 32), Bin(32, 32),
-                        Array(Bin(64, 64), 2, 2)))
+                        Array(Bin(64, 64), 2, 2),
+                        Bin(JOB_INSTANCE_BYTES, JOB_INSTANCE_BYTES)))
 codec.register(SampleProof, _SAMPLE_PROOF)
 
 

@@ -300,13 +300,15 @@ def job_client_process(policy: Any, keys: str, host: str, port: int, ids: Sequen
                        contribution_of: Callable[[int, Any], Any], *,
                        wait_seconds: float = 300.0,
                        stall: Sequence[int] = (), stall_at: int | None = None,
-                       corrupt: Any = None, out: TextIO = sys.stdout) -> dict[str, Any]:
+                       corrupt: Any = None, out: TextIO = sys.stdout,
+                       ledger: Any = None) -> dict[str, Any]:
     """Run the clients ``ids`` of a job (``fedhh client --job``); ``contribution_of(member,
     task)`` is a client's contribution (a vote, or a vector). With validated reports
     (``policy.validated``) each sampled device sends its report, its helpers' parts
     encrypted to the X25519 keys the roster publishes. ``corrupt``
     (:class:`~protocol.core.corruption.CorruptClients`): the devices each round's draw
-    corrupts send their strategy's input. Prints and returns a summary.
+    corrupts send their strategy's input. ``ledger``: the devices'
+    :class:`~protocol.core.job_ledger.DeviceLedger`. Prints and returns a summary.
 
     Raises:
         ValueError: ids outside the population, bad keys (a roster without the helpers'
@@ -332,7 +334,8 @@ def job_client_process(policy: Any, keys: str, host: str, port: int, ids: Sequen
     outcomes = run_async(run_job_clients(
         ids, host, port, policy, ctx, pin, contribution_of, signing_keys=signing,
         verify_keys=verify if malicious else None, wait_seconds=wait_seconds, stall=stall,
-        stall_at=stall_at, reports=reports, corrupt=None if reports is not None else corrupt))
+        stall_at=stall_at, reports=reports, corrupt=None if reports is not None else corrupt,
+        ledger=ledger))
     sessions: Counter = Counter()
     for o in outcomes:
         sessions.update(o.sessions)
@@ -491,10 +494,12 @@ def helper_process(index: int, rnd: Any, keys: str, host: str, port: int,
 
 def job_helper_process(index: int, policy: Any, keys: str, host: str, port: int,
                        link: tuple[str, int], *, wait_seconds: float = 300.0,
-                       fault: str | None = None, out: TextIO = sys.stdout) -> dict[str, Any]:
+                       fault: str | None = None, out: TextIO = sys.stdout,
+                       ledger: Any = None) -> dict[str, Any]:
     """``fedhh helper --job``: helper ``index`` of a committee job, for every round until
     the server ends the job; prints and returns its outcome as one JSON line
-    (``{"event": "helper", ...}``, with what it saw opened per round).
+    (``{"event": "helper", ...}``, with what it saw opened per round). ``ledger``: the
+    helper's :class:`~protocol.core.job_ledger.HelperLedger`.
 
     Raises:
         ValueError: bad keys, not a committee policy.
@@ -513,7 +518,7 @@ def job_helper_process(index: int, policy: Any, keys: str, host: str, port: int,
     result = run_async(run_job_helper(
         index, host, port, policy, ctx, pin, link, tls.helper_link_contexts(keys, index),
         signing_key=signing[position] if signing is not None else None, verify_keys=verify,
-        wait_seconds=wait_seconds, fault=fault, report_secret=report_secret))
+        wait_seconds=wait_seconds, fault=fault, report_secret=report_secret, ledger=ledger))
     result = {"event": "helper", **result}
     _emit(out, result)
     return result

@@ -76,6 +76,7 @@ from protocol.core.contract import (
     RoundSpec, Transport, Votes,
 )
 from protocol.core.corruption import CorruptClients
+from protocol.core.job_ledger import HelperLedger, LedgerRefusal
 from protocol.core.randomness import SEED_BYTES, OsRandom, insecure_deterministic_randomness
 from protocol.core.sample_beacon import (
     MEMBERS, VALUE_BYTES, BeaconTranscript, Sample, SampleRejected, beacon_context,
@@ -175,6 +176,14 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
             e.g. one replayed from another round). Attack studies and tests model a
             faulty member with it.
         deviation: a :class:`Deviation` (malicious model only).
+        keep_ledgers: the helpers keep their ledgers across jobs
+            (:mod:`protocol.core.job_ledger`, what a deployment keeps on disk): one beacon
+            per task and round until a job completes, every job that ends after a beacon
+            whose round did not complete counted, jobs of the task refused past
+            ``max_abandoned``. ``False`` models helpers that forget (a fresh ledger per
+            job: the restart attack's "defence off").
+        max_abandoned: the helpers' budget of jobs abandoned after a beacon, per task
+            (default 0, as ``fedhh helper --max-abandoned``).
 
     The helpers never drop; ``dropout`` applies to clients only, and ``simulate`` also
     derives the helpers' seeds and the committee's randomness from the ``rng`` of
@@ -190,8 +199,15 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
     def __init__(self, *args: Any, committee_hook: Hook | MessageHook | None = None,
                  deviation: Deviation | None = None, committee_input: str = "reports",
                  min_valid_fraction: float = MIN_VALID_FRACTION,
-                 corrupt: CorruptClients | None = None, **kwargs: Any) -> None:
+                 corrupt: CorruptClients | None = None, keep_ledgers: bool = True,
+                 max_abandoned: int = 0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if type(keep_ledgers) is not bool:
+            raise ValueError("keep_ledgers must be a bool")
+        self.keep_ledgers = keep_ledgers
+        #: the helpers' ledger (both honest helpers keep the same one), in memory in
+        #: place of the files a deployment keeps
+        self.ledger = HelperLedger(max_abandoned=max_abandoned)
         self.committee_hook = committee_hook
         if deviation is not None and not isinstance(deviation, Deviation):
             raise ValueError("deviation must be a threshold.Deviation")
@@ -215,13 +231,33 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         self.jobs_started: dict[str, int] = {}
 
     def start_job(self, task: str) -> None:
-        """A new job of ``task``: its rounds count from 1 again. The committee forgets
-        the task's earlier beacons and counts the job; a server that restarts jobs to
-        redraw samples does so in the open, each restart a new job for the devices'
-        ledgers."""
+        """A new job of ``task``: its rounds count from 1 again, as the helpers'
+        ledgers allow (:mod:`protocol.core.job_ledger`). The task's open job, if any,
+        ends first -- completed if every beacon's round completed, else abandoned after
+        the beacon (counted: the helpers record
+        ``committee_job_abandoned_after_beacon``). Under the malicious model the new
+        job is refused once the task's abandoned jobs pass the helpers' budget.
+
+        Raises:
+            AggregationAborted: ``committee_abandon_budget_spent``.
+        """
         self._beacons = {k: v for k, v in self._beacons.items() if k[0] != task}
         self.jobs_started[task] = self.jobs_started.get(task, 0) + 1
         self._job_ids[task] = self._new_job_id(task)
+        if self.malicious:
+            self._close_job(task, "the server started the task again")
+            if not self.keep_ledgers:  # helpers that forget: a fresh ledger per job
+                self.ledger = HelperLedger(max_abandoned=self.ledger.max_abandoned)
+            self._open_job(task)
+
+    def _close_job(self, task: str, how: str) -> None:
+        self.ledger.close_job(task, "completed", "", how)
+
+    def _open_job(self, task: str) -> None:
+        try:
+            self.ledger.open_job(task, self.job_id(task))
+        except LedgerRefusal as exc:
+            raise AggregationAborted(f"committee_{exc.reason}", exc.detail) from None
 
     def _new_job_id(self, task: str) -> bytes:
         if self.simulate:
@@ -328,6 +364,8 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
         """
         if not self.malicious:
             return super().draw_sample(task, round_no, population, size, rng)
+        if not any(j["status"] == "open" for j in self.ledger.jobs(task)):
+            self._open_job(task)  # a round outside a mechanism's run: its own job
         last = max((r for t, r in self._beacons if t == task), default=None)
         if last is not None and int(round_no) <= last:
             # one beacon per round, rounds in order: a server cannot draw again until
@@ -335,10 +373,17 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
             raise AggregationAborted("committee_sample_redrawn",
                                      f"a beacon for round {last} of {task!r} was already run")
         context = beacon_context(task, round_no, population, size)
+        try:  # the helpers' ledgers: one beacon per task and round, recorded first
+            self.ledger.begin_beacon(task, int(round_no))
+        except LedgerRefusal as exc:
+            raise AggregationAborted(f"committee_{exc.reason}", exc.detail) from None
         if self.simulate:
             values = server_drawn(rng)
         else:
             values = {m: OsRandom().token_bytes(VALUE_BYTES) for m in MEMBERS}
+        # the helpers reveal (and record that they did) once every commitment is in:
+        # from here on the server can compute the sample
+        self.ledger.revealed(task, int(round_no))
         try:
             beacon = run_beacon(context, values, self.deviation.beacon_reveal)
         except SampleRejected as exc:
@@ -384,11 +429,14 @@ class ThresholdTransport(SecAggSessionOptions, Transport):
                 self._check_corrupt_form()
                 result = self._run_verified(spec, contributions, rng)
             if sampled:
+                # the round completed: its beacon's sample was used
+                self.ledger.round_completed(spec.task, int(spec.round))
                 beacon = contributions.sample.beacon.as_dict()
                 for member in MEMBERS:
                     view = result.views.setdefault(member, {})
                     view["sample_beacon"] = beacon
                     view["jobs_started"] = self.jobs_started.get(spec.task, 0)
+                    view["abandoned_after_beacon"] = self.ledger.abandoned(spec.task)
             return result
         self._check_corrupt_form()
         return self._run_semi_honest(spec, contributions, rng)

@@ -681,3 +681,153 @@ def helper_reveals_other_beacon_value(seed: int) -> Outcome:
                         "aborted committee_sample_commitment_mismatch",
                         ("committee_sample_commitment_mismatch",), seed, TrieHH,
                         Deviation(beacon_reveal=_other_value("helper2")))
+
+
+# --------------------------------------------------------------- restarts of the job
+#: the restart attack's deployment: n = 200 users, m = 20 per round (gamma = 1.415),
+#: up to 20 restarts per campaign, this many campaigns per setting
+RESTART_N, RESTART_GAMMA, RESTARTS, RESTART_CAMPAIGNS = 200, 1.415, 20, 500
+#: the device the server wants in round 1's sample
+RESTART_TARGET = 0
+
+
+class _Abandon(Exception):
+    """The restarting server leaves a job whose round-1 sample misses the target."""
+
+
+class _Included(Exception):
+    """The target is in a round-1 sample the committee accepted."""
+
+
+def _restart_population() -> tuple[Any, Any]:
+    from mechanisms.prefix_tree import UnitAlphabet
+    from mechanisms.triehh import encode_population
+
+    a = UnitAlphabet("ab", 1)
+    vocab = ["ab", "ba"]
+    items = np.repeat(np.arange(len(vocab)), [RESTART_N // 2, RESTART_N - RESTART_N // 2])
+    data = encode_population(vocab, np.arange(RESTART_N + 1), items,
+                             np.ones(RESTART_N, np.int64), a, 2)
+    return data, a
+
+
+def restart_campaigns(seed: int, keep_ledgers: bool, campaigns: int = RESTART_CAMPAIGNS,
+                      restarts: int = RESTARTS) -> dict[str, Any]:
+    """``campaigns`` independent deployments (a fresh :class:`ThresholdTransport` each,
+    the default malicious committee, simulated keys); in each, a server that runs
+    TrieHH and, whenever round 1's beacon leaves :data:`RESTART_TARGET` out, abandons
+    the job and starts it again, up to ``restarts`` jobs. ``keep_ledgers`` is the
+    defence (the helpers' ledgers outlive the job). Returns the target's inclusion
+    rate and what the committee refused."""
+    from mechanisms.triehh import TrieHH, TrieHHConfig
+
+    data, a = _restart_population()
+    cfg = TrieHHConfig(2, RESTART_GAMMA, 2, task="restart-target")
+
+    class RestartingTrieHH(TrieHH):
+        def sample(self) -> np.ndarray:
+            users = super().sample()
+            if RESTART_TARGET in users:
+                raise _Included  # the server keeps this job and runs the round
+            raise _Abandon
+
+    included = refused = beacons = 0
+    reasons: dict[str, int] = {}
+    m = None
+    for c in range(campaigns):
+        transport = ThresholdTransport(simulate=True, keep_ledgers=keep_ledgers)
+        for attempt in range(restarts):
+            mech = RestartingTrieHH(data, a, cfg, transport,
+                                    np.random.default_rng([seed, c, attempt]))
+            m = mech.m
+            try:
+                next(mech.rounds())
+            except _Included:
+                beacons += 1
+                included += 1
+                break
+            except _Abandon:
+                beacons += 1
+                continue
+            except AggregationAborted as exc:  # the committee refused the restart
+                refused += 1
+                reasons[exc.reason] = reasons.get(exc.reason, 0) + 1
+                break
+    return {"campaigns": campaigns, "restarts": restarts, "n": RESTART_N, "m": m,
+            "inclusion_rate": included / campaigns, "included": included,
+            "beacons": beacons, "refused_restarts": refused, "refusals": reasons}
+
+
+def restart_outcome(seed: int, keep_ledgers: bool = True,
+                    campaigns: int = RESTART_CAMPAIGNS) -> Outcome:
+    """The restart attack measured with the helpers' ledgers kept (``keep_ledgers``,
+    the default deployment) and without (helpers that forget: the undefended
+    baseline). Passed only when, with ``keep_ledgers``'s setting, the target's
+    inclusion rate is at most ``m/n`` plus three standard errors and every restart
+    past the budget was refused."""
+    name = "threshold.server_restarts_for_target"
+    tried = restart_campaigns(seed, keep_ledgers, campaigns)
+    base = restart_campaigns(seed, not keep_ledgers, campaigns) if keep_ledgers else tried
+    m, n, c = tried["m"], RESTART_N, tried["campaigns"]
+    p = m / n
+    bound = p + 3 * (p * (1 - p) / c) ** 0.5
+    predicted = 1 - (1 - p) ** RESTARTS
+    rate = tried["inclusion_rate"]
+    every_refused = tried["refused_restarts"] == c - tried["included"] and \
+        tried["beacons"] == c
+    ok = rate <= bound and every_refused
+    expected = (f"with the helpers' ledgers the target's inclusion rate is at most m/n = "
+                f"{p:.2f} plus noise (bound {bound:.3f}) and every restart past the budget "
+                f"is refused (committee_abandon_budget_spent); without them it is about "
+                f"1 - (1 - m/n)^{RESTARTS} = {predicted:.3f}")
+    off = base if keep_ledgers else tried
+    on = tried if keep_ledgers else None
+    observed = (f"{'ledgers kept' if keep_ledgers else 'ledgers forgotten (defence off)'}: "
+                f"inclusion {rate:.3f} over {c} campaigns ({tried['included']} included, "
+                f"{tried['beacons']} beacons, {tried['refused_restarts']} restarts refused "
+                f"{tried['refusals']})")
+    if keep_ledgers:
+        observed += (f"; defence off: inclusion {off['inclusion_rate']:.3f} "
+                     f"({off['beacons']} beacons, predicted {predicted:.3f})")
+    return Outcome(name, expected, observed, ok,
+                   {"helpers": tried["refusals"] or "no refusal"},
+                   {"inclusion_rate_defended": on["inclusion_rate"] if on else None,
+                    "inclusion_rate_undefended": off["inclusion_rate"],
+                    "bound_defended": bound, "m_over_n": p,
+                    "predicted_undefended": predicted, "campaigns": c,
+                    "restarts": RESTARTS, "n": n, "m": m,
+                    "refused_restarts": tried["refused_restarts"],
+                    "beacons_defended": on["beacons"] if on else None,
+                    "beacons_undefended": off["beacons"]})
+
+
+@attack("threshold.server_restarts_for_target", system="threshold",
+        target="the helpers' ledgers (protocol.core.job_ledger): a job abandoned after a "
+               "beacon is counted per task and the task's further jobs are refused past "
+               "the budget (default 0)",
+        expected="a server that abandons TrieHH's job whenever round 1's sample misses a "
+                 "chosen device and restarts it (n = 200, m = 20, up to 20 jobs) gets the "
+                 "device in at most m/n of its campaigns plus noise, every restart past "
+                 "the budget refused committee_abandon_budget_spent (without the ledgers: "
+                 "about 1 - 0.9^20 = 88%)")
+def server_restarts_for_target(seed: int) -> Outcome:
+    """The server restarts the job until a chosen device is in round 1's sample."""
+    return restart_outcome(seed, keep_ledgers=True)
+
+
+def restart_table(seed: int = 0, campaigns: int = RESTART_CAMPAIGNS) -> str:
+    """The restart attack's measurement as a markdown table (docs/threshold.md)."""
+    p = None
+    rows = ["| helpers' ledgers | target's inclusion rate | 95% interval | beacons run | "
+            "restarts refused | predicted |", "| --- | --- | --- | --- | --- | --- |"]
+    for keep in (False, True):
+        r = restart_campaigns(seed, keep, campaigns)
+        p = r["m"] / r["n"]
+        rate, c = r["inclusion_rate"], r["campaigns"]
+        half = 1.96 * (rate * (1 - rate) / c) ** 0.5
+        predicted = (f"1 - (1 - m/n)^{r['restarts']} = {1 - (1 - p) ** r['restarts']:.3f}"
+                     if not keep else f"m/n = {p:.3f}")
+        rows.append(f"| {'kept (default)' if keep else 'forgotten (before)'} | {rate:.3f} | "
+                    f"{rate - half:.3f} .. {rate + half:.3f} | {r['beacons']} | "
+                    f"{r['refused_restarts']} | {predicted} |")
+    return "\n".join(rows)
