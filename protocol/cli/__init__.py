@@ -44,10 +44,7 @@ EXIT_CODES = {
 }
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the process is (as Python raises KeyboardInterrupt for
-    SIGINT), so that every clean-up that runs on Ctrl-C runs on SIGTERM too; ``fedhh``
-    exits 143 (128 + SIGTERM) with one line."""
+from protocol.core.net.signals import Terminated  # noqa: E402  (re-exported)
 
 
 #: the one line and the exit status of a process stopped by a signal

@@ -75,12 +75,14 @@ def run(args: argparse.Namespace) -> int:
     m, data = args.mechanism, args.dataset
     pem_like, embedded = m in ("pem", "aon"), data in ("en", "en-oov", "zipf", "zipf32")
     refuse_unused(args, [
-        ("--epsilon", "epsilon", 4.0, m != "poplar1",
-         "does not apply to --mechanism poplar1 (no differential privacy; --threshold "
-         "sets what a prefix needs)"),
-        ("--delta", "delta", None, m in ("triehh", "sfp"),
+        ("--epsilon", "epsilon", 4.0,
+         m != "poplar1" or getattr(args, "poplar1_mode", "plain") == "sampled",
+         "does not apply to --mechanism poplar1 in the plain mode (no differential "
+         "privacy; --threshold sets what a prefix needs; --poplar1-mode sampled takes it)"),
+        ("--delta", "delta", None, m in ("triehh", "sfp")
+         or (m == "poplar1" and getattr(args, "poplar1_mode", "plain") == "sampled"),
          "is TrieHH's central target or SFP's amplified equivalent: it applies to "
-         "--mechanism triehh or sfp only"),
+         "--mechanism triehh or sfp, or poplar1 with --poplar1-mode sampled"),
         ("--oracle", "oracle", None, pem_like, "is PEM's frequency oracle: it applies to "
          "--mechanism pem only"),
         ("--levels", "levels", None, pem_like, "is PEM/AoN's groups: it applies to "

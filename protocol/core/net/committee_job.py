@@ -445,7 +445,7 @@ class CommitteeJobServer(NetJobServer):
                 await s.send(OPEN_STEP, self.instance)
             await asyncio.gather(*(s.receive(OPENED_STEP, 0) for s in streams.values()))
         except AggregationAborted as exc:
-            await self._lose_helpers()
+            await self._lose_helpers(exc.reason, exc.detail)
             self.events({"event": "job", "phase": "refused", "reason": exc.reason})
             raise
         self._opened = True

@@ -125,7 +125,7 @@ def stop_reason(exc: BaseException | None, line: str | None = None,
     a job because of ``exc``: ``<kind>: <line>`` when ``line`` names a departure
     (``member_left``, or ``devices_left`` for devices), ``analyst_stopped: ...`` for an interrupt or a failure of the analyst's own,
     ``round_aborted: <reason>`` for another abort (at most 120 characters)."""
-    from protocol.cli import Terminated
+    from protocol.core.net.signals import Terminated
 
     if line is not None:
         return f"{kind}: {line}"[:120]

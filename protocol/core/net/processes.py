@@ -67,14 +67,14 @@ def run_async(main: Awaitable[T]) -> T:
     """``asyncio.run(main)`` for a network process, with SIGINT and SIGTERM handled alike:
     either cancels ``main`` (its ``finally`` blocks run: connections close, a server
     stops listening), every other task of the loop is cancelled and awaited, and then
-    ``KeyboardInterrupt`` (SIGINT) or :class:`protocol.cli.Terminated` (SIGTERM) is
+    ``KeyboardInterrupt`` (SIGINT) or :class:`protocol.core.net.signals.Terminated` (SIGTERM) is
     raised, which ``fedhh`` turns into one line and exit status 130 or 143. Nothing is
     left pending for asyncio to complain about. Outside the main thread (or where the
     loop cannot take signal handlers) it is ``asyncio.run``."""
     import signal
     import threading
 
-    from protocol.cli import Terminated
+    from protocol.core.net.signals import Terminated
 
     if threading.current_thread() is not threading.main_thread():
         return asyncio.run(main)
