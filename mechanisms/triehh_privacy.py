@@ -54,6 +54,23 @@ __all__ = [
 ]
 
 
+def first_passing(ok: Callable[[int], bool], lo: int, hi: int, limit: int) -> int | None:
+    """The smallest ``n > lo`` with ``ok(n)``, for an ``ok`` that fails below some
+    population and holds from there on: doubling from ``hi``, then bisection. ``None``
+    when no ``n <= limit`` passes."""
+    while not ok(hi):
+        lo, hi = hi, hi * 2
+        if hi > limit:
+            return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 class TrieHHPrivacyError(ValueError):
     """Parameters outside the range where the TrieHH theorems hold."""
 
@@ -232,15 +249,7 @@ def min_population_for_discovery(frequency: float, epsilon: float, max_levels: i
         w = int(round(frequency * k))
         return discovery_rate(w, k, p.m, p.theta, max_levels) >= rate
 
-    lo, hi = 100, 200
-    while not ok(hi):
-        lo, hi = hi, hi * 2
-        if hi > n_max:
-            raise TrieHHPrivacyError(f"no population up to {n_max} reaches rate {rate}")
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    n = first_passing(ok, 100, 200, n_max)
+    if n is None:
+        raise TrieHHPrivacyError(f"no population up to {n_max} reaches rate {rate}")
+    return n

@@ -188,3 +188,17 @@ def refuse_unused(args: argparse.Namespace,
     for flag, dest, default, applies, why in rules:
         if not applies and getattr(args, dest, default) != default:
             raise UsageError(f"{flag} {why}")
+
+
+def corollary_target_rules(args: argparse.Namespace) -> list[tuple[str, str, Any, bool, str]]:
+    """:func:`refuse_unused`'s rules for TrieHH's ``--epsilon``/``--delta``: Corollary 1's
+    target, which ``--theta`` and ``--gamma`` given together replace."""
+    fixed = args.theta is not None and args.gamma is not None
+    return [
+        ("--epsilon", "epsilon", 4.0, not fixed,
+         "is Corollary 1's target, which --theta and --gamma together replace: the "
+         "guarantee is Theorem 1's at those two; leave one of them out to use it"),
+        ("--delta", "delta", None, not fixed,
+         "is Corollary 1's target, which --theta and --gamma together replace (Theorem "
+         "1's delta follows from theta); leave one of them out to use it"),
+    ]

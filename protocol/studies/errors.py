@@ -32,18 +32,9 @@ def smallest_population(ok: Callable[[int], bool], start: int = 2,
     """The smallest ``n >= start`` with ``ok(n)``, for an ``ok`` that fails below some
     population and holds from there on (a theorem's conditions on ``n``): doubling,
     then bisection. ``None`` when no ``n <= limit`` passes."""
-    lo, hi = start - 1, max(start, 2)
-    while not ok(hi):
-        lo, hi = hi, hi * 2
-        if hi > limit:
-            return None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    from mechanisms.triehh_privacy import first_passing
+
+    return first_passing(ok, start - 1, max(start, 2), limit)
 
 
 def too_few_users(left: str, needs: str, needed: int | None, why: str = "") -> StudyError:

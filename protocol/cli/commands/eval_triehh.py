@@ -48,17 +48,9 @@ def run(args: argparse.Namespace) -> int:
     from protocol.studies.runners.triehh import TrieHHOptions
     from protocol.studies.runners.triehh_eval import evaluate
 
-    from protocol.cli.args import refuse_unused
+    from protocol.cli.args import corollary_target_rules, refuse_unused
 
-    fixed = args.theta is not None and args.gamma is not None
-    refuse_unused(args, [
-        ("--epsilon", "epsilon", 4.0, not fixed,
-         "is Corollary 1's target, which --theta and --gamma together replace: the "
-         "guarantee is Theorem 1's at those two; leave one of them out to use it"),
-        ("--delta", "delta", None, not fixed,
-         "is Corollary 1's target, which --theta and --gamma together replace (Theorem "
-         "1's delta follows from theta); leave one of them out to use it"),
-    ])
+    refuse_unused(args, corollary_target_rules(args))
     transport = transport_from_args(args)  # refuse bad options before loading data
     chatty = not args.json and not args.quiet
     summary = evaluate(options_from(TrieHHOptions, args), transport, args.out, runs=args.runs,

@@ -46,16 +46,10 @@ def run(args: argparse.Namespace) -> int:
     from protocol.cli.transport_options import transport_from_args
     from protocol.studies.runners import triehh
 
-    from protocol.cli.args import refuse_unused
+    from protocol.cli.args import corollary_target_rules, refuse_unused
 
-    fixed = args.theta is not None and args.gamma is not None
     refuse_unused(args, [
-        ("--epsilon", "epsilon", 4.0, not fixed,
-         "is Corollary 1's target, which --theta and --gamma together replace: the "
-         "guarantee is Theorem 1's at those two; leave one of them out to use it"),
-        ("--delta", "delta", None, not fixed,
-         "is Corollary 1's target, which --theta and --gamma together replace (Theorem "
-         "1's delta follows from theta); leave one of them out to use it"),
+        *corollary_target_rules(args),
         ("--show", "show", 30, not args.json,
          "limits the words printed; --json holds every heavy hitter"),
     ])
