@@ -144,3 +144,45 @@ def test_committed_keccak_kernel_is_the_generated_one() -> None:
     from protocol.core.poplar1 import _keccak_kernel
     body = inspect.getsource(_keccak_kernel.keccak_columns).split("\n", 1)[1]
     assert body == jit._keccak_source().split("\n", 1)[1]
+
+
+def test_fused_inner_step_falls_back_when_a_value_is_redrawn(monkeypatch) -> None:  # noqa: ANN001
+    """A value drawn at least p (probability about 2^-32) sends the level to the numpy
+    path, which draws it again exactly: forced here, the shares are the same."""
+    from protocol.core.poplar1 import Aggregator, Poplar1, sketch_accepts, sketch_message
+    from protocol.core.poplar1 import idpf as I
+
+    if not I._fused_inner():
+        pytest.skip("the fused step needs libcrypto")
+    bits, n = 6, 50
+    rng = np.random.default_rng(9)
+    meas = rng.integers(0, 2, (n, bits)).astype(bool)
+    v = Poplar1(bits, b"fallback")
+    rep = v.shard_batch(meas, rng.integers(0, 256, (n, 16), dtype=np.uint8),
+                        rng.integers(0, 256, (n, v.RAND_SIZE), dtype=np.uint8))
+
+    def run() -> list:
+        aggs = [Aggregator(v, j, bytes(32), rep.nonces, rep.public, rep.shares[j])
+                for j in (0, 1)]
+        out = []
+        for lv in range(bits - 1):
+            pref = tuple(sorted({tuple(bool(b) for b in row[:lv + 1]) for row in meas[:9]}))
+            r1 = [a.verify_init((lv, pref)) for a in aggs]
+            r2 = [a.verify_next(sketch_message(lv, bits, *r1)) for a in aggs]
+            ok = sketch_accepts(lv, bits, *r2)
+            out.append([np.asarray(x).tolist() for x in r1 + r2 + [a.aggregate(ok) for a in aggs]])
+        return out
+
+    want = run()
+    calls = []
+    real = jit.idpf_inner_step
+
+    def flagged(*args):  # noqa: ANN002, ANN202
+        s, c, y, bad = real(*args)
+        bad = bad.copy()
+        bad[0, 0] = True
+        calls.append(1)
+        return s, c, y, bad
+
+    monkeypatch.setattr(jit, "idpf_inner_step", flagged)
+    assert run() == want and calls

@@ -67,13 +67,18 @@ def _keccak_source() -> str:
 
 
 if _nb is not None:
-    _RC12 = _rc12()
     from protocol.core.poplar1._keccak_kernel import keccak_columns as _kc
     _keccak_columns = _nb.njit(nogil=True, cache=True)(_kc)
 
 
+_RC12: np.ndarray | None = None
+
+
 def keccak_p1600_12_columns(state: np.ndarray) -> None:
     """Keccak-p[1600, 12] in place on every column of a ``(25, N)`` uint64 array."""
+    global _RC12
+    if _RC12 is None:
+        _RC12 = _rc12()
     _keccak_columns(state, _RC12)
 
 
@@ -129,14 +134,83 @@ def _build_aes():  # noqa: ANN202
             ok &= outl[0] == w
         return ok
 
+    p64 = np.uint64((1 << 64) - (1 << 32) + 1)
+    eps = np.uint64((1 << 32) - 1)
+    one = np.uint64(1)
+    keep = ~np.uint64(1)
+
+    @_nb.njit(nogil=True)
+    def step(ctx, seeds, ctrl, par, qi, bi, kext, kconv, cw, ccw, winner, agg1,  # noqa: ANN001, ANN202, PLR0913
+             out_seeds, out_ctrl, out_y, bad, buf, enc, outl):
+        # one inner level of the IDPF for every report (see idpf_inner_step)
+        n = seeds.shape[0]
+        nq, nm = par.shape[0], qi.shape[0]
+        kp, cp = kext.ctypes.data, kconv.ctypes.data
+        bp, ep, lp = buf.ctypes.data, enc.ctypes.data, outl.ctypes.data
+        ok = 1
+        for r in range(n):
+            # extend: sigma(seed XOR i) for both children of every kept parent
+            for q in range(nq):
+                lo, hi = seeds[r, par[q], 0], seeds[r, par[q], 1]
+                for i in range(2):
+                    b = 4 * q + 2 * i
+                    buf[b] = hi
+                    buf[b + 1] = hi ^ lo ^ np.uint64(i)
+            w = 32 * nq
+            ok &= init(ctx, 0, 0, kp + 16 * r, 0)
+            ok &= update(ctx, ep, lp, bp, w)
+            ok &= outl[0] == w
+            for b in range(4 * nq):
+                enc[b] ^= buf[b]
+            # control bits, then the correction words where the parent's bit is set
+            for m in range(nm):
+                q, i = qi[m], bi[m]
+                b = 4 * q + 2 * i
+                lo, hi = enc[b], enc[b + 1]
+                t = (lo & one) != 0
+                lo &= keep
+                if ctrl[r, par[q]]:
+                    lo ^= cw[r, 0]
+                    hi ^= cw[r, 1]
+                    t ^= ccw[r, i]
+                out_ctrl[r, m] = t
+                # convert: sigma(child XOR i), i = 0 (next seed) and 1 (the value)
+                buf[4 * m] = hi
+                buf[4 * m + 1] = hi ^ lo
+                buf[4 * m + 2] = hi
+                buf[4 * m + 3] = hi ^ lo ^ one
+            w = 32 * nm
+            ok &= init(ctx, 0, 0, cp + 16 * r, 0)
+            ok &= update(ctx, ep, lp, bp, w)
+            ok &= outl[0] == w
+            for m in range(nm):
+                out_seeds[r, m, 0] = enc[4 * m] ^ buf[4 * m]
+                out_seeds[r, m, 1] = enc[4 * m + 1] ^ buf[4 * m + 1]
+                for k in range(2):
+                    v = enc[4 * m + 2 + k] ^ buf[4 * m + 2 + k]
+                    if v >= p64:
+                        bad[r, m] = True
+                    if out_ctrl[r, m]:
+                        c = winner[r, k]
+                        s = v + c
+                        if s < v:
+                            s += eps
+                        if s >= p64:
+                            s -= p64
+                        v = s
+                    if agg1 and v != 0:
+                        v = p64 - v
+                    out_y[r, m, k] = v
+        return ok
+
     import threading
-    _aes_local = (threading.local(), fns)
+    _aes_local = (threading.local(), fns, step)
     _aes_kernel = rows
     return rows
 
 
 def _aes_context() -> int:
-    local, fns = _aes_local
+    local, fns, _ = _aes_local
     ctx = getattr(local, "ctx", None)
     if ctx is None:
         raw = fns["EVP_CIPHER_CTX_new"]()
@@ -265,3 +339,49 @@ def sketch_inner(data: np.ndarray, auth: np.ndarray, rand: np.ndarray,
                   np.ascontiguousarray(rand, dtype=np.uint64),
                   np.ascontiguousarray(abc, dtype=np.uint64), out)
     return out
+
+
+def idpf_inner_step(seeds: np.ndarray, ctrl: np.ndarray, par: np.ndarray, qi: np.ndarray,
+                    bi: np.ndarray, ext_keys: np.ndarray, conv_keys: np.ndarray,
+                    seed_cw: np.ndarray, ctrl_cw: np.ndarray, w_cw: np.ndarray,
+                    agg_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One inner level of the IDPF evaluation for ``N`` reports in compiled code: for the
+    kept parents ``par`` of the cached nodes (``seeds`` ``(N, P, 16)`` uint8, ``ctrl``
+    ``(N, P)`` bool), ``extend`` under each report's extend key, the control bit and
+    the level's correction words (``seed_cw`` ``(N, 16)`` uint8, ``ctrl_cw`` ``(N, 2)``
+    bool) applied where the parent's bit is set, child ``bi[m]`` of parent ``qi[m]``
+    kept, and ``convert`` under the report's convert key: the children's next seeds
+    ``(N, M, 16)``, control bits ``(N, M)``, this aggregator's value shares ``(N, M, 2)``
+    (``w_cw`` ``(N, 2)`` added where the bit is set, negated for aggregator 1), and a
+    flag ``(N, M)`` where a value's draw was at least ``p`` (the caller draws those again
+    exactly). The same operations as :func:`protocol.core.poplar1.idpf.eval_batch`'s
+    numpy path, two OpenSSL calls a report.
+
+    Raises:
+        RuntimeError: OpenSSL failed, or the kernel is not available.
+    """
+    if _build_aes() is None:
+        raise RuntimeError("idpf_inner_step needs numba and libcrypto")
+    step = _aes_local[2]
+    n = seeds.shape[0]
+    nq, nm = par.shape[0], qi.shape[0]
+    s64 = np.ascontiguousarray(seeds, dtype=np.uint8).view(np.uint64)        # (N, P, 2)
+    out_seeds = np.empty((n, nm, 2), dtype=np.uint64)
+    out_ctrl = np.empty((n, nm), dtype=bool)
+    out_y = np.empty((n, nm, 2), dtype=np.uint64)
+    bad = np.zeros((n, nm), dtype=bool)
+    width = 4 * max(nq, nm)
+    buf = np.empty(width, dtype=np.uint64)
+    enc = np.empty(width, dtype=np.uint64)
+    ok = step(_aes_context(), s64, np.ascontiguousarray(ctrl, dtype=bool),
+              np.ascontiguousarray(par, dtype=np.int64), np.ascontiguousarray(qi, dtype=np.int64),
+              np.ascontiguousarray(bi, dtype=np.int64),
+              np.ascontiguousarray(ext_keys, dtype=np.uint8),
+              np.ascontiguousarray(conv_keys, dtype=np.uint8),
+              np.ascontiguousarray(seed_cw, dtype=np.uint8).view(np.uint64),
+              np.ascontiguousarray(ctrl_cw, dtype=bool),
+              np.ascontiguousarray(w_cw, dtype=np.uint64), bool(agg_id == 1),
+              out_seeds, out_ctrl, out_y, bad, buf, enc, np.zeros(1, dtype=np.int32))
+    if ok != 1:
+        raise RuntimeError("OpenSSL AES-128-ECB failed")
+    return out_seeds.view(np.uint8).reshape(n, nm, 16), out_ctrl, out_y, bad
