@@ -32,9 +32,10 @@ from typing import Sequence
 import numpy as np
 
 from protocol.core.poplar1 import field as F
+from protocol.core.poplar1 import jit
 from protocol.core.poplar1.errors import Poplar1DecodeError, Poplar1UsageError
 from protocol.core.poplar1.xof import (RowKeyedAes, XofFixedKeyAes128, XofTurboShake128,
-                                       fixed_keys, format_dst, turboshake_many)
+                                       aes_backend, fixed_keys, format_dst, turboshake_many)
 
 __all__ = ["KEY_SIZE", "RAND_SIZE", "PublicShares", "ReportCiphers", "EvalCache", "gen",
            "eval_batch", "encode_public_share", "decode_public_shares", "public_share_size",
@@ -267,6 +268,12 @@ class EvalCache:
     ctrl: np.ndarray
 
 
+def _fused_inner() -> bool:
+    """Whether an inner level runs as one compiled step (:func:`jit.idpf_inner_step`):
+    numba and libcrypto are there and the AES backend is OpenSSL's."""
+    return aes_backend() == "openssl" and jit.aes_rows_available()
+
+
 def eval_batch(bits: int, ctx: bytes, agg_id: int, public: PublicShares, keys: np.ndarray,
                level: int, prefixes: Sequence[tuple[bool, ...]], ciphers: ReportCiphers,
                cache: EvalCache | None = None) -> tuple[np.ndarray | list, EvalCache]:
@@ -304,6 +311,18 @@ def eval_batch(bits: int, ctx: bytes, agg_id: int, public: PublicShares, keys: n
         parent_ids = sorted({index[p[:depth]] for p in nodes})
         pos = {q: i for i, q in enumerate(parent_ids)}
         par = np.asarray(parent_ids, dtype=np.intp)
+        qi = np.asarray([pos[index[p[:depth]]] for p in nodes], dtype=np.intp)
+        bi = np.asarray([int(p[depth]) for p in nodes], dtype=np.intp)
+        if depth < bits - 1 and _fused_inner():
+            nseeds, nctrl, yy, bad = jit.idpf_inner_step(
+                seeds, ctrl, par, qi, bi, ciphers.extend.keys, ciphers.convert.keys,
+                public.seed_cw[:, depth], public.ctrl_cw[:, depth], public.w_inner[:, depth],
+                agg_id)
+            if not bad.any():        # else (probability about 2^-32 a value) the numpy path
+                seeds, ctrl, cur_pref = nseeds, nctrl, list(nodes)
+                if depth == level:
+                    y = yy
+                continue
         if depth < bits - 1:
             s, t = _extend_inner(ciphers.extend, seeds[:, par])
         else:
@@ -314,8 +333,6 @@ def eval_batch(bits: int, ctx: bytes, agg_id: int, public: PublicShares, keys: n
         s64 = s.view("<u8")                                                # (N, Q, 2, 2)
         s64 ^= np.where(pc[:, :, None, None], cw[:, None, None, :], np.uint64(0))
         t = t ^ (pc[:, :, None] & public.ctrl_cw[:, depth][:, None, :])
-        qi = np.asarray([pos[index[p[:depth]]] for p in nodes], dtype=np.intp)
-        bi = np.asarray([int(p[depth]) for p in nodes], dtype=np.intp)
         child = s[:, qi, bi]                                            # (N, M, 16)
         ctrl = t[:, qi, bi]                                             # (N, M)
         if depth < bits - 1:

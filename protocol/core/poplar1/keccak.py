@@ -88,13 +88,24 @@ def keccak_p1600_12(state: np.ndarray) -> None:
     if state.dtype != np.uint64 or state.ndim != 2 or state.shape[0] != 25:
         raise ValueError("keccak_p1600_12 takes a (25, N) uint64 array")
     n = state.shape[1]
-    if n < _WIDE:
+    if _compiled is not None:
+        _compiled(state)
+    elif n < _WIDE:
         _rounds_planes(state)
     elif n <= CHUNK:
         _rounds_lanes(state)
     else:
         for lo in range(0, n, CHUNK):       # cache-sized blocks of sponges
             _rounds_lanes(state[:, lo:lo + CHUNK])
+
+
+def _load_compiled():  # noqa: ANN202
+    from protocol.core.poplar1 import jit
+    return jit.keccak_p1600_12_columns if jit.available() else None
+
+
+#: the compiled kernel of :mod:`jit` (numba), or None: the numpy rounds below
+_compiled = None
 
 
 #: from this many sponges on, :func:`_rounds_lanes`
@@ -298,3 +309,6 @@ class SpongeBatch:
         if not parts:
             return np.empty((len(self), 0), dtype=np.uint8)
         return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0].copy()
+
+
+_compiled = _load_compiled()

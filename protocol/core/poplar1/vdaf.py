@@ -45,6 +45,7 @@ import numpy as np
 
 from protocol.core.poplar1 import field as F
 from protocol.core.poplar1 import idpf as I
+from protocol.core.poplar1 import jit
 from protocol.core.poplar1.errors import (Poplar1DecodeError, Poplar1UsageError,
                                           Poplar1VerificationError)
 from protocol.core.poplar1.keccak import SpongeBatch
@@ -500,10 +501,13 @@ class Aggregator:
         if level < self.vdaf.bits - 1:
             abc = self._corr_inner(level)
             data, auth = value[..., 0], value[..., 1]
-            r2 = F.mul64(rand, rand)
-            sketch = np.stack([F.add64(abc[:, 0], F.dot64(data, rand)),
-                               F.add64(abc[:, 1], F.dot64(data, r2)),
-                               F.add64(abc[:, 2], F.dot64(auth, rand))], axis=1)
+            if jit.available():
+                sketch = jit.sketch_inner(data, auth, rand, abc)
+            else:
+                r2 = F.mul64(rand, rand)
+                sketch = np.stack([F.add64(abc[:, 0], F.dot64(data, rand)),
+                                   F.add64(abc[:, 1], F.dot64(data, r2)),
+                                   F.add64(abc[:, 2], F.dot64(auth, rand))], axis=1)
             AB = self.share.corr_inner[:, level]
             self._state = ("evaluate", agg_param, AB, data)
             return sketch
