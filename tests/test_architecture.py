@@ -9,7 +9,8 @@ Layers, lowest first (a layer imports only from itself and the layers it names):
   ``secagg``;
 * ``mechanisms``: ``numpy``, ``scipy`` and, from ``protocol``, the contract module only;
 * ``protocol.core``: the cores, ``msgpack``, ``Crypto`` (pycryptodome's TurboSHAKE128, for
-  Poplar1), ``cffi`` (Poplar1's OpenSSL AES keyed per report) and its own modules -- never
+  Poplar1), ``cffi`` (Poplar1's OpenSSL AES keyed per report), ``numba`` (Poplar1's compiled
+  kernels) and its own modules -- never
   mechanisms,
   studies or the CLI;
 * ``protocol.studies``: mechanisms, the core and the cores -- never the CLI;
@@ -45,6 +46,7 @@ ALLOWED_TOP = {
                       "nacl", "distributed",
                       "dask",  # distributed's own configuration (cluster.py)
                       "Crypto",  # pycryptodome: TurboSHAKE128 for protocol.core.poplar1
+                      "numba",  # compiled kernels of protocol.core.poplar1.jit
                       "cffi"},  # cffi: Poplar1's OpenSSL AES keyed per report (xof.py)
     "protocol.studies": {"protocol", "secagg", "shuffler", "mechanisms", "numpy", "scipy",
                          "cryptography", "nacl", "matplotlib", "wordfreq",
