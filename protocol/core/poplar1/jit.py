@@ -15,7 +15,8 @@ import os
 
 import numpy as np
 
-__all__ = ["available", "keccak_p1600_12_columns"]
+__all__ = ["available", "keccak_p1600_12_columns", "aes_rows_available", "aes_rows_into",
+           "sketch_inner", "idpf_inner_step"]
 
 try:  # pragma: no cover - depends on the installation
     if os.environ.get("FEDHH_JIT", "1") == "0":
@@ -235,32 +236,24 @@ class _Context:
 
 
 def aes_rows_available() -> bool:
-    """Whether :func:`aes_rows` can run (numba and libcrypto)."""
+    """Whether :func:`aes_rows_into` can run (numba and libcrypto)."""
     return _build_aes() is not None
 
 
-def aes_rows(keys: np.ndarray, data: np.ndarray) -> np.ndarray:
-    """AES-128-ECB of row ``r`` of ``data`` (``(N, W)`` uint8, ``W`` a multiple of 16)
-    under ``keys[r]`` (``(N, 16)`` uint8): the loop over rows in compiled code, one key
-    schedule and one update per row on one OpenSSL context.
+def aes_rows_into(keys: np.ndarray, data: np.ndarray, out: np.ndarray) -> None:
+    """AES-128-ECB of row ``r`` of ``data`` into ``out`` under ``keys[r]``: the loop over
+    rows in compiled code, one key schedule and one update per row on one OpenSSL
+    context. The arrays are the checked, C-contiguous uint8 ones of
+    :func:`protocol.core.poplar1.xof._openssl_rows`, which calls this.
 
     Raises:
         RuntimeError: OpenSSL failed, or the kernel is not available.
     """
     kernel = _build_aes()
     if kernel is None:
-        raise RuntimeError("aes_rows needs numba and libcrypto")
-    keys = np.ascontiguousarray(keys, dtype=np.uint8)
-    data = np.ascontiguousarray(data, dtype=np.uint8)
-    n, width = data.shape
-    out = np.empty((n, width), dtype=np.uint8)
-    if n == 0 or width == 0:
-        return out
-    if keys.shape != (n, 16) or width % 16:
-        raise ValueError("one 16-byte key and whole blocks per row")
+        raise RuntimeError("aes_rows_into needs numba and libcrypto")
     if kernel(_aes_context(), keys, data, out, np.zeros(1, dtype=np.int32)) != 1:
         raise RuntimeError("OpenSSL AES-128-ECB failed")
-    return out
 
 
 # ------------------------------------------------------------ Field64 (p = 2^64 - 2^32 + 1)
@@ -320,11 +313,6 @@ if _nb is not None:
                 s1 = _add64(s1, _mul64(dx, x))
                 s2 = _add64(s2, _mul64(auth[r, j], x))
             out[r, 0], out[r, 1], out[r, 2] = s0, s1, s2
-
-    @_nb.njit(nogil=True, cache=True)
-    def _mul_add64(a, b, c, out):  # noqa: ANN001, ANN202
-        for i in range(a.shape[0]):
-            out[i] = _add64(_mul64(a[i], b[i]), c[i])
 
 
 def sketch_inner(data: np.ndarray, auth: np.ndarray, rand: np.ndarray,

@@ -247,7 +247,7 @@ def _load_openssl():  # noqa: ANN202
                 _openssl_lib = loaded
                 global _jit_rows
                 from protocol.core.poplar1 import jit
-                _jit_rows = jit.aes_rows if jit.aes_rows_available() else None
+                _jit_rows = jit.aes_rows_into if jit.aes_rows_available() else None
                 # FIPS 197, appendix C.1 (AES-128), twice under two keys in one call
                 key = np.frombuffer(bytes(range(16)) + bytes(16), dtype=np.uint8).reshape(2, 16)
                 pt = bytes.fromhex("00112233445566778899aabbccddeeff")
@@ -275,15 +275,18 @@ _jit_rows = None
 def _openssl_rows(keys: np.ndarray, data: np.ndarray) -> np.ndarray:
     """AES-128-ECB of row ``r`` of ``data`` (``(N, W)`` uint8, ``W`` a multiple of 16)
     under ``keys[r]``: one key schedule and one update call per row on one context."""
-    if _jit_rows is not None:
-        return _jit_rows(keys, data)
-    ffi, lib = _openssl_lib
     keys = np.ascontiguousarray(keys, dtype=np.uint8)
     data = np.ascontiguousarray(data, dtype=np.uint8)
     n, width = data.shape
     out = np.empty((n, width), dtype=np.uint8)
     if n == 0 or width == 0:
         return out
+    if keys.shape != (n, 16) or width % 16:
+        raise ValueError("one 16-byte key and whole blocks per row")
+    if _jit_rows is not None:
+        _jit_rows(keys, data, out)
+        return out
+    ffi, lib = _openssl_lib
     ctx = _openssl_ctx()
     kp = ffi.from_buffer("unsigned char[]", keys)
     sp = ffi.from_buffer("unsigned char[]", data)
