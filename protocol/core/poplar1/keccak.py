@@ -82,7 +82,9 @@ def keccak_p1600_12(state: np.ndarray) -> None:
     """Keccak-p[1600, 12] in place on ``(25, N)`` uint64 (lane ``x + 5 y`` in row
     ``x + 5 y``, each lane's bytes little-endian, as FIPS 202 maps a state string).
 
-    Two schedules of the same rounds: below :data:`_WIDE` sponges, each step over whole
+    With numba installed, the compiled kernel of :mod:`~protocol.core.poplar1.jit`
+    (column by column, the state in registers). Without it, two numpy schedules of the
+    same rounds: below :data:`_WIDE` sponges, each step over whole
     planes (few numpy calls, each over many lanes: the per-call cost dominates there);
     from it, lane by lane with preallocated outputs (more calls, less memory traffic)."""
     if state.dtype != np.uint64 or state.ndim != 2 or state.shape[0] != 25:
