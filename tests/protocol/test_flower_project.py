@@ -128,17 +128,42 @@ def _imported(proj: pathlib.Path):  # noqa: ANN202
             del sys.modules[name]
 
 
-def test_the_server_refuses_a_federation_too_small_in_one_line(tmp_path) -> None:  # noqa: ANN001
-    """Flower's local simulation has 2 nodes unless told otherwise."""
+def test_the_server_runs_on_flowers_two_nodes_hosting_the_devices(tmp_path, caplog,  # noqa: ANN001
+                                                                   monkeypatch) -> None:  # noqa: ANN001
+    """Flower's local simulation has 2 nodes unless told otherwise: they host the 5
+    devices of the malicious default, the result is the plaintext FedAvg's, and the log
+    says plainly that 2 nodes give no privacy."""
+    import logging
+
     from protocol.flower.local import LocalGrid, serve
 
     proj = _new(tmp_path)
-    with _imported(proj) as demo, pytest.raises(RuntimeError) as err:
+    monkeypatch.setattr(logging.getLogger("flwr"), "propagate", True)
+    with _imported(proj) as demo, caplog.at_level(logging.INFO, logger="flwr"):
         serve(demo.server_app.app, LocalGrid(demo.client_app.app, 2))
-    msg = str(err.value)
-    assert "\n" not in msg
-    assert "needs at least 5 nodes and the federation has 2" in msg
-    assert 'flwr run . --federation-config "num-supernodes=10"' in msg
+    text = caplog.text
+    result = json.loads(text.split("fedhh result: ")[1].splitlines()[0])
+    assert (result["nodes"], result["rounds"]) == (2, 3)
+    w, b = _plain_fedavg(proj, 2, 3)
+    assert np.max(np.abs(np.array(result["w"]) - w)) < 2e-3
+    assert abs(result["b"][0] - b) < 2e-3 and np.max(np.abs(w)) > 0.01
+    assert "2 nodes host the 5 devices" in text
+    assert "the server and 1 of them learn the last one's update" in text
+    assert 'num-supernodes=10"' in text
+
+
+def test_the_server_refuses_what_it_cannot_run_in_one_line(tmp_path) -> None:  # noqa: ANN001
+    from protocol.flower.local import LocalGrid
+
+    proj = _new(tmp_path)
+    with _imported(proj) as demo, pytest.raises(RuntimeError) as err:
+        demo.server_app.federation_nodes(LocalGrid(demo.client_app.app, 1), wait=0)
+    assert "\n" not in str(err.value) and "at least 2 nodes, got 1" in str(err.value)
+    assert 'flwr run . --federation-config "num-supernodes=10"' in str(err.value)
+    small = _new(tmp_path / "small", "--nodes", "3")  # a PKI of 3 identities
+    with _imported(small) as demo, pytest.raises(RuntimeError) as err:
+        demo.server_app.federation_nodes(LocalGrid(demo.client_app.app, 2), wait=0)
+    assert "2 nodes (5 devices of secure aggregation) and pki/ holds keys for 3" in str(err.value)
 
 
 def test_run_py_says_in_one_line_what_the_simulation_engine_needs(tmp_path) -> None:  # noqa: ANN001
