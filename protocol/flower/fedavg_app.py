@@ -269,6 +269,7 @@ def make_server_app(cfg: AppConfig, rec: Recorder) -> Any:
     from flwr.server.strategy import FedAvg
     from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 
+    from protocol.flower.session import devices_for
     from protocol.flower.workflow import FedhhSecAggWorkflow
 
     class Recording(FedAvg):
@@ -283,7 +284,7 @@ def make_server_app(cfg: AppConfig, rec: Recorder) -> Any:
                                dropout_rate=cfg.dropout_rate, window=cfg.window)
     shares, thr = cfg.flower_shares, cfg.flower_threshold
     if not shares:
-        p = ours.policy.params(cfg.nodes)
+        p = ours.policy.params(devices_for(ours.policy, cfg.nodes))
         shares, thr = p.degree + 1, p.threshold
     flower = SecAggPlusWorkflow(num_shares=shares, reconstruction_threshold=thr)
 

@@ -32,8 +32,8 @@ import numpy as np
 
 from protocol.core import codec, wire_secagg
 from protocol.flower.session import (
-    RECORD, FlowerSecAggError, Offer, Policy, identity_of, load_roster, load_signing_key,
-    pki_dir_of,
+    RECORD, FlowerSecAggError, Offer, Policy, _unpack_ids, identity_of, load_roster,
+    load_signing_key, pki_dir_of,
 )
 from secagg.client import SecAggClient
 from secagg.messages import RoutedShares
@@ -67,12 +67,27 @@ class LateInput:
 
 @dataclass
 class NodeSession:
-    """What a node keeps between the messages of one session."""
+    """What a node keeps between the messages of one session: one client per device it
+    hosts (:func:`~protocol.flower.session.device_layout`; one unless the federation
+    has fewer nodes than the policy needs devices), by position."""
 
     offer: Offer
-    client: SecAggClient
-    late: LateInput
+    clients: dict[int, SecAggClient]
+    lates: dict[int, LateInput]
     app: Any  # what the application's check of the offer returned
+
+    @property
+    def positions(self) -> tuple[int, ...]:
+        return tuple(self.clients)
+
+    @property
+    def client(self) -> SecAggClient:
+        """The client of this node's first device (the one whose input is the node's)."""
+        return self.clients[self.positions[0]]
+
+    @property
+    def late(self) -> LateInput:
+        return self.lates[self.positions[0]]
 
 
 #: ``check_app(offer, node_config) -> app state`` (raises FlowerSecAggError)
@@ -152,7 +167,7 @@ def respond(rec: Any, node_id: int, state: dict[str, Any], node_config: Any, *,
     if stage == "setup":
         state.pop("session", None)  # a new offer ends whatever session was under way
         sess = _setup(rec, node_id, node_config, policy, pki, check_app)
-        frames = sess.client.start()
+        frames = [m for c in sess.clients.values() for m in c.start()]
         state["session"] = sess
         return {"frames": [codec.encode(m) for m in frames]}, None
     if stage != "round":
@@ -160,28 +175,63 @@ def respond(rec: Any, node_id: int, state: dict[str, Any], node_config: Any, *,
     sess = state.get("session")
     if sess is None:
         raise FlowerSecAggError("a round message without a session under way")
-    frames_in = rec.get("frames")
-    if (set(rec) != {"stage", "frames"} or not isinstance(frames_in, list)
-            or len(frames_in) != 1 or type(frames_in[0]) is not bytes):
-        raise FlowerSecAggError("a round message holds exactly one frame")
-    try:
-        m = codec.decode(frames_in[0], limits=_client_limits(sess.client.config))
-    except codec.CodecError as exc:
-        raise FlowerSecAggError(f"a malformed frame: {exc}") from None
-    if isinstance(m, RoutedShares) and sess.client.state is ClientState.AWAIT_SHARES:
-        sess.late.value, reply_content = make_input(sess, msg, ctxt)
-    replies = sess.client.receive(m)
-    if sess.client.state is not ClientState.AWAIT_SHARES:
-        # the masked input is out: the plaintext input leaves the node's stored state
-        # (and the state kept between messages is a tenth of the size)
-        sess.late.value = None
-    if sess.client.state is ClientState.ABORTED:
-        state.pop("session", None)
-        raise NodeAborted(f"node {node_id} aborted the session: "
-                          f"{sess.client.abort_reason.value}")
-    if sess.client.state is ClientState.COMPLETED:
+    to = _round_targets(rec, sess)
+    limits = _client_limits(sess.client.config)
+    decoded = []
+    for pos, frame in zip(to, rec["frames"]):
+        try:
+            decoded.append((pos, codec.decode(frame, limits=limits)))
+        except codec.CodecError as exc:
+            raise FlowerSecAggError(f"a malformed frame: {exc}") from None
+    if any(isinstance(m, RoutedShares) and sess.clients[pos].state is ClientState.AWAIT_SHARES
+           for pos, m in decoded) and sess.late.value is None:
+        # the node's input goes on its first device; the others it hosts add zeros, so
+        # the sum over devices is the sum over nodes
+        vec, reply_content = make_input(sess, msg, ctxt)
+        for pos in sess.positions:
+            sess.lates[pos].value = vec if pos == sess.positions[0] else \
+                np.zeros(sess.offer.dim, dtype=np.uint64)
+    replies = []
+    for pos, m in decoded:
+        client = sess.clients[pos]
+        replies.extend(client.receive(m))
+        if client.state is ClientState.ABORTED:
+            state.pop("session", None)
+            raise NodeAborted(f"node {node_id} aborted the session: "
+                              f"{client.abort_reason.value}")
+    for pos, client in sess.clients.items():
+        if client.state is not ClientState.AWAIT_SHARES:
+            # the masked input is out: the plaintext input leaves the node's stored
+            # state (and the state kept between messages is a tenth of the size)
+            sess.lates[pos].value = None
+    if all(c.state is ClientState.COMPLETED for c in sess.clients.values()):
         state.pop("session", None)
     return {"frames": [codec.encode(r) for r in replies]}, reply_content
+
+
+def _round_targets(rec: Any, sess: NodeSession) -> tuple[int, ...]:
+    """The device positions a round message's frames are for: its ``to`` (packed
+    positions, when the node hosts several devices), else the node's one device.
+
+    Raises:
+        FlowerSecAggError: a malformed message, or a frame for a device this node does
+            not host (or for one twice).
+    """
+    frames = rec.get("frames")
+    if not isinstance(frames, list) or any(type(f) is not bytes for f in frames):
+        raise FlowerSecAggError("a round message holds a list of frames")
+    if "to" not in rec:
+        if set(rec) != {"stage", "frames"} or len(frames) != 1 or len(sess.clients) != 1:
+            raise FlowerSecAggError("a round message holds exactly one frame")
+        return sess.positions
+    if set(rec) != {"stage", "frames", "to"}:
+        raise FlowerSecAggError("a round message holds its stage, frames and devices only")
+    to = _unpack_ids(rec["to"], "to")
+    if (not 1 <= len(to) == len(frames) or len(set(to)) != len(to)
+            or not set(to) <= set(sess.clients)):
+        raise FlowerSecAggError("a round message's frames must go to distinct devices "
+                                "this node hosts, one frame each")
+    return to
 
 
 def handle(msg: Any, ctxt: Any, *, policy: Policy, pki: str | None,
@@ -232,10 +282,15 @@ def _setup(rec: Any, node_id: int, node_config: Any, policy: Policy, pki: str | 
             raise FlowerSecAggError(f"the roster names PKI identities beyond the "
                                     f"{len(roster)} of this node's PKI")
         verify = tuple(roster[i] for i in offer.identities)
-        signing = load_signing_key(where, identity)
-    position = offer.position_of(node_id, identity)
+    positions = offer.positions_of(node_id, identity)
+    if offer.malicious:
+        # one signing key per hosted device (in a deployment a node holds the keys of
+        # the devices it hosts: its identity plus multiples of the number of nodes)
+        signing = {p: load_signing_key(where, offer.identities[p]) for p in positions}
     app = check_app(offer, node_config)
-    late = LateInput()
-    client = SecAggClient(offer.session_config(), position, late, OsRandom(),
-                          signing_key=signing, verify_keys=verify)
-    return NodeSession(offer, client, late, app)
+    config = offer.session_config()
+    lates = {p: LateInput() for p in positions}
+    clients = {p: SecAggClient(config, p, lates[p], OsRandom(),
+                               signing_key=None if signing is None else signing[p],
+                               verify_keys=verify) for p in positions}
+    return NodeSession(offer, clients, lates, app)

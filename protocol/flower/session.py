@@ -53,7 +53,7 @@ from secagg.state import MAX_PARTICIPANTS, SessionConfig
 
 __all__ = ["RECORD", "FlowerSecAggError", "Policy", "Quantiser", "Offer", "write_pki",
            "load_roster", "load_signing_key", "PKI_ENV", "identity_of", "pki_dir_of",
-           "PARTICIPATION_KEY", "load_participation_key"]
+           "PARTICIPATION_KEY", "load_participation_key", "device_layout", "devices_for"]
 
 #: the name of the ConfigRecord that carries our protocol in Flower messages
 RECORD = "fedhh.secagg"
@@ -267,6 +267,7 @@ class Offer:
     server_nonce: bytes
     app: str = "{}"
     _context: bytes = field(init=False, repr=False, default=b"")
+    _hosts: tuple[int, ...] = field(init=False, repr=False, default=())
 
     def __post_init__(self) -> None:
         n = len(self.node_ids)
@@ -276,15 +277,25 @@ class Offer:
             raise FlowerSecAggError(f"a session needs 2 to {MAX_PARTICIPANTS} nodes, got {n}")
         for i in self.node_ids:
             _int(i, "a node id")
-        if len(set(self.node_ids)) != n:
-            raise FlowerSecAggError("the roster names a node twice")
+        hosts = tuple(dict.fromkeys(self.node_ids))
+        m = len(hosts)
+        if m < 2:
+            raise FlowerSecAggError(f"a session needs at least 2 distinct nodes, got {m}")
+        if self.node_ids != tuple(hosts[h] for h in device_layout(m, n)):
+            raise FlowerSecAggError("the roster names a node twice outside the device "
+                                    "layout (device j on the (j mod nodes)-th node)")
+        object.__setattr__(self, "_hosts", hosts)
         if self.malicious:
             if len(self.identities) != n:
-                raise FlowerSecAggError("the malicious variant needs one PKI identity per node")
+                raise FlowerSecAggError("the malicious variant needs one PKI identity per device")
             for i in self.identities:
                 _int(i, "a PKI identity")
             if len(set(self.identities)) != n:
                 raise FlowerSecAggError("the roster names a PKI identity twice")
+            if any(self.identities[j] != self.identities[j % m] + (j // m) * m
+                   for j in range(m, n)):
+                raise FlowerSecAggError("a hosted device's PKI identity must be its node's "
+                                        "plus a multiple of the number of nodes")
         elif self.identities:
             raise FlowerSecAggError("PKI identities belong to the malicious variant only")
         _int(self.degree, "degree", 1, n - 1)
@@ -320,13 +331,26 @@ class Offer:
 
     @property
     def n(self) -> int:
+        """The number of devices in the session (positions of the roster)."""
         return len(self.node_ids)
+
+    @property
+    def hosts(self) -> tuple[int, ...]:
+        """The distinct Flower nodes, in the order of their first device."""
+        return self._hosts
+
+    @property
+    def hosted(self) -> bool:
+        """Whether some node hosts more than one device."""
+        return len(self._hosts) < len(self.node_ids)
 
     def session_config(self) -> SessionConfig:
         """The :class:`secagg.state.SessionConfig` of this offer."""
         params = SecAggParams(n=self.n, degree=self.degree, threshold=self.threshold,
                               graph=self.graph, malicious=self.malicious)
-        return SessionConfig(params, self.node_ids, self.context(), self.dim, self.modulus,
+        # devices have no Flower node id of their own: their positions name them
+        ids = tuple(range(self.n)) if self.hosted else self.node_ids
+        return SessionConfig(params, ids, self.context(), self.dim, self.modulus,
                              malicious=self.malicious, server_nonce=self.server_nonce)
 
     def to_record(self) -> dict[str, Any]:
@@ -371,6 +395,11 @@ class Offer:
         Raises:
             FlowerSecAggError: another threat model, degree, threshold or graph.
         """
+        devices = devices_for(policy, len(self.hosts))
+        if self.n != devices:
+            raise FlowerSecAggError(f"the server offers {self.n} devices on "
+                                    f"{len(self.hosts)} nodes; this node's policy gives "
+                                    f"{devices}")
         want = policy.params(self.n)
         got = (self.malicious, self.graph, self.degree, self.threshold)
         expect = (want.malicious, want.graph, want.degree, want.threshold)
@@ -380,20 +409,31 @@ class Offer:
                 f"gives {expect} for {self.n} nodes")
 
     def position_of(self, node_id: int, identity: int | None) -> int:
-        """This node's roster position.
+        """This node's roster position (its first device's).
+
+        Raises:
+            FlowerSecAggError: the node is not in the roster, or the roster names it
+                with another PKI identity.
+        """
+        return self.positions_of(node_id, identity)[0]
+
+    def positions_of(self, node_id: int, identity: int | None) -> tuple[int, ...]:
+        """The positions of the devices this node hosts (:func:`device_layout`); with
+        the malicious variant the first device's PKI identity is the node's own (the
+        others' follow from it, checked when the offer was built).
 
         Raises:
             FlowerSecAggError: the node is not in the roster, or the roster names it
                 with another PKI identity.
         """
         try:
-            pos = self.node_ids.index(node_id)
+            first = self.node_ids.index(node_id)
         except ValueError:
             raise FlowerSecAggError(f"node {node_id} is not in the offered roster") from None
-        if self.malicious and self.identities[pos] != identity:
+        if self.malicious and self.identities[first] != identity:
             raise FlowerSecAggError(f"the roster gives node {node_id} the PKI identity "
-                                    f"{self.identities[pos]}, not its own {identity}")
-        return pos
+                                    f"{self.identities[first]}, not its own {identity}")
+        return tuple(range(first, self.n, len(self._hosts)))
 
     def app_json(self) -> Any:
         """The application description, parsed.
@@ -405,6 +445,52 @@ class Offer:
             return json.loads(self.app)
         except ValueError as exc:
             raise FlowerSecAggError(f"the application description is not JSON: {exc}") from None
+
+
+def device_layout(nodes: int, devices: int) -> tuple[int, ...]:
+    """Which node hosts each device of a session: device ``j`` on node ``j mod nodes``
+    (node ``i`` hosts devices ``i, i + nodes, i + 2 nodes, ...``). With ``devices ==
+    nodes`` every node is one device.
+
+    Raises:
+        FlowerSecAggError: ``nodes`` below 1, ``devices`` below ``nodes`` or above
+            the protocol's participant limit, or not ints.
+    """
+    if type(nodes) is not int or type(devices) is not int:
+        raise FlowerSecAggError(f"nodes and devices must be ints, got {nodes!r}, {devices!r}")
+    if nodes < 1:
+        raise FlowerSecAggError(f"a device layout needs at least 1 node, got {nodes}")
+    if not nodes <= devices <= MAX_PARTICIPANTS:
+        raise FlowerSecAggError(f"{devices} devices on {nodes} nodes: a layout needs "
+                                f"{nodes} to {MAX_PARTICIPANTS} devices")
+    return tuple(j % nodes for j in range(devices))
+
+
+def devices_for(policy: Policy, nodes: int) -> int:
+    """The number of devices a session among ``nodes`` nodes runs with under
+    ``policy``: ``nodes`` when the policy has parameters for them, else the fewest
+    devices above it that it has parameters for (each node then hosts several,
+    :func:`device_layout`). Both sides compute it; a node refuses an offer with
+    another number.
+
+    Raises:
+        FlowerSecAggError: fewer than 2 nodes, or no device count up to the limit.
+    """
+    if type(nodes) is not int or nodes < 2:
+        raise FlowerSecAggError(f"a session needs at least 2 nodes, got {nodes!r}")
+    return _devices_for(policy, nodes)
+
+
+@functools.lru_cache(maxsize=256)
+def _devices_for(policy: Policy, nodes: int) -> int:
+    for d in range(nodes, min(MAX_PARTICIPANTS, nodes + 1000) + 1):
+        try:
+            policy.params(d)
+            return d
+        except FlowerSecAggError:
+            continue
+    raise FlowerSecAggError(f"no secure-aggregation parameters for {nodes} nodes or any "
+                            f"device count up to {nodes + 1000}")
 
 
 def _pack_ids(ids: Sequence[int]) -> bytes:

@@ -112,11 +112,13 @@ app = ClientApp(client_fn=client_fn, mods=[make_secagg_mod(threat=THREAT, pki=PK
 
 _FEDAVG_SERVER = '''"""ServerApp: FedAvg whose fit rounds are summed by fedhh's secure aggregation, over
 every node of the federation. Flower's local simulation has 2 nodes unless told
-otherwise, too few for secure aggregation: `flwr run . --federation-config
-"num-supernodes=10"`."""
+otherwise (`flwr run .`), fewer than secure aggregation needs: each node then hosts
+several of its devices (the sum is the same). With so few nodes the sum hides little:
+the server and one node learn the other node's update; for privacy run
+`flwr run . --federation-config "num-supernodes=10"`."""
 import json
 import time
-from logging import INFO
+from logging import INFO, WARNING
 
 import numpy as np
 from flwr.common import ndarrays_to_parameters
@@ -124,21 +126,15 @@ from flwr.common.logger import log
 from flwr.server import LegacyContext, ServerApp, ServerConfig
 from flwr.server.strategy import FedAvg
 from flwr.server.workflow import DefaultWorkflow
-from protocol.flower.session import FlowerSecAggError, Policy
+from protocol.flower.session import FlowerSecAggError, Policy, devices_for
 from protocol.flower.workflow import FedhhSecAggWorkflow  # fedhh
 
 from .client_app import DIM
 from .common import NODES, PKI, THREAT
 
 app = ServerApp()
-
-
-def _feasible(n):
-    try:
-        Policy(threat=THREAT).params(n)
-        return True
-    except FlowerSecAggError:
-        return False
+#: the fewest nodes for which we recommend the run (below, the sum hides little)
+PRIVATE_NODES = 10
 
 
 def federation_nodes(grid, wait=30.0):
@@ -150,14 +146,22 @@ def federation_nodes(grid, wait=30.0):
         time.sleep(0.5)
         nodes = list(grid.get_node_ids())
     n = len(nodes)
-    how = f'flwr run . --federation-config "num-supernodes={NODES}"'
-    if not _feasible(n):
-        least = next(m for m in range(n + 1, 1000) if _feasible(m))
-        raise RuntimeError(f"fedhh secure aggregation ({THREAT} server) needs at least "
-                           f"{least} nodes and the federation has {n}: {how}")
-    if THREAT == "malicious" and n > NODES:
-        raise RuntimeError(f"the federation has {n} nodes and pki/ holds keys for {NODES}: "
-                           f"fedhh flower keys pki --nodes {n} --force, or {how}")
+    how = f'flwr run . --federation-config "num-supernodes={max(NODES, PRIVATE_NODES)}"'
+    try:
+        devices = devices_for(Policy(threat=THREAT), n)
+    except FlowerSecAggError as exc:
+        raise RuntimeError(f"fedhh secure aggregation ({THREAT} server): {exc}: {how}") from None
+    if THREAT == "malicious" and devices > NODES:
+        raise RuntimeError(f"the federation has {n} nodes ({devices} devices of secure "
+                           f"aggregation) and pki/ holds keys for {NODES}: fedhh flower "
+                           f"keys pki --nodes {devices} --force, or {how}")
+    if devices > n:
+        log(INFO, "fedhh: %s nodes host the %s devices secure aggregation (%s server) "
+            "needs: device j on node j mod %s", n, devices, THREAT, n)
+    if n < PRIVATE_NODES:
+        log(WARNING, "fedhh: only %s nodes: the server and %s of them learn the last "
+            "one's update from the sum (a node hosting k devices counts as k corrupt "
+            "devices); for privacy: %s", n, n - 1, how)
     return nodes
 
 
@@ -287,16 +291,20 @@ own key and gives its path with the node config `fedhh-pki` (and its identity wi
 
 
 _FLWR_RUN = {
-    "fedavg": 'flwr run . --federation-config "num-supernodes={nodes}"   # {nodes} simulated nodes',
+    "fedavg": ('flwr run .               # Flower\'s 2 local nodes (a quick try: no privacy)\n'
+               '    flwr run . --federation-config "num-supernodes={nodes}"   # {nodes} simulated nodes'),
     "triehh": 'flwr run . --federation-config "num-supernodes={nodes}"   # one node per user',
     "triehhpp": 'flwr run . --federation-config "num-supernodes={nodes}"   # one node per user',
 }
 
 _NOTES = {
-    "fedavg": ("The ServerApp aggregates every node of the federation (as many as secure "
-               "aggregation needs, at most the PKI's identities) and logs the final model "
-               "as a `fedhh result:` line. A bare `flwr run .` has Flower's default 2 "
-               "nodes, too few: the run fails saying so.\n"),
+    "fedavg": ("The ServerApp aggregates every node of the federation and logs the final "
+               "model as a `fedhh result:` line. A bare `flwr run .` has Flower's default "
+               "2 nodes, fewer than secure aggregation needs (5 for the malicious-server "
+               "default): each node then hosts several of its devices and the result is "
+               "the same, but the sum of 2 hides nothing from either node (the server and "
+               "one node learn the other's update). For privacy run 10 nodes or more "
+               "(`num-supernodes=10`).\n"),
     "triehh": ("TrieHH's parameters follow from epsilon and the population (Corollary 1): "
                "10^4 users at epsilon 4 sample 274 users per level with theta 12 and find "
                "`the`; 1000 users sample 32 and find nothing. A run that finds nothing "

@@ -32,7 +32,8 @@ import numpy as np
 
 from protocol.core import codec, wire_secagg
 from protocol.flower.session import (
-    RECORD, FlowerSecAggError, Offer, Policy, Quantiser, load_roster, pki_dir_of,
+    RECORD, FlowerSecAggError, Offer, Policy, Quantiser, _pack_ids, device_layout,
+    devices_for, load_roster, pki_dir_of,
 )
 from secagg.errors import SecAggError
 from secagg.messages import RoutedShares
@@ -75,6 +76,8 @@ class SessionOutcome:
         server_seconds: CPU of our server state machine and codec.
         offer: the session offered.
         rejected: frames refused (node id, reason).
+        devices: the session's devices (``offer.n``; more than the nodes when each
+            node hosts several, :func:`~protocol.flower.session.device_layout`).
     """
 
     total: np.ndarray | None
@@ -87,6 +90,7 @@ class SessionOutcome:
     server_seconds: float
     offer: Offer | None
     rejected: list[tuple[int, str]] = field(default_factory=list)
+    devices: int = 0
 
 
 #: the pull interval of Flower's in-process grid (``InMemoryGrid``) at the size of
@@ -297,14 +301,24 @@ class SessionDriver:
     def run(self, grid: Any, nodes: Sequence[int], *, label: str, group: str, dim: int,
             modulus: int, app: str,
             extra: Callable[[int], Any] | None = None,
-            check_nodes: Callable[[int], None] | None = None) -> SessionOutcome:
+            check_nodes: Callable[[int], None] | None = None,
+            host_devices: bool = False) -> SessionOutcome:
         """One session among ``nodes``; ``extra(node id)`` is the content (a
         ``RecordDict``) sent with the routed shares (the round after which the node's
-        input is needed), ``check_nodes(n)`` refuses a roster size.
+        input is needed), ``check_nodes(n)`` refuses a number of nodes.
+
+        With ``host_devices``, fewer nodes than the policy has parameters for run the
+        session with :func:`~protocol.flower.session.devices_for` devices, node ``i``
+        hosting devices ``j = i mod nodes`` (its input on its first device, zeros on
+        the others); each message to a node carries its devices' frames, so a node
+        that drops drops all its devices. The sum is the nodes' sum. A node hosting
+        ``k`` devices that is corrupted is ``k`` corrupt devices.
 
         Raises:
             FlowerSecAggError: no parameters for this many nodes, a missing PKI, or
-                fewer than two nodes.
+                fewer than two nodes; hosted devices whose PKI identities the nodes'
+                do not give (the nodes' identities must be ``0 .. nodes - 1``) or the
+                PKI does not hold.
         """
         policy = self.policy
         nodes = list(dict.fromkeys(nodes))
@@ -324,8 +338,20 @@ class SessionDriver:
             raise FlowerSecAggError(f"a session needs at least 2 nodes, {len(nodes)} left")
         if check_nodes is not None:
             check_nodes(len(nodes))
-        params = policy.params(len(nodes))
-        offer = self._offer(label=label, node_ids=tuple(nodes), identities=identities,
+        m = len(nodes)
+        devices = devices_for(policy, m) if host_devices else m
+        layout = device_layout(m, devices)
+        if devices > m and policy.malicious:
+            identities = tuple(identities[j % m] + (j // m) * m for j in range(devices))
+            if len(set(identities)) != devices or max(identities) >= len(roster):
+                raise FlowerSecAggError(
+                    f"{m} nodes hosting {devices} devices need the nodes' PKI identities "
+                    f"0 to {m - 1} and a PKI of at least {devices}; the nodes have "
+                    f"{sorted(identities[:m])}, the PKI {len(roster)}")
+            verify = tuple(roster[i] for i in identities)
+        params = policy.params(devices)
+        offer = self._offer(label=label, node_ids=tuple(nodes[h] for h in layout),
+                            identities=identities,
                             degree=params.degree, threshold=params.threshold,
                             graph=params.graph, malicious=params.malicious, dim=dim,
                             modulus=modulus, server_nonce=OsRandom().token_bytes(32),
@@ -334,7 +360,9 @@ class SessionDriver:
         cpu0 = time.process_time()
         server = SecAggServer(config, verify_keys=verify)
         up_limits = wire_secagg.server_limits(config)
-        position = {nid: i for i, nid in enumerate(nodes)}
+        # node id -> the positions of its devices (node i: devices i, i + m, ...)
+        hosted = {nid: tuple(range(i, devices, m)) for i, nid in enumerate(nodes)}
+        multi = devices > m
         up = dict.fromkeys(nodes, 0)
         down = dict.fromkeys(nodes, 0)
         rejected: list[tuple[int, str]] = []
@@ -348,23 +376,32 @@ class SessionDriver:
                     rejected.append((nid, f"error: {r.error}"[:200]))
                     continue
                 frames = r.record.get("frames") if r.record is not None else None
-                if (not isinstance(frames, list) or len(frames) > 1
+                if (not isinstance(frames, list) or len(frames) > len(hosted[nid])
                         or any(type(f) is not bytes for f in frames)):
                     rejected.append((nid, "a reply without one frame list"))
                     continue
                 t0 = time.process_time()
+                msgs, senders, bad = [], set(), None
                 for f in frames:
                     up[nid] += len(f)
                     try:
-                        m = codec.decode(f, limits=up_limits)
+                        msg = codec.decode(f, limits=up_limits)
                     except codec.CodecError as exc:
-                        rejected.append((nid, f"CodecError: {exc}"))
-                        continue
-                    if getattr(m, "sender", None) != position[nid]:
-                        rejected.append((nid, "sender does not match the node"))
-                        continue
+                        bad = f"CodecError: {exc}"
+                        break
+                    sender = getattr(msg, "sender", None)
+                    if sender not in hosted[nid] or sender in senders:
+                        bad = "sender does not match the node"
+                        break
+                    senders.add(sender)
+                    msgs.append(msg)
+                if bad is not None:  # the node's devices go together: none is taken
+                    rejected.append((nid, bad))
+                    spent += time.process_time() - t0
+                    continue
+                for msg in msgs:
                     try:
-                        server.receive(m)
+                        server.receive(msg)
                     except SecAggError as exc:
                         rejected.append((nid, f"{type(exc).__name__}: {exc}"))
                 spent += time.process_time() - t0
@@ -380,14 +417,21 @@ class SessionDriver:
             out = server.close_round()
             payloads: dict[int, Any] = {}
             carries_input = False
-            for pos, m in out:
-                nid = nodes[pos]
-                frame = codec.encode(m)
+            for pos, msg in out:
+                nid = nodes[layout[pos]]
+                frame = codec.encode(msg)
                 down[nid] += len(frame)
-                more = None
-                if isinstance(m, RoutedShares) and extra is not None:
-                    more, carries_input = extra(nid), True
-                payloads[nid] = ({"stage": "round", "frames": [frame]}, more)
+                if nid not in payloads:
+                    more = None
+                    if isinstance(msg, RoutedShares) and extra is not None:
+                        more, carries_input = extra(nid), True
+                    payloads[nid] = ({"stage": "round", "frames": []}, more)
+                payloads[nid][0]["frames"].append(frame)
+                if multi:
+                    payloads[nid][0].setdefault("to", []).append(pos)
+            if multi:
+                for cfg, _ in payloads.values():
+                    cfg["to"] = _pack_ids(cfg["to"])
             srv_cpu += time.process_time() - t0
             if not payloads:
                 break
@@ -397,7 +441,9 @@ class SessionDriver:
             srv_cpu += deliver(replies, carries_input)
         done = server.state is ServerState.COMPLETED
         u3 = server.sets.get("U3", frozenset())
-        survivors = tuple(nodes[i] for i in sorted(u3)) if done else ()
+        # a node's input is on its first device (position i < m); its other devices
+        # add zeros
+        survivors = tuple(nodes[i] for i in sorted(u3) if i < m) if done else ()
         return SessionOutcome(
             total=server.result if done else None, survivors=survivors,
             dropped=tuple(n for n in nodes if n not in set(survivors)),
@@ -405,7 +451,7 @@ class SessionDriver:
             abort_reason=None if done else str(getattr(server.abort_reason, "value",
                                                        server.abort_reason)),
             bytes_up=up, bytes_down=down, server_seconds=srv_cpu, offer=offer,
-            rejected=rejected)
+            rejected=rejected, devices=devices)
 
 
 class FedhhSecAggWorkflow:
@@ -425,6 +471,10 @@ class FedhhSecAggWorkflow:
             stage at once elsewhere; ``None``: the stage at once; :class:`SessionDriver`):
             lowers the simulation engine's polling cost at hundreds of nodes.
         pki: the PKI directory (its public roster; default ``FEDHH_FLOWER_PKI``).
+        host_devices: when the round has fewer nodes than the policy has parameters
+            for (Flower's local simulation has 2; the malicious default needs 5), each
+            node hosts several devices of the session (:meth:`SessionDriver.run`);
+            default on. The sum is the same; each node then sees the sum of the others.
 
     Raises:
         FlowerSecAggError: bad options.
@@ -434,12 +484,13 @@ class FedhhSecAggWorkflow:
                  clipping_range: float = 8.0, quantization_range: int = 1 << 22,
                  modulus_range: int = 1 << 32, timeout: float | None = None,
                  pki: str | None = None, window: int | str | None = "auto",
-                 **policy: Any) -> None:
+                 host_devices: bool = True, **policy: Any) -> None:
         self.policy = Policy(threat=threat, **policy)
         self.quantiser = Quantiser(clipping_range=clipping_range,
                                    quantization_range=quantization_range,
                                    modulus_range=modulus_range, max_weight=max_weight)
         self.driver = SessionDriver(self.policy, pki, timeout, window)
+        self.host_devices = bool(host_devices)
         #: the last round's session (for measurements and tests)
         self.last: SessionOutcome | None = None
 
@@ -478,11 +529,16 @@ class FedhhSecAggWorkflow:
             outcome = self.driver.run(grid, list(fitins), label=f"fit round {current_round}",
                                       group=str(current_round), dim=dim,
                                       modulus=q.modulus_range, app=app,
-                                      extra=lambda nid: fitins[nid], check_nodes=q.check_nodes)
+                                      extra=lambda nid: fitins[nid], check_nodes=q.check_nodes,
+                                      host_devices=self.host_devices)
         except FlowerSecAggError as exc:
             log(ERROR, "fedhh secure aggregation not started: %s", exc)
             return
         self.last = outcome
+        if outcome.devices > len(fitins):
+            log(INFO, "fedhh secure aggregation: %s nodes host %s devices (device j on "
+                "node j mod %s); a corrupted node is as many corrupt devices as it hosts",
+                len(fitins), outcome.devices, len(fitins))
         if outcome.total is None:
             log(ERROR, "fedhh secure aggregation aborted: %s", outcome.abort_reason)
             return

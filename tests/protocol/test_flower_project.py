@@ -1,8 +1,8 @@
 """The project ``fedhh flower new`` writes, run the way Flower's documentation teaches:
 ``flwr run .`` offline (its runtime installs no dependency from an index, the nodes'
 keys stay out of the app bundle, Flower's configuration is only what ``flwr`` itself
-writes), the ServerApp's one-line refusal of a federation too small for secure
-aggregation, and TrieHH's defaults and its reason when it finds nothing.
+writes), the ServerApp on Flower's default 2 nodes (each hosting several devices of
+secure aggregation), its one-line refusal of what it cannot run, and TrieHH's defaults and its reason when it finds nothing.
 
 The full ``flwr run .`` (a local SuperLink, Flower's simulation engine with Ray) is
 slow; the rest needs Flower (and uv, which Flower brings) but no Ray."""
@@ -128,17 +128,42 @@ def _imported(proj: pathlib.Path):  # noqa: ANN202
             del sys.modules[name]
 
 
-def test_the_server_refuses_a_federation_too_small_in_one_line(tmp_path) -> None:  # noqa: ANN001
-    """Flower's local simulation has 2 nodes unless told otherwise."""
+def test_the_server_runs_on_flowers_two_nodes_hosting_the_devices(tmp_path, caplog,  # noqa: ANN001
+                                                                   monkeypatch) -> None:  # noqa: ANN001
+    """Flower's local simulation has 2 nodes unless told otherwise: they host the 5
+    devices of the malicious default, the result is the plaintext FedAvg's, and the log
+    says plainly that 2 nodes give no privacy."""
+    import logging
+
     from protocol.flower.local import LocalGrid, serve
 
     proj = _new(tmp_path)
-    with _imported(proj) as demo, pytest.raises(RuntimeError) as err:
+    monkeypatch.setattr(logging.getLogger("flwr"), "propagate", True)
+    with _imported(proj) as demo, caplog.at_level(logging.INFO, logger="flwr"):
         serve(demo.server_app.app, LocalGrid(demo.client_app.app, 2))
-    msg = str(err.value)
-    assert "\n" not in msg
-    assert "needs at least 5 nodes and the federation has 2" in msg
-    assert 'flwr run . --federation-config "num-supernodes=10"' in msg
+    text = caplog.text
+    result = json.loads(text.split("fedhh result: ")[1].splitlines()[0])
+    assert (result["nodes"], result["rounds"]) == (2, 3)
+    w, b = _plain_fedavg(proj, 2, 3)
+    assert np.max(np.abs(np.array(result["w"]) - w)) < 2e-3
+    assert abs(result["b"][0] - b) < 2e-3 and np.max(np.abs(w)) > 0.01
+    assert "2 nodes host the 5 devices" in text
+    assert "the server and 1 of them learn the last one's update" in text
+    assert 'num-supernodes=10"' in text
+
+
+def test_the_server_refuses_what_it_cannot_run_in_one_line(tmp_path) -> None:  # noqa: ANN001
+    from protocol.flower.local import LocalGrid
+
+    proj = _new(tmp_path)
+    with _imported(proj) as demo, pytest.raises(RuntimeError) as err:
+        demo.server_app.federation_nodes(LocalGrid(demo.client_app.app, 1), wait=0)
+    assert "\n" not in str(err.value) and "at least 2 nodes, got 1" in str(err.value)
+    assert 'flwr run . --federation-config "num-supernodes=10"' in str(err.value)
+    small = _new(tmp_path / "small", "--nodes", "3")  # a PKI of 3 identities
+    with _imported(small) as demo, pytest.raises(RuntimeError) as err:
+        demo.server_app.federation_nodes(LocalGrid(demo.client_app.app, 2), wait=0)
+    assert "2 nodes (5 devices of secure aggregation) and pki/ holds keys for 3" in str(err.value)
 
 
 def test_run_py_says_in_one_line_what_the_simulation_engine_needs(tmp_path) -> None:  # noqa: ANN001
@@ -311,7 +336,7 @@ def _plain_fedavg(proj: pathlib.Path, nodes: int, rounds: int) -> tuple[np.ndarr
     return w, b
 
 
-@pytest.mark.slow  # about 1 min: a local SuperLink and Flower's simulation engine (Ray)
+@pytest.mark.slow  # about 1 to 2 min: a local SuperLink, Flower's simulation engine (Ray), 2 runs
 def test_flwr_run_dot_completes_offline_and_matches_plaintext(tmp_path) -> None:  # noqa: ANN001
     if importlib.util.find_spec("ray") is None:
         pytest.skip("Flower's simulation engine needs Ray (flwr[simulation])")
@@ -331,25 +356,30 @@ def test_flwr_run_dot_completes_offline_and_matches_plaintext(tmp_path) -> None:
             run_id = r.stdout.split("Successfully started run ")[1].split()[0]
             return _wait_finished(flwr_cli, run_id, env, proj)
 
-        done = run("--federation-config", "num-supernodes=10")
-        assert done["status"] == "finished:completed", done["status-details"]
-        log = subprocess.run([flwr_cli, "log", done["run-id"], "--show"], cwd=proj, env=env,
-                             capture_output=True, text=True, timeout=120).stdout
-        assert "No additional application dependencies needed installation." in log
-        result = json.loads(log.split("fedhh result: ")[1].splitlines()[0])
-        assert (result["nodes"], result["rounds"]) == (10, 3)
-        w, b = _plain_fedavg(proj, 10, 3)
-        # each round's mean is within a few quantisation units (2c/Q per node)
-        assert np.max(np.abs(np.array(result["w"]) - w)) < 2e-3
-        assert abs(result["b"][0] - b) < 2e-3
-        assert np.max(np.abs(w)) > 0.01  # the plaintext run moved: the check can fail
+        def result_of(done: dict, nodes: int) -> str:
+            assert done["status"] == "finished:completed", done["status-details"]
+            log = subprocess.run([flwr_cli, "log", done["run-id"], "--show"], cwd=proj,
+                                 env=env, capture_output=True, text=True, timeout=120).stdout
+            assert "No additional application dependencies needed installation." in log
+            result = json.loads(log.split("fedhh result: ")[1].splitlines()[0])
+            assert (result["nodes"], result["rounds"]) == (nodes, 3)
+            w, b = _plain_fedavg(proj, nodes, 3)
+            # each round's mean is within a few quantisation units (2c/Q per node)
+            assert np.max(np.abs(np.array(result["w"]) - w)) < 2e-3
+            assert abs(result["b"][0] - b) < 2e-3
+            assert np.max(np.abs(w)) > 0.01  # the plaintext run moved: the check can fail
+            return log
 
-        # Flower's default federation (2 nodes): the run fails, saying why in one line
-        small = run()
-        assert small["status"] == "finished:failed"
-        assert small["status-details"].endswith(
-            "needs at least 5 nodes and the federation has 2: flwr run . "
-            '--federation-config "num-supernodes=10"')
+        # a bare `flwr run .`: Flower's default federation of 2 nodes hosts the 5
+        # devices of the malicious-server default, and the log says it hides nothing
+        log = result_of(run(), 2)
+        assert "fedhh: 2 nodes host the 5 devices" in log
+        assert "the server and 1 of them learn the last one's update" in log
+        assert 'for privacy: flwr run . --federation-config "num-supernodes=10"' in log
+
+        # the run the log recommends: 10 nodes, one device each
+        log = result_of(run("--federation-config", "num-supernodes=10"), 10)
+        assert "nodes host" not in log and "learn the last one's update" not in log
     finally:
         _stop_local_superlink(home)
     # flwr wrote only its own default configuration, and the project is unchanged

@@ -89,6 +89,8 @@ def _new(args: argparse.Namespace) -> int:
     except (ValueError, FlowerSecAggError, OSError) as exc:
         raise UsageError(str(exc)) from None
     run = f'flwr run . --federation-config "num-supernodes={nodes}"'
+    if args.app == "fedavg":  # Flower's 2 local nodes host the devices secure aggregation needs
+        run = f"flwr run . (Flower's 2 local nodes: a try, no privacy; for privacy: {run})"
     print(f"wrote a {args.app} Flower project for {nodes} nodes into {args.directory} "
           f"({len(files)} files{', PKI in pki/' if keys else ''}); run it from there "
           f"with: {run} (or python run.py --local)")
