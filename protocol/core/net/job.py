@@ -667,26 +667,48 @@ def ending_line(server: NetJobServer, transport: Any, exc: BaseException | None,
         out = Ending(f"{left.line()} ({aborted.reason})")
         out.departed, out.bye = True, left.line()
         return out
-    # devices that closed their connections before the round aborted (not those that
-    # left because it did, nor those the server dropped at a deadline)
+    # devices whose connections closed before the round aborted (not those that left
+    # because it did, nor those the server dropped at a deadline): those that closed
+    # without a word (their process died or was killed) left; those that sent their
+    # Bye first gave up, saying why (a state machine's abort, a Task refused), and are
+    # counted apart by their reasons
     members = getattr(server, "_members", {})
-    gone = sorted(m for m, c in members.items() if getattr(c, "left_at", None) is not None
-                  and (aborted_at is None or c.left_at <= aborted_at))
+    closed = {m: c for m, c in members.items() if getattr(c, "left_at", None) is not None
+              and (aborted_at is None or c.left_at <= aborted_at)}
+    gone = sorted(m for m, c in closed.items() if getattr(c, "gave_up", None) is None)
+    gave = Counter(c.gave_up.partition(": ")[0] for c in closed.values()
+                   if getattr(c, "gave_up", None) is not None)
     never = server.policy.population - len(members)
-    if (gone or never) and ("too_few" in aborted.reason or "missing" in aborted.reason):
+    if (gone or never or gave) and ("too_few" in aborted.reason or
+                                    "missing" in aborted.reason):
         n = server.policy.population
         dev = Departure(f"devices {positions(gone)}", "left", round=round_no,
                         count=len(gone), of=n)
         said = [dev.line()] if gone else []
+        if gave:
+            said.append(gave_up_line(gave, round_no if not gone else None))
         if never:
             said.append(f"{never} of {n} devices never connected")
         out = Ending("; ".join(said) + f"; the round aborted: {aborted}")
         out.departed, out.kind = True, "devices_left"
         out.bye = (f"{len(gone)} of {n} devices left" if gone else
+                   f"{sum(gave.values())} of {n} devices gave up" if gave else
                    f"{never} of {n} devices never connected") + \
             f" by round {round_no} ({aborted.reason})"
         return out
     return Ending(f"round {round_no} aborted: {aborted}" if round_no else str(aborted))
+
+
+def gave_up_line(reasons: Counter, round_no: int | None = None, limit: int = 4) -> str:
+    """``19 devices gave up (17 too_few_keys, 2 server_aborted)``: the devices that
+    said why they left, by reason (the most frequent ``limit`` reasons, then
+    ``...``)."""
+    total = sum(reasons.values())
+    top = reasons.most_common()
+    why = ", ".join(f"{k} {r}" for r, k in top[:limit]) + (", ..." if len(top) > limit
+                                                            else "")
+    when = f" by round {round_no}" if round_no is not None else ""
+    return f"{total} device{'s' if total != 1 else ''} gave up{when} ({why})"
 
 
 # ---------------------------------------------------------------------------- clients
@@ -746,6 +768,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
 
     out = JobOutcome(member, "disconnected")
     writer = None
+    ended_by_server = False  # the outcome is the server's Bye (else this device left)
     rand = rand if rand is not None else OsRandom()
     ledger = ledger if ledger is not None else DeviceLedger()
     instance: bytes | None = None  # the job instance of this connection's first proof
@@ -762,6 +785,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
             out.bytes_down += size
             if isinstance(msg, Bye):
                 out.status, out.reason = msg.status, msg.reason
+                ended_by_server = True
                 return out
             if isinstance(msg, SampleProof):
                 if proof is not None:
@@ -820,6 +844,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
             out.bytes_down += size
             if isinstance(first, Bye):
                 out.status, out.reason = first.status, first.reason
+                ended_by_server = True
                 return out
             assert isinstance(first, Welcome)
             try:
@@ -855,8 +880,25 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
     except NETWORK_FAILURES as exc:
         out.status, out.reason = failure_outcome(exc, wait_seconds)
     finally:
+        if not ended_by_server and out.status not in ("disconnected", "stalled"):
+            await _say_bye(writer, out)
         await close_writer(writer)
     return out
+
+
+async def _say_bye(writer: asyncio.StreamWriter | None, out: JobOutcome) -> None:
+    """A device that leaves the job on its own (its state machine aborted, it refused
+    a Task, the server fell silent) says so before it closes: ``Bye("aborted",
+    reason)``, so that the server tells a device that gave up from one whose connection
+    closed without a word (its process died). Never raises."""
+    if writer is None or writer.is_closing():
+        return
+    reason = (out.reason or out.status).encode()[:120].decode(errors="ignore")
+    with contextlib.suppress(Exception):
+        data = frame(Bye("aborted", reason))
+        writer.write(data)
+        await asyncio.wait_for(writer.drain(), 2.0)
+        out.bytes_up += len(data)
 
 
 def _ledger_vote(ledger: Any, member: int, task: Task, instance: bytes
