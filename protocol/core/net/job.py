@@ -874,7 +874,8 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
             out.bytes_down += session.bytes_down
             out.cpu_seconds += session.cpu_seconds
             if session.status == "stalled" or machine.aborted:
-                out.status, out.reason = session.status, session.reason
+                out.status, out.reason = session.status, \
+                    missing_helpers(machine) or session.reason
                 return out
             out.sessions[session.status] += 1
     except NETWORK_FAILURES as exc:
@@ -884,6 +885,20 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
             await _say_bye(writer, out)
         await close_writer(writer)
     return out
+
+
+def missing_helpers(machine: Any) -> str | None:
+    """Why a participant of a committee round's session left, when its state machine
+    aborted because a committee helper (a required position: the session's last two)
+    is not among the server's survivors: ``member_left: helper 1 is not among the
+    session's survivors (required_participant_missing)``; ``None``: another abort."""
+    missing = getattr(machine, "missing_required", ())
+    if not missing:
+        return None
+    n = machine.config.n
+    who = " and ".join(f"helper {p - n + 3}" for p in missing)
+    return (f"member_left: {who} {'is' if len(missing) == 1 else 'are'} not among the "
+            "session's survivors (required_participant_missing)")
 
 
 async def _say_bye(writer: asyncio.StreamWriter | None, out: JobOutcome) -> None:
