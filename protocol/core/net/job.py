@@ -562,7 +562,7 @@ def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None
     ``server.ending`` (``None`` after a job that finished). Every task of the loop has
     ended before the loop closes."""
     from protocol.core.net.departures import stop_reason
-    from protocol.core.net.server import stop_tasks
+    from protocol.core.net.server import TlsListener, stop_tasks
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="fedhh-job-server", daemon=True)
@@ -602,9 +602,13 @@ def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None
             yield transport
             ok = True
         except BaseException as exc:
-            # stop what the analyst's thread left in the loop (a round an interrupt cut
-            # short), then say why to everyone still connected
-            quietly(stop_tasks(getattr(server, "handlers", ())), 15)
+            # stop listening first: a loop still accepting and handshaking the devices
+            # that keep arriving (thousands queued while the population joins) runs
+            # everything below seconds late; then stop what the analyst's thread left
+            # in the loop (a round an interrupt cut short), and say why to everyone
+            # still connected
+            quietly(TlsListener.close(server), 6)
+            quietly(_stop_all_but_handlers(), 15)
             server.events({"event": "stopping", "connected": len(server.connected)})
             line = ending_line(server, transport, exc, rounds[-1] if rounds else None,
                                aborted_at[0] if aborted_at else None)
@@ -631,6 +635,19 @@ def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None
         thread.join(10)
         if not thread.is_alive():
             loop.close()
+
+
+async def _stop_all_but_handlers() -> None:
+    """:func:`~protocol.core.net.server.stop_tasks`, sparing the connections' handlers
+    (:meth:`~protocol.core.net.server.TlsListener._tracked`), those that run and those
+    asyncio created for a handshake that just completed but that have not started yet:
+    each gets the stopping server's ``Bye`` afterwards (``bye_everyone``) instead of a
+    connection closed without a word."""
+    from protocol.core.net.server import stop_tasks
+
+    handlers = [t for t in asyncio.all_tasks()
+                if getattr(t.get_coro(), "__qualname__", "").endswith("._tracked")]
+    await stop_tasks(handlers)
 
 
 class Ending(str):
@@ -880,6 +897,14 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
             out.sessions[session.status] += 1
     except NETWORK_FAILURES as exc:
         out.status, out.reason = failure_outcome(exc, wait_seconds)
+        if out.bytes_down == 0 and isinstance(exc, (
+                ConnectionResetError, ConnectionAbortedError, BrokenPipeError,
+                asyncio.IncompleteReadError, ssl.SSLEOFError)):
+            # the connection closed before the server sent this device a single frame
+            # (during the TLS handshake, or before the server read its Hello): a server
+            # that stops tells the devices it admitted why, so this one was not yet
+            # admitted (or the server's process died)
+            out.reason = "closed_before_admission"
     finally:
         if not ended_by_server and out.status not in ("disconnected", "stalled"):
             await _say_bye(writer, out)
