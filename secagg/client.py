@@ -161,7 +161,8 @@ class SecAggClient:
     # no per-instance dict: a simulation holds one client object per participant
     __slots__ = ("config", "index", "_value", "_rand", "_signing_key", "_verify_keys",
                  "neighbours", "_table", "state", "abort_reason", "server_abort_reason",
-                 "_status", "_c_sk", "_s_sk", "_b", "_c_pk", "_s_pk", "_nonce", "session",
+                 "missing_required", "_status", "_c_sk", "_s_sk", "_b", "_c_pk", "_s_pk",
+                 "_nonce", "session",
                  "_records", "_records_hold", "_signed_alive", "_revealed", "_memo",
                  "__weakref__")
 
@@ -193,6 +194,10 @@ class SecAggClient:
         self.state = ClientState.INIT
         self.abort_reason: AbortReason | None = None
         self.server_abort_reason: AbortReason | None = None
+        #: the required positions the server's survivor set left out, when that is the
+        #: abort (``REQUIRED_PARTICIPANT_MISSING``): who the client would not unmask
+        #: without
+        self.missing_required: tuple[int, ...] = ()
         #: one status code per neighbour, in the order of ``neighbours`` (see
         #: :attr:`peer_status` for the readable form)
         self._status = bytearray()
@@ -548,6 +553,8 @@ class SecAggClient:
         if not alive[self.index]:
             raise _Abort(AbortReason.SELF_NOT_ALIVE)
         if any(not alive[r] for r in self.config.required):
+            self.missing_required = tuple(int(r) for r in self.config.required
+                                          if not alive[r])
             raise _Abort(AbortReason.REQUIRED_PARTICIPANT_MISSING)
         status = bytearray(self._status)
         survivors = 0

@@ -456,6 +456,8 @@ _REASONS = {
     "ConnectionRefusedError": "connection refused: nothing listens at that address (is the "
                               "server running?)",
     "ConnectionResetError": "the peer closed the connection",
+    "closed_before_admission": "the server closed the connection before sending the "
+                               "device anything (it stopped before admitting it, or died)",
     "TimeoutError": "timed out waiting for the peer",
     "gaierror": "the host name does not resolve",
     "SSLCertVerificationError": "the server's certificate does not match the pinned one",

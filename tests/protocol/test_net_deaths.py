@@ -101,20 +101,26 @@ class Committee:
     """The committee job by hand, as docs/network.md has it: the server, helper 2,
     helper 1, device processes."""
 
-    def __init__(self, tmp: Path, keys: Path, join_seconds: int = 60) -> None:
+    def __init__(self, tmp: Path, keys: Path, join_seconds: int = 60,
+                 extra: tuple[str, ...] = ()) -> None:
         self.tmp, self.keys = tmp, keys / "committee"
         self.port, self.link = _free_port(), _free_port()
+        self.extra = list(extra)  # given alike to the four commands
+        # each test's own ledgers: a round one test abandons after its beacon does not
+        # spend the next test's budget (committee_abandon_budget_spent)
+        self.state = ["--state-dir", str(tmp / "state")]
         self.parties: dict[str, Party] = {}
         self.add("server", ["triehh", "--transport", "threshold", "--network",
                             f"127.0.0.1:{self.port}", "--keys", str(self.keys / "server"),
                             "--quiet", "--join-seconds", str(join_seconds),
-                            "--stage-seconds", "10", *DATA])
+                            "--stage-seconds", "10", *DATA, *self.extra])
         self["server"].wait_for('"listening"')
         for i in (2, 1):
             self.add(f"helper{i}", ["helper", "--index", str(i), "--job", "triehh", "--keys",
                                     str(self.keys / f"helper{i}"), "--connect",
                                     f"127.0.0.1:{self.port}", "--link",
-                                    f"127.0.0.1:{self.link}", "--wait-seconds", "60", *DATA])
+                                    f"127.0.0.1:{self.link}", "--wait-seconds", "60", *DATA,
+                                    *self.state, *self.extra])
 
     def add(self, name: str, args: list[str]) -> Party:
         self.parties[name] = Party(self.tmp, name, args)
@@ -124,7 +130,7 @@ class Committee:
         return self.add(name, ["client", "--job", "triehh", "--transport", "threshold",
                                "--keys", str(self.keys / "clients"), "--connect",
                                f"127.0.0.1:{self.port}", "--ids", ids,
-                               "--wait-seconds", "60", *DATA])
+                               "--wait-seconds", "60", *DATA, *self.state, *self.extra])
 
     def helpers_joined(self) -> None:
         self["server"].wait_for('"helper": 1, "phase": "joined"')
@@ -196,11 +202,36 @@ def test_helper_one_interrupted(committee):
         assert "analyst" not in line
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_a_helper_lost_in_a_secagg_committee_round_is_named(committee, sig):
+    """``--committee-input secagg``: helper 1 interrupted (or killed) while the
+    round's secure-aggregation session runs. The server exits 1 naming helper 1 and
+    the session's step (not a bare ``threshold_helper_missing``); helper 2 and the
+    devices are told helper 1 left."""
+    c = committee(extra=("--committee-input", "secagg"))
+    devices = c.devices("devices", "0:200")
+    c.helpers_joined()
+    c["server"].wait_for('"phase": "round"')
+    c["helper1"].signal(sig)
+    if sig == signal.SIGINT:
+        _one_line(c["helper1"], 130, r"^fedhh: interrupted \(Ctrl-C\)$")
+    else:
+        c["helper1"].proc.wait(30)
+    _one_line(c["server"], 1, r"^fedhh: failed: helper 1 (left \(its connection closed\)|"
+              r"was silent past the deadline) at step \w+ of round 1 "
+              r"\(threshold_helper_missing\)$")
+    for p in (c["helper2"], devices):
+        line = _one_line(p, 1, r"a committee member left: helper 1\b")
+        assert "analyst" not in line
+
+
 def test_a_device_process_killed_is_named_by_its_positions(tmp_path, keys):
     """kill -9 of one of two device processes of a secure-aggregation job when round 1
     starts: too few devices are left and the server exits 1 naming the positions that
-    left (the killed process's 0-99); the other process's devices are told devices
-    left, not that the analyst stopped the job."""
+    left (the killed process's 0-99, and only those: devices of the other process
+    whose state machines then gave up said so with their Bye, and are counted apart by
+    reason); the other process's devices are told devices left, not that the analyst
+    stopped the job."""
     port = _free_port()
     plain = keys / "plain"
     server = Party(tmp_path, "server", [
@@ -218,11 +249,17 @@ def test_a_device_process_killed_is_named_by_its_positions(tmp_path, keys):
         server.wait_for('"phase": "round"')
         devices[0].proc.kill()
         devices[0].proc.wait()
-        _one_line(server, 1, r"^fedhh: failed: devices 0-99\b", r"left \(\d+ of 200 device "
-                  r"connections closed\) by round \d", r"the round aborted: secagg_too_few")
-        line = _one_line(devices[1], 1, r"devices the round needed left: \d+ of 200 devices "
-                         r"left by round \d")
+        said = _one_line(server, 1, r"^fedhh: failed: devices 0-99 left \(100 of 200 "
+                         r"device connections closed\) by round 1; ",
+                         r"the round aborted: secagg_too_few")
+        gave = re.search(r"; (\d+) devices? gave up \(([^)]*)\)", said)
+        line = _one_line(devices[1], 1, r"devices the round needed left: 100 of 200 devices "
+                         r"left by round 1")
         assert "analyst" not in line
+        if gave:  # the give-ups the server counted are those the devices reported
+            own = dict((r, int(k)) for k, r in re.findall(r"(\d+) ([a-z_]+)", line))
+            for k, r in re.findall(r"(\d+) ([a-z_]+)", gave.group(2)):
+                assert own.get(r) == int(k), (r, k, line)
     finally:
         for p in parties:
             if p.proc.poll() is None:

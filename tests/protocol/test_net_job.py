@@ -553,3 +553,41 @@ def test_a_frequency_oracle_device_randomises_once_per_job():
              for r in (2, 3) for u in range(10)]
     assert all(np.array_equal(a, first[i % 10]) for i, a in enumerate(again))
     assert reporter.reports_drawn == 10
+
+
+@pytest.mark.parametrize("frames, reason", [
+    ((), "closed_before_admission"),          # closed before a single frame
+    ((_task(),), "IncompleteReadError"),      # closed after it had spoken
+])
+def test_a_server_that_closes_before_saying_anything_is_told_apart(keys, frames, reason):
+    """A server that reads the Hello and closes without a frame (it stopped before
+    admitting the device, or died) is ``closed_before_admission`` for the device (the
+    one line says so), not a bare IncompleteReadError; once the server has sent a frame
+    a closed connection stays what it was."""
+    policy = JobPolicy("triehh", POP)
+
+    async def main():
+        async def handle(reader, writer):
+            await read_message(reader, hello_limits())
+            for f in frames:
+                writer.write(f)
+            await writer.drain()
+            writer.close()
+
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0,
+                                         ssl=tls.server_context(keys))
+        port = srv.sockets[0].getsockname()[1]
+        ctx, pin = tls.client_context(keys)
+        verify, signing = tls.load_pki(keys)
+        out = await run_job_client(7, "127.0.0.1", port, policy, ctx, pin, lambda t: 0,
+                                   signing_key=signing[7], verify_keys=verify,
+                                   wait_seconds=3)
+        srv.close()
+        return out
+
+    out = asyncio.run(main())
+    assert out.status in ("disconnected", "aborted"), out
+    if reason == "closed_before_admission":
+        assert (out.status, out.reason) == ("disconnected", reason)
+    else:
+        assert out.reason != "closed_before_admission", out

@@ -586,7 +586,13 @@ class CommitteeJobServer(NetJobServer):
                     "stages": [vars(s) for s in stages],
                     "refused": [[c, why] for c, why in session.refused][:20]})
         cpu_committee = 0.0
-        if status == "completed" and not {m, m + 1} <= set(in_sum):
+        lost = helper_lost_in_session(srv.sets, helper_conns, m)
+        if lost is not None and (status != "completed" or not {m, m + 1} <= set(in_sum)):
+            # the session went on (or aborted) without a helper: that is the round's
+            # cause, named with the step (the devices abort at the survivor set)
+            out["status"], out["reason"] = "aborted", "threshold_helper_missing"
+            out["detail"] = (lost + (f"; the session: {reason}" if reason else ""))[:200]
+        elif status == "completed" and not {m, m + 1} <= set(in_sum):
             out["status"], out["reason"] = "aborted", "threshold_helper_missing"
         elif status == "completed":
             assert srv.result is not None
@@ -610,7 +616,7 @@ class CommitteeJobServer(NetJobServer):
                 out["committee_bytes_sent"] = member.bytes_sent
             cpu_committee = time.process_time() - t0
         if out["status"] != "completed" or any(not h.open for h in self._helpers.values()):
-            await self._lose_helpers()
+            await self._lose_helpers(out["reason"], out.get("detail", ""), spec.round)
         out.update({
             "wall_seconds": time.perf_counter() - wall0,
             "server_cpu_seconds": time.process_time() - cpu0,
@@ -779,6 +785,35 @@ class CommitteeJobServer(NetJobServer):
 
     def transport(self, loop: asyncio.AbstractEventLoop) -> "CommitteeNetworkTransport":
         return CommitteeNetworkTransport(self, loop)
+
+
+def helper_lost_in_session(sets: dict[str, Any], conns: Sequence[_Conn], m: int
+                           ) -> str | None:
+    """Which helper a committee round's secure-aggregation session lost, and at which
+    step, as the members name a peer that stopped (``"masked_input from helper 1:
+    IncompleteReadError"``, read back by :func:`protocol.core.net.departures.
+    departure`); ``None``: both helpers took part in every stage that ran.
+
+    ``sets``: the session's survivor sets (``U1`` .. ``U5``: who sent its message in
+    each stage); ``conns``: helper 1's and helper 2's connections in the session
+    (positions ``m`` and ``m + 1``). The step is the first stage whose set lacks the
+    helper, or, for a helper whose connection closed during a stage that did not
+    finish, that stage; how: its connection closed (it left, or said why in its Bye),
+    or the server dropped it at the deadline (silent)."""
+    from protocol.core.net.server import STAGE_NAMES
+
+    names = [f"U{k}" for k in range(1, 6) if f"U{k}" in sets]
+    for i, conn in zip((1, 2), conns):
+        pos = m + i - 1
+        stage = next((k for k, name in enumerate(names) if pos not in sets[name]), None)
+        if stage is None and conn.open:
+            continue  # in every set that exists, still connected
+        if stage is None:
+            stage = min(len(names), 4)
+        how = ("IncompleteReadError" if conn.left_at is not None or conn.gave_up
+               else "TimeoutError" if not conn.open else "NotInSurvivorSet")
+        return f"{STAGE_NAMES[stage]} from helper {i}: {how}"
+    return None
 
 
 class CommitteeNetworkTransport(Transport):
@@ -1249,7 +1284,9 @@ async def _helper_round(index: int, first: Any, policy: JobPolicy, server: _Stre
     await exchange(reader, writer, machine, wire_secagg.client_limits(config), session,
                    wait_seconds=wait_seconds)
     if session.status != "completed":
-        record["reason"] = session.reason or session.status
+        from protocol.core.net.job import missing_helpers
+
+        record["reason"] = missing_helpers(machine) or session.reason or session.status
         return record
     try:
         member = await helper_after_session(

@@ -91,7 +91,7 @@ def positions(members: Iterable[int], limit: int = 6) -> str:
 def departure(reason: str, detail: str, round_no: int | None = None) -> Departure | None:
     """The committee member that left or fell silent, from an abort's ``reason`` and
     ``detail`` as the members write them (``None``: the abort names no departure)."""
-    if not reason.endswith("missing_message"):
+    if not reason.endswith(("missing_message", "helper_missing")):
         return None
     m = _PEER.search(detail or "")
     if m is None:

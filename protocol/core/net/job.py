@@ -562,7 +562,7 @@ def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None
     ``server.ending`` (``None`` after a job that finished). Every task of the loop has
     ended before the loop closes."""
     from protocol.core.net.departures import stop_reason
-    from protocol.core.net.server import stop_tasks
+    from protocol.core.net.server import TlsListener, stop_tasks
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="fedhh-job-server", daemon=True)
@@ -602,9 +602,13 @@ def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None
             yield transport
             ok = True
         except BaseException as exc:
-            # stop what the analyst's thread left in the loop (a round an interrupt cut
-            # short), then say why to everyone still connected
-            quietly(stop_tasks(getattr(server, "handlers", ())), 15)
+            # stop listening first: a loop still accepting and handshaking the devices
+            # that keep arriving (thousands queued while the population joins) runs
+            # everything below seconds late; then stop what the analyst's thread left
+            # in the loop (a round an interrupt cut short), and say why to everyone
+            # still connected
+            quietly(TlsListener.close(server), 6)
+            quietly(_stop_all_but_handlers(), 15)
             server.events({"event": "stopping", "connected": len(server.connected)})
             line = ending_line(server, transport, exc, rounds[-1] if rounds else None,
                                aborted_at[0] if aborted_at else None)
@@ -631,6 +635,19 @@ def serving_job(server: NetJobServer, on_listening: Callable[[int], None] | None
         thread.join(10)
         if not thread.is_alive():
             loop.close()
+
+
+async def _stop_all_but_handlers() -> None:
+    """:func:`~protocol.core.net.server.stop_tasks`, sparing the connections' handlers
+    (:meth:`~protocol.core.net.server.TlsListener._tracked`), those that run and those
+    asyncio created for a handshake that just completed but that have not started yet:
+    each gets the stopping server's ``Bye`` afterwards (``bye_everyone``) instead of a
+    connection closed without a word."""
+    from protocol.core.net.server import stop_tasks
+
+    handlers = [t for t in asyncio.all_tasks()
+                if getattr(t.get_coro(), "__qualname__", "").endswith("._tracked")]
+    await stop_tasks(handlers)
 
 
 class Ending(str):
@@ -667,26 +684,48 @@ def ending_line(server: NetJobServer, transport: Any, exc: BaseException | None,
         out = Ending(f"{left.line()} ({aborted.reason})")
         out.departed, out.bye = True, left.line()
         return out
-    # devices that closed their connections before the round aborted (not those that
-    # left because it did, nor those the server dropped at a deadline)
+    # devices whose connections closed before the round aborted (not those that left
+    # because it did, nor those the server dropped at a deadline): those that closed
+    # without a word (their process died or was killed) left; those that sent their
+    # Bye first gave up, saying why (a state machine's abort, a Task refused), and are
+    # counted apart by their reasons
     members = getattr(server, "_members", {})
-    gone = sorted(m for m, c in members.items() if getattr(c, "left_at", None) is not None
-                  and (aborted_at is None or c.left_at <= aborted_at))
+    closed = {m: c for m, c in members.items() if getattr(c, "left_at", None) is not None
+              and (aborted_at is None or c.left_at <= aborted_at)}
+    gone = sorted(m for m, c in closed.items() if getattr(c, "gave_up", None) is None)
+    gave = Counter(c.gave_up.partition(": ")[0] for c in closed.values()
+                   if getattr(c, "gave_up", None) is not None)
     never = server.policy.population - len(members)
-    if (gone or never) and ("too_few" in aborted.reason or "missing" in aborted.reason):
+    if (gone or never or gave) and ("too_few" in aborted.reason or
+                                    "missing" in aborted.reason):
         n = server.policy.population
         dev = Departure(f"devices {positions(gone)}", "left", round=round_no,
                         count=len(gone), of=n)
         said = [dev.line()] if gone else []
+        if gave:
+            said.append(gave_up_line(gave, round_no if not gone else None))
         if never:
             said.append(f"{never} of {n} devices never connected")
         out = Ending("; ".join(said) + f"; the round aborted: {aborted}")
         out.departed, out.kind = True, "devices_left"
         out.bye = (f"{len(gone)} of {n} devices left" if gone else
+                   f"{sum(gave.values())} of {n} devices gave up" if gave else
                    f"{never} of {n} devices never connected") + \
             f" by round {round_no} ({aborted.reason})"
         return out
     return Ending(f"round {round_no} aborted: {aborted}" if round_no else str(aborted))
+
+
+def gave_up_line(reasons: Counter, round_no: int | None = None, limit: int = 4) -> str:
+    """``19 devices gave up (17 too_few_keys, 2 server_aborted)``: the devices that
+    said why they left, by reason (the most frequent ``limit`` reasons, then
+    ``...``)."""
+    total = sum(reasons.values())
+    top = reasons.most_common()
+    why = ", ".join(f"{k} {r}" for r, k in top[:limit]) + (", ..." if len(top) > limit
+                                                            else "")
+    when = f" by round {round_no}" if round_no is not None else ""
+    return f"{total} device{'s' if total != 1 else ''} gave up{when} ({why})"
 
 
 # ---------------------------------------------------------------------------- clients
@@ -746,6 +785,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
 
     out = JobOutcome(member, "disconnected")
     writer = None
+    ended_by_server = False  # the outcome is the server's Bye (else this device left)
     rand = rand if rand is not None else OsRandom()
     ledger = ledger if ledger is not None else DeviceLedger()
     instance: bytes | None = None  # the job instance of this connection's first proof
@@ -762,6 +802,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
             out.bytes_down += size
             if isinstance(msg, Bye):
                 out.status, out.reason = msg.status, msg.reason
+                ended_by_server = True
                 return out
             if isinstance(msg, SampleProof):
                 if proof is not None:
@@ -820,6 +861,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
             out.bytes_down += size
             if isinstance(first, Bye):
                 out.status, out.reason = first.status, first.reason
+                ended_by_server = True
                 return out
             assert isinstance(first, Welcome)
             try:
@@ -849,14 +891,54 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
             out.bytes_down += session.bytes_down
             out.cpu_seconds += session.cpu_seconds
             if session.status == "stalled" or machine.aborted:
-                out.status, out.reason = session.status, session.reason
+                out.status, out.reason = session.status, \
+                    missing_helpers(machine) or session.reason
                 return out
             out.sessions[session.status] += 1
     except NETWORK_FAILURES as exc:
         out.status, out.reason = failure_outcome(exc, wait_seconds)
+        if out.bytes_down == 0 and isinstance(exc, (
+                ConnectionResetError, ConnectionAbortedError, BrokenPipeError,
+                asyncio.IncompleteReadError, ssl.SSLEOFError)):
+            # the connection closed before the server sent this device a single frame
+            # (during the TLS handshake, or before the server read its Hello): a server
+            # that stops tells the devices it admitted why, so this one was not yet
+            # admitted (or the server's process died)
+            out.reason = "closed_before_admission"
     finally:
+        if not ended_by_server and out.status not in ("disconnected", "stalled"):
+            await _say_bye(writer, out)
         await close_writer(writer)
     return out
+
+
+def missing_helpers(machine: Any) -> str | None:
+    """Why a participant of a committee round's session left, when its state machine
+    aborted because a committee helper (a required position: the session's last two)
+    is not among the server's survivors: ``member_left: helper 1 is not among the
+    session's survivors (required_participant_missing)``; ``None``: another abort."""
+    missing = getattr(machine, "missing_required", ())
+    if not missing:
+        return None
+    n = machine.config.n
+    who = " and ".join(f"helper {p - n + 3}" for p in missing)
+    return (f"member_left: {who} {'is' if len(missing) == 1 else 'are'} not among the "
+            "session's survivors (required_participant_missing)")
+
+
+async def _say_bye(writer: asyncio.StreamWriter | None, out: JobOutcome) -> None:
+    """A device that leaves the job on its own (its state machine aborted, it refused
+    a Task, the server fell silent) says so before it closes: ``Bye("aborted",
+    reason)``, so that the server tells a device that gave up from one whose connection
+    closed without a word (its process died). Never raises."""
+    if writer is None or writer.is_closing():
+        return
+    reason = (out.reason or out.status).encode()[:120].decode(errors="ignore")
+    with contextlib.suppress(Exception):
+        data = frame(Bye("aborted", reason))
+        writer.write(data)
+        await asyncio.wait_for(writer.drain(), 2.0)
+        out.bytes_up += len(data)
 
 
 def _ledger_vote(ledger: Any, member: int, task: Task, instance: bytes

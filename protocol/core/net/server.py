@@ -46,7 +46,7 @@ import numpy as np
 from protocol.core import wire_secagg
 from protocol.core.codec import CodecError, SessionLimits
 from protocol.core.net.frames import close_writer, decode_frame, frame, read_frame, read_message
-from protocol.core.net.messages import PROTOCOL_VERSION, Bye, Hello, hello_limits
+from protocol.core.net.messages import PROTOCOL_VERSION, Bye, Hello, bye_limits, hello_limits
 from protocol.core.net.session import NetSessionSpec
 from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.errors import SecAggError
@@ -55,6 +55,8 @@ from secagg.server import SecAggServer
 from secagg.state import ServerState
 
 _NOTHING = SessionLimits({})
+#: what a connection may send outside any session: its own Bye (a device leaving)
+_LEAVING = bye_limits()
 
 __all__ = ["TlsListener", "NetSecAggServer", "SessionReport", "StageReport", "send_and_close",
            "end_all", "read_first"]
@@ -125,6 +127,10 @@ class _Conn:
     #: ``time.monotonic()`` when the peer closed the connection (``None``: it did not,
     #: or the server closed it): who left, and when (:mod:`protocol.core.net.departures`)
     left_at: float | None = None
+    #: the reason of the ``Bye`` the peer sent before it closed (it gave up, saying
+    #: why: a device whose state machine aborted, a Task it refused); ``None``: it
+    #: said nothing (its connection closed abruptly: the process died or was killed)
+    gave_up: str | None = None
 
     @property
     def who(self) -> int:
@@ -142,6 +148,8 @@ class _Session:
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     refused: list[tuple[int | None, str]] = field(default_factory=list)
     all_joined: asyncio.Event = field(default_factory=asyncio.Event)
+    #: ``limits`` and the Bye a client leaving sends (built once, on first read)
+    with_bye: SessionLimits | None = None
     #: a stage whose frames are queued undecoded (``(conn, body, size)``): a committee
     #: job's validated reports, whose decoding the committee judges
     #: (:mod:`protocol.core.net.committee_job`); one frame per connection still
@@ -316,10 +324,14 @@ class NetSecAggServer(TlsListener):
         its own position only, one message per server frame."""
         checked: list[_Session | None] = [None]
 
-        def limits() -> SessionLimits:
+        def limits() -> SessionLimits:  # the session's, and a client's Bye at any time
             session = self._current_of(conn)
             checked[0] = session
-            return session.limits if session is not None else _NOTHING
+            if session is None:
+                return _LEAVING
+            if session.with_bye is None:
+                session.with_bye = session.limits.merged(_LEAVING)
+            return session.with_bye
 
         def refuse(why: str) -> None:  # logged with the session the client is in
             session = self._current_of(conn)
@@ -328,6 +340,10 @@ class NetSecAggServer(TlsListener):
         try:
             while conn.open:
                 tag, body, size, used = await read_frame(conn.reader, limits)
+                if tag == Bye.TAG:  # the client leaves and says why (it gave up)
+                    bye = decode_frame(tag, body, used)
+                    conn.gave_up = bye.reason or bye.status
+                    break
                 session = self._current_of(conn)
                 if session is None or session is not checked[0]:
                     refuse("message outside its sessions")
