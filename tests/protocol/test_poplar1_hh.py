@@ -192,6 +192,48 @@ def test_sampled_views_hold_the_counts_over_each_rounds_sample() -> None:
     assert out.uploads == len(set(np.concatenate(out.samples).tolist())) < pop.n
 
 
+def test_gather_reads_the_asked_rows_in_the_asked_order(tmp_path,  # noqa: ANN001
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from protocol.core.poplar1.store import ReportStore
+
+    monkeypatch.setattr(runner, "GATHER_ROWS", 7)
+    rng = np.random.default_rng(0)
+    n, bits = 50, 4
+    with ReportStore(bits, n) as mem, ReportStore(bits, n, directory=str(tmp_path)) as files:
+        nonces = rng.integers(0, 256, (n, 16), dtype=np.uint8)
+        seeds = rng.integers(0, 256, (n, bits, 16), dtype=np.uint8)
+        for st in (mem, files):
+            st.write("nonces", 0, nonces)
+            st.write("seed_cw", 0, seeds)
+        idx = np.array([33, 2, 49, 2, 10, 0, 17, 41], dtype=np.int64)
+        for name, level, want in (("nonces", None, nonces[idx]),
+                                  ("seed_cw", 0, seeds[idx, 0]), ("seed_cw", 3, seeds[idx, 3])):
+            assert np.array_equal(runner._gather(mem, name, idx, level), want)
+            assert np.array_equal(runner._gather(files, name, idx, level), want)
+        assert runner._gather(files, "nonces", idx[:0]).shape == (0, 16)
+
+
+def test_sampled_search_out_of_core_reads_only_the_sample_and_changes_nothing(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """The uploads in files (gathered a few rows per positioned read) or in memory: the
+    same release, the same counts in both aggregators' views; the files are removed."""
+    pop = _en(3000)
+    codes = runner.encode_codes(pop.vocabulary, pop.alphabet, 6)[pop.items]
+    b = runner.bits_per_char(pop.alphabet)
+    monkeypatch.setattr(runner, "GATHER_ROWS", 97)   # many windows per gather
+    got = []
+    for ooc in (False, True):
+        out = runner.sampled_search(codes, b, len(pop.alphabet), 6, 400,
+                                    sample_rng=np.random.default_rng(3), seed=4,
+                                    out_of_core=ooc, tmpdir=str(tmp_path))
+        assert out.out_of_core is ooc
+        got.append(out)
+    mem, files = got
+    assert files.released == mem.released and files.words == mem.words and mem.words
+    assert [p.view for p in files.parties] == [p.view for p in mem.parties]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_sampled_mode_carries_triehhs_guarantee_and_refuses_what_it_cannot() -> None:
     from mechanisms.triehh_privacy import corollary1
 
