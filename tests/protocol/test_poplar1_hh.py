@@ -86,6 +86,64 @@ def test_api_poplar1_shape() -> None:
         api.poplar1(["ab$"], alphabet="ab")
 
 
+def test_api_poplar1_sampled_release_is_triehhs_function_of_the_samples() -> None:
+    """``api.poplar1(mode="sampled")``: Corollary 1's theta and m and Theorem 1's
+    guarantee; each round's sample (in the aggregators' views) has m clients, and the
+    release is exactly TrieHH's on those samples: an ``i``-character prefix extending a
+    released unfinished one is released iff at least theta sampled clients hold it."""
+    from mechanisms.triehh_privacy import corollary1
+
+    pop = _en(8000)
+    words = [pop.vocabulary[i] for i in pop.items]
+    L, eps = 5, 6.0
+    out = api.poplar1(words, mode="sampled", epsilon=eps, max_length=L, seed=3,
+                      alphabet=pop.alphabet, progress=False)
+    want = corollary1(eps, 1 / 8000 ** 2, 8000, L)
+    assert out.guarantee == want.guarantee
+    theta, m = out.parameters["theta"], out.parameters["m"]
+    assert (theta, m) == (want.theta, want.m)
+    assert all(h.count is None for h in out.heavy_hitters)
+    cut = [w[:L] + ("$" if len(w) < L else "") for w in words]
+    frontier, released, got_words = {""}, [], set()
+    for i, rv in enumerate(out.views, start=1):
+        sample = rv.views["aggregator 0"]["sampled_clients"]
+        assert np.array_equal(sample, rv.views["aggregator 1"]["sampled_clients"])
+        assert len(set(np.asarray(sample).tolist())) == m
+        held: dict[str, int] = {}
+        for u in np.asarray(sample).tolist():
+            if len(cut[u]) >= i:
+                held[cut[u][:i]] = held.get(cut[u][:i], 0) + 1
+        rel = {p for p, c in held.items() if c >= theta and p[:-1] in frontier}
+        assert out.rounds[i - 1].released == len(rel) and out.rounds[i - 1].contacted == m
+        released.append(rel)
+        got_words |= {p.rstrip("$") for p in rel if p.endswith("$") or i == L}
+        frontier = {p for p in rel if not p.endswith("$")}
+        # sub-threshold counts reach the aggregators (the leakage the table states)
+        assert any(c < theta for v in rv.views["aggregator 0"]["levels"] for c in v["counts"])
+    assert set(out.items) == got_words and len(got_words) >= 3
+    assert set(out.released_prefixes) == {p for r in released[:L - 1] for p in r
+                                          if not p.endswith("$")}
+    assert set(out.costs.cpu_seconds) == {"clients", "aggregator 0", "aggregator 1",
+                                          "collector"}
+    assert "Theorem 1" in str(out) and json.loads(out.to_json(views=True))["views"]
+
+
+def test_api_poplar1_sampled_refusals() -> None:
+    words = ["the"] * 300 + ["of"] * 200
+    with pytest.raises(StudyError, match=r"^Poplar1 \(sampled\) takes TrieHH's parameters: "
+                       r".*the population has 500 users; Poplar1 \(sampled\) at epsilon 4 "
+                       r"\(L = 10\) needs at least 941 users$"):
+        api.poplar1(words, mode="sampled", epsilon=4, seed=1, progress=False)
+    with pytest.raises(StudyError, match="needs epsilon"):
+        api.poplar1(words, mode="sampled", progress=False)
+    with pytest.raises(StudyError, match="threshold applies to mode='plain'"):
+        api.poplar1(words, mode="sampled", epsilon=4, threshold=5, progress=False)
+    with pytest.raises(StudyError, match="apply to mode='sampled' only"):
+        api.poplar1(words, epsilon=4, progress=False)
+    with pytest.raises(StudyError, match="mode must be"):
+        api.poplar1(words, mode="dp", progress=False)  # type: ignore[arg-type]
+
+
 def test_hh_command_poplar1(capsys: pytest.CaptureFixture[str]) -> None:
     from protocol.cli import main
 

@@ -50,7 +50,7 @@ from protocol.studies.errors import StudyError
 __all__ = ["Poplar1Options", "AggregatorParty", "SearchResult", "encode_words",
            "decode_bits", "default_threshold", "make_reports", "search", "search_processes",
            "PROCESS_REPORTS", "PARK_REPORTS", "run_poplar1", "POPLAR1_MODES", "SampledResult",
-           "sampled_search", "sampled_parameters", "run_poplar1_sampled", "encode_codes",
+           "sampled_search", "sampled_parameters", "sampled_run", "run_poplar1_sampled", "encode_codes",
            "heavy_hitters_bits", "SideBySideOptions", "side_by_side", "load_reference",
            "bench_vs_reference", "bench_hh", "bench_state", "random_strings", "hh_table", "reference_table", "bench_table", "state_table"]
 
@@ -1119,21 +1119,34 @@ def sampled_search(codes: np.ndarray, b: int, symbols: int, theta: int, m: int, 
                          time.perf_counter() - t_start, samples, bool(out_of_core))
 
 
-def sampled_parameters(n: int, epsilon: float, delta: float | None, max_length: int):  # noqa: ANN201
+def sampled_parameters(n: int, epsilon: float, delta: float | None, max_length: int,  # noqa: ANN201
+                       left: str | None = None):
     """TrieHH's parameters for the target (Corollary 1: theta, gamma, ``m = floor(gamma
     sqrt(n))``) and the guarantee of Theorem 1 at them, which the sampled mode carries.
+    ``left`` says how many users there are (default ``"n = {n} users"``; a population's
+    :func:`protocol.studies.datasets.users_left`).
 
     Raises:
         StudyError: the target is outside the theorem's conditions (the message names
-            the failing one).
+            the failing one); a population too small for the target says so, with the
+            users and the smallest population that meets the conditions.
     """
     from mechanisms.triehh_privacy import TrieHHPrivacyError, corollary1
+    from protocol.studies.runners.triehh import too_few_for_target
 
     d = 1.0 / float(n) ** 2 if delta is None else float(delta)
     try:
         return corollary1(float(epsilon), d, int(n), int(max_length))
     except TrieHHPrivacyError as exc:
-        raise StudyError(f"Poplar1 (sampled) takes TrieHH's parameters: {exc}") from None
+        why = f"Poplar1 (sampled) takes TrieHH's parameters: {exc}"
+        if "theta" not in str(exc) and "gamma" not in str(exc):
+            raise StudyError(why) from None
+        # 1/n^2 for this n means the default rule, not that fixed value
+        per_n = delta is None or math.isclose(d, 1.0 / float(max(n, 1)) ** 2)
+        raise too_few_for_target(float(epsilon), None if per_n else d, int(n),
+                                 int(max_length), False,
+                                 left or f"n = {int(n):,} users", why,
+                                 who="Poplar1 (sampled)") from None
 
 
 def sampled_privacy_statement(params) -> dict[str, Any]:  # noqa: ANN001
@@ -1150,30 +1163,50 @@ def sampled_privacy_statement(params) -> dict[str, Any]:  # noqa: ANN001
             "guarantee": g.to_json() if hasattr(g, "to_json") else None}
 
 
-def run_poplar1_sampled(pop, k: int, *, epsilon: float, delta: float | None = None,  # noqa: ANN001
-                        max_length: int = 10, seed: int | None = None,
-                        sample_rng: np.random.Generator | None = None,
-                        max_candidates: int = 1 << 14,
-                        progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
-                        on_level: Callable[[dict[str, Any]], None] | None = None):  # noqa: ANN201
-    """Poplar1 in the sampled mode on a one-word population, at TrieHH's parameters for
-    the central target ``(epsilon, delta)`` (default ``delta = 1/n^2``), as an
-    :class:`protocol.studies.runners.hh.HHResult` (membership only: counts ``None``).
-    ``sample_rng`` defaults to one seeded from ``seed`` (``None``: from the OS).
+def sampled_run(pop, *, epsilon: float, delta: float | None = None,  # noqa: ANN001, ANN201
+                max_length: int = 10, seed: int | None = None,
+                sample_rng: np.random.Generator | None = None,
+                max_candidates: int = 1 << 14,
+                progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                on_level: Callable[[dict[str, Any]], None] | None = None):
+    """The sampled mode on a one-word population at TrieHH's parameters for the central
+    target ``(epsilon, delta)`` (default ``delta = 1/n^2``): ``(parameters,``
+    :class:`SampledResult` ``)``. ``sample_rng`` defaults to one seeded from ``seed``
+    (``None``: from the OS).
 
     Raises:
-        StudyError: bad parameters, a target outside Theorem 1's conditions, or too many
-            candidates.
+        StudyError: bad parameters, a target outside Theorem 1's conditions (too few
+            users: the users and the minimum), or too many candidates.
     """
-    from protocol.studies.runners.hh import HHResult, truncated_truth
+    from protocol.studies.datasets import users_left
 
-    params = sampled_parameters(pop.n, epsilon, delta, max_length)
+    params = sampled_parameters(pop.n, epsilon, delta, max_length, users_left(pop))
     codes = encode_codes(pop.vocabulary, pop.alphabet, max_length)[pop.items]
     rng = sample_rng if sample_rng is not None else np.random.default_rng(
         None if seed is None else [seed, 1])
     res = sampled_search(codes, bits_per_char(pop.alphabet), len(pop.alphabet), params.theta,
                          params.m, sample_rng=rng, seed=seed, max_candidates=max_candidates,
                          progress=progress, on_level=on_level)
+    return params, res
+
+
+def run_poplar1_sampled(pop, k: int, *, epsilon: float, delta: float | None = None,  # noqa: ANN001
+                        max_length: int = 10, seed: int | None = None,
+                        sample_rng: np.random.Generator | None = None,
+                        max_candidates: int = 1 << 14,
+                        progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                        on_level: Callable[[dict[str, Any]], None] | None = None):  # noqa: ANN201
+    """:func:`sampled_run` as an :class:`protocol.studies.runners.hh.HHResult`
+    (membership only: counts ``None``).
+
+    Raises:
+        StudyError: as :func:`sampled_run`.
+    """
+    from protocol.studies.runners.hh import HHResult, truncated_truth
+
+    params, res = sampled_run(pop, epsilon=epsilon, delta=delta, max_length=max_length,
+                              seed=seed, sample_rng=sample_rng, max_candidates=max_candidates,
+                              progress=progress, on_level=on_level)
     alpha = pop.alphabet
     found = {"".join(alpha[c - 1] for c in w): None for w in res.words}
     return HHResult("poplar1", found, truncated_truth(pop, max_length),
