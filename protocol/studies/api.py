@@ -731,10 +731,10 @@ def poplar1(items: Sequence[str] | np.ndarray[Any, Any], *, k: int = 10,
         if threshold is not None:
             raise StudyError("threshold applies to mode='plain' only (the sampled mode "
                              "takes TrieHH's theta for epsilon and delta)")
+        pop, _ = _population(items, alphabet, on_unencodable, False)
+        return _poplar1_sampled(pop.compact(), epsilon, delta, max_length, seed, progress)
     pop, _ = _population(items, alphabet, on_unencodable, False)
     pop = pop.compact()
-    if mode == "sampled":
-        return _poplar1_sampled(pop, epsilon, delta, max_length, seed, progress)
     t = runner.default_threshold(pop.n, k) if threshold is None else int(threshold)
     meas = runner.encode_words(pop.vocabulary, pop.alphabet, max_length)[pop.items]
     with _showing(progress, None, "Poplar1 levels", None) as shown:
