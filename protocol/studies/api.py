@@ -669,7 +669,8 @@ def poplar1(items: Sequence[str] | np.ndarray[Any, Any], *, k: int = 10,
             threshold: int | None = None, max_length: int = 10,
             alphabet: str = DEFAULT_ALPHABET, seed: int | None = None,
             on_unencodable: OnUnencodable = "error",
-            progress: ShowProgress = True) -> HeavyHitters:
+            progress: ShowProgress = True, mode: Literal["plain", "sampled"] = "plain",
+            epsilon: float | None = None, delta: float | None = None) -> HeavyHitters:
     """Poplar1 heavy hitters (Boneh, Boyle, Corrigan-Gibbs, Gilboa, Ishai, "Lightweight
     Techniques for Private Heavy Hitters", IEEE S&P 2021; the Poplar1 VDAF of
     draft-irtf-cfrg-vdaf-20) on the caller's items: two aggregators, the level-by-level
@@ -687,21 +688,51 @@ def poplar1(items: Sequence[str] | np.ndarray[Any, Any], *, k: int = 10,
             seeded source); ``None``: from the OS.
         on_unencodable: ``error`` (default) or ``drop``.
         progress: ``True`` (default): a bar on a terminal (the levels); ``False``:
-            nothing; or the caller's own wrapper of the iterable of levels.
+            nothing; or the caller's own wrapper of the iterable of levels (of the
+            rounds in the sampled mode).
+        mode: ``plain`` (default: the draft's search over every report at
+            ``threshold``, no differential privacy) or ``sampled``: TrieHH's release
+            computed by the two aggregators, each character round over a fresh uniform
+            sample of ``m`` clients with TrieHH's threshold ``theta`` (Corollary 1 for
+            ``epsilon``, ``delta``), so the released trie carries TrieHH's Theorem 1
+            guarantee (docs/poplar1.md).
+        epsilon: the sampled mode's central target epsilon (required there).
+        delta: the sampled mode's target delta (default ``1/n^2``).
 
     Returns:
-        The heavy hitters with their counts; ``guarantee`` is ``None`` (Poplar1 has no
-        differential privacy by itself; ``guarantee_note`` says what it hides); one
-        round per level, whose views are what each aggregator learnt (every
-        candidate's count, the reports it rejected).
+        The heavy hitters. Plain: with their counts; ``guarantee`` is ``None``
+        (Poplar1 has no differential privacy by itself; ``guarantee_note`` says what it
+        hides); one round per level, whose views are what each aggregator learnt
+        (every candidate's count, the reports it rejected). Sampled: membership only
+        (counts ``None``), the other released prefixes in ``released_prefixes``,
+        ``guarantee`` TrieHH's Theorem 1 at ``theta``, ``m``, ``n``, ``L``; one round
+        per character, whose views hold each aggregator's ``sampled_clients`` and, per
+        bit level, every candidate's count over the sample.
 
     Raises:
-        StudyError: bad items or parameters, or too many candidates at a level.
+        StudyError: bad items or parameters, too many candidates at a level; in the
+            sampled mode a missing ``epsilon``, a ``threshold`` (theta is TrieHH's), a
+            target outside Corollary 1, or too few users (the message gives the users
+            and the smallest population the target needs).
     """
     from protocol.studies.runners import poplar1 as runner
 
     if k < 1:
         raise StudyError("k must be >= 1")
+    if mode not in ("plain", "sampled"):
+        raise StudyError(f"mode must be 'plain' or 'sampled', got {mode!r}")
+    if mode == "plain" and (epsilon is not None or delta is not None):
+        raise StudyError("epsilon and delta apply to mode='sampled' only (the plain mode "
+                         "has no differential privacy; it takes threshold=)")
+    if mode == "sampled":
+        if epsilon is None:
+            raise StudyError("mode='sampled' needs epsilon= (TrieHH's central target; "
+                             "delta defaults to 1/n^2)")
+        if threshold is not None:
+            raise StudyError("threshold applies to mode='plain' only (the sampled mode "
+                             "takes TrieHH's theta for epsilon and delta)")
+        pop, _ = _population(items, alphabet, on_unencodable, False)
+        return _poplar1_sampled(pop.compact(), epsilon, delta, max_length, seed, progress)
     pop, _ = _population(items, alphabet, on_unencodable, False)
     pop = pop.compact()
     t = runner.default_threshold(pop.n, k) if threshold is None else int(threshold)
@@ -728,6 +759,52 @@ def poplar1(items: Sequence[str] | np.ndarray[Any, Any], *, k: int = 10,
         costs=Costs(res.seconds, {"clients": res.client_seconds, "aggregator 0": p0.cpu_seconds,
                                   "aggregator 1": p1.cpu_seconds},
                     pop.n * res.upload_bytes_per_client, 0),
+        views=views, dropped=int(pop.dropped), input=_input(pop, max_length))
+
+
+def _poplar1_sampled(pop: Any, epsilon: float, delta: float | None,
+                     max_length: int, seed: int | None, progress: ShowProgress) -> HeavyHitters:
+    """:func:`poplar1` in the sampled mode
+    (:func:`protocol.studies.runners.poplar1.run_poplar1_sampled`)."""
+    from protocol.studies.runners import poplar1 as runner
+
+    with _showing(progress, int(max_length), "Poplar1 rounds", None) as shown:
+        params, out = runner.sampled_run(pop, epsilon=epsilon, delta=delta,
+                                         max_length=max_length, seed=seed, progress=shown)
+    alpha = pop.alphabet
+    p0, p1 = out.parties
+
+    def text(codes: Sequence[int]) -> str:
+        return "".join(alpha[c - 1] for c in codes if c)
+
+    rounds = tuple(
+        Round(int(r["round"]), int(sum(lv["candidates"] for lv in r["levels"])),
+              int(r["sampled"]), int(r["released"]), float(r["seconds"]),
+              int(r["new_uploads"]) * out.upload_bytes_per_client, 0)
+        for r in out.rounds)
+    views = tuple(
+        PartyViews("poplar1", int(r["round"]), {
+            f"aggregator {p.agg_id}": {
+                "sampled_clients": out.samples[i],
+                "levels": [v for v in p.view if v["round"] == r["round"]]}
+            for p in (p0, p1)})
+        for i, r in enumerate(out.rounds))
+    # the released prefixes that are not words (TrieHH's ``prefixes``)
+    prefixes = {text(c): None for i, rel in enumerate(out.released) for c in rel
+                if c[-1] != 0 and i + 1 < out.max_length}
+    return HeavyHitters(
+        mechanism="poplar1", transport="two aggregators (sampled)", n=pop.n,
+        heavy_hitters=tuple(HeavyHitter(text(w)) for w in out.words),
+        released_prefixes=prefixes, guarantee=params.guarantee, guarantee_note="",
+        parameters={"theta": int(params.theta), "gamma": float(params.gamma),
+                    "m": int(params.m), "L": int(max_length), "bits": int(out.bits),
+                    "levels": len(p0.view)},
+        rounds=rounds,
+        costs=Costs(out.seconds, {"clients": out.client_seconds,
+                                  "aggregator 0": p0.cpu_seconds,
+                                  "aggregator 1": p1.cpu_seconds,
+                                  "collector": out.collector_seconds},
+                    out.uploads * out.upload_bytes_per_client, 0),
         views=views, dropped=int(pop.dropped), input=_input(pop, max_length))
 
 

@@ -86,6 +86,64 @@ def test_api_poplar1_shape() -> None:
         api.poplar1(["ab$"], alphabet="ab")
 
 
+def test_api_poplar1_sampled_release_is_triehhs_function_of_the_samples() -> None:
+    """``api.poplar1(mode="sampled")``: Corollary 1's theta and m and Theorem 1's
+    guarantee; each round's sample (in the aggregators' views) has m clients, and the
+    release is exactly TrieHH's on those samples: an ``i``-character prefix extending a
+    released unfinished one is released iff at least theta sampled clients hold it."""
+    from mechanisms.triehh_privacy import corollary1
+
+    pop = _en(8000)
+    words = [pop.vocabulary[i] for i in pop.items]
+    L, eps = 5, 6.0
+    out = api.poplar1(words, mode="sampled", epsilon=eps, max_length=L, seed=3,
+                      alphabet=pop.alphabet, progress=False)
+    want = corollary1(eps, 1 / 8000 ** 2, 8000, L)
+    assert out.guarantee == want.guarantee
+    theta, m = out.parameters["theta"], out.parameters["m"]
+    assert (theta, m) == (want.theta, want.m)
+    assert all(h.count is None for h in out.heavy_hitters)
+    cut = [w[:L] + ("$" if len(w) < L else "") for w in words]
+    frontier, released, got_words = {""}, [], set()
+    for i, rv in enumerate(out.views, start=1):
+        sample = rv.views["aggregator 0"]["sampled_clients"]
+        assert np.array_equal(sample, rv.views["aggregator 1"]["sampled_clients"])
+        assert len(set(np.asarray(sample).tolist())) == m
+        held: dict[str, int] = {}
+        for u in np.asarray(sample).tolist():
+            if len(cut[u]) >= i:
+                held[cut[u][:i]] = held.get(cut[u][:i], 0) + 1
+        rel = {p for p, c in held.items() if c >= theta and p[:-1] in frontier}
+        assert out.rounds[i - 1].released == len(rel) and out.rounds[i - 1].contacted == m
+        released.append(rel)
+        got_words |= {p.rstrip("$") for p in rel if p.endswith("$") or i == L}
+        frontier = {p for p in rel if not p.endswith("$")}
+        # sub-threshold counts reach the aggregators (the leakage the table states)
+        assert any(c < theta for v in rv.views["aggregator 0"]["levels"] for c in v["counts"])
+    assert set(out.items) == got_words and len(got_words) >= 3
+    assert set(out.released_prefixes) == {p for r in released[:L - 1] for p in r
+                                          if not p.endswith("$")}
+    assert set(out.costs.cpu_seconds) == {"clients", "aggregator 0", "aggregator 1",
+                                          "collector"}
+    assert "Theorem 1" in str(out) and json.loads(out.to_json(views=True))["views"]
+
+
+def test_api_poplar1_sampled_refusals() -> None:
+    words = ["the"] * 300 + ["of"] * 200
+    with pytest.raises(StudyError, match=r"^Poplar1 \(sampled\) takes TrieHH's parameters: "
+                       r".*the population has 500 users; Poplar1 \(sampled\) at epsilon 4 "
+                       r"\(L = 10\) needs at least 941 users$"):
+        api.poplar1(words, mode="sampled", epsilon=4, seed=1, progress=False)
+    with pytest.raises(StudyError, match="needs epsilon"):
+        api.poplar1(words, mode="sampled", progress=False)
+    with pytest.raises(StudyError, match="threshold applies to mode='plain'"):
+        api.poplar1(words, mode="sampled", epsilon=4, threshold=5, progress=False)
+    with pytest.raises(StudyError, match="apply to mode='sampled' only"):
+        api.poplar1(words, epsilon=4, progress=False)
+    with pytest.raises(StudyError, match="mode must be"):
+        api.poplar1(words, mode="dp", progress=False)  # type: ignore[arg-type]
+
+
 def test_hh_command_poplar1(capsys: pytest.CaptureFixture[str]) -> None:
     from protocol.cli import main
 
@@ -190,6 +248,48 @@ def test_sampled_views_hold_the_counts_over_each_rounds_sample() -> None:
         assert v["rejected_reports"] == []
     assert below > 0
     assert out.uploads == len(set(np.concatenate(out.samples).tolist())) < pop.n
+
+
+def test_gather_reads_the_asked_rows_in_the_asked_order(tmp_path,  # noqa: ANN001
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from protocol.core.poplar1.store import ReportStore
+
+    monkeypatch.setattr(runner, "GATHER_ROWS", 7)
+    rng = np.random.default_rng(0)
+    n, bits = 50, 4
+    with ReportStore(bits, n) as mem, ReportStore(bits, n, directory=str(tmp_path)) as files:
+        nonces = rng.integers(0, 256, (n, 16), dtype=np.uint8)
+        seeds = rng.integers(0, 256, (n, bits, 16), dtype=np.uint8)
+        for st in (mem, files):
+            st.write("nonces", 0, nonces)
+            st.write("seed_cw", 0, seeds)
+        idx = np.array([33, 2, 49, 2, 10, 0, 17, 41], dtype=np.int64)
+        for name, level, want in (("nonces", None, nonces[idx]),
+                                  ("seed_cw", 0, seeds[idx, 0]), ("seed_cw", 3, seeds[idx, 3])):
+            assert np.array_equal(runner._gather(mem, name, idx, level), want)
+            assert np.array_equal(runner._gather(files, name, idx, level), want)
+        assert runner._gather(files, "nonces", idx[:0]).shape == (0, 16)
+
+
+def test_sampled_search_out_of_core_reads_only_the_sample_and_changes_nothing(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """The uploads in files (gathered a few rows per positioned read) or in memory: the
+    same release, the same counts in both aggregators' views; the files are removed."""
+    pop = _en(3000)
+    codes = runner.encode_codes(pop.vocabulary, pop.alphabet, 6)[pop.items]
+    b = runner.bits_per_char(pop.alphabet)
+    monkeypatch.setattr(runner, "GATHER_ROWS", 97)   # many windows per gather
+    got = []
+    for ooc in (False, True):
+        out = runner.sampled_search(codes, b, len(pop.alphabet), 6, 400,
+                                    sample_rng=np.random.default_rng(3), seed=4,
+                                    out_of_core=ooc, tmpdir=str(tmp_path))
+        assert out.out_of_core is ooc
+        got.append(out)
+    mem, files = got
+    assert files.released == mem.released and files.words == mem.words and mem.words
+    assert [p.view for p in files.parties] == [p.view for p in mem.parties]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_sampled_mode_carries_triehhs_guarantee_and_refuses_what_it_cannot() -> None:

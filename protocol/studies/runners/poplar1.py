@@ -50,7 +50,7 @@ from protocol.studies.errors import StudyError
 __all__ = ["Poplar1Options", "AggregatorParty", "SearchResult", "encode_words",
            "decode_bits", "default_threshold", "make_reports", "search", "search_processes",
            "PROCESS_REPORTS", "PARK_REPORTS", "run_poplar1", "POPLAR1_MODES", "SampledResult",
-           "sampled_search", "sampled_parameters", "run_poplar1_sampled", "encode_codes",
+           "sampled_search", "sampled_parameters", "sampled_run", "run_poplar1_sampled", "encode_codes",
            "heavy_hitters_bits", "SideBySideOptions", "side_by_side", "load_reference",
            "bench_vs_reference", "bench_hh", "bench_state", "random_strings", "hh_table", "reference_table", "bench_table", "state_table"]
 
@@ -867,6 +867,8 @@ class SampledResult:
     #: each round's sampled clients (population indices, ascending): what both
     #: aggregators know, since they prepare exactly those reports
     samples: list[np.ndarray] = field(default_factory=list)
+    #: the uploads were kept in files (:func:`sampled_search`'s ``out_of_core``)
+    out_of_core: bool = False
 
 
 def codes_to_bits(codes: np.ndarray, b: int) -> np.ndarray:
@@ -905,37 +907,65 @@ def _unpack_ctrl(c: np.ndarray) -> np.ndarray:
     return out
 
 
+#: rows per positioned read when a round's sample is gathered from a store out of core
+GATHER_ROWS = 16_384
+
+
+def _gather(store, name: str, idx: np.ndarray, level: int | None = None) -> np.ndarray:  # noqa: ANN001
+    """Rows ``idx`` (store rows, any order) of table ``name`` (at ``level`` for a
+    level-major one), in the order of ``idx``. In memory: the rows of the table's view.
+    Out of core: positioned reads of at most :data:`GATHER_ROWS` rows, each over the
+    span of the sampled rows in one window of the table, so the memory is bounded by
+    the sample and one window, never by the table."""
+    if not store.out_of_core:
+        return store.read(name, 0, store.n, level)[idx]
+    shape, dtype = store.tables[name]
+    inner = shape[2:] if level is not None else shape[1:]
+    out = np.empty((idx.size,) + tuple(inner), dtype=dtype)
+    if idx.size == 0:
+        return out
+    order = np.argsort(idx, kind="stable")
+    s = idx[order]
+    i0 = 0
+    while i0 < s.size:
+        a = int(s[i0])
+        i1 = int(np.searchsorted(s, a + GATHER_ROWS, side="left"))
+        b = int(s[i1 - 1]) + 1
+        out[order[i0:i1]] = store.read(name, a, b, level)[s[i0:i1] - a]
+        i0 = i1
+    return out
+
+
 def _rows_loader(store, agg_id: int, rows: np.ndarray):  # noqa: ANN001, ANN202
     """``load(lo, hi)`` of the reports at store rows ``rows[lo:hi]`` (a round's sample,
-    gathered from the aggregators' store in memory; per-level fields read when a level
-    asks, as :meth:`ReportStore.public` does for a range)."""
+    gathered from the aggregators' store by :func:`_gather`: only the sampled rows;
+    per-level fields read when a level asks, as :meth:`ReportStore.public` does for a
+    range)."""
     from protocol.core.poplar1.idpf import PublicShares
     from protocol.core.poplar1.store import Field255Rows, LevelColumns
     from protocol.core.poplar1.vdaf import InputShares
-
-    cap = store.n
 
     def cols(name: str, idx: np.ndarray, ctrl: bool = False) -> LevelColumns:
         shape, dtype = store.tables[name]
 
         def get(level: int) -> np.ndarray:
-            x = store.read(name, 0, cap, level)[idx]
+            x = _gather(store, name, idx, level)
             return _unpack_ctrl(x) if ctrl else x
 
         return LevelColumns(get, (idx.size, shape[0]) + ((2,) if ctrl else shape[2:]),
                             bool if ctrl else dtype)
 
     def leaf(name: str, idx: np.ndarray) -> Field255Rows:
-        return Field255Rows(lambda: store.read(name, 0, cap)[idx], idx.size)
+        return Field255Rows(lambda: _gather(store, name, idx), idx.size)
 
     def load(lo: int, hi: int):  # noqa: ANN202
         idx = np.asarray(rows[lo:hi], dtype=np.int64)
         pub = PublicShares(cols("seed_cw", idx), cols("ctrl_cw", idx, ctrl=True),
                            cols("w_inner", idx), leaf("w_leaf", idx))
-        inp = InputShares(np.array(store.read(f"key{agg_id}", 0, cap)[idx]),
-                          np.array(store.read(f"corr_seed{agg_id}", 0, cap)[idx]),
+        inp = InputShares(np.array(_gather(store, f"key{agg_id}", idx)),
+                          np.array(_gather(store, f"corr_seed{agg_id}", idx)),
                           cols(f"corr_inner{agg_id}", idx), leaf(f"corr_leaf{agg_id}", idx))
-        return np.array(store.read("nonces", 0, cap)[idx]), pub, inp
+        return np.array(_gather(store, "nonces", idx)), pub, inp
     return load
 
 
@@ -943,7 +973,9 @@ def sampled_search(codes: np.ndarray, b: int, symbols: int, theta: int, m: int, 
                    sample_rng: np.random.Generator, seed: int | None = None,
                    task: str = "triehh", max_candidates: int = 1 << 14,
                    progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
-                   on_level: Callable[[dict[str, Any]], None] | None = None) -> SampledResult:
+                   on_level: Callable[[dict[str, Any]], None] | None = None,
+                   out_of_core: bool | None = None,
+                   tmpdir: str | None = None) -> SampledResult:
     """TrieHH's release (Zhu et al. 2020, Algorithm 1, one character a round) computed by
     Poplar1's two aggregators.
 
@@ -970,11 +1002,19 @@ def sampled_search(codes: np.ndarray, b: int, symbols: int, theta: int, m: int, 
     Only which prefixes passed leaves the aggregators (the collector and the analyst
     see no counts); each aggregator's view holds every count it evaluated.
 
+    The uploads are kept once in a :class:`~protocol.core.poplar1.store.ReportStore` of
+    ``min(n, L m)`` rows: ``out_of_core`` (default: from :data:`OUT_OF_CORE_REPORTS`
+    rows on) in files under ``tmpdir`` (default the system's temporary directory),
+    removed when the search ends; each round reads only its sampled rows
+    (:func:`_gather`). Where they are kept changes no result.
+
     Raises:
         StudyError: bad parameters or shapes, or more candidates at a level than
             ``max_candidates``.
     """
     from protocol.core.contract import plaintext_transport
+    import tempfile
+
     from protocol.core.poplar1 import Poplar1
     from protocol.core.poplar1.store import ReportStore
 
@@ -998,7 +1038,11 @@ def sampled_search(codes: np.ndarray, b: int, symbols: int, theta: int, m: int, 
     upload = vdaf.NONCE_SIZE + vdaf.public_share_size() + 2 * vdaf.input_share_size()
     sampler = plaintext_transport()
     parties = (AggregatorParty(0, None), AggregatorParty(1, None))
-    store = ReportStore(bits, min(n, L * m))
+    cap = min(n, L * m)
+    if out_of_core is None:
+        out_of_core = cap >= OUT_OF_CORE_REPORTS
+    store = ReportStore(bits, cap, directory=(tmpdir or tempfile.gettempdir())
+                        if out_of_core else None)
     row_of = np.full(n, -1, dtype=np.int64)
     filled = 0
     client_cpu = collector_cpu = 0.0
@@ -1072,24 +1116,37 @@ def sampled_search(codes: np.ndarray, b: int, symbols: int, theta: int, m: int, 
         store.close()
     return SampledResult(released, words, rounds, parties, client_cpu, collector_cpu, filled,
                          upload, bits, int(theta), int(m), n, L,
-                         time.perf_counter() - t_start, samples)
+                         time.perf_counter() - t_start, samples, bool(out_of_core))
 
 
-def sampled_parameters(n: int, epsilon: float, delta: float | None, max_length: int):  # noqa: ANN201
+def sampled_parameters(n: int, epsilon: float, delta: float | None, max_length: int,  # noqa: ANN201
+                       left: str | None = None):
     """TrieHH's parameters for the target (Corollary 1: theta, gamma, ``m = floor(gamma
     sqrt(n))``) and the guarantee of Theorem 1 at them, which the sampled mode carries.
+    ``left`` says how many users there are (default ``"n = {n} users"``; a population's
+    :func:`protocol.studies.datasets.users_left`).
 
     Raises:
         StudyError: the target is outside the theorem's conditions (the message names
-            the failing one).
+            the failing one); a population too small for the target says so, with the
+            users and the smallest population that meets the conditions.
     """
     from mechanisms.triehh_privacy import TrieHHPrivacyError, corollary1
+    from protocol.studies.runners.triehh import too_few_for_target
 
     d = 1.0 / float(n) ** 2 if delta is None else float(delta)
     try:
         return corollary1(float(epsilon), d, int(n), int(max_length))
     except TrieHHPrivacyError as exc:
-        raise StudyError(f"Poplar1 (sampled) takes TrieHH's parameters: {exc}") from None
+        why = f"Poplar1 (sampled) takes TrieHH's parameters: {exc}"
+        if "theta" not in str(exc) and "gamma" not in str(exc):
+            raise StudyError(why) from None
+        # 1/n^2 for this n means the default rule, not that fixed value
+        per_n = delta is None or math.isclose(d, 1.0 / float(max(n, 1)) ** 2)
+        raise too_few_for_target(float(epsilon), None if per_n else d, int(n),
+                                 int(max_length), False,
+                                 left or f"n = {int(n):,} users", why,
+                                 who="Poplar1 (sampled)") from None
 
 
 def sampled_privacy_statement(params) -> dict[str, Any]:  # noqa: ANN001
@@ -1106,30 +1163,50 @@ def sampled_privacy_statement(params) -> dict[str, Any]:  # noqa: ANN001
             "guarantee": g.to_json() if hasattr(g, "to_json") else None}
 
 
-def run_poplar1_sampled(pop, k: int, *, epsilon: float, delta: float | None = None,  # noqa: ANN001
-                        max_length: int = 10, seed: int | None = None,
-                        sample_rng: np.random.Generator | None = None,
-                        max_candidates: int = 1 << 14,
-                        progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
-                        on_level: Callable[[dict[str, Any]], None] | None = None):  # noqa: ANN201
-    """Poplar1 in the sampled mode on a one-word population, at TrieHH's parameters for
-    the central target ``(epsilon, delta)`` (default ``delta = 1/n^2``), as an
-    :class:`protocol.studies.runners.hh.HHResult` (membership only: counts ``None``).
-    ``sample_rng`` defaults to one seeded from ``seed`` (``None``: from the OS).
+def sampled_run(pop, *, epsilon: float, delta: float | None = None,  # noqa: ANN001, ANN201
+                max_length: int = 10, seed: int | None = None,
+                sample_rng: np.random.Generator | None = None,
+                max_candidates: int = 1 << 14,
+                progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                on_level: Callable[[dict[str, Any]], None] | None = None):
+    """The sampled mode on a one-word population at TrieHH's parameters for the central
+    target ``(epsilon, delta)`` (default ``delta = 1/n^2``): ``(parameters,``
+    :class:`SampledResult` ``)``. ``sample_rng`` defaults to one seeded from ``seed``
+    (``None``: from the OS).
 
     Raises:
-        StudyError: bad parameters, a target outside Theorem 1's conditions, or too many
-            candidates.
+        StudyError: bad parameters, a target outside Theorem 1's conditions (too few
+            users: the users and the minimum), or too many candidates.
     """
-    from protocol.studies.runners.hh import HHResult, truncated_truth
+    from protocol.studies.datasets import users_left
 
-    params = sampled_parameters(pop.n, epsilon, delta, max_length)
+    params = sampled_parameters(pop.n, epsilon, delta, max_length, users_left(pop))
     codes = encode_codes(pop.vocabulary, pop.alphabet, max_length)[pop.items]
     rng = sample_rng if sample_rng is not None else np.random.default_rng(
         None if seed is None else [seed, 1])
     res = sampled_search(codes, bits_per_char(pop.alphabet), len(pop.alphabet), params.theta,
                          params.m, sample_rng=rng, seed=seed, max_candidates=max_candidates,
                          progress=progress, on_level=on_level)
+    return params, res
+
+
+def run_poplar1_sampled(pop, k: int, *, epsilon: float, delta: float | None = None,  # noqa: ANN001
+                        max_length: int = 10, seed: int | None = None,
+                        sample_rng: np.random.Generator | None = None,
+                        max_candidates: int = 1 << 14,
+                        progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                        on_level: Callable[[dict[str, Any]], None] | None = None):  # noqa: ANN201
+    """:func:`sampled_run` as an :class:`protocol.studies.runners.hh.HHResult`
+    (membership only: counts ``None``).
+
+    Raises:
+        StudyError: as :func:`sampled_run`.
+    """
+    from protocol.studies.runners.hh import HHResult, truncated_truth
+
+    params, res = sampled_run(pop, epsilon=epsilon, delta=delta, max_length=max_length,
+                              seed=seed, sample_rng=sample_rng, max_candidates=max_candidates,
+                              progress=progress, on_level=on_level)
     alpha = pop.alphabet
     found = {"".join(alpha[c - 1] for c in w): None for w in res.words}
     return HHResult("poplar1", found, truncated_truth(pop, max_length),
@@ -1143,6 +1220,7 @@ def sampled_details(res: SampledResult, n: int) -> dict[str, Any]:
     below = sum(sum(1 for c in v["counts"] if c < res.theta) for v in parties[0].view)
     return {
         "mode": "sampled", "bits": res.bits, "theta": res.theta, "m": res.m,
+        "reports_in_files": res.out_of_core,
         "max_length": res.max_length,
         "levels": len(parties[0].view), "rounds": len(res.rounds),
         "aggregator_rounds": 2 * len(parties[0].view),

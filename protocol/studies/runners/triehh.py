@@ -145,11 +145,13 @@ def _too_few(opts: TrieHHOptions, pop, why: str) -> StudyError:  # noqa: ANN001
 
 
 def too_few_for_target(epsilon: float, delta: float | None, n: int, max_length: int,
-                       multi_word: bool, left: str, why: str) -> StudyError:
+                       multi_word: bool, left: str, why: str,
+                       who: str = "TrieHH") -> StudyError:
     """:func:`protocol.studies.errors.too_few_users` for TrieHH at ``epsilon`` (and
     ``delta``; ``None``: ``1/n^2`` for every ``n``): the smallest population that meets
     Corollary 1's conditions; the condition's own message ``why`` when no population is
-    too small (a target that no ``n`` meets for another reason)."""
+    too small (a target that no ``n`` meets for another reason). ``who`` names the
+    mechanism taking Corollary 1's parameters (Poplar1's sampled mode does too)."""
     from mechanisms.triehh_privacy import TrieHHPrivacyError, corollary1
     from protocol.studies.errors import smallest_population, too_few_users
 
@@ -165,7 +167,7 @@ def too_few_for_target(epsilon: float, delta: float | None, n: int, max_length: 
     if needed is not None and needed <= n:  # not a population problem
         return StudyError(why)
     target = f"L = {max_length}" if delta is None else f"delta {delta:.3g}, L = {max_length}"
-    return too_few_users(left, f"TrieHH at epsilon {epsilon:g} ({target})", needed, why)
+    return too_few_users(left, f"{who} at epsilon {epsilon:g} ({target})", needed, why)
 
 
 def why_none(theta: int | float, m: int | float, n: int, sample: str = "sample",
