@@ -9,7 +9,9 @@ real processes and needs keys made first.
 CASE: ``server-int`` / ``server-term`` (SIGINT / SIGTERM to the server when N/2 device
 TCP connections are up, ``AT=K`` for K), ``helper1-int`` (SIGINT to helper 1, the same
 moment), ``device-kill`` (SIGKILL to the device process of ``0:N/2`` when the server
-starts round 1's reports), ``cluster`` (``--cluster tcp://127.0.0.1:1``). The server,
+starts round 1's reports), ``secagg-helper1`` (``--committee-input secagg`` given to
+every process, SIGINT to helper 1 when the server starts round 1, during the round's
+secure-aggregation session), ``cluster`` (``--cluster tcp://127.0.0.1:1``). The server,
 helper 2, helper 1 and two device processes (``--ids 0:N/2``, ``N/2:N``) run with the
 commands of docs/network.md, each helper and device process on a fresh
 ``--state-dir``; their stderr and stdout go to ``/tmp/deaths/CASE-N/``, and one JSON
@@ -39,6 +41,7 @@ shutil.rmtree(OUT, ignore_errors=True)
 OUT.mkdir(parents=True)
 DATA = ["--users", str(N), "--seed", "1"]
 STATE = ["--state-dir", str(OUT / "state")]
+INPUT = ["--committee-input", "secagg"] if case == "secagg-helper1" else []
 
 
 def port():
@@ -118,19 +121,19 @@ if case == "cluster":
 
 P, L = port(), port()
 start("server", ["triehh", "--transport", "threshold", "--network", f"127.0.0.1:{P}",
-                 "--keys", str(KEYS / "server"), *DATA])
+                 "--keys", str(KEYS / "server"), *DATA, *INPUT])
 wait_for("server", '"listening"')
 for i in (2, 1):
     start(f"helper{i}", ["helper", "--index", str(i), "--job", "triehh", "--keys",
                          str(KEYS / f"helper{i}"), "--connect", f"127.0.0.1:{P}", "--link",
-                         f"127.0.0.1:{L}", *DATA, *STATE])
+                         f"127.0.0.1:{L}", *DATA, *STATE, *INPUT])
 wait_for("server", '"helper": 1, "phase": "joined"')
 wait_for("server", '"helper": 2, "phase": "joined"')
 half = N // 2
 for k, ids in enumerate((f"0:{half}", f"{half}:{N}")):
     start(f"devices{k}", ["client", "--job", "triehh", "--transport", "threshold", "--keys",
                           str(KEYS / "clients"), "--connect", f"127.0.0.1:{P}", "--ids", ids,
-                          *DATA, *STATE])
+                          *DATA, *STATE, *INPUT])
 t_dev = time.monotonic()
 def established():
     r = subprocess.run(["ss", "-Htn", "state", "established", f"( sport = :{P} )"],
@@ -154,6 +157,11 @@ elif case == "device-kill":
     procs["devices0"].kill()
     what = (f"SIGKILL to devices0 (0:{half}) when the server printed "
             f"{os.environ.get('KILL_AT', 'round 1 reports')}, "
+            f"{t0 - t_dev:.1f} s after the device processes started")
+elif case == "secagg-helper1":
+    t0 = wait_for("server", '"phase": "round"')
+    procs["helper1"].send_signal(signal.SIGINT)
+    what = (f"SIGINT to helper1 when the server started round 1, "
             f"{t0 - t_dev:.1f} s after the device processes started")
 else:
     raise SystemExit(case)

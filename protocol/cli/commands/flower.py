@@ -88,12 +88,14 @@ def _new(args: argparse.Namespace) -> int:
             write_pki(pathlib.Path(args.directory) / "pki", nodes, overwrite=args.force)
     except (ValueError, FlowerSecAggError, OSError) as exc:
         raise UsageError(str(exc)) from None
-    run = f'flwr run . --federation-config "num-supernodes={nodes}"'
+    private = f'flwr run . --federation-config "num-supernodes={nodes}"'
+    lines = [f"wrote a {args.app} Flower project for {nodes} nodes into {args.directory} "
+             f"({len(files)} files{', PKI in pki/' if keys else ''}); run it from there:"]
     if args.app == "fedavg":  # Flower's 2 local nodes host the devices secure aggregation needs
-        run = f"flwr run . (Flower's 2 local nodes: a try, no privacy; for privacy: {run})"
-    print(f"wrote a {args.app} Flower project for {nodes} nodes into {args.directory} "
-          f"({len(files)} files{', PKI in pki/' if keys else ''}); run it from there "
-          f"with: {run} (or python run.py --local)")
+        lines.append("  flwr run .   # Flower's 2 local nodes host the devices: a try, no privacy")
+    lines.append(f"  {private}   # one device a node")
+    lines.append("  python run.py --local   # the same apps on fedhh's in-process grid (no Ray)")
+    print("\n".join(lines))
     return 0
 
 
