@@ -38,6 +38,8 @@ def test_bench_levels(capsys: pytest.CaptureFixture[str]) -> None:
                  "--candidates", "4", "--repeats", "1"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["bits"] == 3 and out["clock"] == "process_time"
+    from protocol.core.poplar1 import jit
+    assert out["kernels"] == jit.kernels()
     assert set(out["us_per_report_and_aggregator"]) == {"inner", "leaf"}
     assert main(["bench", "poplar1", "--levels", "--bits", "1"]) == 2
 
@@ -97,6 +99,8 @@ def test_reference_table_rows() -> None:
     lines = bench_table([doc])
     assert lines[2] == "| 32 | client sharding | 10 | 1,000 | 100x | 1.5 to 2 |"
     assert "level 15" in lines[3] and "| 4.0x |" in lines[4]
+    assert "batched sponge (numpy)" in lines[4]  # no "kernels": an output of the numpy code
+    assert "batched sponge (compiled)" in bench_table([dict(doc, kernels="numba 0.68.1")])[4]
     with pytest.raises(StudyError):
         bench_table([doc, {"runs": []}])
 
@@ -127,9 +131,13 @@ def test_docs_tables_are_the_committed_results() -> None:
     again = bench_table(load("hh_1e5_256.json", "hh_1e5_256_processes.json"))
     for table in (ref, hh, mem, state, aes, again):
         assert "\n".join(table) in page
-    for name, row in (("levels_8192_16_44_before.json", "| Python-integer leaf (before) |"),
-                      ("levels_8192_16_44.json", "| numpy-limb leaf, cache-sized Keccak blocks (now) |")):
-        us = load(name)[0]["us_per_report_and_aggregator"]
+    for name, row, kernels in (
+            ("levels_8192_16_44_before.json", "| Python-integer leaf (before) |", None),
+            ("levels_8192_16_44_numpy.json", "| numpy code (`FEDHH_JIT=0`) |", "numpy"),
+            ("levels_8192_16_44.json", "| compiled kernels (numba, the default) |", "numba")):
+        d = load(name)[0]
+        assert kernels is None or d["kernels"].startswith(kernels)
+        us = d["us_per_report_and_aggregator"]
         assert f"{row} {us['inner']} us | {us['leaf']} us |" in page
     for d in ("cmp_en_1e4", "cmp_zipf_1e4", "cmp_zipf_1e5"):
         assert (res / d / "table.md").read_text(encoding="utf-8").strip() in page

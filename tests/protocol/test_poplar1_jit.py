@@ -119,7 +119,8 @@ for lv in range(bits):
     ok = sketch_accepts(lv, bits, *r2)
     for part in (r1, r2, [a.aggregate(ok) for a in aggs]):
         h.update(repr([np.asarray(x).tolist() if hasattr(x, 'shape') else x for x in part]).encode())
-print(jit.available(), keccak._compiled is not None, xof._jit_rows is not None, h.hexdigest())
+print(jit.available(), keccak._compiled is not None, xof._jit_rows is not None, h.hexdigest(),
+      jit.kernels().split()[0])
 """
 
 
@@ -135,6 +136,7 @@ def test_poplar1_gives_the_same_bytes_with_and_without_numba() -> None:
         outs[flag] = res.stdout.split()
     assert outs["1"][:2] == ["True", "True"] and outs["0"][:3] == ["False", "False", "False"]
     assert outs["1"][3] == outs["0"][3]
+    assert (outs["1"][4], outs["0"][4]) == ("numba", "numpy")  # what bench outputs record
     assert len(outs["1"][3]) == len(hashlib.sha256().hexdigest())
 
 

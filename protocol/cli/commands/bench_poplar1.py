@@ -200,7 +200,7 @@ def bench_levels(n: int, bits: int, candidates: int, repeats: int, seed: int) ->
 
     import numpy as np
 
-    from protocol.core.poplar1 import Aggregator, Poplar1, sketch_accepts, sketch_message
+    from protocol.core.poplar1 import Aggregator, Poplar1, jit, sketch_accepts, sketch_message
     from protocol.core.poplar1 import field as F
 
     rng = np.random.default_rng(seed)
@@ -236,7 +236,7 @@ def bench_levels(n: int, bits: int, candidates: int, repeats: int, seed: int) ->
                 times["leaf"].append(dt)
                 count = len(pref)
     return {"reports": n, "bits": bits, "leaf_candidates": count, "repeats": repeats,
-            "clock": "process_time",
+            "clock": "process_time", "kernels": jit.kernels(),
             "us_per_report_and_aggregator": {
                 k: round(1e6 * float(np.median(x)), 1) for k, x in times.items() if x}}
 

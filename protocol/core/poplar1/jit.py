@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-__all__ = ["available", "keccak_p1600_12_columns", "aes_rows_available", "aes_rows_into",
+__all__ = ["available", "kernels", "keccak_p1600_12_columns", "aes_rows_available", "aes_rows_into",
            "sketch_inner", "idpf_inner_step"]
 
 try:  # pragma: no cover - depends on the installation
@@ -29,6 +29,12 @@ except Exception:  # noqa: BLE001 - a broken numba install falls back to numpy  
 def available() -> bool:
     """Whether the compiled kernels are in use."""
     return _nb is not None
+
+
+def kernels() -> str:
+    """What runs Poplar1's hot loops, for benchmark outputs: ``"numba X.Y.Z"`` or
+    ``"numpy"`` (no numba, or ``FEDHH_JIT=0``)."""
+    return f"numba {_nb.__version__}" if _nb is not None else "numpy"
 
 
 def _rc12() -> np.ndarray:

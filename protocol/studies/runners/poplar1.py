@@ -1452,7 +1452,7 @@ def bench_vs_reference(reference: str, *, bits: int = 32, reports: int = 1000,
     Raises:
         StudyError: bad sizes, or a reference that cannot be loaded or disagrees.
     """
-    from protocol.core.poplar1 import Aggregator, Poplar1, sketch_accepts, sketch_message
+    from protocol.core.poplar1 import Aggregator, Poplar1, jit, sketch_accepts, sketch_message
     from protocol.core.poplar1.idpf import encode_public_share
     from protocol.core.poplar1.vdaf import encode_field_vec
     from protocol.core.poplar1.xof import XofTurboShake128, turboshake_many
@@ -1546,7 +1546,7 @@ def bench_vs_reference(reference: str, *, bits: int = 32, reports: int = 1000,
     med = {k: _median(v) for k, v in res.items()}
     out: dict[str, Any] = {
         "draft": "draft-irtf-cfrg-vdaf-20", "clock": "process_time", "bits": bits,
-        "reports": reports,
+        "kernels": jit.kernels(), "reports": reports,
         "ref_reports": ref_reports, "repeats": repeats, "candidates": candidates,
         "outputs_checked": checked,
         "load_average": [load0, _load()],
@@ -1867,8 +1867,11 @@ def reference_table(docs: Sequence[dict[str, Any]]) -> list[str]:
                        f"{v['reference_us_per_report']:,.0f} | {v['speedup']:g}x | {load} |")
         x = d.get("xof_us_per_message")
         if x:
+            sponge = "compiled" if str(d.get("kernels", "numpy")).startswith("numba") \
+                else "numpy"
             out.append(f"| {d['bits']} | the XOF alone: one TurboSHAKE128 (pycryptodome, one "
-                       f"call) against the numpy sponge over {x['batch']:,} messages | "
+                       f"call) against the batched sponge ({sponge}) over {x['batch']:,} "
+                       f"messages | "
                        f"{x['numpy_sponge_batch']:g} | {x['pycryptodome_one_call']:g} "
                        f"(pycryptodome) | "
                        f"{x['pycryptodome_one_call'] / x['numpy_sponge_batch']:.1f}x | {load} |")
