@@ -173,7 +173,14 @@ def test_equal_privacy_comparison_writes_table_json_and_png(tmp_path, capsys) ->
         assert set(p["cpu_seconds"]) == {"clients (all)", "aggregator 0", "aggregator 1",
                                          "collector"}
         assert "below theta" in p["learns"]["server"] and "vote" in t["learns"]["server"]
+    # what one corrupted client achieves: the catalogue's client attacks, run and matched
+    attacks = {a["attack"]: a for a in out["corrupted_client"]}
+    assert set(attacks) == {"client.on_every_transport", "client.sybils_count_once",
+                            "poplar1.client_two_votes", "poplar1.client_wrong_weight"}
+    assert all(a["passed"] for a in attacks.values())
+    assert "secagg yes" in attacks["client.on_every_transport"]["observed"]
     table = (tmp_path / "table.md").read_text()
+    assert "| Poplar1 | poplar1.client_wrong_weight |" in table
     assert table.strip() == "\n".join(equal_privacy_table(out)).strip()
     assert table.count("| poplar1 (sampled) |") == 2 and "neither runs" in table
     assert (tmp_path / "tradeoff.png").stat().st_size > 10_000

@@ -413,6 +413,29 @@ _POPLAR1_AGG_LEARNS = ("which clients each round sampled, and the count over the
 _ANALYST_LEARNS = "the released trie (membership only): {released:,} prefixes, {words:,} words"
 
 
+#: what one corrupted client achieves against each system: attacks of the catalogue
+#: (protocol.studies.attacks) that :func:`equal_privacy` runs and its table reports
+_CLIENT_ATTACKS = (
+    ("TrieHH, each transport", "client.on_every_transport"),
+    ("TrieHH, plaintext and the validated committee", "client.sybils_count_once"),
+    ("Poplar1", "poplar1.client_two_votes"),
+    ("Poplar1", "poplar1.client_wrong_weight"),
+)
+
+
+def _client_attacks(seed: int) -> list[dict[str, Any]]:
+    """Run :data:`_CLIENT_ATTACKS` (a few seconds): per attack the system, its name,
+    the expectation, what was observed and whether it matched."""
+    from protocol.studies.attacks import run_attack
+
+    out = []
+    for system, name in _CLIENT_ATTACKS:
+        o = run_attack(name, seed)
+        out.append({"system": system, "attack": name, "expected": o.expected,
+                    "observed": o.observed, "passed": bool(o.passed)})
+    return out
+
+
 def _recall_release(found: Sequence[str], truth: Sequence[str]) -> float | None:
     """The fraction of the ``|R|`` most frequent (reachable) words that the release ``R``
     holds: recall and precision at ``K = |R|`` (``None`` for an empty release)."""
@@ -455,6 +478,8 @@ def equal_privacy(opts: "CompareOptions", say: Callable[[str], None] = lambda _m
     k, L = opts.k, opts.max_length
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
+    say("what one corrupted client achieves: the client attacks of the catalogue")
+    attacks = _client_attacks(0 if opts.seed is None else int(opts.seed))
     for di, ds in enumerate(datasets):
         for ni, n_req in enumerate(users):
             pop = load_population(ds, n_req, np.random.default_rng(_row_seed(opts.seed, di, ni)),
@@ -545,19 +570,20 @@ def equal_privacy(opts: "CompareOptions", say: Callable[[str], None] = lambda _m
                                          released=d["released_prefixes"], words=len(pfound))},
                                  "seconds": round(wall, 2)})
                     _write_equal(opts, out_dir, datasets, users, runs, rows, skipped,
-                                 t_start, final=False)
-    return _write_equal(opts, out_dir, datasets, users, runs, rows, skipped, t_start,
+                                 attacks, t_start, final=False)
+    return _write_equal(opts, out_dir, datasets, users, runs, rows, skipped, attacks, t_start,
                         final=True)
 
 
-def _write_equal(opts, out_dir, datasets, users, runs, rows, skipped, t_start,  # noqa: ANN001
-                 final: bool) -> tuple[dict[str, Any], list[str]]:
+def _write_equal(opts, out_dir, datasets, users, runs, rows, skipped, attacks,  # noqa: ANN001
+                 t_start, final: bool) -> tuple[dict[str, Any], list[str]]:
     """Write table.md and summary.json (after every run, so a long comparison that is
     stopped keeps what finished) and, at the end, tradeoff.png."""
     k, L = opts.k, opts.max_length
     summary = {"mode": "equal privacy", "datasets": datasets, "users": users,
                "epsilons": [float(e) for e in opts.epsilons], "k": k, "max_length": L,
                "runs": runs, "seed": opts.seed, "rows": rows, "skipped": skipped,
+               "corrupted_client": attacks,
                "seconds": round(time.perf_counter() - t_start, 1),
                "files": ["table.md", "summary.json", "tradeoff.png"], "finished": final}
     lines = equal_privacy_table(summary)
@@ -622,6 +648,15 @@ def equal_privacy_table(summary: dict[str, Any]) -> list[str]:
     for s in summary.get("skipped", []):
         lines.append(f"- {s['dataset']}, n = {s['n']:,}, epsilon {s['epsilon']:g}: neither runs "
                      f"({s['reason']})")
+    attacks = summary.get("corrupted_client") or []
+    if attacks:
+        lines += ["", "What one corrupted client achieves, measured when this table was made "
+                  "(attacks of the catalogue, `fedhh attack run NAME`):", "",
+                  "| system | attack | expected | observed | as expected |",
+                  "|---|---|---|---|---|"]
+        for a in attacks:
+            lines.append(f"| {a['system']} | {a['attack']} | {a['expected']} | {a['observed']} "
+                         f"| {'yes' if a['passed'] else 'NO'} |")
     return lines
 
 
