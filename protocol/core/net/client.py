@@ -34,6 +34,7 @@ from protocol.core.net.frames import close_writer, frame, read_message
 from protocol.core.net.messages import PROTOCOL_VERSION, Bye, Hello, Welcome, bye_limits, welcome_limits
 from protocol.core.net.session import NetSessionSpec, SessionRejected
 from protocol.core.net.tls import SERVER_NAME, PinError, check_pin
+from protocol.core.net.signals import wait_for
 from secagg.client import SecAggClient
 from secagg.errors import SecAggError
 from secagg.randomness import OsRandom
@@ -92,7 +93,7 @@ async def run_client(client: int, host: str, port: int, spec: NetSessionSpec,
         reader, writer, sent = await connect(host, port, ssl_context, pin,
                                              Hello(PROTOCOL_VERSION, client), wait_seconds)
         out.bytes_up += sent
-        first, size = await asyncio.wait_for(read_message(reader, welcome_limits()), wait_seconds)
+        first, size = await wait_for(read_message(reader, welcome_limits()), wait_seconds)
         out.bytes_down += size
         if isinstance(first, Bye):
             out.status, out.reason = "refused", first.reason
@@ -123,7 +124,7 @@ async def connect(host: str, port: int, ssl_context: ssl.SSLContext, pin: bytes,
     Raises:
         as :data:`NETWORK_FAILURES` (the caller maps them with :func:`failure_outcome`).
     """
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(
+    reader, writer = await wait_for(asyncio.open_connection(
         host, port, ssl=ssl_context, server_hostname=SERVER_NAME), wait_seconds)
     try:
         check_pin(writer.get_extra_info("ssl_object"), pin)
@@ -155,7 +156,7 @@ async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         if to_send and stall_at is not None and type(to_send[0]).ROUND == stall_at:
             out.status = "stalled"
             with contextlib.suppress(Exception):  # hang until the server gives up on us
-                await asyncio.wait_for(reader.read(), wait_seconds)
+                await wait_for(reader.read(), wait_seconds)
             return
         for m in to_send:
             data = frame(m)
@@ -166,7 +167,7 @@ async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
             out.status = "aborted"
             out.reason = machine.abort_reason.value if machine.abort_reason else ""
             return
-        msg, size = await asyncio.wait_for(read_message(reader, limits), wait_seconds)
+        msg, size = await wait_for(read_message(reader, limits), wait_seconds)
         out.bytes_down += size
         if isinstance(msg, Bye):
             out.status, out.reason = msg.status, msg.reason

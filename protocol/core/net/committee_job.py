@@ -95,6 +95,7 @@ from protocol.core.sample_beacon import (
     MEMBERS, VALUE_BYTES, BeaconTranscript, SampleRejected, beacon_context, beacon_seed,
     check_transcript, commitment, endorsement, sample_users,
 )
+from protocol.core.net.signals import wait_for
 from secagg.crypto import ed25519_sign, ed25519_verify
 from secagg.errors import CryptoError
 from secagg.server import SecAggServer
@@ -155,7 +156,7 @@ class _Stream:
     async def send(self, step: str, payload: bytes = b"") -> None:
         try:
             self.writer.write(frame(CommitteeMessage(step, payload)))
-            await asyncio.wait_for(self.writer.drain(), self.wait_seconds)
+            await wait_for(self.writer.drain(), self.wait_seconds)
         except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError) as exc:
             relayed = await pending_abort(self.reader, self.limits)
             if relayed is not None:  # the peer had stopped, and said why
@@ -173,8 +174,8 @@ class _Stream:
                 something else, or nothing in time (``committee_missing_message``).
         """
         try:
-            msg, _ = await asyncio.wait_for(read_message(self.reader, self.limits),
-                                            self.wait_seconds)
+            msg, _ = await wait_for(read_message(self.reader, self.limits),
+                                    self.wait_seconds)
         except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError,
                 OSError, ssl.SSLError, CodecError) as exc:
             raise AggregationAborted("committee_missing_message",
@@ -745,7 +746,7 @@ class CommitteeJobServer(NetJobServer):
                 if left <= 0:
                     break
                 try:
-                    conn, body, size = await asyncio.wait_for(session.queue.get(), left)
+                    conn, body, size = await wait_for(session.queue.get(), left)
                 except asyncio.TimeoutError:
                     break
                 j = conn.client
@@ -779,7 +780,7 @@ class CommitteeJobServer(NetJobServer):
             if h.open:
                 with contextlib.suppress(Exception):
                     h.writer.write(frame(Bye(status, reason[:120])))
-                    await asyncio.wait_for(h.writer.drain(), 5)
+                    await wait_for(h.writer.drain(), 5)
         await self._lose_helpers()
         await super().finish(status, reason)
 
@@ -1020,7 +1021,7 @@ async def _helper_rounds(index: int, policy: JobPolicy, reader: asyncio.StreamRe
         if isinstance(instance, Bye):  # the server's Bye before the job opened
             return _bye(out, instance)
         try:
-            await asyncio.wait_for(_send_step(writer, OPENED_STEP), wait_seconds)
+            await wait_for(_send_step(writer, OPENED_STEP), wait_seconds)
         except BaseException:
             ledger.close_job(policy.job, "aborted", "", "the server left at the opening")
             raise
@@ -1041,7 +1042,7 @@ async def _helper_rounds(index: int, policy: JobPolicy, reader: asyncio.StreamRe
     last_round = -1
     try:
         while True:
-            msg, _ = await asyncio.wait_for(read_message(reader, between), wait_seconds)
+            msg, _ = await wait_for(read_message(reader, between), wait_seconds)
             if isinstance(msg, Bye):
                 status = "completed" if msg.status == "finished" else "aborted"
                 how = f"the server's Bye {msg.status}"
@@ -1118,7 +1119,7 @@ async def _helper_open(reader: asyncio.StreamReader, between: SessionLimits,
             ledger refuses (``committee_abandon_budget_spent``, ``committee_job_reused``,
             ``committee_job_still_open``) or cannot be used (``ledger_...``).
     """
-    msg, _ = await asyncio.wait_for(read_message(reader, between), wait_seconds)
+    msg, _ = await wait_for(read_message(reader, between), wait_seconds)
     if isinstance(msg, Bye):
         return msg
     if not isinstance(msg, CommitteeMessage) or msg.step != OPEN_STEP \
@@ -1265,7 +1266,7 @@ async def _helper_round(index: int, first: Any, policy: JobPolicy, server: _Stre
         return await _helper_report_round(index, task, spec, policy, seed, reader, writer,
                                           link, verify_keys, report_secret, rand,
                                           wait_seconds, fault, record)
-    welcome, _ = await asyncio.wait_for(read_message(reader, welcome_limits()), wait_seconds)
+    welcome, _ = await wait_for(read_message(reader, welcome_limits()), wait_seconds)
     if isinstance(welcome, Bye):
         record["reason"] = f"server_{welcome.status}: {welcome.reason}"
         return record
@@ -1354,8 +1355,8 @@ async def _helper_report_round(index: int, task: Task, spec: RoundSpec, policy: 
 async def _receive_task(reader: asyncio.StreamReader, policy: JobPolicy,
                         wait_seconds: float) -> bytes:
     try:
-        msg, _ = await asyncio.wait_for(read_message(reader, _helper_limits(policy)),
-                                        wait_seconds)
+        msg, _ = await wait_for(read_message(reader, _helper_limits(policy)),
+                                wait_seconds)
     except CodecError as exc:
         raise _refuse("malformed_message", f"the Task: {exc}") from None
     if isinstance(msg, CommitteeMessage) and msg.step == "task":

@@ -54,6 +54,7 @@ from protocol.core import codec
 from protocol.core.codec import Bin, CodecError, Record, SessionLimits, Str
 from protocol.core.committee import COMMITTEE, CommitteeAborted, CommitteeParty
 from protocol.core.net.frames import frame, read_message
+from protocol.core.net.signals import wait_for
 
 __all__ = ["CommitteeMessage", "committee_limits", "CommitteeLink", "MemberOutcome",
            "ABORT_STEP", "send_abort", "relayed_reason", "pending_abort",
@@ -162,7 +163,7 @@ async def pending_abort(reader: asyncio.StreamReader, limits: SessionLimits,
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            msg, _ = await asyncio.wait_for(read_message(reader, limits), left)
+            msg, _ = await wait_for(read_message(reader, limits), left)
             if getattr(msg, "step", None) == ABORT_STEP:
                 return relayed_reason(msg.payload)
     except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, OSError,
@@ -176,7 +177,7 @@ async def send_abort(writer: asyncio.StreamWriter, reason: str, wait_seconds: fl
     """Tell a peer this member stopped, and why (best effort: the link may be gone)."""
     try:
         writer.write(frame(CommitteeMessage(ABORT_STEP, reason.encode("ascii", "replace")[:48])))
-        await asyncio.wait_for(writer.drain(), wait_seconds)
+        await wait_for(writer.drain(), wait_seconds)
     except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError, ValueError):
         pass
 
@@ -204,7 +205,7 @@ class CommitteeLink:
         data = frame(CommitteeMessage(step, payload))
         try:
             self.writer.write(data)
-            await asyncio.wait_for(self.writer.drain(), self.wait_seconds)
+            await wait_for(self.writer.drain(), self.wait_seconds)
         except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError) as exc:
             await self._failed_send(step, exc)
         self.bytes_sent += len(data)
@@ -253,7 +254,7 @@ class CommitteeLink:
         failed = self._post_failed
         if failed is None:
             try:
-                await asyncio.wait_for(self.writer.drain(), self.wait_seconds)
+                await wait_for(self.writer.drain(), self.wait_seconds)
                 return
             except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError) as exc:
                 failed = ("a message", exc)
@@ -269,8 +270,8 @@ class CommitteeLink:
         """The next message from member ``peer`` (``what`` names it in errors), read
         with ``limits`` (the link's by default)."""
         try:
-            msg, _ = await asyncio.wait_for(read_message(self.reader, limits or self.limits),
-                                            self.wait_seconds)
+            msg, _ = await wait_for(read_message(self.reader, limits or self.limits),
+                                    self.wait_seconds)
         except CodecError as exc:
             raise CommitteeAborted("malformed_message", self.member,
                                    f"{what} from member {self.peer}: {exc}") from None

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from protocol.core import codec
 from protocol.core.codec import CodecError, SessionLimits
+from protocol.core.net.signals import wait_for
 
 __all__ = ["HEADER", "FrameError", "frame", "read_message", "read_frame", "decode_frame",
            "parse_header", "close_writer"]
@@ -120,4 +121,4 @@ async def close_writer(writer: asyncio.StreamWriter | None) -> None:
         return
     with contextlib.suppress(Exception):
         writer.close()
-        await asyncio.wait_for(writer.wait_closed(), 2)
+        await wait_for(writer.wait_closed(), 2)

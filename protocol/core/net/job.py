@@ -79,6 +79,7 @@ from protocol.core.net.server import (
 )
 from protocol.core.net.session import NetSessionSpec, SessionRejected
 from protocol.core.transports.secagg_transport import spec_context, sum_release, vote_modulus
+from protocol.core.net.signals import wait_for
 from secagg.client import SecAggClient
 from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.randomness import OsRandom
@@ -319,7 +320,7 @@ class NetJobServer(NetSecAggServer):
             if self._everyone_here():
                 self._all_joined.set()
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._all_joined.wait(), self.join_seconds)
+            await wait_for(self._all_joined.wait(), self.join_seconds)
         self._joining = False
         joined = len(self.connected)
         self.events({"event": "joined", "clients": joined})
@@ -384,7 +385,7 @@ class NetJobServer(NetSecAggServer):
 
         async def drain(conn: _JobConn) -> None:
             try:
-                await asyncio.wait_for(conn.writer.drain(), self.stage_seconds)
+                await wait_for(conn.writer.drain(), self.stage_seconds)
             except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError):
                 await self._drop_member(conn)
 
@@ -798,7 +799,7 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
         last_round = -1
         proof: SampleProof | None = None
         while True:
-            msg, size = await asyncio.wait_for(read_message(reader, between), wait_seconds)
+            msg, size = await wait_for(read_message(reader, between), wait_seconds)
             out.bytes_down += size
             if isinstance(msg, Bye):
                 out.status, out.reason = msg.status, msg.reason
@@ -856,8 +857,8 @@ async def run_job_client(member: int, host: str, port: int, policy: JobPolicy,
                     return out
                 continue
             netspec = policy.session(spec, msg.sample)
-            first, size = await asyncio.wait_for(read_message(reader, welcome_limits()),
-                                                 wait_seconds)
+            first, size = await wait_for(read_message(reader, welcome_limits()),
+                                         wait_seconds)
             out.bytes_down += size
             if isinstance(first, Bye):
                 out.status, out.reason = first.status, first.reason
@@ -937,7 +938,7 @@ async def _say_bye(writer: asyncio.StreamWriter | None, out: JobOutcome) -> None
     with contextlib.suppress(Exception):
         data = frame(Bye("aborted", reason))
         writer.write(data)
-        await asyncio.wait_for(writer.drain(), 2.0)
+        await wait_for(writer.drain(), 2.0)
         out.bytes_up += len(data)
 
 
@@ -989,7 +990,7 @@ async def _send_report(writer: asyncio.StreamWriter, reports: Any, member: int, 
             return why
     out.votes += 1   # counted once the report exists, whatever follows
     writer.write(data)
-    await asyncio.wait_for(writer.drain(), wait_seconds)
+    await wait_for(writer.drain(), wait_seconds)
     out.bytes_up += len(data)
     out.sessions["reported"] += 1
     return None

@@ -41,6 +41,7 @@ import numpy as np
 from protocol.core.net import tls
 from protocol.core.net.session import NetSessionSpec, demo_input
 from protocol.core.net.shuffle import expected_release
+from protocol.core.net.signals import wait_for
 
 __all__ = ["LoopbackOptions", "run_loopback", "expected_sum", "release_digest", "fedhh_command",
            "client_summaries", "kill_all", "next_before",
@@ -164,7 +165,7 @@ async def read_json_lines(stream: asyncio.StreamReader, sink: asyncio.Queue,
 async def stop_process(proc: asyncio.subprocess.Process, grace: float) -> bool:
     """Wait ``grace`` seconds, then SIGKILL; True if it had to be killed."""
     try:
-        await asyncio.wait_for(proc.wait(), grace)
+        await wait_for(proc.wait(), grace)
         return False
     except asyncio.TimeoutError:
         with contextlib.suppress(ProcessLookupError):
@@ -181,7 +182,7 @@ async def next_before(events: asyncio.Queue, deadline: float, limit: float
         RuntimeError: the experiment passed its time limit of ``limit`` seconds.
     """
     try:
-        return await asyncio.wait_for(events.get(), max(0.1, deadline - time.monotonic()))
+        return await wait_for(events.get(), max(0.1, deadline - time.monotonic()))
     except asyncio.TimeoutError:
         raise RuntimeError(f"the experiment passed its time limit of {limit:g} s") from None
 
@@ -229,7 +230,7 @@ async def kill_all(procs: list[asyncio.subprocess.Process]) -> int:
             with contextlib.suppress(ProcessLookupError):
                 p.kill()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(p.wait(), 10)
+                await wait_for(p.wait(), 10)
     return sum(p.returncode is None for p in procs)
 
 

@@ -48,6 +48,7 @@ from protocol.core.codec import CodecError, SessionLimits
 from protocol.core.net.frames import close_writer, decode_frame, frame, read_frame, read_message
 from protocol.core.net.messages import PROTOCOL_VERSION, Bye, Hello, bye_limits, hello_limits
 from protocol.core.net.session import NetSessionSpec
+from protocol.core.net.signals import wait_for
 from secagg.crypto import FRESH_NONCE_BYTES
 from secagg.errors import SecAggError
 from secagg.randomness import OsRandom
@@ -217,7 +218,7 @@ class TlsListener:
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+                await wait_for(self._server.wait_closed(), 5)
             self._server = None
 
 
@@ -400,7 +401,7 @@ class NetSecAggServer(TlsListener):
         self._session = session
         self.events({"event": "session", "phase": "joining", "session": config.session.hex()})
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(session.all_joined.wait(), self.join_seconds)
+            await wait_for(session.all_joined.wait(), self.join_seconds)
         session.joining = False
         joined = sorted(session.conns)
         self.events({"event": "joined", "clients": len(joined)})
@@ -425,7 +426,7 @@ class NetSecAggServer(TlsListener):
             for conn in handed:
                 with contextlib.suppress(Exception):
                     conn.writer.write(frame(bye))
-                    await asyncio.wait_for(conn.writer.drain(), self.stage_seconds)
+                    await wait_for(conn.writer.drain(), self.stage_seconds)
                 self.kept[conn.client] = (conn.reader, conn.writer)
             await end_all([c for c in session.conns.values() if not c.kept], bye)
             self._session = None
@@ -476,7 +477,7 @@ class NetSecAggServer(TlsListener):
             if left <= 0:
                 break
             try:
-                conn, msg, size = await asyncio.wait_for(queue.get(), left)
+                conn, msg, size = await wait_for(queue.get(), left)
             except asyncio.TimeoutError:
                 break
             client = conn.client
@@ -531,7 +532,7 @@ class NetSecAggServer(TlsListener):
 
         async def drain(recipient: int, writer: asyncio.StreamWriter) -> None:
             try:
-                await asyncio.wait_for(writer.drain(), self.stage_seconds)
+                await wait_for(writer.drain(), self.stage_seconds)
             except (asyncio.TimeoutError, ConnectionError, OSError, RuntimeError):
                 sent.discard(recipient)
                 await self._drop(session, recipient)
@@ -547,7 +548,7 @@ async def read_first(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     failure (silence, a refused or broken frame) the connection is closed, the reason
     recorded in ``refused``, and ``None`` returned."""
     try:
-        msg, _ = await asyncio.wait_for(read_message(reader, limits), seconds)
+        msg, _ = await wait_for(read_message(reader, limits), seconds)
         return msg
     except (asyncio.TimeoutError, asyncio.IncompleteReadError, CodecError, OSError,
             ssl.SSLError) as exc:
@@ -583,7 +584,7 @@ async def stop_tasks(keep: Iterable[asyncio.Task] = (), timeout: float = 10.0) -
         t.cancel()
     if tasks:
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout)
+            await wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout)
 
 
 async def end_all(conns: Iterable[_Conn], bye: Bye) -> None:
@@ -602,5 +603,5 @@ async def send_and_close(writer: asyncio.StreamWriter, bye: Bye, timeout: float 
     seconds) and close."""
     with contextlib.suppress(Exception):
         writer.write(frame(bye))
-        await asyncio.wait_for(writer.drain(), timeout)
+        await wait_for(writer.drain(), timeout)
     await close_writer(writer)

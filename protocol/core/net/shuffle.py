@@ -62,6 +62,7 @@ from protocol.core.net.messages import (
 from protocol.core.net.server import TlsListener, read_first, send_and_close
 from protocol.core.randomness import OsRandom
 from protocol.core.transports.shuffler_transport import shuffled_release
+from protocol.core.net.signals import wait_for
 from shuffler import (
     Analyzer, BatchTooSmall, CrowdKey, Encoder, EnvelopeRejected, HardThreshold, KeyPair,
     ShuffledBatch, Shuffler, ShufflerEnvelope, ShufflerError, encode_index,
@@ -338,7 +339,7 @@ class NetShufflerServer(TlsListener):
             return
         self._seen.add(client)
         try:
-            env, size = await asyncio.wait_for(
+            env, size = await wait_for(
                 read_message(reader, SessionLimits({ShufflerEnvelope.TAG:
                                                     self.limits.shapes[ShufflerEnvelope.TAG]})),
                 self.stage_seconds)
@@ -381,7 +382,7 @@ class NetShufflerServer(TlsListener):
         assert self._all_sent is not None and self._analyzer_joined is not None
         self.events({"event": "batch", "phase": "open", "context": self.context.task})
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._all_sent.wait(), self.batch_seconds)
+            await wait_for(self._all_sent.wait(), self.batch_seconds)
         self._open = False
         try:
             out = self.shuffler.close_batch(self.context)
@@ -395,7 +396,7 @@ class NetShufflerServer(TlsListener):
                               "dropped_by_threshold": dict(r.dropped_by_threshold),
                               "rule": r.threshold_rule}
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._analyzer_joined.wait(), self.stage_seconds)
+                await wait_for(self._analyzer_joined.wait(), self.stage_seconds)
             if not self._analyzers:
                 report.status, report.reason = "aborted", "no analyzer connected"
             else:
@@ -452,7 +453,7 @@ async def run_shuffle_client(client: int, host: str, port: int, round: ShuffleRo
         writer.write(data)
         sent += len(data)
         await writer.drain()
-        bye, _ = await asyncio.wait_for(read_message(reader, bye_limits()), wait_seconds)
+        bye, _ = await wait_for(read_message(reader, bye_limits()), wait_seconds)
         return bye.status, bye.reason, sent
     except NETWORK_FAILURES as exc:
         return (*failure_outcome(exc, wait_seconds), sent)
@@ -490,7 +491,7 @@ async def run_analyzer(host: str, port: int, round: ShuffleRound,
                                           AnalyzerHello(PROTOCOL_VERSION), wait_seconds)
         await writer.drain()
         accepted = analyzer_limits(limits.shapes[ShuffledBatch.TAG])
-        msg, size = await asyncio.wait_for(read_message(reader, accepted), wait_seconds)
+        msg, size = await wait_for(read_message(reader, accepted), wait_seconds)
         if isinstance(msg, Bye):
             out["status"], out["reason"] = msg.status if msg.status != "completed" \
                 else "aborted", msg.reason or "no batch"
@@ -501,7 +502,7 @@ async def run_analyzer(host: str, port: int, round: ShuffleRound,
         if msg.context != expected:
             out["status"], out["reason"] = "aborted", "the batch is for another round or key"
             return out
-        receipt_msg, _ = await asyncio.wait_for(read_message(reader, accepted), wait_seconds)
+        receipt_msg, _ = await wait_for(read_message(reader, accepted), wait_seconds)
         if not isinstance(receipt_msg, BatchReceipt) \
                 or receipt_msg.forwarded != len(msg.inner):
             out["status"], out["reason"] = "aborted", "no receipt matching the batch"

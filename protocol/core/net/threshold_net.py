@@ -67,6 +67,7 @@ from protocol.core.committee.verified import VerifiedParty
 from protocol.core.net.committee_net import run_verified_member, verified_limits
 from protocol.core.randomness import SEED_BYTES, seeded_randomness
 from protocol.core.transports.threshold import uniform_mod
+from protocol.core.net.signals import wait_for
 from secagg.client import SecAggClient
 from secagg.state import SessionConfig
 
@@ -282,12 +283,12 @@ async def helper_link(index: int, link: tuple[str, int], context: ssl.SSLContext
 
         listener = await asyncio.start_server(accept, host, port, ssl=context,
                                               ssl_handshake_timeout=wait_seconds)
-        reader, writer = await asyncio.wait_for(got, wait_seconds)
+        reader, writer = await wait_for(got, wait_seconds)
         return reader, writer, listener
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(
+            reader, writer = await wait_for(asyncio.open_connection(
                 host, port, ssl=context, server_hostname="fedhh-helper2"), wait_seconds)
             return reader, writer, None
         except (ConnectionError, OSError):
@@ -384,7 +385,7 @@ async def _helper_round(index: int, rnd: ThresholdRound, spec: NetSessionSpec, p
                         rand: Any, wait_seconds: float, fault: str | None,
                         out: dict[str, Any]) -> dict[str, Any]:
     """The one round of :func:`run_helper` over its open connections."""
-    first, _ = await asyncio.wait_for(read_message(reader, welcome_limits()), wait_seconds)
+    first, _ = await wait_for(read_message(reader, welcome_limits()), wait_seconds)
     if isinstance(first, Bye):
         out["status"], out["reason"] = first.status, first.reason
         return out
