@@ -209,3 +209,20 @@ def test_docs_equal_privacy_table_is_the_committed_result() -> None:
         assert table in page
         assert (res / "table.md").read_text(encoding="utf-8").strip() == table.strip()
         assert (res / "tradeoff.png").is_file()
+
+
+def test_equal_privacy_names_an_attack_that_did_not_go_as_expected(monkeypatch) -> None:  # noqa: ANN001
+    """A client attack whose observation does not match its expectation (a regression)
+    is marked NO in the table, not hidden."""
+    from protocol.studies import attacks
+    from protocol.studies.runners import compare
+
+    def broken(name: str, seed: int = 0) -> attacks.Outcome:
+        return attacks.Outcome(name, "dropped", "released", name != "poplar1.client_two_votes")
+
+    monkeypatch.setattr(attacks, "run_attack", broken)
+    got = compare._client_attacks(0)
+    assert [a["passed"] for a in got] == [True, True, False, True]
+    lines = compare.equal_privacy_table({"k": 10, "max_length": 10, "runs": 1, "seed": 0,
+                                         "rows": [], "corrupted_client": got})
+    assert "| Poplar1 | poplar1.client_two_votes | dropped | released | NO |" in lines

@@ -255,9 +255,9 @@ def test_the_network_transport_takes_only_client_votes(keys):
 
 
 # ---------------------------------------------------------------- a deviating server
-def _fake_server(keys, frames_after_hello):
+def _fake_server(keys, frames_after_hello, linger: float = 5):
     """A TLS server that answers one client's Hello with the given frames, then
-    waits; returns the client's outcome."""
+    waits ``linger`` seconds and closes; returns the client's outcome and the Hellos."""
     policy = JobPolicy("triehh", POP)
 
     async def main():
@@ -269,7 +269,7 @@ def _fake_server(keys, frames_after_hello):
             for f in frames_after_hello:
                 writer.write(f)
             await writer.drain()
-            await asyncio.sleep(5)
+            await asyncio.sleep(linger)
             writer.close()
 
         srv = await asyncio.start_server(handle, "127.0.0.1", 0,
@@ -564,28 +564,7 @@ def test_a_server_that_closes_before_saying_anything_is_told_apart(keys, frames,
     admitting the device, or died) is ``closed_before_admission`` for the device (the
     one line says so), not a bare IncompleteReadError; once the server has sent a frame
     a closed connection stays what it was."""
-    policy = JobPolicy("triehh", POP)
-
-    async def main():
-        async def handle(reader, writer):
-            await read_message(reader, hello_limits())
-            for f in frames:
-                writer.write(f)
-            await writer.drain()
-            writer.close()
-
-        srv = await asyncio.start_server(handle, "127.0.0.1", 0,
-                                         ssl=tls.server_context(keys))
-        port = srv.sockets[0].getsockname()[1]
-        ctx, pin = tls.client_context(keys)
-        verify, signing = tls.load_pki(keys)
-        out = await run_job_client(7, "127.0.0.1", port, policy, ctx, pin, lambda t: 0,
-                                   signing_key=signing[7], verify_keys=verify,
-                                   wait_seconds=3)
-        srv.close()
-        return out
-
-    out = asyncio.run(main())
+    out, _ = _fake_server(keys, frames, linger=0)
     assert out.status in ("disconnected", "aborted"), out
     if reason == "closed_before_admission":
         assert (out.status, out.reason) == ("disconnected", reason)

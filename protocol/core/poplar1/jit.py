@@ -15,8 +15,8 @@ import os
 
 import numpy as np
 
-__all__ = ["available", "kernels", "keccak_p1600_12_columns", "aes_rows_available", "aes_rows_into",
-           "sketch_inner", "idpf_inner_step"]
+__all__ = ["available", "kernels", "keccak_p1600_12_columns", "aes_rows_available",
+           "aes_rows_into", "sketch_inner", "idpf_inner_step"]
 
 try:  # pragma: no cover - depends on the installation
     if os.environ.get("FEDHH_JIT", "1") == "0":

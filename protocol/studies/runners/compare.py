@@ -480,6 +480,9 @@ def equal_privacy(opts: "CompareOptions", say: Callable[[str], None] = lambda _m
     skipped: list[dict[str, Any]] = []
     say("what one corrupted client achieves: the client attacks of the catalogue")
     attacks = _client_attacks(0 if opts.seed is None else int(opts.seed))
+    for a in attacks:
+        if not a["passed"]:
+            say(f"warning: the attack {a['attack']} did not go as expected: {a['observed']}")
     for di, ds in enumerate(datasets):
         for ni, n_req in enumerate(users):
             pop = load_population(ds, n_req, np.random.default_rng(_row_seed(opts.seed, di, ni)),
