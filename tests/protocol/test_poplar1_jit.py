@@ -188,3 +188,118 @@ def test_fused_inner_step_falls_back_when_a_value_is_redrawn(monkeypatch) -> Non
 
     monkeypatch.setattr(jit, "idpf_inner_step", flagged)
     assert run() == want and calls
+
+
+_EDGES255 = [F.P255 - 1, F.P255 - 2, 0, 1, 2, 19, (1 << 255) - 20, (1 << 26) - 1, 1 << 26,
+             (1 << 254), (1 << 234) - 1]
+
+
+def _field255(rng: np.random.Generator, *shape: int) -> list:
+    """Python integers in [0, p) of ``shape`` (nested lists), the edges of the field first."""
+    flat = [int.from_bytes(rng.bytes(32), "little") % F.P255 for _ in range(int(np.prod(shape)))]
+    flat[:len(_EDGES255)] = _EDGES255[:len(flat)]
+    return np.asarray(flat, dtype=object).reshape(shape).tolist()
+
+
+@pytest.mark.parametrize("c", [0, 1, 2, 31, 32, 33, 44, 64, 65, 130])
+def test_leaf_sketch_kernel_equals_numpy_and_python_integers(c: int) -> None:
+    """The leaf's round-1 sketch in compiled code (partial reductions every 32
+    candidates) is the numpy code's and Python's integers', at the edges of the field
+    and with every element p - 1 (the largest columns)."""
+    rng = np.random.default_rng(100 + c)
+    n = 40
+    P = F.P255
+    for maxed in (False, True):
+        d, e, r = (_field255(rng, n, c) for _ in range(3))
+        abc = _field255(rng, n, 3)
+        if maxed:
+            d = [[P - 1] * c for _ in range(n)]
+            e, r = d, d
+            abc = [[P - 1] * 3 for _ in range(n)]
+        vals = F.limbs_from_ints([[[x, y] for x, y in zip(dr, er)] for dr, er in zip(d, e)],
+                                 (n, c, 2))
+        rl, al = F.limbs_from_ints(r, (n, c)), F.limbs_from_ints(abc, (n, 3))
+        got = jit.sketch_leaf(vals, rl, al)
+        data, auth = vals[..., 0], vals[..., 1]
+        want = np.stack([F.add255(al[..., 0], F.dot255(data, rl)),
+                         F.add255(al[..., 1], F.dot255(data, F.mul255(rl, rl))),
+                         F.add255(al[..., 2], F.dot255(auth, rl))], axis=-1)
+        assert np.array_equal(got, want)
+        ints = F.limbs_to_ints(got)
+        for i in range(n):
+            assert ints[i] == [(abc[i][0] + sum(x * y for x, y in zip(d[i], r[i]))) % P,
+                               (abc[i][1] + sum(x * y * y for x, y in zip(d[i], r[i]))) % P,
+                               (abc[i][2] + sum(x * y for x, y in zip(e[i], r[i]))) % P]
+
+
+@pytest.mark.parametrize("agg_id", [0, 1])
+def test_leaf_values_kernel_equals_numpy_and_flags_rejected_elements(agg_id: int) -> None:
+    """The leaf's value shares from the convert output (bit 255 masked, the correction
+    where the control bit is set, negated for aggregator 1) equal the numpy code's, and
+    exactly the nodes with an element at or above p are flagged (among them the elements
+    p, p + 18, 2^255 - 1 and p with bit 255 set, after the mask; not p - 1)."""
+    rng = np.random.default_rng(7 + agg_id)
+    n, m = 60, 9
+    raw = rng.integers(0, 256, (n, m, 80), dtype=np.uint8)
+    specials = {(0, 0, 0): F.P255, (1, 2, 1): F.P255 + 18, (2, 3, 0): (1 << 256) - 1,
+                (3, 4, 1): F.P255 - 1, (4, 5, 0): 0, (5, 6, 1): (1 << 255) + F.P255}
+    for (r, j, v), value in specials.items():
+        raw[r, j, 16 + 32 * v:48 + 32 * v] = np.frombuffer(value.to_bytes(32, "little"), np.uint8)
+    ctrl = rng.integers(0, 2, (n, m)).astype(bool)
+    ctrl[:6] = True
+    cw = F.limbs_from_ints(_field255(rng, n, 2), (n, 2))
+    y, bad = jit.leaf_values(raw, ctrl, cw, agg_id)
+    vals = F.limbs_from_bytes(raw[:, :, 16:].reshape(n, m, 2, 32), mask=True)
+    want_bad = F.at_least_p(vals).any(axis=-1)
+    assert np.array_equal(bad, want_bad)
+    assert bad[0, 0] and bad[1, 2] and bad[2, 3] and not bad[3, 4] and bad[5, 6]
+    ok = ~want_bad
+    want = np.where(ctrl[None, :, :, None], F.add255(vals, cw[:, :, None, :]), F.reduce255(vals))
+    if agg_id == 1:
+        want = F.neg255(want)
+    assert np.array_equal(y[:, ok], want[:, ok])
+    ints = F.limbs_to_ints(y[:, 3, 4])
+    c3 = F.limbs_to_ints(cw[:, 3])[1]
+    assert ints[1] == ((-1) ** agg_id * (F.P255 - 1 + c3)) % F.P255
+
+
+def test_leaf_values_redraw_equals_the_exact_draw(monkeypatch) -> None:  # noqa: ANN001
+    """A node flagged by the compiled leaf (an element at or above p) is drawn again
+    exactly: forced here on a node whose draw was fine, the level's shares are the same."""
+    from protocol.core.poplar1 import Aggregator, Poplar1, sketch_accepts, sketch_message
+
+    bits, n = 4, 30
+    rng = np.random.default_rng(11)
+    meas = rng.integers(0, 2, (n, bits)).astype(bool)
+    v = Poplar1(bits, b"leaf redraw")
+    rep = v.shard_batch(meas, rng.integers(0, 256, (n, 16), dtype=np.uint8),
+                        rng.integers(0, 256, (n, v.RAND_SIZE), dtype=np.uint8))
+
+    def run() -> list:
+        aggs = [Aggregator(v, j, bytes(32), rep.nonces, rep.public, rep.shares[j])
+                for j in (0, 1)]
+        out = []
+        for lv in range(bits):
+            pref = tuple(sorted({tuple(bool(b) for b in row[:lv + 1]) for row in meas}))
+            r1 = [a.verify_init((lv, pref)) for a in aggs]
+            r2 = [a.verify_next(sketch_message(lv, bits, *r1)) for a in aggs]
+            ok = sketch_accepts(lv, bits, *r2)
+            out.append([np.asarray(x).tolist() if hasattr(x, "shape") else x
+                        for x in r1 + r2 + [a.aggregate(ok) for a in aggs]])
+        return out
+
+    want = run()
+    calls = []
+    real = jit.leaf_values
+
+    def flagged(*args):  # noqa: ANN002, ANN202
+        y, bad = real(*args)
+        y, bad = y.copy(), bad.copy()
+        y[:, 0, 0] = 0                       # what the redraw must put right
+        y[:, 5, 1] = 12345
+        bad[0, 0] = bad[5, 1] = True
+        calls.append(1)
+        return y, bad
+
+    monkeypatch.setattr(jit, "leaf_values", flagged)
+    assert run() == want and len(calls) == 2

@@ -192,6 +192,27 @@ def _convert_leaf(ctx: bytes, nonces: np.ndarray, seeds: np.ndarray) -> tuple[np
     return nxt, vals
 
 
+def _leaf_shares_compiled(ctx: bytes, nonces: np.ndarray, child: np.ndarray, ctrl: np.ndarray,
+                          w_leaf, agg_id: int) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
+    """The leaf's ``convert`` and this aggregator's value shares in one compiled pass
+    (:func:`jit.leaf_values`) over the TurboSHAKE128 output of every node: next seeds
+    ``(N, M, 16)`` and shares ``(10, N, M, 2)``, the same as :func:`_convert_leaf`
+    followed by the correction and the negation; a node with a rejected element is
+    drawn again exactly."""
+    dst = _DST_CONVERT + ctx
+    e = _leaf_xof(dst, nonces, child, KEY_SIZE + 2 * F.ENC255)
+    cw = F.leaf_limbs(w_leaf)                                          # (10, N, 2)
+    y, bad = jit.leaf_values(e, ctrl, cw, agg_id)
+    for r, j in np.argwhere(bad):
+        xof = XofTurboShake128(child[r, j].tobytes(), dst, nonces[r].tobytes())
+        xof.next(KEY_SIZE)
+        v = F.limbs_from_ints(xof.next_vec255(VALUE_LEN), (VALUE_LEN,))   # (10, 2)
+        if ctrl[r, j]:
+            v = F.add255(v, cw[:, r])
+        y[:, r, j] = F.neg255(v) if agg_id == 1 else v
+    return e[:, :, :KEY_SIZE].copy(), y
+
+
 def gen(bits: int, ctx: bytes, alpha: np.ndarray, beta_inner: np.ndarray,
         beta_leaf, nonces: np.ndarray, rand: np.ndarray,  # noqa: ANN001
         ciphers: ReportCiphers | None = None) -> tuple[PublicShares, np.ndarray]:
@@ -342,6 +363,9 @@ def eval_batch(bits: int, ctx: bytes, agg_id: int, public: PublicShares, keys: n
                 y = np.where(ctrl[:, :, None], F.add64(w, corr), w)
                 if agg_id == 1:
                     y = F.neg64(y)
+        elif jit.available():
+            seeds, y = _leaf_shares_compiled(ctx, ciphers.nonces, child, ctrl, public.w_leaf,
+                                             agg_id)
         else:
             seeds, wl = _convert_leaf(ctx, ciphers.nonces, child)   # (10, N, M, 2)
             cw = F.leaf_limbs(public.w_leaf)[:, :, None, :]            # (10, N, 1, 2)

@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 __all__ = ["available", "kernels", "keccak_p1600_12_columns", "aes_rows_available",
-           "aes_rows_into", "sketch_inner", "idpf_inner_step"]
+           "aes_rows_into", "sketch_inner", "idpf_inner_step", "leaf_values", "sketch_leaf"]
 
 try:  # pragma: no cover - depends on the installation
     if os.environ.get("FEDHH_JIT", "1") == "0":
@@ -379,3 +379,184 @@ def idpf_inner_step(seeds: np.ndarray, ctrl: np.ndarray, par: np.ndarray, qi: np
     if ok != 1:
         raise RuntimeError("OpenSSL AES-128-ECB failed")
     return out_seeds.view(np.uint8).reshape(n, nm, 16), out_ctrl, out_y, bad
+
+
+# ------------------------------------------------------------- Field255 (p = 2^255 - 19)
+# The leaf level in compiled code, on the representation of :mod:`field` (ten 26-bit
+# limbs, int64, the limb axis first): each kernel walks the reports and their
+# candidates and keeps an element's limbs in small work arrays allocated once per call,
+# so the only memory traffic is its inputs and outputs (the numpy code writes every
+# intermediate limb array out and reads it back). Same carries, folds (2^260 = 608 mod
+# p) and freeze as the numpy code; tests/protocol/test_poplar1_jit.py checks the outputs
+# against it and against Python's integers.
+if _nb is not None:
+    _MK = np.int64((1 << 26) - 1)
+    _TOPM = np.int64((1 << 21) - 1)
+    _W26 = np.uint64((1 << 26) - 1)
+    _TOP63 = np.uint64((1 << 63) - 1)
+
+    @_nb.njit(inline="always", cache=True)
+    def _f255_freeze(x, t):  # noqa: ANN001, ANN202
+        # ten limbs in [0, 2^26) (value below 2^260) to the canonical residue, in place
+        for _ in range(2):
+            hi = x[9] >> 21
+            x[9] &= _TOPM
+            x[0] += 19 * hi
+            for k in range(9):
+                x[k + 1] += x[k] >> 26
+                x[k] &= _MK
+        for k in range(10):
+            t[k] = x[k]
+        t[0] += 19
+        for k in range(9):
+            t[k + 1] += t[k] >> 26
+            t[k] &= _MK
+        if (t[9] >> 21) != 0:                    # value + 19 >= 2^255: value >= p
+            t[9] &= _TOPM
+            for k in range(10):
+                x[k] = t[k]
+
+    @_nb.njit(inline="always", cache=True)
+    def _f255_reduce(h, ncols, x, t):  # noqa: ANN001, ANN202
+        # signed columns h[0 .. ncols) of weights 2^(26 k) (ncols <= 19, each below 2^62
+        # in magnitude; h has 20 entries) to canonical limbs x; h is used as scratch
+        carry = np.int64(0)
+        for k in range(ncols):
+            v = h[k] + carry
+            h[k] = v & _MK
+            carry = v >> 26
+        h[ncols] = carry
+        for k in range(ncols + 1, 20):
+            h[k] = 0
+        for j in range(10):
+            x[j] = h[j] + 608 * h[j + 10]
+        while True:
+            carry = np.int64(0)
+            for k in range(10):
+                v = x[k] + carry
+                x[k] = v & _MK
+                carry = v >> 26
+            if carry == 0:
+                break
+            x[0] += 608 * carry
+        _f255_freeze(x, t)
+
+    @_nb.njit(inline="always", cache=True)
+    def _f255_mac(a, b, h):  # noqa: ANN001, ANN202
+        # h[i + j] += a[i] b[j]: the schoolbook columns of a b, accumulated
+        for i in range(10):
+            ai = a[i]
+            for j in range(10):
+                h[i + j] += ai * b[j]
+
+    @_nb.njit(inline="always", cache=True)
+    def _f255_from_words(w, o, x):  # noqa: ANN001, ANN202
+        # the four little-endian words w[o .. o + 4) (bit 255 cleared) to limbs x;
+        # returns whether the integer is at least p
+        w0, w1, w2, w3 = w[o], w[o + 1], w[o + 2], w[o + 3] & _TOP63
+        x[0] = np.int64(w0 & _W26)
+        x[1] = np.int64((w0 >> np.uint64(26)) & _W26)
+        x[2] = np.int64(((w0 >> np.uint64(52)) | (w1 << np.uint64(12))) & _W26)
+        x[3] = np.int64((w1 >> np.uint64(14)) & _W26)
+        x[4] = np.int64(((w1 >> np.uint64(40)) | (w2 << np.uint64(24))) & _W26)
+        x[5] = np.int64((w2 >> np.uint64(2)) & _W26)
+        x[6] = np.int64((w2 >> np.uint64(28)) & _W26)
+        x[7] = np.int64(((w2 >> np.uint64(54)) | (w3 << np.uint64(10))) & _W26)
+        x[8] = np.int64((w3 >> np.uint64(16)) & _W26)
+        x[9] = np.int64(w3 >> np.uint64(42))
+        # at least p = 2^255 - 19 exactly when the top 250 bits are all ones and the
+        # low limb is at least 2^26 - 19
+        ge = x[0] >= _MK - 18 and x[9] == _TOPM
+        for k in range(1, 9):
+            ge = ge and x[k] == _MK
+        return ge
+
+    @_nb.njit(nogil=True, cache=True)
+    def _leaf_values(e64, ctrl, cw, agg1, y, bad):  # noqa: ANN001, ANN202
+        # e64 (N, M, 10) uint64: the leaf convert's output per node (next seed, then two
+        # elements); cw (10, N, 2) the correction words; y (10, N, M, 2) out
+        n, m = ctrl.shape
+        x = np.empty(10, dtype=np.int64)
+        t = np.empty(10, dtype=np.int64)
+        h = np.zeros(20, dtype=np.int64)
+        for r in range(n):
+            for j in range(m):
+                for v in range(2):
+                    if _f255_from_words(e64[r, j], 2 + 4 * v, x):
+                        bad[r, j] = True
+                    for k in range(10):
+                        s = x[k]
+                        if ctrl[r, j]:
+                            s += cw[k, r, v]
+                        h[k] = -s if agg1 else s
+                    _f255_reduce(h, 10, x, t)
+                    for k in range(10):
+                        y[k, r, j, v] = x[k]
+
+    @_nb.njit(nogil=True, cache=True)
+    def _leaf_sketch(y, rand, abc, out):  # noqa: ANN001, ANN202
+        # y (10, N, C, 2) the value shares (data, auth), rand (10, N, C), abc (10, N, 3)
+        n, c = rand.shape[1], rand.shape[2]
+        a = np.empty(10, dtype=np.int64)
+        b = np.empty(10, dtype=np.int64)
+        d = np.empty(10, dtype=np.int64)
+        r2 = np.empty(10, dtype=np.int64)
+        x = np.empty(10, dtype=np.int64)
+        t = np.empty(10, dtype=np.int64)
+        h = np.zeros(20, dtype=np.int64)
+        acc = np.zeros((3, 20), dtype=np.int64)
+        for r in range(n):
+            acc[:, :] = 0
+            for j in range(c):
+                for k in range(10):
+                    a[k] = rand[k, r, j]
+                    d[k] = y[k, r, j, 0]
+                    b[k] = y[k, r, j, 1]
+                h[:] = 0
+                _f255_mac(a, a, h)
+                _f255_reduce(h, 19, r2, t)
+                _f255_mac(d, a, acc[0])
+                _f255_mac(d, r2, acc[1])
+                _f255_mac(b, a, acc[2])
+                if j % 32 == 31:
+                    # 32 pairs of 19 columns stay below 2^61: reduce before the next
+                    for s in range(3):
+                        _f255_reduce(acc[s], 19, x, t)
+                        acc[s, :] = 0
+                        for k in range(10):
+                            acc[s, k] = x[k]
+            for s in range(3):
+                for k in range(10):
+                    acc[s, k] += abc[k, r, s]
+                _f255_reduce(acc[s], 19, x, t)
+                for k in range(10):
+                    out[k, r, s] = x[k]
+
+
+def leaf_values(converted: np.ndarray, ctrl: np.ndarray, w_cw: np.ndarray,
+                agg_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """This aggregator's value shares at the leaf from the leaf ``convert``'s output of
+    every node (``(N, M, 80)`` uint8: the next seed, then two elements' bytes), the
+    nodes' control bits ``(N, M)`` and the reports' correction words (limbs ``(10, N,
+    2)``): limbs ``(10, N, M, 2)`` (the element masked to 255 bits, the correction added
+    where the bit is set, negated for aggregator 1) and a flag ``(N, M)`` where an element
+    was at least ``p`` (the caller draws those again exactly)."""
+    n, m = ctrl.shape
+    e64 = np.ascontiguousarray(converted, dtype=np.uint8).view("<u8")
+    y = np.empty((10, n, m, 2), dtype=np.int64)
+    bad = np.zeros((n, m), dtype=bool)
+    _leaf_values(e64, np.ascontiguousarray(ctrl, dtype=bool),
+                 np.ascontiguousarray(w_cw, dtype=np.int64), bool(agg_id == 1), y, bad)
+    return y, bad
+
+
+def sketch_leaf(values: np.ndarray, rand: np.ndarray, abc: np.ndarray) -> np.ndarray:
+    """Poplar1's round-1 sketch share at the leaf, limbs ``(10, N, 3)``: ``(a + sum_j r_j
+    d_j, b + sum_j r_j^2 d_j, c + sum_j r_j e_j)`` from the value shares ``(10, N, C, 2)``
+    (data ``d``, authenticator ``e``), the verification randomness ``(10, N, C)`` and the
+    correlated randomness ``(10, N, 3)``, all canonical limbs."""
+    out = np.empty((10, rand.shape[1], 3), dtype=np.int64)
+    _leaf_sketch(np.ascontiguousarray(values, dtype=np.int64),
+                 np.ascontiguousarray(rand, dtype=np.int64),
+                 np.ascontiguousarray(abc, dtype=np.int64), out)
+    return out

@@ -521,10 +521,13 @@ class Aggregator:
             abc[:, r] = F.limbs_from_ints(XofTurboShake128(
                 self.share.corr_seed[r].tobytes(), d, binders[r].tobytes()).next_vec255(3), (3,))
         data, auth = value[..., 0], value[..., 1]                            # (10, N, C)
-        r2 = F.mul255(rand, rand)
-        sketch = np.stack([F.add255(abc[..., 0], F.dot255(data, rand)),
-                           F.add255(abc[..., 1], F.dot255(data, r2)),
-                           F.add255(abc[..., 2], F.dot255(auth, rand))], axis=-1)
+        if jit.available():
+            sketch = jit.sketch_leaf(value, rand, abc)
+        else:
+            r2 = F.mul255(rand, rand)
+            sketch = np.stack([F.add255(abc[..., 0], F.dot255(data, rand)),
+                               F.add255(abc[..., 1], F.dot255(data, r2)),
+                               F.add255(abc[..., 2], F.dot255(auth, rand))], axis=-1)
         self._state = ("evaluate", agg_param, F.leaf_limbs(self.share.corr_leaf), data)
         return F.limbs_to_ints(sketch)
 
