@@ -134,6 +134,8 @@ def test_docs_tables_are_the_committed_results() -> None:
     for name, row, kernels in (
             ("levels_8192_16_44_before.json", "| Python-integer leaf (before) |", None),
             ("levels_8192_16_44_numpy.json", "| numpy code (`FEDHH_JIT=0`) |", "numpy"),
+            ("levels_8192_16_44_kernels_before.json",
+             "| compiled kernels, numpy Field255 at the leaf (before) |", "numba"),
             ("levels_8192_16_44.json", "| compiled kernels (numba, the default) |", "numba")):
         d = load(name)[0]
         assert kernels is None or d["kernels"].startswith(kernels)
