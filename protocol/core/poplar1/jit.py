@@ -464,8 +464,8 @@ if _nb is not None:
         x[7] = np.int64(((w2 >> np.uint64(54)) | (w3 << np.uint64(10))) & _W26)
         x[8] = np.int64((w3 >> np.uint64(16)) & _W26)
         x[9] = np.int64(w3 >> np.uint64(42))
-        # at least p = 2^255 - 19 exactly when the top 250 bits are all ones and the
-        # low limb is at least 2^26 - 19
+        # at least p = 2^255 - 19 exactly when limbs 1 to 9 are all ones (bits 26 to
+        # 254) and the low limb is at least 2^26 - 19
         ge = x[0] >= _MK - 18 and x[9] == _TOPM
         for k in range(1, 9):
             ge = ge and x[k] == _MK
