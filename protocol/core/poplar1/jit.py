@@ -81,12 +81,34 @@ if _nb is not None:
 _RC12: np.ndarray | None = None
 
 
+#: sponges a padded block of :func:`keccak_p1600_12_columns` holds
+_PAD_BLOCK = 2048
+
+
 def keccak_p1600_12_columns(state: np.ndarray) -> None:
-    """Keccak-p[1600, 12] in place on every column of a ``(25, N)`` uint64 array."""
+    """Keccak-p[1600, 12] in place on every column of a ``(25, N)`` uint64 array.
+
+    The kernel reads a sponge's 25 lanes from 25 rows. When the rows lie a multiple of
+    1 KB apart (the sponge code's batches are powers of two, and its chunks views of
+    longer batches), those 25 cache lines fall into at most four of the L1 cache's sets
+    and evict each other before the next sponge of the same lines is read: such a state
+    goes through a buffer whose rows are 8 lanes longer than a block, copied in and out
+    (at 8,192 sponges about 170 against 270 ns a permutation on this machine)."""
     global _RC12
     if _RC12 is None:
         _RC12 = _rc12()
-    _keccak_columns(state, _RC12)
+    n = state.shape[1]
+    if n < 64 or state.strides[0] % 1024:
+        _keccak_columns(state, _RC12)
+        return
+    width = min(n, _PAD_BLOCK)
+    buf = np.empty((25, width + 8), dtype=np.uint64)
+    for lo in range(0, n, width):
+        hi = min(n, lo + width)
+        block = buf[:, :hi - lo]
+        block[...] = state[:, lo:hi]
+        _keccak_columns(block, _RC12)
+        state[:, lo:hi] = block
 
 
 # ------------------------------------------- AES-128-ECB, one key a row, via OpenSSL
