@@ -227,3 +227,53 @@ def test_field255_rejection_redraw_paths(monkeypatch: pytest.MonkeyPatch) -> Non
             assert [I.encode_public_share(rep2.public, r) for r in range(3)] == \
                 [I.encode_public_share(rep.public, r) for r in range(3)]
             assert r1b == r1 and ok2.all() and counts2 == counts, target
+
+
+def test_leaf_rounds_as_limbs_equal_the_integer_rounds() -> None:
+    """``leaf_limbs=True`` (what the aggregator processes use) gives the same sketch
+    shares, round-2 shares, encodings and decisions as the lists of ints, a tampered
+    report rejected alike; decoding as limbs refuses what decoding as ints refuses."""
+    from protocol.core.poplar1 import Aggregator, Poplar1, sketch_accepts, sketch_message
+    from protocol.core.poplar1 import vdaf as V
+    from protocol.core.poplar1.errors import Poplar1DecodeError, Poplar1UsageError
+
+    bits, n = 5, 40
+    rng = np.random.default_rng(21)
+    meas = rng.integers(0, 2, (n, bits)).astype(bool)
+    vdaf = Poplar1(bits, b"limbs")
+    rep = vdaf.shard_batch(meas, rng.integers(0, 256, (n, 16), dtype=np.uint8),
+                           rng.integers(0, 256, (n, vdaf.RAND_SIZE), dtype=np.uint8))
+    leaf = (bits - 1, tuple(sorted({tuple(bool(x) for x in m) for m in meas})))
+    runs = {}
+    for as_limbs in (False, True):
+        aggs = [Aggregator(vdaf, j, bytes(range(32)), rep.nonces, rep.public, rep.shares[j])
+                for j in (0, 1)]
+        r1 = [a.verify_init(leaf, leaf_limbs=as_limbs) for a in aggs]
+        wire1 = [V.encode_field_vec(bits - 1, bits, r if as_limbs else [x for row in r for x in row])
+                 for r in r1]
+        if as_limbs:
+            assert all(isinstance(r, np.ndarray) and r.shape == (10, n, 3) for r in r1)
+            msg = F.add255(r1[0], r1[1])
+            msg[:, 7, 0] = F.add255(msg[:, 7, 0], F.const255(1))      # report 7 tampered
+        else:
+            msg = sketch_message(bits - 1, bits, *r1)
+            msg[7][0] = (msg[7][0] + 1) % P
+        r2 = [a.verify_next(msg, leaf_limbs=as_limbs) for a in aggs]
+        wire2 = [V.encode_field_vec(bits - 1, bits, r) for r in r2]
+        ok = sketch_accepts(bits - 1, bits, *r2)
+        runs[as_limbs] = (wire1, wire2, ok.tolist(), [a.aggregate(ok) for a in aggs])
+        if as_limbs:
+            back = V.decode_field_vec(bits - 1, bits, wire1[0], 3 * n, leaf_limbs=True)
+            assert np.array_equal(back, r1[0].reshape(10, 3 * n))
+            with pytest.raises(Poplar1UsageError):
+                sketch_accepts(bits - 1, bits, r2[0], r2[1][:, :-1])
+            with pytest.raises(Poplar1UsageError):
+                sketch_message(bits - 1, bits, r1[0], r1[1][:, :-1])
+    assert runs[False] == runs[True]
+    assert runs[True][2].count(False) == 1 and not runs[True][2][7]
+    bad = (P).to_bytes(32, "little") + bytes(32)
+    for kw in ({}, {"leaf_limbs": True}):
+        with pytest.raises(Poplar1DecodeError):
+            V.decode_field_vec(bits - 1, bits, bad, 2, **kw)
+        with pytest.raises(Poplar1DecodeError):
+            V.decode_field_vec(bits - 1, bits, bytes(63), 2, **kw)

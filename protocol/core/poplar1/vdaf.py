@@ -481,9 +481,11 @@ class Aggregator:
             out[r] = x.next_vec64(3)
         return out
 
-    def verify_init(self, agg_param: AggParam):  # noqa: ANN201
+    def verify_init(self, agg_param: AggParam, *, leaf_limbs: bool = False):  # noqa: ANN201
         """Round 1: this aggregator's sketch shares, ``(N, 3)`` uint64 on an inner level,
-        ``N`` triples of Field255 ints on the leaf.
+        ``N`` triples of Field255 ints on the leaf (with ``leaf_limbs``, the limbs ``(10,
+        N, 3)`` of :mod:`~protocol.core.poplar1.field` instead: no conversion to Python
+        integers, for callers that exchange bytes).
 
         Raises:
             Poplar1UsageError: an invalid aggregation parameter.
@@ -529,11 +531,12 @@ class Aggregator:
                                F.add255(abc[..., 1], F.dot255(data, r2)),
                                F.add255(abc[..., 2], F.dot255(auth, rand))], axis=-1)
         self._state = ("evaluate", agg_param, F.leaf_limbs(self.share.corr_leaf), data)
-        return F.limbs_to_ints(sketch)
+        return sketch if leaf_limbs else F.limbs_to_ints(sketch)
 
-    def verify_next(self, message):  # noqa: ANN001, ANN201
+    def verify_next(self, message, *, leaf_limbs: bool = False):  # noqa: ANN001, ANN201
         """Round 2: from the combined sketch (:func:`sketch_message`), this aggregator's
-        share of ``agg_id (z^2 - z* - z**) + A z + B``: ``(N,)`` uint64 or ``N`` ints.
+        share of ``agg_id (z^2 - z* - z**) + A z + B``: ``(N,)`` uint64 or ``N`` ints
+        (with ``leaf_limbs``, limbs ``(10, N)`` on the leaf).
 
         Raises:
             Poplar1UsageError: called out of order or with a message of the wrong shape.
@@ -556,7 +559,8 @@ class Aggregator:
             out = F.add255(F.mul255(AB[..., 0], z), AB[..., 1])
             if self.agg_id == 1:
                 out = F.add255(out, F.reduce255(F.mul255(z, z) - zs - zss))
-            out = F.limbs_to_ints(out)
+            if not leaf_limbs:
+                out = F.limbs_to_ints(out)
         self._state = ("reveal", agg_param, None, data)
         return out
 
@@ -596,8 +600,8 @@ def sketch_message(level: int, bits: int, share0, share1):  # noqa: ANN001, ANN2
     """The round-1 message: the sum of the two sketch shares."""
     if level < bits - 1:
         return F.add64(np.asarray(share0, dtype=np.uint64), np.asarray(share1, dtype=np.uint64))
-    n = len(share0)
-    if len(share1) != n:
+    n = _leaf_count(share0)
+    if _leaf_count(share1) != n:
         raise Poplar1UsageError("sketch shares of different counts")
     return F.limbs_to_ints(F.add255(_leaf_message(share0, n, 3), _leaf_message(share1, n, 3)))
 
@@ -606,8 +610,8 @@ def sketch_accepts(level: int, bits: int, share0, share1) -> np.ndarray:  # noqa
     """Which reports pass: the two round-2 shares sum to zero."""
     if level < bits - 1:
         return F.add64(np.asarray(share0, dtype=np.uint64), np.asarray(share1, dtype=np.uint64)) == 0
-    n = len(share0)
-    if len(share1) != n:
+    n = _leaf_count(share0)
+    if _leaf_count(share1) != n:
         raise Poplar1UsageError("verifier shares of different counts")
     if n == 0:
         return np.zeros(0, dtype=bool)
@@ -615,9 +619,26 @@ def sketch_accepts(level: int, bits: int, share0, share1) -> np.ndarray:  # noqa
     return ~s.any(axis=0)
 
 
+def _is_limbs(values) -> bool:  # noqa: ANN001
+    return isinstance(values, np.ndarray) and values.dtype == np.int64 and values.ndim >= 1 \
+        and values.shape[0] == F.LIMBS
+
+
+def _leaf_count(values) -> int:  # noqa: ANN001
+    """How many elements (or rows) a leaf message holds: ints, or limbs ``(10, n, ...)``."""
+    return int(values.shape[1]) if _is_limbs(values) and values.ndim >= 2 else len(values)
+
+
 def _leaf_elements(values, n: int) -> np.ndarray:  # noqa: ANN001
-    """``n`` Field255 elements (ints, reduced mod p on the way) as limbs ``(10, n)``."""
-    if isinstance(values, np.ndarray) and values.dtype == np.int64 and values.shape[0] == F.LIMBS:
+    """``n`` Field255 elements (ints, reduced mod p on the way, or limbs ``(10, n)``) as
+    limbs ``(10, n)``.
+
+    Raises:
+        Poplar1UsageError: limbs of the wrong shape.
+    """
+    if _is_limbs(values):
+        if values.shape != (F.LIMBS, n):
+            raise Poplar1UsageError("verifier shares of the wrong shape")
         return values
     return F.limbs_from_ints([int(v) % F.P255 for v in values], (n,))
 
@@ -629,7 +650,7 @@ def _leaf_message(values, n: int, k: int) -> np.ndarray:  # noqa: ANN001
     Raises:
         Poplar1UsageError: rows of the wrong count or width.
     """
-    if isinstance(values, np.ndarray) and values.dtype == np.int64 and values.shape[0] == F.LIMBS:
+    if _is_limbs(values):
         if values.shape[1:] != (n, k):
             raise Poplar1UsageError("sketch message of the wrong shape")
         return values
@@ -639,20 +660,31 @@ def _leaf_message(values, n: int, k: int) -> np.ndarray:  # noqa: ANN001
 
 
 def encode_field_vec(level: int, bits: int, values) -> bytes:  # noqa: ANN001
-    """A verifier share, message or aggregate share, encoded in the level's field."""
+    """A verifier share, message or aggregate share, encoded in the level's field: on
+    the leaf a list of ints, or canonical limbs ``(10, ...)`` (their elements in
+    row-major order)."""
     if level < bits - 1:
         return F.encode64(np.asarray(values, dtype=np.uint64))
+    if _is_limbs(values):
+        return F.limbs_to_bytes(values).tobytes()
     return F.encode255(list(values))
 
 
-def decode_field_vec(level: int, bits: int, encoded: bytes, count: int):  # noqa: ANN201
-    """Inverse of :func:`encode_field_vec`, requiring exactly ``count`` elements.
+def decode_field_vec(level: int, bits: int, encoded: bytes, count: int, *,  # noqa: ANN201
+                     leaf_limbs: bool = False):
+    """Inverse of :func:`encode_field_vec`, requiring exactly ``count`` elements (on the
+    leaf with ``leaf_limbs``, as limbs ``(10, count)``).
 
     Raises:
         Poplar1DecodeError: wrong length or an element out of range.
     """
     if level < bits - 1:
         return F.decode64(encoded, count)
+    if leaf_limbs:
+        if len(encoded) != F.ENC255 * count:
+            raise Poplar1DecodeError("Field255 vector of the wrong length")
+        return F.decode255_array(np.frombuffer(bytes(encoded), dtype=np.uint8).reshape(
+            count, F.ENC255))
     return F.decode255(encoded, count)
 
 

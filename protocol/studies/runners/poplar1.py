@@ -136,10 +136,10 @@ class AggregatorParty:
     #: memory, its whole CPU time and the accept-decision bytes it sent
     process: dict[str, Any] | None = None
 
-    def timed(self, fn: Callable[..., Any], *args: Any) -> Any:  # noqa: ANN401
+    def timed(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
         t = time.process_time()
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         finally:
             self.cpu_seconds += time.process_time() - t
 
@@ -534,17 +534,23 @@ class _PeerLink:
     def exchange(self, level: int, bits: int, values, count: int):  # noqa: ANN001, ANN201
         """Send this aggregator's field elements, receive and decode the other's
         ``count`` elements (:func:`~protocol.core.poplar1.vdaf.decode_field_vec`
-        raises on a malformed message)."""
+        raises on a malformed message). On the leaf, ``values`` given as limbs
+        ``(10, ...)`` are sent as their bytes and the other's come back as limbs ``(10,
+        count)``; given as ints, as ints."""
         from protocol.core.poplar1.vdaf import decode_field_vec, encode_field_vec
 
-        if level < bits - 1:
-            flat = np.asarray(values, dtype=np.uint64).reshape(-1)
+        limbs = level == bits - 1 and isinstance(values, np.ndarray) \
+            and values.dtype == np.int64
+        if level < bits - 1 or limbs:
+            flat = values if limbs else np.asarray(values, dtype=np.uint64).reshape(-1)
         else:
             flat = [x for row in values for x in (row if isinstance(row, list) else [row])]
         blob = self.party.timed(encode_field_vec, level, bits, flat)
         got = self._swap(blob)
         self.party.bytes_sent += len(blob)
         self.party.bytes_received += len(got)
+        if limbs:
+            return self.party.timed(decode_field_vec, level, bits, got, count, leaf_limbs=True)
         return self.party.timed(decode_field_vec, level, bits, got, count)
 
     def decisions(self, ok: np.ndarray) -> np.ndarray:
@@ -566,9 +572,10 @@ def _aggregator_level(party: AggregatorParty, link: _PeerLink, bits: int,
     shares. Returns this aggregator's counts (its share plus the one it received) and
     the reports rejected at this level."""
     from protocol.core.poplar1 import sketch_accepts
-    from protocol.core.poplar1.field import add64
+    from protocol.core.poplar1.field import LIMBS, add64, add255
 
     level, cands = agg_param
+    leaf = level == bits - 1
     core = party.core
     agg: Any = None
     rejected: list[int] = []
@@ -576,16 +583,17 @@ def _aggregator_level(party: AggregatorParty, link: _PeerLink, bits: int,
         m = hi - lo
         part = core.parts[bi]
         party.timed(core.unpark, bi)
-        mine = party.timed(part.verify_init, agg_param)
+        # on the leaf the Field255 shares stay limbs from round 1 to the decisions:
+        # exchanged as their bytes, decoded and validated as limbs, no Python integers
+        mine = party.timed(part.verify_init, agg_param, leaf_limbs=True)
         party.timed(core.park, bi)
         other = link.exchange(level, bits, mine, 3 * m)
-        if level < bits - 1:
+        if not leaf:
             msg = party.timed(add64, np.asarray(mine), other.reshape(m, 3))
         else:
-            o = [other[3 * r:3 * r + 3] for r in range(m)]
-            msg = [[(x + y) % (2 ** 255 - 19) for x, y in zip(u, v)] for u, v in zip(mine, o)]
+            msg = party.timed(add255, mine, other.reshape(LIMBS, m, 3))
         del mine, other
-        r2 = party.timed(part.verify_next, msg)
+        r2 = party.timed(part.verify_next, msg, leaf_limbs=True)
         del msg
         got2 = link.exchange(level, bits, r2, m)
         ok = party.timed(sketch_accepts, level, bits, r2, got2) if party.agg_id == 0 \
