@@ -156,18 +156,15 @@ def test_committed_keccak_kernel_is_the_generated_one() -> None:
     assert body == jit._keccak_source().split("\n", 1)[1]
 
 
-def test_fused_inner_step_falls_back_when_a_value_is_redrawn(monkeypatch) -> None:  # noqa: ANN001
-    """A value drawn at least p (probability about 2^-32) sends the level to the numpy
-    path, which draws it again exactly: forced here, the shares are the same."""
+def _level_runner(bits: int, n: int, seed: int, ctx: bytes, levels: int, rows: int):  # noqa: ANN202
+    """``n`` random reports sharded once; the returned function prepares the first
+    ``levels`` levels with fresh aggregators (candidates: the prefixes of the first
+    ``rows`` reports) and returns every round's shares and the aggregates as lists."""
     from protocol.core.poplar1 import Aggregator, Poplar1, sketch_accepts, sketch_message
-    from protocol.core.poplar1 import idpf as I
 
-    if not I._fused_inner():
-        pytest.skip("the fused step needs libcrypto")
-    bits, n = 6, 50
-    rng = np.random.default_rng(9)
+    rng = np.random.default_rng(seed)
     meas = rng.integers(0, 2, (n, bits)).astype(bool)
-    v = Poplar1(bits, b"fallback")
+    v = Poplar1(bits, ctx)
     rep = v.shard_batch(meas, rng.integers(0, 256, (n, 16), dtype=np.uint8),
                         rng.integers(0, 256, (n, v.RAND_SIZE), dtype=np.uint8))
 
@@ -175,14 +172,25 @@ def test_fused_inner_step_falls_back_when_a_value_is_redrawn(monkeypatch) -> Non
         aggs = [Aggregator(v, j, bytes(32), rep.nonces, rep.public, rep.shares[j])
                 for j in (0, 1)]
         out = []
-        for lv in range(bits - 1):
-            pref = tuple(sorted({tuple(bool(b) for b in row[:lv + 1]) for row in meas[:9]}))
+        for lv in range(levels):
+            pref = tuple(sorted({tuple(bool(b) for b in row[:lv + 1]) for row in meas[:rows]}))
             r1 = [a.verify_init((lv, pref)) for a in aggs]
             r2 = [a.verify_next(sketch_message(lv, bits, *r1)) for a in aggs]
             ok = sketch_accepts(lv, bits, *r2)
-            out.append([np.asarray(x).tolist() for x in r1 + r2 + [a.aggregate(ok) for a in aggs]])
+            out.append([np.asarray(x).tolist() if hasattr(x, "shape") else x
+                        for x in r1 + r2 + [a.aggregate(ok) for a in aggs]])
         return out
+    return run
 
+
+def test_fused_inner_step_falls_back_when_a_value_is_redrawn(monkeypatch) -> None:  # noqa: ANN001
+    """A value drawn at least p (probability about 2^-32) sends the level to the numpy
+    path, which draws it again exactly: forced here, the shares are the same."""
+    from protocol.core.poplar1 import idpf as I
+
+    if not I._fused_inner():
+        pytest.skip("the fused step needs libcrypto")
+    run = _level_runner(6, 50, 9, b"fallback", levels=5, rows=9)
     want = run()
     calls = []
     real = jit.idpf_inner_step
@@ -274,28 +282,7 @@ def test_leaf_values_kernel_equals_numpy_and_flags_rejected_elements(agg_id: int
 def test_leaf_values_redraw_equals_the_exact_draw(monkeypatch) -> None:  # noqa: ANN001
     """A node flagged by the compiled leaf (an element at or above p) is drawn again
     exactly: forced here on a node whose draw was fine, the level's shares are the same."""
-    from protocol.core.poplar1 import Aggregator, Poplar1, sketch_accepts, sketch_message
-
-    bits, n = 4, 30
-    rng = np.random.default_rng(11)
-    meas = rng.integers(0, 2, (n, bits)).astype(bool)
-    v = Poplar1(bits, b"leaf redraw")
-    rep = v.shard_batch(meas, rng.integers(0, 256, (n, 16), dtype=np.uint8),
-                        rng.integers(0, 256, (n, v.RAND_SIZE), dtype=np.uint8))
-
-    def run() -> list:
-        aggs = [Aggregator(v, j, bytes(32), rep.nonces, rep.public, rep.shares[j])
-                for j in (0, 1)]
-        out = []
-        for lv in range(bits):
-            pref = tuple(sorted({tuple(bool(b) for b in row[:lv + 1]) for row in meas}))
-            r1 = [a.verify_init((lv, pref)) for a in aggs]
-            r2 = [a.verify_next(sketch_message(lv, bits, *r1)) for a in aggs]
-            ok = sketch_accepts(lv, bits, *r2)
-            out.append([np.asarray(x).tolist() if hasattr(x, "shape") else x
-                        for x in r1 + r2 + [a.aggregate(ok) for a in aggs]])
-        return out
-
+    run = _level_runner(4, 30, 11, b"leaf redraw", levels=4, rows=30)
     want = run()
     calls = []
     real = jit.leaf_values

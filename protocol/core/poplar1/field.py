@@ -503,13 +503,19 @@ class Field255Rows:
         return list(self)
 
 
+def is_limbs(values) -> bool:  # noqa: ANN001
+    """Whether ``values`` is an int64 array of Field255 limbs (the limb axis first), not
+    a list of Python integers."""
+    return isinstance(values, np.ndarray) and values.dtype == np.int64 and values.ndim >= 1 \
+        and values.shape[0] == LIMBS
+
+
 def leaf_limbs(values) -> np.ndarray:  # noqa: ANN001
     """``N`` rows of Field255 elements -- a :class:`Field255Rows`, limbs ``(10, N, k)``,
     or ``N`` lists of ints -- as limbs ``(10, N, k)``."""
     if isinstance(values, Field255Rows):
         return values.limbs()
-    if isinstance(values, np.ndarray) and values.dtype == np.int64 and values.ndim == 3 \
-            and values.shape[0] == LIMBS:
+    if is_limbs(values) and values.ndim == 3:
         return values
     n = len(values)
     k = len(values[0]) if n else 0

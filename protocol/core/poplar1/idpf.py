@@ -186,10 +186,17 @@ def _convert_leaf(ctx: bytes, nonces: np.ndarray, seeds: np.ndarray) -> tuple[np
     nxt = e[:, :, :KEY_SIZE].copy()
     vals = F.limbs_from_bytes(e[:, :, KEY_SIZE:].reshape(n, m, VALUE_LEN, F.ENC255), mask=True)
     for r, j in np.argwhere(F.at_least_p(vals).any(axis=-1)):
-        xof = XofTurboShake128(seeds[r, j].tobytes(), dst, nonces[r].tobytes())
-        xof.next(KEY_SIZE)
-        vals[:, r, j] = F.limbs_from_ints(xof.next_vec255(VALUE_LEN), (VALUE_LEN,))
+        vals[:, r, j] = _leaf_values_exact(seeds[r, j], dst, nonces[r])
     return nxt, vals
+
+
+def _leaf_values_exact(seed: np.ndarray, dst: bytes, nonce: np.ndarray) -> np.ndarray:
+    """One node's two Field255 elements of the leaf ``convert`` drawn exactly by the
+    scalar XOF (after its 16-byte seed), as limbs ``(10, 2)``: the path of a node whose
+    batched draw rejected an element."""
+    xof = XofTurboShake128(seed.tobytes(), dst, nonce.tobytes())
+    xof.next(KEY_SIZE)
+    return F.limbs_from_ints(xof.next_vec255(VALUE_LEN), (VALUE_LEN,))
 
 
 def _leaf_shares_compiled(ctx: bytes, nonces: np.ndarray, child: np.ndarray, ctrl: np.ndarray,
@@ -204,9 +211,7 @@ def _leaf_shares_compiled(ctx: bytes, nonces: np.ndarray, child: np.ndarray, ctr
     cw = F.leaf_limbs(w_leaf)                                          # (10, N, 2)
     y, bad = jit.leaf_values(e, ctrl, cw, agg_id)
     for r, j in np.argwhere(bad):
-        xof = XofTurboShake128(child[r, j].tobytes(), dst, nonces[r].tobytes())
-        xof.next(KEY_SIZE)
-        v = F.limbs_from_ints(xof.next_vec255(VALUE_LEN), (VALUE_LEN,))   # (10, 2)
+        v = _leaf_values_exact(child[r, j], dst, nonces[r])                  # (10, 2)
         if ctrl[r, j]:
             v = F.add255(v, cw[:, r])
         y[:, r, j] = F.neg255(v) if agg_id == 1 else v

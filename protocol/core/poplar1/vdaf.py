@@ -619,14 +619,9 @@ def sketch_accepts(level: int, bits: int, share0, share1) -> np.ndarray:  # noqa
     return ~s.any(axis=0)
 
 
-def _is_limbs(values) -> bool:  # noqa: ANN001
-    return isinstance(values, np.ndarray) and values.dtype == np.int64 and values.ndim >= 1 \
-        and values.shape[0] == F.LIMBS
-
-
 def _leaf_count(values) -> int:  # noqa: ANN001
     """How many elements (or rows) a leaf message holds: ints, or limbs ``(10, n, ...)``."""
-    return int(values.shape[1]) if _is_limbs(values) and values.ndim >= 2 else len(values)
+    return int(values.shape[1]) if F.is_limbs(values) and values.ndim >= 2 else len(values)
 
 
 def _leaf_elements(values, n: int) -> np.ndarray:  # noqa: ANN001
@@ -636,7 +631,7 @@ def _leaf_elements(values, n: int) -> np.ndarray:  # noqa: ANN001
     Raises:
         Poplar1UsageError: limbs of the wrong shape.
     """
-    if _is_limbs(values):
+    if F.is_limbs(values):
         if values.shape != (F.LIMBS, n):
             raise Poplar1UsageError("verifier shares of the wrong shape")
         return values
@@ -650,7 +645,7 @@ def _leaf_message(values, n: int, k: int) -> np.ndarray:  # noqa: ANN001
     Raises:
         Poplar1UsageError: rows of the wrong count or width.
     """
-    if _is_limbs(values):
+    if F.is_limbs(values):
         if values.shape[1:] != (n, k):
             raise Poplar1UsageError("sketch message of the wrong shape")
         return values
@@ -665,7 +660,7 @@ def encode_field_vec(level: int, bits: int, values) -> bytes:  # noqa: ANN001
     row-major order)."""
     if level < bits - 1:
         return F.encode64(np.asarray(values, dtype=np.uint64))
-    if _is_limbs(values):
+    if F.is_limbs(values):
         return F.limbs_to_bytes(values).tobytes()
     return F.encode255(list(values))
 

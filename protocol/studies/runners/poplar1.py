@@ -537,10 +537,10 @@ class _PeerLink:
         raises on a malformed message). On the leaf, ``values`` given as limbs
         ``(10, ...)`` are sent as their bytes and the other's come back as limbs ``(10,
         count)``; given as ints, as ints."""
+        from protocol.core.poplar1.field import is_limbs
         from protocol.core.poplar1.vdaf import decode_field_vec, encode_field_vec
 
-        limbs = level == bits - 1 and isinstance(values, np.ndarray) \
-            and values.dtype == np.int64
+        limbs = level == bits - 1 and is_limbs(values)
         if level < bits - 1 or limbs:
             flat = values if limbs else np.asarray(values, dtype=np.uint64).reshape(-1)
         else:
